@@ -1,0 +1,1 @@
+"""Small shared pieces with no heavy imports: errors, clock, ids."""

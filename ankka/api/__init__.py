@@ -1,0 +1,1 @@
+"""What more than one deployable needs: resource models and the capability vocabulary."""

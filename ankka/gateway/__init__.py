@@ -1,0 +1,1 @@
+"""The checked model gateway: one OpenAI-compatible address for the installation models."""

@@ -1,0 +1,1 @@
+"""The kopf operator: reconciles Agent, Task and InstallationModel resources."""

@@ -1,0 +1,1 @@
+"""The runtime: declares agents and runs their turns (see docs/architecture.md)."""
