@@ -1,0 +1,5 @@
+import sys
+
+from ankka.cli import main
+
+sys.exit(main())

@@ -1,0 +1,122 @@
+"""The one error tree of ankka, split by who must act.
+
+- :class:`ConfigurationError`: whoever deploys the service must fix a setting or a declaration.
+- :class:`RequestError`: the caller sent something that cannot be served (bad body, unknown
+  agent); they must change the request.
+- :class:`Refused`: a guardrail or a capability check refused the request on purpose.
+- :class:`ModelError`: the model's provider failed (down, slow, wrong key, bad answer). It
+  always names the provider the service configured, never the SDK's vendor.
+- :class:`TurnFailed`: the turn ran but could not finish (tool rounds exhausted, a typed answer
+  that did not decode).
+
+Each class carries ``kind`` (a stable machine-readable word, shown as ``error.type`` on the
+HTTP API) and ``status`` (the HTTP status the runtime answers with).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AnkkaError",
+    "ConfigurationError",
+    "InvalidJSON",
+    "ModelAuthenticationError",
+    "ModelError",
+    "ModelTimeout",
+    "ModelUnavailable",
+    "NotFound",
+    "Refused",
+    "RequestError",
+    "StoreError",
+    "TurnFailed",
+]
+
+
+class AnkkaError(Exception):
+    """Root of every error ankka raises on purpose."""
+
+    kind: str = "internal_error"
+    status: int = 500
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigurationError(AnkkaError):
+    """A setting or declaration is wrong; the service's owner must fix it."""
+
+    kind = "configuration_error"
+    status = 500
+
+
+class RequestError(AnkkaError):
+    """The request cannot be served as sent; the caller must change it."""
+
+    kind = "invalid_request"
+    status = 422
+
+
+class InvalidJSON(RequestError):
+    kind = "invalid_json"
+    status = 400
+
+
+class NotFound(RequestError):
+    kind = "not_found"
+    status = 404
+
+
+class Refused(AnkkaError):
+    """Refused on purpose (a guardrail, a capability check). ``by`` names who refused."""
+
+    kind = "refused"
+    status = 403
+
+    def __init__(self, reason: str, *, by: str) -> None:
+        super().__init__(f"refused by {by}: {reason}")
+        self.reason = reason
+        self.by = by
+
+
+class ModelError(AnkkaError):
+    """The model provider failed. ``provider`` is the name the service configured."""
+
+    kind = "model_error"
+    status = 502
+
+    def __init__(self, provider: str, detail: str, *, http_status: int | None = None) -> None:
+        where = f"model provider {provider!r}"
+        status_part = f" (HTTP {http_status})" if http_status is not None else ""
+        super().__init__(f"{where} failed{status_part}: {detail}")
+        self.provider = provider
+        self.detail = detail
+        self.http_status = http_status
+
+
+class ModelUnavailable(ModelError):
+    kind = "model_unavailable"
+    status = 502
+
+
+class ModelTimeout(ModelError):
+    kind = "model_timeout"
+    status = 504
+
+
+class ModelAuthenticationError(ModelError):
+    kind = "model_authentication_failed"
+    status = 502
+
+
+class TurnFailed(AnkkaError):
+    """The turn could not finish (round limit, an answer that does not decode)."""
+
+    kind = "turn_failed"
+    status = 502
+
+
+class StoreError(AnkkaError):
+    """The session store cannot be opened or written."""
+
+    kind = "store_error"
+    status = 500

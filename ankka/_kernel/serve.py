@@ -1,0 +1,74 @@
+"""Run an ASGI app on a socket bound before the server starts.
+
+Shared by ``ankka serve``, ``ankka standin`` and ``ankka gateway``: binding first makes
+``--port 0`` work (the kernel picks a free port and the line printed names it, which is how
+tests and scripts find the server) and lets set-up errors surface before anything listens.
+uvicorn is imported only when a server actually starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+__all__ = ["bind", "run", "serve_forever"]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise SystemExit(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve_forever(
+    app: Any,
+    sock: socket.socket,
+    *,
+    name: str,
+    access_log: bool = False,
+    timeout_keep_alive: int = 30,
+) -> None:
+    import uvicorn
+
+    host, port = sock.getsockname()[:2]
+    scheme = "http"
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=access_log,
+        lifespan="off",
+        timeout_keep_alive=timeout_keep_alive,
+        timeout_graceful_shutdown=10,
+    )
+    server = uvicorn.Server(config)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)
+    await server.serve(sockets=[sock])
+
+
+def run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run ``main`` on uvloop when it is installed, on asyncio's loop otherwise."""
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    try:
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    except ImportError:
+        pass
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(main())
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return 130

@@ -1,0 +1,40 @@
+"""``ankka``: one command, a subcommand per job.
+
+Each subcommand lives with the deployable it runs and is imported only when chosen, so
+``ankka standin`` never loads the operator's Kubernetes client and ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main"]
+
+# name → (module, one-line help). The module has configure(parser) and run(args) -> int.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("ankka.runtime.cli_serve", "serve a service's agents over HTTP"),
+    "standin": ("ankka.runtime.cli_standin", "run the scripted stand-in model server"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ankka",
+        description="ankka: agents on Kubernetes. Run `ankka COMMAND --help` for a command.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    modules = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        command = sub.add_parser(name, help=help_text, description=module.__doc__)
+        module.configure(command)
+        modules[name] = module
+    args = parser.parse_args(argv)
+    result: int = modules[args.command].run(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

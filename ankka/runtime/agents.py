@@ -1,0 +1,166 @@
+"""Declaring agents and services; the :class:`Turn` a handler returns.
+
+A service groups agents. An agent is a name and a handler; the handler receives the request
+(:class:`TurnRequest`) and returns a :class:`Turn`: a description of what the platform should
+do (instructions, message, tools, guardrails, memory, answer shape, model). Building it does no
+I/O, so the platform may build it again (an approval resumes a turn that way)::
+
+    service = Service("weather")
+
+    @service.agent("weather")
+    def weather(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, instructions="...", tools=[get_weather])
+
+The loop itself (``ankka.runtime.loop``) belongs to the platform.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from pydantic import BaseModel
+
+from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.tools import Tool
+
+__all__ = [
+    "Answer",
+    "Memory",
+    "Service",
+    "Turn",
+    "TurnRequest",
+]
+
+DEFAULT_MAX_TOOL_ROUNDS = 100
+
+Answer: TypeAlias = Literal["text", "stream"] | type[BaseModel]
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """Which part of the session's conversation an agent reads.
+
+    Filters keep whole turns, so a request never starts with a tool result or an answer whose
+    question was cut away.
+    """
+
+    mode: Literal["all", "last", "agents", "none"] = "all"
+    last_messages: int = 0
+    agents: frozenset[str] = frozenset()
+
+    @classmethod
+    def all(cls) -> Memory:
+        return cls("all")
+
+    @classmethod
+    def last(cls, messages: int) -> Memory:
+        """The most recent ``messages`` messages, rounded down to whole turns."""
+        if messages < 1:
+            raise ConfigurationError(f"Memory.last needs at least 1 message, got {messages}")
+        return cls("last", last_messages=messages)
+
+    @classmethod
+    def from_agents(cls, *names: str) -> Memory:
+        """Only the turns handled by the named agents (their questions, tools and answers)."""
+        if not names:
+            raise ConfigurationError("Memory.from_agents needs at least one agent name")
+        return cls("agents", agents=frozenset(names))
+
+    @classmethod
+    def none(cls) -> Memory:
+        return cls("none")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """What a handler is given: who is asked, in which session, and the message."""
+
+    agent: str
+    session: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    """The effect a handler returns: everything the loop needs, and nothing it must do."""
+
+    message: str
+    instructions: str = ""
+    tools: Sequence[Tool] = ()
+    input_guardrails: Sequence[Guardrail] = ()
+    output_guardrails: Sequence[Guardrail] = ()
+    memory: Memory = field(default_factory=Memory.all)
+    write_memory: bool = True
+    answer: Answer = "text"
+    model: str = "default"
+    max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
+    reasoning_effort: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tool_rounds < 0:
+            raise ConfigurationError("max_tool_rounds cannot be negative")
+        names = [t.name for t in self.tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigurationError(f"two tools share the name(s) {', '.join(duplicates)}")
+        if not (
+            self.answer in ("text", "stream")
+            or (isinstance(self.answer, type) and issubclass(self.answer, BaseModel))
+        ):
+            raise ConfigurationError(
+                f"answer must be 'text', 'stream' or a pydantic model class, not {self.answer!r}"
+            )
+
+    @property
+    def streams(self) -> bool:
+        return self.answer == "stream"
+
+    @property
+    def answer_type(self) -> type[BaseModel] | None:
+        return self.answer if isinstance(self.answer, type) else None
+
+
+Handler = Callable[[TurnRequest], Turn]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDeclaration:
+    name: str
+    handler: Handler
+    description: str = ""
+
+
+class Service:
+    """A named set of agents; ``ankka serve MODULE:ATTR`` serves one."""
+
+    def __init__(self, name: str = "ankka") -> None:
+        self.name = name
+        self._agents: dict[str, AgentDeclaration] = {}
+
+    @property
+    def agents(self) -> dict[str, AgentDeclaration]:
+        return dict(self._agents)
+
+    def agent(self, name: str, *, description: str = "") -> Callable[[Handler], Handler]:
+        """Declare an agent whose handler builds each :class:`Turn`."""
+
+        def register(handler: Handler) -> Handler:
+            if inspect.iscoroutinefunction(handler):
+                raise ConfigurationError(
+                    f"agent {name!r}: a handler builds a description and does no I/O; make it "
+                    "a plain function (put I/O in tools)"
+                )
+            if name in self._agents:
+                raise ConfigurationError(f"agent {name!r} is declared twice in {self.name!r}")
+            doc = description or inspect.getdoc(handler) or ""
+            self._agents[name] = AgentDeclaration(name, handler, doc)
+            return handler
+
+        return register
+
+    def declaration(self, name: str) -> AgentDeclaration | None:
+        return self._agents.get(name)

@@ -1,0 +1,86 @@
+"""Serve a service's agents over HTTP.
+
+MODULE:ATTR names the Service, for example examples.weather:service (the current directory is
+importable). Models come from ANKKA_MODEL_<NAME>_* variables (see docs/configuration.md); the
+session store defaults to an SQLite file in the working directory. The first line printed is
+"ankka serve: listening on http://HOST:PORT".
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from ankka._kernel import serve
+from ankka._kernel.errors import AnkkaError
+
+__all__ = ["configure", "run"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from ankka.runtime.journal.open import DEFAULT_STORE
+
+    parser.add_argument("target", metavar="MODULE:ATTR", help="the Service to serve")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    parser.add_argument(
+        "--store", default=DEFAULT_STORE, help="session store URL (default: %(default)s)"
+    )
+    parser.add_argument("--access-log", action="store_true", help="log every request")
+
+
+def load_service(target: str) -> object:
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(
+            f"ankka serve: {target!r} is not MODULE:ATTR (e.g. examples.weather:service)"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise SystemExit(f"ankka serve: cannot import {module_name!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise SystemExit(f"ankka serve: module {module_name!r} has no {attr!r}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ankka.runtime.agents import Service
+    from ankka.runtime.host import Runtime
+    from ankka.runtime.http import create_app
+    from ankka.runtime.journal.open import open_store
+    from ankka.runtime.providers.registry import providers_from_environment
+
+    service = load_service(args.target)
+    if not isinstance(service, Service):
+        raise SystemExit(f"ankka serve: {args.target} is a {type(service).__name__}, not a Service")
+    try:
+        providers = providers_from_environment(os.environ)
+    except AnkkaError as exc:
+        print(f"ankka serve: {exc}", file=sys.stderr)
+        return 2
+    sock = serve.bind(args.host, args.port)
+
+    async def main() -> int:
+        try:
+            store = await open_store(args.store)
+        except AnkkaError as exc:
+            print(f"ankka serve: {exc}", file=sys.stderr)
+            return 2
+        runtime = Runtime(service, store=store, providers=providers)
+        names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
+        print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
+        try:
+            await serve.serve_forever(
+                create_app(runtime), sock, name="ankka serve", access_log=args.access_log
+            )
+        finally:
+            await runtime.aclose()
+        return 0
+
+    return serve.run(main)

@@ -1,0 +1,180 @@
+"""The runtime host: runs a service's turns on a journal store and configured providers.
+
+For one request: build the agent's :class:`~ankka.runtime.agents.Turn` (pure), wait for the
+session's turn, bring the session's folded conversation up to date from the journal, run the
+loop, append the turn's messages in one atomic batch, and only then answer. A failed turn
+writes nothing, so nothing committed before it is lost or half-overwritten.
+
+Folded conversations are cached and brought up to date by reading only the events after the
+cached position, so a turn costs one small read and one write, not a replay of the session.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ankka._kernel.clock import Clock, SystemClock
+from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
+from ankka._kernel.ids import new_id
+from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.journal import events
+from ankka.runtime.journal.fold import apply, fold
+from ankka.runtime.journal.store import JournalStore
+from ankka.runtime.loop import Emit, TurnOutcome, run_turn
+from ankka.runtime.messages import AssistantMessage, Message, Usage
+from ankka.runtime.metrics import RuntimeMetrics
+from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.sessions import SessionQueue
+
+__all__ = ["Runtime", "SessionSummary", "TurnResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    outcome: TurnOutcome
+    effect: Turn
+
+    @property
+    def reply(self) -> object:
+        """The text, or the typed answer as JSON-ready data."""
+        value = self.outcome.value
+        return value.model_dump(mode="json") if value is not None else self.outcome.text
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    session: str
+    messages: int
+    turns: int
+    pending: int
+    usage: Usage
+
+
+class _Conversations:
+    """Folded conversations by session, least recently used evicted past ``capacity``."""
+
+    def __init__(self, store: JournalStore, capacity: int) -> None:
+        self._store = store
+        self._capacity = capacity
+        self._cache: OrderedDict[str, tuple[int, list[Message]]] = OrderedDict()
+
+    async def load(self, session: str) -> tuple[int, list[Message]]:
+        position, conversation = self._cache.pop(session, (0, []))
+        for event in await self._store.read(session, after=position):
+            apply(conversation, events.decode(event.kind, event.body))
+            position = event.seq
+        self._remember(session, position, conversation)
+        return position, conversation
+
+    def _remember(self, session: str, position: int, conversation: list[Message]) -> None:
+        self._cache[session] = (position, conversation)
+        self._cache.move_to_end(session)
+        while len(self._cache) > self._capacity:
+            self._cache.popitem(last=False)
+
+    def extend(self, session: str, position: int, added: tuple[Message, ...]) -> None:
+        cached = self._cache.get(session)
+        if cached is None:
+            return
+        conversation = cached[1]
+        for message in added:
+            apply(conversation, message)
+        self._remember(session, position, conversation)
+
+    def forget(self, session: str) -> None:
+        self._cache.pop(session, None)
+
+
+class Runtime:
+    def __init__(
+        self,
+        service: Service,
+        *,
+        store: JournalStore,
+        providers: Mapping[str, ModelProvider],
+        clock: Clock | None = None,
+        metrics: RuntimeMetrics | None = None,
+        cache_sessions: int = 1024,
+    ) -> None:
+        self.service = service
+        self.store = store
+        self.providers = dict(providers)
+        self.clock = clock or SystemClock()
+        self.metrics = metrics or RuntimeMetrics()
+        self.queue = SessionQueue()
+        self._conversations = _Conversations(store, cache_sessions)
+
+    def plan(self, agent: str, session: str, message: str) -> tuple[Turn, ModelProvider]:
+        """Build the agent's effect and find its model; no I/O."""
+        declaration = self.service.declaration(agent)
+        if declaration is None:
+            known = ", ".join(sorted(self.service.agents)) or "none"
+            raise NotFound(f"there is no agent {agent!r} in this service (agents: {known})")
+        effect = declaration.handler(TurnRequest(agent, session, message))
+        if not isinstance(effect, Turn):
+            raise ConfigurationError(
+                f"agent {agent!r}: its handler returned {type(effect).__name__}, not a Turn"
+            )
+        provider = self.providers.get(effect.model)
+        if provider is None:
+            configured = ", ".join(sorted(self.providers)) or "none"
+            env = f"ANKKA_MODEL_{effect.model.upper().replace('-', '_')}_PRESET"
+            raise ConfigurationError(
+                f"agent {agent!r} asks for model {effect.model!r}, which is not configured "
+                f"(configured: {configured}); set {env} and its settings"
+            )
+        return effect, provider
+
+    async def run(
+        self, agent: str, session: str, message: str, *, emit: Emit | None = None
+    ) -> TurnResult:
+        effect, provider = self.plan(agent, session, message)
+        started = self.clock.monotonic()
+        try:
+            async with self.queue.turn(session):
+                position, history = await self._conversations.load(session)
+                outcome = await run_turn(
+                    effect,
+                    history=history,
+                    agent=agent,
+                    turn_id=new_id("turn"),
+                    provider=provider,
+                    clock=self.clock,
+                    emit=emit,
+                )
+                if effect.write_memory:
+                    batch = [events.encode(m) for m in outcome.messages]
+                    try:
+                        new_position = await self.store.append(session, batch, expected=position)
+                    except BaseException:
+                        self._conversations.forget(session)
+                        raise
+                    self._conversations.extend(session, new_position, outcome.messages)
+        except AnkkaError as exc:
+            self.metrics.turn_failed(agent, exc.kind)
+            raise
+        self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
+        return TurnResult(outcome, effect)
+
+    async def messages(self, session: str) -> list[Message]:
+        """The session's conversation as committed; read from the store, not the turn cache,
+        so a reader never waits behind the session's queue."""
+        return fold(await self.store.read(session))
+
+    async def summary(self, session: str) -> SessionSummary:
+        pending = self.queue.pending(session)
+        conversation = await self.messages(session)
+        usage = Usage()
+        turns = 0
+        for message in conversation:
+            if isinstance(message, AssistantMessage) and message.turn_usage is not None:
+                usage = usage + message.turn_usage
+                turns += 1
+        return SessionSummary(session, len(conversation), turns, pending, usage)
+
+    async def aclose(self) -> None:
+        for provider in self.providers.values():
+            await provider.aclose()
+        await self.store.close()

@@ -1,0 +1,27 @@
+"""Open a journal store from a URL (``--store``): ``sqlite:///path`` or a plain file path."""
+
+from __future__ import annotations
+
+from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.journal.store import JournalStore
+
+__all__ = ["DEFAULT_STORE", "open_store"]
+
+DEFAULT_STORE = "sqlite:///ankka.sqlite3"
+
+
+async def open_store(url: str) -> JournalStore:
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite://")
+        # sqlite:///relative.db and sqlite:////abs/path.db, as SQLAlchemy spells them
+        path = path[1:] if path.startswith("/") else path
+        if not path:
+            raise ConfigurationError(f"the store URL {url!r} names no file")
+        return await SqliteStore.open(path)
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise ConfigurationError(
+            f"unknown store scheme {scheme!r} in {url!r}; use sqlite:///PATH (or a plain path)"
+        )
+    return await SqliteStore.open(url)

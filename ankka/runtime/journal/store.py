@@ -1,0 +1,41 @@
+"""The journal store seam: what SQLite (embedded) and PostgreSQL (many pods) implement.
+
+A store appends a batch of events to one session's stream atomically and reads a stream from a
+position. ``expected`` makes appends safe between processes: a writer says which position it
+read up to, and the store refuses the batch (:class:`ConcurrentAppend`) if another writer got
+there first, so no turn is written on top of a history it did not see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ankka._kernel.errors import StoreError
+from ankka.runtime.journal.events import StoredEvent
+
+__all__ = ["ConcurrentAppend", "JournalStore"]
+
+
+class ConcurrentAppend(StoreError):
+    """Another writer appended to the session after this writer read it."""
+
+    kind = "concurrent_append"
+    status = 409
+
+
+class JournalStore(Protocol):
+    async def append(
+        self, session: str, events: Sequence[tuple[str, str]], *, expected: int
+    ) -> int:
+        """Append ``(kind, body)`` events after position ``expected``; return the new last
+        position. All or nothing: the batch is committed durably before this returns."""
+        ...
+
+    async def read(self, session: str, *, after: int = 0) -> list[StoredEvent]:
+        """The session's events with position greater than ``after``, in order."""
+        ...
+
+    async def sessions(self) -> list[str]: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,162 @@
+"""The request loop: the platform's, not the agent's.
+
+For one turn: input guardrails (before any model call) → assemble the request → call the
+model → run the tools it asked for and call it again (at most ``max_tool_rounds`` round
+trips) → decode a typed answer → output guardrails (before memory is written). The caller
+(:mod:`ankka.runtime.host`) writes the returned messages to the journal, then replies.
+
+The loop calls only seams: the provider, the tools and an optional ``emit`` for live events.
+It never rewrites past context: each request is the history it was given plus this turn's
+messages appended, so a provider's prompt cache keeps hitting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ValidationError
+
+from ankka._kernel.clock import Clock
+from ankka._kernel.errors import TurnFailed
+from ankka.runtime import memory
+from ankka.runtime.agents import Turn
+from ankka.runtime.guardrails import first_refusal
+from ankka.runtime.messages import (
+    AssistantMessage,
+    Message,
+    ModelCall,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+from ankka.runtime.providers.base import (
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    OutputSchema,
+    TextDelta,
+)
+from ankka.runtime.tools import Tool
+
+__all__ = ["Emit", "LoopEvent", "TurnOutcome", "run_turn"]
+
+LoopEvent = TextDelta | ToolCall | ToolResult
+Emit = Callable[[LoopEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """What a finished turn produced: its messages (the user's first), the answer, the tokens."""
+
+    turn: str
+    messages: tuple[Message, ...]
+    text: str
+    value: BaseModel | None
+    usage: Usage
+    calls: tuple[ModelCall, ...]
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        return tuple(m for m in self.messages if isinstance(m, ToolResult))
+
+
+async def run_turn(
+    effect: Turn,
+    *,
+    history: Sequence[Message],
+    agent: str,
+    turn_id: str,
+    provider: ModelProvider,
+    clock: Clock,
+    emit: Emit | None = None,
+) -> TurnOutcome:
+    await first_refusal(effect.input_guardrails, effect.message, stage="input")
+    context = tuple(memory.select(history, effect.memory))
+    produced: list[Message] = [UserMessage(effect.message, agent, turn_id)]
+    tools = {t.name: t for t in effect.tools}
+    specs = tuple(t.spec for t in effect.tools)
+    answer_type = effect.answer_type
+    output = (
+        OutputSchema(answer_type.__name__, answer_type.model_json_schema())
+        if answer_type is not None
+        else None
+    )
+    calls: list[ModelCall] = []
+    usage = Usage()
+    rounds = 0
+    while True:
+        request = ModelRequest(
+            effect.instructions, (*context, *produced), specs, output, effect.reasoning_effort
+        )
+        started = clock.monotonic()
+        response = await _call(provider, request, emit if effect.streams else None)
+        call = ModelCall(
+            provider=provider.name,
+            model=response.model or provider.model,
+            agent=agent,
+            latency_ms=(clock.monotonic() - started) * 1000.0,
+            usage=response.usage,
+        )
+        calls.append(call)
+        usage = usage + response.usage
+        if not response.tool_calls:
+            break
+        if rounds >= effect.max_tool_rounds:
+            raise TurnFailed(
+                f"agent {agent!r} still asked for tools after {effect.max_tool_rounds} tool "
+                "rounds (its max_tool_rounds); nothing of this turn was written"
+            )
+        rounds += 1
+        produced.append(
+            AssistantMessage(response.content, response.tool_calls, agent, turn_id, call)
+        )
+        for tool_call in response.tool_calls:
+            if emit is not None:
+                await emit(tool_call)
+            result = await _run_tool(tools, tool_call, agent, turn_id)
+            if emit is not None:
+                await emit(result)
+            produced.append(result)
+    text = response.content or ""
+    value = _decode(answer_type, text, agent) if answer_type is not None else None
+    await first_refusal(effect.output_guardrails, text, stage="output")
+    produced.append(AssistantMessage(text, (), agent, turn_id, call, turn_usage=usage))
+    return TurnOutcome(turn_id, tuple(produced), text, value, usage, tuple(calls))
+
+
+async def _call(provider: ModelProvider, request: ModelRequest, emit: Emit | None) -> ModelResponse:
+    if emit is None:
+        return await provider.complete(request)
+    final: ModelResponse | None = None
+    async for item in provider.stream(request):
+        if isinstance(item, TextDelta):
+            await emit(item)
+        else:
+            final = item
+    if final is None:
+        raise TurnFailed(f"model provider {provider.name!r} ended its stream without an answer")
+    return final
+
+
+async def _run_tool(tools: dict[str, Tool], call: ToolCall, agent: str, turn_id: str) -> ToolResult:
+    found = tools.get(call.name)
+    if found is None:
+        offered = ", ".join(sorted(tools)) or "none"
+        content = f"there is no tool named {call.name!r}; the tools offered are: {offered}"
+        return ToolResult(call.id, call.name, content, True, agent, turn_id)
+    outcome = await found.run(call.arguments)
+    return ToolResult(call.id, call.name, outcome.content, outcome.is_error, agent, turn_id)
+
+
+def _decode(answer_type: type[BaseModel], text: str, agent: str) -> BaseModel:
+    try:
+        return answer_type.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the answer"
+        raise TurnFailed(
+            f"agent {agent!r} asked for a {answer_type.__name__} answer but the model's answer "
+            f"did not decode ({where}: {first['msg']}); nothing of this turn was written"
+        ) from exc

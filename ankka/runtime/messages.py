@@ -1,0 +1,148 @@
+"""The runtime's shared vocabulary: messages, tool calls, usage, model calls.
+
+Pure values, no I/O. The loop produces them, the journal stores them as events, providers
+translate them to and from their wire formats, and the HTTP API renders them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "ModelCall",
+    "SummaryMessage",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+    "UserMessage",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens, never money: there is no price table, so cost is unknown, not zero."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
+        return cls(
+            int(data.get("input_tokens", 0)),
+            int(data.get("output_tokens", 0)),
+            int(data.get("cache_read_tokens", 0)),
+            int(data.get("cache_write_tokens", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One model call, as accounted with the turn that made it."""
+
+    provider: str
+    model: str
+    agent: str
+    latency_ms: float
+    usage: Usage
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "agent": self.agent,
+            "latency_ms": round(self.latency_ms, 3),
+            "usage": self.usage.as_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelCall:
+        return cls(
+            provider=str(data["provider"]),
+            model=str(data["model"]),
+            agent=str(data["agent"]),
+            latency_ms=float(data["latency_ms"]),
+            usage=Usage.from_dict(data["usage"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A model's request to run a tool. ``arguments`` is the JSON text exactly as the model
+    wrote it: kept verbatim so replaying it to the model is byte-identical, and so arguments
+    that do not decode can still be recorded and answered with an error result."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """What the caller said. ``agent`` is the agent the turn was addressed to."""
+
+    content: str
+    agent: str = ""
+    turn: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """A model's answer: text, tool calls, or both.
+
+    ``call`` accounts for the model call that produced it; ``turn_usage`` is set on the last
+    answer of a turn only, and sums every call of that turn.
+    """
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    agent: str = ""
+    turn: str = ""
+    call: ModelCall | None = None
+    turn_usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool's answer to one call; ``is_error`` when the tool failed or its arguments did not
+    decode (the model sees the error and may correct itself)."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    agent: str = ""
+    turn: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryMessage:
+    """A compaction summary standing for the messages it replaced."""
+
+    content: str
+    replaces: int = 0
+    turn: str = ""
+    agent: str = field(default="")
+
+
+Message = UserMessage | AssistantMessage | ToolResult | SummaryMessage

@@ -1,0 +1,70 @@
+"""Prometheus metrics of one runtime: turns, model calls, tool calls, tokens, latency.
+
+Each runtime has its own registry (tests start many in one process). Labels never carry
+message text, keys or session ids.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from ankka.runtime.loop import TurnOutcome
+
+__all__ = ["RuntimeMetrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class RuntimeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.turns = Counter(
+            "ankka_turns", "Turns handled, by agent and outcome", ["agent", "outcome"], registry=r
+        )
+        self.turn_seconds = Histogram(
+            "ankka_turn_seconds",
+            "Time of a whole turn",
+            ["agent"],
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.model_calls = Counter(
+            "ankka_model_calls", "Model calls", ["agent", "provider", "model"], registry=r
+        )
+        self.model_seconds = Histogram(
+            "ankka_model_call_seconds",
+            "Latency of model calls",
+            ["provider", "model"],
+            registry=r,
+            buckets=_LATENCY_BUCKETS,
+        )
+        self.tool_calls = Counter(
+            "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"], registry=r
+        )
+        self.tokens = Counter(
+            "ankka_tokens",
+            "Tokens used, by kind (input, output, cache_read, cache_write)",
+            ["agent", "provider", "kind"],
+            registry=r,
+        )
+
+    def turn_finished(self, agent: str, outcome: TurnOutcome, seconds: float) -> None:
+        self.turns.labels(agent, "ok").inc()
+        self.turn_seconds.labels(agent).observe(seconds)
+        for call in outcome.calls:
+            self.model_calls.labels(agent, call.provider, call.model).inc()
+            self.model_seconds.labels(call.provider, call.model).observe(call.latency_ms / 1000)
+            for kind, count in call.usage.as_dict().items():
+                if count:
+                    self.tokens.labels(agent, call.provider, kind.removesuffix("_tokens")).inc(
+                        count
+                    )
+        for result in outcome.tool_results:
+            self.tool_calls.labels(agent, result.name, "error" if result.is_error else "ok").inc()
+
+    def turn_failed(self, agent: str, kind: str) -> None:
+        self.turns.labels(agent, kind).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

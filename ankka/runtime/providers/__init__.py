@@ -1,0 +1,1 @@
+"""The model seam and its adapters (see :mod:`ankka.runtime.providers.base`)."""

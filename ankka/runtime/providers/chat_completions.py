@@ -1,0 +1,158 @@
+"""The Chat Completions provider: any OpenAI-compatible server, over the official ``openai`` SDK.
+
+The SDK is the transport (connection pooling, retries, SSE framing); ankka builds the request
+bytes and reads the answers itself (:mod:`.chat_wire`). SDK exceptions are translated here, in
+one place, into errors naming the provider the service configured, never the SDK's vendor.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import openai
+
+from ankka._kernel.errors import (
+    ModelAuthenticationError,
+    ModelError,
+    ModelTimeout,
+    ModelUnavailable,
+)
+from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.providers.chat_wire import StreamAccumulator, encode_request, read_response
+
+__all__ = ["NO_KEY", "ChatCompletionsProvider", "translate_error"]
+
+NO_KEY = "none"  # the bearer sent to servers that need no key
+_JSON = {"Content-Type": "application/json"}
+
+
+class ChatCompletionsProvider:
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self._name = name
+        self._model = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or NO_KEY,
+            base_url=self.base_url,
+            timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
+            max_retries=max_retries,
+            http_client=http_client,
+        )
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        body = encode_request(request, model=self._model, stream=False)
+        try:
+            response = await self._client.post(
+                "/chat/completions",
+                cast_to=httpx2.Response,
+                content=body,
+                options={"headers": _JSON},
+            )
+            data = json.loads(response.content)
+        except openai.OpenAIError as exc:
+            raise translate_error(self._name, exc, self.timeout) from exc
+        except ValueError as exc:
+            raise ModelError(self._name, "the server did not answer JSON") from exc
+        try:
+            return read_response(data, model=self._model)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelError(
+                self._name, f"the answer is not a Chat Completions answer: {exc}"
+            ) from exc
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
+        body = encode_request(request, model=self._model, stream=True)
+        accumulator = StreamAccumulator(self._model)
+        try:
+            chunks = await self._client.post(
+                "/chat/completions",
+                cast_to=dict[str, Any],
+                content=body,
+                options={"headers": _JSON},
+                stream=True,
+                stream_cls=openai.AsyncStream[dict[str, Any]],
+            )
+            async with chunks:
+                async for chunk in chunks:
+                    text = accumulator.add(chunk)
+                    if text:
+                        yield TextDelta(text)
+        except openai.OpenAIError as exc:
+            raise translate_error(self._name, exc, self.timeout) from exc
+        yield accumulator.result()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _summary(response: httpx2.Response | None) -> str:
+    if response is None:
+        return "no body"
+    try:
+        text = response.text
+    except httpx2.ResponseNotRead:
+        return "body not read"
+    try:
+        data = json.loads(text)
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict) and error.get("message"):
+            text = str(error["message"])
+        elif isinstance(error, str):
+            text = error
+    except ValueError:
+        pass
+    text = " ".join(text.split())
+    return text[:300] + ("…" if len(text) > 300 else "") if text else "empty body"
+
+
+def translate_error(provider: str, exc: openai.OpenAIError, timeout: float) -> ModelError:
+    """Map an SDK exception to ankka's error for ``provider``, keeping the SDK's words out."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelTimeout(provider, f"no answer within the model timeout of {timeout:g}s")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        reason = f"{type(cause).__name__}: {cause}" if cause else "connection failed"
+        return ModelUnavailable(provider, f"cannot reach the server ({reason})")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        summary = _summary(exc.response)
+        if status in (401, 403):
+            return ModelAuthenticationError(
+                provider, f"the server refused the credentials: {summary}", http_status=status
+            )
+        if status in (408, 504):
+            return ModelTimeout(provider, f"the server timed out: {summary}", http_status=status)
+        if status == 429 or status >= 500:
+            return ModelUnavailable(
+                provider, f"the server is unavailable: {summary}", http_status=status
+            )
+        return ModelError(
+            provider, f"the server refused the request: {summary}", http_status=status
+        )
+    if isinstance(exc, openai.APIError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        detail = str(body.get("message") or "no detail")[:300]
+        return ModelError(provider, f"the server reported an error mid-stream: {detail}")
+    return ModelError(provider, type(exc).__name__)

@@ -1,0 +1,45 @@
+"""One turn at a time per session; different sessions run concurrently.
+
+A second request for a busy session waits its turn in arrival order (asyncio's lock wakes its
+waiters first in, first out); it is never rejected. Across pods, the journal's ``expected``
+position guards the append; a lock held in the store itself is the PostgreSQL store's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+__all__ = ["SessionQueue"]
+
+
+@dataclass
+class _Slot:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    holders: int = 0  # running plus waiting
+
+
+class SessionQueue:
+    def __init__(self) -> None:
+        self._slots: dict[str, _Slot] = {}
+
+    def pending(self, session: str) -> int:
+        """Requests for ``session`` running or waiting right now."""
+        slot = self._slots.get(session)
+        return slot.holders if slot else 0
+
+    @asynccontextmanager
+    async def turn(self, session: str) -> AsyncIterator[None]:
+        slot = self._slots.get(session)
+        if slot is None:
+            slot = self._slots[session] = _Slot()
+        slot.holders += 1
+        try:
+            async with slot.lock:
+                yield
+        finally:
+            slot.holders -= 1
+            if slot.holders == 0:
+                del self._slots[session]

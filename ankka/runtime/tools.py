@@ -1,0 +1,159 @@
+"""Function tools: one pydantic type gives both the JSON Schema the model is shown and the
+decoder of the model's arguments, so a parameter cannot be described as one type and read as
+another.
+
+Declare a tool with :func:`tool` on a typed function::
+
+    @tool
+    def get_weather(city: str) -> str:
+        \"\"\"Current weather for a city.\"\"\"
+        return f"Sunny in {city}"
+
+The loop calls :meth:`Tool.run` with the model's raw argument text. A tool that raises, or
+whose arguments do not decode, gives an error result the model sees; it never fails the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from ankka._kernel.errors import ConfigurationError
+
+__all__ = ["Tool", "ToolOutcome", "ToolSpec", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is shown: a name, a description and a JSON Schema of the arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    content: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    function: Callable[..., Any]
+    takes_model: bool
+    is_async: bool
+    fields: tuple[str, ...]
+    spec: ToolSpec
+
+    async def run(self, raw_arguments: str) -> ToolOutcome:
+        try:
+            decoded = self.arguments.model_validate_json(raw_arguments or "{}")
+        except ValidationError as exc:
+            return ToolOutcome(_argument_error(self.name, exc), is_error=True)
+        try:
+            args: tuple[Any, ...] = (decoded,) if self.takes_model else ()
+            kwargs = {} if self.takes_model else {k: getattr(decoded, k) for k in self.fields}
+            if self.is_async:
+                result = await self.function(*args, **kwargs)
+            else:
+                # A plain function may block (files, HTTP); keep it off the event loop.
+                result = await asyncio.to_thread(self.function, *args, **kwargs)
+        except Exception as exc:
+            return ToolOutcome(f"tool {self.name!r} failed: {type(exc).__name__}: {exc}", True)
+        return ToolOutcome(_render(result), is_error=False)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The tool stays callable as the plain function it wraps."""
+        return self.function(*args, **kwargs)
+
+
+def _argument_error(name: str, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+        for err in exc.errors(include_url=False)
+    )
+    return f"the arguments for tool {name!r} did not decode: {problems}"
+
+
+def _render(result: object) -> str:
+    if isinstance(result, str):
+        return result
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+def _arguments_type(function: Callable[..., Any], name: str) -> tuple[type[BaseModel], bool]:
+    hints = get_type_hints(function)
+    params = list(inspect.signature(function).parameters.values())
+    if len(params) == 1:
+        only = hints.get(params[0].name)
+        if isinstance(only, type) and issubclass(only, BaseModel):
+            return only, True
+    fields: dict[str, Any] = {}
+    for param in params:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ConfigurationError(
+                f"tool {name!r}: *args and **kwargs cannot be described to a model; "
+                "give each parameter a name and a type"
+            )
+        if param.name not in hints:
+            raise ConfigurationError(
+                f"tool {name!r}: parameter {param.name!r} has no type annotation; the model "
+                "is shown a schema built from the annotations"
+            )
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (hints[param.name], default)
+    model: type[BaseModel] = create_model(
+        f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return model, False
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Any:
+    """Turn a typed function (sync or async) into a :class:`Tool`.
+
+    The description defaults to the docstring. Use as ``@tool`` or ``@tool(name=...)``.
+    """
+
+    def build(fn: Callable[..., Any]) -> Tool:
+        tool_name = name or fn.__name__
+        arguments, takes_model = _arguments_type(fn, tool_name)
+        text = description if description is not None else inspect.getdoc(fn) or ""
+        spec = ToolSpec(tool_name, text, _schema(arguments))
+        return Tool(
+            name=tool_name,
+            description=text,
+            arguments=arguments,
+            function=fn,
+            takes_model=takes_model,
+            is_async=inspect.iscoroutinefunction(fn),
+            fields=tuple(arguments.model_fields),
+            spec=spec,
+        )
+
+    if function is not None:
+        return build(function)
+    return build
