@@ -16,6 +16,7 @@ __all__ = ["main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("ankka.runtime.cli_serve", "serve a service's agents over HTTP"),
     "standin": ("ankka.runtime.cli_standin", "run the scripted stand-in model server"),
+    "gateway": ("ankka.gateway.cli", "run the checked model gateway (OpenAI-compatible, mTLS)"),
 }
 
 

@@ -4,12 +4,20 @@ Shared by ``ankka serve``, ``ankka standin`` and ``ankka gateway``: binding firs
 ``--port 0`` work (the kernel picks a free port and the line printed names it, which is how
 tests and scripts find the server) and lets set-up errors surface before anything listens.
 uvicorn is imported only when a server actually starts.
+
+With ``ssl_context`` the server speaks TLS with that context (the gateway passes a
+:class:`ankka._kernel.tls.ReloadingServerTLS` context, which requires client certificates), and
+each request's scope carries the verified client certificate's URI SANs in
+``scope["extensions"]["tls"]["peer_uri_sans"]`` (read once per connection, after the handshake),
+which is how the gateway knows who is calling. uvicorn does not expose the peer certificate, so
+its httptools protocol is extended here for that one field.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -38,11 +46,17 @@ async def serve_forever(
     name: str,
     access_log: bool = False,
     timeout_keep_alive: int = 30,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> None:
     import uvicorn
 
     host, port = sock.getsockname()[:2]
-    scheme = "http"
+    scheme = "https" if ssl_context is not None else "http"
+    extra: dict[str, Any] = {}
+    if ssl_context is not None:
+        context = ssl_context
+        extra["ssl_context_factory"] = lambda _config, _default: context
+        extra["http"] = _tls_identity_protocol()
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -50,11 +64,35 @@ async def serve_forever(
         lifespan="off",
         timeout_keep_alive=timeout_keep_alive,
         timeout_graceful_shutdown=10,
+        **extra,
     )
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)
     await server.serve(sockets=[sock])
+
+
+def _tls_identity_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol, adding the client certificate's URI SANs to each scope."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from ankka._kernel.tls import peer_uri_sans
+
+    class TLSIdentityProtocol(HttpToolsProtocol):
+        _tls_extension: dict[object, object] | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            # The application protocol is connected after the handshake: the peer is verified.
+            self._tls_extension = {
+                "peer_uri_sans": peer_uri_sans(transport.get_extra_info("peercert"))
+            }
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self.scope["extensions"] = {"tls": self._tls_extension or {}}
+
+    return TLSIdentityProtocol
 
 
 def run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:

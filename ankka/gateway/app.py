@@ -1,0 +1,275 @@
+"""The gateway's ASGI app and the object that owns everything it needs while it runs.
+
+:class:`Gateway` is an async context manager: entering it opens the pooled upstream client and
+starts the maintenance loop (probing, re-probing, models-file reload); leaving it stops both.
+The instance is itself the ASGI app, routed by hand because the chat path is on every model
+call and a router would be the largest cost on it.
+
+The chat path, in order: read the body (413 past the limit), read what the decision needs
+(400 for malformed JSON or no ``model``), find the model (404), refuse what it cannot serve
+(400 ``model_lacks_capability``, nothing sent), wait for a slot (429 past the queue), forward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ankka.api.capabilities import to_ollama_show
+from ankka.gateway import check
+from ankka.gateway.forward import forward
+from ankka.gateway.limits import QueueFull
+from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
+from ankka.gateway.models_file import Models, ModelsFile
+from ankka.gateway.registry import Registry, Upstream
+from ankka.gateway.wire import (
+    Receive,
+    Scope,
+    Send,
+    TooLarge,
+    caller_of,
+    read_body,
+    send_bytes,
+    send_error,
+    send_json,
+)
+
+__all__ = ["DEFAULT_MAX_BODY", "Gateway"]
+
+DEFAULT_MAX_BODY = 16 * 1024 * 1024  # room for a few inline images; past it, 413
+
+
+class Gateway:
+    """The checked model gateway: ``async with Gateway(...) as app`` and serve ``app``."""
+
+    def __init__(
+        self,
+        models: Models,
+        *,
+        models_file: ModelsFile | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> None:
+        self.max_body = max_body
+        self.metrics = GatewayMetrics()
+        self._models_file = models_file
+        self._initial = models
+        self._client: httpx.AsyncClient | None = None
+        self._registry: Registry | None = None
+        self._maintainer: asyncio.Task[None] | None = None
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            raise RuntimeError("the gateway is not running: use it as `async with Gateway(...)`")
+        return self._registry
+
+    async def __aenter__(self) -> Gateway:
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(10.0),
+            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),
+        )
+        self._registry = Registry(self._initial, self._client)
+        self._maintainer = asyncio.get_running_loop().create_task(
+            self._registry.maintain(self._models_file), name="ankka-gateway-maintain"
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._maintainer is not None:
+            self._maintainer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintainer
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan and websockets: nothing to do
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if path == "/v1/chat/completions":
+            if method != "POST":
+                await send_error(send, 405, "use POST", code="method_not_allowed")
+                return
+            await self._chat(scope, receive, send)
+        elif path == "/v1/models" and method == "GET":
+            await send_json(send, 200, self._list_models())
+        elif path == "/api/show" and method == "POST":
+            await self._show(scope, receive, send)
+        elif path == "/healthz":
+            await send_json(send, 200, {"ok": True})
+        elif path == "/readyz":
+            await self._ready(send)
+        elif path == "/metrics":
+            await send_bytes(send, 200, self.metrics.render(), content_type=CONTENT_TYPE.encode())
+        else:
+            await send_error(
+                send,
+                404,
+                f"no such endpoint: {method} {path}; the gateway serves POST "
+                "/v1/chat/completions, GET /v1/models and POST /api/show",
+                code="unknown_endpoint",
+            )
+
+    async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = caller_of(scope)
+        try:
+            raw = await read_body(scope, receive, self.max_body)
+        except TooLarge as exc:
+            self.metrics.refused(UNKNOWN_MODEL, caller, "body_too_large")
+            await send_error(
+                send,
+                413,
+                f"the request body is larger than the gateway's limit of {exc.limit} bytes; "
+                "send smaller images or fewer messages",
+                code="request_too_large",
+            )
+            return
+        except ConnectionResetError:
+            return
+        try:
+            request = check.inspect(raw)
+        except check.BadRequest as exc:
+            self.metrics.refused(UNKNOWN_MODEL, caller, exc.code)
+            await send_error(send, 400, exc.message, code=exc.code, param=exc.param)
+            return
+        upstream = self.registry.get(request.model)
+        if upstream is None:
+            self.metrics.refused(UNKNOWN_MODEL, caller, "unknown_model")
+            served = ", ".join(sorted(self.registry.upstreams)) or "none"
+            await send_error(
+                send,
+                404,
+                f"the gateway serves no model {request.model!r}; it serves: {served}",
+                code="model_not_found",
+                param="model",
+            )
+            return
+        name = upstream.name
+        of = self.metrics.of(name, caller)
+        of.requests.inc()
+        caps = upstream.capabilities
+        if caps is None:
+            self.metrics.refused(name, caller, "model_not_ready")
+            why = upstream.probe_error or "it has not been probed yet"
+            await send_error(
+                send,
+                503,
+                f"model {name!r} is not ready: what it can do is not known ({why}); "
+                "try again shortly",
+                code="model_not_ready",
+                headers=[(b"retry-after", b"2")],
+            )
+            return
+        refused = check.refusal(caps, request)
+        if refused is not None:
+            self.metrics.refused(name, caller, "model_lacks_capability")
+            await send_error(
+                send,
+                400,
+                f"model {name!r} lacks the capability {refused.capability!r} this request "
+                f"needs (from {refused.param!r}); it offers: {', '.join(caps.words())}. "
+                "Remove that part of the request or choose a model that offers it.",
+                code="model_lacks_capability",
+                param=refused.param,
+            )
+            return
+        await self._send_upstream(upstream, raw, request, caller, receive, send)
+
+    async def _send_upstream(
+        self,
+        upstream: Upstream,
+        raw: bytes,
+        request: check.Inspected,
+        caller: str,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        spec = upstream.spec
+        limit = upstream.limit
+        try:
+            await limit.acquire()
+        except QueueFull as exc:
+            self.metrics.refused(spec.name, caller, "queue_full")
+            await send_error(
+                send,
+                429,
+                f"model {spec.name!r} is busy: {exc.limit} request(s) in flight and "
+                f"{exc.queue} waiting; retry after a second",
+                code="model_busy",
+                headers=[(b"retry-after", b"1")],
+            )
+            return
+        gauge = self.metrics.in_flight.labels(spec.name)
+        gauge.inc()
+        try:
+            assert self._client is not None
+            outcome = await forward(
+                self._client,
+                spec,
+                check.forward_body(raw, request, upstream_model=spec.upstream_model),
+                stream=request.stream,
+                receive=receive,
+                send=send,
+                metrics=self.metrics,
+                of=self.metrics.of(spec.name, caller),
+                caller=caller,
+            )
+            if outcome.upstream_failed:
+                self.registry.upstream_failed(upstream)
+        finally:
+            gauge.dec()
+            limit.release()
+
+    def _list_models(self) -> dict[str, Any]:
+        data = []
+        for upstream in self.registry.upstreams.values():
+            entry: dict[str, Any] = {
+                "id": upstream.name,
+                "object": "model",
+                "created": 0,
+                "owned_by": "ankka",
+            }
+            if upstream.capabilities is not None:
+                entry["capabilities"] = upstream.capabilities.words()
+            data.append(entry)
+        return {"object": "list", "data": data}
+
+    async def _show(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = json.loads(await read_body(scope, receive, 64 * 1024))
+        except (ValueError, TooLarge, ConnectionResetError):
+            await send_json(send, 400, {"error": 'send a JSON object {"model": "<name>"}'})
+            return
+        name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
+        upstream = self.registry.get(str(name)) if isinstance(name, str) else None
+        if upstream is None:
+            await send_json(send, 404, {"error": f"model '{name}' not found"})
+            return
+        if upstream.capabilities is None:
+            why = upstream.probe_error or "not probed yet"
+            await send_json(send, 503, {"error": f"model '{name}' is not ready: {why}"})
+            return
+        await send_json(send, 200, to_ollama_show(upstream.capabilities))
+
+    async def _ready(self, send: Send) -> None:
+        models = {
+            u.name: {
+                "probed": u.probed,
+                "capabilities": u.capabilities.words() if u.capabilities else None,
+                "error": u.probe_error,
+            }
+            for u in self.registry.upstreams.values()
+        }
+        ready = self.registry.ready()
+        await send_json(send, 200 if ready else 503, {"ready": ready, "models": models})

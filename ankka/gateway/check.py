@@ -1,0 +1,158 @@
+"""The pure part of the hot path: read what a request needs, decide, and prepare what is sent.
+
+The gateway forwards bodies it does not own, so it does not validate them whole (the upstream
+does that, and a second validator here would only cost time and disagree with it). It reads
+exactly what its decisions need: ``model``, ``stream``, whether ``tools`` are declared, the
+reasoning effort (``reasoning_effort`` or ``reasoning.effort``) and whether any message carries
+an image part. Everything else passes through byte for byte.
+
+Called by :mod:`ankka.gateway.app` once per request; no I/O, so the unit tests are exhaustive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ankka.api.capabilities import ModelCapabilities, missing_for_request
+
+__all__ = ["BadRequest", "Inspected", "Refusal", "forward_body", "inspect", "refusal"]
+
+_IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
+_NO_EFFORT = frozenset({"none"})
+
+
+class BadRequest(Exception):
+    """The body cannot be routed at all; ``code`` is the OpenAI-style error code."""
+
+    def __init__(self, code: str, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True, slots=True)
+class Inspected:
+    """What the gateway learned from one Chat Completions body."""
+
+    body: dict[str, Any]
+    model: str
+    stream: bool
+    tools: bool
+    effort: str | bool | None
+    images: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request the model cannot serve: which capability and which request field needs it."""
+
+    capability: str
+    param: str
+
+
+def _has_images(body: Mapping[str, Any]) -> bool:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return False
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if isinstance(part, Mapping) and (
+                part.get("type") in _IMAGE_PART_TYPES or "image_url" in part
+            ):
+                return True
+    return False
+
+
+def _effort(body: Mapping[str, Any]) -> str | bool | None:
+    effort = body.get("reasoning_effort")
+    if effort is None:
+        reasoning = body.get("reasoning")
+        if isinstance(reasoning, Mapping):
+            effort = reasoning.get("effort")
+    if effort is None or effort in _NO_EFFORT or effort is False:
+        return None
+    if isinstance(effort, bool | str):
+        return effort
+    raise BadRequest(
+        "invalid_reasoning_effort",
+        f"reasoning_effort must be a string such as 'low' or 'high', not {effort!r}",
+        param="reasoning_effort",
+    )
+
+
+def inspect(raw: bytes) -> Inspected:
+    """Parse a Chat Completions body far enough to route and check it."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(
+            "invalid_json", f"the request body is not valid JSON: {exc}; send a JSON object"
+        ) from exc
+    if not isinstance(body, dict):
+        raise BadRequest("invalid_json", "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest(
+            "missing_model",
+            "the request names no model: set 'model' to one of the names GET /v1/models lists",
+            param="model",
+        )
+    tools = body.get("tools") or body.get("functions")
+    return Inspected(
+        body=body,
+        model=model,
+        stream=body.get("stream") is True,
+        tools=bool(tools),
+        effort=_effort(body),
+        images=b"image" in raw and _has_images(body),
+    )
+
+
+def refusal(caps: ModelCapabilities, request: Inspected) -> Refusal | None:
+    """The capability the request needs and the model lacks, or None when it can be served."""
+    missing = missing_for_request(
+        caps, tools=request.tools, effort=request.effort, images=request.images
+    )
+    if missing is None:
+        return None
+    if missing == "tools":
+        return Refusal(missing, "tools")
+    if missing == "vision":
+        return Refusal(missing, "messages")
+    return Refusal(missing, "reasoning_effort")
+
+
+def forward_body(raw: bytes, request: Inspected, *, upstream_model: str) -> bytes:
+    """The bytes sent upstream: the caller's, unless the model is renamed or usage is asked for.
+
+    A stream is sent with ``stream_options.include_usage`` so the final chunk carries the token
+    counts the metrics need. When the body has no ``stream_options`` at all, the key is spliced
+    in before the closing brace instead of re-serialising the whole body.
+    """
+    body = request.body
+    rename = upstream_model != request.model
+    options = body.get("stream_options")
+    wants_usage = request.stream and not (
+        isinstance(options, Mapping) and options.get("include_usage") is True
+    )
+    if not rename and not wants_usage:
+        return raw
+    if not rename and options is None:
+        end = raw.rstrip()
+        if end.endswith(b"}"):
+            return end[:-1] + b',"stream_options":{"include_usage":true}}'
+    changed = dict(body)
+    if rename:
+        changed["model"] = upstream_model
+    if wants_usage:
+        merged = dict(options) if isinstance(options, Mapping) else {}
+        merged["include_usage"] = True
+        changed["stream_options"] = merged
+    return json.dumps(changed, separators=(",", ":")).encode()

@@ -1,0 +1,202 @@
+"""Send one checked request to its model's server and relay the answer as it arrives.
+
+The one seam to the upstreams: a pooled ``httpx.AsyncClient``, transport failures translated
+here into the gateway's answers (503 when the server cannot be reached, 504 when it does not
+answer in time, 502 for anything else), each naming the model. A stream is relayed chunk by
+chunk as the upstream sends it, never buffered; if the caller goes away mid-stream the upstream
+request is cancelled and its connection closed, so nothing keeps generating for nobody.
+
+Tokens are read from the upstream's ``usage`` with a byte search over the answer's tail, not by
+parsing the answer: the metrics must not cost a JSON parse of every response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
+from ankka.gateway.models_file import ModelSpec
+from ankka.gateway.wire import Receive, Send, error_body, send_bytes, send_error
+
+__all__ = ["Forwarded", "forward"]
+
+log = logging.getLogger("ankka.gateway")
+
+_PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
+_COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
+_STREAM_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+@dataclass(slots=True)
+class Forwarded:
+    """How a forwarded request ended, for the caller of :func:`forward` to act on."""
+
+    upstream_failed: bool = False
+
+
+def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> None:
+    at = tail.rfind(b'"usage"')
+    if at < 0:
+        return
+    usage = tail[at:]
+    prompt = _PROMPT.search(usage)
+    completion = _COMPLETION.search(usage)
+    if prompt:
+        metrics.prompt_tokens.inc(int(prompt.group(1)))
+    if completion:
+        metrics.completion_tokens.inc(int(completion.group(1)))
+
+
+def _failure(spec: ModelSpec, exc: httpx.HTTPError) -> tuple[int, str, str, str]:
+    """(status, code, message, metric kind) for a transport failure."""
+    name = spec.name
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return (
+            503,
+            "upstream_unavailable",
+            f"model {name!r} is unavailable: its server cannot be reached; try again later",
+            "unavailable",
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return (
+            504,
+            "upstream_timeout",
+            f"model {name!r} did not answer within {spec.timeout_s:g}s; try a shorter request "
+            "or raise its timeout_s in the models file",
+            "timeout",
+        )
+    return (
+        502,
+        "upstream_error",
+        f"model {name!r} failed while answering ({type(exc).__name__}); try again",
+        "protocol",
+    )
+
+
+async def forward(
+    client: httpx.AsyncClient,
+    spec: ModelSpec,
+    body: bytes,
+    *,
+    stream: bool,
+    receive: Receive,
+    send: Send,
+    metrics: GatewayMetrics,
+    of: ModelCallerMetrics,
+    caller: str,
+) -> Forwarded:
+    """Send ``body`` to ``spec``'s server and relay its answer to ``send``."""
+    outcome = Forwarded()
+    started = time.perf_counter()
+    request = client.build_request(
+        "POST",
+        f"{spec.url}/v1/chat/completions",
+        content=body,
+        headers={"content-type": "application/json", "authorization": f"Bearer {spec.bearer()}"},
+        timeout=httpx.Timeout(spec.timeout_s, connect=5.0),
+    )
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        status, code, message, kind = _failure(spec, exc)
+        log.warning("model %r at %s: %s: %s", spec.name, spec.url, type(exc).__name__, exc)
+        metrics.upstream_error(spec.name, caller, kind)
+        outcome.upstream_failed = kind == "unavailable"
+        await send_error(send, status, message, code=code)
+        return outcome
+    try:
+        if stream and response.status_code == 200:
+            await _relay_stream(response, spec, receive, send, metrics, of, caller)
+        else:
+            await _relay_whole(response, spec, send, metrics, of, caller)
+            if response.status_code >= 500:
+                outcome.upstream_failed = True
+    finally:
+        await response.aclose()
+        of.latency.observe(time.perf_counter() - started)
+    return outcome
+
+
+async def _relay_whole(
+    response: httpx.Response,
+    spec: ModelSpec,
+    send: Send,
+    metrics: GatewayMetrics,
+    of: ModelCallerMetrics,
+    caller: str,
+) -> None:
+    try:
+        content = await response.aread()
+    except httpx.HTTPError as exc:
+        status, code, message, kind = _failure(spec, exc)
+        metrics.upstream_error(spec.name, caller, kind)
+        await send_error(send, status, message, code=code)
+        return
+    if response.status_code >= 500:
+        metrics.upstream_error(spec.name, caller, f"http_{response.status_code}")
+    elif response.status_code == 200:
+        _count_usage(content[-2048:], of)
+    content_type = response.headers.get("content-type", "application/json").encode()
+    await send_bytes(send, response.status_code, content, content_type=content_type)
+
+
+async def _relay_stream(
+    response: httpx.Response,
+    spec: ModelSpec,
+    receive: Receive,
+    send: Send,
+    metrics: GatewayMetrics,
+    of: ModelCallerMetrics,
+    caller: str,
+) -> None:
+    me = asyncio.current_task()
+    assert me is not None
+    state = {"done": False, "gone": False}
+
+    async def watch_disconnect() -> None:
+        # The request body was read whole, so the next message is the disconnect.
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not state["done"]:
+            state["gone"] = True
+            me.cancel()
+
+    watcher = asyncio.get_running_loop().create_task(watch_disconnect())
+    previous = b""
+    last = b""
+    try:
+        await send({"type": "http.response.start", "status": 200, "headers": _STREAM_HEADERS})
+        async for chunk in response.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            previous, last = last, chunk
+        state["done"] = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        _count_usage(previous + last, of)
+    except asyncio.CancelledError:
+        if not state["gone"]:
+            raise
+        me.uncancel()
+        metrics.caller_left(spec.name, caller)
+        log.info("model %r: the caller left mid-stream; upstream request cancelled", spec.name)
+    except httpx.HTTPError as exc:
+        state["done"] = True
+        _, code, message, kind = _failure(spec, exc)
+        metrics.upstream_error(spec.name, caller, kind)
+        event = b"data: " + error_body(502, message, code=code) + b"\n\n"
+        await send({"type": "http.response.body", "body": event, "more_body": False})
+    finally:
+        state["done"] = True
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher

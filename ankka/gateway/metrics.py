@@ -1,0 +1,108 @@
+"""The gateway's Prometheus metrics, per model and caller identity.
+
+Who used which model, how much, and what went wrong: requests, refusals by reason, upstream
+errors by kind, latency, and prompt/completion tokens read from the upstream's own usage. The
+caller is the identity in the client certificate (``namespace/agent``), ``anonymous`` when the
+gateway runs without TLS. A model name a caller made up is counted as ``(unknown)`` so callers
+cannot grow the label set. Labels never carry message text or keys.
+
+Label lookups are cached per (model, caller): the request path pays a dict lookup, not
+prometheus-client's label resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["CONTENT_TYPE", "GatewayMetrics", "ModelCallerMetrics", "UNKNOWN_MODEL"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+UNKNOWN_MODEL = "(unknown)"
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallerMetrics:
+    """The children of each metric for one (model, caller) pair."""
+
+    requests: Counter
+    latency: Histogram
+    prompt_tokens: Counter
+    completion_tokens: Counter
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._requests = Counter(
+            "ankka_gateway_requests", "Chat requests received", ["model", "caller"], registry=r
+        )
+        self._refusals = Counter(
+            "ankka_gateway_refusals",
+            "Requests refused before reaching a model, by reason",
+            ["model", "caller", "reason"],
+            registry=r,
+        )
+        self._upstream_errors = Counter(
+            "ankka_gateway_upstream_errors",
+            "Upstream failures (unavailable, timeout, protocol, http_5xx), by kind",
+            ["model", "caller", "kind"],
+            registry=r,
+        )
+        self._latency = Histogram(
+            "ankka_gateway_request_seconds",
+            "Time from request to the last byte of the answer, for requests sent upstream",
+            ["model", "caller"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self._prompt = Counter(
+            "ankka_gateway_prompt_tokens",
+            "Prompt tokens, from usage",
+            ["model", "caller"],
+            registry=r,
+        )
+        self._completion = Counter(
+            "ankka_gateway_completion_tokens",
+            "Completion tokens, from usage",
+            ["model", "caller"],
+            registry=r,
+        )
+        self._caller_left = Counter(
+            "ankka_gateway_caller_disconnects",
+            "Streams the caller left before the end (the upstream request was cancelled)",
+            ["model", "caller"],
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "ankka_gateway_in_flight", "Requests being answered by a model", ["model"], registry=r
+        )
+        self._cache: dict[tuple[str, str], ModelCallerMetrics] = {}
+
+    def of(self, model: str, caller: str) -> ModelCallerMetrics:
+        key = (model, caller)
+        found = self._cache.get(key)
+        if found is None:
+            found = ModelCallerMetrics(
+                self._requests.labels(model, caller),
+                self._latency.labels(model, caller),
+                self._prompt.labels(model, caller),
+                self._completion.labels(model, caller),
+            )
+            self._cache[key] = found
+        return found
+
+    def refused(self, model: str, caller: str, reason: str) -> None:
+        self._refusals.labels(model, caller, reason).inc()
+
+    def upstream_error(self, model: str, caller: str, kind: str) -> None:
+        self._upstream_errors.labels(model, caller, kind).inc()
+
+    def caller_left(self, model: str, caller: str) -> None:
+        self._caller_left.labels(model, caller).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
