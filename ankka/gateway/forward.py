@@ -43,6 +43,10 @@ class Forwarded:
     """How a forwarded request ended, for the caller of :func:`forward` to act on."""
 
     upstream_failed: bool = False
+    # Set just before the last byte is handed to the server: from then on a disconnect
+    # message means "answered", not "the caller left".
+    answered: bool = False
+    caller_left: bool = False
 
 
 def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> None:
@@ -96,9 +100,54 @@ async def forward(
     of: ModelCallerMetrics,
     caller: str,
 ) -> Forwarded:
-    """Send ``body`` to ``spec``'s server and relay its answer to ``send``."""
+    """Send ``body`` to ``spec``'s server and relay its answer to ``send``.
+
+    For as long as it runs, a watcher waits for the caller's disconnect and cancels it, so an
+    abandoned request stops at once, whether it is waiting for the upstream's first byte or
+    relaying a stream; cancelling closes the upstream connection.
+    """
     outcome = Forwarded()
+    me = asyncio.current_task()
+    assert me is not None
+
+    async def watch_disconnect() -> None:
+        # The request body was read whole, so the next message is the disconnect.
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not outcome.answered:
+            outcome.caller_left = True
+            me.cancel()
+
+    watcher = asyncio.get_running_loop().create_task(watch_disconnect())
     started = time.perf_counter()
+    try:
+        await _exchange(client, spec, body, stream, send, metrics, of, caller, outcome)
+    except asyncio.CancelledError:
+        if not outcome.caller_left:
+            raise
+        me.uncancel()
+        metrics.caller_left(spec.name, caller)
+        log.info("model %r: the caller left; the upstream request was cancelled", spec.name)
+    finally:
+        outcome.answered = True
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        of.latency.observe(time.perf_counter() - started)
+    return outcome
+
+
+async def _exchange(
+    client: httpx.AsyncClient,
+    spec: ModelSpec,
+    body: bytes,
+    stream: bool,
+    send: Send,
+    metrics: GatewayMetrics,
+    of: ModelCallerMetrics,
+    caller: str,
+    outcome: Forwarded,
+) -> None:
     request = client.build_request(
         "POST",
         f"{spec.url}/v1/chat/completions",
@@ -113,19 +162,18 @@ async def forward(
         log.warning("model %r at %s: %s: %s", spec.name, spec.url, type(exc).__name__, exc)
         metrics.upstream_error(spec.name, caller, kind)
         outcome.upstream_failed = kind == "unavailable"
+        outcome.answered = True
         await send_error(send, status, message, code=code)
-        return outcome
+        return
     try:
         if stream and response.status_code == 200:
-            await _relay_stream(response, spec, receive, send, metrics, of, caller)
+            await _relay_stream(response, spec, send, metrics, of, caller, outcome)
         else:
-            await _relay_whole(response, spec, send, metrics, of, caller)
+            await _relay_whole(response, spec, send, metrics, of, caller, outcome)
             if response.status_code >= 500:
                 outcome.upstream_failed = True
     finally:
         await response.aclose()
-        of.latency.observe(time.perf_counter() - started)
-    return outcome
 
 
 async def _relay_whole(
@@ -135,12 +183,14 @@ async def _relay_whole(
     metrics: GatewayMetrics,
     of: ModelCallerMetrics,
     caller: str,
+    outcome: Forwarded,
 ) -> None:
     try:
         content = await response.aread()
     except httpx.HTTPError as exc:
         status, code, message, kind = _failure(spec, exc)
         metrics.upstream_error(spec.name, caller, kind)
+        outcome.answered = True
         await send_error(send, status, message, code=code)
         return
     if response.status_code >= 500:
@@ -148,55 +198,33 @@ async def _relay_whole(
     elif response.status_code == 200:
         _count_usage(content[-2048:], of)
     content_type = response.headers.get("content-type", "application/json").encode()
+    outcome.answered = True
     await send_bytes(send, response.status_code, content, content_type=content_type)
 
 
 async def _relay_stream(
     response: httpx.Response,
     spec: ModelSpec,
-    receive: Receive,
     send: Send,
     metrics: GatewayMetrics,
     of: ModelCallerMetrics,
     caller: str,
+    outcome: Forwarded,
 ) -> None:
-    me = asyncio.current_task()
-    assert me is not None
-    state = {"done": False, "gone": False}
-
-    async def watch_disconnect() -> None:
-        # The request body was read whole, so the next message is the disconnect.
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        if not state["done"]:
-            state["gone"] = True
-            me.cancel()
-
-    watcher = asyncio.get_running_loop().create_task(watch_disconnect())
     previous = b""
     last = b""
+    await send({"type": "http.response.start", "status": 200, "headers": _STREAM_HEADERS})
     try:
-        await send({"type": "http.response.start", "status": 200, "headers": _STREAM_HEADERS})
         async for chunk in response.aiter_raw():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             previous, last = last, chunk
-        state["done"] = True
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-        _count_usage(previous + last, of)
-    except asyncio.CancelledError:
-        if not state["gone"]:
-            raise
-        me.uncancel()
-        metrics.caller_left(spec.name, caller)
-        log.info("model %r: the caller left mid-stream; upstream request cancelled", spec.name)
     except httpx.HTTPError as exc:
-        state["done"] = True
         _, code, message, kind = _failure(spec, exc)
         metrics.upstream_error(spec.name, caller, kind)
+        outcome.answered = True
         event = b"data: " + error_body(502, message, code=code) + b"\n\n"
         await send({"type": "http.response.body", "body": event, "more_body": False})
-    finally:
-        state["done"] = True
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        return
+    outcome.answered = True
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    _count_usage(previous + last, of)

@@ -165,7 +165,8 @@ def _local_model_module() -> Any:
             pytrace=False,
         )
     spec = importlib.util.spec_from_file_location("_ankka_local_model", _LOCAL_MODEL_PREVIEW)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -17,11 +17,11 @@ from tests.integration.gateway.conftest import StartGateway, StartStandin, stand
 
 pytestmark = pytest.mark.integration
 
-TOOL = {
+TOOL: Any = {
     "type": "function",
     "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
 }
-HI = [{"role": "user", "content": "hi"}]
+HI: Any = [{"role": "user", "content": "hi"}]
 
 
 def script(capabilities: list[str], *turns: dict[str, Any], **model: Any) -> dict[str, Any]:
@@ -43,10 +43,11 @@ def test_a_plain_request_passes_through_and_reports_usage(
     )
     gateway = start_gateway([standin_model(standin.url)])
 
-    answer = client(gateway.openai_url).chat.completions.create(model="small", messages=HI)  # type: ignore[arg-type]
+    answer = client(gateway.openai_url).chat.completions.create(model="small", messages=HI)
 
     assert answer.choices[0].message.content == "hello"
-    assert answer.usage is not None and answer.usage.prompt_tokens == 11
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens == 11
     [sent] = standin.chats()
     assert sent["body"] == {"model": "small", "messages": HI}
     metrics = gateway.metrics()
@@ -67,10 +68,12 @@ def test_a_stream_arrives_in_pieces_and_usage_is_asked_for(
 
     stream = client(gateway.openai_url).chat.completions.create(
         model="small",
-        messages=HI,  # type: ignore[arg-type]
+        messages=HI,
         stream=True,
     )
-    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    pieces = [
+        c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content
+    ]
 
     assert pieces == ["one", " two", " three"]
     [sent] = standin.chats()
@@ -89,12 +92,13 @@ def test_tools_to_a_model_without_tools_are_refused_and_nothing_is_sent(
     with pytest.raises(openai.BadRequestError) as refused:
         client(gateway.openai_url).chat.completions.create(
             model="small",
-            messages=HI,  # type: ignore[arg-type]
-            tools=[TOOL],  # type: ignore[list-item]
+            messages=HI,
+            tools=[TOOL],
         )
 
     assert refused.value.code == "model_lacks_capability"
-    assert "'small'" in refused.value.message and "'tools'" in refused.value.message
+    assert "'small'" in refused.value.message
+    assert "'tools'" in refused.value.message
     assert standin.chats() == []
     assert (
         'ankka_gateway_refusals_total{caller="anonymous",model="small",'
@@ -112,12 +116,14 @@ def test_tools_to_a_model_with_tools_pass(
 
     answer = client(gateway.openai_url).chat.completions.create(
         model="small",
-        messages=HI,  # type: ignore[arg-type]
-        tools=[TOOL],  # type: ignore[list-item]
+        messages=HI,
+        tools=[TOOL],
     )
 
     calls = answer.choices[0].message.tool_calls
-    assert calls is not None and calls[0].function.name == "get_weather"  # type: ignore[union-attr]
+    assert calls is not None
+    assert calls[0].type == "function"
+    assert calls[0].function.name == "get_weather"
     assert len(standin.chats()) == 1
 
 
@@ -129,12 +135,12 @@ def test_an_effort_the_model_does_not_offer_is_refused(
     caller = client(gateway.openai_url)
 
     with pytest.raises(openai.BadRequestError) as refused:
-        caller.chat.completions.create(model="small", messages=HI, reasoning_effort="medium")  # type: ignore[arg-type]
+        caller.chat.completions.create(model="small", messages=HI, reasoning_effort="medium")
     assert refused.value.code == "model_lacks_capability"
     assert "medium" in refused.value.message
     assert standin.chats() == []
 
-    caller.chat.completions.create(model="small", messages=HI, reasoning_effort="high")  # type: ignore[arg-type]
+    caller.chat.completions.create(model="small", messages=HI, reasoning_effort="high")
     assert len(standin.chats()) == 1
 
 
@@ -159,7 +165,7 @@ def test_an_image_to_a_model_without_vision_is_refused(
 ) -> None:
     standin = start_standin(script(["completion", "tools"]))
     gateway = start_gateway([standin_model(standin.url)])
-    message = {
+    message: Any = {
         "role": "user",
         "content": [
             {"type": "text", "text": "what is this?"},
@@ -168,7 +174,7 @@ def test_an_image_to_a_model_without_vision_is_refused(
     }
 
     with pytest.raises(openai.BadRequestError) as refused:
-        client(gateway.openai_url).chat.completions.create(model="small", messages=[message])  # type: ignore[list-item]
+        client(gateway.openai_url).chat.completions.create(model="small", messages=[message])
 
     assert refused.value.code == "model_lacks_capability"
     assert "vision" in refused.value.message
@@ -182,10 +188,11 @@ def test_an_unknown_model_is_404_naming_the_served_ones(
     gateway = start_gateway([standin_model(standin.url)])
 
     with pytest.raises(openai.NotFoundError) as missing:
-        client(gateway.openai_url).chat.completions.create(model="big", messages=HI)  # type: ignore[arg-type]
+        client(gateway.openai_url).chat.completions.create(model="big", messages=HI)
 
     assert missing.value.code == "model_not_found"
-    assert "'big'" in missing.value.message and "small" in missing.value.message
+    assert "'big'" in missing.value.message
+    assert "small" in missing.value.message
     assert standin.chats() == []
 
 
