@@ -21,8 +21,8 @@ import pytest
 from cryptography import x509
 
 from tests.integration.gateway.conftest import (
-    StartGateway,
     Standin,
+    StartGateway,
     StartStandin,
     standin_model,
     wait_until,
@@ -174,8 +174,11 @@ async def test_rotating_certificates_under_200_requests_in_flight_loses_none(
         ]
         try:
             # Every request has reached the stand-in (which holds each for 8 s): all in flight.
-            while len(await asyncio.to_thread(standin.chats)) < in_flight:
-                await asyncio.sleep(0.05)
+            await asyncio.to_thread(
+                wait_until,
+                lambda: len(standin.chats()) == in_flight,
+                what=f"all {in_flight} requests to reach the stand-in",
+            )
 
             # Rotate everything: a new CA, a new server certificate, new callers.
             new = new_ca("ankka platform CA, rotated")
