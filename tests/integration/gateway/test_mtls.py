@@ -109,9 +109,10 @@ def test_a_platform_caller_is_served_and_counted_by_its_identity(
     )
     url, _ = start_tls_gateway(start_gateway, standin, platform)
 
-    with httpx.Client(verify=platform.client) as http:
+    with openai.DefaultHttpxClient(verify=platform.client) as http:
         caller = openai.OpenAI(base_url=f"{url}/v1", api_key="none", http_client=http)
         answer = caller.chat.completions.create(model="small", messages=HI)
+    with httpx.Client(verify=platform.client) as http:
         metrics = http.get(f"{url}/metrics").text
 
     assert answer.choices[0].message.content == "hello"
@@ -146,7 +147,7 @@ def test_a_client_outside_the_platform_is_refused_at_the_handshake(
 
     assert connect(url, platform.client) == "answered"  # the same request, from the platform
     assert connect(url, context).startswith("refused")
-    with httpx.Client(verify=context) as http:
+    with openai.DefaultHttpxClient(verify=context) as http:
         caller = openai.OpenAI(
             base_url=f"{url}/v1", api_key="none", http_client=http, max_retries=0
         )
@@ -162,9 +163,8 @@ async def test_rotating_certificates_under_200_requests_in_flight_loses_none(
     turns = [{"text": f"answer {i}", "delay_ms": 8000} for i in range(in_flight)]
     standin = standin_for(start_standin, turns)
     url, _ = start_tls_gateway(start_gateway, standin, platform)
-    limits = httpx.Limits(max_connections=in_flight + 10)
-
-    async with httpx.AsyncClient(verify=platform.client, limits=limits, timeout=60) as http:
+    # The official client's own transport; its pool allows 1,000 connections.
+    async with openai.DefaultAsyncHttpxClient(verify=platform.client, timeout=60) as http:
         caller = openai.AsyncOpenAI(
             base_url=f"{url}/v1", api_key="none", http_client=http, max_retries=0
         )
