@@ -1,0 +1,127 @@
+"""The gateway's small pure parts: the models file, the concurrency limit, identities, readiness."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ankka._kernel.tls import peer_uri_sans
+from ankka.api.capabilities import Capability, ModelCapabilities
+from ankka.gateway.limits import ConcurrencyLimit, QueueFull
+from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
+from ankka.gateway.registry import Registry
+from ankka.gateway.wire import caller_of
+
+OLLAMA = {"name": "small", "kind": "ollama", "url": "http://127.0.0.1:11434/"}
+
+
+def test_a_minimal_model_takes_its_defaults() -> None:
+    [spec] = parse_models({"models": [OLLAMA]}).specs
+    assert spec.url == "http://127.0.0.1:11434"
+    assert spec.upstream_model == "small"
+    assert (spec.max_concurrency, spec.max_queue, spec.timeout_s) == (None, 100, 600.0)
+    assert spec.bearer() == "none"
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({**OLLAMA, "kind": "vllm"}, "'kind' must be one of"),
+        ({**OLLAMA, "url": "127.0.0.1:1"}, "'url' must be"),
+        ({**OLLAMA, "max_concurrency": 0}, "'max_concurrency'"),
+        ({**OLLAMA, "colour": "blue"}, "unknown key(s) ['colour']"),
+        ({"name": "x", "kind": "openai", "url": "http://h"}, "declare its 'capabilities'"),
+        ({"kind": "ollama", "url": "http://h"}, "'name'"),
+    ],
+)
+def test_a_wrong_entry_is_named_with_what_is_wrong(entry: dict[str, Any], says: str) -> None:
+    with pytest.raises(ModelsFileError) as wrong:
+        parse_models({"models": [entry]})
+    assert says in str(wrong.value)
+
+
+def test_a_name_listed_twice_is_refused() -> None:
+    with pytest.raises(ModelsFileError, match="listed twice"):
+        parse_models({"models": [OLLAMA, OLLAMA]})
+
+
+def test_the_key_comes_from_the_named_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VENDOR_KEY", "sk-test")
+    entry = {"name": "v", "kind": "openai", "url": "https://h", "capabilities": ["completion"]}
+    [spec] = parse_models({"models": [{**entry, "api_key_env": "VENDOR_KEY"}]}).specs
+    assert spec.bearer() == "sk-test"
+
+
+def test_the_models_file_notices_a_change(tmp_path: Path) -> None:
+    path = tmp_path / "models.yaml"
+    path.write_text("models: []\n")
+    models_file = ModelsFile(path)
+    assert models_file.load().specs == ()
+    assert not models_file.changed()
+    path.write_text("models:\n  - {name: small, kind: ollama, url: 'http://h'}\n")
+    assert models_file.changed()
+    assert [s.name for s in models_file.load().specs] == ["small"]
+
+
+async def test_the_limit_queues_then_refuses_and_hands_slots_over_in_order() -> None:
+    limit = ConcurrencyLimit(1, queue=1)
+    await limit.acquire()
+    waiter = asyncio.ensure_future(limit.acquire())
+    await asyncio.sleep(0)
+    assert limit.waiting == 1
+    with pytest.raises(QueueFull):
+        await limit.acquire()
+    limit.release()  # the slot moves to the waiter
+    await waiter
+    assert (limit.in_flight, limit.waiting) == (1, 0)
+    limit.release()
+    assert limit.in_flight == 0
+
+
+async def test_a_cancelled_waiter_gives_up_its_place() -> None:
+    limit = ConcurrencyLimit(1, queue=1)
+    await limit.acquire()
+    waiter = asyncio.ensure_future(limit.acquire())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert limit.waiting == 0
+    limit.release()
+    assert limit.in_flight == 0
+
+
+def test_the_caller_is_the_service_in_the_client_certificate() -> None:
+    sans = peer_uri_sans(
+        {"subjectAltName": (("DNS", "x"), ("URI", "ankka://service/team-a/helper"))}
+    )
+    assert caller_of({"extensions": {"tls": {"peer_uri_sans": sans}}}) == "team-a/helper"
+    assert caller_of({"extensions": {"tls": {"peer_uri_sans": ()}}}) == "unidentified"
+    assert caller_of({}) == "anonymous"
+
+
+class NoClient:
+    async def get(self, url: str) -> Any:
+        raise AssertionError("no probe expected")
+
+    async def post(self, url: str, *, json: Any) -> Any:
+        raise AssertionError("no probe expected")
+
+
+async def test_ready_only_once_every_model_was_probed_and_reload_keeps_probes() -> None:
+    models = parse_models({"models": [OLLAMA]})
+    registry = Registry(models, NoClient())
+    assert not registry.ready()
+    small = registry.upstreams["small"]
+    small.capabilities = ModelCapabilities("small", frozenset({Capability.COMPLETION}))
+    small.probed = True
+    assert registry.ready()
+
+    registry.replace(parse_models({"models": [{**OLLAMA, "max_concurrency": 2}]}))
+    assert registry.upstreams["small"].capabilities is not None  # same server: probe kept
+    registry.replace(parse_models({"models": [{**OLLAMA, "url": "http://elsewhere"}]}))
+    assert registry.upstreams["small"].capabilities is None  # moved: probe again
+    assert not registry.ready()
