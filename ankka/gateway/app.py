@@ -27,6 +27,7 @@ from ankka.gateway.limits import QueueFull
 from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
 from ankka.gateway.models_file import Models, ModelsFile
 from ankka.gateway.registry import Registry, Upstream
+from ankka.gateway.upstream import Pool
 from ankka.gateway.wire import (
     Receive,
     Scope,
@@ -58,7 +59,8 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self._models_file = models_file
         self._initial = models
-        self._client: httpx.AsyncClient | None = None
+        self._client: httpx.AsyncClient | None = None  # probes only: rare, not on the hot path
+        self._pool = Pool()
         self._registry: Registry | None = None
         self._maintainer: asyncio.Task[None] | None = None
 
@@ -71,7 +73,7 @@ class Gateway:
     async def __aenter__(self) -> Gateway:
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(10.0),
-            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=0),
         )
         self._registry = Registry(self._initial, self._client)
         self._maintainer = asyncio.get_running_loop().create_task(
@@ -89,6 +91,7 @@ class Gateway:
             self._maintainer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._maintainer
+        await self._pool.aclose()
         if self._client is not None:
             await self._client.aclose()
 
@@ -213,10 +216,10 @@ class Gateway:
         gauge = self.metrics.in_flight.labels(spec.name)
         gauge.inc()
         try:
-            assert self._client is not None
             outcome = await forward(
-                self._client,
+                self._pool,
                 spec,
+                upstream.endpoint,
                 check.forward_body(raw, request, upstream_model=spec.upstream_model),
                 stream=request.stream,
                 receive=receive,

@@ -1,8 +1,8 @@
 """Send one checked request to its model's server and relay the answer as it arrives.
 
-The one seam to the upstreams: a pooled ``httpx.AsyncClient``, transport failures translated
-here into the gateway's answers (503 when the server cannot be reached, 504 when it does not
-answer in time, 502 for anything else), each naming the model. A stream is relayed chunk by
+Over the gateway's pooled upstream client (:mod:`ankka.gateway.upstream`); its failures are
+turned here into the gateway's answers (503 when the server cannot be reached, 504 when it does
+not answer in time, 502 for anything else), each naming the model. A stream is relayed chunk by
 chunk as the upstream sends it, never buffered; if the caller goes away mid-stream the upstream
 request is cancelled and its connection closed, so nothing keeps generating for nobody.
 
@@ -19,10 +19,16 @@ import re
 import time
 from dataclasses import dataclass
 
-import httpx
-
 from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
 from ankka.gateway.models_file import ModelSpec
+from ankka.gateway.upstream import (
+    ConnectFailed,
+    Endpoint,
+    Pool,
+    Response,
+    UpstreamError,
+    UpstreamTimeout,
+)
 from ankka.gateway.wire import Receive, Send, error_body, send_bytes, send_error
 
 __all__ = ["Forwarded", "forward"]
@@ -31,6 +37,7 @@ log = logging.getLogger("ankka.gateway")
 
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
+_CONNECT_TIMEOUT_S = 5.0
 _STREAM_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -62,17 +69,17 @@ def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> None:
         metrics.completion_tokens.inc(int(completion.group(1)))
 
 
-def _failure(spec: ModelSpec, exc: httpx.HTTPError) -> tuple[int, str, str, str]:
+def _failure(spec: ModelSpec, exc: UpstreamError) -> tuple[int, str, str, str]:
     """(status, code, message, metric kind) for a transport failure."""
     name = spec.name
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+    if isinstance(exc, ConnectFailed):
         return (
             503,
             "upstream_unavailable",
             f"model {name!r} is unavailable: its server cannot be reached; try again later",
             "unavailable",
         )
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, UpstreamTimeout):
         return (
             504,
             "upstream_timeout",
@@ -89,8 +96,9 @@ def _failure(spec: ModelSpec, exc: httpx.HTTPError) -> tuple[int, str, str, str]
 
 
 async def forward(
-    client: httpx.AsyncClient,
+    pool: Pool,
     spec: ModelSpec,
+    endpoint: Endpoint,
     body: bytes,
     *,
     stream: bool,
@@ -121,7 +129,7 @@ async def forward(
     watcher = asyncio.get_running_loop().create_task(watch_disconnect())
     started = time.perf_counter()
     try:
-        await _exchange(client, spec, body, stream, send, metrics, of, caller, outcome)
+        await _exchange(pool, spec, endpoint, body, stream, send, metrics, of, caller, outcome)
     except asyncio.CancelledError:
         if not outcome.caller_left:
             raise
@@ -138,8 +146,9 @@ async def forward(
 
 
 async def _exchange(
-    client: httpx.AsyncClient,
+    pool: Pool,
     spec: ModelSpec,
+    endpoint: Endpoint,
     body: bytes,
     stream: bool,
     send: Send,
@@ -148,36 +157,31 @@ async def _exchange(
     caller: str,
     outcome: Forwarded,
 ) -> None:
-    request = client.build_request(
-        "POST",
-        f"{spec.url}/v1/chat/completions",
-        content=body,
-        headers={"content-type": "application/json", "authorization": f"Bearer {spec.bearer()}"},
-        timeout=httpx.Timeout(spec.timeout_s, connect=5.0),
-    )
     try:
-        response = await client.send(request, stream=True)
-    except httpx.HTTPError as exc:
+        response = await pool.post(
+            endpoint, body, connect_timeout=_CONNECT_TIMEOUT_S, read_timeout=spec.timeout_s
+        )
+    except UpstreamError as exc:
         status, code, message, kind = _failure(spec, exc)
-        log.warning("model %r at %s: %s: %s", spec.name, spec.url, type(exc).__name__, exc)
+        log.warning("model %r at %s: %s", spec.name, spec.url, exc)
         metrics.upstream_error(spec.name, caller, kind)
         outcome.upstream_failed = kind == "unavailable"
         outcome.answered = True
         await send_error(send, status, message, code=code)
         return
     try:
-        if stream and response.status_code == 200:
+        if stream and response.status == 200:
             await _relay_stream(response, spec, send, metrics, of, caller, outcome)
         else:
             await _relay_whole(response, spec, send, metrics, of, caller, outcome)
-            if response.status_code >= 500:
+            if response.status >= 500:
                 outcome.upstream_failed = True
     finally:
-        await response.aclose()
+        response.close()
 
 
 async def _relay_whole(
-    response: httpx.Response,
+    response: Response,
     spec: ModelSpec,
     send: Send,
     metrics: GatewayMetrics,
@@ -186,24 +190,24 @@ async def _relay_whole(
     outcome: Forwarded,
 ) -> None:
     try:
-        content = await response.aread()
-    except httpx.HTTPError as exc:
+        content = await response.read()
+    except UpstreamError as exc:
         status, code, message, kind = _failure(spec, exc)
         metrics.upstream_error(spec.name, caller, kind)
         outcome.answered = True
         await send_error(send, status, message, code=code)
         return
-    if response.status_code >= 500:
-        metrics.upstream_error(spec.name, caller, f"http_{response.status_code}")
-    elif response.status_code == 200:
+    if response.status >= 500:
+        metrics.upstream_error(spec.name, caller, f"http_{response.status}")
+    elif response.status == 200:
         _count_usage(content[-2048:], of)
-    content_type = response.headers.get("content-type", "application/json").encode()
+    content_type = response.header(b"content-type", b"application/json")
     outcome.answered = True
-    await send_bytes(send, response.status_code, content, content_type=content_type)
+    await send_bytes(send, response.status, content, content_type=content_type)
 
 
 async def _relay_stream(
-    response: httpx.Response,
+    response: Response,
     spec: ModelSpec,
     send: Send,
     metrics: GatewayMetrics,
@@ -215,10 +219,10 @@ async def _relay_stream(
     last = b""
     await send({"type": "http.response.start", "status": 200, "headers": _STREAM_HEADERS})
     try:
-        async for chunk in response.aiter_raw():
+        async for chunk in response.chunks():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             previous, last = last, chunk
-    except httpx.HTTPError as exc:
+    except UpstreamError as exc:
         _, code, message, kind = _failure(spec, exc)
         metrics.upstream_error(spec.name, caller, kind)
         outcome.answered = True

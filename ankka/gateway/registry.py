@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ankka.api.capabilities import HTTPClient, ModelCapabilities, ProbeError, probe
 from ankka.gateway.limits import ConcurrencyLimit
 from ankka.gateway.models_file import Models, ModelsFile, ModelsFileError, ModelSpec
+from ankka.gateway.upstream import Endpoint
 
 __all__ = ["Registry", "Upstream"]
 
@@ -43,6 +44,13 @@ class Upstream:
     probed: bool = False  # a probe has finished at least once, well or not
     next_probe: float = 0.0
     failures: int = field(default=0, repr=False)
+    endpoint: Endpoint = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Parsed once: the request path only appends the body's length and the body.
+        self.endpoint = Endpoint.of(
+            f"{self.spec.url}/v1/chat/completions", bearer=self.spec.bearer()
+        )
 
     @property
     def name(self) -> str:

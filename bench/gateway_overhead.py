@@ -1,0 +1,376 @@
+"""What the gateway costs: direct to the upstream vs through ankka's gateway vs through LiteLLM.
+
+One run, one load generator, one upstream (ankka's stand-in, a real HTTP server on loopback),
+three ways to reach it, measured in the same run so the ratios mean something on any machine:
+
+- ``direct``: the stand-in itself;
+- ``ankka``: ``ankka gateway --insecure`` in front of it (the capability check, metrics and
+  the stream relay all on; TLS off, as for the others);
+- ``litellm``: the LiteLLM proxy in front of it (``pip install 'ankka[bench]'``; started offline).
+
+Each is driven plain and streaming, at concurrency 1 and 64, for ``--seconds`` each after a
+warm-up. The load generator is a minimal HTTP/1.1 keep-alive client on asyncio (one connection
+per concurrent worker), so it costs the machine as little as possible and the same for all three.
+Before each run the stand-in's script is replaced with enough turns (``PUT /_standin/script``),
+since a finite script answers 418 when it runs out. Streaming requests ask for usage themselves,
+so the upstream does the same work whichever way it is reached.
+
+Run: ``python -m bench.gateway_overhead`` (``--help`` for options). Prints a table and the
+three ratios the gateway is held to (docs/benchmarks.md, "Gateway overhead").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.support.processes import Server, ankka_command, start
+
+MODEL = "bench"
+MASTER_KEY = "sk-ankka-bench"
+TEXT = "hello from the stand-in upstream"
+
+
+@dataclass(frozen=True)
+class Result:
+    target: str
+    stream: bool
+    concurrency: int
+    requests: int
+    errors: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+
+# ------------------------------------------------------------------ the load generator
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection; reads Content-Length and chunked answers whole."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, payload: bytes) -> int:
+        if self.writer is None or self.reader is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self.reader, self.writer
+        writer.write(payload)
+        status = int((await reader.readline()).split(b" ", 2)[1])
+        length, chunked, close = -1, False, False
+        while True:
+            line = await reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+            elif name == b"connection" and b"close" in value.lower():
+                close = True
+        if chunked:
+            while True:
+                size = int((await reader.readline()).split(b";")[0], 16)
+                await reader.readexactly(size + 2)
+                if size == 0:
+                    break
+        elif length >= 0:
+            await reader.readexactly(length)
+        else:
+            await reader.read()
+            close = True
+        if close:
+            writer.close()
+            self.reader = self.writer = None
+        return status
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def payload(host: str, port: int, *, stream: bool) -> bytes:
+    body: dict[str, object] = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Say hello."}],
+    }
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    raw = json.dumps(body).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {MASTER_KEY}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(raw)}\r\n\r\n"
+    )
+    return head.encode() + raw
+
+
+async def drive(
+    url: str, *, stream: bool, concurrency: int, seconds: float, warmup: float
+) -> tuple[list[float], int, float]:
+    """Latencies (s) of requests finished in the measured window, errors, window length."""
+    address = httpx.URL(url)
+    host, port = address.host, address.port or 80
+    raw = payload(host, port, stream=stream)
+    latencies: list[float] = []
+    errors = 0
+    begin = time.perf_counter() + warmup
+    end = begin + seconds
+
+    async def worker() -> None:
+        nonlocal errors
+        connection = Connection(host, port)
+        try:
+            while (now := time.perf_counter()) < end:
+                try:
+                    status = await connection.request(raw)
+                except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
+                    status = 0
+                    connection.close()
+                    connection = Connection(host, port)
+                done = time.perf_counter()
+                if now >= begin:
+                    if status == 200:
+                        latencies.append(done - now)
+                    else:
+                        errors += 1
+        finally:
+            connection.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, errors, seconds
+
+
+# ------------------------------------------------------------------ the three targets
+
+
+def load_script(standin: str, turns: int) -> None:
+    script = {
+        "turns": [{"text": TEXT, "usage": {"input_tokens": 12, "output_tokens": 6}}] * turns,
+        "models": {MODEL: {"capabilities": ["completion", "tools"]}},
+    }
+    httpx.put(f"{standin}/_standin/script", json=script, timeout=60).raise_for_status()
+
+
+def wait_http(url: str, *, what: str, deadline: float = 180.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise SystemExit(f"{what} did not answer {url} within {deadline:g}s")
+
+
+def litellm_command(explicit: str | None) -> list[str]:
+    candidates = [explicit, shutil.which("litellm"), str(Path(sys.executable).parent / "litellm")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return [candidate]
+    raise SystemExit(
+        "the LiteLLM proxy is not installed: pip install 'ankka[bench]' "
+        "(or pass --litellm PATH to its `litellm` program)"
+    )
+
+
+@contextmanager
+def litellm_proxy(standin: str, work: Path, program: list[str]) -> Iterator[str]:
+    config = work / "litellm.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "model_list": [
+                    {
+                        "model_name": MODEL,
+                        "litellm_params": {
+                            "model": f"openai/{MODEL}",
+                            "api_base": f"{standin}/v1",
+                            "api_key": "none",
+                        },
+                    }
+                ],
+                "litellm_settings": {"telemetry": False},
+            }
+        )
+    )
+    port = free_port()
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_TELEMETRY_DISABLED": "true",
+        "LITELLM_MASTER_KEY": MASTER_KEY,
+        "LITELLM_LOG": "ERROR",
+    }
+    log = (work / "litellm.log").open("w")
+    process = subprocess.Popen(
+        [*program, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_http(f"{url}/health/liveliness", what="the LiteLLM proxy")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# ------------------------------------------------------------------ the run
+
+
+def measure(
+    name: str, url: str, standin: str, args: argparse.Namespace, results: list[Result]
+) -> None:
+    for stream in (False, True):
+        for concurrency in args.concurrency:
+            load_script(standin, args.turns)
+            latencies, errors, seconds = asyncio.run(
+                drive(
+                    url,
+                    stream=stream,
+                    concurrency=concurrency,
+                    seconds=args.seconds,
+                    warmup=args.warmup,
+                )
+            )
+            ms = sorted(x * 1000 for x in latencies) or [float("nan")]
+            result = Result(
+                name,
+                stream,
+                concurrency,
+                len(latencies),
+                errors,
+                seconds,
+                statistics.median(ms),
+                ms[min(len(ms) - 1, int(len(ms) * 0.99))],
+            )
+            results.append(result)
+            print(row(result), flush=True)
+
+
+def row(r: Result) -> str:
+    mode = "stream" if r.stream else "plain"
+    return (
+        f"| {r.target:8} | {mode:6} | {r.concurrency:>3} | {r.rps:>8.0f} | {r.p50_ms:>7.2f} | "
+        f"{r.p99_ms:>7.2f} | {r.errors:>6} |"
+    )
+
+
+def summary(results: list[Result], concurrency: list[int]) -> list[str]:
+    def get(target: str, stream: bool, c: int) -> Result | None:
+        for r in results:
+            if (r.target, r.stream, r.concurrency) == (target, stream, c):
+                return r
+        return None
+
+    low, high = min(concurrency), max(concurrency)
+    lines = []
+    for stream in (False, True):
+        mode = "stream" if stream else "plain"
+        direct, ankka, litellm = (get(t, stream, low) for t in ("direct", "ankka", "litellm"))
+        if direct and ankka:
+            added = ankka.p50_ms - direct.p50_ms
+            lines.append(f"{mode}, c={low}: the gateway adds {added:.2f} ms at p50 (goal < 1 ms)")
+        direct, ankka, litellm = (get(t, stream, high) for t in ("direct", "ankka", "litellm"))
+        if direct and ankka:
+            lines.append(
+                f"{mode}, c={high}: gateway/direct = {ankka.rps / direct.rps:.2f}x (goal >= 0.5)"
+            )
+        if ankka and litellm and litellm.rps > 0:
+            lines.append(
+                f"{mode}, c={high}: gateway/LiteLLM = {ankka.rps / litellm.rps:.1f}x (goal >= 4)"
+            )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.gateway_overhead", description=__doc__)
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured time per run")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured time first")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--turns", type=int, default=40_000, help="script turns per run")
+    parser.add_argument("--litellm", metavar="PATH", help="the LiteLLM proxy's `litellm` program")
+    parser.add_argument("--skip-litellm", action="store_true", help="measure direct and ankka")
+    args = parser.parse_args(argv)
+
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    results: list[Result] = []
+    with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        script = work / "script.json"
+        script.write_text(
+            json.dumps({"turns": [], "models": {MODEL: {"capabilities": ["completion"]}}})
+        )
+        standin: Server = start(ankka_command("standin", "--script", str(script), "--port", "0"))
+        stack.callback(standin.stop)
+        models = work / "models.yaml"
+        models.write_text(
+            json.dumps({"models": [{"name": MODEL, "kind": "ollama", "url": standin.url}]})
+        )
+        gateway = start(
+            ankka_command("gateway", "--models", str(models), "--insecure", "--port", "0")
+        )
+        stack.callback(gateway.stop)
+        wait_http(f"{gateway.url}/readyz", what="the ankka gateway")
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.seconds:g} s per run")
+        print("| target   | mode   |   c |    req/s | p50 ms  | p99 ms  | errors |")
+        print("|----------|--------|-----|----------|---------|---------|--------|")
+        measure("direct", standin.url, standin.url, args, results)
+        measure("ankka", gateway.url, standin.url, args, results)
+        if not args.skip_litellm:
+            with litellm_proxy(standin.url, work, litellm_command(args.litellm)) as litellm:
+                measure("litellm", litellm, standin.url, args, results)
+    print()
+    for line in summary(results, args.concurrency):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
