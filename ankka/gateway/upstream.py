@@ -102,6 +102,7 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.headers_done = False
         self.complete = False
+        self.keep_alive = False
         self.received_any = False
         self.chunks: deque[bytes] = deque()
         self.buffered = 0
@@ -149,6 +150,8 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        # Asked here: after this callback the parser has reset and always answers False.
+        self.keep_alive = self.parser.should_keep_alive()
         self.complete = True
         self._wake()
 
@@ -232,7 +235,7 @@ class Response:
             return
         self._released = True
         connection = self._connection
-        if connection.complete and not connection.closed and connection.parser.should_keep_alive():
+        if connection.complete and connection.keep_alive and not connection.closed:
             connection.pool._give_back(connection)
         else:
             connection.close()
