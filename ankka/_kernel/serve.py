@@ -47,6 +47,7 @@ async def serve_forever(
     access_log: bool = False,
     timeout_keep_alive: int = 30,
     ssl_context: ssl.SSLContext | None = None,
+    proxy_headers: bool = True,
 ) -> None:
     import uvicorn
 
@@ -64,6 +65,7 @@ async def serve_forever(
         lifespan="off",
         timeout_keep_alive=timeout_keep_alive,
         timeout_graceful_shutdown=10,
+        proxy_headers=proxy_headers,
         **extra,
     )
     server = uvicorn.Server(config)

@@ -213,7 +213,7 @@ class Gateway:
                 headers=[(b"retry-after", b"1")],
             )
             return
-        gauge = self.metrics.in_flight.labels(spec.name)
+        gauge = self.metrics.in_flight_of(spec.name)
         gauge.inc()
         try:
             outcome = await forward(

@@ -73,11 +73,15 @@ def run(args: argparse.Namespace) -> int:
         gateway = Gateway(models, models_file=models_file, max_body=args.max_body_bytes)
         async with gateway:
             if tls is None:
-                await serve.serve_forever(gateway, sock, name="ankka gateway")
+                await serve.serve_forever(gateway, sock, name="ankka gateway", proxy_headers=False)
             else:
                 async with tls:
                     await serve.serve_forever(
-                        gateway, sock, name="ankka gateway", ssl_context=tls.context
+                        gateway,
+                        sock,
+                        name="ankka gateway",
+                        ssl_context=tls.context,
+                        proxy_headers=False,  # callers are known by certificate, not headers
                     )
         return 0
 

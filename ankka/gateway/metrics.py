@@ -81,6 +81,13 @@ class GatewayMetrics:
             "ankka_gateway_in_flight", "Requests being answered by a model", ["model"], registry=r
         )
         self._cache: dict[tuple[str, str], ModelCallerMetrics] = {}
+        self._in_flight: dict[str, Gauge] = {}
+
+    def in_flight_of(self, model: str) -> Gauge:
+        found = self._in_flight.get(model)
+        if found is None:
+            found = self._in_flight[model] = self.in_flight.labels(model)
+        return found
 
     def of(self, model: str, caller: str) -> ModelCallerMetrics:
         key = (model, caller)

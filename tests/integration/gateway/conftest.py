@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import json
 import ssl
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -168,6 +169,7 @@ def _local_model_module() -> Any:
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while defined
     spec.loader.exec_module(module)
     return module
 
