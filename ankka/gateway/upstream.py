@@ -21,7 +21,7 @@ import asyncio
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -68,7 +68,9 @@ class Endpoint:
     port: int
     tls: bool
     path: str
-    head: bytes  # request line and fixed headers, up to the Content-Length value
+    # The request line and fixed headers, up to the Content-Length value. It holds the bearer
+    # key, so it is kept out of repr() and therefore out of any log line.
+    head: bytes = field(repr=False)
 
     @classmethod
     def of(cls, url: str, *, bearer: str) -> Endpoint:

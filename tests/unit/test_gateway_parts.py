@@ -13,6 +13,7 @@ from ankka.api.capabilities import Capability, ModelCapabilities
 from ankka.gateway.limits import ConcurrencyLimit, QueueFull
 from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
 from ankka.gateway.registry import Registry
+from ankka.gateway.upstream import Endpoint
 from ankka.gateway.wire import caller_of
 
 OLLAMA = {"name": "small", "kind": "ollama", "url": "http://127.0.0.1:11434/"}
@@ -125,3 +126,10 @@ async def test_ready_only_once_every_model_was_probed_and_reload_keeps_probes() 
     registry.replace(parse_models({"models": [{**OLLAMA, "url": "http://elsewhere"}]}))
     assert registry.upstreams["small"].capabilities is None  # moved: probe again
     assert not registry.ready()
+
+
+def test_the_upstream_key_never_shows_in_a_repr() -> None:
+    endpoint = Endpoint.of("https://models.example:8443/v1/chat/completions", bearer="sk-secret")
+    assert (endpoint.host, endpoint.port, endpoint.tls) == ("models.example", 8443, True)
+    assert b"Host: models.example:8443\r\n" in endpoint.head
+    assert "sk-secret" not in repr(endpoint)
