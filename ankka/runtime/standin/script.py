@@ -30,7 +30,7 @@ __all__ = [
     "parse_turns",
 ]
 
-_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms"}
+_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms", "reasoning", "status"}
 _USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
 
 
@@ -46,6 +46,8 @@ class ScriptTurn:
     tool_calls: tuple[ScriptedCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     delay_ms: float = 0.0
+    reasoning: str | None = None
+    status: int | None = None
 
 
 class ScriptError(ConfigurationError):
@@ -96,7 +98,13 @@ def parse_turn(raw: object, where: str) -> ScriptTurn:
     delay = raw.get("delay_ms", 0)
     if not isinstance(delay, int | float) or delay < 0:
         raise ScriptError(f"{where}: 'delay_ms' must be a number ≥ 0")
-    return ScriptTurn(text, calls, usage, float(delay))
+    reasoning = raw.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise ScriptError(f"{where}: 'reasoning' must be a string")
+    status = raw.get("status")
+    if status is not None and (not isinstance(status, int) or not 400 <= status <= 599):
+        raise ScriptError(f"{where}: 'status' must be an HTTP error status, 400 to 599")
+    return ScriptTurn(text, calls, usage, float(delay), reasoning, status)
 
 
 @dataclass(frozen=True, slots=True)

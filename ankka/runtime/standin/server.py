@@ -1,6 +1,12 @@
 """The stand-in's HTTP app: answers model requests from the script, records what it received.
 
-- ``POST /v1/chat/completions``: the next turn, as JSON or (``"stream": true``) as SSE.
+- ``POST /v1/chat/completions`` (OpenAI Chat Completions), ``POST /v1/responses`` (OpenAI
+  Responses) and ``POST /v1/messages`` (Anthropic Messages): the next turn of the one script,
+  as JSON or (``"stream": true``) as SSE in that endpoint's shape. A turn with ``status``
+  answers that HTTP error in the endpoint's error shape. Given an ``api_key``, a request
+  whose bearer or ``x-api-key`` differs is answered 401. A Responses request that replays a
+  reasoning item from before its last user message is answered 400, as OpenAI holds a replay
+  to the current turn.
 - ``GET /_standin/requests``: what it received, in order (path, selected headers, body, and
   the ticks at which each request arrived and was answered, to show overlap or its absence).
 - ``DELETE /_standin/requests``: forget them. ``PUT /_standin/script``: serve a new script.
@@ -23,12 +29,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.standin import chat_completions
+from ankka.runtime.standin import anthropic_messages, chat_completions, responses
 from ankka.runtime.standin.script import Script, ScriptedModel, ScriptTurn, parse_script
 
 __all__ = ["StandinState", "create_app"]
 
-_RECORDED_HEADERS = ("authorization", "content-type", "user-agent")
+_RECORDED_HEADERS = ("authorization", "x-api-key", "content-type", "user-agent")
+_SHAPES = ("chat", "responses", "anthropic")
 
 
 @dataclass
@@ -51,8 +58,71 @@ class StandinState:
         return number, self.turns[number - 1]
 
 
-def _error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+def _error(status: int, kind: str, message: str, shape: str = "chat") -> JSONResponse:
+    if shape == "anthropic":
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
+    else:
+        body = {"error": {"type": kind, "message": message}}
+    return JSONResponse(body, status_code=status)
+
+
+def _authorized(request: Request, api_key: str | None) -> bool:
+    if api_key is None:
+        return True
+    bearer = request.headers.get("authorization", "")
+    return bearer == f"Bearer {api_key}" or request.headers.get("x-api-key") == api_key
+
+
+def _stale_reasoning(body: dict[str, Any]) -> bool:
+    """A Responses input replaying a reasoning item from an earlier turn."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return False
+    users = [
+        i for i, item in enumerate(items) if isinstance(item, dict) and item.get("role") == "user"
+    ]
+    last_user = max(users, default=-1)
+    return any(
+        isinstance(item, dict) and item.get("type") == "reasoning" for item in items[:last_user]
+    )
+
+
+def _sse(events: Any, record: dict[str, Any], state: StandinState, done: bytes) -> Response:
+    async def stream() -> AsyncIterator[bytes]:
+        for name, data in events:
+            head = f"event: {name}\n".encode() if name else b""
+            yield head + b"data: " + json.dumps(data).encode() + b"\n\n"
+        record["answered"] = state.next_tick()
+        if done:
+            yield done
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def _render(
+    shape: str, turn: ScriptTurn, body: dict[str, Any], model: str, number: int
+) -> dict[str, Any]:
+    created = int(time.time())
+    if shape == "responses":
+        return responses.answer(turn, model=model, number=number, created=created)
+    if shape == "anthropic":
+        return anthropic_messages.answer(turn, model=model, number=number)
+    return chat_completions.answer(turn, model=model, number=number, created=created)
+
+
+def _stream(
+    shape: str, turn: ScriptTurn, body: dict[str, Any], model: str, number: int
+) -> tuple[Any, bytes]:
+    created = int(time.time())
+    if shape == "responses":
+        return responses.events(turn, model=model, number=number, created=created), b""
+    if shape == "anthropic":
+        return anthropic_messages.events(turn, model=model, number=number), b""
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    chunks = chat_completions.chunks(
+        turn, model=model, number=number, created=created, include_usage=include_usage
+    )
+    return (("", c) for c in chunks), b"data: [DONE]\n\n"
 
 
 def ollama_show(model: ScriptedModel) -> dict[str, Any]:
@@ -70,15 +140,24 @@ def ollama_show(model: ScriptedModel) -> dict[str, Any]:
     return body
 
 
-def create_app(script: Script, *, model: str = "standin") -> Starlette:
+def create_app(script: Script, *, model: str = "standin", api_key: str | None = None) -> Starlette:
     state = StandinState(list(script.turns), dict(script.models))
 
     async def chat(request: Request) -> Response:
+        return await answer(request, "chat")
+
+    async def responses_endpoint(request: Request) -> Response:
+        return await answer(request, "responses")
+
+    async def messages(request: Request) -> Response:
+        return await answer(request, "anthropic")
+
+    async def answer(request: Request, shape: str) -> Response:
         raw = await request.body()
         try:
             body = json.loads(raw)
         except ValueError:
-            return _error(400, "invalid_json", "the request body is not JSON")
+            return _error(400, "invalid_json", "the request body is not JSON", shape)
         record: dict[str, Any] = {
             "path": request.url.path,
             "headers": {h: request.headers[h] for h in _RECORDED_HEADERS if h in request.headers},
@@ -87,6 +166,19 @@ def create_app(script: Script, *, model: str = "standin") -> Starlette:
             "answered": None,
         }
         state.requests.append(record)
+        if not _authorized(request, api_key):
+            record["answered"] = state.next_tick()
+            kind = "authentication_error"
+            return _error(401, kind, "the stand-in was given a different API key", shape)
+        if shape == "responses" and _stale_reasoning(body):
+            record["answered"] = state.next_tick()
+            return _error(
+                400,
+                "invalid_request_error",
+                "a reasoning item from an earlier turn was replayed; reasoning goes back "
+                "within the current turn only",
+                shape,
+            )
         number, turn = state.take()
         if turn is None:
             record["answered"] = state.next_tick()
@@ -95,31 +187,19 @@ def create_app(script: Script, *, model: str = "standin") -> Starlette:
                 "script_exhausted",
                 f"the stand-in's script has no turn left: all {len(state.turns)} turn(s) "
                 f"were served and this is request {number}",
+                shape,
             )
         if turn.delay_ms:
             await asyncio.sleep(turn.delay_ms / 1000)
-        created = int(time.time())
+        if turn.status is not None:
+            record["answered"] = state.next_tick()
+            return _error(turn.status, "scripted_error", turn.text or "scripted error", shape)
         served_model = str(body.get("model") or model)
         if not body.get("stream"):
             record["answered"] = state.next_tick()
-            return JSONResponse(
-                chat_completions.answer(turn, model=served_model, number=number, created=created)
-            )
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-
-        async def events() -> AsyncIterator[bytes]:
-            for chunk in chat_completions.chunks(
-                turn,
-                model=served_model,
-                number=number,
-                created=created,
-                include_usage=include_usage,
-            ):
-                yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
-            record["answered"] = state.next_tick()
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+            return JSONResponse(_render(shape, turn, body, served_model, number))
+        events, done = _stream(shape, turn, body, served_model, number)
+        return _sse(events, record, state, done)
 
     async def requests(request: Request) -> Response:
         if request.method == "DELETE":
@@ -167,6 +247,8 @@ def create_app(script: Script, *, model: str = "standin") -> Starlette:
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/responses", responses_endpoint, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
             Route("/api/show", show, methods=["POST"]),
             Route("/_standin/requests", requests, methods=["GET", "DELETE"]),
             Route("/_standin/script", replace_script, methods=["PUT"]),
