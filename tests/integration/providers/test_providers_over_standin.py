@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ankka.runtime.messages import AssistantMessage, Message, ToolResult, Usage, UserMessage
+from ankka.runtime.messages import AssistantMessage, Message, ToolResult, UserMessage
 from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.tools import ToolSpec
 from tests.integration.providers.conftest import WIRES, Build, Standin, settings_for
@@ -184,16 +184,3 @@ async def test_a_keyless_server_is_sent_the_bearer_none(standin: Standin, build:
     await provider.complete(ASK)
 
     assert standin.requests()[-1]["headers"]["authorization"] == "Bearer none"
-
-
-def test_usage_is_counted_the_same_whatever_the_wire() -> None:
-    # Anthropic reports cache reads and writes apart from input_tokens; ankka sums them.
-    from ankka.runtime.providers import anthropic_wire
-
-    raw = {
-        "input_tokens": 5,
-        "output_tokens": 7,
-        "cache_read_input_tokens": 30,
-        "cache_creation_input_tokens": 5,
-    }
-    assert anthropic_wire.read_usage(raw) == Usage(40, 7, 30, 5)
