@@ -38,17 +38,34 @@ class StandinState:
     served: int = 0
     tick: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    used: list[bool] = field(default_factory=list)
+    first_unserved: int = 0
+
+    def __post_init__(self) -> None:
+        self.used = [False] * len(self.turns)
 
     def next_tick(self) -> int:
         self.tick += 1
         return self.tick
 
-    def take(self) -> tuple[int, ScriptTurn | None]:
+    def take(self, last_role: str | None) -> tuple[int, ScriptTurn | None]:
+        """The first unserved turn that fits the request, and its number (1-based)."""
         number = self.served + 1
-        if self.served >= len(self.turns):
-            return number, None
-        self.served += 1
-        return number, self.turns[number - 1]
+        while self.first_unserved < len(self.turns) and self.used[self.first_unserved]:
+            self.first_unserved += 1
+        for index in range(self.first_unserved, len(self.turns)):
+            if not self.used[index] and self.turns[index].fits(last_role):
+                self.used[index] = True
+                self.served += 1
+                return number, self.turns[index]
+        return number, None
+
+    def reset(self, turns: list[ScriptTurn]) -> None:
+        self.turns = turns
+        self.used = [False] * len(turns)
+        self.first_unserved = 0
+        self.served = 0
+        self.requests.clear()
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
@@ -87,14 +104,18 @@ def create_app(script: Script, *, model: str = "standin") -> Starlette:
             "answered": None,
         }
         state.requests.append(record)
-        number, turn = state.take()
+        messages = body.get("messages") if isinstance(body, dict) else None
+        last_role = messages[-1].get("role") if isinstance(messages, list) and messages else None
+        number, turn = state.take(last_role)
         if turn is None:
             record["answered"] = state.next_tick()
+            left = len(state.turns) - state.served
             return _error(
                 418,
                 "script_exhausted",
-                f"the stand-in's script has no turn left: all {len(state.turns)} turn(s) "
-                f"were served and this is request {number}",
+                f"the stand-in's script has no turn left for this request: {state.served} of "
+                f"{len(state.turns)} turn(s) were served ({left} left, none for a request "
+                f"whose last message is from {last_role!r}); this is request {number}",
             )
         if turn.delay_ms:
             await asyncio.sleep(turn.delay_ms / 1000)
@@ -134,10 +155,8 @@ def create_app(script: Script, *, model: str = "standin") -> Starlette:
             return _error(400, "invalid_json", "the script is not JSON")
         except ConfigurationError as exc:
             return _error(422, exc.kind, str(exc))
-        state.turns = new.turns
+        state.reset(new.turns)
         state.models = new.models
-        state.served = 0
-        state.requests.clear()
         return JSONResponse({"turns": len(new.turns), "models": sorted(new.models)})
 
     async def show(request: Request) -> Response:
