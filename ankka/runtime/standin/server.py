@@ -45,17 +45,34 @@ class StandinState:
     served: int = 0
     tick: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    used: list[bool] = field(default_factory=list)
+    first_unserved: int = 0
+
+    def __post_init__(self) -> None:
+        self.used = [False] * len(self.turns)
 
     def next_tick(self) -> int:
         self.tick += 1
         return self.tick
 
-    def take(self) -> tuple[int, ScriptTurn | None]:
+    def take(self, last_role: str | None) -> tuple[int, ScriptTurn | None]:
+        """The first unserved turn that fits the request, and its number (1-based)."""
         number = self.served + 1
-        if self.served >= len(self.turns):
-            return number, None
-        self.served += 1
-        return number, self.turns[number - 1]
+        while self.first_unserved < len(self.turns) and self.used[self.first_unserved]:
+            self.first_unserved += 1
+        for index in range(self.first_unserved, len(self.turns)):
+            if not self.used[index] and self.turns[index].fits(last_role):
+                self.used[index] = True
+                self.served += 1
+                return number, self.turns[index]
+        return number, None
+
+    def reset(self, turns: list[ScriptTurn]) -> None:
+        self.turns = turns
+        self.used = [False] * len(turns)
+        self.first_unserved = 0
+        self.served = 0
+        self.requests.clear()
 
 
 def _error(status: int, kind: str, message: str, shape: str = "chat") -> JSONResponse:
@@ -85,6 +102,33 @@ def _stale_reasoning(body: dict[str, Any]) -> bool:
     return any(
         isinstance(item, dict) and item.get("type") == "reasoning" for item in items[:last_user]
     )
+
+
+def _last_role(shape: str, body: Any) -> str | None:
+    """Who spoke last in a request ("user" or "tool"), whatever the wire, for ``when``."""
+    if not isinstance(body, dict):
+        return None
+    if shape == "responses":
+        items = body.get("input")
+        if isinstance(items, str):
+            return "user"
+        if not isinstance(items, list) or not items or not isinstance(items[-1], dict):
+            return None
+        last = items[-1]
+        return "tool" if last.get("type") == "function_call_output" else last.get("role")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = messages[-1]
+    content = last.get("content")
+    if (
+        shape == "anthropic"
+        and isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    ):
+        return "tool"
+    role = last.get("role")
+    return str(role) if role is not None else None
 
 
 def _sse(events: Any, record: dict[str, Any], state: StandinState, done: bytes) -> Response:
@@ -179,14 +223,17 @@ def create_app(script: Script, *, model: str = "standin", api_key: str | None = 
                 "within the current turn only",
                 shape,
             )
-        number, turn = state.take()
+        last_role = _last_role(shape, body)
+        number, turn = state.take(last_role)
         if turn is None:
             record["answered"] = state.next_tick()
+            left = len(state.turns) - state.served
             return _error(
                 418,
                 "script_exhausted",
-                f"the stand-in's script has no turn left: all {len(state.turns)} turn(s) "
-                f"were served and this is request {number}",
+                f"the stand-in's script has no turn left for this request: {state.served} of "
+                f"{len(state.turns)} turn(s) were served ({left} left, none for a request "
+                f"whose last message is from {last_role!r}); this is request {number}",
                 shape,
             )
         if turn.delay_ms:
@@ -214,10 +261,8 @@ def create_app(script: Script, *, model: str = "standin", api_key: str | None = 
             return _error(400, "invalid_json", "the script is not JSON")
         except ConfigurationError as exc:
             return _error(422, exc.kind, str(exc))
-        state.turns = new.turns
+        state.reset(new.turns)
         state.models = new.models
-        state.served = 0
-        state.requests.clear()
         return JSONResponse({"turns": len(new.turns), "models": sorted(new.models)})
 
     async def show(request: Request) -> Response:

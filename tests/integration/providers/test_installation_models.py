@@ -48,9 +48,8 @@ class Platform:
 
     def script(self, turns: list[Any], models: dict[str, Any] | None = None) -> None:
         new = parse_script({"turns": turns, "models": models or {}})
-        self.state.turns, self.state.models = new.turns, new.models
-        self.state.served = 0
-        self.state.requests.clear()
+        self.state.reset(new.turns)
+        self.state.models = new.models
 
     def received(self) -> list[str]:
         return [r["path"] for r in self.state.requests]

@@ -184,3 +184,22 @@ async def test_a_keyless_server_is_sent_the_bearer_none(standin: Standin, build:
     await provider.complete(ASK)
 
     assert standin.requests()[-1]["headers"]["authorization"] == "Bearer none"
+
+
+async def test_the_standins_when_reads_who_spoke_last_on_every_wire(
+    wire: str, standin: Standin, build: Build
+) -> None:
+    # Listed answer-first: the stand-in must pick by the request's last speaker, not by order.
+    standin.script([{"when": "tool", "text": "Sunny."}, {"when": "user", **CALL}])
+    provider = build("main", **settings_for(wire, standin))
+
+    first = await provider.complete(ASK)
+    (call,) = first.tool_calls
+    history: list[Message] = [
+        UserMessage("Weather in Oslo?"),
+        AssistantMessage(None, first.tool_calls),
+        ToolResult(call.id, call.name, "sunny"),
+    ]
+    second = await provider.complete(ModelRequest("", history, [WEATHER]))
+
+    assert second.content == "Sunny."
