@@ -39,8 +39,9 @@ integration: install
 	$(BIN)/python -m pytest tests/integration
 
 bench: install
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,anthropic,bench]'
 	$(BIN)/python bench/turn_overhead.py
+	$(BIN)/python bench/provider_overhead.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
