@@ -25,6 +25,7 @@ from ankka.runtime.providers.failures import (
     deadline,
     for_status,
     summarize_body,
+    summarize_text,
     timed_out,
     unreachable,
 )
@@ -149,5 +150,10 @@ def translate_error(provider: str, exc: BaseException, timeout: float) -> ModelE
     if isinstance(exc, sdk.APIConnectionError):
         return unreachable(provider, exc.__cause__)
     if isinstance(exc, sdk.APIStatusError):
+        if exc.status_code < 400:
+            # An ``error`` event inside a stream that had started well (HTTP 200).
+            body = exc.body if isinstance(exc.body, dict) else {}
+            detail = summarize_text(json.dumps(body)) if body else "no detail"
+            return ModelError(provider, f"the server reported an error mid-stream: {detail}")
         return for_status(provider, exc.status_code, summarize_body(exc.response))
     return ModelError(provider, f"the call failed ({type(exc).__name__})")
