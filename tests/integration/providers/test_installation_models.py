@@ -25,7 +25,7 @@ from ankka.runtime.providers.registry import providers_from_environment
 from ankka.runtime.standin.script import parse_script
 from ankka.runtime.standin.server import StandinState, create_app
 from ankka.runtime.tools import ToolSpec
-from tests.support.certs import Authority, Leaf, write_tls_dir
+from tests.support.provider_certs import Authority, Leaf, write_tls_dir
 from tests.support.tls_server import serve_tls
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from cryptography import x509
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.providers.mtls import MODELS_URI, RotatingClientTLS, check_uri
-from tests.support.certs import Authority, write_tls_dir
+from tests.support.provider_certs import Authority, write_tls_dir
 
 CA = Authority("platform")
 
