@@ -1,14 +1,24 @@
-"""SDK exceptions become ankka's errors naming the configured provider, never the vendor."""
+"""SDK exceptions become ankka's errors naming the configured provider, never the vendor;
+a missing optional SDK is a configuration error naming the extra."""
 
 from __future__ import annotations
+
+import sys
 
 import anthropic
 import httpx2
 import openai
+import pytest
 
-from ankka._kernel.errors import ModelAuthenticationError, ModelError, ModelUnavailable
+from ankka._kernel.errors import (
+    ConfigurationError,
+    ModelAuthenticationError,
+    ModelError,
+    ModelUnavailable,
+)
 from ankka.runtime.providers import anthropic as anthropic_provider
 from ankka.runtime.providers import chat_completions
+from ankka.runtime.providers.registry import providers_from_environment
 
 REQUEST = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
 
@@ -43,3 +53,18 @@ def test_an_openai_401_is_an_authentication_error_naming_the_configured_provider
     assert isinstance(error, ModelAuthenticationError)
     assert "model provider 'local'" in str(error)
     assert "OpenAI" not in str(error)
+
+
+def test_an_anthropic_model_without_the_sdk_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if not installed
+    environ = {
+        "ANKKA_MODEL_CLAUDE_PRESET": "anthropic",
+        "ANKKA_MODEL_CLAUDE_MODEL": "claude-sonnet-4-5",
+        "ANKKA_MODEL_CLAUDE_API_KEY": "sk-ant-secret",
+    }
+    with pytest.raises(ConfigurationError) as caught:
+        providers_from_environment(environ)
+    assert "pip install 'ankka[anthropic]'" in str(caught.value)
+    assert "sk-ant-secret" not in str(caught.value)
