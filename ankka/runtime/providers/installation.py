@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 
 import httpx2
 
+from ankka._kernel.errors import ModelUnavailable
 from ankka.api.capabilities import ModelCapabilities, probe
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
@@ -85,12 +86,30 @@ class InstallationProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         inner, _ = self._client()
-        return await inner.complete(request)
+        try:
+            return await inner.complete(request)
+        except ModelUnavailable as exc:
+            raise self._with_hint(exc) from exc
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         inner, _ = self._client()
-        async for item in inner.stream(request):
-            yield item
+        try:
+            async for item in inner.stream(request):
+                yield item
+        except ModelUnavailable as exc:
+            raise self._with_hint(exc) from exc
+
+    def _with_hint(self, exc: ModelUnavailable) -> ModelUnavailable:
+        if exc.http_status is not None:
+            return exc
+        # No HTTP answer at all: over mTLS that is most often a certificate the gateway
+        # would not take, so say where the certificate comes from.
+        return ModelUnavailable(
+            self._name,
+            f"{exc.detail}; the gateway is {self.address}: check that it is up and that the "
+            f"service's certificate in {self.tls.directory} was issued by the platform's CA "
+            "and has not expired",
+        )
 
     async def aclose(self) -> None:
         providers = [*self._retired, *([self._current[0]] if self._current else [])]

@@ -241,6 +241,7 @@ async def test_a_rotated_client_certificate_is_used_without_a_restart(
     with pytest.raises(ModelUnavailable) as caught:
         await provider.complete(HELLO)
     assert "cannot reach the server" in str(caught.value)
+    assert str(platform.tls_dir) in str(caught.value), "says where the certificate comes from"
 
     # Rotated again, to a new certificate from the platform's CA: the same provider answers.
     write_tls_dir(platform.tls_dir, platform.client_leaf(), platform.ca)
