@@ -9,6 +9,7 @@ Choices made here:
   ``include``) and are the provider state; they are replayed, verbatim and before the calls
   they led to, on the assistant messages of the current turn only (after the last user
   message). An earlier turn's calls go back without their reasoning, which was never kept.
+- A reasoning item without ``encrypted_content`` is not kept: OpenAI could not find it again.
 - Tool arguments are the JSON text the model wrote (Responses sends them as a string).
 """
 
@@ -171,7 +172,10 @@ def read_response(body: Mapping[str, Any], *, model: str) -> ModelResponse:
                     arguments if isinstance(arguments, str) else _dumps(arguments or {}),
                 )
             )
-        elif kind == "reasoning":
+        elif kind == "reasoning" and item.get("encrypted_content"):
+            # With store=false only an item carrying its encrypted content can go back; one
+            # without (a reasoning model asked for no effort, so nothing was included) would
+            # be refused as an unknown id, so it is dropped.
             state.append(dict(item))
     return ModelResponse(
         content="".join(text) if text else None,

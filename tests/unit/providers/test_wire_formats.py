@@ -201,3 +201,16 @@ def test_anthropic_usage_counts_cache_reads_and_writes_as_input() -> None:
         "cache_creation_input_tokens": 5,
     }
     assert anthropic_wire.read_usage(raw) == Usage(40, 7, 30, 5)
+
+
+def test_responses_keeps_only_reasoning_that_can_go_back_without_storage() -> None:
+    body = {
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "x"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        ]
+    }
+    answer = responses_wire.read_response(body, model="gpt")
+    assert answer.provider_state is not None
+    assert [i["id"] for i in answer.provider_state.items] == ["rs_2"]
