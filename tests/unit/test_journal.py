@@ -6,15 +6,18 @@ PostgreSQL one) runs this same suite by adding its opener to ``STORES``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from ankka._kernel.errors import StoreError
 from ankka.runtime.journal import events
 from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.open import open_store
+from ankka.runtime.journal.postgres import PostgresStore
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.journal.store import ConcurrentAppend, JournalStore
 from ankka.runtime.messages import (
@@ -53,14 +56,23 @@ def _sqlite(tmp_path: Path) -> OpenJournal:
     return open_it
 
 
-STORES = {"sqlite": _sqlite}
-
-
-@pytest.fixture(params=sorted(STORES))
+@pytest.fixture(params=["sqlite", "postgres"])
 def open_journal(request: pytest.FixtureRequest, tmp_path: Path) -> OpenJournal:
     """Opens the same journal (same file or database) each time it is called."""
-    opener: OpenJournal = STORES[request.param](tmp_path)
-    return opener
+    if request.param == "sqlite":
+        return _sqlite(tmp_path)
+    dsn: str = request.getfixturevalue("postgres_server")
+    database = f"journal_{uuid.uuid4().hex[:12]}"
+
+    async def open_postgres() -> JournalStore:
+        if not created:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                await conn.execute(f"CREATE DATABASE {database}")
+            created.append(database)
+        return await PostgresStore.open(dsn.rsplit("/", 1)[0] + f"/{database}")
+
+    created: list[str] = []
+    return open_postgres
 
 
 def test_every_message_survives_its_encoding() -> None:
@@ -122,3 +134,9 @@ async def test_an_unwritable_path_is_a_clear_error(tmp_path: Path) -> None:
 async def test_an_unknown_store_scheme_is_named() -> None:
     with pytest.raises(Exception, match="unknown store scheme 'redis'"):
         await open_store("redis://localhost")
+
+
+async def test_a_postgres_server_that_is_not_there_is_a_clear_error() -> None:
+    with pytest.raises(StoreError, match="cannot open the PostgreSQL session store") as error:
+        await open_store("postgresql://ankka:hunter2@127.0.0.1:9/db")
+    assert "hunter2" not in str(error.value)
