@@ -26,7 +26,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
     parser.add_argument(
-        "--store", default=DEFAULT_STORE, help="session store URL (default: %(default)s)"
+        "--store",
+        default=DEFAULT_STORE,
+        help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
 
@@ -72,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
-        runtime = Runtime(service, store=store, providers=providers)
+        shared = getattr(store, "session_lock", None)
+        runtime = Runtime(
+            service,
+            store=store,
+            providers=providers,
+            shared_lock=shared() if callable(shared) else None,
+        )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
         try:
