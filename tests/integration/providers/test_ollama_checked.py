@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from ankka._kernel.errors import Refused
@@ -27,3 +29,14 @@ async def test_an_ollama_model_without_tools_is_refused_a_tools_request_before_i
 
     assert answer.content == "Plain answer."
     assert [r["path"] for r in standin.requests()] == ["/api/show", "/v1/chat/completions"]
+
+
+async def test_calls_that_start_together_ask_api_show_once(standin: Standin, build: Build) -> None:
+    standin.script(["One.", "Two.", "Three."], {"llama3.2": {"capabilities": ["completion"]}})
+    provider = build("llama", preset="ollama", model="llama3.2", url=f"{standin.url}/v1")
+    hello = ModelRequest("", [UserMessage("Hello.")])
+
+    answers = await asyncio.gather(*(provider.complete(hello) for _ in range(3)))
+
+    assert sorted(a.content or "" for a in answers) == ["One.", "Three.", "Two."]
+    assert [r["path"] for r in standin.requests()].count("/api/show") == 1
