@@ -1,0 +1,46 @@
+"""The committed CRDs are exactly what ``ankka.api.resources`` generates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ankka.api.crdgen import crd, render_all
+from ankka.api.resources import Agent, InstallationModel
+
+CRDS = Path(__file__).resolve().parents[2] / "crds"
+
+
+def test_committed_crds_match_the_models() -> None:
+    rendered = render_all()
+    assert sorted(p.name for p in CRDS.glob("*.yaml")) == sorted(rendered)
+    for name, text in rendered.items():
+        assert (CRDS / name).read_text() == text, (
+            f"crds/{name} drifted; run: python -m ankka.api.crdgen"
+        )
+
+
+def test_schemas_are_structural_with_no_refs_or_unions() -> None:
+    for name, text in render_all().items():
+        assert "$ref" not in text and "anyOf" not in text and "$defs" not in text, name
+        yaml.safe_load(text)
+
+
+def test_server_kind_is_an_enum_and_status_is_a_subresource() -> None:
+    version = crd(InstallationModel)["spec"]["versions"][0]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["server"]["properties"]["kind"]["enum"] == [
+        "ollama",
+        "llamacpp",
+        "vllm",
+    ]
+    assert version["subresources"] == {"status": {}}
+    assert spec["x-kubernetes-validations"][0]["rule"] == "has(self.server) != has(self.endpoint)"
+
+
+def test_agent_has_short_name_and_printer_columns() -> None:
+    spec = crd(Agent)["spec"]
+    assert spec["names"]["shortNames"] == ["ag"]
+    columns = {c["name"] for c in spec["versions"][0]["additionalPrinterColumns"]}
+    assert {"Phase", "ModelsServed"} <= columns
