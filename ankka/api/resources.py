@@ -1,4 +1,4 @@
-"""The custom resources' spec and status: Agent, Task and InstallationModel (``ankka.dev/v1alpha1``).
+"""The custom resources' spec and status: Agent, Task, InstallationModel (``ankka.dev/v1alpha1``).
 
 These pydantic classes are the one definition of the resources' shape: ``ankka.api.crdgen``
 generates ``crds/*.yaml`` from them (a test fails when the committed files drift), and the
@@ -70,7 +70,9 @@ class Condition(_Wire):
     status: ConditionStatus
     reason: str = ""
     message: str = ""
-    last_transition_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    last_transition_time: str | None = Field(
+        default=None, json_schema_extra={"format": "date-time"}
+    )
 
 
 class ServerKind(enum.StrEnum):
