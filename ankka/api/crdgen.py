@@ -2,8 +2,9 @@
 
 Why: the CRDs' schemas must say exactly what ``ankka.api.resources`` says, or the API server
 accepts what the operator cannot parse (or prunes what it needs). So they are generated, never
-edited: ``python -m ankka.api.crdgen`` rewrites ``crds/``; ``--check`` exits 1 naming each file
-that differs (``tests/unit/test_crds.py`` runs the same comparison).
+edited: ``python -m ankka.api.crdgen`` rewrites ``crds/`` and the chart's copy in
+``charts/ankka/crds/`` (Helm installs only files inside the chart); ``--check`` exits 1 naming
+each file that differs (``tests/unit/test_crds.py`` runs the same comparison).
 
 Pydantic's JSON Schema is turned into a *structural* OpenAPI v3 schema: ``$ref`` inlined,
 ``Optional`` unwrapped (absent, not null), titles dropped, enums kept.
@@ -20,11 +21,12 @@ import yaml
 
 from ankka.api.resources import GROUP, VERSION, Agent, InstallationModel, Resource, Task
 
-__all__ = ["RESOURCES", "crd", "main", "render_all", "structural"]
+__all__ = ["OUTPUTS", "RESOURCES", "crd", "main", "render_all", "structural"]
 
 RESOURCES: tuple[type[Resource], ...] = (Agent, InstallationModel, Task)
 
 _DROP = {"title", "discriminator"}
+OUTPUTS = (Path("crds"), Path("charts/ankka/crds"))
 
 
 def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -137,18 +139,23 @@ def render_all() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ankka.api.crdgen", description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path("crds"), help="default: crds")
+    parser.add_argument(
+        "--out", type=Path, action="append", default=None,
+        help="a directory to write (repeatable); default: crds and charts/ankka/crds",
+    )
     parser.add_argument("--check", action="store_true", help="fail if the files differ")
     args = parser.parse_args(argv)
+    outs: list[Path] = args.out or list(OUTPUTS)
     rendered = render_all()
     if args.check:
-        stale = [n for n, text in rendered.items() if _read(args.out / n) != text]
-        for name in stale:
-            print(f"{args.out / name} is stale; run: python -m ankka.api.crdgen", file=sys.stderr)
+        stale = [o / n for o in outs for n, text in rendered.items() if _read(o / n) != text]
+        for path in stale:
+            print(f"{path} is stale; run: python -m ankka.api.crdgen", file=sys.stderr)
         return 1 if stale else 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in rendered.items():
-        (args.out / name).write_text(text)
+    for out in outs:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in rendered.items():
+            (out / name).write_text(text)
     return 0
 
 

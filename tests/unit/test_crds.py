@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ankka.api.crdgen import crd, render_all
 from ankka.api.resources import Agent, InstallationModel
 
-CRDS = Path(__file__).resolve().parents[2] / "crds"
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_committed_crds_match_the_models() -> None:
+@pytest.mark.parametrize("where", ["crds", "charts/ankka/crds"])
+def test_committed_crds_match_the_models(where: str) -> None:
     rendered = render_all()
-    assert sorted(p.name for p in CRDS.glob("*.yaml")) == sorted(rendered)
+    assert sorted(p.name for p in (ROOT / where).glob("*.yaml")) == sorted(rendered)
     for name, text in rendered.items():
-        assert (CRDS / name).read_text() == text, (
-            f"crds/{name} drifted; run: python -m ankka.api.crdgen"
+        assert (ROOT / where / name).read_text() == text, (
+            f"{where}/{name} drifted; run: python -m ankka.api.crdgen"
         )
 
 
