@@ -6,34 +6,36 @@ never by file path, which would put this package's folder on ``sys.path``.
 What triggers what:
 
 - InstallationModel created, changed (spec) or seen at start → its children, the models file,
-  a probe. A timer re-probes: every tick while not Served, every ``probeIntervalSeconds`` after.
+  a probe. ``periodic`` re-probes: every tick while not Served, every ``probeIntervalSeconds``
+  after (a loop, not kopf timers, which would put finalizers on every object).
 - InstallationModel's ``Served`` changes (any watch event, compared with the last one seen) →
   every Agent that names it, found through the ``agents_by_model`` index, is reconciled, so a
   held Agent is released by the operator alone within a watch round-trip.
-- Agent created, changed (spec) or seen at start → rendered (or failed, or held); a slow timer
-  re-reconciles as a backstop.
-- A certificate Secret (label ``ankka.dev/certificate``) → a timer renews it at 2/3 of its life.
+- Agent created, changed (spec) or seen at start → rendered (or failed, or held); ``periodic``
+  re-reconciles every Agent slowly as a backstop and renews each certificate Secret (label
+  ``ankka.dev/certificate``) at two thirds of its life.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
 import kopf
 
 from ankka.api.resources import GROUP, VERSION
-from ankka.operator import reconcile
+from ankka.operator import periodic, reconcile
 from ankka.operator.kube import Kube
 from ankka.operator.objects import condition_status
 from ankka.operator.settings import Settings
-from ankka.operator.tlssecrets import CERT_LABEL
 
 SETTINGS = Settings.from_env()
 log = logging.getLogger("ankka.operator")
 
 _PLATFORM: list[reconcile.Platform] = []
+_LOOP: list[asyncio.Task[None]] = []  # owned: created by startup, cancelled by cleanup
 
 
 def platform() -> reconcile.Platform:
@@ -50,7 +52,6 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
-    settings.persistence.finalizer = f"{GROUP}/operator"
     settings.posting.enabled = False  # no Events: the status conditions say it all
     settings.watching.server_timeout = 300
     kube = Kube.from_environment(field_manager=SETTINGS.field_manager)
@@ -58,11 +59,17 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     _PLATFORM[:] = [p]
     await reconcile.ensure_ca(p)
     await reconcile.ensure_gateway_certificate(p)
+    _LOOP[:] = [asyncio.create_task(periodic.run(p), name="ankka-periodic")]
     log.info("ankka operator started; platform namespace %s", SETTINGS.namespace)
 
 
 @kopf.on.cleanup()
 async def cleanup(**_: Any) -> None:
+    for task in _LOOP:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    _LOOP.clear()
     for p in _PLATFORM:
         p.kube.close()
     _PLATFORM.clear()
@@ -81,14 +88,6 @@ async def model_changed(body: kopf.Body, **_: Any) -> None:
 @kopf.on.delete(GROUP, VERSION, "installationmodels", optional=True)
 async def model_deleted(**_: Any) -> None:
     await reconcile.render_models_file(platform())
-
-
-@kopf.timer(GROUP, VERSION, "installationmodels", interval=SETTINGS.probe_tick_seconds,
-            initial_delay=SETTINGS.probe_tick_seconds)
-async def model_probe(body: kopf.Body, **_: Any) -> None:
-    p = platform()
-    if reconcile.probe_is_due(dict(body), now=p.clock()):
-        await reconcile.probe_model(p, dict(body))
 
 
 @kopf.index(GROUP, VERSION, "agents")
@@ -129,18 +128,3 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
 @kopf.on.update(GROUP, VERSION, "agents", field="spec")
 async def agent_changed(namespace: str | None, name: str, **_: Any) -> None:
     await reconcile.reconcile_agent(platform(), str(namespace), name)
-
-
-@kopf.timer(GROUP, VERSION, "agents", interval=SETTINGS.agent_resync_seconds,
-            initial_delay=SETTINGS.agent_resync_seconds)
-async def agent_resync(namespace: str | None, name: str, **_: Any) -> None:
-    await reconcile.reconcile_agent(platform(), str(namespace), name)
-
-
-# --- certificates ---------------------------------------------------------------------------
-
-
-@kopf.timer("v1", "secrets", labels={CERT_LABEL: kopf.PRESENT},
-            interval=SETTINGS.certificate_check_seconds)
-async def certificate_renewal(body: kopf.Body, **_: Any) -> None:
-    await reconcile.renew_certificate(platform(), dict(body))
