@@ -44,11 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             "ankka operator needs the 'operator' extra: pip install 'ankka[operator]'"
         ) from None
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    kopf.configure(verbose=args.verbose)
+    kopf.configure(verbose=args.verbose)  # kopf installs the log handler
+    logging.getLogger("httpcore").setLevel(logging.INFO)  # its DEBUG is per-socket noise
+    logging.getLogger("ankka.operator").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     # Importing the module registers its handlers with kopf's default registry.
     importlib.import_module("ankka.operator.handlers")
     asyncio.run(

@@ -80,7 +80,9 @@ class Kube:
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
-        return cls(k8s_client.ApiClient(configuration), field_manager=field_manager)
+        api = k8s_client.ApiClient(configuration)
+        api.user_agent = field_manager  # names the operator in audit logs and managedFields
+        return cls(api, field_manager=field_manager)
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
@@ -103,9 +105,9 @@ class Kube:
         )
         if query:
             url += "?" + urlencode(query)
-        payload = None if body is None else json.dumps(body)
         try:
-            response = self._api.call_api(method, url, header_params=headers, body=payload)
+            # The client serialises a dict body as JSON for +json and +yaml types alike.
+            response = self._api.call_api(method, url, header_params=headers, body=body)
             raw = response.read()  # type: ignore[no-untyped-call]
         except k8s_client.ApiException as exc:
             raise KubeError(what, exc.status or 0, str(exc.reason)) from exc

@@ -61,6 +61,7 @@ async def run(p: reconcile.Platform) -> None:
     s = p.settings
     next_certs = next_resync = time.monotonic()
     next_resync += s.agent_resync_seconds
+    reported = -1
     while True:
         started = time.monotonic()
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
@@ -79,4 +80,7 @@ async def run(p: reconcile.Platform) -> None:
                 raise
             except Exception:
                 log.exception("%s failed; retrying next tick", what)
+        if p.kube.requests != reported:
+            reported = p.kube.requests
+            log.debug("api requests so far: %d", reported)
         await asyncio.sleep(max(0.0, s.probe_tick_seconds - (time.monotonic() - started)))

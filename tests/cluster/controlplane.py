@@ -168,7 +168,7 @@ def _wait_ready(url: str, d: Path, proc: subprocess.Popen[bytes], log: Path,
     last = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}; its log:\n"
+            raise RuntimeError(f"{log.stem} exited with {proc.returncode}; its log:\n"
                                + log.read_text()[-4000:])
         try:
             with urllib.request.urlopen(url, context=ctx, timeout=5) as response:
@@ -225,6 +225,7 @@ def start(workdir: Path) -> Iterator[ControlPlane]:
             "--service-cluster-ip-range", "10.0.0.0/24",
             "--disable-admission-plugins", "ServiceAccount",
             "--allow-privileged=true",
+            "--endpoint-reconciler-type", "none",  # no kubernetes Endpoints on loopback
             "--v", "1",
         ], api_log))
         deadline_note = etcd  # etcd must stay up for the API server's readiness

@@ -237,9 +237,10 @@ def test_operator_restart_mid_reconcile_converges_without_duplicates(
          interval=0.05)
     operator.kill()
     operator.start()
-    for n in names:
-        poll(f"{n} Ready", lambda n=n: ((kubectl.get("agent", n, NS) or {}).get("status")
-                                         or {}).get("phase") == "Ready", timeout=60)
+    def phase(name: str) -> Any:
+        return ((kubectl.get("agent", name, NS) or {}).get("status") or {}).get("phase")
+
+    poll("every burst Agent Ready", lambda: all(phase(n) == "Ready" for n in names), timeout=60)
     for n in names:
         selector = f"app.kubernetes.io/instance={n}"
         assert len(kubectl.items("deployment", NS, selector)) == 1
@@ -254,7 +255,7 @@ def test_deleting_an_agent_removes_what_it_owned(kubectl: Kubectl, shop: Path) -
     poll("cart's children", lambda: kubectl.get("secret", "cart-tls", NS)
          and kubectl.get("deployment", "cart", NS))
     kubectl.run("delete", "agent", "cart", "-n", NS, "--wait=true", "--timeout=60s")
-    for kind, name in [("deployment", "cart"), ("service", "cart"),
-                       ("serviceaccount", "cart"), ("secret", "cart-tls")]:
-        poll(f"{kind} {name} to be garbage-collected",
-             lambda kind=kind, name=name: kubectl.get(kind, name, NS) is None, timeout=60)
+    owned = [("deployment", "cart"), ("service", "cart"), ("serviceaccount", "cart"),
+             ("secret", "cart-tls")]
+    poll("cart's children to be garbage-collected",
+         lambda: all(kubectl.get(kind, name, NS) is None for kind, name in owned), timeout=60)
