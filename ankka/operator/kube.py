@@ -13,7 +13,9 @@ run in worker threads.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,6 +25,8 @@ from kubernetes import config as k8s_config
 from ankka.operator.objects import Obj
 
 __all__ = ["Kube", "KubeError", "plural_of"]
+
+_PARALLEL = 32  # requests in flight at once (threads and pooled connections)
 
 _PLURALS = {
     "ConfigMap": "configmaps",
@@ -66,12 +70,16 @@ class Kube:
     def __init__(self, api: k8s_client.ApiClient, *, field_manager: str) -> None:
         self._api = api
         self._field_manager = field_manager
+        # Its own threads: asyncio's default pool has cores+4 threads, which serialised the
+        # release of many held Agents at once (bench/operator_scale.py).
+        self._threads = ThreadPoolExecutor(max_workers=_PARALLEL, thread_name_prefix="kube")
         self.requests = 0
 
     @classmethod
     def from_environment(cls, *, field_manager: str) -> Kube:
         """In a pod: its service account; elsewhere: ``$KUBECONFIG`` or ``~/.kube/config``."""
         configuration = k8s_client.Configuration()
+        configuration.connection_pool_maxsize = _PARALLEL
         try:
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
@@ -85,6 +93,7 @@ class Kube:
         return cls(api, field_manager=field_manager)
 
     def close(self) -> None:
+        self._threads.shutdown(wait=True)
         self._api.close()  # type: ignore[no-untyped-call]
 
     def _call(
@@ -120,7 +129,8 @@ class Kube:
         return data
 
     async def _run(self, method: str, path: str, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(self._call, method, path, **kwargs)
+        call = functools.partial(self._call, method, path, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
 
     async def apply(self, obj: Obj) -> Obj:
         """Server-side apply ``obj`` (creating or updating it) and return what is stored."""

@@ -49,6 +49,7 @@ async def renew_due_certificates(p: reconcile.Platform) -> None:
 
 
 async def resync_agents(p: reconcile.Platform) -> None:
+    p.forget()  # re-apply everything once per resync, whatever this process remembers
     agents = await p.kube.list(reconcile.API_VERSION, "Agent")
     await _bounded([
         reconcile.reconcile_agent(p, a["metadata"]["namespace"], a["metadata"]["name"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +56,25 @@ class Platform:
         self.clock = clock
         self.ca: certs.KeyPair | None = None
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # What this process applied, and the certificates it knows to be good until their
+        # renewal time. Both only save requests; the periodic resync forgets them, so a child
+        # changed or deleted behind the operator's back is restored within that period.
+        self.applied: dict[tuple[str, str, str, str], str] = {}
+        self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
+
+    def forget(self) -> None:
+        self.applied.clear()
+        self.good_certificates.clear()
+
+    async def apply(self, obj: Obj) -> None:
+        """Server-side apply, skipped when this process applied the identical body already."""
+        meta = obj["metadata"]
+        key = (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
+        text = json.dumps(obj, sort_keys=True)
+        if self.applied.get(key) == text:
+            return
+        await self.kube.apply(obj)
+        self.applied[key] = text
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
@@ -95,10 +115,13 @@ async def _ensure_leaf(
 ) -> str:
     """Issue or renew one certificate Secret when needed; returns its notAfter (RFC 3339)."""
     ca = p.require_ca()
+    now = p.clock()
+    known = p.good_certificates.get((namespace, name))
+    if fetch and known is not None and known[0] == uri and now < known[1]:
+        return known[2]
     if fetch:
         secret = await p.kube.get("v1", "Secret", namespace, name)
     pair = tlssecrets.pair_of(secret)
-    now = p.clock()
     reason = certs.needs_renewal(pair, ca=ca, uri=uri, now=now)
     if reason is not None:
         log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
@@ -113,7 +136,9 @@ async def _ensure_leaf(
             )
         )
     assert pair is not None
-    return timestamp(certs.not_after(pair.cert_pem))
+    expiry = timestamp(certs.not_after(pair.cert_pem))
+    p.good_certificates[(namespace, name)] = (uri, certs.renew_at(pair.cert_pem), expiry)
+    return expiry
 
 
 async def ensure_gateway_certificate(p: Platform) -> None:
@@ -161,7 +186,7 @@ async def render_models_file(p: Platform) -> None:
         except ValidationError:
             continue
         served.append(models.probe_target(meta["namespace"], meta["name"], spec))
-    await p.kube.apply(models.models_configmap(p.settings, served))
+    await p.apply(models.models_configmap(p.settings, served))
 
 
 async def reconcile_model(p: Platform, body: Obj) -> None:
@@ -169,7 +194,7 @@ async def reconcile_model(p: Platform, body: Obj) -> None:
     meta = body["metadata"]
     spec = _model_spec(body)
     for child in models.server_children(meta["namespace"], meta["name"], meta["uid"], spec):
-        await p.kube.apply(child)
+        await p.apply(child)
     await render_models_file(p)
     await probe_model(p, body)
 
@@ -262,7 +287,7 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
             held=bool(awaited),
         )
         for child in children:
-            await p.kube.apply(child)
+            await p.apply(child)
         if awaited:
             served = condition("ModelsServed", ConditionStatus.FALSE, "Awaiting",
                                "waiting for InstallationModels: " + ", ".join(awaited), now=now)
