@@ -41,6 +41,7 @@ __all__ = [
     "probe_target",
     "served_status",
     "server_children",
+    "status_worth_writing",
 ]
 
 DEFAULT_PORTS: dict[ServerKind, int] = {
@@ -217,3 +218,25 @@ def served_status(
         status["contextLength"] = previous.get("contextLength")
     status["conditions"] = conditions
     return status
+
+
+def status_worth_writing(
+    previous: dict[str, Any], new: dict[str, Any], *, spec: InstallationModelSpec,
+    now: dt.datetime,
+) -> bool:
+    """Whether a probe's status must be written: something changed besides the probe time, or
+    the recorded probe time is older than ``probeIntervalSeconds``.
+
+    An unserved model is probed every tick; writing each identical failure would cost a write
+    and a watch event per model per tick for nothing.
+    """
+    def essence(status: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in status.items() if k != "lastProbeTime"}
+
+    if essence(previous) != essence(new):
+        return True
+    last = previous.get("lastProbeTime")
+    if not isinstance(last, str):
+        return True
+    recorded = dt.datetime.fromisoformat(last.replace("Z", "+00:00"))
+    return now - recorded >= dt.timedelta(seconds=spec.probe_interval_seconds)

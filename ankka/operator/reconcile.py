@@ -231,6 +231,8 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         body.get("status") or {}, spec=spec, target=target, probed=probed, error=error,
         generation=meta.get("generation"), now=p.clock(),
     )
+    if not models.status_worth_writing(body.get("status") or {}, status, spec=spec, now=p.clock()):
+        return probed is not None
     await p.kube.patch_status(API_VERSION, "InstallationModel", meta["namespace"],
                               meta["name"], status)
     return probed is not None

@@ -9,7 +9,13 @@ import yaml
 
 from ankka.api.capabilities import Capability, ModelCapabilities
 from ankka.api.resources import InstallationModelSpec
-from ankka.operator.models import models_file, probe_target, served_status, server_children
+from ankka.operator.models import (
+    models_file,
+    probe_target,
+    served_status,
+    server_children,
+    status_worth_writing,
+)
 from ankka.operator.objects import condition_status
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
@@ -76,3 +82,17 @@ def test_a_failed_probe_is_served_false_with_the_reason_and_keeps_transition_tim
     assert served["status"] == "False"
     assert served["message"] == "HTTP 404"
     assert served["lastTransitionTime"] == "2026-01-01T12:00:00Z"
+
+
+def test_an_identical_failed_probe_is_not_rewritten_until_the_interval_passes() -> None:
+    s = spec(endpoint={"url": "http://o:11434"}, probeIntervalSeconds=60)
+    target = probe_target("m", "q", s)
+    first = served_status({}, spec=s, target=target, probed=None, error="HTTP 503",
+                          generation=1, now=NOW)
+    again = served_status(first, spec=s, target=target, probed=None, error="HTTP 503",
+                          generation=1, now=NOW + dt.timedelta(seconds=1))
+    assert not status_worth_writing(first, again, spec=s, now=NOW + dt.timedelta(seconds=1))
+    assert status_worth_writing(first, again, spec=s, now=NOW + dt.timedelta(seconds=60))
+    other = served_status(first, spec=s, target=target, probed=None, error="HTTP 404",
+                          generation=1, now=NOW + dt.timedelta(seconds=1))
+    assert status_worth_writing(first, other, spec=s, now=NOW + dt.timedelta(seconds=1))
