@@ -108,9 +108,11 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
     body = event["object"]
     meta = body.get("metadata") or {}
     served = event["type"] != "DELETED" and condition_status(body.get("status"), "Served") == "True"
-    if memo.get("served") == served:
-        return
+    previous = memo.get("served")
     memo["served"] = served
+    # First sight of an unserved model: its Agents' own handlers already hold them.
+    if previous == served or (previous is None and not served):
+        return
     key = (str(meta.get("namespace")), str(meta.get("name")))
     dependents = sorted(set(index.get(key, [])))
     if not dependents:
