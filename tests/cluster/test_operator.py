@@ -67,6 +67,17 @@ def test_chart_lints_clean(controlplane: ControlPlane) -> None:
     assert "0 chart(s) failed" in out.stdout
 
 
+def test_chart_values_are_checked_by_the_schema(controlplane: ControlPlane) -> None:
+    out = subprocess.run(
+        [str(controlplane.bin / "helm"), "template", "ankka", str(ROOT / "charts" / "ankka"),
+         "--set", "operator.replicas=2", "--set", "gateway.port=http"],
+        env=controlplane.env(), capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode != 0
+    assert "values don't meet the specifications of the schema" in out.stderr, out.stderr
+    assert "operator.replicas" in out.stderr or "/operator/replicas" in out.stderr, out.stderr
+
+
 def test_helm_install_created_crds_and_platform_objects(kubectl: Kubectl, helm_release: str
                                                       ) -> None:
     for crd in ("agents.ankka.dev", "installationmodels.ankka.dev", "tasks.ankka.dev"):
