@@ -182,6 +182,18 @@ class Kube:
             "PATCH", path, body={"status": status}, content_type="application/merge-patch+json"
         )
 
+    async def scale_to_zero(self, namespace: str, name: str) -> bool:
+        """Set a Deployment's replicas to 0 (merge patch); False when there is none."""
+        path = _path("apps/v1", "deployments", namespace, name)
+        try:
+            await self._run("PATCH", path, body={"spec": {"replicas": 0}},
+                            content_type="application/merge-patch+json")
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """Delete one object (children in the background); False when it was already gone."""
         path = _path(api_version, plural_of(kind), namespace, name)

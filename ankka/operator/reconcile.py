@@ -272,6 +272,10 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
         except ValidationError as exc:
             reason = f"spec does not parse: {exc.errors()[0]['msg']}"
         if reason is not None:
+            # Nothing is created for an invalid Agent; one that was valid before keeps its
+            # children but runs no pods until it is fixed.
+            await p.kube.scale_to_zero(namespace, name)
+            p.applied.pop(("apps/v1", "Deployment", namespace, name), None)
             failed = condition("Ready", ConditionStatus.FALSE, "InvalidSpec", reason, now=now)
             await _agent_status(p, body, {"phase": "Failed", "_conditions": [failed]})
             return "Failed"

@@ -213,6 +213,23 @@ def test_agent_whose_installation_model_sets_an_address_fails_with_no_children(
         assert kubectl.get(kind, name, NS) is None, kind
 
 
+def test_an_agent_made_invalid_is_failed_and_runs_no_pods(kubectl: Kubectl, shop: Path) -> None:
+    doc = {"apiVersion": "ankka.dev/v1alpha1", "kind": "Agent",
+           "metadata": {"name": "turncoat", "namespace": NS},
+           "spec": {"image": "i", "module": "m", "replicas": 1,
+                    "models": [{"name": "local", "installation": "smollm"}]}}
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    poll("turncoat running", lambda: ((kubectl.get("deployment", "turncoat", NS) or {})
+                                      .get("spec") or {}).get("replicas") == 1)
+    doc["spec"]["models"][0]["apiKeySecretRef"] = {"name": "k", "key": "k"}  # type: ignore[index]
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    agent = poll("turncoat to fail", lambda: (a := kubectl.get("agent", "turncoat", NS))
+                 and (a.get("status") or {}).get("phase") == "Failed" and a)
+    assert condition(agent, "Ready")["message"].startswith("spec.models[0].apiKeySecretRef:")
+    poll("turncoat scaled to 0", lambda: (kubectl.get("deployment", "turncoat", NS)
+                                          or {})["spec"]["replicas"] == 0)
+
+
 def test_certificate_is_renewed_before_expiry_and_key_always_matches(
     kubectl: Kubectl, shop: Path
 ) -> None:
