@@ -67,12 +67,26 @@ def kubectl(cp: ControlPlane, *args: str, stdin: str | None = None) -> str:
     return cp.kubectl(*args, stdin=stdin).stdout
 
 
-def watch(cp: ControlPlane, kind: str, seen: dict[str, float], test: Any,
-          stop: threading.Event) -> None:
+def watch(
+    cp: ControlPlane, kind: str, seen: dict[str, float], test: Any, stop: threading.Event
+) -> None:
     """Record when each object of ``kind`` first passes ``test`` (kubectl --watch, JSON lines)."""
     proc = subprocess.Popen(
-        [str(cp.bin / "kubectl"), "get", kind, "-n", NS, "--watch", "-o", "json",
-         "--output-watch-events"], env=cp.env(), stdout=subprocess.PIPE, text=True)
+        [
+            str(cp.bin / "kubectl"),
+            "get",
+            kind,
+            "-n",
+            NS,
+            "--watch",
+            "-o",
+            "json",
+            "--output-watch-events",
+        ],
+        env=cp.env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     decoder = json.JSONDecoder()
     buffer = ""
     assert proc.stdout is not None
@@ -94,8 +108,10 @@ def watch(cp: ControlPlane, kind: str, seen: dict[str, float], test: Any,
 
 
 def served(obj: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Served" and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Served" and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
 
 
 def released(obj: dict[str, Any]) -> bool:
@@ -120,35 +136,58 @@ def main() -> int:
         stand_in = StandIn(("127.0.0.1", 0), Handler)
         threading.Thread(target=stand_in.serve_forever, daemon=True).start()
         url = f"http://127.0.0.1:{stand_in.server_address[1]}"
-        env = {**cp.env(), "PYTHONPATH": str(ROOT), "ANKKA_NAMESPACE": "ankka-system",
-               "ANKKA_OPERATOR_PROBE_TICK_SECONDS": "0.5",
-               "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS": "3600"}
+        env = {
+            **cp.env(),
+            "PYTHONPATH": str(ROOT),
+            "ANKKA_NAMESPACE": "ankka-system",
+            "ANKKA_OPERATOR_PROBE_TICK_SECONDS": "0.5",
+            "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS": "3600",
+        }
         log = Path(tmp) / "operator.log"
         with log.open("wb") as out:
-            op = subprocess.Popen([sys.executable, "-m", "ankka.operator", "--verbose"],
-                                  env=env, stdout=out, stderr=subprocess.STDOUT)
+            op = subprocess.Popen(
+                [sys.executable, "-m", "ankka.operator", "--verbose"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         try:
             deadline = time.monotonic() + 60
             while "ankka operator started" not in log.read_text(errors="replace"):
                 if time.monotonic() > deadline or op.poll() is not None:
                     raise RuntimeError("the operator did not start:\n" + log.read_text()[-3000:])
                 time.sleep(0.2)
-            models = [{"apiVersion": "ankka.dev/v1alpha1", "kind": "InstallationModel",
-                       "metadata": {"name": f"m{i}", "namespace": NS},
-                       "spec": {"model": f"m{i}", "endpoint": {"url": url}}}
-                      for i in range(args.models)]
-            agents = [{"apiVersion": "ankka.dev/v1alpha1", "kind": "Agent",
-                       "metadata": {"name": f"a{j}", "namespace": NS},
-                       "spec": {"image": "i", "module": "m", "models": [
-                           {"name": "local", "installation": f"m{j % args.models}"}]}}
-                      for j in range(args.agents)]
+            models = [
+                {
+                    "apiVersion": "ankka.dev/v1alpha1",
+                    "kind": "InstallationModel",
+                    "metadata": {"name": f"m{i}", "namespace": NS},
+                    "spec": {"model": f"m{i}", "endpoint": {"url": url}},
+                }
+                for i in range(args.models)
+            ]
+            agents = [
+                {
+                    "apiVersion": "ankka.dev/v1alpha1",
+                    "kind": "Agent",
+                    "metadata": {"name": f"a{j}", "namespace": NS},
+                    "spec": {
+                        "image": "i",
+                        "module": "m",
+                        "models": [{"name": "local", "installation": f"m{j % args.models}"}],
+                    },
+                }
+                for j in range(args.agents)
+            ]
             before = operator_requests(log)
             t0 = time.monotonic()
             kubectl(cp, "apply", "-f", "-", stdin=yaml.safe_dump_all(models + agents))
             while True:
                 items = json.loads(kubectl(cp, "get", "agents", "-n", NS, "-o", "json"))["items"]
-                if sum(1 for a in items
-                       if (a.get("status") or {}).get("phase") == "Held") == args.agents:
+                if (
+                    sum(1 for a in items if (a.get("status") or {}).get("phase") == "Held")
+                    == args.agents
+                ):
                     break
                 if time.monotonic() - t0 > 600:
                     raise RuntimeError("not every Agent was reconciled within 600 s")
@@ -161,10 +200,14 @@ def main() -> int:
             deploy_seen: dict[str, float] = {}
             stop = threading.Event()
             threads = [
-                threading.Thread(target=watch, args=(cp, "installationmodels", model_seen,
-                                                     served, stop), daemon=True),
-                threading.Thread(target=watch, args=(cp, "deployments", deploy_seen,
-                                                     released, stop), daemon=True),
+                threading.Thread(
+                    target=watch,
+                    args=(cp, "installationmodels", model_seen, served, stop),
+                    daemon=True,
+                ),
+                threading.Thread(
+                    target=watch, args=(cp, "deployments", deploy_seen, released, stop), daemon=True
+                ),
             ]
             for t in threads:
                 t.start()
@@ -174,9 +217,11 @@ def main() -> int:
             while len(deploy_seen) < args.agents and time.monotonic() < deadline:
                 time.sleep(0.2)
             stop.set()
-            delays = sorted(deploy_seen[f"a{j}"] - model_seen[f"m{j % args.models}"]
-                            for j in range(args.agents)
-                            if f"a{j}" in deploy_seen and f"m{j % args.models}" in model_seen)
+            delays = sorted(
+                deploy_seen[f"a{j}"] - model_seen[f"m{j % args.models}"]
+                for j in range(args.agents)
+                if f"a{j}" in deploy_seen and f"m{j % args.models}" in model_seen
+            )
         finally:
             op.terminate()
             op.wait(timeout=20)
@@ -187,8 +232,10 @@ def main() -> int:
     p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
     print(f"agents={args.agents} models={args.models} cores={os.cpu_count()}")
     print(f"reconcile all (apply -> every Agent Held): {reconcile_all:.2f} s")
-    print(f"Served -> released delay: p50 {statistics.median(delays) * 1000:.0f} ms, "
-          f"p99 {p99 * 1000:.0f} ms, max {delays[-1] * 1000:.0f} ms")
+    print(
+        f"Served -> released delay: p50 {statistics.median(delays) * 1000:.0f} ms, "
+        f"p99 {p99 * 1000:.0f} ms, max {delays[-1] * 1000:.0f} ms"
+    )
     print(f"API requests per Agent reconcile (operator's seam): {per_reconcile:.1f}")
     return 0
 

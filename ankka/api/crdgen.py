@@ -140,7 +140,10 @@ def render_all() -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ankka.api.crdgen", description=__doc__)
     parser.add_argument(
-        "--out", type=Path, action="append", default=None,
+        "--out",
+        type=Path,
+        action="append",
+        default=None,
         help="a directory to write (repeatable); default: crds and charts/ankka/crds",
     )
     parser.add_argument("--check", action="store_true", help="fail if the files differ")

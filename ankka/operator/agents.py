@@ -122,8 +122,13 @@ def agent_children(
     owner = [owner_reference("Agent", name, uid)]
 
     def meta(**extra: Any) -> dict[str, Any]:
-        return {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": owner,
-                **extra}
+        return {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": owner,
+            **extra,
+        }
 
     service_account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()}
     service: Obj = {

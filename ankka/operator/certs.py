@@ -142,9 +142,7 @@ def renew_at(cert_pem: str) -> dt.datetime:
     return start + (end - start) * 2 / 3
 
 
-def needs_renewal(
-    pair: KeyPair | None, *, ca: KeyPair, uri: str, now: dt.datetime
-) -> str | None:
+def needs_renewal(pair: KeyPair | None, *, ca: KeyPair, uri: str, now: dt.datetime) -> str | None:
     """Why ``pair`` must be (re)issued, or None when it is still good."""
     if pair is None:
         return "no certificate yet"

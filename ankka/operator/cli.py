@@ -24,13 +24,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
-        "-n", "--namespace", action="append", default=[],
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
         help="watch only this namespace (repeatable); default: all namespaces",
     )
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="the default")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     parser.add_argument(
-        "--liveness", default=None, metavar="URL",
+        "--liveness",
+        default=None,
+        metavar="URL",
         help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz",
     )
     return parser

@@ -109,7 +109,9 @@ class Kube:
         what = f"{method} {path}"
         headers = {"Accept": "application/json", "Content-Type": content_type}
         _, url, headers, _, _ = self._api.param_serialize(
-            method=method, resource_path=path, header_params=headers,
+            method=method,
+            resource_path=path,
+            header_params=headers,
             auth_settings=["BearerToken"],
         )
         if query:
@@ -186,8 +188,12 @@ class Kube:
         """Set a Deployment's replicas to 0 (merge patch); False when there is none."""
         path = _path("apps/v1", "deployments", namespace, name)
         try:
-            await self._run("PATCH", path, body={"spec": {"replicas": 0}},
-                            content_type="application/merge-patch+json")
+            await self._run(
+                "PATCH",
+                path,
+                body={"spec": {"replicas": 0}},
+                content_type="application/merge-patch+json",
+            )
         except KubeError as exc:
             if exc.status == 404:
                 return False

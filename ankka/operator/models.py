@@ -147,8 +147,12 @@ def server_children(namespace: str, name: str, uid: str, spec: InstallationModel
     deployment: Obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "ownerReferences": owner},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": owner,
+        },
         "spec": {
             "replicas": server.replicas,
             "selector": {"matchLabels": labels},
@@ -158,8 +162,12 @@ def server_children(namespace: str, name: str, uid: str, spec: InstallationModel
     service: Obj = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "ownerReferences": owner},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": owner,
+        },
         "spec": {
             "selector": labels,
             "ports": [{"name": "http", "port": port, "targetPort": "http"}],
@@ -221,7 +229,10 @@ def served_status(
 
 
 def status_worth_writing(
-    previous: dict[str, Any], new: dict[str, Any], *, spec: InstallationModelSpec,
+    previous: dict[str, Any],
+    new: dict[str, Any],
+    *,
+    spec: InstallationModelSpec,
     now: dt.datetime,
 ) -> bool:
     """Whether a probe's status must be written: something changed besides the probe time, or
@@ -230,6 +241,7 @@ def status_worth_writing(
     An unserved model is probed every tick; writing each identical failure would cost a write
     and a watch event per model per tick for nothing.
     """
+
     def essence(status: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in status.items() if k != "lastProbeTime"}
 

@@ -38,8 +38,11 @@ async def _bounded(jobs: list[Awaitable[object]]) -> None:
 async def probe_due_models(p: reconcile.Platform) -> None:
     items = await p.kube.list(reconcile.API_VERSION, "InstallationModel")
     now = p.clock()
-    due = [m for m in items if not m["metadata"].get("deletionTimestamp")
-           and reconcile.probe_is_due(m, now=now)]
+    due = [
+        m
+        for m in items
+        if not m["metadata"].get("deletionTimestamp") and reconcile.probe_is_due(m, now=now)
+    ]
     await _bounded([reconcile.probe_model(p, m) for m in due])
 
 
@@ -51,10 +54,12 @@ async def renew_due_certificates(p: reconcile.Platform) -> None:
 async def resync_agents(p: reconcile.Platform) -> None:
     p.forget()  # re-apply everything once per resync, whatever this process remembers
     agents = await p.kube.list(reconcile.API_VERSION, "Agent")
-    await _bounded([
-        reconcile.reconcile_agent(p, a["metadata"]["namespace"], a["metadata"]["name"])
-        for a in agents
-    ])
+    await _bounded(
+        [
+            reconcile.reconcile_agent(p, a["metadata"]["namespace"], a["metadata"]["name"])
+            for a in agents
+        ]
+    )
 
 
 async def run(p: reconcile.Platform) -> None:

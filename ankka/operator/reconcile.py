@@ -109,9 +109,16 @@ async def ensure_ca(p: Platform) -> certs.KeyPair:
 
 
 async def _ensure_leaf(
-    p: Platform, *, namespace: str, name: str, uri: str, role: str,
-    dns_names: tuple[str, ...] = (), owners: list[dict[str, Any]] | None = None,
-    secret: Obj | None = None, fetch: bool = True,
+    p: Platform,
+    *,
+    namespace: str,
+    name: str,
+    uri: str,
+    role: str,
+    dns_names: tuple[str, ...] = (),
+    owners: list[dict[str, Any]] | None = None,
+    secret: Obj | None = None,
+    fetch: bool = True,
 ) -> str:
     """Issue or renew one certificate Secret when needed; returns its notAfter (RFC 3339)."""
     ca = p.require_ca()
@@ -126,13 +133,23 @@ async def _ensure_leaf(
     if reason is not None:
         log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
         pair = certs.issue(
-            ca, uri=uri, now=now, lifetime=p.settings.certificate_lifetime,
-            server=role == "gateway", dns_names=dns_names,
+            ca,
+            uri=uri,
+            now=now,
+            lifetime=p.settings.certificate_lifetime,
+            server=role == "gateway",
+            dns_names=dns_names,
         )
         await p.kube.apply(
             tlssecrets.certificate_secret(
-                namespace=namespace, name=name, pair=pair, ca_cert_pem=ca.cert_pem, uri=uri,
-                role=role, dns_names=dns_names, owners=owners,
+                namespace=namespace,
+                name=name,
+                pair=pair,
+                ca_cert_pem=ca.cert_pem,
+                uri=uri,
+                role=role,
+                dns_names=dns_names,
+                owners=owners,
             )
         )
     assert pair is not None
@@ -143,11 +160,18 @@ async def _ensure_leaf(
 
 async def ensure_gateway_certificate(p: Platform) -> None:
     s = p.settings
-    dns = (s.gateway_service, f"{s.gateway_service}.{s.namespace}.svc",
-           f"{s.gateway_service}.{s.namespace}.svc.cluster.local")
+    dns = (
+        s.gateway_service,
+        f"{s.gateway_service}.{s.namespace}.svc",
+        f"{s.gateway_service}.{s.namespace}.svc.cluster.local",
+    )
     await _ensure_leaf(
-        p, namespace=s.namespace, name=s.gateway_tls_secret, uri=certs.GATEWAY_URI,
-        role="gateway", dns_names=dns,
+        p,
+        namespace=s.namespace,
+        name=s.gateway_tls_secret,
+        uri=certs.GATEWAY_URI,
+        role="gateway",
+        dns_names=dns,
     )
 
 
@@ -156,14 +180,21 @@ async def renew_certificate(p: Platform, secret: Obj) -> None:
     meta = secret["metadata"]
     uri = tlssecrets.uri_of(secret)
     if uri is None:
-        log.warning("certificate Secret %s/%s names no URI; skipped", meta["namespace"],
-                    meta["name"])
+        log.warning(
+            "certificate Secret %s/%s names no URI; skipped", meta["namespace"], meta["name"]
+        )
         return
     role = meta.get("labels", {}).get(tlssecrets.CERT_LABEL, "agent")
     await _ensure_leaf(
-        p, namespace=meta["namespace"], name=meta["name"], uri=uri, role=role,
-        dns_names=tlssecrets.dns_names_of(secret), owners=meta.get("ownerReferences"),
-        secret=secret, fetch=False,
+        p,
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uri=uri,
+        role=role,
+        dns_names=tlssecrets.dns_names_of(secret),
+        owners=meta.get("ownerReferences"),
+        secret=secret,
+        fetch=False,
     )
 
 
@@ -222,19 +253,28 @@ async def probe_model(p: Platform, body: Obj) -> bool:
     try:
         async with httpx.AsyncClient(timeout=p.settings.probe_timeout_seconds) as client:
             probed = await probe(
-                client, kind=target.kind, url=target.url, model=spec.model,
+                client,
+                kind=target.kind,
+                url=target.url,
+                model=spec.model,
                 declared=spec.capabilities,
             )
     except ProbeError as exc:
         error = f"{exc} (at {target.url})"
     status = models.served_status(
-        body.get("status") or {}, spec=spec, target=target, probed=probed, error=error,
-        generation=meta.get("generation"), now=p.clock(),
+        body.get("status") or {},
+        spec=spec,
+        target=target,
+        probed=probed,
+        error=error,
+        generation=meta.get("generation"),
+        now=p.clock(),
     )
     if not models.status_worth_writing(body.get("status") or {}, status, spec=spec, now=p.clock()):
         return probed is not None
-    await p.kube.patch_status(API_VERSION, "InstallationModel", meta["namespace"],
-                              meta["name"], status)
+    await p.kube.patch_status(
+        API_VERSION, "InstallationModel", meta["namespace"], meta["name"], status
+    )
     return probed is not None
 
 
@@ -282,32 +322,74 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
         installations = {m.installation for m in spec.models if m.installation}
         awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
         uid = body["metadata"]["uid"]
-        owner = [{"apiVersion": API_VERSION, "kind": "Agent", "name": name, "uid": uid,
-                  "controller": True, "blockOwnerDeletion": True}]
+        owner = [
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Agent",
+                "name": name,
+                "uid": uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
         not_after = await _ensure_leaf(
-            p, namespace=namespace, name=agents.certificate_secret_name(name),
-            uri=certs.agent_uri(namespace, name), role="agent", owners=owner,
+            p,
+            namespace=namespace,
+            name=agents.certificate_secret_name(name),
+            uri=certs.agent_uri(namespace, name),
+            role="agent",
+            owners=owner,
         )
         children = agents.agent_children(
-            namespace=namespace, name=name, uid=uid, spec=spec, settings=p.settings,
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            spec=spec,
+            settings=p.settings,
             held=bool(awaited),
         )
         for child in children:
             await p.apply(child)
         if awaited:
-            served = condition("ModelsServed", ConditionStatus.FALSE, "Awaiting",
-                               "waiting for InstallationModels: " + ", ".join(awaited), now=now)
-            ready = condition("Ready", ConditionStatus.FALSE, "Held",
-                              "held with 0 replicas until its models are served", now=now)
+            served = condition(
+                "ModelsServed",
+                ConditionStatus.FALSE,
+                "Awaiting",
+                "waiting for InstallationModels: " + ", ".join(awaited),
+                now=now,
+            )
+            ready = condition(
+                "Ready",
+                ConditionStatus.FALSE,
+                "Held",
+                "held with 0 replicas until its models are served",
+                now=now,
+            )
             phase = "Held"
         else:
-            served = condition("ModelsServed", ConditionStatus.TRUE, "AllServed",
-                               "every installation model it names is served", now=now)
-            ready = condition("Ready", ConditionStatus.TRUE, "Rendered",
-                              f"rendered with {spec.replicas} replica(s)", now=now)
+            served = condition(
+                "ModelsServed",
+                ConditionStatus.TRUE,
+                "AllServed",
+                "every installation model it names is served",
+                now=now,
+            )
+            ready = condition(
+                "Ready",
+                ConditionStatus.TRUE,
+                "Rendered",
+                f"rendered with {spec.replicas} replica(s)",
+                now=now,
+            )
             phase = "Ready"
-        await _agent_status(p, body, {
-            "phase": phase, "awaitingModels": awaited, "certificateNotAfter": not_after,
-            "_conditions": [served, ready],
-        })
+        await _agent_status(
+            p,
+            body,
+            {
+                "phase": phase,
+                "awaitingModels": awaited,
+                "certificateNotAfter": not_after,
+                "_conditions": [served, ready],
+            },
+        )
         return phase

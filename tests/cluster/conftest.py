@@ -36,8 +36,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.cluster)
 
 
-def poll(what: str, check: Callable[[], Any], *, timeout: float = 30.0,
-         interval: float = 0.2) -> Any:
+def poll(
+    what: str, check: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.2
+) -> Any:
     """Call ``check`` until it returns something truthy; fail naming ``what`` at the deadline."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -65,8 +66,9 @@ class Kubectl:
     def __init__(self, cp: ControlPlane) -> None:
         self.cp = cp
 
-    def run(self, *args: str, check: bool = True, stdin: str | None = None
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, check: bool = True, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return self.cp.kubectl(*args, check=check, stdin=stdin)
 
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
@@ -94,9 +96,20 @@ def kubectl(controlplane: ControlPlane) -> Kubectl:
 @pytest.fixture(scope="session")
 def helm_release(controlplane: ControlPlane) -> str:
     out = subprocess.run(
-        [str(controlplane.bin / "helm"), "install", "ankka", str(ROOT / "charts" / "ankka"),
-         "--namespace", PLATFORM_NS, "--create-namespace", "--wait=false"],
-        env=controlplane.env(), capture_output=True, text=True, timeout=180,
+        [
+            str(controlplane.bin / "helm"),
+            "install",
+            "ankka",
+            str(ROOT / "charts" / "ankka"),
+            "--namespace",
+            PLATFORM_NS,
+            "--create-namespace",
+            "--wait=false",
+        ],
+        env=controlplane.env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert out.returncode == 0, f"helm install failed:\n{out.stdout}\n{out.stderr}"
     return out.stdout
@@ -105,14 +118,15 @@ def helm_release(controlplane: ControlPlane) -> str:
 def _operator_kubeconfig(cp: ControlPlane, kubectl: Kubectl) -> Path:
     """A kubeconfig with a token of the chart's ServiceAccount: the operator gets only the
     chart's RBAC, so the tests prove the chart grants enough."""
-    token = kubectl.run("create", "token", "ankka-operator", "-n", PLATFORM_NS,
-                        "--duration", "4h").stdout.strip()
+    token = kubectl.run(
+        "create", "token", "ankka-operator", "-n", PLATFORM_NS, "--duration", "4h"
+    ).stdout.strip()
     path = cp.workdir / "operator.kubeconfig"
     path.write_text(f"""apiVersion: v1
 kind: Config
 clusters:
 - name: test
-  cluster: {{server: "{cp.server}", certificate-authority: "{cp.workdir / 'pki' / 'ca.crt'}"}}
+  cluster: {{server: "{cp.server}", certificate-authority: "{cp.workdir / "pki" / "ca.crt"}"}}
 users:
 - name: operator
   user: {{token: "{token}"}}
@@ -135,8 +149,11 @@ class Operator:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ankka.operator", "--verbose"], env=self.env,
-                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                [sys.executable, "-m", "ankka.operator", "--verbose"],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
             )
 
     def kill(self) -> None:
@@ -161,22 +178,26 @@ class Operator:
 
 
 @pytest.fixture(scope="session")
-def operator(controlplane: ControlPlane, kubectl: Kubectl, helm_release: str
-             ) -> Iterator[Operator]:
+def operator(controlplane: ControlPlane, kubectl: Kubectl, helm_release: str) -> Iterator[Operator]:
     env = dict(os.environ)
-    env.update({
-        "KUBECONFIG": str(_operator_kubeconfig(controlplane, kubectl)),
-        "PYTHONPATH": str(ROOT),
-        "ANKKA_NAMESPACE": PLATFORM_NS,
-        "ANKKA_OPERATOR_CERT_LIFETIME_SECONDS": str(CERT_LIFETIME_SECONDS),
-        "ANKKA_OPERATOR_CERT_CHECK_SECONDS": "1",
-        "ANKKA_OPERATOR_PROBE_TICK_SECONDS": "0.5",
-        "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS": "30",
-    })
+    env.update(
+        {
+            "KUBECONFIG": str(_operator_kubeconfig(controlplane, kubectl)),
+            "PYTHONPATH": str(ROOT),
+            "ANKKA_NAMESPACE": PLATFORM_NS,
+            "ANKKA_OPERATOR_CERT_LIFETIME_SECONDS": str(CERT_LIFETIME_SECONDS),
+            "ANKKA_OPERATOR_CERT_CHECK_SECONDS": "1",
+            "ANKKA_OPERATOR_PROBE_TICK_SECONDS": "0.5",
+            "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS": "30",
+        }
+    )
     op = Operator(env, controlplane.workdir / "operator.log")
     op.start()
-    poll("the operator to create the platform CA",
-         lambda: kubectl.get("secret", "ankka-ca", PLATFORM_NS) or not op.alive(), timeout=60)
+    poll(
+        "the operator to create the platform CA",
+        lambda: kubectl.get("secret", "ankka-ca", PLATFORM_NS) or not op.alive(),
+        timeout=60,
+    )
     assert op.alive(), "the operator exited at start:\n" + op.log_tail()
     yield op
     op.stop()
@@ -201,10 +222,12 @@ class StandIn:
                 if not stand_in.serving:
                     self.send_error(503, "model still loading")
                     return
-                body = json.dumps({
-                    "capabilities": ["completion", "tools"],
-                    "model_info": {"llama.context_length": 8192},
-                }).encode()
+                body = json.dumps(
+                    {
+                        "capabilities": ["completion", "tools"],
+                        "model_info": {"llama.context_length": 8192},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

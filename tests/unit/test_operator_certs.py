@@ -21,8 +21,9 @@ def test_agent_certificate_names_its_service_identity() -> None:
 
 
 def test_gateway_certificate_names_the_platform_models_identity_and_dns() -> None:
-    pair = certs.issue(CA, uri=certs.GATEWAY_URI, now=NOW, server=True,
-                       dns_names=("ankka-gateway",))
+    pair = certs.issue(
+        CA, uri=certs.GATEWAY_URI, now=NOW, server=True, dns_names=("ankka-gateway",)
+    )
     assert certs.uris_of(pair.cert_pem) == ["ankka://platform/models"]
 
 
@@ -54,8 +55,9 @@ def test_certificate_from_another_ca_or_identity_is_reissued() -> None:
 def test_secret_round_trips_the_pair_and_its_identity() -> None:
     uri = certs.agent_uri("shop", "cart")
     pair = certs.issue(CA, uri=uri, now=NOW)
-    secret = certificate_secret(namespace="shop", name="cart-tls", pair=pair,
-                                ca_cert_pem=CA.cert_pem, uri=uri, role="agent")
+    secret = certificate_secret(
+        namespace="shop", name="cart-tls", pair=pair, ca_cert_pem=CA.cert_pem, uri=uri, role="agent"
+    )
     assert pair_of(secret) == pair
     assert uri_of(secret) == uri
     assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}

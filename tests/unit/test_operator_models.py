@@ -26,8 +26,13 @@ def spec(**body: Any) -> InstallationModelSpec:
 
 
 def test_deployed_server_renders_deployment_and_service_on_the_kind_default_port() -> None:
-    s = spec(server={"kind": "ollama", "image": "ollama/ollama:0.9",
-                     "resources": {"limits": {"nvidia.com/gpu": "1"}}})
+    s = spec(
+        server={
+            "kind": "ollama",
+            "image": "ollama/ollama:0.9",
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+        }
+    )
     deployment, service = server_children("models", "qwen", "u1", s)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["ports"][0]["containerPort"] == 11434
@@ -43,8 +48,11 @@ def test_adopted_endpoint_renders_no_children() -> None:
 
 
 def test_models_file_lists_every_model_sorted_with_declared_capabilities_for_openai() -> None:
-    vllm = spec(server={"kind": "vllm", "image": "vllm/vllm-openai"},
-                capabilities=["completion", "tools"], maxConcurrency=4)
+    vllm = spec(
+        server={"kind": "vllm", "image": "vllm/vllm-openai"},
+        capabilities=["completion", "tools"],
+        maxConcurrency=4,
+    )
     ollama = spec(endpoint={"url": "http://o:11434"})
     text = models_file([probe_target("m", "zeta", vllm), probe_target("m", "alpha", ollama)])
     rows = yaml.safe_load(text)
@@ -62,8 +70,9 @@ def test_a_successful_probe_sets_served_capabilities_and_context() -> None:
         capabilities=frozenset({Capability.COMPLETION, Capability.TOOLS}),
         context_length=40960,
     )
-    status = served_status({}, spec=s, target=probe_target("m", "q", s), probed=caps,
-                           error=None, generation=1, now=NOW)
+    status = served_status(
+        {}, spec=s, target=probe_target("m", "q", s), probed=caps, error=None, generation=1, now=NOW
+    )
     assert condition_status(status, "Served") == "True"
     assert condition_status(status, "Deployed") == "True"
     assert status["capabilities"] == ["completion", "tools"]
@@ -74,10 +83,18 @@ def test_a_successful_probe_sets_served_capabilities_and_context() -> None:
 def test_a_failed_probe_is_served_false_with_the_reason_and_keeps_transition_time() -> None:
     s = spec(endpoint={"url": "http://o:11434"})
     target = probe_target("m", "q", s)
-    first = served_status({}, spec=s, target=target, probed=None, error="HTTP 404",
-                          generation=1, now=NOW)
-    later = served_status(first, spec=s, target=target, probed=None, error="HTTP 404",
-                          generation=1, now=NOW + dt.timedelta(minutes=5))
+    first = served_status(
+        {}, spec=s, target=target, probed=None, error="HTTP 404", generation=1, now=NOW
+    )
+    later = served_status(
+        first,
+        spec=s,
+        target=target,
+        probed=None,
+        error="HTTP 404",
+        generation=1,
+        now=NOW + dt.timedelta(minutes=5),
+    )
     (served,) = [c for c in later["conditions"] if c["type"] == "Served"]
     assert served["status"] == "False"
     assert served["message"] == "HTTP 404"
@@ -87,12 +104,27 @@ def test_a_failed_probe_is_served_false_with_the_reason_and_keeps_transition_tim
 def test_an_identical_failed_probe_is_not_rewritten_until_the_interval_passes() -> None:
     s = spec(endpoint={"url": "http://o:11434"}, probeIntervalSeconds=60)
     target = probe_target("m", "q", s)
-    first = served_status({}, spec=s, target=target, probed=None, error="HTTP 503",
-                          generation=1, now=NOW)
-    again = served_status(first, spec=s, target=target, probed=None, error="HTTP 503",
-                          generation=1, now=NOW + dt.timedelta(seconds=1))
+    first = served_status(
+        {}, spec=s, target=target, probed=None, error="HTTP 503", generation=1, now=NOW
+    )
+    again = served_status(
+        first,
+        spec=s,
+        target=target,
+        probed=None,
+        error="HTTP 503",
+        generation=1,
+        now=NOW + dt.timedelta(seconds=1),
+    )
     assert not status_worth_writing(first, again, spec=s, now=NOW + dt.timedelta(seconds=1))
     assert status_worth_writing(first, again, spec=s, now=NOW + dt.timedelta(seconds=60))
-    other = served_status(first, spec=s, target=target, probed=None, error="HTTP 404",
-                          generation=1, now=NOW + dt.timedelta(seconds=1))
+    other = served_status(
+        first,
+        spec=s,
+        target=target,
+        probed=None,
+        error="HTTP 404",
+        generation=1,
+        now=NOW + dt.timedelta(seconds=1),
+    )
     assert status_worth_writing(first, other, spec=s, now=NOW + dt.timedelta(seconds=1))

@@ -29,8 +29,10 @@ def model(served: str | None, last: str | None, interval: int = 60) -> dict[str,
         status["conditions"] = [{"type": "Served", "status": served}]
     if last is not None:
         status["lastProbeTime"] = last
-    return {"spec": {"model": "m", "endpoint": {"url": "http://m"},
-                     "probeIntervalSeconds": interval}, "status": status}
+    return {
+        "spec": {"model": "m", "endpoint": {"url": "http://m"}, "probeIntervalSeconds": interval},
+        "status": status,
+    }
 
 
 def test_unserved_models_are_probed_every_tick() -> None:
