@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck contracts unit integration bench clean
+.PHONY: install deps demo test lint typecheck contracts unit integration cluster bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,anthropic]'
+	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -18,8 +18,14 @@ install: $(STAMP)
 demo: install
 	$(BIN)/python scripts/demo.py
 
+## What the test tiers need beyond Python packages, built or installed once and cached under
+## $${ANKKA_CACHE:-~/.cache/ankka}: PostgreSQL's server (apt), the control plane (Go modules).
+deps: install
+	scripts/system-deps.sh
+	PYTHON=$(BIN)/python scripts/controlplane.sh build
+
 ## Everything CI checks: lint, types, import contracts, then every test tier.
-test: lint typecheck contracts
+test: lint typecheck contracts deps
 	$(BIN)/python -m pytest
 
 lint: install
@@ -38,8 +44,11 @@ unit: install
 integration: install
 	$(BIN)/python -m pytest tests/integration
 
+cluster: deps
+	$(BIN)/python -m pytest tests/cluster
+
 bench: install
-	$(BIN)/pip install --quiet -e '.[dev,anthropic,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator,bench]'
 	$(BIN)/python bench/turn_overhead.py
 	$(BIN)/python bench/provider_overhead.py
 

@@ -1,10 +1,8 @@
-"""``ankka operator``: run the kopf operator from the installed package.
+"""Run the operator: reconcile Agent, Task and InstallationModel resources (kopf).
 
-``ankka.cli`` registers this as its ``operator`` subcommand (``main(argv)``); it also runs alone
-as ``python -m ankka.operator``. It runs kopf programmatically on the handlers *module*
-(``ankka.operator.handlers``), never a file path, so the package's folder is not put on
-``sys.path``. Settings come from the environment (``ankka.operator.settings``); the flags here
-only choose what to watch and how to log.
+Settings come from the environment (see docs/operator.md); these flags choose what to watch and
+how to log. The same runs as `python -m ankka.operator`. kopf is started on the handlers module
+(ankka.operator.handlers), never a file path, so the package's folder is not put on sys.path.
 """
 
 from __future__ import annotations
@@ -14,14 +12,10 @@ import asyncio
 import importlib
 import logging
 
-__all__ = ["main"]
+__all__ = ["configure", "main", "run"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ankka operator",
-        description="Reconcile Agent, Task and InstallationModel resources (kopf).",
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "-n",
@@ -38,11 +32,18 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz",
     )
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = argparse.ArgumentParser(
+        prog="ankka operator",
+        description="Reconcile Agent, Task and InstallationModel resources (kopf).",
+    )
+    configure(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
     try:
         import kopf
     except ImportError:
