@@ -143,7 +143,16 @@ def agent_children(
     runtime = {
         "name": "runtime",
         "image": spec.image,
-        "args": ["ankka", "serve"],
+        # Kubernetes expands $(ANKKA_MODULE) from the container's env.
+        "args": [
+            "ankka",
+            "serve",
+            "$(ANKKA_MODULE)",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(RUNTIME_PORT),
+        ],
         "ports": [{"name": "http", "containerPort": RUNTIME_PORT}],
         "env": runtime_env(spec, settings),
         "volumeMounts": [{"name": "tls", "mountPath": CERT_DIR, "readOnly": True}],

@@ -1,8 +1,9 @@
 """Serve a service's agents over HTTP.
 
-MODULE:ATTR names the Service, for example examples.weather:service (the current directory is
-importable). Models come from ANKKA_MODEL_<NAME>_* variables (see docs/configuration.md); the
-session store defaults to an SQLite file in the working directory. The first line printed is
+MODULE:ATTR names the Service, for example examples.weather:service; a bare MODULE means
+MODULE:service. The current directory is importable. Models come from ANKKA_MODEL_<NAME>_*
+variables (see docs/configuration.md); the session store defaults to an SQLite file in the
+working directory. The first line printed is
 "ankka serve: listening on http://HOST:PORT".
 """
 
@@ -22,7 +23,9 @@ __all__ = ["configure", "run"]
 def configure(parser: argparse.ArgumentParser) -> None:
     from ankka.runtime.journal.open import DEFAULT_STORE
 
-    parser.add_argument("target", metavar="MODULE:ATTR", help="the Service to serve")
+    parser.add_argument(
+        "target", metavar="MODULE[:ATTR]", help="the Service to serve (ATTR defaults to service)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
     parser.add_argument(
@@ -35,7 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def load_service(target: str) -> object:
     module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
+    attr = attr or "service"
+    if not module_name:
         raise SystemExit(
             f"ankka serve: {target!r} is not MODULE:ATTR (e.g. examples.weather:service)"
         )

@@ -188,6 +188,7 @@ def test_metrics_count_turns_calls_tools_and_tokens(
     assert 'ankka_tokens_total{agent="weather",kind="input",provider="default"} 227.0' in text
     assert "ankka_turn_seconds_bucket" in text
     assert httpx.get(f"{server.url}/healthz").json() == {"ok": True}
+    assert httpx.get(f"{server.url}/readyz").status_code == 200
 
 
 # Bad input -------------------------------------------------------------------------------
@@ -223,7 +224,8 @@ def test_a_malformed_body_is_refused_naming_what_is_wrong(
 def test_an_unknown_agent_is_404(
     standin: Callable[[Script], Server], serve: Callable[..., Server]
 ) -> None:
-    server = serve(standin([]).url)
+    # A bare module name serves its `service`.
+    server = serve(standin([]).url, target="tests.integration.services")
     answer = turn(server, "hi", agent="wether")
     assert answer.status_code == 404
     assert "'wether'" in answer.json()["error"]["message"]

@@ -109,3 +109,15 @@ def test_children_are_owned_and_the_certificate_is_mounted_without_subpath() -> 
     assert "subPath" not in mount
     assert pod["volumes"][0]["secret"]["secretName"] == "cart-tls"
     assert pod["serviceAccountName"] == "cart"
+
+
+def test_the_runtime_container_serves_the_agents_module_on_its_port() -> None:
+    children = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )
+    (container,) = children[2]["spec"]["template"]["spec"]["containers"]
+    # `ankka serve MODULE --host 0.0.0.0 --port 8080`, MODULE expanded by Kubernetes from env.
+    assert container["args"][:3] == ["ankka", "serve", "$(ANKKA_MODULE)"]
+    assert container["args"][3:] == ["--host", "0.0.0.0", "--port", "8080"]
+    assert env_of(spec())["ANKKA_MODULE"] == "shop.agents"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
