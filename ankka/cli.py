@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("ankka.runtime.cli_serve", "serve a service's agents over HTTP"),
     "standin": ("ankka.runtime.cli_standin", "run the scripted stand-in model server"),
     "gateway": ("ankka.gateway.cli", "run the checked model gateway (OpenAI-compatible, mTLS)"),
+    "operator": ("ankka.operator.cli", "run the Kubernetes operator (extra 'operator')"),
 }
 
 
@@ -29,7 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     modules = {}
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
-        command = sub.add_parser(name, help=help_text, description=module.__doc__)
+        command = sub.add_parser(
+            name,
+            help=help_text,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.configure(command)
         modules[name] = module
     args = parser.parse_args(argv)

@@ -1,8 +1,9 @@
 """Serve a service's agents over HTTP.
 
-MODULE:ATTR names the Service, for example examples.weather:service (the current directory is
-importable). Models come from ANKKA_MODEL_<NAME>_* variables (see docs/configuration.md); the
-session store defaults to an SQLite file in the working directory. The first line printed is
+MODULE:ATTR names the Service, for example examples.weather:service; a bare MODULE means
+MODULE:service. The current directory is importable. Models come from ANKKA_MODEL_<NAME>_*
+variables (see docs/configuration.md); the session store defaults to an SQLite file in the
+working directory. The first line printed is
 "ankka serve: listening on http://HOST:PORT".
 """
 
@@ -22,18 +23,23 @@ __all__ = ["configure", "run"]
 def configure(parser: argparse.ArgumentParser) -> None:
     from ankka.runtime.journal.open import DEFAULT_STORE
 
-    parser.add_argument("target", metavar="MODULE:ATTR", help="the Service to serve")
+    parser.add_argument(
+        "target", metavar="MODULE[:ATTR]", help="the Service to serve (ATTR defaults to service)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
     parser.add_argument(
-        "--store", default=DEFAULT_STORE, help="session store URL (default: %(default)s)"
+        "--store",
+        default=DEFAULT_STORE,
+        help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
 
 
 def load_service(target: str) -> object:
     module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
+    attr = attr or "service"
+    if not module_name:
         raise SystemExit(
             f"ankka serve: {target!r} is not MODULE:ATTR (e.g. examples.weather:service)"
         )
@@ -72,7 +78,13 @@ def run(args: argparse.Namespace) -> int:
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
-        runtime = Runtime(service, store=store, providers=providers)
+        shared = getattr(store, "session_lock", None)
+        runtime = Runtime(
+            service,
+            store=store,
+            providers=providers,
+            shared_lock=shared() if callable(shared) else None,
+        )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from ankka._kernel.errors import Refused
 
@@ -28,7 +29,17 @@ class Guardrail:
     check: Check
 
 
-def guardrail(function: Check | None = None, *, name: str | None = None) -> object:
+@overload
+def guardrail(function: Check, /) -> Guardrail: ...
+
+
+@overload
+def guardrail(*, name: str | None = None) -> Callable[[Check], Guardrail]: ...
+
+
+def guardrail(
+    function: Check | None = None, /, *, name: str | None = None
+) -> Guardrail | Callable[[Check], Guardrail]:
     """Declare a guardrail from a function ``(text) -> reason | None``."""
 
     def build(fn: Check) -> Guardrail:

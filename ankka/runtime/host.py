@@ -26,7 +26,7 @@ from ankka.runtime.loop import Emit, TurnOutcome, run_turn
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.providers.base import ModelProvider
-from ankka.runtime.sessions import SessionQueue
+from ankka.runtime.sessions import SessionQueue, SharedSessionLock
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -97,13 +97,14 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
+        shared_lock: SharedSessionLock | None = None,
     ) -> None:
         self.service = service
         self.store = store
         self.providers = dict(providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
-        self.queue = SessionQueue()
+        self.queue = SessionQueue(shared_lock)
         self._conversations = _Conversations(store, cache_sessions)
 
     def plan(self, agent: str, session: str, message: str) -> tuple[Turn, ModelProvider]:

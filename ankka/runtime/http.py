@@ -5,7 +5,7 @@
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
 - ``GET /v1/sessions/{session}/messages``: the conversation.
 - ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
-- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
+- ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
 """
@@ -190,6 +190,7 @@ def create_app(runtime: Runtime) -> Starlette:
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", healthz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ]
     )

@@ -109,8 +109,17 @@ async def run_turn(
                 "rounds (its max_tool_rounds); nothing of this turn was written"
             )
         rounds += 1
+        # The vendor's state (reasoning) rides on this turn's answers only: the journal's
+        # encoding leaves it out, so it is replayed within the turn and never stored.
         produced.append(
-            AssistantMessage(response.content, response.tool_calls, agent, turn_id, call)
+            AssistantMessage(
+                response.content,
+                response.tool_calls,
+                agent,
+                turn_id,
+                call,
+                provider_state=response.provider_state,
+            )
         )
         for tool_call in response.tool_calls:
             if emit is not None:

@@ -13,6 +13,7 @@ __all__ = [
     "AssistantMessage",
     "Message",
     "ModelCall",
+    "ProviderState",
     "SummaryMessage",
     "ToolCall",
     "ToolResult",
@@ -98,6 +99,18 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ProviderState:
+    """A vendor's opaque state for one answer: OpenAI's reasoning items, Anthropic's thinking
+    blocks. ``wire`` names the wire format that made it (``"responses"``, ``"anthropic"``), so
+    one provider never replays another's. Providers replay it within the current turn only,
+    and it is never stored: a session is ankka's, not a vendor's (the journal's encoding
+    leaves it out, so a recorded answer comes back without it)."""
+
+    wire: str
+    items: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UserMessage:
     """What the caller said. ``agent`` is the agent the turn was addressed to."""
 
@@ -111,7 +124,10 @@ class AssistantMessage:
     """A model's answer: text, tool calls, or both.
 
     ``call`` accounts for the model call that produced it; ``turn_usage`` is set on the last
-    answer of a turn only, and sums every call of that turn.
+    answer of a turn only, and sums every call of that turn. ``provider_state`` is the
+    vendor's opaque state of the call (see :class:`ProviderState`): kept on the answers of the
+    turn in flight so the next call of that turn can replay it, never journaled, and left out
+    of equality and the repr.
     """
 
     content: str | None
@@ -120,6 +136,7 @@ class AssistantMessage:
     turn: str = ""
     call: ModelCall | None = None
     turn_usage: Usage | None = None
+    provider_state: ProviderState | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

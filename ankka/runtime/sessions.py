@@ -1,18 +1,26 @@
 """One turn at a time per session; different sessions run concurrently.
 
 A second request for a busy session waits its turn in arrival order (asyncio's lock wakes its
-waiters first in, first out); it is never rejected. Across pods, the journal's ``expected``
-position guards the append; a lock held in the store itself is the PostgreSQL store's job.
+waiters first in, first out); it is never rejected. Across pods, a shared lock (the PostgreSQL
+store's advisory lock) is taken once a request's local turn comes, and the journal's
+``expected`` position guards every append.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
-__all__ = ["SessionQueue"]
+__all__ = ["SessionQueue", "SharedSessionLock"]
+
+
+class SharedSessionLock(Protocol):
+    """A lock on a session shared by every process serving it (e.g. in PostgreSQL)."""
+
+    def hold(self, session: str) -> AbstractAsyncContextManager[None]: ...
 
 
 @dataclass
@@ -22,8 +30,9 @@ class _Slot:
 
 
 class SessionQueue:
-    def __init__(self) -> None:
+    def __init__(self, shared: SharedSessionLock | None = None) -> None:
         self._slots: dict[str, _Slot] = {}
+        self._shared = shared
 
     def pending(self, session: str) -> int:
         """Requests for ``session`` running or waiting right now."""
@@ -38,7 +47,11 @@ class SessionQueue:
         slot.holders += 1
         try:
             async with slot.lock:
-                yield
+                if self._shared is None:
+                    yield
+                else:
+                    async with self._shared.hold(session):
+                        yield
         finally:
             slot.holders -= 1
             if slot.holders == 0:

@@ -1,4 +1,8 @@
-"""Open a journal store from a URL (``--store``): ``sqlite:///path`` or a plain file path."""
+"""Open a journal store from a URL (``--store``).
+
+``sqlite:///path`` (or a plain file path) for the embedded store; ``postgresql://...`` for the
+store shared by many pods (needs the ``postgres`` extra; imported only when asked for).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,10 @@ DEFAULT_STORE = "sqlite:///ankka.sqlite3"
 
 
 async def open_store(url: str) -> JournalStore:
+    if url.startswith(("postgresql://", "postgres://")):
+        from ankka.runtime.journal.postgres import PostgresStore
+
+        return await PostgresStore.open(url)
     if url.startswith("sqlite://"):
         path = url.removeprefix("sqlite://")
         # sqlite:///relative.db and sqlite:////abs/path.db, as SQLAlchemy spells them
@@ -22,6 +30,7 @@ async def open_store(url: str) -> JournalStore:
     if "://" in url:
         scheme = url.split("://", 1)[0]
         raise ConfigurationError(
-            f"unknown store scheme {scheme!r} in {url!r}; use sqlite:///PATH (or a plain path)"
+            f"unknown store scheme {scheme!r}; use sqlite:///PATH (or a plain path) or "
+            "postgresql://USER@HOST/DB"
         )
     return await SqliteStore.open(url)

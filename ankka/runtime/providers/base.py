@@ -12,10 +12,10 @@ A provider that cannot stream implements ``stream`` with :func:`stream_by_comple
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ankka.runtime.messages import Message, ToolCall, Usage
+from ankka.runtime.messages import Message, ProviderState, ToolCall, Usage
 from ankka.runtime.tools import ToolSpec
 
 __all__ = [
@@ -47,10 +47,14 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
+    """One answer. ``provider_state`` is the vendor's opaque state (reasoning items, thinking
+    blocks) that the loop hands back within the same turn; see :class:`ProviderState`."""
+
     content: str | None
     tool_calls: tuple[ToolCall, ...]
     usage: Usage
     model: str
+    provider_state: ProviderState | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

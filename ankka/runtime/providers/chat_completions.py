@@ -14,14 +14,16 @@ from typing import Any
 import httpx2
 import openai
 
-from ankka._kernel.errors import (
-    ModelAuthenticationError,
-    ModelError,
-    ModelTimeout,
-    ModelUnavailable,
-)
+from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_wire import StreamAccumulator, encode_request, read_response
+from ankka.runtime.providers.failures import (
+    deadline,
+    for_status,
+    summarize_body,
+    timed_out,
+    unreachable,
+)
 
 __all__ = ["NO_KEY", "ChatCompletionsProvider", "translate_error"]
 
@@ -64,13 +66,14 @@ class ChatCompletionsProvider:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body = encode_request(request, model=self._model, stream=False)
         try:
-            response = await self._client.post(
-                "/chat/completions",
-                cast_to=httpx2.Response,
-                content=body,
-                options={"headers": _JSON},
-            )
-            data = json.loads(response.content)
+            async with deadline(self._name, self.timeout):
+                response = await self._client.post(
+                    "/chat/completions",
+                    cast_to=httpx2.Response,
+                    content=body,
+                    options={"headers": _JSON},
+                )
+                data = json.loads(await response.aread())
         except openai.OpenAIError as exc:
             raise translate_error(self._name, exc, self.timeout) from exc
         except ValueError as exc:
@@ -86,14 +89,17 @@ class ChatCompletionsProvider:
         body = encode_request(request, model=self._model, stream=True)
         accumulator = StreamAccumulator(self._model)
         try:
-            chunks = await self._client.post(
-                "/chat/completions",
-                cast_to=dict[str, Any],
-                content=body,
-                options={"headers": _JSON},
-                stream=True,
-                stream_cls=openai.AsyncStream[dict[str, Any]],
-            )
+            # The deadline covers the wait for the answer to start; after that the SDK's
+            # read timeout bounds each gap between chunks.
+            async with deadline(self._name, self.timeout):
+                chunks = await self._client.post(
+                    "/chat/completions",
+                    cast_to=dict[str, Any],
+                    content=body,
+                    options={"headers": _JSON},
+                    stream=True,
+                    stream_cls=openai.AsyncStream[dict[str, Any]],
+                )
             async with chunks:
                 async for chunk in chunks:
                     text = accumulator.add(chunk)
@@ -107,50 +113,14 @@ class ChatCompletionsProvider:
         await self._client.close()
 
 
-def _summary(response: httpx2.Response | None) -> str:
-    if response is None:
-        return "no body"
-    try:
-        text = response.text
-    except httpx2.ResponseNotRead:
-        return "body not read"
-    try:
-        data = json.loads(text)
-        error = data.get("error") if isinstance(data, dict) else None
-        if isinstance(error, dict) and error.get("message"):
-            text = str(error["message"])
-        elif isinstance(error, str):
-            text = error
-    except ValueError:
-        pass
-    text = " ".join(text.split())
-    return text[:300] + ("…" if len(text) > 300 else "") if text else "empty body"
-
-
 def translate_error(provider: str, exc: openai.OpenAIError, timeout: float) -> ModelError:
     """Map an SDK exception to ankka's error for ``provider``, keeping the SDK's words out."""
     if isinstance(exc, openai.APITimeoutError):
-        return ModelTimeout(provider, f"no answer within the model timeout of {timeout:g}s")
+        return timed_out(provider, timeout)
     if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        reason = f"{type(cause).__name__}: {cause}" if cause else "connection failed"
-        return ModelUnavailable(provider, f"cannot reach the server ({reason})")
+        return unreachable(provider, exc.__cause__)
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        summary = _summary(exc.response)
-        if status in (401, 403):
-            return ModelAuthenticationError(
-                provider, f"the server refused the credentials: {summary}", http_status=status
-            )
-        if status in (408, 504):
-            return ModelTimeout(provider, f"the server timed out: {summary}", http_status=status)
-        if status == 429 or status >= 500:
-            return ModelUnavailable(
-                provider, f"the server is unavailable: {summary}", http_status=status
-            )
-        return ModelError(
-            provider, f"the server refused the request: {summary}", http_status=status
-        )
+        return for_status(provider, exc.status_code, summarize_body(exc.response))
     if isinstance(exc, openai.APIError):
         body = exc.body if isinstance(exc.body, dict) else {}
         detail = str(body.get("message") or "no detail")[:300]

@@ -7,7 +7,9 @@ A script is a JSON list of turns, served in order, or an object
 ``{"tool_calls": [{"name": "...", "arguments": {...}}]}``, optionally with
 ``"usage": {"input_tokens": N, "output_tokens": N, "cache_read_tokens": N,
 "cache_write_tokens": N}`` and ``"delay_ms": N`` (the stand-in waits that long before
-answering). Parsing is strict: a mistake in a script names the turn and the key.
+answering) and ``"when": "user" | "tool"`` (the turn answers only a request whose last message
+is from that role; the first unserved turn that fits is served, so sessions running at once can
+share one script). Parsing is strict: a mistake in a script names the turn and the key.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ __all__ = [
     "parse_turns",
 ]
 
-_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms"}
+_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms", "when", "reasoning", "status"}
+_WHEN = ("user", "tool")
 _USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
 
 
@@ -46,6 +49,12 @@ class ScriptTurn:
     tool_calls: tuple[ScriptedCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     delay_ms: float = 0.0
+    when: str | None = None
+    reasoning: str | None = None
+    status: int | None = None
+
+    def fits(self, last_role: str | None) -> bool:
+        return self.when is None or self.when == last_role
 
 
 class ScriptError(ConfigurationError):
@@ -96,7 +105,16 @@ def parse_turn(raw: object, where: str) -> ScriptTurn:
     delay = raw.get("delay_ms", 0)
     if not isinstance(delay, int | float) or delay < 0:
         raise ScriptError(f"{where}: 'delay_ms' must be a number ≥ 0")
-    return ScriptTurn(text, calls, usage, float(delay))
+    when = raw.get("when")
+    if when is not None and when not in _WHEN:
+        raise ScriptError(f"{where}: 'when' must be one of {list(_WHEN)}, not {when!r}")
+    reasoning = raw.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise ScriptError(f"{where}: 'reasoning' must be a string")
+    status = raw.get("status")
+    if status is not None and (not isinstance(status, int) or not 400 <= status <= 599):
+        raise ScriptError(f"{where}: 'status' must be an HTTP error status, 400 to 599")
+    return ScriptTurn(text, calls, usage, float(delay), when, reasoning, status)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,12 @@
 """The stand-in's HTTP app: answers model requests from the script, records what it received.
 
-- ``POST /v1/chat/completions``: the next turn, as JSON or (``"stream": true``) as SSE.
+- ``POST /v1/chat/completions`` (OpenAI Chat Completions), ``POST /v1/responses`` (OpenAI
+  Responses) and ``POST /v1/messages`` (Anthropic Messages): the next turn of the one script,
+  as JSON or (``"stream": true``) as SSE in that endpoint's shape. A turn with ``status``
+  answers that HTTP error in the endpoint's error shape. Given an ``api_key``, a request
+  whose bearer or ``x-api-key`` differs is answered 401. A Responses request that replays a
+  reasoning item from before its last user message is answered 400, as OpenAI holds a replay
+  to the current turn.
 - ``GET /_standin/requests``: what it received, in order (path, selected headers, body, and
   the ticks at which each request arrived and was answered, to show overlap or its absence).
 - ``DELETE /_standin/requests``: forget them. ``PUT /_standin/script``: serve a new script.
@@ -23,12 +29,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.standin import chat_completions
+from ankka.runtime.standin import anthropic_messages, chat_completions, responses
 from ankka.runtime.standin.script import Script, ScriptedModel, ScriptTurn, parse_script
 
 __all__ = ["StandinState", "create_app"]
 
-_RECORDED_HEADERS = ("authorization", "content-type", "user-agent")
+_RECORDED_HEADERS = ("authorization", "x-api-key", "content-type", "user-agent")
+_SHAPES = ("chat", "responses", "anthropic")
 
 
 @dataclass
@@ -38,21 +45,128 @@ class StandinState:
     served: int = 0
     tick: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    used: list[bool] = field(default_factory=list)
+    first_unserved: int = 0
+
+    def __post_init__(self) -> None:
+        self.used = [False] * len(self.turns)
 
     def next_tick(self) -> int:
         self.tick += 1
         return self.tick
 
-    def take(self) -> tuple[int, ScriptTurn | None]:
+    def take(self, last_role: str | None) -> tuple[int, ScriptTurn | None]:
+        """The first unserved turn that fits the request, and its number (1-based)."""
         number = self.served + 1
-        if self.served >= len(self.turns):
-            return number, None
-        self.served += 1
-        return number, self.turns[number - 1]
+        while self.first_unserved < len(self.turns) and self.used[self.first_unserved]:
+            self.first_unserved += 1
+        for index in range(self.first_unserved, len(self.turns)):
+            if not self.used[index] and self.turns[index].fits(last_role):
+                self.used[index] = True
+                self.served += 1
+                return number, self.turns[index]
+        return number, None
+
+    def reset(self, turns: list[ScriptTurn]) -> None:
+        self.turns = turns
+        self.used = [False] * len(turns)
+        self.first_unserved = 0
+        self.served = 0
+        self.requests.clear()
 
 
-def _error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+def _error(status: int, kind: str, message: str, shape: str = "chat") -> JSONResponse:
+    if shape == "anthropic":
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
+    else:
+        body = {"error": {"type": kind, "message": message}}
+    return JSONResponse(body, status_code=status)
+
+
+def _authorized(request: Request, api_key: str | None) -> bool:
+    if api_key is None:
+        return True
+    bearer = request.headers.get("authorization", "")
+    return bearer == f"Bearer {api_key}" or request.headers.get("x-api-key") == api_key
+
+
+def _stale_reasoning(body: dict[str, Any]) -> bool:
+    """A Responses input replaying a reasoning item from an earlier turn."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return False
+    users = [
+        i for i, item in enumerate(items) if isinstance(item, dict) and item.get("role") == "user"
+    ]
+    last_user = max(users, default=-1)
+    return any(
+        isinstance(item, dict) and item.get("type") == "reasoning" for item in items[:last_user]
+    )
+
+
+def _last_role(shape: str, body: Any) -> str | None:
+    """Who spoke last in a request ("user" or "tool"), whatever the wire, for ``when``."""
+    if not isinstance(body, dict):
+        return None
+    if shape == "responses":
+        items = body.get("input")
+        if isinstance(items, str):
+            return "user"
+        if not isinstance(items, list) or not items or not isinstance(items[-1], dict):
+            return None
+        last = items[-1]
+        return "tool" if last.get("type") == "function_call_output" else last.get("role")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = messages[-1]
+    content = last.get("content")
+    if (
+        shape == "anthropic"
+        and isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    ):
+        return "tool"
+    role = last.get("role")
+    return str(role) if role is not None else None
+
+
+def _sse(events: Any, record: dict[str, Any], state: StandinState, done: bytes) -> Response:
+    async def stream() -> AsyncIterator[bytes]:
+        for name, data in events:
+            head = f"event: {name}\n".encode() if name else b""
+            yield head + b"data: " + json.dumps(data).encode() + b"\n\n"
+        record["answered"] = state.next_tick()
+        if done:
+            yield done
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def _render(
+    shape: str, turn: ScriptTurn, body: dict[str, Any], model: str, number: int
+) -> dict[str, Any]:
+    created = int(time.time())
+    if shape == "responses":
+        return responses.answer(turn, model=model, number=number, created=created)
+    if shape == "anthropic":
+        return anthropic_messages.answer(turn, model=model, number=number)
+    return chat_completions.answer(turn, model=model, number=number, created=created)
+
+
+def _stream(
+    shape: str, turn: ScriptTurn, body: dict[str, Any], model: str, number: int
+) -> tuple[Any, bytes]:
+    created = int(time.time())
+    if shape == "responses":
+        return responses.events(turn, model=model, number=number, created=created), b""
+    if shape == "anthropic":
+        return anthropic_messages.events(turn, model=model, number=number), b""
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    chunks = chat_completions.chunks(
+        turn, model=model, number=number, created=created, include_usage=include_usage
+    )
+    return (("", c) for c in chunks), b"data: [DONE]\n\n"
 
 
 def ollama_show(model: ScriptedModel) -> dict[str, Any]:
@@ -70,15 +184,24 @@ def ollama_show(model: ScriptedModel) -> dict[str, Any]:
     return body
 
 
-def create_app(script: Script, *, model: str = "standin") -> Starlette:
+def create_app(script: Script, *, model: str = "standin", api_key: str | None = None) -> Starlette:
     state = StandinState(list(script.turns), dict(script.models))
 
     async def chat(request: Request) -> Response:
+        return await answer(request, "chat")
+
+    async def responses_endpoint(request: Request) -> Response:
+        return await answer(request, "responses")
+
+    async def messages(request: Request) -> Response:
+        return await answer(request, "anthropic")
+
+    async def answer(request: Request, shape: str) -> Response:
         raw = await request.body()
         try:
             body = json.loads(raw)
         except ValueError:
-            return _error(400, "invalid_json", "the request body is not JSON")
+            return _error(400, "invalid_json", "the request body is not JSON", shape)
         record: dict[str, Any] = {
             "path": request.url.path,
             "headers": {h: request.headers[h] for h in _RECORDED_HEADERS if h in request.headers},
@@ -87,39 +210,43 @@ def create_app(script: Script, *, model: str = "standin") -> Starlette:
             "answered": None,
         }
         state.requests.append(record)
-        number, turn = state.take()
+        if not _authorized(request, api_key):
+            record["answered"] = state.next_tick()
+            kind = "authentication_error"
+            return _error(401, kind, "the stand-in was given a different API key", shape)
+        if shape == "responses" and _stale_reasoning(body):
+            record["answered"] = state.next_tick()
+            return _error(
+                400,
+                "invalid_request_error",
+                "a reasoning item from an earlier turn was replayed; reasoning goes back "
+                "within the current turn only",
+                shape,
+            )
+        last_role = _last_role(shape, body)
+        number, turn = state.take(last_role)
         if turn is None:
             record["answered"] = state.next_tick()
+            left = len(state.turns) - state.served
             return _error(
                 418,
                 "script_exhausted",
-                f"the stand-in's script has no turn left: all {len(state.turns)} turn(s) "
-                f"were served and this is request {number}",
+                f"the stand-in's script has no turn left for this request: {state.served} of "
+                f"{len(state.turns)} turn(s) were served ({left} left, none for a request "
+                f"whose last message is from {last_role!r}); this is request {number}",
+                shape,
             )
         if turn.delay_ms:
             await asyncio.sleep(turn.delay_ms / 1000)
-        created = int(time.time())
+        if turn.status is not None:
+            record["answered"] = state.next_tick()
+            return _error(turn.status, "scripted_error", turn.text or "scripted error", shape)
         served_model = str(body.get("model") or model)
         if not body.get("stream"):
             record["answered"] = state.next_tick()
-            return JSONResponse(
-                chat_completions.answer(turn, model=served_model, number=number, created=created)
-            )
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-
-        async def events() -> AsyncIterator[bytes]:
-            for chunk in chat_completions.chunks(
-                turn,
-                model=served_model,
-                number=number,
-                created=created,
-                include_usage=include_usage,
-            ):
-                yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
-            record["answered"] = state.next_tick()
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+            return JSONResponse(_render(shape, turn, body, served_model, number))
+        events, done = _stream(shape, turn, body, served_model, number)
+        return _sse(events, record, state, done)
 
     async def requests(request: Request) -> Response:
         if request.method == "DELETE":
@@ -134,10 +261,8 @@ def create_app(script: Script, *, model: str = "standin") -> Starlette:
             return _error(400, "invalid_json", "the script is not JSON")
         except ConfigurationError as exc:
             return _error(422, exc.kind, str(exc))
-        state.turns = new.turns
+        state.reset(new.turns)
         state.models = new.models
-        state.served = 0
-        state.requests.clear()
         return JSONResponse({"turns": len(new.turns), "models": sorted(new.models)})
 
     async def show(request: Request) -> Response:
@@ -167,6 +292,8 @@ def create_app(script: Script, *, model: str = "standin") -> Starlette:
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/responses", responses_endpoint, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
             Route("/api/show", show, methods=["POST"]),
             Route("/_standin/requests", requests, methods=["GET", "DELETE"]),
             Route("/_standin/script", replace_script, methods=["PUT"]),

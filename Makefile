@@ -1,0 +1,56 @@
+# The commands the README names and CI runs are these targets; nothing else.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install deps demo test lint typecheck contracts unit integration cluster bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job: the weather agent answering with its tool, on the embedded store.
+demo: install
+	$(BIN)/python scripts/demo.py
+
+## What the test tiers need beyond Python packages, built or installed once and cached under
+## $${ANKKA_CACHE:-~/.cache/ankka}: PostgreSQL's server (apt), the control plane (Go modules).
+deps: install
+	scripts/system-deps.sh
+	PYTHON=$(BIN)/python scripts/controlplane.sh build
+
+## Everything CI checks: lint, types, import contracts, then every test tier.
+test: lint typecheck contracts deps
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+contracts: install
+	$(BIN)/lint-imports
+
+unit: install
+	$(BIN)/python -m pytest tests/unit
+
+integration: install
+	$(BIN)/python -m pytest tests/integration
+
+cluster: deps
+	$(BIN)/python -m pytest tests/cluster
+
+bench: install
+	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator,bench]'
+	$(BIN)/python bench/turn_overhead.py
+	$(BIN)/python bench/provider_overhead.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,310 @@
+"""The custom resources' spec and status: Agent, Task, InstallationModel (``ankka.dev/v1alpha1``).
+
+These pydantic classes are the one definition of the resources' shape: ``ankka.api.crdgen``
+generates ``crds/*.yaml`` from them (a test fails when the committed files drift), and the
+operator parses what the API server hands it with them. They describe the wire (camelCase keys,
+as Kubernetes writes them) and hold no behaviour beyond the checks a schema can express.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "GROUP",
+    "VERSION",
+    "Agent",
+    "AgentModel",
+    "AgentSpec",
+    "AgentStatus",
+    "Condition",
+    "ConditionStatus",
+    "EnvVar",
+    "HostedPreset",
+    "InstallationModel",
+    "InstallationModelSpec",
+    "InstallationModelStatus",
+    "McpServer",
+    "ModelEndpoint",
+    "ModelServer",
+    "Printer",
+    "Resource",
+    "SecretKeyRef",
+    "ServerKind",
+    "Task",
+    "TaskPhase",
+    "TaskSpec",
+    "TaskStatus",
+    "TaskTokens",
+]
+
+GROUP = "ankka.dev"
+VERSION = "v1alpha1"
+
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_MODEL_NAME = r"^[a-z][a-z0-9_]*$"
+
+
+class _Wire(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown keys are refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class ConditionStatus(enum.StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(_Wire):
+    """A Kubernetes-style condition; ``type`` is e.g. ``Served`` or ``ModelsServed``."""
+
+    type: str
+    status: ConditionStatus
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = Field(
+        default=None, json_schema_extra={"format": "date-time"}
+    )
+
+
+class ServerKind(enum.StrEnum):
+    """Model servers the operator knows how to deploy."""
+
+    OLLAMA = "ollama"
+    LLAMACPP = "llamacpp"
+    VLLM = "vllm"
+
+
+class EndpointKind(enum.StrEnum):
+    """How an adopted endpoint is probed (the gateway's upstream kinds)."""
+
+    OLLAMA = "ollama"
+    LLAMACPP = "llamacpp"
+    OPENAI = "openai"
+
+
+class ModelServer(_Wire):
+    """A server the operator deploys as a Deployment and a Service."""
+
+    kind: ServerKind
+    image: str = Field(min_length=1)
+    replicas: int = Field(default=1, ge=0, le=100)
+    port: int | None = Field(default=None, ge=1, le=65535, description="Defaults by kind.")
+    args: list[str] = Field(default_factory=list)
+    resources: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Container resources, e.g. {limits: {nvidia.com/gpu: '1'}}.",
+    )
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
+class ModelEndpoint(_Wire):
+    """An existing server to adopt instead of deploying one."""
+
+    url: str = Field(pattern=r"^https?://", description="Base URL, e.g. http://ollama:11434.")
+    kind: EndpointKind = EndpointKind.OLLAMA
+
+
+class InstallationModelSpec(_Wire):
+    model: str = Field(min_length=1, description="The model's name on its server.")
+    server: ModelServer | None = None
+    endpoint: ModelEndpoint | None = None
+    capabilities: list[str] = Field(
+        default_factory=list, description="Declared capabilities (vllm and openai endpoints)."
+    )
+    max_concurrency: int | None = Field(default=None, ge=1)
+    probe_interval_seconds: int = Field(default=60, ge=1, le=86400)
+
+
+class InstallationModelStatus(_Wire):
+    conditions: list[Condition] = Field(default_factory=list)
+    url: str | None = None
+    capabilities: list[str] = Field(default_factory=list)
+    thinking_values: list[str] = Field(default_factory=list)
+    context_length: int | None = None
+    last_probe_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    observed_generation: int | None = None
+
+
+class SecretKeyRef(_Wire):
+    name: str = Field(pattern=_DNS_LABEL)
+    key: str = Field(min_length=1)
+
+
+class HostedPreset(enum.StrEnum):
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+    OPENAI_COMPATIBLE = "openai-compatible"
+    OLLAMA = "ollama"
+
+
+class AgentModel(_Wire):
+    """One named model of an Agent: an InstallationModel, or a hosted preset with a key.
+
+    ``address`` and ``apiKeySecretRef`` are accepted by the schema even next to
+    ``installation`` so that the operator can fail such an Agent with a status that names the
+    field (an installation model takes its address and identity from the platform).
+    """
+
+    name: str = Field(pattern=_MODEL_NAME, description="Becomes ANKKA_MODEL_<NAME>_*.")
+    installation: str | None = Field(default=None, description="An InstallationModel's name.")
+    preset: HostedPreset | None = None
+    model: str | None = None
+    address: str | None = None
+    api_key_secret_ref: SecretKeyRef | None = None
+
+
+class EnvVar(_Wire):
+    name: str = Field(min_length=1)
+    value: str = ""
+
+
+class McpServer(_Wire):
+    name: str = Field(pattern=r"^[a-z0-9_-]+$")
+    url: str = Field(pattern=r"^https?://")
+
+
+class AgentSpec(_Wire):
+    image: str = Field(min_length=1)
+    module: str = Field(min_length=1, description="The Python module declaring the agents.")
+    replicas: int = Field(default=1, ge=0, le=100)
+    models: list[AgentModel] = Field(default_factory=list)
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
+
+
+class AgentStatus(_Wire):
+    phase: str | None = Field(default=None, description="Held, Ready or Failed.")
+    conditions: list[Condition] = Field(default_factory=list)
+    awaiting_models: list[str] = Field(default_factory=list)
+    certificate_not_after: str | None = Field(
+        default=None, json_schema_extra={"format": "date-time"}
+    )
+    observed_generation: int | None = None
+
+
+class TaskPhase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class TaskSpec(_Wire):
+    agent: str = Field(pattern=_DNS_LABEL, description="The Agent whose autonomous agent works it.")
+    type: str = Field(min_length=1, description="The task type, with its result schema and rules.")
+    instructions: str = Field(min_length=1)
+    attachments: list[str] = Field(default_factory=list)
+    depends_on: list[str] = Field(default_factory=list)
+    iteration_budget: int = Field(default=100, ge=1, le=10000)
+
+
+class TaskTokens(_Wire):
+    input: int = Field(default=0, ge=0)
+    output: int = Field(default=0, ge=0)
+    cache_read: int = Field(default=0, ge=0)
+    cache_write: int = Field(default=0, ge=0)
+
+
+class TaskStatus(_Wire):
+    phase: TaskPhase | None = None
+    iterations_used: int = Field(default=0, ge=0)
+    tokens: TaskTokens | None = None
+    result: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    reason: str | None = None
+
+
+class Printer(BaseModel):
+    """One printer column of ``kubectl get``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    type: str
+    json_path: str
+    priority: int = 0
+
+
+class Resource(BaseModel):
+    """What every custom resource declares beyond its spec and status."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    short_names: ClassVar[tuple[str, ...]]
+    printers: ClassVar[tuple[Printer, ...]]
+    spec_rules: ClassVar[tuple[tuple[str, str], ...]] = ()
+    spec_type: ClassVar[type[_Wire]]
+    status_type: ClassVar[type[_Wire]]
+
+
+_AGE = Printer(name="Age", type="date", json_path=".metadata.creationTimestamp")
+
+
+def _condition(kind: str) -> str:
+    return f'.status.conditions[?(@.type=="{kind}")].status'
+
+
+class InstallationModel(Resource):
+    kind = "InstallationModel"
+    plural = "installationmodels"
+    short_names = ("im", "imodel")
+    printers = (
+        Printer(name="Model", type="string", json_path=".spec.model"),
+        Printer(name="Server", type="string", json_path=".spec.server.kind"),
+        Printer(name="Deployed", type="string", json_path=_condition("Deployed")),
+        Printer(name="Served", type="string", json_path=_condition("Served")),
+        Printer(name="Capabilities", type="string", json_path=".status.capabilities", priority=1),
+        Printer(name="Context", type="integer", json_path=".status.contextLength", priority=1),
+        _AGE,
+    )
+    spec_rules = (
+        (
+            "has(self.server) != has(self.endpoint)",
+            "set exactly one of spec.server (a server to deploy) or spec.endpoint (one to adopt)",
+        ),
+    )
+    spec_type = InstallationModelSpec
+    status_type = InstallationModelStatus
+
+
+class Agent(Resource):
+    kind = "Agent"
+    plural = "agents"
+    short_names = ("ag",)
+    printers = (
+        Printer(name="Image", type="string", json_path=".spec.image"),
+        Printer(name="Replicas", type="integer", json_path=".spec.replicas"),
+        Printer(name="Phase", type="string", json_path=".status.phase"),
+        Printer(name="ModelsServed", type="string", json_path=_condition("ModelsServed")),
+        _AGE,
+    )
+    spec_type = AgentSpec
+    status_type = AgentStatus
+
+
+class Task(Resource):
+    kind = "Task"
+    plural = "tasks"
+    short_names = ("tk",)
+    printers = (
+        Printer(name="Agent", type="string", json_path=".spec.agent"),
+        Printer(name="Type", type="string", json_path=".spec.type"),
+        Printer(name="Phase", type="string", json_path=".status.phase"),
+        Printer(name="Iterations", type="integer", json_path=".status.iterationsUsed"),
+        Printer(name="Budget", type="integer", json_path=".spec.iterationBudget"),
+        _AGE,
+    )
+    spec_type = TaskSpec
+    status_type = TaskStatus

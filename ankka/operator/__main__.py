@@ -1,0 +1,5 @@
+"""``python -m ankka.operator``: the same as ``ankka operator``."""
+
+from ankka.operator.cli import main
+
+raise SystemExit(main())

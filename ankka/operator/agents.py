@@ -1,0 +1,183 @@
+"""Pure builders and decisions for Agents: what is wrong with one, what it waits for, and the
+Deployment, Service and ServiceAccount it becomes.
+
+Called by ``ankka.operator.handlers``; tested without a cluster
+(``tests/unit/test_operator_agents.py``). The model settings follow the runtime's contract:
+``ANKKA_MODELS_ADDRESS`` plus ``ANKKA_MODEL_<NAME>_PRESET`` / ``_MODEL`` / ``_URL`` /
+``_API_KEY``, on the runtime container only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ankka.api.resources import AgentSpec
+from ankka.operator.objects import Obj, labels_for, owner_reference
+from ankka.operator.settings import Settings
+
+__all__ = [
+    "CERT_DIR",
+    "RUNTIME_PORT",
+    "agent_children",
+    "awaited_models",
+    "certificate_secret_name",
+    "invalid_reason",
+    "runtime_env",
+]
+
+RUNTIME_PORT = 8080
+CERT_DIR = "/var/run/ankka/tls"
+
+
+def certificate_secret_name(agent: str) -> str:
+    return f"{agent}-tls"
+
+
+def invalid_reason(spec: AgentSpec) -> str | None:
+    """Why this Agent cannot be rendered, naming the field; None when it can."""
+    seen: set[str] = set()
+    for i, model in enumerate(spec.models):
+        field = f"spec.models[{i}]"
+        if model.name in seen:
+            return f"{field}.name: {model.name!r} is used twice; give each model its own name"
+        seen.add(model.name)
+        if model.installation is not None:
+            if model.address is not None:
+                return (
+                    f"{field}.address: model {model.name!r} is an installation model, which "
+                    "is reached through the platform's gateway (ANKKA_MODELS_ADDRESS); "
+                    "remove the address"
+                )
+            if model.api_key_secret_ref is not None:
+                return (
+                    f"{field}.apiKeySecretRef: model {model.name!r} is an installation model, "
+                    "which authenticates with the agent's certificate; remove the key"
+                )
+            if model.preset is not None:
+                return (
+                    f"{field}.preset: model {model.name!r} names both an installation model "
+                    "and a hosted preset; keep one"
+                )
+        elif model.preset is None:
+            return (
+                f"{field}: model {model.name!r} names neither an installation model "
+                "(installation) nor a hosted preset (preset)"
+            )
+    return None
+
+
+def awaited_models(spec: AgentSpec, served: Mapping[str, bool]) -> list[str]:
+    """The InstallationModels this Agent names that are not Served yet, sorted."""
+    names = {m.installation for m in spec.models if m.installation is not None}
+    return sorted(n for n in names if not served.get(n, False))
+
+
+def runtime_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
+    """The runtime container's environment: platform settings, models, MCP, then the user's."""
+    env: list[dict[str, Any]] = [
+        {"name": "ANKKA_MODULE", "value": spec.module},
+        {"name": "ANKKA_TLS_DIR", "value": CERT_DIR},
+    ]
+    if any(m.installation is not None for m in spec.models):
+        env.append({"name": "ANKKA_MODELS_ADDRESS", "value": settings.models_address})
+    for model in spec.models:
+        prefix = f"ANKKA_MODEL_{model.name.upper()}_"
+        if model.installation is not None:
+            env.append({"name": prefix + "PRESET", "value": "installation"})
+            env.append({"name": prefix + "MODEL", "value": model.installation})
+            continue
+        assert model.preset is not None  # invalid_reason() refuses a model with neither
+        env.append({"name": prefix + "PRESET", "value": model.preset.value})
+        if model.model is not None:
+            env.append({"name": prefix + "MODEL", "value": model.model})
+        if model.address is not None:
+            env.append({"name": prefix + "URL", "value": model.address})
+        if model.api_key_secret_ref is not None:
+            ref = model.api_key_secret_ref
+            env.append(
+                {
+                    "name": prefix + "API_KEY",
+                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+                }
+            )
+    for server in spec.mcp_servers:
+        env.append({"name": f"ANKKA_MCP_{server.name.upper()}_URL", "value": server.url})
+    platform = {e["name"] for e in env}
+    env += [{"name": e.name, "value": e.value} for e in spec.env if e.name not in platform]
+    return env
+
+
+def agent_children(
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    spec: AgentSpec,
+    settings: Settings,
+    held: bool,
+) -> list[Obj]:
+    """ServiceAccount, Service and Deployment; a held Agent's Deployment has no replicas."""
+    labels = labels_for("agent", name)
+    owner = [owner_reference("Agent", name, uid)]
+
+    def meta(**extra: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": owner,
+            **extra,
+        }
+
+    service_account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()}
+    service: Obj = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(),
+        "spec": {
+            "selector": labels,
+            "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
+        },
+    }
+    runtime = {
+        "name": "runtime",
+        "image": spec.image,
+        # Kubernetes expands $(ANKKA_MODULE) from the container's env.
+        "args": [
+            "ankka",
+            "serve",
+            "$(ANKKA_MODULE)",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(RUNTIME_PORT),
+        ],
+        "ports": [{"name": "http", "containerPort": RUNTIME_PORT}],
+        "env": runtime_env(spec, settings),
+        "volumeMounts": [{"name": "tls", "mountPath": CERT_DIR, "readOnly": True}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}},
+    }
+    deployment: Obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(annotations={"ankka.dev/held": "true" if held else "false"}),
+        "spec": {
+            "replicas": 0 if held else spec.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": name,
+                    "containers": [runtime],
+                    "volumes": [
+                        {
+                            "name": "tls",
+                            "secret": {"secretName": certificate_secret_name(name)},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return [service_account, service, deployment]

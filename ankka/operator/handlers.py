@@ -1,0 +1,132 @@
+"""The kopf handlers: thin glue from Kubernetes events to ``ankka.operator.reconcile``.
+
+Run with ``ankka operator`` (``ankka.operator.cli``) or ``kopf run -m ankka.operator.handlers``;
+never by file path, which would put this package's folder on ``sys.path``.
+
+What triggers what:
+
+- InstallationModel created, changed (spec) or seen at start → its children, the models file,
+  a probe. ``periodic`` re-probes: every tick while not Served, every ``probeIntervalSeconds``
+  after (a loop, not kopf timers, which would put finalizers on every object).
+- InstallationModel's ``Served`` changes (any watch event, compared with the last one seen) →
+  every Agent that names it, found through the ``agents_by_model`` index, is reconciled, so a
+  held Agent is released by the operator alone within a watch round-trip.
+- Agent created, changed (spec) or seen at start → rendered (or failed, or held); ``periodic``
+  re-reconciles every Agent slowly as a backstop and renews each certificate Secret (label
+  ``ankka.dev/certificate``) at two thirds of its life.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import kopf
+
+from ankka.api.resources import GROUP, VERSION
+from ankka.operator import periodic, reconcile
+from ankka.operator.kube import Kube
+from ankka.operator.objects import condition_status
+from ankka.operator.settings import Settings
+
+SETTINGS = Settings.from_env()
+log = logging.getLogger("ankka.operator")
+
+_PLATFORM: list[reconcile.Platform] = []
+_LOOP: list[asyncio.Task[None]] = []  # owned: created by startup, cancelled by cleanup
+
+
+def platform() -> reconcile.Platform:
+    if not _PLATFORM:
+        raise RuntimeError("the operator's startup handler has not run")
+    return _PLATFORM[0]
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # Progress and diff-base in annotations under our own prefix: the structural schema prunes
+    # unknown status fields, so kopf's default status storage would be silently dropped.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.enabled = False  # no Events: the status conditions say it all
+    settings.watching.server_timeout = 300
+    kube = Kube.from_environment(field_manager=SETTINGS.field_manager)
+    p = reconcile.Platform(kube, SETTINGS)
+    _PLATFORM[:] = [p]
+    await reconcile.ensure_ca(p)
+    await reconcile.ensure_gateway_certificate(p)
+    _LOOP[:] = [asyncio.create_task(periodic.run(p), name="ankka-periodic")]
+    log.info("ankka operator started; platform namespace %s", SETTINGS.namespace)
+
+
+@kopf.on.cleanup()
+async def cleanup(**_: Any) -> None:
+    for task in _LOOP:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    _LOOP.clear()
+    for p in _PLATFORM:
+        p.kube.close()
+    _PLATFORM.clear()
+
+
+# --- installation models --------------------------------------------------------------------
+
+
+@kopf.on.resume(GROUP, VERSION, "installationmodels")
+@kopf.on.create(GROUP, VERSION, "installationmodels")
+@kopf.on.update(GROUP, VERSION, "installationmodels", field="spec")
+async def model_changed(body: kopf.Body, **_: Any) -> None:
+    await reconcile.reconcile_model(platform(), dict(body))
+
+
+@kopf.on.delete(GROUP, VERSION, "installationmodels", optional=True)
+async def model_deleted(**_: Any) -> None:
+    await reconcile.render_models_file(platform())
+
+
+@kopf.index(GROUP, VERSION, "agents")
+def agents_by_model(
+    namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str | None, str], str]:
+    """(namespace, InstallationModel name) → the Agents that name it."""
+    out: dict[tuple[str | None, str], str] = {}
+    for model in spec.get("models") or []:
+        if isinstance(model, dict) and isinstance(model.get("installation"), str):
+            out[(namespace, model["installation"])] = name
+    return out
+
+
+@kopf.on.event(GROUP, VERSION, "installationmodels")
+async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: Any) -> None:
+    index: kopf.Index[tuple[str, str], str] = kwargs["agents_by_model"]
+    body = event["object"]
+    meta = body.get("metadata") or {}
+    served = event["type"] != "DELETED" and condition_status(body.get("status"), "Served") == "True"
+    previous = memo.get("served")
+    memo["served"] = served
+    # First sight of an unserved model: its Agents' own handlers already hold them.
+    if previous == served or (previous is None and not served):
+        return
+    key = (str(meta.get("namespace")), str(meta.get("name")))
+    dependents = sorted(set(index.get(key, [])))
+    if not dependents:
+        return
+    log.info("InstallationModel %s/%s served=%s: reconciling %s", *key, served, dependents)
+    p = platform()
+    await asyncio.gather(*(reconcile.reconcile_agent(p, key[0], a) for a in dependents))
+
+
+# --- agents ---------------------------------------------------------------------------------
+
+
+@kopf.on.resume(GROUP, VERSION, "agents")
+@kopf.on.create(GROUP, VERSION, "agents")
+@kopf.on.update(GROUP, VERSION, "agents", field="spec")
+async def agent_changed(namespace: str | None, name: str, **_: Any) -> None:
+    await reconcile.reconcile_agent(platform(), str(namespace), name)

@@ -1,0 +1,212 @@
+"""The operator's one seam to the Kubernetes API: apply, get, list, create, patch status, delete.
+
+Why a seam: handlers stay thin and every request goes through one place that counts requests
+(the scale benchmark reports requests per reconcile) and translates the client's exceptions
+into :class:`KubeError`, which says what was asked and what the API server answered.
+
+Children are written with server-side apply (one field manager, forced), so a reconcile run
+twice, or by a restarted operator, converges on the same objects and never duplicates them.
+The synchronous ``kubernetes`` client does the transport (kubeconfig, TLS, tokens); its calls
+run in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlencode
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from ankka.operator.objects import Obj
+
+__all__ = ["Kube", "KubeError", "plural_of"]
+
+_PARALLEL = 32  # requests in flight at once (threads and pooled connections)
+
+_PLURALS = {
+    "ConfigMap": "configmaps",
+    "Deployment": "deployments",
+    "Secret": "secrets",
+    "Service": "services",
+    "ServiceAccount": "serviceaccounts",
+    "Agent": "agents",
+    "InstallationModel": "installationmodels",
+    "Task": "tasks",
+}
+
+
+def plural_of(kind: str) -> str:
+    try:
+        return _PLURALS[kind]
+    except KeyError:
+        raise ValueError(f"the operator does not manage kind {kind!r}") from None
+
+
+class KubeError(Exception):
+    """The API server refused or failed a request; ``status`` is its HTTP status (0: no answer)."""
+
+    def __init__(self, what: str, status: int, message: str) -> None:
+        super().__init__(f"{what}: HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _path(api_version: str, plural: str, namespace: str | None, name: str | None = None) -> str:
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespace is not None:
+        base += f"/namespaces/{namespace}"
+    base += f"/{plural}"
+    return base + (f"/{name}" if name else "")
+
+
+class Kube:
+    """Async calls over a ``kubernetes`` ``ApiClient``; ``requests`` counts what was sent."""
+
+    def __init__(self, api: k8s_client.ApiClient, *, field_manager: str) -> None:
+        self._api = api
+        self._field_manager = field_manager
+        # Its own threads: asyncio's default pool has cores+4 threads, which serialised the
+        # release of many held Agents at once (bench/operator_scale.py).
+        self._threads = ThreadPoolExecutor(max_workers=_PARALLEL, thread_name_prefix="kube")
+        self.requests = 0
+
+    @classmethod
+    def from_environment(cls, *, field_manager: str) -> Kube:
+        """In a pod: its service account; elsewhere: ``$KUBECONFIG`` or ``~/.kube/config``."""
+        configuration = k8s_client.Configuration()
+        configuration.connection_pool_maxsize = _PARALLEL
+        try:
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except k8s_config.ConfigException:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        api = k8s_client.ApiClient(configuration)
+        api.user_agent = field_manager  # names the operator in audit logs and managedFields
+        return cls(api, field_manager=field_manager)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=True)
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        self.requests += 1
+        what = f"{method} {path}"
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        _, url, headers, _, _ = self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        if query:
+            url += "?" + urlencode(query)
+        try:
+            # The client serialises a dict body as JSON for +json and +yaml types alike.
+            response = self._api.call_api(method, url, header_params=headers, body=body)
+            raw = response.read()  # type: ignore[no-untyped-call]
+        except k8s_client.ApiException as exc:
+            raise KubeError(what, exc.status or 0, str(exc.reason)) from exc
+        except Exception as exc:  # urllib3 transport errors
+            raise KubeError(what, 0, f"{type(exc).__name__}: {exc}") from exc
+        data = json.loads(raw) if raw else None
+        if response.status >= 400:
+            message = data.get("message", "") if isinstance(data, dict) else str(raw[:200])
+            raise KubeError(what, response.status, message)
+        return data
+
+    async def _run(self, method: str, path: str, **kwargs: Any) -> Any:
+        call = functools.partial(self._call, method, path, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
+
+    async def apply(self, obj: Obj) -> Obj:
+        """Server-side apply ``obj`` (creating or updating it) and return what is stored."""
+        meta = obj["metadata"]
+        path = _path(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), meta["name"])
+        query = {"fieldManager": self._field_manager, "force": "true"}
+        result: Obj = await self._run(
+            "PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml"
+        )
+        return result
+
+    async def create(self, obj: Obj) -> Obj | None:
+        """Create ``obj``; None when it already exists (someone else created it first)."""
+        meta = obj["metadata"]
+        path = _path(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"))
+        try:
+            result: Obj = await self._run("POST", path, body=obj)
+        except KubeError as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return result
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
+        try:
+            result: Obj = await self._run(
+                "GET", _path(api_version, plural_of(kind), namespace, name)
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None = None, *, labels: str = ""
+    ) -> list[Obj]:
+        query = {"labelSelector": labels} if labels else None
+        result = await self._run("GET", _path(api_version, plural_of(kind), namespace), query=query)
+        items: list[Obj] = result.get("items") or []
+        return items
+
+    async def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
+        """Merge ``status`` into the status subresource (absent fields are left alone)."""
+        path = _path(api_version, plural_of(kind), namespace, name) + "/status"
+        await self._run(
+            "PATCH", path, body={"status": status}, content_type="application/merge-patch+json"
+        )
+
+    async def scale_to_zero(self, namespace: str, name: str) -> bool:
+        """Set a Deployment's replicas to 0 (merge patch); False when there is none."""
+        path = _path("apps/v1", "deployments", namespace, name)
+        try:
+            await self._run(
+                "PATCH",
+                path,
+                body={"spec": {"replicas": 0}},
+                content_type="application/merge-patch+json",
+            )
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """Delete one object (children in the background); False when it was already gone."""
+        path = _path(api_version, plural_of(kind), namespace, name)
+        try:
+            await self._run("DELETE", path, body={"propagationPolicy": "Background"})
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True

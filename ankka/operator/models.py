@@ -1,0 +1,254 @@
+"""Pure builders for InstallationModels: their server's children, the gateway's models file,
+and the status a probe result becomes.
+
+Called by ``ankka.operator.handlers``; no I/O here, so every rendering is tested without a
+cluster (``tests/unit/test_operator_models.py``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ankka.api.capabilities import ModelCapabilities, UpstreamKind
+from ankka.api.resources import (
+    ConditionStatus,
+    EndpointKind,
+    InstallationModelSpec,
+    ModelServer,
+    ServerKind,
+)
+from ankka.operator.objects import (
+    Obj,
+    condition,
+    labels_for,
+    owner_reference,
+    set_condition,
+    timestamp,
+)
+from ankka.operator.settings import Settings
+
+__all__ = [
+    "DEFAULT_PORTS",
+    "ServedModel",
+    "deployed_condition",
+    "models_configmap",
+    "models_file",
+    "probe_target",
+    "served_status",
+    "server_children",
+    "status_worth_writing",
+]
+
+DEFAULT_PORTS: dict[ServerKind, int] = {
+    ServerKind.OLLAMA: 11434,
+    ServerKind.LLAMACPP: 8080,
+    ServerKind.VLLM: 8000,
+}
+_GATEWAY_KIND: dict[ServerKind, UpstreamKind] = {
+    ServerKind.OLLAMA: "ollama",
+    ServerKind.LLAMACPP: "llamacpp",
+    ServerKind.VLLM: "openai",
+}
+_MODEL_ARGS: dict[ServerKind, tuple[str, ...]] = {
+    ServerKind.OLLAMA: (),
+    ServerKind.LLAMACPP: ("--host", "0.0.0.0", "--port"),
+    ServerKind.VLLM: ("--host", "0.0.0.0", "--port"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """One line of the gateway's models file."""
+
+    name: str
+    kind: UpstreamKind
+    url: str
+    capabilities: tuple[str, ...] = ()
+    max_concurrency: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "url": self.url}
+        if self.capabilities:
+            out["capabilities"] = list(self.capabilities)
+        if self.max_concurrency is not None:
+            out["max_concurrency"] = self.max_concurrency
+        return out
+
+
+def _port(server: ModelServer) -> int:
+    return server.port or DEFAULT_PORTS[server.kind]
+
+
+def probe_target(namespace: str, name: str, spec: InstallationModelSpec) -> ServedModel:
+    """Where the gateway (and the probe) reaches this model, and how."""
+    if spec.endpoint is not None:
+        kind: UpstreamKind = spec.endpoint.kind.value
+        url = spec.endpoint.url.rstrip("/")
+    else:
+        assert spec.server is not None  # the CRD's rule: exactly one of server or endpoint
+        kind = _GATEWAY_KIND[spec.server.kind]
+        url = f"http://{name}.{namespace}.svc:{_port(spec.server)}"
+    declared = tuple(spec.capabilities) if kind == EndpointKind.OPENAI.value else ()
+    return ServedModel(
+        name=name, kind=kind, url=url, capabilities=declared, max_concurrency=spec.max_concurrency
+    )
+
+
+def models_file(models: Iterable[ServedModel]) -> str:
+    """The gateway's models file: a YAML list, sorted by name so it renders byte-stably."""
+    rows = [m.as_dict() for m in sorted(models, key=lambda m: m.name)]
+    return yaml.safe_dump(rows, sort_keys=False)
+
+
+def models_configmap(settings: Settings, models: Iterable[ServedModel]) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": settings.models_configmap,
+            "namespace": settings.namespace,
+            "labels": {"app.kubernetes.io/part-of": "ankka", "ankka.dev/role": "models-file"},
+        },
+        "data": {"models.yaml": models_file(models)},
+    }
+
+
+def server_children(namespace: str, name: str, uid: str, spec: InstallationModelSpec) -> list[Obj]:
+    """The Deployment and Service serving a model the operator deploys (none when adopted)."""
+    server = spec.server
+    if server is None:
+        return []
+    labels = labels_for("model-server", name)
+    owner = [owner_reference("InstallationModel", name, uid)]
+    port = _port(server)
+    args = list(server.args)
+    if not args and _MODEL_ARGS[server.kind]:
+        args = [*_MODEL_ARGS[server.kind], str(port)]
+        args += ["--model", spec.model] if server.kind is ServerKind.VLLM else ["-m", spec.model]
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": server.image,
+        "ports": [{"name": "http", "containerPort": port}],
+    }
+    if args:
+        container["args"] = args
+    if server.kind is ServerKind.OLLAMA:
+        container["env"] = [{"name": "OLLAMA_HOST", "value": f"0.0.0.0:{port}"}]
+    if server.resources:
+        container["resources"] = {k: dict(v) for k, v in server.resources.items()}
+    pod_spec: dict[str, Any] = {"containers": [container]}
+    if server.node_selector:
+        pod_spec["nodeSelector"] = dict(server.node_selector)
+    deployment: Obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": owner,
+        },
+        "spec": {
+            "replicas": server.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+    service: Obj = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": owner,
+        },
+        "spec": {
+            "selector": labels,
+            "ports": [{"name": "http", "port": port, "targetPort": "http"}],
+        },
+    }
+    return [deployment, service]
+
+
+def deployed_condition(spec: InstallationModelSpec, *, now: dt.datetime) -> dict[str, Any]:
+    if spec.server is None:
+        return condition(
+            "Deployed", ConditionStatus.TRUE, "Adopted", "serving from spec.endpoint", now=now
+        )
+    return condition(
+        "Deployed",
+        ConditionStatus.TRUE,
+        "Rendered",
+        f"Deployment and Service applied with {spec.server.replicas} replica(s)",
+        now=now,
+    )
+
+
+def served_status(
+    previous: dict[str, Any],
+    *,
+    spec: InstallationModelSpec,
+    target: ServedModel,
+    probed: ModelCapabilities | None,
+    error: str | None,
+    generation: int | None,
+    now: dt.datetime,
+) -> dict[str, Any]:
+    """The status after one probe: ``probed`` on success, ``error`` (words) on failure."""
+    conditions = list(previous.get("conditions") or [])
+    conditions = set_condition(conditions, deployed_condition(spec, now=now))
+    status: dict[str, Any] = {
+        "url": target.url,
+        "lastProbeTime": timestamp(now),
+        "observedGeneration": generation,
+    }
+    if probed is not None:
+        words = probed.words()
+        message = f"capabilities: {', '.join(words) or 'none'}"
+        conditions = set_condition(
+            conditions, condition("Served", ConditionStatus.TRUE, "Probed", message, now=now)
+        )
+        status["capabilities"] = words
+        status["thinkingValues"] = [str(v).lower() for v in probed.thinking_values]
+        status["contextLength"] = probed.context_length
+    else:
+        conditions = set_condition(
+            conditions,
+            condition("Served", ConditionStatus.FALSE, "ProbeFailed", error or "", now=now),
+        )
+        status["capabilities"] = list(previous.get("capabilities") or [])
+        status["contextLength"] = previous.get("contextLength")
+    status["conditions"] = conditions
+    return status
+
+
+def status_worth_writing(
+    previous: dict[str, Any],
+    new: dict[str, Any],
+    *,
+    spec: InstallationModelSpec,
+    now: dt.datetime,
+) -> bool:
+    """Whether a probe's status must be written: something changed besides the probe time, or
+    the recorded probe time is older than ``probeIntervalSeconds``.
+
+    An unserved model is probed every tick; writing each identical failure would cost a write
+    and a watch event per model per tick for nothing.
+    """
+
+    def essence(status: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in status.items() if k != "lastProbeTime"}
+
+    if essence(previous) != essence(new):
+        return True
+    last = previous.get("lastProbeTime")
+    if not isinstance(last, str):
+        return True
+    recorded = dt.datetime.fromisoformat(last.replace("Z", "+00:00"))
+    return now - recorded >= dt.timedelta(seconds=spec.probe_interval_seconds)

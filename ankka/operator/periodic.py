@@ -1,0 +1,92 @@
+"""The operator's one periodic loop: re-probe models, renew certificates, resync Agents.
+
+Why not kopf timers: a kopf timer puts a finalizer on every object it watches, so Agents,
+InstallationModels and every certificate Secret could not be deleted while the operator is
+down. One loop, started by the startup handler and cancelled (and awaited) by the cleanup
+handler, lists what is due each tick instead: one list request per kind per tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from ankka.operator import reconcile
+from ankka.operator.tlssecrets import CERT_LABEL
+
+__all__ = ["run"]
+
+log = logging.getLogger("ankka.operator")
+_CONCURRENCY = 16
+
+
+async def _bounded(jobs: list[Awaitable[object]]) -> None:
+    gate = asyncio.Semaphore(_CONCURRENCY)
+
+    async def one(job: Awaitable[object]) -> None:
+        async with gate:
+            try:
+                await job
+            except Exception:
+                log.exception("periodic work failed; it is retried next tick")
+
+    await asyncio.gather(*(one(j) for j in jobs))
+
+
+async def probe_due_models(p: reconcile.Platform) -> None:
+    items = await p.kube.list(reconcile.API_VERSION, "InstallationModel")
+    now = p.clock()
+    due = [
+        m
+        for m in items
+        if not m["metadata"].get("deletionTimestamp") and reconcile.probe_is_due(m, now=now)
+    ]
+    await _bounded([reconcile.probe_model(p, m) for m in due])
+
+
+async def renew_due_certificates(p: reconcile.Platform) -> None:
+    secrets = await p.kube.list("v1", "Secret", labels=CERT_LABEL)
+    await _bounded([reconcile.renew_certificate(p, s) for s in secrets])
+
+
+async def resync_agents(p: reconcile.Platform) -> None:
+    p.forget()  # re-apply everything once per resync, whatever this process remembers
+    agents = await p.kube.list(reconcile.API_VERSION, "Agent")
+    await _bounded(
+        [
+            reconcile.reconcile_agent(p, a["metadata"]["namespace"], a["metadata"]["name"])
+            for a in agents
+        ]
+    )
+
+
+async def run(p: reconcile.Platform) -> None:
+    """Run until cancelled; a failing step is logged and retried on the next tick."""
+    s = p.settings
+    next_certs = next_resync = time.monotonic()
+    next_resync += s.agent_resync_seconds
+    reported = -1
+    while True:
+        started = time.monotonic()
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("probing models", lambda: probe_due_models(p))
+        ]
+        if started >= next_certs:
+            steps.append(("renewing certificates", lambda: renew_due_certificates(p)))
+            next_certs = started + s.certificate_check_seconds
+        if started >= next_resync:
+            steps.append(("resyncing agents", lambda: resync_agents(p)))
+            next_resync = started + s.agent_resync_seconds
+        for what, step in steps:
+            try:
+                await step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s failed; retrying next tick", what)
+        if p.kube.requests != reported:
+            reported = p.kube.requests
+            log.debug("api requests so far: %d", reported)
+        await asyncio.sleep(max(0.0, s.probe_tick_seconds - (time.monotonic() - started)))

@@ -1,0 +1,395 @@
+"""What one reconcile does, over the :class:`~ankka.operator.kube.Kube` seam and the pure builders.
+
+``handlers`` (the kopf glue) calls these; each is idempotent: it reads what is there, renders
+what should be, and server-side-applies it, so running it twice, concurrently with a timer, or
+after a restart converges on the same objects. Reconciles of one Agent are serialised by a lock
+so a stale read cannot re-hold an Agent another reconcile just released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
+from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
+from ankka.operator import agents, certs, models, tlssecrets
+from ankka.operator.kube import Kube
+from ankka.operator.objects import Obj, condition, condition_status, set_condition, timestamp
+from ankka.operator.settings import Settings
+
+__all__ = [
+    "Clock",
+    "Platform",
+    "ensure_ca",
+    "ensure_gateway_certificate",
+    "probe_is_due",
+    "probe_model",
+    "reconcile_agent",
+    "reconcile_model",
+    "render_models_file",
+    "renew_certificate",
+]
+
+API_VERSION = f"{GROUP}/{VERSION}"
+Clock = Callable[[], dt.datetime]
+log = logging.getLogger("ankka.operator")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Platform:
+    """What every reconcile shares: the API seam, settings, the clock and the CA."""
+
+    def __init__(self, kube: Kube, settings: Settings, *, clock: Clock = utcnow) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.clock = clock
+        self.ca: certs.KeyPair | None = None
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # What this process applied, and the certificates it knows to be good until their
+        # renewal time. Both only save requests; the periodic resync forgets them, so a child
+        # changed or deleted behind the operator's back is restored within that period.
+        self.applied: dict[tuple[str, str, str, str], str] = {}
+        self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
+
+    def forget(self) -> None:
+        self.applied.clear()
+        self.good_certificates.clear()
+
+    async def apply(self, obj: Obj) -> None:
+        """Server-side apply, skipped when this process applied the identical body already."""
+        meta = obj["metadata"]
+        key = (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
+        text = json.dumps(obj, sort_keys=True)
+        if self.applied.get(key) == text:
+            return
+        await self.kube.apply(obj)
+        self.applied[key] = text
+
+    def lock(self, namespace: str, name: str) -> asyncio.Lock:
+        return self._locks.setdefault((namespace, name), asyncio.Lock())
+
+    def require_ca(self) -> certs.KeyPair:
+        if self.ca is None:
+            raise RuntimeError("the platform CA is not loaded; ensure_ca() runs at startup")
+        return self.ca
+
+
+# --- certificates ---------------------------------------------------------------------------
+
+
+async def ensure_ca(p: Platform) -> certs.KeyPair:
+    """Load the CA Secret, creating it once; a concurrent creator's CA wins and is loaded."""
+    ns, name = p.settings.namespace, p.settings.ca_secret
+    for _ in range(3):
+        secret = await p.kube.get("v1", "Secret", ns, name)
+        pair = tlssecrets.pair_of(secret)
+        if pair is not None and certs.matches(pair):
+            p.ca = pair
+            return pair
+        if secret is None:
+            fresh = certs.new_ca(now=p.clock())
+            await p.kube.create(tlssecrets.ca_secret(ns, name, fresh))
+            continue
+        raise RuntimeError(
+            f"Secret {ns}/{name} holds no usable CA (tls.crt/tls.key missing or mismatched); "
+            "delete it to have the operator create a new CA"
+        )
+    raise RuntimeError(f"could not create or read the CA Secret {ns}/{name}")
+
+
+async def _ensure_leaf(
+    p: Platform,
+    *,
+    namespace: str,
+    name: str,
+    uri: str,
+    role: str,
+    dns_names: tuple[str, ...] = (),
+    owners: list[dict[str, Any]] | None = None,
+    secret: Obj | None = None,
+    fetch: bool = True,
+) -> str:
+    """Issue or renew one certificate Secret when needed; returns its notAfter (RFC 3339)."""
+    ca = p.require_ca()
+    now = p.clock()
+    known = p.good_certificates.get((namespace, name))
+    if fetch and known is not None and known[0] == uri and now < known[1]:
+        return known[2]
+    if fetch:
+        secret = await p.kube.get("v1", "Secret", namespace, name)
+    pair = tlssecrets.pair_of(secret)
+    reason = certs.needs_renewal(pair, ca=ca, uri=uri, now=now)
+    if reason is not None:
+        log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
+        pair = certs.issue(
+            ca,
+            uri=uri,
+            now=now,
+            lifetime=p.settings.certificate_lifetime,
+            server=role == "gateway",
+            dns_names=dns_names,
+        )
+        await p.kube.apply(
+            tlssecrets.certificate_secret(
+                namespace=namespace,
+                name=name,
+                pair=pair,
+                ca_cert_pem=ca.cert_pem,
+                uri=uri,
+                role=role,
+                dns_names=dns_names,
+                owners=owners,
+            )
+        )
+    assert pair is not None
+    expiry = timestamp(certs.not_after(pair.cert_pem))
+    p.good_certificates[(namespace, name)] = (uri, certs.renew_at(pair.cert_pem), expiry)
+    return expiry
+
+
+async def ensure_gateway_certificate(p: Platform) -> None:
+    s = p.settings
+    dns = (
+        s.gateway_service,
+        f"{s.gateway_service}.{s.namespace}.svc",
+        f"{s.gateway_service}.{s.namespace}.svc.cluster.local",
+    )
+    await _ensure_leaf(
+        p,
+        namespace=s.namespace,
+        name=s.gateway_tls_secret,
+        uri=certs.GATEWAY_URI,
+        role="gateway",
+        dns_names=dns,
+    )
+
+
+async def renew_certificate(p: Platform, secret: Obj) -> None:
+    """The renewal timer's work for one labelled certificate Secret."""
+    meta = secret["metadata"]
+    uri = tlssecrets.uri_of(secret)
+    if uri is None:
+        log.warning(
+            "certificate Secret %s/%s names no URI; skipped", meta["namespace"], meta["name"]
+        )
+        return
+    role = meta.get("labels", {}).get(tlssecrets.CERT_LABEL, "agent")
+    await _ensure_leaf(
+        p,
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uri=uri,
+        role=role,
+        dns_names=tlssecrets.dns_names_of(secret),
+        owners=meta.get("ownerReferences"),
+        secret=secret,
+        fetch=False,
+    )
+
+
+# --- installation models --------------------------------------------------------------------
+
+
+def _model_spec(body: Obj) -> InstallationModelSpec:
+    return InstallationModelSpec.model_validate(body.get("spec") or {})
+
+
+async def render_models_file(p: Platform) -> None:
+    """Render every InstallationModel into the gateway's models-file ConfigMap."""
+    served = []
+    for item in await p.kube.list(API_VERSION, "InstallationModel"):
+        meta = item["metadata"]
+        if meta.get("deletionTimestamp"):
+            continue
+        try:
+            spec = _model_spec(item)
+        except ValidationError:
+            continue
+        served.append(models.probe_target(meta["namespace"], meta["name"], spec))
+    await p.apply(models.models_configmap(p.settings, served))
+
+
+async def reconcile_model(p: Platform, body: Obj) -> None:
+    """Apply a deployed model's Deployment and Service, re-render the models file, probe."""
+    meta = body["metadata"]
+    spec = _model_spec(body)
+    for child in models.server_children(meta["namespace"], meta["name"], meta["uid"], spec):
+        await p.apply(child)
+    await render_models_file(p)
+    await probe_model(p, body)
+
+
+def probe_is_due(body: Obj, *, now: dt.datetime) -> bool:
+    """Unserved models are probed every tick; served ones every probeIntervalSeconds."""
+    status = body.get("status") or {}
+    if condition_status(status, "Served") != ConditionStatus.TRUE.value:
+        return True
+    last = status.get("lastProbeTime")
+    if not isinstance(last, str):
+        return True
+    interval = _model_spec(body).probe_interval_seconds
+    when = dt.datetime.fromisoformat(last.replace("Z", "+00:00"))
+    return now >= when + dt.timedelta(seconds=interval)
+
+
+async def probe_model(p: Platform, body: Obj) -> bool:
+    """Probe one model and record the result in its status; returns whether it is Served."""
+    meta = body["metadata"]
+    spec = _model_spec(body)
+    target = models.probe_target(meta["namespace"], meta["name"], spec)
+    probed: ModelCapabilities | None = None
+    error: str | None = None
+    try:
+        async with httpx.AsyncClient(timeout=p.settings.probe_timeout_seconds) as client:
+            probed = await probe(
+                client,
+                kind=target.kind,
+                url=target.url,
+                model=spec.model,
+                declared=spec.capabilities,
+            )
+    except ProbeError as exc:
+        error = f"{exc} (at {target.url})"
+    status = models.served_status(
+        body.get("status") or {},
+        spec=spec,
+        target=target,
+        probed=probed,
+        error=error,
+        generation=meta.get("generation"),
+        now=p.clock(),
+    )
+    if not models.status_worth_writing(body.get("status") or {}, status, spec=spec, now=p.clock()):
+        return probed is not None
+    await p.kube.patch_status(
+        API_VERSION, "InstallationModel", meta["namespace"], meta["name"], status
+    )
+    return probed is not None
+
+
+# --- agents ---------------------------------------------------------------------------------
+
+
+async def _served(p: Platform, namespace: str, names: set[str]) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    for name in sorted(names):
+        im = await p.kube.get(API_VERSION, "InstallationModel", namespace, name)
+        out[name] = im is not None and condition_status(im.get("status"), "Served") == "True"
+    return out
+
+
+async def _agent_status(p: Platform, body: Obj, patch: dict[str, Any]) -> None:
+    meta = body["metadata"]
+    conditions = list((body.get("status") or {}).get("conditions") or [])
+    for new in patch.pop("_conditions", []):
+        conditions = set_condition(conditions, new)
+    patch["conditions"] = conditions
+    patch["observedGeneration"] = meta.get("generation")
+    await p.kube.patch_status(API_VERSION, "Agent", meta["namespace"], meta["name"], patch)
+
+
+async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
+    """Render one Agent (read fresh from the API); returns its phase, None if it is gone."""
+    async with p.lock(namespace, name):
+        body = await p.kube.get(API_VERSION, "Agent", namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None
+        now = p.clock()
+        try:
+            spec = AgentSpec.model_validate(body.get("spec") or {})
+            reason = agents.invalid_reason(spec)
+        except ValidationError as exc:
+            reason = f"spec does not parse: {exc.errors()[0]['msg']}"
+        if reason is not None:
+            # Nothing is created for an invalid Agent; one that was valid before keeps its
+            # children but runs no pods until it is fixed.
+            await p.kube.scale_to_zero(namespace, name)
+            p.applied.pop(("apps/v1", "Deployment", namespace, name), None)
+            failed = condition("Ready", ConditionStatus.FALSE, "InvalidSpec", reason, now=now)
+            await _agent_status(p, body, {"phase": "Failed", "_conditions": [failed]})
+            return "Failed"
+        installations = {m.installation for m in spec.models if m.installation}
+        awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
+        uid = body["metadata"]["uid"]
+        owner = [
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Agent",
+                "name": name,
+                "uid": uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        not_after = await _ensure_leaf(
+            p,
+            namespace=namespace,
+            name=agents.certificate_secret_name(name),
+            uri=certs.agent_uri(namespace, name),
+            role="agent",
+            owners=owner,
+        )
+        children = agents.agent_children(
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            spec=spec,
+            settings=p.settings,
+            held=bool(awaited),
+        )
+        for child in children:
+            await p.apply(child)
+        if awaited:
+            served = condition(
+                "ModelsServed",
+                ConditionStatus.FALSE,
+                "Awaiting",
+                "waiting for InstallationModels: " + ", ".join(awaited),
+                now=now,
+            )
+            ready = condition(
+                "Ready",
+                ConditionStatus.FALSE,
+                "Held",
+                "held with 0 replicas until its models are served",
+                now=now,
+            )
+            phase = "Held"
+        else:
+            served = condition(
+                "ModelsServed",
+                ConditionStatus.TRUE,
+                "AllServed",
+                "every installation model it names is served",
+                now=now,
+            )
+            ready = condition(
+                "Ready",
+                ConditionStatus.TRUE,
+                "Rendered",
+                f"rendered with {spec.replicas} replica(s)",
+                now=now,
+            )
+            phase = "Ready"
+        await _agent_status(
+            p,
+            body,
+            {
+                "phase": phase,
+                "awaitingModels": awaited,
+                "certificateNotAfter": not_after,
+                "_conditions": [served, ready],
+            },
+        )
+        return phase

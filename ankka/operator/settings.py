@@ -1,0 +1,75 @@
+"""The operator's settings, read once from the environment (the chart sets them).
+
+Kept apart from the handlers so builders take them as a plain value and tests build their own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["Settings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Where the platform lives and how the operator paces itself.
+
+    ``namespace`` is the platform's (the gateway, the models ConfigMap, the CA Secret).
+    """
+
+    namespace: str = "ankka-system"
+    gateway_service: str = "ankka-gateway"
+    gateway_port: int = 8443
+    models_configmap: str = "ankka-models"
+    ca_secret: str = "ankka-ca"
+    gateway_tls_secret: str = "ankka-gateway-tls"
+    certificate_lifetime: dt.timedelta = dt.timedelta(hours=24)
+    certificate_check_seconds: float = 60.0
+    probe_tick_seconds: float = 2.0
+    probe_timeout_seconds: float = 5.0
+    agent_resync_seconds: float = 60.0
+    field_manager: str = "ankka-operator"
+
+    @property
+    def models_address(self) -> str:
+        """``ANKKA_MODELS_ADDRESS`` for every runtime: the gateway's in-cluster URL."""
+        return f"https://{self.gateway_service}.{self.namespace}.svc:{self.gateway_port}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read ``ANKKA_OPERATOR_*`` and ``ANKKA_NAMESPACE``; unknown values fail, named."""
+        env = os.environ if env is None else env
+        defaults = cls()
+
+        def number(name: str, default: float) -> float:
+            raw = env.get(name)
+            if raw is None:
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ValueError(f"{name}={raw!r} is not a number of seconds") from None
+            if value <= 0:
+                raise ValueError(f"{name}={raw!r} must be greater than zero")
+            return value
+
+        lifetime = number(
+            "ANKKA_OPERATOR_CERT_LIFETIME_SECONDS", defaults.certificate_lifetime.total_seconds()
+        )
+        return cls(
+            namespace=env.get("ANKKA_NAMESPACE", defaults.namespace),
+            gateway_service=env.get("ANKKA_GATEWAY_SERVICE", defaults.gateway_service),
+            certificate_lifetime=dt.timedelta(seconds=lifetime),
+            certificate_check_seconds=number(
+                "ANKKA_OPERATOR_CERT_CHECK_SECONDS", defaults.certificate_check_seconds
+            ),
+            probe_tick_seconds=number(
+                "ANKKA_OPERATOR_PROBE_TICK_SECONDS", defaults.probe_tick_seconds
+            ),
+            agent_resync_seconds=number(
+                "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS", defaults.agent_resync_seconds
+            ),
+        )

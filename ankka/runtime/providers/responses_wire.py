@@ -1,0 +1,226 @@
+"""OpenAI Responses wire format, for OpenAI's own API: built and read by ankka itself.
+
+The ``openai`` SDK is the transport only (:mod:`.responses`). Pure functions; no I/O.
+
+Choices made here:
+
+- ``store`` is false: OpenAI keeps nothing of a session, ankka's journal is the record. So a
+  reasoning model's reasoning items come back with ``encrypted_content`` (asked for with
+  ``include``) and are the provider state; they are replayed, verbatim and before the calls
+  they led to, on the assistant messages of the current turn only (after the last user
+  message). An earlier turn's calls go back without their reasoning, which was never kept.
+- A reasoning item without ``encrypted_content`` is not kept: OpenAI could not find it again.
+- Tool arguments are the JSON text the model wrote (Responses sends them as a string).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ankka.runtime.messages import (
+    AssistantMessage,
+    Message,
+    ProviderState,
+    SummaryMessage,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.replay import current_turn_start, replayable
+
+__all__ = [
+    "WIRE",
+    "StreamAccumulator",
+    "StreamFailed",
+    "encode_request",
+    "read_response",
+    "read_usage",
+]
+
+WIRE = "responses"
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _input(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    start = current_turn_start(messages)
+    wire: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, UserMessage):
+            wire.append({"role": "user", "content": message.content})
+        elif isinstance(message, SummaryMessage):
+            text = f"Summary of the earlier conversation:\n{message.content}"
+            wire.append({"role": "user", "content": text})
+        elif isinstance(message, ToolResult):
+            wire.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.call_id,
+                    "output": message.content,
+                }
+            )
+        else:
+            state = message.provider_state
+            if state is not None and replayable(state, WIRE, index, start):
+                wire.extend(state.items)
+            wire.extend(_assistant(message))
+    return wire
+
+
+def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if message.content:
+        items.append({"role": "assistant", "content": message.content})
+    for call in message.tool_calls:
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+            }
+        )
+    return items
+
+
+def encode_request(
+    request: ModelRequest, *, model: str, stream: bool, extra: Mapping[str, Any] | None = None
+) -> bytes:
+    body: dict[str, Any] = {"model": model}
+    if request.instructions:
+        body["instructions"] = request.instructions
+    body["input"] = _input(request.messages)
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            }
+            for t in request.tools
+        ]
+    if request.output is not None:
+        body["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": request.output.name,
+                "schema": request.output.schema,
+            }
+        }
+    if request.reasoning_effort is not None:
+        body["reasoning"] = {"effort": request.reasoning_effort}
+        body["include"] = ["reasoning.encrypted_content"]
+    body["store"] = False
+    if stream:
+        body["stream"] = True
+    if extra:
+        body.update(extra)
+    return _dumps(body).encode()
+
+
+def read_usage(raw: Mapping[str, Any] | None) -> Usage:
+    if not raw:
+        return Usage()
+    details = raw.get("input_tokens_details") or {}
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cache_read_tokens=int(details.get("cached_tokens") or 0),
+        cache_write_tokens=int(details.get("cache_write_tokens") or 0),
+    )
+
+
+class StreamFailed(Exception):
+    """The server said the response failed (``response.failed`` or an ``error`` event)."""
+
+
+def _failure(body: Mapping[str, Any]) -> str | None:
+    if body.get("status") != "failed":
+        return None
+    error = body.get("error") or {}
+    return str(error.get("message") or "no detail") if isinstance(error, Mapping) else str(error)
+
+
+def read_response(body: Mapping[str, Any], *, model: str) -> ModelResponse:
+    """Read a Responses answer. Raises ValueError when it is not one, StreamFailed on failure."""
+    failed = _failure(body)
+    if failed is not None:
+        raise StreamFailed(failed)
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise ValueError("the answer has no output list")
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    state: list[dict[str, Any]] = []
+    for item in output:
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or ():
+                if part.get("type") == "output_text":
+                    text.append(str(part.get("text") or ""))
+        elif kind == "function_call":
+            arguments = item.get("arguments")
+            calls.append(
+                ToolCall(
+                    str(item.get("call_id") or item.get("id")),
+                    str(item["name"]),
+                    arguments if isinstance(arguments, str) else _dumps(arguments or {}),
+                )
+            )
+        elif kind == "reasoning" and item.get("encrypted_content"):
+            # With store=false only an item carrying its encrypted content can go back; one
+            # without (a reasoning model asked for no effort, so nothing was included) would
+            # be refused as an unknown id, so it is dropped.
+            state.append(dict(item))
+    return ModelResponse(
+        content="".join(text) if text else None,
+        tool_calls=tuple(calls),
+        usage=read_usage(body.get("usage")),
+        model=str(body.get("model") or model),
+        provider_state=ProviderState(WIRE, tuple(state)) if state else None,
+    )
+
+
+@dataclass
+class StreamAccumulator:
+    """Folds streamed events into one answer: text deltas, function-call argument deltas and
+    finished items; ``response.completed`` carries the whole answer and wins when it comes."""
+
+    model: str
+    items: dict[int, dict[str, Any]] = field(default_factory=dict)
+    arguments: dict[int, list[str]] = field(default_factory=dict)
+    completed: Mapping[str, Any] | None = None
+
+    def add(self, event: Mapping[str, Any]) -> str | None:
+        kind = event.get("type")
+        if kind == "response.output_text.delta":
+            delta = str(event.get("delta") or "")
+            return delta or None
+        if kind == "response.output_item.added" or kind == "response.output_item.done":
+            self.items[int(event.get("output_index", len(self.items)))] = dict(event["item"])
+        elif kind == "response.function_call_arguments.delta":
+            index = int(event.get("output_index", 0))
+            self.arguments.setdefault(index, []).append(str(event.get("delta") or ""))
+        elif kind == "response.completed" or kind == "response.incomplete":
+            self.completed = event.get("response") or {}
+        elif kind == "response.failed":
+            raise StreamFailed(_failure(event.get("response") or {}) or "no detail")
+        elif kind == "error":
+            raise StreamFailed(str(event.get("message") or "no detail"))
+        return None
+
+    def result(self) -> ModelResponse:
+        if self.completed is not None and self.completed.get("output"):
+            return read_response(self.completed, model=self.model)
+        output: list[dict[str, Any]] = []
+        for index, item in sorted(self.items.items()):
+            if item.get("type") == "function_call" and not item.get("arguments"):
+                item = {**item, "arguments": "".join(self.arguments.get(index, ()))}
+            output.append(item)
+        usage = (self.completed or {}).get("usage")
+        return read_response({"output": output, "usage": usage}, model=self.model)

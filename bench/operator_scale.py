@@ -1,0 +1,244 @@
+"""How the operator scales: 200 Agents over 20 InstallationModels, against a real API server.
+
+Starts the cluster tier's control plane (``scripts/controlplane.sh build`` first), the CRDs, a
+stand-in model server on loopback answering ``/api/show`` (503 until released) and the operator
+as a process. Measures:
+
+- time from applying everything until every Agent is reconciled (``phase: Held``);
+- after every model starts answering: per Agent, the delay from its InstallationModel turning
+  ``Served`` to its Deployment getting replicas (both observed by this process's watches, so the
+  watch latency is on both sides), p50 and p99 (goal: p99 < 2 s);
+- API requests per Agent reconcile, counted by the operator's seam (``ankka.operator.kube``;
+  kopf's own watch streams are not in it).
+
+Run: ``PYTHONPATH=. python bench/operator_scale.py [--agents 200 --models 20]``. No peer
+publishes such figures, so it prints ours only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.cluster.controlplane import ControlPlane, start  # noqa: E402
+
+NS = "bench"
+
+
+class StandIn(ThreadingHTTPServer):
+    serving = False
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: StandIn
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if not self.server.serving:
+            self.send_error(503)
+            return
+        body = json.dumps({"capabilities": ["completion"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def kubectl(cp: ControlPlane, *args: str, stdin: str | None = None) -> str:
+    return cp.kubectl(*args, stdin=stdin).stdout
+
+
+def watch(
+    cp: ControlPlane, kind: str, seen: dict[str, float], test: Any, stop: threading.Event
+) -> None:
+    """Record when each object of ``kind`` first passes ``test`` (kubectl --watch, JSON lines)."""
+    proc = subprocess.Popen(
+        [
+            str(cp.bin / "kubectl"),
+            "get",
+            kind,
+            "-n",
+            NS,
+            "--watch",
+            "-o",
+            "json",
+            "--output-watch-events",
+        ],
+        env=cp.env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    decoder = json.JSONDecoder()
+    buffer = ""
+    assert proc.stdout is not None
+    while not stop.is_set():
+        line = proc.stdout.readline()
+        if not line:
+            break
+        buffer += line
+        try:
+            event, _ = decoder.raw_decode(buffer)
+        except ValueError:
+            continue
+        buffer = ""
+        obj = event.get("object", {})
+        name = obj.get("metadata", {}).get("name")
+        if name and name not in seen and test(obj):
+            seen[name] = time.monotonic()
+    proc.terminate()
+
+
+def served(obj: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Served" and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def released(obj: dict[str, Any]) -> bool:
+    return bool((obj.get("spec") or {}).get("replicas"))
+
+
+def operator_requests(log: Path) -> int:
+    found = re.findall(r"api requests so far: (\d+)", log.read_text(errors="replace"))
+    return int(found[-1]) if found else -1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=200)
+    parser.add_argument("--models", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, start(Path(tmp)) as cp:
+        kubectl(cp, "apply", "-f", str(ROOT / "crds"))
+        kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        kubectl(cp, "create", "namespace", "ankka-system")
+        kubectl(cp, "create", "namespace", NS)
+        stand_in = StandIn(("127.0.0.1", 0), Handler)
+        threading.Thread(target=stand_in.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{stand_in.server_address[1]}"
+        env = {
+            **cp.env(),
+            "PYTHONPATH": str(ROOT),
+            "ANKKA_NAMESPACE": "ankka-system",
+            "ANKKA_OPERATOR_PROBE_TICK_SECONDS": "0.5",
+            "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS": "3600",
+        }
+        log = Path(tmp) / "operator.log"
+        with log.open("wb") as out:
+            op = subprocess.Popen(
+                [sys.executable, "-m", "ankka.operator", "--verbose"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while "ankka operator started" not in log.read_text(errors="replace"):
+                if time.monotonic() > deadline or op.poll() is not None:
+                    raise RuntimeError("the operator did not start:\n" + log.read_text()[-3000:])
+                time.sleep(0.2)
+            models = [
+                {
+                    "apiVersion": "ankka.dev/v1alpha1",
+                    "kind": "InstallationModel",
+                    "metadata": {"name": f"m{i}", "namespace": NS},
+                    "spec": {"model": f"m{i}", "endpoint": {"url": url}},
+                }
+                for i in range(args.models)
+            ]
+            agents = [
+                {
+                    "apiVersion": "ankka.dev/v1alpha1",
+                    "kind": "Agent",
+                    "metadata": {"name": f"a{j}", "namespace": NS},
+                    "spec": {
+                        "image": "i",
+                        "module": "m",
+                        "models": [{"name": "local", "installation": f"m{j % args.models}"}],
+                    },
+                }
+                for j in range(args.agents)
+            ]
+            before = operator_requests(log)
+            t0 = time.monotonic()
+            kubectl(cp, "apply", "-f", "-", stdin=yaml.safe_dump_all(models + agents))
+            while True:
+                items = json.loads(kubectl(cp, "get", "agents", "-n", NS, "-o", "json"))["items"]
+                if (
+                    sum(1 for a in items if (a.get("status") or {}).get("phase") == "Held")
+                    == args.agents
+                ):
+                    break
+                if time.monotonic() - t0 > 600:
+                    raise RuntimeError("not every Agent was reconciled within 600 s")
+                time.sleep(0.5)
+            reconcile_all = time.monotonic() - t0
+            time.sleep(2)  # let the operator log its request count
+            per_reconcile = (operator_requests(log) - before) / args.agents
+
+            model_seen: dict[str, float] = {}
+            deploy_seen: dict[str, float] = {}
+            stop = threading.Event()
+            threads = [
+                threading.Thread(
+                    target=watch,
+                    args=(cp, "installationmodels", model_seen, served, stop),
+                    daemon=True,
+                ),
+                threading.Thread(
+                    target=watch, args=(cp, "deployments", deploy_seen, released, stop), daemon=True
+                ),
+            ]
+            for t in threads:
+                t.start()
+            time.sleep(2)
+            stand_in.serving = True
+            deadline = time.monotonic() + 300
+            while len(deploy_seen) < args.agents and time.monotonic() < deadline:
+                time.sleep(0.2)
+            stop.set()
+            delays = sorted(
+                deploy_seen[f"a{j}"] - model_seen[f"m{j % args.models}"]
+                for j in range(args.agents)
+                if f"a{j}" in deploy_seen and f"m{j % args.models}" in model_seen
+            )
+        finally:
+            op.terminate()
+            op.wait(timeout=20)
+            stand_in.shutdown()
+    if len(delays) < args.agents:
+        print(f"only {len(delays)} of {args.agents} Agents were released", file=sys.stderr)
+        return 1
+    p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+    print(f"agents={args.agents} models={args.models} cores={os.cpu_count()}")
+    print(f"reconcile all (apply -> every Agent Held): {reconcile_all:.2f} s")
+    print(
+        f"Served -> released delay: p50 {statistics.median(delays) * 1000:.0f} ms, "
+        f"p99 {p99 * 1000:.0f} ms, max {delays[-1] * 1000:.0f} ms"
+    )
+    print(f"API requests per Agent reconcile (operator's seam): {per_reconcile:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,417 @@
+"""The operator, its CRDs and the chart against a real kube-apiserver.
+
+The examples in ``examples/manifests/`` are applied as a user would (``kubectl apply -f``), with
+one change: the adopted InstallationModel's endpoint is pointed at the stand-in on loopback.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ankka.operator import certs
+from tests.cluster.conftest import (
+    PLATFORM_NS,
+    ROOT,
+    Kubectl,
+    Operator,
+    StandIn,
+    poll,
+)
+from tests.cluster.controlplane import ControlPlane
+
+NS = "shop"
+
+
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return {}
+
+
+def secret_pair(secret: dict[str, Any]) -> certs.KeyPair:
+    data = secret["data"]
+    return certs.KeyPair(
+        cert_pem=base64.b64decode(data["tls.crt"]).decode(),
+        key_pem=base64.b64decode(data["tls.key"]).decode(),
+    )
+
+
+@pytest.fixture(scope="module")
+def shop(
+    kubectl: Kubectl, operator: Operator, stand_in: StandIn, controlplane: ControlPlane
+) -> Path:
+    """The example manifests, applied with the adopted endpoint pointed at the stand-in."""
+    out_dir = controlplane.workdir / "manifests"
+    out_dir.mkdir(exist_ok=True)
+    for source in sorted((ROOT / "examples" / "manifests").glob("*.yaml")):
+        text = source.read_text().replace("http://ollama.models.svc:11434", stand_in.url)
+        (out_dir / source.name).write_text(text)
+    kubectl.run("apply", "-f", str(out_dir))
+    return out_dir
+
+
+def test_chart_lints_clean(controlplane: ControlPlane) -> None:
+    out = subprocess.run(
+        [str(controlplane.bin / "helm"), "lint", "--strict", str(ROOT / "charts" / "ankka")],
+        env=controlplane.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 chart(s) failed" in out.stdout
+
+
+def test_chart_values_are_checked_by_the_schema(controlplane: ControlPlane) -> None:
+    out = subprocess.run(
+        [
+            str(controlplane.bin / "helm"),
+            "template",
+            "ankka",
+            str(ROOT / "charts" / "ankka"),
+            "--set",
+            "operator.replicas=2",
+            "--set",
+            "gateway.port=http",
+        ],
+        env=controlplane.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode != 0
+    assert "values don't meet the specifications of the schema" in out.stderr, out.stderr
+    assert "operator.replicas" in out.stderr or "/operator/replicas" in out.stderr, out.stderr
+
+
+def test_helm_install_created_crds_and_platform_objects(
+    kubectl: Kubectl, helm_release: str
+) -> None:
+    for crd in ("agents.ankka.dev", "installationmodels.ankka.dev", "tasks.ankka.dev"):
+        assert kubectl.get("crd", crd, "default") is not None, crd
+    for kind, name in [
+        ("deployment", "ankka-operator"),
+        ("deployment", "ankka-gateway"),
+        ("service", "ankka-gateway"),
+        ("serviceaccount", "ankka-operator"),
+    ]:
+        assert kubectl.get(kind, name, PLATFORM_NS) is not None, (kind, name)
+
+
+def test_gateway_certificate_names_the_platform_identity(
+    kubectl: Kubectl, operator: Operator
+) -> None:
+    secret = poll(
+        "the gateway's certificate Secret",
+        lambda: kubectl.get("secret", "ankka-gateway-tls", PLATFORM_NS),
+    )
+    pair = secret_pair(secret)
+    assert certs.matches(pair)
+    assert certs.uris_of(pair.cert_pem) == [certs.GATEWAY_URI]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"),
+    [
+        (
+            {
+                "kind": "InstallationModel",
+                "spec": {"model": "m", "server": {"kind": "triton", "image": "x"}},
+            },
+            'spec.server.kind: Unsupported value: "triton"',
+        ),
+        (
+            {
+                "kind": "InstallationModel",
+                "spec": {
+                    "model": "m",
+                    "endpoint": {"url": "http://a"},
+                    "server": {"kind": "ollama", "image": "x"},
+                },
+            },
+            "set exactly one of spec.server (a server to deploy) or spec.endpoint",
+        ),
+        (
+            {"kind": "Agent", "spec": {"image": "i", "module": "m", "replicas": "two"}},
+            "spec.replicas: Invalid value",
+        ),
+        (
+            {
+                "kind": "Agent",
+                "spec": {
+                    "image": "i",
+                    "module": "m",
+                    "models": [{"name": "Bad-Name", "preset": "openai"}],
+                },
+            },
+            "spec.models[0].name",
+        ),
+    ],
+    ids=["unknown-server-kind", "server-and-endpoint", "wrong-type", "bad-model-name"],
+)
+def test_invalid_resources_are_refused_by_the_api_server(
+    kubectl: Kubectl, helm_release: str, manifest: dict[str, Any], expected: str
+) -> None:
+    body = {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "metadata": {"name": "invalid", "namespace": "default"},
+        **manifest,
+    }
+    out = kubectl.run("apply", "-f", "-", check=False, stdin=yaml.safe_dump(body))
+    assert out.returncode != 0
+    assert expected in out.stderr, out.stderr
+
+
+def test_agent_is_held_until_its_model_is_served_then_released(
+    kubectl: Kubectl, shop: Path, stand_in: StandIn, operator: Operator
+) -> None:
+    held = poll(
+        "cart to be held",
+        lambda: (
+            (a := kubectl.get("agent", "cart", NS))
+            and (a.get("status") or {}).get("phase") == "Held"
+            and a
+        ),
+    )
+    assert condition(held, "ModelsServed")["status"] == "False"
+    assert "smollm" in condition(held, "ModelsServed")["message"]
+    assert held["status"]["awaitingModels"] == ["smollm"]
+    deployment = poll("cart's Deployment", lambda: kubectl.get("deployment", "cart", NS))
+    assert deployment["spec"]["replicas"] == 0
+    # The model is probed (and refused: 503) while the agent stays held.
+    poll("a failed probe", lambda: stand_in.shows >= 2)
+    model = kubectl.get("installationmodel", "smollm", NS)
+    assert condition(model, "Served")["status"] == "False"
+    assert kubectl.get("deployment", "cart", NS)["spec"]["replicas"] == 0  # type: ignore[index]
+
+    stand_in.serve()
+    served = poll(
+        "smollm to be Served",
+        lambda: (
+            condition(kubectl.get("installationmodel", "smollm", NS), "Served").get("status")
+            == "True"
+        ),
+    )
+    assert served
+    started = time.monotonic()
+    released = poll(
+        "cart to be released",
+        lambda: (d := kubectl.get("deployment", "cart", NS)) and d["spec"]["replicas"] == 2 and d,
+        timeout=10,
+    )
+    assert time.monotonic() - started < 10
+    assert released["metadata"]["annotations"]["ankka.dev/held"] == "false"
+    agent = poll(
+        "cart Ready",
+        lambda: (
+            (a := kubectl.get("agent", "cart", NS)) and a["status"].get("phase") == "Ready" and a
+        ),
+    )
+    assert condition(agent, "ModelsServed")["status"] == "True"
+    model = kubectl.get("installationmodel", "smollm", NS)
+    assert model is not None
+    assert model["status"]["capabilities"] == ["completion", "tools"]
+    assert model["status"]["contextLength"] == 8192
+    assert model["status"]["lastProbeTime"]
+
+
+def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> None:
+    deployment = poll("cart's Deployment", lambda: kubectl.get("deployment", "cart", NS))
+    for kind in ("service", "serviceaccount", "deployment"):
+        child = kubectl.get(kind, "cart", NS)
+        assert child is not None, kind
+        (owner,) = child["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["controller"]) == ("Agent", "cart", True)
+    pod = deployment["spec"]["template"]["spec"]
+    (runtime,) = pod["containers"]
+    assert runtime["name"] == "runtime"
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in runtime["env"]}
+    assert env["ANKKA_MODELS_ADDRESS"] == f"https://ankka-gateway.{PLATFORM_NS}.svc:8443"
+    assert env["ANKKA_MODEL_LOCAL_PRESET"] == "installation"
+    assert env["ANKKA_MODEL_LOCAL_MODEL"] == "smollm"
+    assert env["ANKKA_MODEL_CLAUDE_PRESET"] == "anthropic"
+    assert env["ANKKA_MODEL_CLAUDE_API_KEY"] == {
+        "secretKeyRef": {"name": "vendor-keys", "key": "anthropic"}
+    }
+    assert env["CART_CURRENCY"] == "EUR"
+    assert "subPath" not in runtime["volumeMounts"][0]
+    secret = poll("cart's certificate", lambda: kubectl.get("secret", "cart-tls", NS))
+    assert certs.uris_of(secret_pair(secret).cert_pem) == ["ankka://service/shop/cart"]
+    # The deployed model's server and the gateway's models file.
+    assert kubectl.get("deployment", "qwen", NS) is not None
+    assert kubectl.get("service", "qwen", NS) is not None
+    cm = poll(
+        "the models file",
+        lambda: (
+            (c := kubectl.get("configmap", "ankka-models", PLATFORM_NS))
+            and "smollm" in c["data"]["models.yaml"]
+            and c
+        ),
+    )
+    rows = {r["name"]: r for r in yaml.safe_load(cm["data"]["models.yaml"])}
+    assert rows["qwen"] == {"name": "qwen", "kind": "ollama", "url": "http://qwen.shop.svc:11434"}
+    assert (
+        rows["smollm"]["url"]
+        == kubectl.get(  # type: ignore[index]
+            "installationmodel", "smollm", NS
+        )["spec"]["endpoint"]["url"]
+    )
+    tasks = kubectl.run("get", "tasks", "-n", NS).stdout
+    assert "restock-report" in tasks
+    assert "BUDGET" in tasks
+
+
+def test_agent_whose_installation_model_sets_an_address_fails_with_no_children(
+    kubectl: Kubectl, shop: Path
+) -> None:
+    agent = poll(
+        "misaddressed to fail",
+        lambda: (
+            (a := kubectl.get("agent", "misaddressed", NS))
+            and (a.get("status") or {}).get("phase") == "Failed"
+            and a
+        ),
+    )
+    ready = condition(agent, "Ready")
+    assert ready["reason"] == "InvalidSpec"
+    assert ready["message"].startswith("spec.models[0].address:")
+    for kind, name in [
+        ("deployment", "misaddressed"),
+        ("service", "misaddressed"),
+        ("serviceaccount", "misaddressed"),
+        ("secret", "misaddressed-tls"),
+    ]:
+        assert kubectl.get(kind, name, NS) is None, kind
+
+
+def test_an_agent_made_invalid_is_failed_and_runs_no_pods(kubectl: Kubectl, shop: Path) -> None:
+    doc = {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": "turncoat", "namespace": NS},
+        "spec": {
+            "image": "i",
+            "module": "m",
+            "replicas": 1,
+            "models": [{"name": "local", "installation": "smollm"}],
+        },
+    }
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    poll(
+        "turncoat running",
+        lambda: (
+            ((kubectl.get("deployment", "turncoat", NS) or {}).get("spec") or {}).get("replicas")
+            == 1
+        ),
+    )
+    doc["spec"]["models"][0]["apiKeySecretRef"] = {"name": "k", "key": "k"}  # type: ignore[index]
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    agent = poll(
+        "turncoat to fail",
+        lambda: (
+            (a := kubectl.get("agent", "turncoat", NS))
+            and (a.get("status") or {}).get("phase") == "Failed"
+            and a
+        ),
+    )
+    assert condition(agent, "Ready")["message"].startswith("spec.models[0].apiKeySecretRef:")
+    poll(
+        "turncoat scaled to 0",
+        lambda: (kubectl.get("deployment", "turncoat", NS) or {})["spec"]["replicas"] == 0,
+    )
+
+
+def test_certificate_is_renewed_before_expiry_and_key_always_matches(
+    kubectl: Kubectl, shop: Path
+) -> None:
+    first = secret_pair(poll("cart's certificate", lambda: kubectl.get("secret", "cart-tls", NS)))
+    first_expiry = certs.not_after(first.cert_pem)
+    seen: list[certs.KeyPair] = []
+
+    def renewed() -> bool:
+        pair = secret_pair(kubectl.get("secret", "cart-tls", NS))  # type: ignore[arg-type]
+        assert certs.matches(pair), "the Secret held a key from another certificate"
+        seen.append(pair)
+        return pair.cert_pem != first.cert_pem
+
+    poll("cart's certificate to be renewed", renewed, timeout=40)
+    assert dt.datetime.now(dt.UTC) < first_expiry, "renewed only after the old one expired"
+    assert certs.uris_of(seen[-1].cert_pem) == ["ankka://service/shop/cart"]
+
+
+def test_operator_restart_mid_reconcile_converges_without_duplicates(
+    kubectl: Kubectl, operator: Operator, shop: Path
+) -> None:
+    names = [f"burst-{i}" for i in range(6)]
+    docs = [
+        {
+            "apiVersion": "ankka.dev/v1alpha1",
+            "kind": "Agent",
+            "metadata": {"name": n, "namespace": NS},
+            "spec": {
+                "image": "i",
+                "module": "m",
+                "replicas": 1,
+                "models": [{"name": "local", "installation": "smollm"}],
+            },
+        }
+        for n in names
+    ]
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+    poll(
+        "the first burst child",
+        lambda: (
+            kubectl.items("deployment", NS, "app.kubernetes.io/name=agent")
+            and any(
+                d["metadata"]["name"].startswith("burst-")
+                for d in kubectl.items("deployment", NS, "app.kubernetes.io/name=agent")
+            )
+        ),
+        interval=0.05,
+    )
+    operator.kill()
+    operator.start()
+
+    def phase(name: str) -> Any:
+        return ((kubectl.get("agent", name, NS) or {}).get("status") or {}).get("phase")
+
+    poll("every burst Agent Ready", lambda: all(phase(n) == "Ready" for n in names), timeout=60)
+    for n in names:
+        selector = f"app.kubernetes.io/instance={n}"
+        assert len(kubectl.items("deployment", NS, selector)) == 1
+        assert len(kubectl.items("service", NS, selector)) == 1
+        certs_of = [
+            s
+            for s in kubectl.items("secret", NS, "ankka.dev/certificate=agent")
+            if s["metadata"]["name"] == f"{n}-tls"
+        ]
+        assert len(certs_of) == 1
+        assert certs.matches(secret_pair(certs_of[0]))
+
+
+def test_deleting_an_agent_removes_what_it_owned(kubectl: Kubectl, shop: Path) -> None:
+    poll(
+        "cart's children",
+        lambda: kubectl.get("secret", "cart-tls", NS) and kubectl.get("deployment", "cart", NS),
+    )
+    kubectl.run("delete", "agent", "cart", "-n", NS, "--wait=true", "--timeout=60s")
+    owned = [
+        ("deployment", "cart"),
+        ("service", "cart"),
+        ("serviceaccount", "cart"),
+        ("secret", "cart-tls"),
+    ]
+    poll(
+        "cart's children to be garbage-collected",
+        lambda: all(kubectl.get(kind, name, NS) is None for kind, name in owned),
+        timeout=60,
+    )

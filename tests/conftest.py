@@ -1,0 +1,16 @@
+"""Fixtures every tier shares: the private PostgreSQL cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.postgres import postgres_cluster
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The DSN of a PostgreSQL cluster started for this test session."""
+    with postgres_cluster() as dsn:
+        yield dsn

@@ -1,0 +1,73 @@
+"""Integration-tier fixtures: the stand-in and ``ankka serve`` as real processes on loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.processes import Server, ankka_command, start
+
+pytestmark = pytest.mark.integration
+
+Script = list[Any] | dict[str, Any]
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Iterator[Callable[[Script], Server]]:
+    """Start a stand-in serving ``script``; stopped after the test."""
+    servers: list[Server] = []
+
+    def make(script: Script) -> Server:
+        path = tmp_path / f"script-{len(servers)}.json"
+        path.write_text(json.dumps(script))
+        server = start(ankka_command("standin", "--script", str(path), "--port", "0"))
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def model_env(standin_url: str) -> dict[str, str]:
+    return {
+        "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
+        "ANKKA_MODEL_DEFAULT_URL": f"{standin_url}/v1",
+        "ANKKA_MODEL_DEFAULT_MODEL": "standin",
+    }
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """Start ``ankka serve`` on the test service against a stand-in URL."""
+    servers: list[Server] = []
+
+    def make(
+        standin_url: str,
+        *,
+        store: str | None = None,
+        target: str = "tests.integration.services:service",
+    ) -> Server:
+        store = store or f"sqlite:///{tmp_path / 'sessions.sqlite3'}"
+        server = start(
+            ankka_command("serve", target, "--port", "0", "--store", store),
+            env=model_env(standin_url),
+        )
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def received(standin_server: Server) -> list[dict[str, Any]]:
+    """What the stand-in received, in arrival order."""
+    answer = httpx.get(f"{standin_server.url}/_standin/requests").json()
+    requests: list[dict[str, Any]] = answer["requests"]
+    return requests

@@ -1,0 +1,123 @@
+"""Agent rendering: refusals naming the field, holding, and the runtime container's env."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ankka.api.resources import AgentSpec
+from ankka.operator.agents import agent_children, awaited_models, invalid_reason, runtime_env
+from ankka.operator.settings import Settings
+
+SETTINGS = Settings(namespace="platform")
+
+
+def spec(**overrides: Any) -> AgentSpec:
+    body: dict[str, Any] = {
+        "image": "registry.example/shop:1",
+        "module": "shop.agents",
+        "replicas": 2,
+        "models": [
+            {"name": "local", "installation": "qwen"},
+            {
+                "name": "claude",
+                "preset": "anthropic",
+                "model": "claude-x",
+                "apiKeySecretRef": {"name": "vendor-keys", "key": "anthropic"},
+            },
+        ],
+        "env": [{"name": "SHOP_MODE", "value": "test"}],
+    }
+    body.update(overrides)
+    return AgentSpec.model_validate(body)
+
+
+def env_of(s: AgentSpec) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in runtime_env(s, SETTINGS)}
+
+
+def test_installation_model_gets_preset_model_and_the_gateway_address() -> None:
+    env = env_of(spec())
+    assert env["ANKKA_MODELS_ADDRESS"] == "https://ankka-gateway.platform.svc:8443"
+    assert env["ANKKA_MODEL_LOCAL_PRESET"] == "installation"
+    assert env["ANKKA_MODEL_LOCAL_MODEL"] == "qwen"
+    assert "ANKKA_MODEL_LOCAL_URL" not in env
+    assert "ANKKA_MODEL_LOCAL_API_KEY" not in env
+
+
+def test_hosted_preset_takes_its_key_from_the_secret_reference() -> None:
+    env = env_of(spec())
+    assert env["ANKKA_MODEL_CLAUDE_PRESET"] == "anthropic"
+    assert env["ANKKA_MODEL_CLAUDE_API_KEY"] == {
+        "secretKeyRef": {"name": "vendor-keys", "key": "anthropic"}
+    }
+    assert env["SHOP_MODE"] == "test"
+
+
+def test_installation_model_with_an_address_is_refused_naming_the_field() -> None:
+    s = spec(models=[{"name": "local", "installation": "qwen", "address": "http://x"}])
+    reason = invalid_reason(s)
+    assert reason is not None
+    assert reason.startswith("spec.models[0].address:")
+
+
+def test_installation_model_with_a_key_is_refused_naming_the_field() -> None:
+    s = spec(
+        models=[
+            {"name": "ok", "preset": "openai"},
+            {"name": "local", "installation": "q", "apiKeySecretRef": {"name": "k", "key": "k"}},
+        ]
+    )
+    reason = invalid_reason(s)
+    assert reason is not None
+    assert reason.startswith("spec.models[1].apiKeySecretRef:")
+
+
+def test_a_model_naming_nothing_is_refused() -> None:
+    assert invalid_reason(spec(models=[{"name": "x"}])) is not None
+    assert invalid_reason(spec()) is None
+
+
+def test_awaited_models_are_the_unserved_installations() -> None:
+    s = spec()
+    assert awaited_models(s, {}) == ["qwen"]
+    assert awaited_models(s, {"qwen": False}) == ["qwen"]
+    assert awaited_models(s, {"qwen": True}) == []
+
+
+def test_held_agent_renders_a_deployment_with_no_replicas() -> None:
+    held = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=True
+    )
+    released = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )
+    kinds = [o["kind"] for o in held]
+    assert kinds == ["ServiceAccount", "Service", "Deployment"]
+    assert held[2]["spec"]["replicas"] == 0
+    assert released[2]["spec"]["replicas"] == 2
+
+
+def test_children_are_owned_and_the_certificate_is_mounted_without_subpath() -> None:
+    children = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )
+    for child in children:
+        (owner,) = child["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("Agent", "u1", True)
+    pod = children[2]["spec"]["template"]["spec"]
+    (mount,) = pod["containers"][0]["volumeMounts"]
+    assert "subPath" not in mount
+    assert pod["volumes"][0]["secret"]["secretName"] == "cart-tls"
+    assert pod["serviceAccountName"] == "cart"
+
+
+def test_the_runtime_container_serves_the_agents_module_on_its_port() -> None:
+    children = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )
+    (container,) = children[2]["spec"]["template"]["spec"]["containers"]
+    # `ankka serve MODULE --host 0.0.0.0 --port 8080`, MODULE expanded by Kubernetes from env.
+    assert container["args"][:3] == ["ankka", "serve", "$(ANKKA_MODULE)"]
+    assert container["args"][3:] == ["--host", "0.0.0.0", "--port", "8080"]
+    assert env_of(spec())["ANKKA_MODULE"] == "shop.agents"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"

@@ -1,0 +1,130 @@
+"""InstallationModel rendering: server children, the gateway's models file, probe status."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import yaml
+
+from ankka.api.capabilities import Capability, ModelCapabilities
+from ankka.api.resources import InstallationModelSpec
+from ankka.operator.models import (
+    models_file,
+    probe_target,
+    served_status,
+    server_children,
+    status_worth_writing,
+)
+from ankka.operator.objects import condition_status
+
+NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def spec(**body: Any) -> InstallationModelSpec:
+    return InstallationModelSpec.model_validate({"model": "qwen3:0.6b", **body})
+
+
+def test_deployed_server_renders_deployment_and_service_on_the_kind_default_port() -> None:
+    s = spec(
+        server={
+            "kind": "ollama",
+            "image": "ollama/ollama:0.9",
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+        }
+    )
+    deployment, service = server_children("models", "qwen", "u1", s)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"][0]["containerPort"] == 11434
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
+    assert service["spec"]["ports"][0]["port"] == 11434
+    assert probe_target("models", "qwen", s).url == "http://qwen.models.svc:11434"
+
+
+def test_adopted_endpoint_renders_no_children() -> None:
+    s = spec(endpoint={"url": "http://127.0.0.1:9999/", "kind": "ollama"})
+    assert server_children("models", "qwen", "u1", s) == []
+    assert probe_target("models", "qwen", s).url == "http://127.0.0.1:9999"
+
+
+def test_models_file_lists_every_model_sorted_with_declared_capabilities_for_openai() -> None:
+    vllm = spec(
+        server={"kind": "vllm", "image": "vllm/vllm-openai"},
+        capabilities=["completion", "tools"],
+        maxConcurrency=4,
+    )
+    ollama = spec(endpoint={"url": "http://o:11434"})
+    text = models_file([probe_target("m", "zeta", vllm), probe_target("m", "alpha", ollama)])
+    rows = yaml.safe_load(text)
+    assert [r["name"] for r in rows] == ["alpha", "zeta"]
+    assert rows[0] == {"name": "alpha", "kind": "ollama", "url": "http://o:11434"}
+    assert rows[1]["kind"] == "openai"
+    assert rows[1]["capabilities"] == ["completion", "tools"]
+    assert rows[1]["max_concurrency"] == 4
+
+
+def test_a_successful_probe_sets_served_capabilities_and_context() -> None:
+    s = spec(endpoint={"url": "http://o:11434"})
+    caps = ModelCapabilities(
+        model="qwen3:0.6b",
+        capabilities=frozenset({Capability.COMPLETION, Capability.TOOLS}),
+        context_length=40960,
+    )
+    status = served_status(
+        {}, spec=s, target=probe_target("m", "q", s), probed=caps, error=None, generation=1, now=NOW
+    )
+    assert condition_status(status, "Served") == "True"
+    assert condition_status(status, "Deployed") == "True"
+    assert status["capabilities"] == ["completion", "tools"]
+    assert status["contextLength"] == 40960
+    assert status["lastProbeTime"] == "2026-01-01T12:00:00Z"
+
+
+def test_a_failed_probe_is_served_false_with_the_reason_and_keeps_transition_time() -> None:
+    s = spec(endpoint={"url": "http://o:11434"})
+    target = probe_target("m", "q", s)
+    first = served_status(
+        {}, spec=s, target=target, probed=None, error="HTTP 404", generation=1, now=NOW
+    )
+    later = served_status(
+        first,
+        spec=s,
+        target=target,
+        probed=None,
+        error="HTTP 404",
+        generation=1,
+        now=NOW + dt.timedelta(minutes=5),
+    )
+    (served,) = [c for c in later["conditions"] if c["type"] == "Served"]
+    assert served["status"] == "False"
+    assert served["message"] == "HTTP 404"
+    assert served["lastTransitionTime"] == "2026-01-01T12:00:00Z"
+
+
+def test_an_identical_failed_probe_is_not_rewritten_until_the_interval_passes() -> None:
+    s = spec(endpoint={"url": "http://o:11434"}, probeIntervalSeconds=60)
+    target = probe_target("m", "q", s)
+    first = served_status(
+        {}, spec=s, target=target, probed=None, error="HTTP 503", generation=1, now=NOW
+    )
+    again = served_status(
+        first,
+        spec=s,
+        target=target,
+        probed=None,
+        error="HTTP 503",
+        generation=1,
+        now=NOW + dt.timedelta(seconds=1),
+    )
+    assert not status_worth_writing(first, again, spec=s, now=NOW + dt.timedelta(seconds=1))
+    assert status_worth_writing(first, again, spec=s, now=NOW + dt.timedelta(seconds=60))
+    other = served_status(
+        first,
+        spec=s,
+        target=target,
+        probed=None,
+        error="HTTP 404",
+        generation=1,
+        now=NOW + dt.timedelta(seconds=1),
+    )
+    assert status_worth_writing(first, other, spec=s, now=NOW + dt.timedelta(seconds=1))

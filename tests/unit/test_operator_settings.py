@@ -1,0 +1,45 @@
+"""Operator settings from the environment, and when a model is probed again."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from ankka.operator.reconcile import probe_is_due
+from ankka.operator.settings import Settings
+
+NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def test_settings_read_the_environment_and_give_the_models_address() -> None:
+    s = Settings.from_env({"ANKKA_NAMESPACE": "plat", "ANKKA_OPERATOR_CERT_LIFETIME_SECONDS": "30"})
+    assert s.models_address == "https://ankka-gateway.plat.svc:8443"
+    assert s.certificate_lifetime == dt.timedelta(seconds=30)
+
+
+def test_a_setting_that_is_not_a_number_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="ANKKA_OPERATOR_PROBE_TICK_SECONDS='soon'"):
+        Settings.from_env({"ANKKA_OPERATOR_PROBE_TICK_SECONDS": "soon"})
+
+
+def model(served: str | None, last: str | None, interval: int = 60) -> dict[str, object]:
+    status: dict[str, object] = {}
+    if served is not None:
+        status["conditions"] = [{"type": "Served", "status": served}]
+    if last is not None:
+        status["lastProbeTime"] = last
+    return {
+        "spec": {"model": "m", "endpoint": {"url": "http://m"}, "probeIntervalSeconds": interval},
+        "status": status,
+    }
+
+
+def test_unserved_models_are_probed_every_tick() -> None:
+    assert probe_is_due(model(None, None), now=NOW)
+    assert probe_is_due(model("False", "2026-01-01T12:00:00Z"), now=NOW)
+
+
+def test_served_models_wait_for_their_probe_interval() -> None:
+    assert not probe_is_due(model("True", "2026-01-01T11:59:30Z"), now=NOW)
+    assert probe_is_due(model("True", "2026-01-01T11:59:00Z"), now=NOW)

@@ -1,0 +1,53 @@
+"""The script both test doubles answer from, and the stand-in's choice of turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.standin.script import parse_script
+from ankka.runtime.standin.server import StandinState
+
+
+@pytest.mark.parametrize(
+    ("script", "words"),
+    [
+        ({"turn": []}, "unknown top-level key(s) ['turn']"),
+        ([{"txt": "hi"}], "turn 0: unknown key(s) ['txt']"),
+        ([{"text": "a"}, {}], "turn 1: needs 'text' or 'tool_calls'"),
+        ([{"tool_calls": [{"arguments": {}}]}], "turn 0, tool call 0: each tool call needs"),
+        ([{"text": "a", "usage": {"input_tokens": -1}}], "usage 'input_tokens' must be"),
+        ([{"text": "a", "when": "assistant"}], "'when' must be one of"),
+        ({"models": {"m": {"capabilities": "tools"}}}, "'capabilities' must be a list"),
+    ],
+)
+def test_a_mistake_in_a_script_names_the_turn_and_the_key(script: object, words: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_script(script)
+    assert words in str(error.value)
+
+
+def test_arguments_given_as_a_string_are_sent_verbatim() -> None:
+    turn = parse_script([{"tool_calls": [{"name": "f", "arguments": "{broken"}]}]).turns[0]
+    assert turn.tool_calls[0].arguments == "{broken"
+
+
+def test_turns_are_served_in_order_then_none() -> None:
+    state = StandinState(parse_script(["a", "b"]).turns)
+    assert [state.take(None)[1].text for _ in range(2)] == ["a", "b"]  # type: ignore[union-attr]
+    assert state.take(None) == (3, None)
+
+
+def test_a_conditional_turn_answers_only_the_role_it_names() -> None:
+    script = [
+        {"tool_calls": [{"name": "f"}], "when": "user"},
+        {"text": "done", "when": "tool"},
+        {"tool_calls": [{"name": "f"}], "when": "user"},
+        {"text": "done", "when": "tool"},
+    ]
+    state = StandinState(parse_script(script).turns)
+    first, second = state.take("user")[1], state.take("user")[1]
+    assert first is not None and second is not None
+    assert first.tool_calls and second.tool_calls
+    assert state.take("user")[1] is None  # no call left for a user message
+    assert [state.take("tool")[1].text for _ in range(2)] == ["done", "done"]  # type: ignore[union-attr]
