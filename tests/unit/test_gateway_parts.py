@@ -133,3 +133,14 @@ def test_the_upstream_key_never_shows_in_a_repr() -> None:
     assert (endpoint.host, endpoint.port, endpoint.tls) == ("models.example", 8443, True)
     assert b"Host: models.example:8443\r\n" in endpoint.head
     assert "sk-secret" not in repr(endpoint)
+
+
+def test_an_upstream_failure_makes_its_model_due_for_a_probe_now() -> None:
+    now = [100.0]
+    registry = Registry(parse_models({"models": [OLLAMA]}), NoClient(), clock=lambda: now[0])
+    small = registry.upstreams["small"]
+    small.next_probe = 160.0  # the next periodic probe
+
+    registry.upstream_failed(small)
+
+    assert small.next_probe == 100.0

@@ -229,3 +229,19 @@ def test_capabilities_are_probed_again_and_decisions_follow(
     answer = httpx.post(f"{gateway.openai_url}/chat/completions", json=body)
     assert answer.status_code == 200, answer.text
     assert json.loads(answer.text)["choices"][0]["message"]["content"] == "now with tools"
+
+
+def test_the_upstreams_own_error_is_passed_on_unchanged(
+    start_standin: StartStandin, start_gateway: StartGateway
+) -> None:
+    standin = start_standin({"turns": [], "models": models(["completion"])})
+    gateway = start_gateway([standin_model(standin.url)])
+
+    answer = httpx.post(
+        f"{gateway.openai_url}/chat/completions", json={"model": "small", "messages": HI}
+    )
+
+    # The stand-in answers 418 when its script is exhausted; the gateway does not rewrite it.
+    assert answer.status_code == 418
+    assert answer.json()["error"]["type"] == "script_exhausted"
+    assert len(standin.chats()) == 1
