@@ -7,13 +7,20 @@ can do, and ``/_standin/requests`` shows what reached the upstream. Callers use 
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from tests.integration.gateway.conftest import StartGateway, StartStandin, standin_model
+from tests.integration.gateway.conftest import (
+    StartGateway,
+    StartStandin,
+    standin_model,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -255,3 +262,49 @@ def test_models_and_show_describe_what_each_model_can_do(
     assert shown.json()["thinking"] == {"values": ["low", "high"]}
     assert shown.json()["model_info"]["general.context_length"] == 8192
     assert unknown.status_code == 404
+
+
+def test_a_large_body_without_a_length_is_cut_off_at_the_limit(
+    start_standin: StartStandin, start_gateway: StartGateway
+) -> None:
+    standin = start_standin(script(["completion"]))
+    gateway = start_gateway([standin_model(standin.url)], args=["--max-body-bytes", "100000"])
+
+    def chunked() -> Iterator[bytes]:  # no Content-Length: sent with chunked encoding
+        yield b'{"model": "small", "messages": [{"role": "user", "content": "'
+        for _ in range(200):
+            yield b"x" * 10_000
+        yield b'"}]}'
+
+    answer = httpx.post(f"{gateway.openai_url}/chat/completions", content=chunked())
+
+    assert answer.status_code == 413
+    assert answer.json()["error"]["code"] == "request_too_large"
+    assert standin.chats() == []
+
+
+def test_not_ready_until_every_model_was_probed(
+    start_standin: StartStandin, start_gateway: StartGateway
+) -> None:
+    standin = start_standin(script(["completion"]))
+    # A server that accepts connections and never answers: its probe cannot finish yet.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        gateway = start_gateway(
+            [standin_model(standin.url), standin_model(silent_url, name="silent")], ready=False
+        )
+        wait_until(
+            lambda: httpx.get(f"{gateway.url}/readyz").json()["models"]["small"]["probed"],
+            what="the stand-in's model to be probed",
+        )
+
+        ready = httpx.get(f"{gateway.url}/readyz")
+        waiting = httpx.post(
+            f"{gateway.openai_url}/chat/completions", json={"model": "silent", "messages": HI}
+        )
+
+    assert ready.status_code == 503
+    assert ready.json()["models"]["silent"]["probed"] is False
+    assert waiting.status_code == 503
+    assert waiting.json()["error"]["code"] == "model_not_ready"
+    assert waiting.headers["retry-after"] == "2"
