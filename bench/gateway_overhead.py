@@ -6,7 +6,8 @@ three ways to reach it, measured in the same run so the ratios mean something on
 - ``direct``: the stand-in itself;
 - ``ankka``: ``ankka gateway --insecure`` in front of it (the capability check, metrics and
   the stream relay all on; TLS off, as for the others);
-- ``litellm``: the LiteLLM proxy in front of it (``pip install 'ankka[bench]'``; started offline).
+- ``litellm``: the LiteLLM proxy in front of it (extra ``bench-litellm``, best in its own venv;
+  started offline).
 
 Each is driven plain and streaming, at concurrency 1 and 64, for ``--seconds`` each after a
 warm-up. The load generator is a minimal HTTP/1.1 keep-alive client on asyncio (one connection
@@ -194,7 +195,7 @@ def litellm_command(explicit: str | None) -> list[str]:
         if candidate and Path(candidate).is_file():
             return [candidate]
     raise SystemExit(
-        "the LiteLLM proxy is not installed: pip install 'ankka[bench]' "
+        "the LiteLLM proxy is not installed: pip install 'ankka[bench-litellm]' "
         "(or pass --litellm PATH to its `litellm` program)"
     )
 
