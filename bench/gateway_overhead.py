@@ -16,7 +16,7 @@ Before each run the stand-in's script is replaced with enough turns (``PUT /_sta
 since a finite script answers 418 when it runs out. Streaming requests ask for usage themselves,
 so the upstream does the same work whichever way it is reached.
 
-Run: ``python -m bench.gateway_overhead`` (``--help`` for options). Prints a table and the
+Run: ``python bench/gateway_overhead.py`` (``--help`` for options). Prints a table and the
 three ratios the gateway is held to (docs/benchmarks.md, "Gateway overhead").
 """
 
@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.processes import Server, ankka_command, start
 
@@ -354,7 +356,7 @@ def summary(results: list[Result], concurrency: list[int]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.gateway_overhead", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench/gateway_overhead.py", description=__doc__)
     parser.add_argument("--seconds", type=float, default=4.0, help="measured time per run")
     parser.add_argument("--warmup", type=float, default=0.5, help="unmeasured time first")
     parser.add_argument("--rounds", type=int, default=3, help="runs per target and scenario")
