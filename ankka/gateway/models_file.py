@@ -5,7 +5,8 @@ gateway re-reads it when it changes (:class:`ModelsFile`), so adding a model nee
 Parsing is strict and pure (:func:`parse_models`): a mistake names the entry and the key, and a
 file that does not parse on reload leaves the previous models in service.
 
-Format (YAML)::
+Format (YAML): a list of models (as the operator renders it), or a mapping whose ``models`` is
+that list, beside optional settings::
 
     probe_interval_s: 60          # optional: re-probe capabilities this often
     models:
@@ -170,9 +171,17 @@ def _entry(raw: object, index: int) -> ModelSpec:
 
 
 def parse_models(data: Any) -> Models:
-    """Read a parsed models file. Raises :class:`ModelsFileError` naming what is wrong."""
+    """Read a parsed models file. Raises :class:`ModelsFileError` naming what is wrong.
+
+    The file is either a list of models (what the operator renders) or a mapping with a
+    ``models`` list and optional settings.
+    """
+    if isinstance(data, list):
+        data = {"models": data}
     if not isinstance(data, Mapping):
-        raise ModelsFileError("a models file is a mapping with a 'models' list")
+        raise ModelsFileError(
+            "a models file is a list of models, or a mapping with a 'models' list"
+        )
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise ModelsFileError(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ankka._kernel.tls import peer_uri_sans
 from ankka.api.capabilities import Capability, ModelCapabilities
@@ -15,6 +16,8 @@ from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
 from ankka.gateway.registry import Registry
 from ankka.gateway.upstream import Endpoint
 from ankka.gateway.wire import caller_of
+from ankka.operator.models import ServedModel
+from ankka.operator.models import models_file as operator_models_file
 
 OLLAMA = {"name": "small", "kind": "ollama", "url": "http://127.0.0.1:11434/"}
 
@@ -144,3 +147,20 @@ def test_an_upstream_failure_makes_its_model_due_for_a_probe_now() -> None:
     registry.upstream_failed(small)
 
     assert small.next_probe == 100.0
+
+
+def test_the_file_the_operator_renders_is_read_as_it_is_rendered() -> None:
+    rendered = operator_models_file(
+        [
+            ServedModel("qwen", "ollama", "http://qwen.models.svc:11434", max_concurrency=2),
+            ServedModel("hosted", "openai", "https://h.example", capabilities=("completion",)),
+        ]
+    )
+
+    models = parse_models(yaml.safe_load(rendered))
+
+    assert [(s.name, s.kind, s.max_concurrency) for s in models.specs] == [
+        ("hosted", "openai", None),
+        ("qwen", "ollama", 2),
+    ]
+    assert parse_models(yaml.safe_load(operator_models_file([]))).specs == ()
