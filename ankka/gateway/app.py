@@ -43,6 +43,7 @@ from ankka.gateway.wire import (
 __all__ = ["DEFAULT_MAX_BODY", "Gateway"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024  # room for a few inline images; past it, 413
+_OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 class Gateway:
@@ -109,12 +110,9 @@ class Gateway:
             await send_json(send, 200, self._list_models())
         elif path == "/api/show" and method == "POST":
             await self._show(scope, receive, send)
-        elif path == "/healthz":
-            await send_json(send, 200, {"ok": True})
-        elif path == "/readyz":
-            await self._ready(send)
-        elif path == "/metrics":
-            await send_bytes(send, 200, self.metrics.render(), content_type=CONTENT_TYPE.encode())
+        elif path in _OPERATIONS and method == "GET":
+            status, content_type, body = self.operations(path)
+            await send_bytes(send, status, body, content_type=content_type)
         else:
             await send_error(
                 send,
@@ -265,7 +263,16 @@ class Gateway:
             return
         await send_json(send, 200, to_ollama_show(upstream.capabilities))
 
-    async def _ready(self, send: Send) -> None:
+    def operations(self, path: str) -> tuple[int, bytes, bytes]:
+        """(status, content type, body) for /healthz, /readyz or /metrics.
+
+        Shared by the app and the plain-HTTP health port (:mod:`ankka.gateway.health`), which
+        kubelet probes and Prometheus scrape without a client certificate.
+        """
+        if path == "/metrics":
+            return 200, CONTENT_TYPE.encode(), self.metrics.render()
+        if path == "/healthz":
+            return 200, b"application/json", b'{"ok": true}'
         models = {
             u.name: {
                 "probed": u.probed,
@@ -275,4 +282,5 @@ class Gateway:
             for u in self.registry.upstreams.values()
         }
         ready = self.registry.ready()
-        await send_json(send, 200 if ready else 503, {"ready": ready, "models": models})
+        body = json.dumps({"ready": ready, "models": models}).encode()
+        return (200 if ready else 503), b"application/json", body

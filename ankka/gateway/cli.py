@@ -6,13 +6,18 @@ the model cannot serve (tools, a reasoning effort or images the model lacks). Th
 (YAML) lists each model's name, kind (ollama, llamacpp, openai) and url; it is re-read when it
 changes. With --tls-dir it requires client certificates from the platform CA (files tls.crt,
 tls.key and ca.crt, reloaded when they change); --insecure serves plain HTTP for a laptop.
-The first line printed is "ankka gateway: listening on http(s)://HOST:PORT".
+The line "ankka gateway: listening on http(s)://HOST:PORT" says where it serves. With
+--health-port, /healthz, /readyz and /metrics are also served over plain HTTP on that port,
+for kubelet probes and Prometheus (they have no client certificate). Every option can also be
+set as ANKKA_GATEWAY_<OPTION> (e.g. ANKKA_GATEWAY_MODELS_FILE), as the Helm chart does.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 
 from ankka._kernel import serve
@@ -21,19 +26,49 @@ from ankka._kernel.errors import AnkkaError
 __all__ = ["configure", "run"]
 
 
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--models", required=True, metavar="FILE", help="the models file (YAML)")
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument(
+    # Each option can come from ANKKA_GATEWAY_<OPTION>, which is how the Helm chart sets them.
+    parser.add_argument(
+        "--models",
+        metavar="FILE",
+        default=_env("ANKKA_GATEWAY_MODELS_FILE"),
+        help="the models file (YAML); env ANKKA_GATEWAY_MODELS_FILE",
+    )
+    parser.add_argument(
         "--tls-dir",
         metavar="DIR",
-        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (reloaded on change)",
+        default=_env("ANKKA_GATEWAY_TLS_DIR"),
+        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (reloaded on change); "
+        "env ANKKA_GATEWAY_TLS_DIR",
     )
-    mode.add_argument(
+    parser.add_argument(
         "--insecure", action="store_true", help="serve plain HTTP with no caller identity"
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
-    parser.add_argument("--port", type=int, default=8443, help="port; 0 picks a free one")
+    parser.add_argument(
+        "--host",
+        default=_env("ANKKA_GATEWAY_HOST"),
+        help="address to listen on; default 0.0.0.0 with --tls-dir (the cluster), "
+        "127.0.0.1 with --insecure (a laptop); env ANKKA_GATEWAY_HOST",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(_env("ANKKA_GATEWAY_PORT") or 8443),
+        help="port; 0 picks a free one (%(default)s); env ANKKA_GATEWAY_PORT",
+    )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=int(_env("ANKKA_GATEWAY_HEALTH_PORT") or -1),
+        metavar="PORT",
+        help="also answer /healthz, /readyz and /metrics over plain HTTP on PORT, for kubelet "
+        "probes and Prometheus, which have no client certificate (off by default; 0 picks a "
+        "free port); env ANKKA_GATEWAY_HEALTH_PORT",
+    )
     parser.add_argument(
         "--max-body-bytes",
         type=int,
@@ -49,11 +84,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _refuse(message: str) -> int:
+    print(f"ankka gateway: {message}", file=sys.stderr)
+    return 2
+
+
 def run(args: argparse.Namespace) -> int:
     from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
     from ankka.gateway.app import Gateway
+    from ankka.gateway.health import HealthPort
     from ankka.gateway.models_file import ModelsFile
 
+    if not args.models:
+        return _refuse("no models file: pass --models FILE (or set ANKKA_GATEWAY_MODELS_FILE)")
+    if bool(args.tls_dir) == bool(args.insecure):
+        return _refuse(
+            "choose --tls-dir DIR (mTLS, for the cluster) or --insecure (plain HTTP, a laptop)"
+        )
     logging.basicConfig(level=logging.INFO, format="ankka gateway: %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request costs time
     models_file = ModelsFile(args.models)
@@ -65,24 +112,28 @@ def run(args: argparse.Namespace) -> int:
             else None
         )
     except (AnkkaError, TLSFilesError) as exc:
-        print(f"ankka gateway: {exc}", file=sys.stderr)
-        return 2
-    sock = serve.bind(args.host, args.port)
+        return _refuse(str(exc))
+    host = args.host or ("0.0.0.0" if tls is not None else "127.0.0.1")
+    sock = serve.bind(host, args.port)
+    health_sock = serve.bind(host, args.health_port) if args.health_port >= 0 else None
 
     async def main() -> int:
         gateway = Gateway(models, models_file=models_file, max_body=args.max_body_bytes)
-        async with gateway:
-            if tls is None:
-                await serve.serve_forever(gateway, sock, name="ankka gateway", proxy_headers=False)
-            else:
-                async with tls:
-                    await serve.serve_forever(
-                        gateway,
-                        sock,
-                        name="ankka gateway",
-                        ssl_context=tls.context,
-                        proxy_headers=False,  # callers are known by certificate, not headers
-                    )
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(gateway)
+            if health_sock is not None:
+                await stack.enter_async_context(HealthPort(health_sock, gateway.operations))
+                shown, port = health_sock.getsockname()[:2]
+                print(f"ankka gateway: health on http://{shown}:{port}", flush=True)
+            if tls is not None:
+                await stack.enter_async_context(tls)
+            await serve.serve_forever(
+                gateway,
+                sock,
+                name="ankka gateway",
+                ssl_context=tls.context if tls is not None else None,
+                proxy_headers=False,  # callers are known by certificate, not by headers
+            )
         return 0
 
     return serve.run(main)

@@ -118,7 +118,9 @@ def start_gateway(tmp_path: Path) -> Iterator[StartGateway]:
             path = tmp_path / "models.yaml"
             write_models(path, models, **top)
             mode = ["--tls-dir", str(tls_dir)] if tls_dir else ["--insecure"]
-            command = ankka_command("gateway", "--models", str(path), *mode, "--port", "0", *args)
+            command = ankka_command(
+                "gateway", "--models", str(path), *mode, "--host", "127.0.0.1", "--port", "0", *args
+            )
             server = start(command)
             stack.callback(server.stop)
             gateway = Gateway(server.url, server, path, verify, server.output)

@@ -204,3 +204,25 @@ async def test_rotating_certificates_under_200_requests_in_flight_loses_none(
     stale = platform.context(new, platform.ca.issue(CALLER), "stale")
     assert connect(url, stale).startswith("refused")
     assert connect(url, platform.client).startswith("refused")  # it trusts the old CA only
+
+
+def test_probes_and_scrapes_without_a_certificate_use_the_health_port_only(
+    start_standin: StartStandin, start_gateway: StartGateway, platform: Platform
+) -> None:
+    standin = standin_for(start_standin, [{"text": "must not be served"}])
+    gateway = start_gateway(
+        [standin_model(standin.url)],
+        tls_dir=platform.tls_dir,
+        verify=platform.client,
+        args=["--health-port", "0"],
+    )
+    [line] = [line for line in gateway.output if "health on" in line]
+    health = line.split("health on ", 1)[1].strip()
+
+    assert httpx.get(f"{health}/readyz").json()["ready"] is True
+    assert httpx.get(f"{health}/healthz").status_code == 200
+    assert "ankka_gateway_in_flight" in httpx.get(f"{health}/metrics").text
+    assert httpx.get(f"{health}/v1/models").status_code == 404
+    chat = httpx.post(f"{health}/v1/chat/completions", json={"model": "small", "messages": HI})
+    assert chat.status_code == 405
+    assert standin.chats() == []
