@@ -156,9 +156,16 @@ class Gateway:
                 param="model",
             )
             return
+        self.metrics.of(upstream.name, caller).requests.inc()
+        if await self._refused(upstream, request, caller, send):
+            return
+        await self._send_upstream(upstream, raw, request, caller, receive, send)
+
+    async def _refused(
+        self, upstream: Upstream, request: check.Inspected, caller: str, send: Send
+    ) -> bool:
+        """Answer a request the model cannot serve (or not yet); True when it was answered."""
         name = upstream.name
-        of = self.metrics.of(name, caller)
-        of.requests.inc()
         caps = upstream.capabilities
         if caps is None:
             self.metrics.refused(name, caller, "model_not_ready")
@@ -171,21 +178,21 @@ class Gateway:
                 code="model_not_ready",
                 headers=[(b"retry-after", b"2")],
             )
-            return
+            return True
         refused = check.refusal(caps, request)
-        if refused is not None:
-            self.metrics.refused(name, caller, "model_lacks_capability")
-            await send_error(
-                send,
-                400,
-                f"model {name!r} lacks the capability {refused.capability!r} this request "
-                f"needs (from {refused.param!r}); it offers: {', '.join(caps.words())}. "
-                "Remove that part of the request or choose a model that offers it.",
-                code="model_lacks_capability",
-                param=refused.param,
-            )
-            return
-        await self._send_upstream(upstream, raw, request, caller, receive, send)
+        if refused is None:
+            return False
+        self.metrics.refused(name, caller, "model_lacks_capability")
+        await send_error(
+            send,
+            400,
+            f"model {name!r} lacks the capability {refused.capability!r} this request "
+            f"needs (from {refused.param!r}); it offers: {', '.join(caps.words())}. "
+            "Remove that part of the request or choose a model that offers it.",
+            code="model_lacks_capability",
+            param=refused.param,
+        )
+        return True
 
     async def _send_upstream(
         self,
