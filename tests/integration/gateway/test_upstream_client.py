@@ -1,0 +1,140 @@
+"""The gateway's own HTTP/1.1 client against real sockets: reuse, stale connections, failures.
+
+Small servers written here on loopback play the upstream where a behaviour must be forced (a
+server that closes idle connections, never answers, or speaks nonsense); the stand-in plays it
+where ordinary answers are enough.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from ankka.gateway.upstream import (
+    ConnectFailed,
+    Endpoint,
+    Pool,
+    ProtocolFailure,
+    UpstreamTimeout,
+)
+from tests.integration.gateway.conftest import StartStandin
+from tests.integration.gateway.test_upstream_failures import connections_to
+
+pytestmark = pytest.mark.integration
+
+BODY = b'{"model": "small", "messages": []}'
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def upstream(handler: Handler) -> AsyncIterator[Endpoint]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield Endpoint.of(f"http://127.0.0.1:{port}/v1/chat/completions", bearer="none")
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def read_request(reader: asyncio.StreamReader) -> None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    await reader.readexactly(length)
+
+
+async def post(pool: Pool, endpoint: Endpoint, *, read_timeout: float = 10.0) -> bytes:
+    response = await pool.post(endpoint, BODY, connect_timeout=5.0, read_timeout=read_timeout)
+    try:
+        return await response.read()
+    finally:
+        response.close()
+
+
+async def test_answers_read_whole_reuse_one_connection(start_standin: StartStandin) -> None:
+    standin = start_standin({"turns": [{"text": "a"}, {"text": "b"}, {"text": "c"}]})
+    pool = Pool()
+    endpoint = Endpoint.of(f"{standin.url}/v1/chat/completions", bearer="none")
+    try:
+        answers = [await post(pool, endpoint) for _ in range(3)]
+        connections = await asyncio.to_thread(connections_to, standin.url)
+    finally:
+        await pool.aclose()
+
+    texts = [json.loads(a)["choices"][0]["message"]["content"] for a in answers]
+    assert texts == ["a", "b", "c"]
+    assert connections == 1
+
+
+async def test_a_connection_the_server_closed_while_idle_is_replaced_unseen() -> None:
+    served = 0
+
+    async def answer_once_then_close(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        nonlocal served
+        await read_request(reader)
+        served += 1
+        writer.write(ANSWER)  # keep-alive by HTTP/1.1's default, then closed anyway
+        await writer.drain()
+        writer.close()
+
+    pool = Pool()
+    async with upstream(answer_once_then_close) as endpoint:
+        try:
+            first = await post(pool, endpoint)
+            await asyncio.sleep(0.1)  # let the close arrive, so the pooled connection is stale
+            second = await post(pool, endpoint)
+        finally:
+            await pool.aclose()
+
+    assert (first, second, served) == (b"{}", b"{}", 2)
+
+
+async def test_a_server_that_never_answers_is_a_timeout() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(30)
+
+    pool = Pool()
+    async with upstream(silent) as endpoint:
+        try:
+            with pytest.raises(UpstreamTimeout):
+                await post(pool, endpoint, read_timeout=0.2)
+        finally:
+            await pool.aclose()
+
+
+async def test_a_server_that_speaks_nonsense_is_a_protocol_failure() -> None:
+    async def nonsense(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"SMTP READY\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(1)
+
+    pool = Pool()
+    async with upstream(nonsense) as endpoint:
+        try:
+            with pytest.raises(ProtocolFailure):
+                await post(pool, endpoint)
+        finally:
+            await pool.aclose()
+
+
+async def test_nothing_listening_is_a_connect_failure() -> None:
+    async def unused(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    async with upstream(unused) as endpoint:
+        pass  # closed again: nothing listens on that port now
+    pool = Pool()
+    try:
+        with pytest.raises(ConnectFailed):
+            await post(pool, endpoint)
+    finally:
+        await pool.aclose()
