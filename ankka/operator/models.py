@@ -70,9 +70,14 @@ class ServedModel:
     url: str
     capabilities: tuple[str, ...] = ()
     max_concurrency: int | None = None
+    # The model's name on its server (an Ollama tag, a vLLM path); runtimes address the
+    # gateway by the InstallationModel's name, and the gateway renames the request upstream.
+    upstream_model: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind, "url": self.url}
+        if self.upstream_model is not None and self.upstream_model != self.name:
+            out["upstream_model"] = self.upstream_model
         if self.capabilities:
             out["capabilities"] = list(self.capabilities)
         if self.max_concurrency is not None:
@@ -95,7 +100,12 @@ def probe_target(namespace: str, name: str, spec: InstallationModelSpec) -> Serv
         url = f"http://{name}.{namespace}.svc:{_port(spec.server)}"
     declared = tuple(spec.capabilities) if kind == EndpointKind.OPENAI.value else ()
     return ServedModel(
-        name=name, kind=kind, url=url, capabilities=declared, max_concurrency=spec.max_concurrency
+        name=name,
+        kind=kind,
+        url=url,
+        capabilities=declared,
+        max_concurrency=spec.max_concurrency,
+        upstream_model=spec.model,
     )
 
 

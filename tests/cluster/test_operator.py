@@ -258,7 +258,12 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
         ),
     )
     rows = {r["name"]: r for r in yaml.safe_load(cm["data"]["models.yaml"])}
-    assert rows["qwen"] == {"name": "qwen", "kind": "ollama", "url": "http://qwen.shop.svc:11434"}
+    assert rows["qwen"] == {
+        "name": "qwen",
+        "kind": "ollama",
+        "url": "http://qwen.shop.svc:11434",
+        "upstream_model": "qwen3:0.6b",
+    }
     assert (
         rows["smollm"]["url"]
         == kubectl.get(  # type: ignore[index]

@@ -152,7 +152,13 @@ def test_an_upstream_failure_makes_its_model_due_for_a_probe_now() -> None:
 def test_the_file_the_operator_renders_is_read_as_it_is_rendered() -> None:
     rendered = operator_models_file(
         [
-            ServedModel("qwen", "ollama", "http://qwen.models.svc:11434", max_concurrency=2),
+            ServedModel(
+                "qwen",
+                "ollama",
+                "http://qwen.models.svc:11434",
+                max_concurrency=2,
+                upstream_model="qwen3:4b",
+            ),
             ServedModel("hosted", "openai", "https://h.example", capabilities=("completion",)),
         ]
     )
@@ -163,4 +169,5 @@ def test_the_file_the_operator_renders_is_read_as_it_is_rendered() -> None:
         ("hosted", "openai", None),
         ("qwen", "ollama", 2),
     ]
+    assert [s.upstream_model for s in models.specs] == ["hosted", "qwen3:4b"]
     assert parse_models(yaml.safe_load(operator_models_file([]))).specs == ()

@@ -57,7 +57,13 @@ def test_models_file_lists_every_model_sorted_with_declared_capabilities_for_ope
     text = models_file([probe_target("m", "zeta", vllm), probe_target("m", "alpha", ollama)])
     rows = yaml.safe_load(text)
     assert [r["name"] for r in rows] == ["alpha", "zeta"]
-    assert rows[0] == {"name": "alpha", "kind": "ollama", "url": "http://o:11434"}
+    # The gateway is asked for "alpha"; it asks the server for the server's own tag.
+    assert rows[0] == {
+        "name": "alpha",
+        "kind": "ollama",
+        "url": "http://o:11434",
+        "upstream_model": "qwen3:0.6b",
+    }
     assert rows[1]["kind"] == "openai"
     assert rows[1]["capabilities"] == ["completion", "tools"]
     assert rows[1]["max_concurrency"] == 4
