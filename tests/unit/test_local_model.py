@@ -20,12 +20,12 @@ from ankka.runtime.local_model import (
 
 WHEEL_BIN = [
     "llama-server",
-    "libllama.so.0.0.7229",
-    "libllama-common.so.0.0.7229",
-    "libggml.so.0.9.4",
-    "libggml-base.so.0.9.4",
-    "libggml-cpu.so.0.9.4",
-    "libmtmd.so.0.0.7229",
+    "libllama.so.0.6.0",
+    "libllama-common.so.0.6.0",
+    "libggml.so.0.26.0",
+    "libggml-base.so.0.26.0",
+    "libggml-cpu.so.0.26.0",
+    "libmtmd.so.0.6.0",
 ]
 
 
@@ -37,8 +37,8 @@ def test_cache_dir_prefers_ankka_cache_then_home() -> None:
 def test_plan_links_names_every_soname_the_server_needs() -> None:
     plan = plan_links(WHEEL_BIN)
     assert set(plan) == set(LIBRARY_LINKS)
-    assert plan["libggml-base.so.0"] == "libggml-base.so.0.9.4"
-    assert plan["libllama.so.0"] == "libllama.so.0.0.7229"
+    assert plan["libggml-base.so.0"] == "libggml-base.so.0.26.0"
+    assert plan["libllama.so.0"] == "libllama.so.0.6.0"
 
 
 def test_plan_links_leaves_present_sonames_alone() -> None:
@@ -49,6 +49,15 @@ def test_plan_links_leaves_present_sonames_alone() -> None:
 def test_plan_links_uses_an_unversioned_library_when_nothing_versioned_exists() -> None:
     assert plan_links(["libmtmd.so"]) == {"libmtmd.so.0": "libmtmd.so"}
     assert plan_links(["libmtmd.so", "libmtmd.so.0.0.1"]) == {"libmtmd.so.0": "libmtmd.so.0.0.1"}
+
+
+def test_plan_links_links_only_the_sonames_the_server_asks_for() -> None:
+    plan = plan_links([*WHEEL_BIN, "libllama-server-impl.so", "libother.so.3.1"])
+    assert set(plan) == set(LIBRARY_LINKS)
+
+
+def test_plan_links_leaves_out_a_soname_nothing_provides() -> None:
+    assert plan_links(["libllama.so.0.6.0"]) == {"libllama.so.0": "libllama.so.0.6.0"}
 
 
 def test_make_links_is_idempotent_and_repairs_stale_links(tmp_path: Path) -> None:
@@ -64,7 +73,7 @@ def test_make_links_is_idempotent_and_repairs_stale_links(tmp_path: Path) -> Non
 
     for soname in LIBRARY_LINKS:
         assert (link_dir / soname).resolve().parent == bin_dir.resolve()
-    assert (link_dir / "libggml.so.0").resolve() == (bin_dir / "libggml.so.0.9.4").resolve()
+    assert (link_dir / "libggml.so.0").resolve() == (bin_dir / "libggml.so.0.26.0").resolve()
     assert sorted(p.name for p in link_dir.iterdir()) == sorted(LIBRARY_LINKS)
 
 
@@ -112,6 +121,7 @@ def test_server_command_binds_loopback_with_the_jinja_template() -> None:
     assert "--jinja" in command
     pairs = dict(itertools.pairwise(command))
     assert pairs["--model"] == "/m/x.gguf"
+    assert pairs["--alias"] == "x.gguf", "the served id is the file name, not the path"
     assert pairs["--host"] == "127.0.0.1"
     assert pairs["--port"] == "9000"
     assert pairs["-c"] == "2048"
