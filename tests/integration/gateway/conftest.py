@@ -8,11 +8,8 @@ stopped when the test ends. ``llama_server`` is the real llama.cpp server (see b
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import ssl
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -139,51 +136,5 @@ def standin_model(url: str, name: str = "small", **extra: Any) -> dict[str, Any]
     return {"name": name, "kind": "ollama", "url": url, **extra}
 
 
-# ------------------------------------------------------------------ the real llama.cpp server
-#
-# The local-model work (the branch in /work/wt-local) provides ``ankka.runtime.local_model``
-# (finds llama-server and SmolLM2, starts and stops it). Once that branch is merged it is
-# imported from this tree; until then it is loaded read-only from that worktree's file. The
-# gateway never imports it: only this test fixture does. When it is missing, or the server is
-# not installed, the tests that use it FAIL with the reason: a tier never passes by skipping.
-
-_LOCAL_MODEL_PREVIEW = Path("/work/wt-local/ankka/runtime/local_model.py")
-
-
-@dataclass(frozen=True)
-class LlamaServerInfo:
-    base_url: str  # without /v1
-    model: str  # the GGUF file name the server reports
-
-
-def _local_model_module() -> Any:
-    try:
-        return importlib.import_module("ankka.runtime.local_model")
-    except ImportError:
-        pass
-    if not _LOCAL_MODEL_PREVIEW.is_file():
-        pytest.fail(
-            "no way to start llama.cpp: ankka.runtime.local_model is not in this tree and "
-            f"{_LOCAL_MODEL_PREVIEW} does not exist; merge the local-model branch",
-            pytrace=False,
-        )
-    spec = importlib.util.spec_from_file_location("_ankka_local_model", _LOCAL_MODEL_PREVIEW)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while defined
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="session")
-def llama_server() -> Iterator[LlamaServerInfo]:
-    local_model = _local_model_module()
-    try:
-        server = local_model.start(ctx=2048, ready_timeout=120.0)
-    except local_model.LocalModelError as exc:
-        pytest.fail(f"the real local model is not available: {exc}", pytrace=False)
-    try:
-        yield LlamaServerInfo(server.base_url, server.model_name)
-    finally:
-        server.stop()
+# The real llama.cpp server is the tier's shared ``llama_server`` fixture
+# (tests/integration/llamacpp.py), registered in tests/integration/conftest.py.

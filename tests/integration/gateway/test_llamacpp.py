@@ -14,7 +14,8 @@ import httpx
 import openai
 import pytest
 
-from tests.integration.gateway.conftest import LlamaServerInfo, StartGateway
+from tests.integration.gateway.conftest import StartGateway
+from tests.integration.llamacpp import LlamaServer as LlamaServerInfo
 
 pytestmark = pytest.mark.integration
 
