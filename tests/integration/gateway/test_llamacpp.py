@@ -91,3 +91,18 @@ def test_a_stream_from_llamacpp_streams_with_usage(
     ]
     assert len(pieces) > 1  # more than one piece: it streamed
     assert chunks[-1].usage is not None  # the gateway asked for usage; llama.cpp sent it last
+
+
+def test_logprobs_pass_through_the_gateway(
+    start_gateway: StartGateway, llama_server: LlamaServerInfo
+) -> None:
+    _, caller = gateway_for(start_gateway, llama_server)
+
+    answer = caller.chat.completions.create(
+        model="smollm2", messages=HI, max_tokens=4, logprobs=True, top_logprobs=2
+    )
+
+    logprobs = answer.choices[0].logprobs
+    assert logprobs is not None
+    assert logprobs.content
+    assert all(len(t.top_logprobs) == 2 for t in logprobs.content)
