@@ -2,7 +2,10 @@
 
 Starts the stand-in model server with the script in examples/, serves examples.weather with
 ``ankka serve`` on an SQLite store, asks one question over HTTP, prints the conversation as
-the journal holds it, and stops both servers.
+the journal holds it, and stops both servers. When the real local model is installed
+(``bash scripts/local_model.sh``), it then asks the same agent again on llama.cpp serving
+SmolLM2: a real model, which answers in its own words (it cannot call tools, so the tool path
+is the stand-in's part).
 """
 
 from __future__ import annotations
@@ -36,9 +39,59 @@ def show(messages: list[dict[str, object]]) -> None:
                 print(f"  {m['agent']:<8} › {m['content']}")
 
 
+def ask(store: str, env: dict[str, str], question: str) -> bool:
+    """Serve the weather agent with ``env``'s model, ask ``question``, show the conversation."""
+    command = ankka_command("serve", "examples.weather:service", "--port", "0", "--store", store)
+    with started(command, env=env) as server:
+        print(f"  served by : ankka serve examples.weather:service at {server.url}")
+        print(f"  store     : {store}\n")
+        answer = httpx.post(
+            f"{server.url}/v1/agents/weather/sessions/demo",
+            json={"message": question},
+            timeout=120,
+        )
+        if answer.status_code != 200:
+            print(f"the turn failed: {answer.text}", file=sys.stderr)
+            return False
+        show(httpx.get(f"{server.url}/v1/sessions/demo/messages").json()["messages"])
+        print(
+            f"\n  tokens: {json.dumps(answer.json()['usage'])}; cost: {answer.json()['cost']} "
+            "(ankka counts tokens, not money)\n"
+        )
+    return True
+
+
+def real_model_part(question: str, workdir: Path) -> bool:
+    from ankka.runtime import local_model
+
+    try:
+        local_model.find_server_binary()
+        local_model.find_model()
+    except local_model.LocalModelError:
+        print(
+            "A real local model is not installed. `bash scripts/local_model.sh` installs\n"
+            "llama.cpp's server and SmolLM2 (the first build takes about 10 minutes); then\n"
+            "`make demo` also asks the agent on it.\n"
+        )
+        return True
+    print("The same agent on a real model: llama.cpp serving SmolLM2-135M-Instruct")
+    print("  (it cannot call tools, so it answers in its own words)")
+    with local_model.start(port=local_model.free_port(), ctx=2048) as llama:
+        print(f"  model     : {llama.model_name} at {llama.base_url}/v1")
+        env = {
+            "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
+            "ANKKA_MODEL_DEFAULT_URL": f"{llama.base_url}/v1",
+            "ANKKA_MODEL_DEFAULT_MODEL": llama.model_name,
+        }
+        return ask(f"sqlite:///{workdir / 'real.sqlite3'}", env, question)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--question", default="What is the weather in Helsinki?")
+    parser.add_argument(
+        "--standin-only", action="store_true", help="skip the real local model even if installed"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         store = f"sqlite:///{Path(workdir) / 'demo.sqlite3'}"
@@ -48,31 +101,14 @@ def main() -> int:
                 "ANKKA_MODEL_DEFAULT_URL": f"{model.url}/v1",
                 "ANKKA_MODEL_DEFAULT_MODEL": "standin",
             }
-            command = ankka_command(
-                "serve", "examples.weather:service", "--port", "0", "--store", store
-            )
-            with started(command, env=env) as server:
-                print("ankka demo: the weather agent (examples/weather.py)")
-                print(f"  served by : ankka serve examples.weather:service at {server.url}")
-                print(f"  model     : the stand-in at {model.url}/v1 ({SCRIPT.name})")
-                print(f"  store     : {store}\n")
-                answer = httpx.post(
-                    f"{server.url}/v1/agents/weather/sessions/demo",
-                    json={"message": args.question},
-                    timeout=60,
-                )
-                if answer.status_code != 200:
-                    print(f"the turn failed: {answer.text}", file=sys.stderr)
-                    return 1
-                conversation = httpx.get(f"{server.url}/v1/sessions/demo/messages").json()
-                show(conversation["messages"])
-                usage = answer.json()["usage"]
-                print(
-                    f"\n  tokens: {json.dumps(usage)}; cost: {answer.json()['cost']} "
-                    "(ankka counts tokens, not money)"
-                )
+            print("ankka demo: the weather agent (examples/weather.py)")
+            print(f"  model     : the stand-in at {model.url}/v1 ({SCRIPT.name})")
+            if not ask(store, env, args.question):
+                return 1
+        if not args.standin_only and not real_model_part(args.question, Path(workdir)):
+            return 1
     print(
-        "\nTo use a real model, point the same agent at any OpenAI-compatible server:\n"
+        "To use another model, point the same agent at any OpenAI-compatible server:\n"
         "  export ANKKA_MODEL_DEFAULT_PRESET=openai-compatible\n"
         "  export ANKKA_MODEL_DEFAULT_URL=http://127.0.0.1:8080/v1\n"
         "  export ANKKA_MODEL_DEFAULT_MODEL=<model name>\n"
