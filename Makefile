@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps demo test lint typecheck contracts unit integration cluster bench clean
+.PHONY: install deps demo test lint typecheck contracts unit integration cluster bench \
+	bench-gateway bench-operator clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,6 +54,17 @@ bench: install
 	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator,bench]'
 	$(BIN)/python bench/turn_overhead.py
 	$(BIN)/python bench/provider_overhead.py
+
+## The gateway against direct and the LiteLLM proxy. LiteLLM lives in a venv of its own: its
+## pins would downgrade packages in .venv.
+bench-gateway: install
+	test -x .cache/litellm-venv/bin/litellm || ( $(PYTHON) -m venv .cache/litellm-venv && \
+	  .cache/litellm-venv/bin/pip install --quiet 'litellm[proxy]' )
+	$(BIN)/python bench/gateway_overhead.py --litellm .cache/litellm-venv/bin/litellm
+
+## 200 Agents over 20 InstallationModels against the real control plane.
+bench-operator: deps
+	$(BIN)/python bench/operator_scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
