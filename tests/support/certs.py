@@ -1,6 +1,7 @@
 """Real X.509 certificates made in the test: a CA, a server and clients, as PEM files.
 
-The gateway's mTLS is tested with real handshakes, so its certificates are real: ECDSA P-256,
+The gateway's and the installation provider's mTLS are tested with real handshakes, so their
+certificates are real: ECDSA P-256,
 with the URI SANs ankka uses (``ankka://platform/models`` for the gateway,
 ``ankka://service/<namespace>/<agent>`` for a caller). :func:`write_tls_dir` writes a directory
 the way Kubernetes mounts a Secret (``tls.crt``, ``tls.key``, ``ca.crt``), each file replaced
@@ -58,40 +59,56 @@ class CA:
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(
+    @property
+    def cert_pem(self) -> bytes:
+        return self.pem
+
+    def issue(self, uri: str, *, server: bool = False, expired: bool = False) -> Issued:
+        """A leaf for ``uri``: a client certificate, or (``server``) one for localhost too."""
+        if server:
+            return self.leaf(uri, uris=(uri,), dns=("localhost",), ips=("127.0.0.1",))
+        return self.leaf(uri, uris=(uri,), client=True, expired=expired)
+
+    def leaf(
         self,
-        uri: str,
+        common_name: str,
         *,
-        server: bool = False,
+        uris: tuple[str, ...] = (),
+        dns: tuple[str, ...] = (),
+        ips: tuple[str, ...] = (),
+        client: bool = False,
         expired: bool = False,
     ) -> Issued:
+        """Any leaf this CA signs: the SANs given (none at all is allowed), client or server."""
         now = dt.datetime.now(dt.UTC)
         if expired:
             not_before, not_after = now - dt.timedelta(days=2), now - dt.timedelta(days=1)
         else:
             not_before, not_after = now - dt.timedelta(minutes=5), now + dt.timedelta(hours=24)
         key = ec.generate_private_key(ec.SECP256R1())
-        names: list[x509.GeneralName] = [x509.UniformResourceIdentifier(uri)]
-        if server:
-            names += [
-                x509.DNSName("localhost"),
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-            ]
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        names: list[x509.GeneralName] = [x509.UniformResourceIdentifier(u) for u in uris]
+        names += [x509.DNSName(d) for d in dns]
+        names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
         serial = x509.random_serial_number()
-        cert = (
+        builder = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, uri)]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(serial)
             .not_valid_before(not_before)
             .not_valid_after(not_after)
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .sign(self.key, hashes.SHA256())
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()),
+                critical=False,
+            )
         )
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
         return Issued(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key), serial)
 
 
@@ -122,6 +139,7 @@ def new_ca(name: str = "ankka platform CA") -> CA:
             ),
             critical=True,
         )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
     return CA(name, key, cert)
@@ -133,12 +151,14 @@ def _replace(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def write_tls_dir(directory: Path, *, server: Issued, ca_pem: bytes) -> None:
-    """Write (or replace) ``tls.crt``, ``tls.key`` and ``ca.crt``, key first, CA last."""
+def write_tls_dir(directory: Path, *, leaf: Issued, ca_pem: bytes) -> Path:
+    """Write (or replace) ``tls.crt``, ``tls.key`` and ``ca.crt``, key first, CA last, each
+    swapped in whole as Kubernetes updates a mounted Secret."""
     directory.mkdir(parents=True, exist_ok=True)
-    _replace(directory / "tls.key", server.key_pem)
-    _replace(directory / "tls.crt", server.cert_pem)
+    _replace(directory / "tls.key", leaf.key_pem)
+    _replace(directory / "tls.crt", leaf.cert_pem)
     _replace(directory / "ca.crt", ca_pem)
+    return directory
 
 
 def client_context(

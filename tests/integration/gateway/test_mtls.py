@@ -52,7 +52,7 @@ def platform(tmp_path: Path) -> Platform:
     ca = new_ca()
     server = ca.issue(GATEWAY_URI, server=True)
     tls_dir = tmp_path / "tls"
-    write_tls_dir(tls_dir, server=server, ca_pem=ca.pem)
+    write_tls_dir(tls_dir, leaf=server, ca_pem=ca.pem)
     client = client_context(ca, ca.issue(CALLER), tmp_path, stem="caller")
     return Platform(ca, server, tls_dir, client, tmp_path)
 
@@ -183,7 +183,7 @@ async def test_rotating_certificates_under_200_requests_in_flight_loses_none(
             # Rotate everything: a new CA, a new server certificate, new callers.
             new = new_ca("ankka platform CA, rotated")
             write_tls_dir(
-                platform.tls_dir, server=new.issue(GATEWAY_URI, server=True), ca_pem=new.pem
+                platform.tls_dir, leaf=new.issue(GATEWAY_URI, server=True), ca_pem=new.pem
             )
             rotated = platform.context(new, new.issue(CALLER), "rotated")
             await asyncio.to_thread(

@@ -36,9 +36,9 @@ async def test_the_runtime_reaches_a_model_through_the_gateway_over_mtls(
         }
     )
     ca = new_ca()
-    write_tls_dir(tmp_path / "gateway", server=ca.issue(GATEWAY_URI, server=True), ca_pem=ca.pem)
+    write_tls_dir(tmp_path / "gateway", leaf=ca.issue(GATEWAY_URI, server=True), ca_pem=ca.pem)
     service = ca.issue(SERVICE)
-    write_tls_dir(tmp_path / "service", server=service, ca_pem=ca.pem)
+    write_tls_dir(tmp_path / "service", leaf=service, ca_pem=ca.pem)
     verify = client_context(ca, service, tmp_path, stem="probe")
     gateway = start_gateway(
         [standin_model(standin.url)], tls_dir=tmp_path / "gateway", verify=verify

@@ -25,7 +25,7 @@ from ankka.runtime.providers.registry import providers_from_environment
 from ankka.runtime.standin.script import parse_script
 from ankka.runtime.standin.server import StandinState, create_app
 from ankka.runtime.tools import ToolSpec
-from tests.support.provider_certs import Authority, Leaf, write_tls_dir
+from tests.support.certs import CA, Issued, new_ca, write_tls_dir
 from tests.support.tls_server import serve_tls
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ COMPLETION_ONLY = {"capabilities": ["completion"]}
 class Platform:
     """The platform's CA, a gateway stand-in behind TLS, and the service's TLS folder."""
 
-    ca: Authority
+    ca: CA
     tls_dir: Path
     address: str
     state: StandinState
@@ -54,8 +54,8 @@ class Platform:
     def received(self) -> list[str]:
         return [r["path"] for r in self.state.requests]
 
-    def client_leaf(self) -> Leaf:
-        return self.ca.issue("service-a", uris=("ankka://service/a",), client=True)
+    def client_leaf(self) -> Issued:
+        return self.ca.leaf("service-a", uris=("ankka://service/a",), client=True)
 
     def provider(self, name: str = "brain", **more: str) -> CapabilityCheck:
         environ = {
@@ -79,11 +79,11 @@ def platform_factory(tmp_path: Path) -> Serve:
 
     @asynccontextmanager
     async def serve(
-        *, uris: tuple[str, ...] = (MODELS_URI,), server_ca: Authority | None = None
+        *, uris: tuple[str, ...] = (MODELS_URI,), server_ca: CA | None = None
     ) -> AsyncIterator[Platform]:
-        ca = Authority("ankka platform CA")
+        ca = new_ca("ankka platform CA")
         issuer = server_ca or ca
-        server = issuer.issue("gateway", uris=uris, dns=("localhost",), ips=("127.0.0.1",))
+        server = issuer.leaf("gateway", uris=uris, dns=("localhost",), ips=("127.0.0.1",))
         server_dir = tmp_path / "server"
         server_dir.mkdir(exist_ok=True)
         (server_dir / "tls.crt").write_bytes(server.cert_pem)
@@ -97,7 +97,7 @@ def platform_factory(tmp_path: Path) -> Serve:
             client_ca=server_dir / "client-ca.crt",
         ) as address:
             platform = Platform(ca, tmp_path / "service-tls", address, app.state.standin)
-            write_tls_dir(platform.tls_dir, platform.client_leaf(), ca)
+            write_tls_dir(platform.tls_dir, leaf=platform.client_leaf(), ca_pem=ca.pem)
             yield platform
 
     return serve
@@ -215,7 +215,7 @@ async def test_a_server_without_the_models_uri_san_is_refused(
 async def test_a_server_from_another_ca_is_refused(
     platform_factory: Serve, closing: list[ModelProvider]
 ) -> None:
-    async with platform_factory(server_ca=Authority("some other CA")) as platform:
+    async with platform_factory(server_ca=new_ca("some other CA")) as platform:
         platform.script(["secret answer"], {MODEL: COMPLETION_ONLY})
         provider = platform.provider()
         closing.append(provider)
@@ -236,15 +236,17 @@ async def test_a_rotated_client_certificate_is_used_without_a_restart(
     assert (await provider.complete(HELLO)).content == "before"
 
     # Rotated to a certificate the server does not trust: the next call must use it, and fail.
-    stranger = Authority("not the platform")
-    write_tls_dir(platform.tls_dir, stranger.issue("service-a", client=True), platform.ca)
+    stranger = new_ca("not the platform")
+    write_tls_dir(
+        platform.tls_dir, leaf=stranger.leaf("service-a", client=True), ca_pem=platform.ca.pem
+    )
     with pytest.raises(ModelUnavailable) as caught:
         await provider.complete(HELLO)
     assert "cannot reach the server" in str(caught.value)
     assert str(platform.tls_dir) in str(caught.value), "says where the certificate comes from"
 
     # Rotated again, to a new certificate from the platform's CA: the same provider answers.
-    write_tls_dir(platform.tls_dir, platform.client_leaf(), platform.ca)
+    write_tls_dir(platform.tls_dir, leaf=platform.client_leaf(), ca_pem=platform.ca.pem)
     assert (await provider.complete(HELLO)).content == "after"
     assert platform.received() == ["/api/show", "/v1/chat/completions", "/v1/chat/completions"]
 
