@@ -35,6 +35,11 @@ export CGO_ENABLED=0
 
 log() { printf '[controlplane %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
+# Go is needed only when something must be built; the machine's toolchain may be off PATH.
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
+
 have() { [[ -x "$BIN/$1" ]]; }
 
 timed() {
