@@ -209,7 +209,14 @@ async def _stream(runtime: Runtime, agent: str, session: str, message: str) -> R
 
     task = asyncio.create_task(runtime.run(agent, session, message, emit=emit))
     task.add_done_callback(lambda _: queue.put_nowait(_DONE))
-    first = await queue.get()
+    try:
+        first = await queue.get()
+    except asyncio.CancelledError:
+        # The caller left before the first event: the turn is theirs, so it goes too.
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise
     if first is _DONE and task.exception() is not None:
         exc = task.exception()
         assert isinstance(exc, Exception)
