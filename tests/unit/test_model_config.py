@@ -31,7 +31,7 @@ def test_names_may_contain_underscores() -> None:
 async def test_a_keyless_server_gets_the_bearer_none() -> None:
     provider = providers_from_environment(BASE)["default"]
     assert isinstance(provider, ChatCompletionsProvider)
-    assert provider._client.api_key == "none"
+    assert provider._transport.client.api_key == "none"
     await provider.aclose()
 
 

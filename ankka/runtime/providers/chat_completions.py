@@ -1,34 +1,21 @@
 """The Chat Completions provider: any OpenAI-compatible server, over the official ``openai`` SDK.
 
-The SDK is the transport (connection pooling, retries, SSE framing); ankka builds the request
-bytes and reads the answers itself (:mod:`.chat_wire`). SDK exceptions are translated here, in
-one place, into errors naming the provider the service configured, never the SDK's vendor.
+The SDK is the transport (:mod:`.openai_transport`: pooling, retries, SSE framing, error
+translation); ankka builds the request bytes and reads the answers itself (:mod:`.chat_wire`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx2
-import openai
 
 from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_wire import StreamAccumulator, encode_request, read_response
-from ankka.runtime.providers.failures import (
-    deadline,
-    for_status,
-    summarize_body,
-    timed_out,
-    unreachable,
-)
+from ankka.runtime.providers.openai_transport import NO_KEY, OpenAITransport, translate_error
 
 __all__ = ["NO_KEY", "ChatCompletionsProvider", "translate_error"]
-
-NO_KEY = "none"  # the bearer sent to servers that need no key
-_JSON = {"Content-Type": "application/json"}
 
 
 class ChatCompletionsProvider:
@@ -47,10 +34,11 @@ class ChatCompletionsProvider:
         self._model = model
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key or NO_KEY,
+        self._transport = OpenAITransport(
+            provider=name,
             base_url=self.base_url,
-            timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
+            api_key=api_key,
+            timeout=timeout,
             max_retries=max_retries,
             http_client=http_client,
         )
@@ -65,19 +53,7 @@ class ChatCompletionsProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body = encode_request(request, model=self._model, stream=False)
-        try:
-            async with deadline(self._name, self.timeout):
-                response = await self._client.post(
-                    "/chat/completions",
-                    cast_to=httpx2.Response,
-                    content=body,
-                    options={"headers": _JSON},
-                )
-                data = json.loads(await response.aread())
-        except openai.OpenAIError as exc:
-            raise translate_error(self._name, exc, self.timeout) from exc
-        except ValueError as exc:
-            raise ModelError(self._name, "the server did not answer JSON") from exc
+        data = await self._transport.post_json("/chat/completions", body)
         try:
             return read_response(data, model=self._model)
         except (ValueError, KeyError, TypeError) as exc:
@@ -88,41 +64,11 @@ class ChatCompletionsProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         body = encode_request(request, model=self._model, stream=True)
         accumulator = StreamAccumulator(self._model)
-        try:
-            # The deadline covers the wait for the answer to start; after that the SDK's
-            # read timeout bounds each gap between chunks.
-            async with deadline(self._name, self.timeout):
-                chunks = await self._client.post(
-                    "/chat/completions",
-                    cast_to=dict[str, Any],
-                    content=body,
-                    options={"headers": _JSON},
-                    stream=True,
-                    stream_cls=openai.AsyncStream[dict[str, Any]],
-                )
-            async with chunks:
-                async for chunk in chunks:
-                    text = accumulator.add(chunk)
-                    if text:
-                        yield TextDelta(text)
-        except openai.OpenAIError as exc:
-            raise translate_error(self._name, exc, self.timeout) from exc
+        async for chunk in self._transport.post_events("/chat/completions", body):
+            text = accumulator.add(chunk)
+            if text:
+                yield TextDelta(text)
         yield accumulator.result()
 
     async def aclose(self) -> None:
-        await self._client.close()
-
-
-def translate_error(provider: str, exc: openai.OpenAIError, timeout: float) -> ModelError:
-    """Map an SDK exception to ankka's error for ``provider``, keeping the SDK's words out."""
-    if isinstance(exc, openai.APITimeoutError):
-        return timed_out(provider, timeout)
-    if isinstance(exc, openai.APIConnectionError):
-        return unreachable(provider, exc.__cause__)
-    if isinstance(exc, openai.APIStatusError):
-        return for_status(provider, exc.status_code, summarize_body(exc.response))
-    if isinstance(exc, openai.APIError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        detail = str(body.get("message") or "no detail")[:300]
-        return ModelError(provider, f"the server reported an error mid-stream: {detail}")
-    return ModelError(provider, type(exc).__name__)
+        await self._transport.aclose()
