@@ -129,9 +129,17 @@ class Runtime:
         return effect, provider
 
     async def run(
-        self, agent: str, session: str, message: str, *, emit: Emit | None = None
+        self,
+        agent: str,
+        session: str,
+        message: str,
+        *,
+        emit: Emit | None = None,
+        planned: tuple[Turn, ModelProvider] | None = None,
     ) -> TurnResult:
-        effect, provider = self.plan(agent, session, message)
+        """Run one turn. ``planned`` is :meth:`plan`'s result when the caller already built it
+        (the HTTP layer does, to learn the answer's shape), so the handler runs once."""
+        effect, provider = planned or self.plan(agent, session, message)
         started = self.clock.monotonic()
         try:
             async with self.queue.turn(session):

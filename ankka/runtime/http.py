@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError
+from ankka.runtime.agents import Turn
 from ankka.runtime.host import Runtime, TurnResult
 from ankka.runtime.loop import LoopEvent
 from ankka.runtime.messages import (
@@ -36,7 +37,7 @@ from ankka.runtime.messages import (
     ToolResult,
     UserMessage,
 )
-from ankka.runtime.providers.base import TextDelta
+from ankka.runtime.providers.base import ModelProvider, TextDelta
 
 __all__ = ["create_app", "render_message"]
 
@@ -137,10 +138,10 @@ def create_app(runtime: Runtime) -> Starlette:
         session = request.path_params["session"]
         try:
             body = await _parse(request)
-            effect, _ = runtime.plan(agent, session, body.message)
-            if effect.streams:
-                return await _stream(runtime, agent, session, body.message)
-            result = await runtime.run(agent, session, body.message)
+            planned = runtime.plan(agent, session, body.message)
+            if planned[0].streams:
+                return await _stream(runtime, agent, session, body.message, planned)
+            result = await runtime.run(agent, session, body.message, planned=planned)
         except Exception as exc:
             return _from_exception(exc)
         return JSONResponse(_turn_json(result))
@@ -199,7 +200,13 @@ def create_app(runtime: Runtime) -> Starlette:
 _DONE = object()
 
 
-async def _stream(runtime: Runtime, agent: str, session: str, message: str) -> Response:
+async def _stream(
+    runtime: Runtime,
+    agent: str,
+    session: str,
+    message: str,
+    planned: tuple[Turn, ModelProvider],
+) -> Response:
     """Answer a stream-shaped agent as SSE. A failure before the first event is answered as an
     ordinary JSON error (a guardrail refusal is a 403, not a 200 with an error inside)."""
     queue: asyncio.Queue[LoopEvent | object] = asyncio.Queue()
@@ -207,7 +214,7 @@ async def _stream(runtime: Runtime, agent: str, session: str, message: str) -> R
     async def emit(event: LoopEvent) -> None:
         await queue.put(event)
 
-    task = asyncio.create_task(runtime.run(agent, session, message, emit=emit))
+    task = asyncio.create_task(runtime.run(agent, session, message, emit=emit, planned=planned))
     task.add_done_callback(lambda _: queue.put_nowait(_DONE))
     try:
         first = await queue.get()
