@@ -16,10 +16,10 @@ __all__ = ["main"]
 # may set DESCRIPTION and EPILOG for its --help (its docstring is the description otherwise).
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("ankka.runtime.cli_serve", "serve a service's agents over HTTP"),
-    "standin": ("ankka.runtime.cli_standin", "run the scripted stand-in model server"),
+    "standin": ("ankka.local.cli_standin", "run the scripted stand-in model server"),
     "gateway": ("ankka.gateway.cli", "run the checked model gateway (OpenAI-compatible, mTLS)"),
     "operator": ("ankka.operator.cli", "run the Kubernetes operator (extra 'operator')"),
-    "local-model": ("ankka.runtime.local_model", "serve a small real model (llama.cpp) locally"),
+    "local-model": ("ankka.local.local_model", "serve a small real model (llama.cpp) locally"),
 }
 
 

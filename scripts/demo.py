@@ -62,7 +62,7 @@ def ask(store: str, env: dict[str, str], question: str) -> bool:
 
 
 def real_model_part(question: str, workdir: Path) -> bool:
-    from ankka.runtime import local_model
+    from ankka.local import local_model
 
     try:
         local_model.find_server_binary()

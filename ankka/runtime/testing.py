@@ -17,7 +17,7 @@ from typing import Any
 from ankka._kernel.errors import ModelError
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
-from ankka.runtime.standin.script import ScriptTurn, parse_turn
+from ankka.runtime.script import ScriptTurn, parse_turn
 
 __all__ = ["ScriptExhausted", "ScriptedProvider"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ankka.runtime import local_model
+from ankka.local import local_model
 
 __all__ = ["LlamaServer", "llama_server"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ankka.runtime import local_model
-from ankka.runtime.local_model import (
+from ankka.local import local_model
+from ankka.local.local_model import (
     INSTALL_COMMAND,
     LIBRARY_LINKS,
     NotInstalledError,

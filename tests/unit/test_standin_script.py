@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.standin.script import parse_script
-from ankka.runtime.standin.server import StandinState
+from ankka.local.standin.server import StandinState
+from ankka.runtime.script import parse_script
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from ankka._kernel.errors import RequestError
+from ankka.local.standin import anthropic_messages, responses
 from ankka.runtime.messages import (
     AssistantMessage,
     Message,
@@ -23,8 +24,7 @@ from ankka.runtime.messages import (
 )
 from ankka.runtime.providers import anthropic_wire, responses_wire
 from ankka.runtime.providers.base import ModelRequest, OutputSchema
-from ankka.runtime.standin import anthropic_messages, responses
-from ankka.runtime.standin.script import parse_turn
+from ankka.runtime.script import parse_turn
 
 CALL = ToolCall("call_1", "get_weather", '{"city":"Oslo"}')
 THINKING = ProviderState("anthropic", ({"type": "thinking", "thinking": "t", "signature": "s"},))

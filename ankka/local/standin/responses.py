@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ankka.runtime.messages import Usage
-from ankka.runtime.standin.script import ScriptTurn
+from ankka.runtime.script import ScriptTurn
 
 __all__ = ["answer", "events", "reasoning_id"]
 

@@ -29,8 +29,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.standin import anthropic_messages, chat_completions, responses
-from ankka.runtime.standin.script import Script, ScriptedModel, ScriptTurn, parse_script
+from ankka.local.standin import anthropic_messages, chat_completions, responses
+from ankka.runtime.script import Script, ScriptedModel, ScriptTurn, parse_script
 
 __all__ = ["StandinState", "create_app"]
 

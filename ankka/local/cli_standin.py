@@ -36,8 +36,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ankka.runtime.standin.script import load_script
-    from ankka.runtime.standin.server import create_app
+    from ankka.local.standin.server import create_app
+    from ankka.runtime.script import load_script
 
     try:
         script = load_script(args.script)
