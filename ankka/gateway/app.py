@@ -159,7 +159,13 @@ class Gateway:
         self.metrics.of(upstream.name, caller).requests.inc()
         if await self._refused(upstream, request, caller, send):
             return
-        await self._send_upstream(upstream, raw, request, caller, receive, send)
+        try:
+            sent = check.forward_body(raw, request, upstream_model=upstream.spec.upstream_model)
+        except check.BadRequest as exc:
+            self.metrics.refused(upstream.name, caller, exc.code)
+            await send_error(send, 400, exc.message, code=exc.code, param=exc.param)
+            return
+        await self._send_upstream(upstream, sent, request, caller, receive, send)
 
     async def _refused(
         self, upstream: Upstream, request: check.Inspected, caller: str, send: Send
@@ -197,7 +203,7 @@ class Gateway:
     async def _send_upstream(
         self,
         upstream: Upstream,
-        raw: bytes,
+        body: bytes,
         request: check.Inspected,
         caller: str,
         receive: Receive,
@@ -225,7 +231,7 @@ class Gateway:
                 self._pool,
                 spec,
                 upstream.endpoint,
-                check.forward_body(raw, request, upstream_model=spec.upstream_model),
+                body,
                 stream=request.stream,
                 receive=receive,
                 send=send,
@@ -256,7 +262,7 @@ class Gateway:
     async def _show(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             body = json.loads(await read_body(scope, receive, 64 * 1024))
-        except (ValueError, TooLarge, ConnectionResetError):
+        except (ValueError, RecursionError, TooLarge, ConnectionResetError):
             await send_json(send, 400, {"error": 'send a JSON object {"model": "<name>"}'})
             return
         name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
