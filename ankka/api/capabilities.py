@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ankka._kernel.redact import redact
+
 __all__ = [
     "Capability",
     "ModelCapabilities",
@@ -190,6 +192,7 @@ class ProbeError(Exception):
     """A model's capabilities could not be learned; says which model and why."""
 
     def __init__(self, model: str, reason: str) -> None:
+        reason = redact(reason)  # the reason may quote the server or a URL with credentials
         super().__init__(f"could not learn what model {model!r} can do: {reason}")
         self.model = model
         self.reason = reason

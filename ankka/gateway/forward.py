@@ -19,6 +19,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from ankka._kernel.redact import MIN_SECRET, REDACTED, redact_bytes
 from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
 from ankka.gateway.models_file import ModelSpec
 from ankka.gateway.upstream import (
@@ -93,6 +94,19 @@ def _failure(spec: ModelSpec, exc: UpstreamError) -> tuple[int, str, str, str]:
         f"model {name!r} failed while answering ({type(exc).__name__}); try again",
         "protocol",
     )
+
+
+def _without_secrets(content: bytes, spec: ModelSpec, *, error: bool) -> bytes:
+    """The answer without the model's key; an error body also without credential shapes.
+
+    Servers that refuse a key often quote it back. An answer is only searched for the exact
+    key (a model's own text may well mention ``sk-`` or ``Bearer``)."""
+    key = spec.bearer().encode()
+    if error:
+        return redact_bytes(content, (key,))
+    if len(key) >= MIN_SECRET and key in content:
+        return content.replace(key, REDACTED.encode())
+    return content
 
 
 async def forward(
@@ -201,6 +215,7 @@ async def _relay_whole(
         metrics.upstream_error(spec.name, caller, f"http_{response.status}")
     elif response.status == 200:
         _count_usage(content[-2048:], of)
+    content = _without_secrets(content, spec, error=response.status != 200)
     content_type = response.header(b"content-type", b"application/json")
     outcome.answered = True
     await send_bytes(send, response.status, content, content_type=content_type)

@@ -4,7 +4,8 @@
   Responses) and ``POST /v1/messages`` (Anthropic Messages): the next turn of the one script,
   as JSON or (``"stream": true``) as SSE in that endpoint's shape. A turn with ``status``
   answers that HTTP error in the endpoint's error shape. Given an ``api_key``, a request
-  whose bearer or ``x-api-key`` differs is answered 401. A Responses request that replays a
+  whose bearer or ``x-api-key`` differs is answered 401, quoting the credential it was sent (as
+  some real servers do, so tests prove ankka hides it). A Responses request that replays a
   reasoning item from before its last user message is answered 400, as OpenAI holds a replay
   to the current turn.
 - ``GET /_standin/requests``: what it received, in order (path, selected headers, body, and
@@ -213,7 +214,9 @@ def create_app(script: Script, *, model: str = "standin", api_key: str | None = 
         if not _authorized(request, api_key):
             record["answered"] = state.next_tick()
             kind = "authentication_error"
-            return _error(401, kind, "the stand-in was given a different API key", shape)
+            # Echoed on purpose, as some real servers do: ankka must hide it (issue 13).
+            sent = request.headers.get("authorization") or request.headers.get("x-api-key")
+            return _error(401, kind, f"the stand-in was given a different API key: {sent}", shape)
         if shape == "responses" and _stale_reasoning(body):
             record["answered"] = state.next_tick()
             return _error(

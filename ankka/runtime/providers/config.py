@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ankka._kernel.errors import ConfigurationError
+from ankka._kernel.redact import remember
 
 __all__ = [
     "ADDRESS_VARIABLE",
@@ -248,6 +249,7 @@ def _model(name: str, values: dict[str, str], environ: Mapping[str, str]) -> Mod
     if preset.name == "installation":
         values["URL"], tls_dir = _installation(name, environ)
     settings = ModelSettings(name, preset, values, tls_dir)
+    remember(*(v for k, v in values.items() if SETTINGS[k].secret))  # hidden from every error
     settings.timeout()  # validate now, at start
     settings.max_tokens()
     return settings
