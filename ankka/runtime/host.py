@@ -26,6 +26,7 @@ from ankka.runtime.loop import Emit, TurnOutcome, run_turn
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.config import env_name, find_model
 from ankka.runtime.sessions import SessionQueue, SharedSessionLock
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
@@ -118,10 +119,10 @@ class Runtime:
             raise ConfigurationError(
                 f"agent {agent!r}: its handler returned {type(effect).__name__}, not a Turn"
             )
-        provider = self.providers.get(effect.model)
+        provider = find_model(self.providers, effect.model)
         if provider is None:
             configured = ", ".join(sorted(self.providers)) or "none"
-            env = f"ANKKA_MODEL_{effect.model.upper().replace('-', '_')}_PRESET"
+            env = env_name(effect.model, "PRESET")
             raise ConfigurationError(
                 f"agent {agent!r} asks for model {effect.model!r}, which is not configured "
                 f"(configured: {configured}); set {env} and its settings"
