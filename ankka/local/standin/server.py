@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.local.standin import anthropic_messages, chat_completions, responses
-from ankka.runtime.script import Script, ScriptedModel, ScriptTurn, parse_script
+from ankka.runtime.script import Script, ScriptedModel, ScriptTurn, TurnQueue, parse_script
 
 __all__ = ["StandinState", "create_app"]
 
@@ -41,16 +41,18 @@ _SHAPES = ("chat", "responses", "anthropic")
 
 @dataclass
 class StandinState:
-    turns: list[ScriptTurn]
+    queue: TurnQueue
     models: dict[str, ScriptedModel] = field(default_factory=dict)
-    served: int = 0
     tick: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
-    used: list[bool] = field(default_factory=list)
-    first_unserved: int = 0
 
-    def __post_init__(self) -> None:
-        self.used = [False] * len(self.turns)
+    @property
+    def turns(self) -> list[ScriptTurn]:
+        return self.queue.turns
+
+    @property
+    def served(self) -> int:
+        return self.queue.served
 
     def next_tick(self) -> int:
         self.tick += 1
@@ -58,21 +60,11 @@ class StandinState:
 
     def take(self, last_role: str | None) -> tuple[int, ScriptTurn | None]:
         """The first unserved turn that fits the request, and its number (1-based)."""
-        number = self.served + 1
-        while self.first_unserved < len(self.turns) and self.used[self.first_unserved]:
-            self.first_unserved += 1
-        for index in range(self.first_unserved, len(self.turns)):
-            if not self.used[index] and self.turns[index].fits(last_role):
-                self.used[index] = True
-                self.served += 1
-                return number, self.turns[index]
-        return number, None
+        number = self.queue.served + 1
+        return number, self.queue.take(last_role)
 
     def reset(self, turns: list[ScriptTurn]) -> None:
-        self.turns = turns
-        self.used = [False] * len(turns)
-        self.first_unserved = 0
-        self.served = 0
+        self.queue = TurnQueue(turns)
         self.requests.clear()
 
 
@@ -186,7 +178,7 @@ def ollama_show(model: ScriptedModel) -> dict[str, Any]:
 
 
 def create_app(script: Script, *, model: str = "standin", api_key: str | None = None) -> Starlette:
-    state = StandinState(list(script.turns), dict(script.models))
+    state = StandinState(TurnQueue(list(script.turns)), dict(script.models))
 
     async def chat(request: Request) -> Response:
         return await answer(request, "chat")
