@@ -12,7 +12,7 @@ that list, beside optional settings::
     models:
       - name: smollm2             # the name callers put in "model"
         kind: llamacpp            # ollama | llamacpp | openai
-        url: http://127.0.0.1:8080  # the server's base address, without /v1
+        url: http://127.0.0.1:8080  # the server's base address; a trailing /v1 is dropped
         upstream_model: SmolLM2-135M-Instruct.Q4_1.gguf  # optional: the name the server uses
         capabilities: [completion, tools]   # required for openai; ignored for the others
         thinking: [low, high]               # optional, openai only: the efforts offered
@@ -35,7 +35,7 @@ import yaml
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import UpstreamKind
 
-__all__ = ["ModelSpec", "Models", "ModelsFile", "ModelsFileError", "parse_models"]
+__all__ = ["ModelSpec", "Models", "ModelsFile", "ModelsFileError", "base_address", "parse_models"]
 
 _KINDS: tuple[UpstreamKind, ...] = ("ollama", "llamacpp", "openai")
 _ENTRY_KEYS = {
@@ -153,7 +153,7 @@ def _entry(raw: object, index: int) -> ModelSpec:
     return ModelSpec(
         name=name,
         kind=cast(UpstreamKind, kind),
-        url=url.rstrip("/"),
+        url=base_address(url),
         upstream_model=upstream,
         capabilities=capabilities,
         thinking=tuple(thinking_raw),
@@ -168,6 +168,17 @@ def _entry(raw: object, index: int) -> ModelSpec:
         ),
         api_key_env=key_env,
     )
+
+
+def base_address(url: str) -> str:
+    """The one rule for ``url``: the server's base address, so a trailing ``/v1`` is dropped.
+
+    OpenAI-compatible base URLs are usually written with ``/v1`` (the runtime's own
+    ``ANKKA_MODEL_<NAME>_URL`` is), while the gateway adds ``/v1/chat/completions`` and probes
+    ``/api/show`` and ``/props`` at the base; both spellings therefore name the same server.
+    """
+    url = url.rstrip("/")
+    return url.removesuffix("/v1")
 
 
 def parse_models(data: Any) -> Models:
@@ -224,11 +235,13 @@ class ModelsFile:
             raise ModelsFileError(
                 f"cannot read the models file {self.path}: {exc.strerror}"
             ) from exc
+        # Seen, whether or not it parses: a broken file is reported once per change, not on
+        # every poll until someone fixes it.
+        self._seen = stamp
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ModelsFileError(f"the models file {self.path} is not YAML: {exc}") from exc
-        self._seen = stamp
         try:
             return parse_models(data)
         except ModelsFileError as exc:

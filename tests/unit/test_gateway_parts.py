@@ -171,3 +171,48 @@ def test_the_file_the_operator_renders_is_read_as_it_is_rendered() -> None:
     ]
     assert [s.upstream_model for s in models.specs] == ["hosted", "qwen3:4b"]
     assert parse_models(yaml.safe_load(operator_models_file([]))).specs == ()
+
+
+# The models file's small defects (issue 13, defect 7).
+
+
+def _poll(registry: Registry, models_file: ModelsFile) -> None:
+    """What the maintenance loop does each poll."""
+    if models_file.changed():
+        registry.reload(models_file)
+
+
+def test_a_broken_models_file_is_logged_once_per_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": [OLLAMA]}))
+    models_file = ModelsFile(path)
+    registry = Registry(models_file.load(), NoClient())
+    path.write_text("models: [ {name: small\n")  # a YAML syntax error
+
+    with caplog.at_level("ERROR", logger="ankka.gateway"):
+        for _ in range(5):
+            _poll(registry, models_file)
+    assert len([r for r in caplog.records if "not YAML" in r.getMessage()]) == 1
+    assert list(registry.upstreams) == ["small"], "the models read before stay in service"
+
+    path.write_text("models: [ {name: another\n")  # a different mistake is a change: logged again
+    with caplog.at_level("ERROR", logger="ankka.gateway"):
+        _poll(registry, models_file)
+    assert len([r for r in caplog.records if "not YAML" in r.getMessage()]) == 2
+
+
+@pytest.mark.parametrize(
+    "url", ["http://h:8080", "http://h:8080/", "http://h:8080/v1", "http://h:8080/v1/"]
+)
+def test_a_url_with_or_without_v1_is_the_same_server(url: str) -> None:
+    [spec] = parse_models({"models": [{**OLLAMA, "url": url}]}).specs
+    assert spec.url == "http://h:8080"
+    registry = Registry(parse_models({"models": [{**OLLAMA, "url": url}]}), NoClient())
+    assert registry.upstreams["small"].endpoint.path == "/v1/chat/completions"
+
+
+def test_a_url_with_a_path_keeps_it() -> None:
+    [spec] = parse_models({"models": [{**OLLAMA, "url": "http://h/ollama/v1"}]}).specs
+    assert spec.url == "http://h/ollama"
