@@ -75,6 +75,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=16 * 1024 * 1024,
         help="largest request body accepted; larger ones get 413 (%(default)s)",
     )
+    serve.add_limit_options(parser, env_prefix="ANKKA_GATEWAY_")
     parser.add_argument(
         "--tls-reload-interval",
         type=float,
@@ -113,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except (AnkkaError, TLSFilesError) as exc:
         return _refuse(str(exc))
+    limits = serve.limits_from(args)
     host = args.host or ("0.0.0.0" if tls is not None else "127.0.0.1")
     sock = serve.bind(host, args.port)
     health_sock = serve.bind(host, args.health_port) if args.health_port >= 0 else None
@@ -122,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(gateway)
             if health_sock is not None:
-                await stack.enter_async_context(HealthPort(health_sock, gateway.operations))
+                await stack.enter_async_context(
+                    HealthPort(health_sock, gateway.operations, limits=limits)
+                )
                 shown, port = health_sock.getsockname()[:2]
                 print(f"ankka gateway: health on http://{shown}:{port}", flush=True)
             if tls is not None:
@@ -133,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 name="ankka gateway",
                 ssl_context=tls.context if tls is not None else None,
                 proxy_headers=False,  # callers are known by certificate, not by headers
+                limits=limits,
             )
         return 0
 

@@ -34,6 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_limit_options(parser)
 
 
 def load_service(target: str) -> object:
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
+    limits = serve.limits_from(args)
     sock = serve.bind(args.host, args.port)
 
     async def main() -> int:
@@ -89,7 +91,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
         try:
             await serve.serve_forever(
-                create_app(runtime), sock, name="ankka serve", access_log=args.access_log
+                create_app(runtime),
+                sock,
+                name="ankka serve",
+                access_log=args.access_log,
+                limits=limits,
             )
         finally:
             await runtime.aclose()
