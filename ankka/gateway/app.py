@@ -26,6 +26,7 @@ from ankka.gateway.forward import forward
 from ankka.gateway.limits import QueueFull
 from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
 from ankka.gateway.models_file import Models, ModelsFile
+from ankka.gateway.openapi import DOCUMENT
 from ankka.gateway.registry import Registry, Upstream
 from ankka.gateway.upstream import Pool
 from ankka.gateway.wire import (
@@ -113,6 +114,8 @@ class Gateway:
         elif path in _OPERATIONS and method == "GET":
             status, content_type, body = self.operations(path)
             await send_bytes(send, status, body, content_type=content_type)
+        elif path == "/openapi.json" and method == "GET":
+            await send_json(send, 200, DOCUMENT)
         else:
             await send_error(
                 send,
