@@ -22,6 +22,7 @@ import httpx
 
 from ankka.api.capabilities import to_ollama_show
 from ankka.gateway import check
+from ankka.gateway.callers import UNIDENTIFIED, allowed
 from ankka.gateway.forward import forward
 from ankka.gateway.limits import QueueFull
 from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
@@ -127,6 +128,16 @@ class Gateway:
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = caller_of(scope)
+        if caller == UNIDENTIFIED:
+            self.metrics.refused(UNKNOWN_MODEL, caller, "caller_unidentified")
+            await send_error(
+                send,
+                403,
+                "the client certificate names no ankka:// identity (a URI SAN such as "
+                "ankka://service/<namespace>/<agent>); use a certificate the platform issued",
+                code="caller_unidentified",
+            )
+            return
         try:
             raw = await read_body(scope, receive, self.max_body)
         except TooLarge as exc:
@@ -160,6 +171,18 @@ class Gateway:
             )
             return
         self.metrics.of(upstream.name, caller).requests.inc()
+        if not allowed(upstream.spec.callers, caller):
+            self.metrics.refused(upstream.name, caller, "caller_not_allowed")
+            await send_error(
+                send,
+                403,
+                f"caller {caller!r} may not use model {upstream.name!r}: the models file lists "
+                "who may (its 'callers', rendered from each Agent's spec.models); declare the "
+                "model in the calling Agent",
+                code="caller_not_allowed",
+                param="model",
+            )
+            return
         if await self._refused(upstream, request, caller, send):
             return
         try:
@@ -214,9 +237,22 @@ class Gateway:
     ) -> None:
         spec = upstream.spec
         limit = upstream.limit
+        per_caller = upstream.callers_in_flight
+        if not per_caller.enter(caller):
+            self.metrics.refused(spec.name, caller, "caller_busy")
+            await send_error(
+                send,
+                429,
+                f"caller {caller!r} already has {per_caller.limit} request(s) in flight on "
+                f"model {spec.name!r} (max_in_flight_per_caller); retry after a second",
+                code="caller_busy",
+                headers=[(b"retry-after", b"1")],
+            )
+            return
         try:
             await limit.acquire()
         except QueueFull as exc:
+            per_caller.leave(caller)
             self.metrics.refused(spec.name, caller, "queue_full")
             await send_error(
                 send,
@@ -227,6 +263,9 @@ class Gateway:
                 headers=[(b"retry-after", b"1")],
             )
             return
+        except BaseException:  # cancelled while waiting in line: the caller left
+            per_caller.leave(caller)
+            raise
         gauge = self.metrics.in_flight_of(spec.name)
         gauge.inc()
         try:
@@ -247,6 +286,7 @@ class Gateway:
         finally:
             gauge.dec()
             limit.release()
+            per_caller.leave(caller)
 
     def _list_models(self) -> dict[str, Any]:
         data = []

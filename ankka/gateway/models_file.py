@@ -20,6 +20,8 @@ that list, beside optional settings::
         max_queue: 64             # optional: requests waiting beyond that (default 100)
         timeout_s: 600            # optional: upstream read timeout (default 600)
         api_key_env: VENDOR_KEY   # optional: the environment variable holding the bearer key
+        callers: [ankka://service/team-a/helper]  # optional: only these may use it
+        max_in_flight_per_caller: 4  # optional: one caller's requests in flight at once
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import yaml
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import UpstreamKind
+from ankka.gateway.callers import caller_names
 
 __all__ = ["ModelSpec", "Models", "ModelsFile", "ModelsFileError", "base_address", "parse_models"]
 
@@ -49,6 +52,8 @@ _ENTRY_KEYS = {
     "max_queue",
     "timeout_s",
     "api_key_env",
+    "callers",
+    "max_in_flight_per_caller",
 }
 _TOP_KEYS = {"models", "probe_interval_s"}
 
@@ -71,6 +76,9 @@ class ModelSpec:
     max_queue: int = 100
     timeout_s: float = 600.0
     api_key_env: str | None = None
+    # Who may use the model (caller_name forms); None: every authenticated caller.
+    callers: frozenset[str] | None = None
+    max_in_flight_per_caller: int | None = None
 
     def probe_identity(self) -> tuple[object, ...]:
         """What decides the capabilities: a reload that keeps it keeps the probed answer."""
@@ -167,7 +175,25 @@ def _entry(raw: object, index: int) -> ModelSpec:
             _positive_number(raw["timeout_s"], where, "timeout_s") if "timeout_s" in raw else 600.0
         ),
         api_key_env=key_env,
+        callers=_callers(raw, where),
+        max_in_flight_per_caller=(
+            _positive_int(raw["max_in_flight_per_caller"], where, "max_in_flight_per_caller")
+            if "max_in_flight_per_caller" in raw
+            else None
+        ),
     )
+
+
+def _callers(raw: Mapping[str, Any], where: str) -> frozenset[str] | None:
+    if "callers" not in raw:
+        return None
+    listed = raw["callers"]
+    if not isinstance(listed, list) or not all(isinstance(c, str) and c for c in listed):
+        raise ModelsFileError(
+            f"{where}: 'callers' must be a list of caller identities, e.g. "
+            "[ankka://service/team-a/helper]"
+        )
+    return caller_names(listed)
 
 
 def base_address(url: str) -> str:

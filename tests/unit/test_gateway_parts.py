@@ -11,6 +11,7 @@ import yaml
 
 from ankka._kernel.tls import peer_uri_sans
 from ankka.api.capabilities import Capability, ModelCapabilities
+from ankka.gateway.callers import CallersInFlight, allowed
 from ankka.gateway.limits import ConcurrencyLimit, QueueFull
 from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
 from ankka.gateway.registry import Registry
@@ -216,3 +217,46 @@ def test_a_url_with_or_without_v1_is_the_same_server(url: str) -> None:
 def test_a_url_with_a_path_keeps_it() -> None:
     [spec] = parse_models({"models": [{**OLLAMA, "url": "http://h/ollama/v1"}]}).specs
     assert spec.url == "http://h/ollama"
+
+
+# Who may use a model (issue 13, defect 12).
+
+
+def test_callers_are_read_in_the_form_the_caller_is_named() -> None:
+    entry = {
+        **OLLAMA,
+        "callers": ["ankka://service/team-a/helper", "ankka://platform/operator", "team-b/x"],
+        "max_in_flight_per_caller": 2,
+    }
+    [spec] = parse_models({"models": [entry]}).specs
+    assert spec.callers == frozenset({"team-a/helper", "ankka://platform/operator", "team-b/x"})
+    assert spec.max_in_flight_per_caller == 2
+    [open_model] = parse_models({"models": [OLLAMA]}).specs
+    assert open_model.callers is None
+
+
+@pytest.mark.parametrize("callers", ["team-a/helper", [""], [3]])
+def test_callers_must_be_a_list_of_identities(callers: object) -> None:
+    with pytest.raises(ModelsFileError, match="'callers' must be a list"):
+        parse_models({"models": [{**OLLAMA, "callers": callers}]})
+
+
+@pytest.mark.parametrize(
+    ("uris", "caller"),
+    [
+        (("ankka://service/ns/agent",), "ns/agent"),
+        (("spiffe://x", "ankka://platform/operator"), "ankka://platform/operator"),
+        (("spiffe://x",), "unidentified"),
+        ((), "unidentified"),
+    ],
+)
+def test_a_caller_is_named_by_its_ankka_uri_only(uris: tuple[str, ...], caller: str) -> None:
+    assert caller_of({"extensions": {"tls": {"peer_uri_sans": uris}}}) == caller
+
+
+def test_one_callers_requests_in_flight_are_counted_apart() -> None:
+    counts = CallersInFlight(1)
+    assert counts.enter("a") and not counts.enter("a") and counts.enter("b")
+    counts.leave("a")
+    assert counts.enter("a")
+    assert allowed(None, "anyone") and not allowed(frozenset({"a"}), "b")
