@@ -37,7 +37,7 @@ def service_with(**turn_options: Any) -> Service:
 
 async def test_a_tool_round_runs_the_tool_and_sends_its_result_back(make_runtime: Any) -> None:
     runtime, provider = await make_runtime(service_with(), [CALL_OSLO, {"text": "It is sunny."}])
-    result = await runtime.run("weather", "s", "Weather in Oslo?")
+    result = await runtime.run(runtime.plan("weather", "s", "Weather in Oslo?"))
     assert result.reply == "It is sunny."
     second = provider.requests[1].messages
     assert isinstance(second[-1], ToolResult)
@@ -53,7 +53,7 @@ async def test_a_failing_tool_is_an_error_result_and_the_turn_goes_on(make_runti
         {"text": "I could not find Atlantis."},
     ]
     runtime, provider = await make_runtime(service_with(), script)
-    result = await runtime.run("weather", "s", "Weather in Atlantis?")
+    result = await runtime.run(runtime.plan("weather", "s", "Weather in Atlantis?"))
     assert result.reply == "I could not find Atlantis."
     sent = provider.requests[1].messages[-1]
     assert isinstance(sent, ToolResult)
@@ -68,7 +68,7 @@ async def test_arguments_that_do_not_decode_are_an_error_result(make_runtime: An
         {"text": "Sorry."},
     ]
     runtime, provider = await make_runtime(service_with(), script)
-    await runtime.run("weather", "s", "Weather?")
+    await runtime.run(runtime.plan("weather", "s", "Weather?"))
     first = provider.requests[1].messages[-1]
     second = provider.requests[2].messages[-1]
     assert isinstance(first, ToolResult) and first.is_error
@@ -81,7 +81,7 @@ async def test_an_unknown_tool_is_an_error_result_naming_the_offered_tools(
 ) -> None:
     script = [{"tool_calls": [{"name": "get_wether"}]}, {"text": "ok"}]
     runtime, provider = await make_runtime(service_with(), script)
-    await runtime.run("weather", "s", "Weather?")
+    await runtime.run(runtime.plan("weather", "s", "Weather?"))
     result = provider.requests[1].messages[-1]
     assert isinstance(result, ToolResult) and result.is_error
     assert "get_wether" in result.content and "get_weather" in result.content
@@ -92,7 +92,7 @@ async def test_a_model_still_asking_for_tools_after_the_limit_fails_the_turn(
 ) -> None:
     runtime, provider = await make_runtime(service_with(max_tool_rounds=2), [CALL_OSLO] * 3)
     with pytest.raises(TurnFailed, match="after 2 tool rounds"):
-        await runtime.run("weather", "s", "Weather?")
+        await runtime.run(runtime.plan("weather", "s", "Weather?"))
     assert len(provider.requests) == 3
     assert await runtime.messages("s") == []
 
@@ -100,7 +100,7 @@ async def test_a_model_still_asking_for_tools_after_the_limit_fails_the_turn(
 async def test_the_default_limit_is_one_hundred_rounds(make_runtime: Any) -> None:
     script = [CALL_OSLO] * 100 + [{"text": "done"}]
     runtime, provider = await make_runtime(service_with(), script)
-    result = await runtime.run("weather", "s", "Weather?")
+    result = await runtime.run(runtime.plan("weather", "s", "Weather?"))
     assert result.reply == "done"
     assert provider.remaining == 0
 
@@ -108,7 +108,7 @@ async def test_the_default_limit_is_one_hundred_rounds(make_runtime: Any) -> Non
 async def test_an_exhausted_script_fails_loudly(make_runtime: Any) -> None:
     runtime, _ = await make_runtime(service_with(), [CALL_OSLO])
     with pytest.raises(ScriptExhausted, match="ran out"):
-        await runtime.run("weather", "s", "Weather?")
+        await runtime.run(runtime.plan("weather", "s", "Weather?"))
 
 
 def recording(name: str, log: list[str], refuse: bool = False) -> Guardrail:
@@ -126,7 +126,7 @@ async def test_input_guardrails_run_in_order_and_stop_at_the_first_refusal(
     rails = [recording("a", log), recording("b", log, refuse=True), recording("c", log)]
     runtime, provider = await make_runtime(service_with(input_guardrails=rails), ["never"])
     with pytest.raises(Refused) as refused:
-        await runtime.run("weather", "s", "hello")
+        await runtime.run(runtime.plan("weather", "s", "hello"))
     assert log == ["a", "b"]
     assert refused.value.reason == "b says no"
     assert "input guardrail 'b'" in str(refused.value)
@@ -149,11 +149,11 @@ async def test_an_output_refusal_leaves_memory_untouched(make_runtime: Any) -> N
         )
 
     runtime, _ = await make_runtime(service, ["first answer", "the secret is 42"])
-    await runtime.run("a", "s", "one")
+    await runtime.run(runtime.plan("a", "s", "one"))
     before = await runtime.messages("s")
     refuse["on"] = True
     with pytest.raises(Refused, match="mentions the secret"):
-        await runtime.run("a", "s", "two")
+        await runtime.run(runtime.plan("a", "s", "two"))
     assert await runtime.messages("s") == before
     assert log == ["first answer", "the secret is 42"]
 
@@ -175,7 +175,7 @@ def typed_service() -> Service:
 
 async def test_a_typed_answer_decodes_into_its_type(make_runtime: Any) -> None:
     runtime, provider = await make_runtime(typed_service(), ['{"city": "Oslo", "celsius": 1.5}'])
-    result = await runtime.run("typed", "s", "Forecast?")
+    result = await runtime.run(runtime.plan("typed", "s", "Forecast?"))
     assert result.outcome.value == Forecast(city="Oslo", celsius=1.5)
     assert result.reply == {"city": "Oslo", "celsius": 1.5}
     output = provider.requests[0].output
@@ -187,7 +187,7 @@ async def test_a_typed_answer_that_does_not_decode_fails_and_writes_nothing(
 ) -> None:
     runtime, _ = await make_runtime(typed_service(), ["It will be sunny, probably."])
     with pytest.raises(TurnFailed, match="Forecast"):
-        await runtime.run("typed", "s", "Forecast?")
+        await runtime.run(runtime.plan("typed", "s", "Forecast?"))
     assert await runtime.messages("s") == []
 
 
@@ -202,7 +202,7 @@ async def test_usage_is_summed_per_turn_and_attached_to_the_last_answer_only(
         },
     ]
     runtime, _ = await make_runtime(service_with(), script)
-    result = await runtime.run("weather", "s", "Weather?")
+    result = await runtime.run(runtime.plan("weather", "s", "Weather?"))
     assert result.outcome.usage.as_dict() == {
         "input_tokens": 30,
         "output_tokens": 5,
@@ -253,24 +253,24 @@ def texts(messages: Any) -> list[str]:
 )
 async def test_memory_read_policies(make_runtime: Any, memory: Memory, expected: list[str]) -> None:
     runtime, provider = await make_runtime(memory_service(memory), ["a1", "a2", "a3", "a4"])
-    await runtime.run("writer", "s", "w1")
-    await runtime.run("other", "s", "o1")
-    await runtime.run("writer", "s", "w2")
-    await runtime.run("reader", "s", "now")
+    await runtime.run(runtime.plan("writer", "s", "w1"))
+    await runtime.run(runtime.plan("other", "s", "o1"))
+    await runtime.run(runtime.plan("writer", "s", "w2"))
+    await runtime.run(runtime.plan("reader", "s", "now"))
     assert texts(provider.requests[-1].messages) == expected
 
 
 async def test_an_agent_that_does_not_write_leaves_no_trace(make_runtime: Any) -> None:
     runtime, _ = await make_runtime(memory_service(Memory.all(), write=False), ["a1", "a2"])
-    await runtime.run("writer", "s", "w1")
-    await runtime.run("reader", "s", "routing chatter")
+    await runtime.run(runtime.plan("writer", "s", "w1"))
+    await runtime.run(runtime.plan("reader", "s", "routing chatter"))
     assert texts(await runtime.messages("s")) == ["w1", "a1"]
 
 
 async def test_each_message_records_the_agent_that_wrote_it(make_runtime: Any) -> None:
     runtime, _ = await make_runtime(memory_service(Memory.all()), ["a1", "a2"])
-    await runtime.run("writer", "s", "w1")
-    await runtime.run("other", "s", "o1")
+    await runtime.run(runtime.plan("writer", "s", "w1"))
+    await runtime.run(runtime.plan("other", "s", "o1"))
     stored = await runtime.messages("s")
     assert [(type(m).__name__, m.agent) for m in stored] == [
         ("UserMessage", "writer"),
@@ -294,6 +294,6 @@ async def test_stream_agents_emit_deltas_that_add_up_to_the_answer(make_runtime:
     async def emit(event: Any) -> None:
         deltas.append(event.text)
 
-    result = await runtime.run("streamer", "s", "Weather?", emit=emit)
+    result = await runtime.run(runtime.plan("streamer", "s", "Weather?"), emit=emit)
     assert len(deltas) > 1
     assert "".join(deltas) == result.reply == "It is sunny in Oslo today."

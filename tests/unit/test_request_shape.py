@@ -54,10 +54,10 @@ SCRIPT = [
 
 async def run_session(make_runtime: Any) -> list[ModelRequest]:
     runtime, provider = await make_runtime(two_agents(), SCRIPT)
-    await runtime.run("main", "s", "first")
-    await runtime.run("main", "s", "second")
-    await runtime.run("critic", "s", "review")
-    await runtime.run("main", "s", "third")
+    await runtime.run(runtime.plan("main", "s", "first"))
+    await runtime.run(runtime.plan("main", "s", "second"))
+    await runtime.run(runtime.plan("critic", "s", "review"))
+    await runtime.run(runtime.plan("main", "s", "third"))
     assert provider.remaining == 0
     requests: list[ModelRequest] = provider.requests
     return requests
