@@ -82,9 +82,9 @@ async def test_a_dashed_model_name_finds_its_settings(make_runtime: Any) -> None
     [(configured, _)] = parse_environment(env).items()
     runtime, _ = await make_runtime(service, ["hi"], model=configured)
 
-    _, provider = runtime.plan("a", "s1", "hello")
+    planned = runtime.plan("a", "s1", "hello")
 
-    assert provider.name == configured
+    assert planned.provider.name == configured
 
 
 async def test_an_unconfigured_model_names_the_variable_to_set(make_runtime: Any) -> None:

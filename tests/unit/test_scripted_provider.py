@@ -123,5 +123,5 @@ async def test_a_scripted_503_fails_the_turn_and_writes_nothing(make_runtime: An
     runtime, _ = await make_runtime(service, [{"status": 503, "text": "overloaded"}])
 
     with pytest.raises(ModelUnavailable):
-        await runtime.run("a", "s1", "hello")
-    assert await runtime.store.read("s1") == []
+        await runtime.run(runtime.plan("a", "s1", "hello"))
+    assert await runtime.journal.read("s1") == []
