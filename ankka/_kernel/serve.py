@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import socket
 import ssl
@@ -122,6 +123,8 @@ async def serve_forever(
         proxy_headers=proxy_headers,
         **extra,
     )
+    if access_log:  # uvicorn's level above would hide its access lines (INFO)
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)

@@ -34,6 +34,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="largest request body accepted; larger ones get 413 (%(default)s)",
+    )
     serve.add_limit_options(parser)
 
 
@@ -85,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
         try:
             await serve.serve_forever(
-                create_app(runtime),
+                create_app(runtime, max_body=args.max_body_bytes),
                 sock,
                 name="ankka serve",
                 access_log=args.access_log,

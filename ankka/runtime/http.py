@@ -5,9 +5,13 @@
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
 - ``GET /v1/sessions/{session}/messages``: the conversation.
 - ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
-- ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+- ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and
+  ``GET /openapi.json`` (:mod:`ankka.runtime.openapi`).
 
-Every error is ``{"error": {"type", "message"}}`` with the status of its class.
+Every error is ``{"error": {"type", "message"}}`` with the status of its class, a 404 or
+405 from routing included (a 405 names the allowed methods in ``Allow``). Input is bounded
+in front of the routes (:mod:`ankka.runtime.bounds`): body size, session-id form, and a
+caller who leaves mid-body is counted, not logged as a failure.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
@@ -28,9 +33,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError
+from ankka.runtime.bounds import DEFAULT_MAX_BODY, BoundedInput
 from ankka.runtime.host import Runtime, TurnResult
 from ankka.runtime.loop import LoopEvent
 from ankka.runtime.messages import ToolCall
+from ankka.runtime.openapi import document
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
 
@@ -46,10 +53,18 @@ class TurnBody(BaseModel):
     message: str = Field(min_length=1)
 
 
+_ROUTING = {404: "not_found", 405: "method_not_allowed"}
+
+
 def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
     """The one mapping from an exception to the API's error: its status and its body."""
     if isinstance(exc, AnkkaError):
         return exc.status, {"error": {"type": exc.kind, "message": str(exc)}}
+    if isinstance(exc, HTTPException) and exc.status_code in _ROUTING:
+        kind = _ROUTING[exc.status_code]
+        allow = (exc.headers or {}).get("Allow")
+        message = f"use {allow} here" if allow else "no such endpoint; see GET /openapi.json"
+        return exc.status_code, {"error": {"type": kind, "message": message}}
     log.error("unexpected failure", exc_info=exc)
     message = "the runtime failed unexpectedly; see its log"
     return 500, {"error": {"type": "internal_error", "message": message}}
@@ -57,7 +72,8 @@ def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
 
 async def _error_response(request: Request, exc: Exception) -> Response:
     status, body = error_json(exc)
-    return JSONResponse(body, status_code=status)
+    headers = exc.headers if isinstance(exc, HTTPException) else None  # Allow, on a 405
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 # Every route's errors are answered here. An ExceptionMiddleware of our own, not Starlette's
@@ -73,6 +89,8 @@ async def _parse(request: Request) -> TurnBody:
         data = json.loads(raw)
     except ValueError as exc:
         raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidJSON('the body is nested too deeply to read; send {"message": "..."}') from exc
     try:
         return TurnBody.model_validate(data)
     except ValidationError as exc:
@@ -106,7 +124,7 @@ def _event_bytes(event: LoopEvent) -> bytes:
     return _sse("tool_result", event.as_dict())
 
 
-def create_app(runtime: Runtime) -> Starlette:
+def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY) -> BoundedInput:
     async def turn(request: Request) -> Response:
         body = await _parse(request)
         planned = runtime.plan(
@@ -143,10 +161,15 @@ def create_app(runtime: Runtime) -> Starlette:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
+    published = document(runtime.service.agents)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(published)
+
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return Starlette(
+    routes = Starlette(
         routes=[
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
@@ -155,9 +178,13 @@ def create_app(runtime: Runtime) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", healthz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
         ],
         middleware=[_ERRORS],
+        # Routing's 404 and 405 are answered by Starlette's own inner handler: ours, in shape.
+        exception_handlers={HTTPException: _error_response},
     )
+    return BoundedInput(routes, max_body=max_body, on_caller_left=runtime.metrics.caller_left)
 
 
 _DONE = object()  # the turn ended (its result or its failure is the task's)

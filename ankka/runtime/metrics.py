@@ -42,6 +42,11 @@ class RuntimeMetrics:
         self.tool_calls = Counter(
             "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"], registry=r
         )
+        self.caller_disconnects = Counter(
+            "ankka_caller_disconnects",
+            "Requests whose caller left before sending them whole",
+            registry=r,
+        )
         self.tokens = Counter(
             "ankka_tokens",
             "Tokens used, by kind (input, output, cache_read, cache_write)",
@@ -62,6 +67,10 @@ class RuntimeMetrics:
                     )
         for result in outcome.tool_results:
             self.tool_calls.labels(agent, result.name, "error" if result.is_error else "ok").inc()
+
+    def caller_left(self) -> None:
+        """A caller disconnected before its request arrived whole (a normal event)."""
+        self.caller_disconnects.inc()
 
     def turn_failed(self, agent: str, kind: str) -> None:
         self.turns.labels(agent, kind).inc()

@@ -16,6 +16,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.integration.conftest import model_env
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -58,6 +59,30 @@ def gateway_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
         standin.stop()
 
 
+@pytest.fixture(scope="module")
+def runtime_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    work = tmp_path_factory.mktemp("schemathesis-runtime")
+    # Enough turns for every generated request that reaches a model; the text also decodes
+    # as the typed agent's answer, so every agent of the test service can finish a turn.
+    answer = json.dumps({"city": "Oslo", "celsius": 3.5})
+    script = work / "script.json"
+    script.write_text(json.dumps([{"text": answer}] * 2000))
+    standin = start(ankka_command("standin", "--script", str(script), "--port", "0"))
+    runtime = start(
+        ankka_command(
+            "serve", "tests.integration.services:service", "--port", "0",
+            "--store", f"sqlite:///{work / 'sessions.sqlite3'}",
+        ),
+        env=model_env(standin.url),
+    )  # fmt: skip
+    try:
+        _wait_ready(runtime)
+        yield runtime
+    finally:
+        runtime.stop()
+        standin.stop()
+
+
 def _no_5xx(server: Server, report: Path) -> None:
     """Run schemathesis's every phase (explicit examples, coverage of each field's edge and
     wrong-typed values, fuzzing) with only the zero-5xx check; fail showing what it found."""
@@ -92,3 +117,9 @@ def test_the_gateway_answers_no_generated_request_with_a_5xx(
     gateway_server: Server, tmp_path: Path
 ) -> None:
     _no_5xx(gateway_server, tmp_path)
+
+
+def test_the_runtime_answers_no_generated_request_with_a_5xx(
+    runtime_server: Server, tmp_path: Path
+) -> None:
+    _no_5xx(runtime_server, tmp_path)
