@@ -46,6 +46,13 @@ __all__ = ["DEFAULT_MAX_BODY", "Gateway"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024  # room for a few inline images; past it, 413
 _OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics"})
+_METHODS = {  # every path the gateway serves and its one method (for 405's Allow)
+    "/v1/chat/completions": "POST",
+    "/v1/models": "GET",
+    "/api/show": "POST",
+    "/openapi.json": "GET",
+    **{path: "GET" for path in _OPERATIONS},
+}
 
 
 class Gateway:
@@ -103,10 +110,7 @@ class Gateway:
             return  # lifespan and websockets: nothing to do
         path: str = scope["path"]
         method: str = scope["method"]
-        if path == "/v1/chat/completions":
-            if method != "POST":
-                await send_error(send, 405, "use POST", code="method_not_allowed")
-                return
+        if path == "/v1/chat/completions" and method == "POST":
             await self._chat(scope, receive, send)
         elif path == "/v1/models" and method == "GET":
             await send_json(send, 200, self._list_models())
@@ -117,6 +121,15 @@ class Gateway:
             await send_bytes(send, status, body, content_type=content_type)
         elif path == "/openapi.json" and method == "GET":
             await send_json(send, 200, DOCUMENT)
+        elif path in _METHODS:
+            allowed_method = _METHODS[path]
+            await send_error(
+                send,
+                405,
+                f"{method} is not served at {path}; use {allowed_method}",
+                code="method_not_allowed",
+                headers=[(b"allow", allowed_method.encode())],
+            )
         else:
             await send_error(
                 send,
@@ -150,7 +163,8 @@ class Gateway:
                 code="request_too_large",
             )
             return
-        except ConnectionResetError:
+        except ConnectionResetError:  # the caller left mid-body: normal, counted, not traced
+            self.metrics.caller_left(UNKNOWN_MODEL, caller)
             return
         try:
             request = check.inspect(raw)

@@ -57,16 +57,18 @@ class HealthPort:
             self._waiting.pop(writer, None)
             method, _, rest = head.partition(b" ")
             target = rest.partition(b" ")[0].decode("latin-1").partition("?")[0]
+            allow = b""
             if method != b"GET":
                 status, content_type, body = 405, b"text/plain", b"GET only\n"
+                allow = b"Allow: GET\r\n"
             elif target not in _PATHS:
                 status, content_type, body = 404, b"text/plain", b"/healthz, /readyz, /metrics\n"
             else:
                 status, content_type, body = self._answer(target)
             writer.write(
                 b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
-                b"Connection: close\r\n\r\n%s"
-                % (status, _REASONS.get(status, b""), content_type, len(body), body)
+                b"%sConnection: close\r\n\r\n%s"
+                % (status, _REASONS.get(status, b""), content_type, len(body), allow, body)
             )
             await writer.drain()
         except (

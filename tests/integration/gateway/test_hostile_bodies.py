@@ -7,6 +7,9 @@ reaches the upstream (issue 13, defects 4 and 5).
 
 from __future__ import annotations
 
+import socket
+import time
+
 import httpx
 import pytest
 
@@ -71,3 +74,52 @@ def test_show_with_deep_nesting_is_a_400(
     answer = httpx.post(f"{gateway.url}/api/show", content=b"[" * 30_000 + b"]" * 30_000)
 
     assert answer.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("TRACE", "/v1/models", "GET"),
+        ("GET", "/v1/chat/completions", "POST"),
+        ("TRACE", "/healthz", "GET"),
+        ("DELETE", "/api/show", "POST"),
+    ],
+)
+def test_a_wrong_method_is_405_naming_the_allowed_one(
+    start_standin: StartStandin, start_gateway: StartGateway, method: str, path: str, allow: str
+) -> None:
+    standin = start_standin(_SMALL)
+    gateway = start_gateway([standin_model(standin.url)], args=["--health-port", "0"])
+    [line] = [line for line in gateway.output if "health on" in line]
+    health = line.split("health on ", 1)[1].strip()
+
+    answer = httpx.request(method, f"{gateway.url}{path}")
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == allow
+    assert answer.json()["error"]["code"] == "method_not_allowed"
+    on_health = httpx.request("TRACE", f"{health}/healthz")
+    assert (on_health.status_code, on_health.headers["allow"]) == (405, "GET")
+
+
+def test_a_caller_leaving_mid_body_is_counted_not_traced(
+    start_standin: StartStandin, start_gateway: StartGateway
+) -> None:
+    standin = start_standin(_SMALL)
+    gateway = start_gateway([standin_model(standin.url)])
+    url = httpx.URL(gateway.url)
+    assert url.host and url.port
+    with socket.create_connection((url.host, url.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+        )
+    counted = 'ankka_gateway_caller_disconnects_total{caller="anonymous",model="(unknown)"} 1.0'
+    metrics = ""
+    for _ in range(200):  # until the gateway has seen it leave (at most ~10 s)
+        metrics = gateway.metrics()
+        if counted in metrics:
+            break
+        time.sleep(0.05)
+    output = gateway.server.stop()
+
+    assert counted in metrics
+    assert "Traceback" not in output
