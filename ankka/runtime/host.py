@@ -22,12 +22,13 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import AnkkaError
 from ankka._kernel.ids import new_id
 from ankka.runtime import planning
+from ankka.runtime.accounting import NOT_WRITTEN, SessionUsage, UnwrittenCalls, session_usage
 from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.journal.fold import apply
+from ankka.runtime.journal.fold import apply, fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
-from ankka.runtime.messages import AssistantMessage, Message, Usage
+from ankka.runtime.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
@@ -49,11 +50,21 @@ class TurnResult:
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
+    """A session at a glance; ``tally`` splits its tokens between the turns written and the
+    calls of turns that were not (:mod:`ankka.runtime.accounting`)."""
+
     session: str
     messages: int
-    turns: int
     pending: int
-    usage: Usage
+    tally: SessionUsage
+
+    @property
+    def turns(self) -> int:
+        return self.tally.turns
+
+    @property
+    def usage(self) -> Usage:
+        return self.tally.written
 
 
 class _Conversations:
@@ -127,19 +138,30 @@ class Runtime:
         date, run the loop, append the turn's messages, and only then return."""
         agent, session, effect = planned.agent, planned.session, planned.effect
         started = self.clock.monotonic()
+        turn_id = new_id("turn")
+        spent: list[ModelCall] = []
         try:
             async with self.queue.turn(session):
                 position, history = await self._conversations.load(session)
-                outcome = await run_turn(
-                    effect,
-                    history=history,
-                    agent=agent,
-                    turn_id=new_id("turn"),
-                    provider=planned.provider,
-                    clock=self.clock,
-                    emit=emit,
-                )
-                if effect.write_memory:
+                try:
+                    outcome = await run_turn(
+                        effect,
+                        history=history,
+                        agent=agent,
+                        turn_id=turn_id,
+                        provider=planned.provider,
+                        clock=self.clock,
+                        emit=emit,
+                        spent=spent,
+                    )
+                except AnkkaError as exc:
+                    unwritten = UnwrittenCalls(turn_id, agent, exc.kind, tuple(spent))
+                    await self._account(session, position, unwritten)
+                    raise
+                if not effect.write_memory:
+                    unwritten = UnwrittenCalls(turn_id, agent, NOT_WRITTEN, outcome.calls)
+                    await self._account(session, position, unwritten)
+                else:
                     try:
                         new_position = await self.journal.append(
                             session, outcome.messages, expected=position
@@ -150,9 +172,32 @@ class Runtime:
                     self._conversations.extend(session, new_position, outcome.messages)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
+            self.metrics.calls_made(agent, spent)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
         return TurnResult(outcome)
+
+    async def _account(self, session: str, position: int, record: UnwrittenCalls) -> None:
+        """Journal the calls of a turn that writes no messages (when it made any)."""
+        if not record.calls:
+            return
+        try:
+            new_position = await self.journal.append(session, [record], expected=position)
+        except BaseException:
+            self._conversations.forget(session)
+            raise
+        self._conversations.extend(session, new_position, ())
+
+    async def calls(self, session: str) -> list[tuple[ModelCall, str, str | None]]:
+        """Every model call of the session in order: (call, turn, why it was not written)."""
+        found: list[tuple[ModelCall, str, str | None]] = []
+        for entry in await self.journal.read(session):
+            record = entry.record
+            if isinstance(record, AssistantMessage) and record.call is not None:
+                found.append((record.call, record.turn, None))
+            elif isinstance(record, UnwrittenCalls):
+                found.extend((call, record.turn, record.reason) for call in record.calls)
+        return found
 
     async def messages(self, session: str) -> list[Message]:
         """The session's conversation as committed; read from the journal, not the turn
@@ -161,14 +206,8 @@ class Runtime:
 
     async def summary(self, session: str) -> SessionSummary:
         pending = self.queue.pending(session)
-        conversation = await self.messages(session)
-        usage = Usage()
-        turns = 0
-        for message in conversation:
-            if isinstance(message, AssistantMessage) and message.turn_usage is not None:
-                usage = usage + message.turn_usage
-                turns += 1
-        return SessionSummary(session, len(conversation), turns, pending, usage)
+        records = [entry.record for entry in await self.journal.read(session)]
+        return SessionSummary(session, len(fold(records)), pending, session_usage(records))
 
     async def __aenter__(self) -> Runtime:
         return self

@@ -4,7 +4,9 @@
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
 - ``GET /v1/sessions/{session}/messages``: the conversation.
-- ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
+- ``GET /v1/sessions/{session}``: counts, token totals (of the turns written, and of the
+  calls of turns that wrote nothing), requests pending.
+- ``GET /v1/sessions/{session}/calls``: every model call of the session, written or not.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and
   ``GET /openapi.json`` (:mod:`ankka.runtime.openapi`).
 
@@ -148,7 +150,23 @@ def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY) -> Bounded
                 "turns": summary.turns,
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
+                "unwritten_turns": summary.tally.unwritten_turns,
+                "unwritten_usage": summary.tally.unwritten.as_dict(),
+                "total_usage": summary.tally.total.as_dict(),
                 "cost": COST_UNKNOWN,
+            }
+        )
+
+    async def calls(request: Request) -> Response:
+        session = request.path_params["session"]
+        found = await runtime.calls(session)
+        return JSONResponse(
+            {
+                "session": session,
+                "calls": [
+                    {**call.as_dict(), "turn": turn, "written": why is None, "reason": why}
+                    for call, turn, why in found
+                ],
             }
         )
 
@@ -174,6 +192,7 @@ def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY) -> Bounded
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
+            Route("/v1/sessions/{session}/calls", calls, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", healthz, methods=["GET"]),

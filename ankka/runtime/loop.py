@@ -71,7 +71,10 @@ async def run_turn(
     provider: ModelProvider,
     clock: Clock,
     emit: Emit | None = None,
+    spent: list[ModelCall] | None = None,
 ) -> TurnOutcome:
+    """Run one turn. Every model call is appended to ``spent`` as it returns, so a caller
+    can account for the calls of a turn that then fails (see :mod:`ankka.runtime.accounting`)."""
     await first_refusal(effect.input_guardrails, effect.message, stage="input")
     context = tuple(memory.select(history, effect.memory))
     produced: list[Message] = [UserMessage(effect.message, agent, turn_id)]
@@ -83,7 +86,7 @@ async def run_turn(
         if answer_type is not None
         else None
     )
-    calls: list[ModelCall] = []
+    calls: list[ModelCall] = spent if spent is not None else []
     usage = Usage()
     rounds = 0
     while True:

@@ -96,6 +96,9 @@ def document(agents: Iterable[str]) -> dict[str, Any]:
                 "A session's conversation", 400, parameters=[_SESSION]
             ),
             "/v1/sessions/{session}": _get("A session's summary", 400, parameters=[_SESSION]),
+            "/v1/sessions/{session}/calls": _get(
+                "Every model call of a session, written or not", 400, parameters=[_SESSION]
+            ),
             "/v1/agents": _get("The declared agents"),
             "/healthz": _get("Alive"),
             "/readyz": _get("Ready"),

@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ankka.runtime.accounting import UnwrittenCalls
 from ankka.runtime.messages import MESSAGE_TYPES, Message
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message
+Record = Message | UnwrittenCalls
 """What a journal holds. Grows by union: ``Message | TaskRecord | ApprovalRecord``."""
 
-RECORD_TYPES: tuple[type[Record], ...] = MESSAGE_TYPES
+RECORD_TYPES: tuple[type[Record], ...] = (*MESSAGE_TYPES, UnwrittenCalls)
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}
 
