@@ -23,6 +23,7 @@ from ankka._kernel.redact import MIN_SECRET, REDACTED, redact_bytes
 from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
 from ankka.gateway.models_file import ModelSpec
 from ankka.gateway.upstream import (
+    AnswerTooLarge,
     ConnectFailed,
     Endpoint,
     Pool,
@@ -79,6 +80,15 @@ def _failure(spec: ModelSpec, exc: UpstreamError) -> tuple[int, str, str, str]:
             "upstream_unavailable",
             f"model {name!r} is unavailable: its server cannot be reached; try again later",
             "unavailable",
+        )
+    if isinstance(exc, AnswerTooLarge):
+        return (
+            502,
+            "upstream_answer_too_large",
+            f"model {name!r} answered more than the gateway's limit of {exc.limit} bytes for a "
+            "whole answer; ask for fewer tokens, stream the answer, or raise its "
+            "max_answer_bytes in the models file",
+            "too_large",
         )
     if isinstance(exc, UpstreamTimeout):
         return (
@@ -204,7 +214,7 @@ async def _relay_whole(
     outcome: Forwarded,
 ) -> None:
     try:
-        content = await response.read()
+        content = await response.read(limit=spec.max_answer_bytes)
     except UpstreamError as exc:
         status, code, message, kind = _failure(spec, exc)
         metrics.upstream_error(spec.name, caller, kind)

@@ -22,6 +22,7 @@ that list, beside optional settings::
         api_key_env: VENDOR_KEY   # optional: the environment variable holding the bearer key
         callers: [ankka://service/team-a/helper]  # optional: only these may use it
         max_in_flight_per_caller: 4  # optional: one caller's requests in flight at once
+        max_answer_bytes: 33554432  # optional: largest whole answer buffered (default 32 MiB)
 """
 
 from __future__ import annotations
@@ -54,8 +55,12 @@ _ENTRY_KEYS = {
     "api_key_env",
     "callers",
     "max_in_flight_per_caller",
+    "max_answer_bytes",
 }
 _TOP_KEYS = {"models", "probe_interval_s"}
+# A whole (non-stream) answer is buffered to be relayed; past this it is a 502. Streams are
+# relayed chunk by chunk and never buffered, so they have no such cap.
+DEFAULT_MAX_ANSWER = 32 * 1024 * 1024
 
 
 class ModelsFileError(ConfigurationError):
@@ -79,6 +84,7 @@ class ModelSpec:
     # Who may use the model (caller_name forms); None: every authenticated caller.
     callers: frozenset[str] | None = None
     max_in_flight_per_caller: int | None = None
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER
 
     def probe_identity(self) -> tuple[object, ...]:
         """What decides the capabilities: a reload that keeps it keeps the probed answer."""
@@ -176,6 +182,11 @@ def _entry(raw: object, index: int) -> ModelSpec:
         ),
         api_key_env=key_env,
         callers=_callers(raw, where),
+        max_answer_bytes=(
+            _positive_int(raw["max_answer_bytes"], where, "max_answer_bytes")
+            if "max_answer_bytes" in raw
+            else DEFAULT_MAX_ANSWER
+        ),
         max_in_flight_per_caller=(
             _positive_int(raw["max_in_flight_per_caller"], where, "max_in_flight_per_caller")
             if "max_in_flight_per_caller" in raw

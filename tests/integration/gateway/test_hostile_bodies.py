@@ -123,3 +123,24 @@ def test_a_caller_leaving_mid_body_is_counted_not_traced(
 
     assert counted in metrics
     assert "Traceback" not in output
+
+
+def test_a_whole_answer_past_the_cap_is_a_502_naming_it_and_a_stream_is_not_capped(
+    start_standin: StartStandin, start_gateway: StartGateway
+) -> None:
+    big = "x" * 300_000
+    standin = start_standin({"turns": [{"text": big}, {"text": big}], "models": _SMALL["models"]})
+    gateway = start_gateway([standin_model(standin.url, max_answer_bytes=100_000)])
+    chat = {"model": "small", "messages": [{"role": "user", "content": "hi"}]}
+
+    whole = httpx.post(f"{gateway.openai_url}/chat/completions", json=chat, timeout=30)
+    streamed = httpx.post(
+        f"{gateway.openai_url}/chat/completions", json={**chat, "stream": True}, timeout=30
+    )
+
+    assert whole.status_code == 502
+    error = whole.json()["error"]
+    assert error["code"] == "upstream_answer_too_large"
+    assert "100000 bytes" in error["message"] and "'small'" in error["message"]
+    assert streamed.status_code == 200 and big[:1000] in streamed.text.replace('"', "")
+    assert 'kind="too_large"' in gateway.metrics()
