@@ -81,13 +81,19 @@ async def cleanup(**_: Any) -> None:
 @kopf.on.resume(GROUP, VERSION, "installationmodels")
 @kopf.on.create(GROUP, VERSION, "installationmodels")
 @kopf.on.update(GROUP, VERSION, "installationmodels", field="spec")
-async def model_changed(body: kopf.Body, **_: Any) -> None:
-    await reconcile.reconcile_model(platform(), dict(body))
+async def model_changed(body: kopf.Body, **kwargs: Any) -> None:
+    await reconcile.reconcile_model(platform(), dict(body), _callers(kwargs))
 
 
 @kopf.on.delete(GROUP, VERSION, "installationmodels", optional=True)
-async def model_deleted(**_: Any) -> None:
-    await reconcile.render_models_file(platform())
+async def model_deleted(**kwargs: Any) -> None:
+    await reconcile.render_models_file(platform(), _callers(kwargs))
+
+
+def _callers(kwargs: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
+    """The agents_by_model index as a plain mapping, for the models file's callers."""
+    index: kopf.Index[tuple[str, str], str] = kwargs["agents_by_model"]
+    return {key: list(index[key]) for key in index}
 
 
 @kopf.index(GROUP, VERSION, "agents")
@@ -128,5 +134,13 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
 @kopf.on.resume(GROUP, VERSION, "agents")
 @kopf.on.create(GROUP, VERSION, "agents")
 @kopf.on.update(GROUP, VERSION, "agents", field="spec")
-async def agent_changed(namespace: str | None, name: str, **_: Any) -> None:
-    await reconcile.reconcile_agent(platform(), str(namespace), name)
+async def agent_changed(namespace: str | None, name: str, **kwargs: Any) -> None:
+    p = platform()
+    await reconcile.reconcile_agent(p, str(namespace), name)
+    # The models it names may have gained (or lost) a caller.
+    await reconcile.render_models_file(p, _callers(kwargs))
+
+
+@kopf.on.delete(GROUP, VERSION, "agents", optional=True)
+async def agent_deleted(**kwargs: Any) -> None:
+    await reconcile.render_models_file(platform(), _callers(kwargs))

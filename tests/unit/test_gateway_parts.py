@@ -17,7 +17,7 @@ from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
 from ankka.gateway.registry import Registry
 from ankka.gateway.upstream import Endpoint
 from ankka.gateway.wire import caller_of
-from ankka.operator.models import ServedModel
+from ankka.operator.models import ServedModel, callers_of
 from ankka.operator.models import models_file as operator_models_file
 
 OLLAMA = {"name": "small", "kind": "ollama", "url": "http://127.0.0.1:11434/"}
@@ -260,3 +260,20 @@ def test_one_callers_requests_in_flight_are_counted_apart() -> None:
     counts.leave("a")
     assert counts.enter("a")
     assert allowed(None, "anyone") and not allowed(frozenset({"a"}), "b")
+
+
+def test_the_operator_renders_each_models_callers_from_the_agents_that_name_it() -> None:
+    agents_by_model = {("shop", "smollm"): ["cart", "cart", "helper"], ("other", "smollm"): ["x"]}
+    served = [
+        ServedModel(
+            "smollm", "ollama", "http://s", callers=callers_of("shop", "smollm", agents_by_model)
+        ),
+        ServedModel(
+            "qwen", "ollama", "http://q", callers=callers_of("shop", "qwen", agents_by_model)
+        ),
+    ]
+
+    models = parse_models(yaml.safe_load(operator_models_file(served))).by_name()
+
+    assert models["smollm"].callers == frozenset({"shop/cart", "shop/helper"})
+    assert models["qwen"].callers == frozenset(), "a model no Agent names serves nobody"
