@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from types import TracebackType
 from typing import Any
 
@@ -252,6 +253,19 @@ class Gateway:
         spec = upstream.spec
         limit = upstream.limit
         per_caller = upstream.callers_in_flight
+        wait = upstream.token_budget.retry_after(caller)
+        if wait is not None:
+            self.metrics.refused(spec.name, caller, "caller_over_token_budget")
+            await send_error(
+                send,
+                429,
+                f"caller {caller!r} spent its {spec.tokens_per_minute_per_caller} tokens per "
+                f"minute on model {spec.name!r} (tokens_per_minute_per_caller); retry in "
+                f"{math.ceil(wait)} s",
+                code="caller_over_token_budget",
+                headers=[(b"retry-after", str(max(1, math.ceil(wait))).encode())],
+            )
+            return
         if not per_caller.enter(caller):
             self.metrics.refused(spec.name, caller, "caller_busy")
             await send_error(
@@ -295,6 +309,7 @@ class Gateway:
                 of=self.metrics.of(spec.name, caller),
                 caller=caller,
             )
+            upstream.token_budget.spend(caller, outcome.tokens)
             if outcome.upstream_failed:
                 self.registry.upstream_failed(upstream)
         finally:

@@ -9,19 +9,23 @@ another ``ankka://`` URI is itself, and a certificate with no ``ankka://`` URI S
 A model whose entry in the models file lists ``callers`` serves only those (the operator renders
 each Agent's service identity under the models its ``spec.models`` names); a model without
 ``callers`` serves every authenticated caller. ``max_in_flight_per_caller`` bounds one caller's
-requests in flight on one model, so one busy agent cannot take every slot of a shared model.
+requests in flight on one model, so one busy agent cannot take every slot of a shared model,
+and ``tokens_per_minute_per_caller`` bounds what it spends there (:class:`TokenBudget`).
 Pure decisions plus one counter; called by :mod:`ankka.gateway.app` once per request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
 
 __all__ = [
     "ANONYMOUS",
     "SERVICE_PREFIX",
     "UNIDENTIFIED",
     "CallersInFlight",
+    "TokenBudget",
     "allowed",
     "caller_name",
     "caller_names",
@@ -52,6 +56,49 @@ def caller_names(entries: Iterable[str]) -> frozenset[str]:
 def allowed(callers: frozenset[str] | None, caller: str) -> bool:
     """Whether ``caller`` may use a model that lists ``callers`` (None: every caller)."""
     return callers is None or caller in callers
+
+
+class TokenBudget:
+    """Tokens one caller may spend on one model per minute (a sliding 60-second window).
+
+    A request is refused once the caller's spend in the window reaches ``limit``; the tokens
+    of a request are known only when its answer is, so one request may overshoot the budget,
+    and the next waits until enough of the window has passed.
+    """
+
+    WINDOW_S = 60.0
+
+    def __init__(self, limit: int | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self._clock = clock
+        self._spent: dict[str, deque[tuple[float, int]]] = {}
+        self._totals: dict[str, int] = {}
+
+    def _expire(self, caller: str, now: float) -> None:
+        spends = self._spent.get(caller)
+        while spends and spends[0][0] <= now - self.WINDOW_S:
+            _, tokens = spends.popleft()
+            self._totals[caller] -= tokens
+        if spends is not None and not spends:
+            del self._spent[caller]
+            del self._totals[caller]
+
+    def retry_after(self, caller: str) -> float | None:
+        """None when ``caller`` may send now; else the seconds until it may."""
+        if self.limit is None:
+            return None
+        now = self._clock()
+        self._expire(caller, now)
+        if self._totals.get(caller, 0) < self.limit:
+            return None
+        oldest = self._spent[caller][0][0]
+        return max(oldest + self.WINDOW_S - now, 0.0)
+
+    def spend(self, caller: str, tokens: int) -> None:
+        if self.limit is None or tokens <= 0:
+            return
+        self._spent.setdefault(caller, deque()).append((self._clock(), tokens))
+        self._totals[caller] = self._totals.get(caller, 0) + tokens
 
 
 class CallersInFlight:

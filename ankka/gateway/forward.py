@@ -56,19 +56,25 @@ class Forwarded:
     # message means "answered", not "the caller left".
     answered: bool = False
     caller_left: bool = False
+    tokens: int = 0  # prompt + completion, from the upstream's usage (0 when it gave none)
 
 
-def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> None:
+def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> int:
+    """Count the answer's tokens in the metrics; return how many (prompt + completion)."""
     at = tail.rfind(b'"usage"')
     if at < 0:
-        return
+        return 0
     usage = tail[at:]
     prompt = _PROMPT.search(usage)
     completion = _COMPLETION.search(usage)
+    total = 0
     if prompt:
+        total += int(prompt.group(1))
         metrics.prompt_tokens.inc(int(prompt.group(1)))
     if completion:
+        total += int(completion.group(1))
         metrics.completion_tokens.inc(int(completion.group(1)))
+    return total
 
 
 def _failure(spec: ModelSpec, exc: UpstreamError) -> tuple[int, str, str, str]:
@@ -224,7 +230,7 @@ async def _relay_whole(
     if response.status >= 500:
         metrics.upstream_error(spec.name, caller, f"http_{response.status}")
     elif response.status == 200:
-        _count_usage(content[-2048:], of)
+        outcome.tokens = _count_usage(content[-2048:], of)
     content = _without_secrets(content, spec, error=response.status != 200)
     content_type = response.header(b"content-type", b"application/json")
     outcome.answered = True
@@ -256,4 +262,4 @@ async def _relay_stream(
         return
     outcome.answered = True
     await send({"type": "http.response.body", "body": b"", "more_body": False})
-    _count_usage(previous + last, of)
+    outcome.tokens = _count_usage(previous + last, of)

@@ -23,6 +23,7 @@ that list, beside optional settings::
         callers: [ankka://service/team-a/helper]  # optional: only these may use it
         max_in_flight_per_caller: 4  # optional: one caller's requests in flight at once
         max_answer_bytes: 33554432  # optional: largest whole answer buffered (default 32 MiB)
+        tokens_per_minute_per_caller: 20000  # optional: one caller's tokens per minute
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ _ENTRY_KEYS = {
     "callers",
     "max_in_flight_per_caller",
     "max_answer_bytes",
+    "tokens_per_minute_per_caller",
 }
 _TOP_KEYS = {"models", "probe_interval_s"}
 # A whole (non-stream) answer is buffered to be relayed; past this it is a 502. Streams are
 # relayed chunk by chunk and never buffered, so they have no such cap.
 DEFAULT_MAX_ANSWER = 32 * 1024 * 1024
+_TPM = "tokens_per_minute_per_caller"
 
 
 class ModelsFileError(ConfigurationError):
@@ -85,6 +88,7 @@ class ModelSpec:
     callers: frozenset[str] | None = None
     max_in_flight_per_caller: int | None = None
     max_answer_bytes: int = DEFAULT_MAX_ANSWER
+    tokens_per_minute_per_caller: int | None = None
 
     def probe_identity(self) -> tuple[object, ...]:
         """What decides the capabilities: a reload that keeps it keeps the probed answer."""
@@ -186,6 +190,9 @@ def _entry(raw: object, index: int) -> ModelSpec:
             _positive_int(raw["max_answer_bytes"], where, "max_answer_bytes")
             if "max_answer_bytes" in raw
             else DEFAULT_MAX_ANSWER
+        ),
+        tokens_per_minute_per_caller=(
+            _positive_int(raw[_TPM], where, _TPM) if _TPM in raw else None
         ),
         max_in_flight_per_caller=(
             _positive_int(raw["max_in_flight_per_caller"], where, "max_in_flight_per_caller")

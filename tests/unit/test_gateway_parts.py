@@ -11,7 +11,7 @@ import yaml
 
 from ankka._kernel.tls import peer_uri_sans
 from ankka.api.capabilities import Capability, ModelCapabilities
-from ankka.gateway.callers import CallersInFlight, allowed
+from ankka.gateway.callers import CallersInFlight, TokenBudget, allowed
 from ankka.gateway.limits import ConcurrencyLimit, QueueFull
 from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
 from ankka.gateway.registry import Registry
@@ -277,3 +277,17 @@ def test_the_operator_renders_each_models_callers_from_the_agents_that_name_it()
 
     assert models["smollm"].callers == frozenset({"shop/cart", "shop/helper"})
     assert models["qwen"].callers == frozenset(), "a model no Agent names serves nobody"
+
+
+def test_a_callers_token_budget_slides_over_a_minute() -> None:
+    now = [0.0]
+    budget = TokenBudget(100, clock=lambda: now[0])
+    assert budget.retry_after("a") is None
+    budget.spend("a", 60)
+    now[0] = 30.0
+    budget.spend("a", 50)  # over the budget: the next request waits
+    assert budget.retry_after("a") == 30.0, "until the first spend leaves the window"
+    assert budget.retry_after("b") is None, "another caller has its own budget"
+    now[0] = 60.0
+    assert budget.retry_after("a") is None
+    assert TokenBudget(None).retry_after("a") is None

@@ -108,3 +108,29 @@ async def test_one_callers_requests_in_flight_are_bounded_per_model(
     assert second.headers["retry-after"] == "1"
     assert from_other.status_code == 200
     assert first.status_code == 200 and after.status_code == 200
+
+
+def test_one_callers_tokens_per_minute_are_bounded_per_model(
+    start_standin: StartStandin, start_gateway: StartGateway, platform: Platform
+) -> None:
+    spent = {"input_tokens": 8, "output_tokens": 4}
+    standin = standin_for(
+        start_standin, [{"text": "one", "usage": spent}, {"text": "two", "usage": spent}]
+    )
+    gateway = start_gateway(
+        [standin_model(standin.url, tokens_per_minute_per_caller=10)],
+        tls_dir=platform.tls_dir,
+        verify=platform.client,
+    )
+    other = platform.context(platform.ca, platform.ca.issue(OTHER), "other")
+
+    first = _post(gateway.url, platform.client)
+    over = _post(gateway.url, platform.client)
+    from_other = _post(gateway.url, other)
+
+    assert first.status_code == 200
+    assert over.status_code == 429
+    assert over.json()["error"]["code"] == "caller_over_token_budget"
+    assert 1 <= int(over.headers["retry-after"]) <= 60
+    assert from_other.status_code == 200
+    assert len(standin.chats()) == 2
