@@ -20,6 +20,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from ankka._kernel.identity import SERVICE_PREFIX, UNIDENTIFIED, caller_name
+
 __all__ = [
     "ANONYMOUS",
     "SERVICE_PREFIX",
@@ -32,20 +34,7 @@ __all__ = [
 ]
 
 ANONYMOUS = "anonymous"
-UNIDENTIFIED = "unidentified"
-SERVICE_PREFIX = "ankka://service/"
 _PLATFORM_SCHEME = "ankka://"
-
-
-def caller_name(uris: Iterable[str]) -> str:
-    """The caller a certificate's URI SANs name, or :data:`UNIDENTIFIED`."""
-    others = []
-    for uri in uris:
-        if uri.startswith(SERVICE_PREFIX):
-            return uri[len(SERVICE_PREFIX) :]
-        if uri.startswith(_PLATFORM_SCHEME):
-            others.append(uri)
-    return others[0] if others else UNIDENTIFIED
 
 
 def caller_names(entries: Iterable[str]) -> frozenset[str]:

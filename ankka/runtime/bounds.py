@@ -13,7 +13,10 @@ A pure ASGI layer in front of the routes (:func:`ankka.runtime.http.create_app` 
 - **a caller who leaves mid-body** is a normal event, not a failure: it is counted
   (``ankka_caller_disconnects_total``) and answered with nothing, no traceback logged.
 
-The request head is bounded by the listener itself (:mod:`ankka._kernel.bounded`).
+Before all that, the caller is named (:mod:`ankka.runtime.identity`) into
+``scope["ankka.caller"]``, or refused; ``/healthz``, ``/readyz``, ``/metrics`` and
+``/openapi.json`` are open to every caller. The request head is bounded by the listener
+itself (:mod:`ankka._kernel.bounded`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from ankka._kernel.errors import AnkkaError, RequestError
+from ankka.runtime.identity import LOCAL, Identify
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -35,6 +39,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BODY = 1024 * 1024
+# Answered to anyone: probes, scrapes and the API's description carry no session data.
+_OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
 MAX_SESSION_ID = 256
 
 Scope = MutableMapping[str, Any]
@@ -106,10 +112,18 @@ async def _refuse(send: Send, error: AnkkaError) -> None:
 class BoundedInput:
     """The ASGI app ``app`` behind the body and session-id bounds described above."""
 
-    def __init__(self, app: ASGIApp, *, max_body: int, on_caller_left: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body: int,
+        on_caller_left: Callable[[], None],
+        identify: Identify | None = None,
+    ) -> None:
         self._app = app
         self.max_body = max_body
         self._on_caller_left = on_caller_left
+        self._identify = identify
 
     def _too_large(self) -> BodyTooLarge:
         return BodyTooLarge(
@@ -121,6 +135,14 @@ class BoundedInput:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        if self._identify is None or scope["path"] in _OPEN_PATHS:
+            scope["ankka.caller"] = LOCAL
+        else:
+            try:
+                scope["ankka.caller"] = self._identify.caller(scope)
+            except AnkkaError as exc:
+                await _refuse(send, exc)
+                return
         raw = _raw_session(scope.get("raw_path") or scope["path"].encode())
         problem = None if raw is None else session_id_problem(raw)
         if problem is not None:

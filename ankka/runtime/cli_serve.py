@@ -10,12 +10,18 @@ working directory. The first line printed is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ankka._kernel import serve
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka.runtime.identity import Identify, is_loopback, load_tokens
+
+if TYPE_CHECKING:
+    from ankka._kernel.tls import ReloadingServerTLS
 
 __all__ = ["configure", "run"]
 
@@ -40,6 +46,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=1024 * 1024,
         help="largest request body accepted; larger ones get 413 (%(default)s)",
     )
+    parser.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt: callers present a "
+        "client certificate from that CA and are known by its ankka:// URI SAN",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="callers send Authorization: Bearer TOKEN; FILE has one 'CALLER TOKEN' per line",
+    )
+    parser.add_argument(
+        "--trust-network",
+        action="store_true",
+        help="on a non-loopback address, serve without identifying callers (every caller is "
+        "'local'); only where the network itself admits only trusted callers",
+    )
     serve.add_limit_options(parser)
 
 
@@ -62,6 +85,36 @@ def load_service(target: str) -> object:
         raise SystemExit(f"ankka serve: module {module_name!r} has no {attr!r}") from None
 
 
+def _identity(args: argparse.Namespace) -> tuple[Identify, ReloadingServerTLS | None]:
+    """How callers are identified, by the rule in :mod:`ankka.runtime.identity`; says so."""
+    from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
+
+    tokens = load_tokens(args.token_file) if args.token_file else None
+    tls = None
+    if args.tls_dir:
+        try:
+            tls = ReloadingServerTLS(args.tls_dir)
+        except TLSFilesError as exc:
+            raise ConfigurationError(str(exc)) from exc
+    local = is_loopback(args.host)
+    if tls is None and tokens is None and not local and not args.trust_network:
+        raise ConfigurationError(
+            f"listening on {args.host} needs a way to identify callers: pass --tls-dir DIR "
+            "(client certificates) or --token-file FILE (bearer tokens); only a loopback "
+            "address trusts its callers as 'local' (--trust-network overrides this)"
+        )
+    if tls is not None:
+        how = f"callers are identified by client certificate (CA in {args.tls_dir}/ca.crt)"
+    elif tokens is not None:
+        how = f"callers are identified by bearer token ({len(tokens)} caller(s))"
+    elif local:
+        how = "on loopback without TLS or tokens: every caller is trusted as 'local'"
+    else:
+        how = "WARNING: --trust-network: callers are NOT identified; every caller is 'local'"
+    print(f"ankka serve: {how}", file=sys.stderr)
+    return Identify(tls=tls is not None, tokens=tokens, trust=True), tls
+
+
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.agents import Service
     from ankka.runtime.host import Runtime
@@ -78,6 +131,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
     limits = serve.limits_from(args)
+    try:
+        identify, tls = _identity(args)
+    except AnkkaError as exc:
+        print(f"ankka serve: {exc}", file=sys.stderr)
+        return 2
     sock = serve.bind(args.host, args.port)
 
     async def main() -> int:
@@ -90,13 +148,17 @@ def run(args: argparse.Namespace) -> int:
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
         try:
-            await serve.serve_forever(
-                create_app(runtime, max_body=args.max_body_bytes),
-                sock,
-                name="ankka serve",
-                access_log=args.access_log,
-                limits=limits,
-            )
+            async with contextlib.AsyncExitStack() as stack:
+                if tls is not None:
+                    await stack.enter_async_context(tls)
+                await serve.serve_forever(
+                    create_app(runtime, max_body=args.max_body_bytes, identify=identify),
+                    sock,
+                    name="ankka serve",
+                    access_log=args.access_log,
+                    limits=limits,
+                    ssl_context=tls.context if tls is not None else None,
+                )
         finally:
             await runtime.aclose()
         return 0

@@ -37,6 +37,7 @@ from starlette.routing import Route
 from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError
 from ankka.runtime.bounds import DEFAULT_MAX_BODY, BoundedInput
 from ankka.runtime.host import Runtime, TurnResult
+from ankka.runtime.identity import LOCAL, Identify
 from ankka.runtime.loop import LoopEvent
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.openapi import document
@@ -126,23 +127,33 @@ def _event_bytes(event: LoopEvent) -> bytes:
     return _sse("tool_result", event.as_dict())
 
 
-def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY) -> BoundedInput:
+def _caller(request: Request) -> str:
+    """Who is calling, as the identity layer named them (:mod:`ankka.runtime.identity`)."""
+    return str(request.scope.get("ankka.caller", LOCAL))
+
+
+def create_app(
+    runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY, identify: Identify | None = None
+) -> BoundedInput:
+    """The API of ``runtime``; without ``identify`` every caller is ``local``."""
+
     async def turn(request: Request) -> Response:
         body = await _parse(request)
         planned = runtime.plan(
             request.path_params["agent"], request.path_params["session"], body.message
         )
+        caller = _caller(request)
         if planned.streams:
-            return await _stream(runtime, planned, request)
-        return JSONResponse(_turn_json(await runtime.run(planned)))
+            return await _stream(runtime, planned, request, caller)
+        return JSONResponse(_turn_json(await runtime.run(planned, caller=caller)))
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
-        conversation = await runtime.messages(session)
+        conversation = await runtime.messages(session, caller=_caller(request))
         return JSONResponse({"session": session, "messages": [m.as_dict() for m in conversation]})
 
     async def session_summary(request: Request) -> Response:
-        summary = await runtime.summary(request.path_params["session"])
+        summary = await runtime.summary(request.path_params["session"], caller=_caller(request))
         return JSONResponse(
             {
                 "session": summary.session,
@@ -159,7 +170,7 @@ def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY) -> Bounded
 
     async def calls(request: Request) -> Response:
         session = request.path_params["session"]
-        found = await runtime.calls(session)
+        found = await runtime.calls(session, caller=_caller(request))
         return JSONResponse(
             {
                 "session": session,
@@ -203,14 +214,18 @@ def create_app(runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY) -> Bounded
         # Routing's 404 and 405 are answered by Starlette's own inner handler: ours, in shape.
         exception_handlers={HTTPException: _error_response},
     )
-    return BoundedInput(routes, max_body=max_body, on_caller_left=runtime.metrics.caller_left)
+    return BoundedInput(
+        routes, max_body=max_body, on_caller_left=runtime.metrics.caller_left, identify=identify
+    )
 
 
 _DONE = object()  # the turn ended (its result or its failure is the task's)
 _LEFT = object()  # the caller disconnected
 
 
-async def _stream(runtime: Runtime, planned: PlannedTurn, request: Request) -> Response:
+async def _stream(
+    runtime: Runtime, planned: PlannedTurn, request: Request, caller: str
+) -> Response:
     """Answer a stream-shaped agent as SSE. A failure before the first event is answered as an
     ordinary JSON error (a guardrail refusal is a 403, not a 200 with an error inside). A
     caller who leaves before the first event takes the turn with them: it is cancelled and
@@ -225,7 +240,7 @@ async def _stream(runtime: Runtime, planned: PlannedTurn, request: Request) -> R
             pass
         queue.put_nowait(_LEFT)
 
-    task = asyncio.create_task(runtime.run(planned, emit=emit))
+    task = asyncio.create_task(runtime.run(planned, emit=emit, caller=caller))
     task.add_done_callback(lambda _: queue.put_nowait(_DONE))
     watcher = asyncio.create_task(watch())
     try:

@@ -17,6 +17,7 @@ from ankka.runtime.accounting import NOT_WRITTEN, UnwrittenCalls
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.guardrails import Guardrail
 from ankka.runtime.http import create_app
+from ankka.runtime.identity import LOCAL, SessionOpened
 from ankka.runtime.messages import Usage
 from ankka.runtime.tools import tool
 
@@ -78,7 +79,8 @@ async def test_a_failed_turns_calls_are_journaled_counted_and_summed_apart(
     with pytest.raises(error) as failed:
         await runtime.run(runtime.plan(agent, "s", "hello"))
 
-    [entry] = await runtime.journal.read("s")
+    [opened, entry] = await runtime.journal.read("s")
+    assert opened.record == SessionOpened(LOCAL), "the session records who created it"
     record = entry.record
     assert isinstance(record, UnwrittenCalls)
     assert (record.agent, record.reason, len(record.calls)) == (agent, failed.value.kind, calls)
@@ -103,7 +105,7 @@ async def test_an_unwritten_turns_calls_are_accounted_and_the_conversation_is_un
     result = await runtime.run(runtime.plan("forgetful", "s", "remember nothing"))
 
     assert result.reply == "noted"
-    [entry] = await runtime.journal.read("s")
+    [_, entry] = await runtime.journal.read("s")
     assert isinstance(entry.record, UnwrittenCalls)
     assert entry.record.reason == NOT_WRITTEN
     assert await runtime.messages("s") == []

@@ -20,14 +20,15 @@ from datetime import datetime
 from typing import Any
 
 from ankka.runtime.accounting import UnwrittenCalls
+from ankka.runtime.identity import SessionOpened
 from ankka.runtime.messages import MESSAGE_TYPES, Message
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message | UnwrittenCalls
+Record = Message | UnwrittenCalls | SessionOpened
 """What a journal holds. Grows by union: ``Message | TaskRecord | ApprovalRecord``."""
 
-RECORD_TYPES: tuple[type[Record], ...] = (*MESSAGE_TYPES, UnwrittenCalls)
+RECORD_TYPES: tuple[type[Record], ...] = (*MESSAGE_TYPES, UnwrittenCalls, SessionOpened)
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}
 
