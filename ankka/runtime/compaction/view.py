@@ -1,0 +1,127 @@
+"""The fold of a session for what the model is sent: the summary, then the verbatim rest.
+
+Pure. Message events are appended; a ``HistoryCompacted`` event replaces every message at or
+before its ``through`` position by its summary (an older summary included, so there is one
+summary, never a stack); a ``CompactionRejected`` event changes nothing sent and is kept for
+the retry pause. Between two compactions the view only grows at its end, so the request's
+prefix stays byte-identical and providers' prompt caches keep hitting.
+
+:func:`full_history` is the other fold: every message, compaction records left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ankka.runtime.compaction.records import (
+    KINDS,
+    CompactionRejected,
+    HistoryCompacted,
+    decode_record,
+)
+from ankka.runtime.journal.events import StoredEvent, decode
+from ankka.runtime.messages import (
+    AssistantMessage,
+    Message,
+    SummaryMessage,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+
+__all__ = ["SentView", "chars", "full_history", "memory_chars"]
+
+
+def chars(message: Message) -> int:
+    """Characters a message puts in front of the model: its text, and a call's tool name and
+    arguments. The limit is on these, not on tokens."""
+    if isinstance(message, AssistantMessage):
+        calls = sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
+        return len(message.content or "") + calls
+    if isinstance(message, UserMessage | ToolResult | SummaryMessage):
+        return len(message.content)
+    raise TypeError(f"not a message: {message!r}")
+
+
+def memory_chars(messages: Iterable[Message]) -> int:
+    return sum(chars(m) for m in messages)
+
+
+@dataclass(eq=False)
+class SentView:
+    """One session folded for the model. Mutable and incremental: :meth:`apply` each event
+    after :attr:`position`, in order."""
+
+    position: int = 0
+    summary: HistoryCompacted | None = None
+    seqs: list[int] = field(default_factory=list)
+    verbatim: list[Message] = field(default_factory=list)
+    verbatim_chars: int = 0
+    rejections: list[tuple[datetime, CompactionRejected]] = field(default_factory=list)
+    compaction_usage: Usage = field(default_factory=Usage)
+    total_messages: int = 0
+
+    def apply(self, event: StoredEvent) -> None:
+        self.position = event.seq
+        if event.kind in KINDS:
+            self._record(event.at, decode_record(event.kind, event.body))
+            return
+        message = decode(event.kind, event.body)
+        self.seqs.append(event.seq)
+        self.verbatim.append(message)
+        self.verbatim_chars += chars(message)
+        self.total_messages += 1
+
+    def apply_all(self, events: Iterable[StoredEvent]) -> SentView:
+        for event in events:
+            self.apply(event)
+        return self
+
+    def append(self, seq_after: int, messages: Sequence[Message]) -> None:
+        """Fold a batch this process just wrote after position ``seq_after``."""
+        for offset, message in enumerate(messages, 1):
+            self.seqs.append(seq_after + offset)
+            self.verbatim.append(message)
+            self.verbatim_chars += chars(message)
+        self.total_messages += len(messages)
+        self.position = seq_after + len(messages)
+
+    def _record(self, at: datetime, record: HistoryCompacted | CompactionRejected) -> None:
+        self.compaction_usage = self.compaction_usage + record.usage
+        if isinstance(record, CompactionRejected):
+            self.rejections.append((at, record))
+            return
+        if self.summary is not None and record.through <= self.summary.through:
+            return  # a late duplicate (another process compacted first): the newer stands
+        keep = 0
+        while keep < len(self.seqs) and self.seqs[keep] <= record.through:
+            keep += 1
+        dropped = self.verbatim[:keep]
+        del self.seqs[:keep], self.verbatim[:keep]
+        self.verbatim_chars -= memory_chars(dropped)
+        self.summary = record
+        self.rejections.clear()
+
+    @property
+    def summary_message(self) -> SummaryMessage | None:
+        if self.summary is None:
+            return None
+        return SummaryMessage(self.summary.summary, self.summary.replaces, agent="compaction")
+
+    @property
+    def messages(self) -> list[Message]:
+        """What the model is shown from memory: the summary (if any), then the rest."""
+        summary = self.summary_message
+        return self.verbatim if summary is None else [summary, *self.verbatim]
+
+    @property
+    def chars(self) -> int:
+        summary = len(self.summary.summary) if self.summary is not None else 0
+        return summary + self.verbatim_chars
+
+
+def full_history(events: Iterable[StoredEvent]) -> list[Message]:
+    """Every message of the session in order: compaction never removes one."""
+    return [decode(e.kind, e.body) for e in events if e.kind not in KINDS]
