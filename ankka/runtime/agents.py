@@ -24,11 +24,13 @@ from typing import Literal, TypeAlias
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.compaction.settings import Compaction
 from ankka.runtime.guardrails import Guardrail
 from ankka.runtime.tools import Tool
 
 __all__ = [
     "Answer",
+    "Compaction",
     "Memory",
     "Service",
     "Turn",
@@ -99,6 +101,9 @@ class Turn:
     model: str = "default"
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
     reasoning_effort: str | None = None
+    compaction: Compaction | None = None
+    """How this session's memory is compacted once committed (``None``: the agent's
+    declared default, if any). See :mod:`ankka.runtime.compaction`."""
 
     def __post_init__(self) -> None:
         if self.max_tool_rounds < 0:
@@ -132,6 +137,7 @@ class AgentDeclaration:
     name: str
     handler: Handler
     description: str = ""
+    compaction: Compaction | None = None
 
 
 class Service:
@@ -145,8 +151,11 @@ class Service:
     def agents(self) -> dict[str, AgentDeclaration]:
         return dict(self._agents)
 
-    def agent(self, name: str, *, description: str = "") -> Callable[[Handler], Handler]:
-        """Declare an agent whose handler builds each :class:`Turn`."""
+    def agent(
+        self, name: str, *, description: str = "", compaction: Compaction | None = None
+    ) -> Callable[[Handler], Handler]:
+        """Declare an agent whose handler builds each :class:`Turn`; ``compaction`` is its
+        default for turns that set none."""
 
         def register(handler: Handler) -> Handler:
             if inspect.iscoroutinefunction(handler):
@@ -157,7 +166,7 @@ class Service:
             if name in self._agents:
                 raise ConfigurationError(f"agent {name!r} is declared twice in {self.name!r}")
             doc = description or inspect.getdoc(handler) or ""
-            self._agents[name] = AgentDeclaration(name, handler, doc)
+            self._agents[name] = AgentDeclaration(name, handler, doc, compaction)
             return handler
 
         return register

@@ -57,6 +57,8 @@ def load_service(target: str) -> object:
 
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.agents import Service
+    from ankka.runtime.compaction.leases import open_leases
+    from ankka.runtime.compaction.settings import from_environment
     from ankka.runtime.host import Runtime
     from ankka.runtime.http import create_app
     from ankka.runtime.journal.open import open_store
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"ankka serve: {args.target} is a {type(service).__name__}, not a Service")
     try:
         providers = providers_from_environment(os.environ)
+        compaction = from_environment(os.environ)
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
@@ -78,21 +81,27 @@ def run(args: argparse.Namespace) -> int:
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
+        try:
+            leases = await open_leases(args.store)
+        except AnkkaError as exc:
+            await store.close()
+            print(f"ankka serve: {exc}", file=sys.stderr)
+            return 2
         shared = getattr(store, "session_lock", None)
         runtime = Runtime(
             service,
             store=store,
             providers=providers,
             shared_lock=shared() if callable(shared) else None,
+            compaction_override=compaction,
+            compaction_leases=leases,
         )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
-        try:
+        async with runtime:
             await serve.serve_forever(
                 create_app(runtime), sock, name="ankka serve", access_log=args.access_log
             )
-        finally:
-            await runtime.aclose()
         return 0
 
     return serve.run(main)

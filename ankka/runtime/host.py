@@ -7,20 +7,28 @@ writes nothing, so nothing committed before it is lost or half-overwritten.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
+The fold is what the model is sent (:class:`~ankka.runtime.compaction.view.SentView`): the
+latest compaction summary, then the messages after it. After a turn is committed, a session
+whose agent has compaction settings is handed to the compaction consumer, which the turn
+never waits for. A runtime is an async context manager: entering it starts that consumer.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
 from ankka._kernel.ids import new_id
 from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.compaction.consumer import Compactor, Job
+from ankka.runtime.compaction.leases import CompactionLeases
+from ankka.runtime.compaction.metrics import CompactionMetrics
+from ankka.runtime.compaction.settings import Compaction, CompactionOverride
+from ankka.runtime.compaction.view import SentView, full_history
 from ankka.runtime.journal import events
-from ankka.runtime.journal.fold import apply, fold
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
 from ankka.runtime.messages import AssistantMessage, Message, Usage
@@ -50,6 +58,8 @@ class SessionSummary:
     turns: int
     pending: int
     usage: Usage
+    compactions: int = 0
+    compaction_usage: Usage = field(default_factory=Usage)
 
 
 class _Conversations:
@@ -58,30 +68,26 @@ class _Conversations:
     def __init__(self, store: JournalStore, capacity: int) -> None:
         self._store = store
         self._capacity = capacity
-        self._cache: OrderedDict[str, tuple[int, list[Message]]] = OrderedDict()
+        self._cache: OrderedDict[str, SentView] = OrderedDict()
 
-    async def load(self, session: str) -> tuple[int, list[Message]]:
-        position, conversation = self._cache.pop(session, (0, []))
-        for event in await self._store.read(session, after=position):
-            apply(conversation, events.decode(event.kind, event.body))
-            position = event.seq
-        self._remember(session, position, conversation)
-        return position, conversation
+    async def load(self, session: str) -> SentView:
+        view = self._cache.pop(session, None) or SentView()
+        view.apply_all(await self._store.read(session, after=view.position))
+        self._remember(session, view)
+        return view
 
-    def _remember(self, session: str, position: int, conversation: list[Message]) -> None:
-        self._cache[session] = (position, conversation)
+    def _remember(self, session: str, view: SentView) -> None:
+        self._cache[session] = view
         self._cache.move_to_end(session)
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
-    def extend(self, session: str, position: int, added: tuple[Message, ...]) -> None:
-        cached = self._cache.get(session)
-        if cached is None:
+    def extend(self, session: str, after: int, added: tuple[Message, ...]) -> None:
+        view = self._cache.get(session)
+        if view is None:
             return
-        conversation = cached[1]
-        for message in added:
-            apply(conversation, message)
-        self._remember(session, position, conversation)
+        view.append(after, added)
+        self._remember(session, view)
 
     def forget(self, session: str) -> None:
         self._cache.pop(session, None)
@@ -98,7 +104,13 @@ class Runtime:
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
         shared_lock: SharedSessionLock | None = None,
+        compaction_override: CompactionOverride | None = None,
+        compaction_providers: Mapping[str, ModelProvider] | None = None,
+        compaction_leases: CompactionLeases | None = None,
+        compaction_workers: int = 4,
     ) -> None:
+        """``compaction_providers`` are the models summaries are asked of (default: the
+        same ``providers``; tests give the summariser its own scripted provider)."""
         self.service = service
         self.store = store
         self.providers = dict(providers)
@@ -106,6 +118,31 @@ class Runtime:
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(shared_lock)
         self._conversations = _Conversations(store, cache_sessions)
+        self._override = compaction_override or CompactionOverride({})
+        self.compactor = Compactor(
+            journal=store,
+            turns=self.queue,
+            providers=self.providers if compaction_providers is None else compaction_providers,
+            clock=self.clock,
+            metrics=CompactionMetrics(self.metrics.registry),
+            leases=compaction_leases,
+            workers=compaction_workers,
+            cache_sessions=cache_sessions,
+        )
+
+    async def __aenter__(self) -> Runtime:
+        await self.compactor.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def compaction(self, agent: str, effect: Turn) -> Compaction | None:
+        """The compaction settings in force for a turn of ``agent``: the turn's, else the
+        agent's declared default, then the deployment's ``ANKKA_COMPACTION_*`` over them."""
+        declaration = self.service.declaration(agent)
+        declared = effect.compaction or (declaration.compaction if declaration else None)
+        return self._override.apply(declared)
 
     def plan(self, agent: str, session: str, message: str) -> tuple[Turn, ModelProvider]:
         """Build the agent's effect and find its model; no I/O."""
@@ -118,15 +155,24 @@ class Runtime:
             raise ConfigurationError(
                 f"agent {agent!r}: its handler returned {type(effect).__name__}, not a Turn"
             )
-        provider = self.providers.get(effect.model)
+        provider = self._provider(agent, effect.model, self.providers, "asks for")
+        settings = self.compaction(agent, effect)
+        if settings is not None and settings.model is not None:
+            self._provider(agent, settings.model, self.compactor.providers, "is summarised by")
+        return effect, provider
+
+    def _provider(
+        self, agent: str, model: str, providers: Mapping[str, ModelProvider], verb: str
+    ) -> ModelProvider:
+        provider = providers.get(model)
         if provider is None:
-            configured = ", ".join(sorted(self.providers)) or "none"
-            env = f"ANKKA_MODEL_{effect.model.upper().replace('-', '_')}_PRESET"
+            configured = ", ".join(sorted(providers)) or "none"
+            env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
             raise ConfigurationError(
-                f"agent {agent!r} asks for model {effect.model!r}, which is not configured "
+                f"agent {agent!r} {verb} model {model!r}, which is not configured "
                 f"(configured: {configured}); set {env} and its settings"
             )
-        return effect, provider
+        return provider
 
     async def run(
         self,
@@ -143,10 +189,11 @@ class Runtime:
         started = self.clock.monotonic()
         try:
             async with self.queue.turn(session):
-                position, history = await self._conversations.load(session)
+                view = await self._conversations.load(session)
+                position = view.position
                 outcome = await run_turn(
                     effect,
-                    history=history,
+                    history=view.messages,
                     agent=agent,
                     turn_id=new_id("turn"),
                     provider=provider,
@@ -156,34 +203,54 @@ class Runtime:
                 if effect.write_memory:
                     batch = [events.encode(m) for m in outcome.messages]
                     try:
-                        new_position = await self.store.append(session, batch, expected=position)
+                        await self.store.append(session, batch, expected=position)
                     except BaseException:
                         self._conversations.forget(session)
                         raise
-                    self._conversations.extend(session, new_position, outcome.messages)
+                    self._conversations.extend(session, position, outcome.messages)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
+        settings = self.compaction(agent, effect)
+        if effect.write_memory and settings is not None:
+            self.compactor.committed(session, Job(settings, settings.model or effect.model))
         return TurnResult(outcome, effect)
 
-    async def messages(self, session: str) -> list[Message]:
-        """The session's conversation as committed; read from the store, not the turn cache,
-        so a reader never waits behind the session's queue."""
-        return fold(await self.store.read(session))
+    async def messages(self, session: str, *, as_sent: bool = False) -> list[Message]:
+        """The session's whole conversation as committed (compaction never removes a
+        message), or with ``as_sent`` what the model is now shown from it (the summary, then
+        the rest). Read from the store, not the turn cache, so a reader never waits behind
+        the session's queue."""
+        stored = await self.store.read(session)
+        if as_sent:
+            return SentView().apply_all(stored).messages
+        return full_history(stored)
 
     async def summary(self, session: str) -> SessionSummary:
         pending = self.queue.pending(session)
-        conversation = await self.messages(session)
+        stored = await self.store.read(session)
+        conversation = full_history(stored)
+        view = SentView().apply_all(stored)
         usage = Usage()
         turns = 0
         for message in conversation:
             if isinstance(message, AssistantMessage) and message.turn_usage is not None:
                 usage = usage + message.turn_usage
                 turns += 1
-        return SessionSummary(session, len(conversation), turns, pending, usage)
+        return SessionSummary(
+            session,
+            len(conversation),
+            turns,
+            pending,
+            usage,
+            compactions=view.compactions,
+            compaction_usage=view.compaction_usage,
+        )
 
     async def aclose(self) -> None:
-        for provider in self.providers.values():
+        await self.compactor.__aexit__(None, None, None)
+        every = (*self.providers.values(), *self.compactor.providers.values())
+        for provider in {id(p): p for p in every}.values():
             await provider.aclose()
         await self.store.close()

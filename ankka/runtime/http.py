@@ -3,8 +3,10 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
-- ``GET /v1/sessions/{session}/messages``: the conversation.
-- ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
+- ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
+  nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
+- ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
+  compactions, requests pending.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
@@ -78,6 +80,13 @@ async def _parse(request: Request) -> TurnBody:
         raise RequestError(f'the body does not fit {{"message": "..."}}: {problems}') from exc
 
 
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise RequestError(f"?{name}= takes true or false, not {raw[:40]!r}")
+    return raw in ("true", "1")
+
+
 def _turn_json(result: TurnResult) -> dict[str, Any]:
     outcome = result.outcome
     return {
@@ -149,11 +158,16 @@ def create_app(runtime: Runtime) -> Starlette:
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
         try:
-            conversation = await runtime.messages(session)
+            as_sent = _flag(request, "as_sent")
+            conversation = await runtime.messages(session, as_sent=as_sent)
         except Exception as exc:
             return _from_exception(exc)
         return JSONResponse(
-            {"session": session, "messages": [render_message(m) for m in conversation]}
+            {
+                "session": session,
+                "as_sent": as_sent,
+                "messages": [render_message(m) for m in conversation],
+            }
         )
 
     async def session_summary(request: Request) -> Response:
@@ -169,6 +183,8 @@ def create_app(runtime: Runtime) -> Starlette:
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
                 "cost": COST_UNKNOWN,
+                "compactions": summary.compactions,
+                "compaction_usage": summary.compaction_usage.as_dict(),
             }
         )
 

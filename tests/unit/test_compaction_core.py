@@ -162,7 +162,14 @@ def test_memory_is_due_past_its_start_and_pauses_after_rejections() -> None:
     small = SentView().apply_all(stored(chat(3)))
     assert not due(small, settings, AT)
     rejected = CompactionRejected(
-        first=1, through=2, reason="empty", detail="", provider="s", model="m", usage=Usage()
+        first=1,
+        through=2,
+        reason="empty",
+        detail="",
+        provider="s",
+        model="m",
+        usage=Usage(),
+        at=AT,
     )
     big = SentView().apply_all(stored([*chat(5), rejected]))
     assert big.chars > settings.start
@@ -211,7 +218,7 @@ async def test_an_adopted_summary_measures_memory_before_and_after() -> None:
     settings = Compaction(limit_chars=400, keep_messages=2)
     cut = choose_cut(view, settings)
     assert cut is not None
-    record = await verdict_record(Summary("short", "s", "m", Usage(7, 3)), cut, settings)
+    record = await verdict_record(Summary("short", "s", "m", Usage(7, 3)), cut, settings, AT)
     assert isinstance(record, HistoryCompacted)
     assert record.chars_before == memory_chars(view.messages)
     view.apply(StoredEvent(view.position + 1, *encode_record(record), AT))

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from ankka._kernel.errors import StoreError
+from ankka.runtime.compaction.view import full_history
 from ankka.runtime.journal import events
-from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.open import open_store
 from ankka.runtime.journal.postgres import PostgresStore
 from ankka.runtime.journal.sqlite import SqliteStore
@@ -91,7 +91,7 @@ async def test_appends_are_read_back_in_order_after_reopening(open_journal: Open
     try:
         stored = await store.read("s")
         assert [e.seq for e in stored] == [1, 2, 3, 4]
-        assert fold(stored) == list(TURN)
+        assert full_history(stored) == list(TURN)
         assert [e.seq for e in await store.read("s", after=2)] == [3, 4]
         assert await store.read("other") == []
         assert await store.sessions() == ["s"]
@@ -112,16 +112,9 @@ async def test_an_append_on_a_stale_position_is_refused_and_writes_nothing(
         await store.close()
 
 
-async def test_a_summary_replaces_what_it_summarises_and_folds_an_earlier_one() -> None:
-    conversation = [events.encode(m) for m in TURN] + [
-        events.encode(SummaryMessage("first summary", replaces=3)),
-        events.encode(UserMessage("more", "a", "t2")),
-        events.encode(SummaryMessage("second summary", replaces=2)),
-    ]
-    stored = [events.StoredEvent(i, k, b, None) for i, (k, b) in enumerate(conversation, 1)]  # type: ignore[arg-type]
-    folded = fold(stored)
-    assert [type(m).__name__ for m in folded] == ["SummaryMessage", "UserMessage"]
-    assert folded[0].content == "second summary"
+def test_a_summary_is_never_journaled_as_a_message() -> None:
+    with pytest.raises(TypeError, match="HistoryCompacted"):
+        events.encode(SummaryMessage("a summary", replaces=3))
 
 
 async def test_an_unwritable_path_is_a_clear_error(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ class Compactor:
             raise ValueError("a compactor needs at least one worker")
         self._journal = journal
         self._turns = turns
-        self._providers = dict(providers)
+        self.providers = dict(providers)
         self._clock = clock
         self.metrics = metrics
         self._leases = leases or LocalLeases()
@@ -123,12 +123,13 @@ class Compactor:
 
     async def __aexit__(self, *exc: object) -> None:
         group, self._group = self._group, None
-        if group is None:
-            return
-        for task in self._tasks:  # the workers wait on the queue for ever: stop them
-            task.cancel()
-        await group.__aexit__(None, None, None)
-        await self._leases.close()
+        try:
+            if group is not None:
+                for task in self._tasks:  # the workers wait on the queue for ever: stop them
+                    task.cancel()
+                await group.__aexit__(None, None, None)
+        finally:
+            await self._leases.close()
 
     def committed(self, session: str, job: Job) -> None:
         """A turn of ``session`` was committed: queue it. Returns at once."""
@@ -194,14 +195,14 @@ class Compactor:
         cut = choose_cut(view, settings)
         if cut is None:
             return False
-        provider = self._providers.get(job.model)
+        provider = self.providers.get(job.model)
         if provider is None:
             raise AnkkaError(f"the summariser's model {job.model!r} is not configured")
         if not await self._leases.acquire(session, self._holder, self._lease_ttl):
             return False  # another process is compacting it
         try:
             summary = await summarise(provider, summary_request(cut.replaced, settings))
-            record = await verdict_record(summary, cut, settings)
+            record = await verdict_record(summary, cut, settings, self._clock.now())
             async with self._turns.turn(session):
                 view = await self._view(session)
                 base = view.summary.through if view.summary is not None else 0

@@ -36,14 +36,13 @@ def pause_until(
 def due(view: SentView, settings: Compaction, now: datetime) -> bool:
     if view.chars <= settings.start:
         return False
-    if view.rejections:
-        at, _ = view.rejections[-1]
-        if now < pause_until(len(view.rejections), at):
-            return False
-    return True
+    rejections = view.rejections
+    return not rejections or now >= pause_until(len(rejections), rejections[-1].at)
 
 
-async def verdict_record(summary: Summary, cut: Cut, settings: Compaction) -> CompactionRecord:
+async def verdict_record(
+    summary: Summary, cut: Cut, settings: Compaction, now: datetime
+) -> CompactionRecord:
     verdict = await check_summary(summary.text, cut.replaced, cut.replaced_chars, settings.checks)
     if verdict is not None:
         return CompactionRejected(
@@ -54,6 +53,7 @@ async def verdict_record(summary: Summary, cut: Cut, settings: Compaction) -> Co
             provider=summary.provider,
             model=summary.model,
             usage=summary.usage,
+            at=now,
         )
     return HistoryCompacted(
         first=1,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ankka.runtime.messages import Usage
@@ -53,7 +54,7 @@ class HistoryCompacted:
 class CompactionRejected:
     """A summary of events ``first..through`` that was not adopted. ``reason`` is a stable
     word (``empty``, ``longer_than_replaced``, ``identifier_missing``, ``check:<name>``);
-    ``detail`` explains it in words."""
+    ``detail`` explains it in words; ``at`` (the compactor's clock) starts the retry pause."""
 
     first: int
     through: int
@@ -62,6 +63,7 @@ class CompactionRejected:
     provider: str
     model: str
     usage: Usage
+    at: datetime
 
 
 CompactionRecord = HistoryCompacted | CompactionRejected
@@ -86,7 +88,7 @@ def encode_record(record: CompactionRecord) -> tuple[str, str]:
         }
     else:
         kind = REJECTED
-        data |= {"reason": record.reason, "detail": record.detail}
+        data |= {"reason": record.reason, "detail": record.detail, "at": record.at.isoformat()}
     return kind, json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -108,5 +110,10 @@ def decode_record(kind: str, body: str) -> CompactionRecord:
             **common,
         )
     if kind == REJECTED:
-        return CompactionRejected(reason=str(data["reason"]), detail=str(data["detail"]), **common)
+        return CompactionRejected(
+            reason=str(data["reason"]),
+            detail=str(data["detail"]),
+            at=datetime.fromisoformat(data["at"]),
+            **common,
+        )
     raise ValueError(f"{kind!r} is not a compaction record")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from ankka.runtime.compaction.records import (
     KINDS,
@@ -59,14 +58,16 @@ class SentView:
     seqs: list[int] = field(default_factory=list)
     verbatim: list[Message] = field(default_factory=list)
     verbatim_chars: int = 0
-    rejections: list[tuple[datetime, CompactionRejected]] = field(default_factory=list)
+    rejections: list[CompactionRejected] = field(default_factory=list)
     compaction_usage: Usage = field(default_factory=Usage)
     total_messages: int = 0
+    compactions: int = 0
+    rejected: int = 0
 
     def apply(self, event: StoredEvent) -> None:
         self.position = event.seq
         if event.kind in KINDS:
-            self._record(event.at, decode_record(event.kind, event.body))
+            self._record(decode_record(event.kind, event.body))
             return
         message = decode(event.kind, event.body)
         self.seqs.append(event.seq)
@@ -88,10 +89,11 @@ class SentView:
         self.total_messages += len(messages)
         self.position = seq_after + len(messages)
 
-    def _record(self, at: datetime, record: HistoryCompacted | CompactionRejected) -> None:
+    def _record(self, record: HistoryCompacted | CompactionRejected) -> None:
         self.compaction_usage = self.compaction_usage + record.usage
         if isinstance(record, CompactionRejected):
-            self.rejections.append((at, record))
+            self.rejections.append(record)
+            self.rejected += 1
             return
         if self.summary is not None and record.through <= self.summary.through:
             return  # a late duplicate (another process compacted first): the newer stands
@@ -102,6 +104,7 @@ class SentView:
         del self.seqs[:keep], self.verbatim[:keep]
         self.verbatim_chars -= memory_chars(dropped)
         self.summary = record
+        self.compactions += 1
         self.rejections.clear()
 
     @property

@@ -1,7 +1,9 @@
 """Journal events and their JSON encoding.
 
-One stream per session. Each event is one message (a user message, an answer, a tool result,
-a compaction summary); the conversation is the fold of the events (:mod:`.fold`). The encoding
+One stream per session. Each event is one message (a user message, an answer, a tool result)
+or a compaction record (:mod:`ankka.runtime.compaction.records`); the conversation is the
+fold of the events (:mod:`ankka.runtime.compaction.view`). A summary is never stored as a
+message: compaction records it as ``HistoryCompacted``, which removes nothing. The encoding
 is the stored format: change it only with a migration.
 """
 
@@ -16,7 +18,6 @@ from ankka.runtime.messages import (
     AssistantMessage,
     Message,
     ModelCall,
-    SummaryMessage,
     ToolCall,
     ToolResult,
     Usage,
@@ -28,7 +29,6 @@ __all__ = ["StoredEvent", "decode", "encode"]
 USER = "user_message"
 ASSISTANT = "assistant_message"
 TOOL = "tool_result"
-SUMMARY = "compaction_summary"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +67,9 @@ def encode(message: Message) -> tuple[str, str]:
             "is_error": message.is_error,
         }
     else:
-        kind = SUMMARY
-        data = {"content": message.content, "replaces": message.replaces}
+        raise TypeError(
+            "a summary is not journaled as a message; compaction records it as HistoryCompacted"
+        )
     data["agent"] = message.agent
     data["turn"] = message.turn
     return kind, json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -90,6 +91,4 @@ def decode(kind: str, body: str) -> Message:
         return ToolResult(
             data["call_id"], data["name"], data["content"], bool(data["is_error"]), agent, turn
         )
-    if kind == SUMMARY:
-        return SummaryMessage(data["content"], int(data.get("replaces", 0)), turn, agent)
     raise ValueError(f"unknown journal event kind {kind!r}")
