@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ankka._kernel.errors import ModelUnavailable
+from ankka._kernel.errors import ConfigurationError, ModelUnavailable
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.compaction import Compaction
 from ankka.runtime.compaction.records import COMPACTED, REJECTED
@@ -252,3 +252,13 @@ async def test_the_request_prefix_is_identical_until_a_compaction_changes_it(mak
     # the compaction after the 4th turn is the one point where the prefix changes
     assert isinstance(requests[4].messages[0], SummaryMessage)
     assert requests[4].messages[0] != requests[3].messages[0]
+
+
+async def test_a_summariser_model_that_is_not_configured_is_named_before_the_turn_runs(
+    make: Make,
+) -> None:
+    settings = Compaction(limit_chars=400, model="small")
+    runtime, provider, _ = await make([ANSWER], [], service=chat_service(settings))
+    with pytest.raises(ConfigurationError, match="is summarised by model 'small'"):
+        await runtime.run("chat", "s", question(0))
+    assert provider.requests == []
