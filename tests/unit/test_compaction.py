@@ -4,6 +4,7 @@ one for the summariser (a shared script races: whichever asks first takes the ot
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,8 +19,14 @@ from ankka.runtime.compaction import Compaction
 from ankka.runtime.compaction.records import COMPACTED, REJECTED
 from ankka.runtime.host import Runtime
 from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import AssistantMessage, SummaryMessage, ToolResult, UserMessage
-from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.messages import (
+    AssistantMessage,
+    SummaryMessage,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.testing import ScriptedProvider
 from ankka.runtime.tools import tool
 
@@ -72,7 +79,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
 
     async def build(
         agent: Sequence[Any],
-        summaries: Sequence[Any] | ScriptedProvider | FlakySummariser,
+        summaries: Sequence[Any] | ModelProvider,
         *,
         service: Service | None = None,
         workers: int = 4,
@@ -82,7 +89,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
         provider = ScriptedProvider(agent, name="default")
         summariser = (
             summaries
-            if isinstance(summaries, ScriptedProvider | FlakySummariser)
+            if isinstance(summaries, ModelProvider)
             else ScriptedProvider(summaries, name="default")
         )
         runtime = Runtime(
@@ -262,3 +269,55 @@ async def test_a_summariser_model_that_is_not_configured_is_named_before_the_tur
     with pytest.raises(ConfigurationError, match="is summarised by model 'small'"):
         await runtime.run("chat", "s", question(0))
     assert provider.requests == []
+
+
+class GatedSummariser:
+    """Holds every call until its gate opens, counting the calls in flight."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.in_flight = 0
+        self.most_at_once = 0
+        self.asked: list[str] = []
+
+    name = "default"
+    model = "scripted"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        message = request.messages[0]
+        assert isinstance(message, UserMessage)
+        self.asked.append(message.content)
+        self.in_flight += 1
+        self.most_at_once = max(self.most_at_once, self.in_flight)
+        await self.gate.wait()
+        self.in_flight -= 1
+        return ModelResponse("they chatted", (), Usage(), "scripted")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
+        yield await self.complete(request)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_one_compaction_per_session_at_a_time_and_at_most_the_bound_at_once(
+    make: Make,
+) -> None:
+    gated = GatedSummariser()
+    runtime, _, _ = await make([ANSWER] * 16, gated, workers=2)
+    for name in ("a", "b", "c"):
+        for n in range(4):
+            await runtime.run("chat", name, question(n))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert gated.in_flight == 2  # the third session waits for a worker
+    await runtime.run("chat", "a", question(5))  # a's compaction is in flight: not a second
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert len(gated.asked) == 2
+    gated.gate.set()
+    await runtime.compactor.idle()
+    assert gated.most_at_once == 2
+    for name in ("a", "b", "c"):
+        sent = await runtime.messages(name, as_sent=True)
+        assert isinstance(sent[0], SummaryMessage)

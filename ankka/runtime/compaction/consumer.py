@@ -169,7 +169,10 @@ class Compactor:
         self.metrics.failed(kind)
         previous = self._failures.get(session)
         count = previous.count + 1 if previous else 1
+        self._failures.pop(session, None)  # re-inserted last, so the oldest pause goes first
         self._failures[session] = _Failure(count, pause_until(count, self._clock.now()))
+        while len(self._failures) > self._capacity:  # bounded: forget the oldest pause
+            del self._failures[next(iter(self._failures))]
         if not isinstance(exc, AnkkaError):
             log.error("compaction failed unexpectedly", exc_info=exc)
         else:
