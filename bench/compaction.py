@@ -109,7 +109,7 @@ async def one(mode: str, turns: int, directory: Path) -> Result:
     ) as runtime:
         started = time.perf_counter()
         for _ in range(turns):
-            await runtime.run("chat", "s", QUESTION)
+            await runtime.run(runtime.plan("chat", "s", QUESTION))
         await runtime.compactor.idle()
         seconds = time.perf_counter() - started
         assert agent.last is not None

@@ -87,12 +87,10 @@ def run(args: argparse.Namespace) -> int:
             await store.close()
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
-        shared = getattr(store, "session_lock", None)
         runtime = Runtime(
             service,
             store=store,
             providers=providers,
-            shared_lock=shared() if callable(shared) else None,
             compaction_override=compaction,
             compaction_leases=leases,
         )

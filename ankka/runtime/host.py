@@ -1,9 +1,12 @@
 """The runtime host: runs a service's turns on a journal store and configured providers.
 
-For one request: build the agent's :class:`~ankka.runtime.agents.Turn` (pure), wait for the
-session's turn, bring the session's folded conversation up to date from the journal, run the
-loop, append the turn's messages in one atomic batch, and only then answer. A failed turn
-writes nothing, so nothing committed before it is lost or half-overwritten.
+For one turn: plan it (:mod:`ankka.runtime.planning`: the agent's
+:class:`~ankka.runtime.agents.Turn` and its model, pure, one frozen
+:class:`~ankka.runtime.planning.PlannedTurn`), then run it: wait for the session's turn,
+bring the session's folded conversation up to date from the journal, run the loop, append the
+turn's messages through the :class:`~ankka.runtime.journal.journal.Journal` in one atomic
+batch, and only then answer. A failed turn writes nothing, so nothing committed before it is
+lost or half-overwritten.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
@@ -20,21 +23,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ankka._kernel.clock import Clock, SystemClock
-from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
+from ankka.runtime import planning
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.compaction.consumer import Compactor, Job
 from ankka.runtime.compaction.leases import CompactionLeases
 from ankka.runtime.compaction.metrics import CompactionMetrics
 from ankka.runtime.compaction.settings import Compaction, CompactionOverride
-from ankka.runtime.compaction.view import SentView, full_history
-from ankka.runtime.journal import events
+from ankka.runtime.compaction.view import SentView
+from ankka.runtime.journal.fold import fold
+from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
+from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
-from ankka.runtime.sessions import SessionQueue, SharedSessionLock
+from ankka.runtime.sessions import SessionQueue
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -42,7 +48,6 @@ __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     outcome: TurnOutcome
-    effect: Turn
 
     @property
     def reply(self) -> object:
@@ -63,16 +68,17 @@ class SessionSummary:
 
 
 class _Conversations:
-    """Folded conversations by session, least recently used evicted past ``capacity``."""
+    """What the model is sent, folded by session; least recently used evicted past
+    ``capacity``."""
 
-    def __init__(self, store: JournalStore, capacity: int) -> None:
-        self._store = store
+    def __init__(self, journal: Journal, capacity: int) -> None:
+        self._journal = journal
         self._capacity = capacity
         self._cache: OrderedDict[str, SentView] = OrderedDict()
 
     async def load(self, session: str) -> SentView:
         view = self._cache.pop(session, None) or SentView()
-        view.apply_all(await self._store.read(session, after=view.position))
+        view.apply_all(await self._journal.read(session, after=view.position))
         self._remember(session, view)
         return view
 
@@ -94,6 +100,9 @@ class _Conversations:
 
 
 class Runtime:
+    """Runs a service's turns. The store's own cross-process session lock, when it has one,
+    keeps one turn at a time per session across pods."""
+
     def __init__(
         self,
         service: Service,
@@ -103,7 +112,6 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
-        shared_lock: SharedSessionLock | None = None,
         compaction_override: CompactionOverride | None = None,
         compaction_providers: Mapping[str, ModelProvider] | None = None,
         compaction_leases: CompactionLeases | None = None,
@@ -112,15 +120,15 @@ class Runtime:
         """``compaction_providers`` are the models summaries are asked of (default: the
         same ``providers``; tests give the summariser its own scripted provider)."""
         self.service = service
-        self.store = store
+        self.journal = Journal(store)
         self.providers = dict(providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
-        self.queue = SessionQueue(shared_lock)
-        self._conversations = _Conversations(store, cache_sessions)
+        self.queue = SessionQueue(self.journal.session_lock())
+        self._conversations = _Conversations(self.journal, cache_sessions)
         self._override = compaction_override or CompactionOverride({})
         self.compactor = Compactor(
-            journal=store,
+            journal=self.journal,
             turns=self.queue,
             providers=self.providers if compaction_providers is None else compaction_providers,
             clock=self.clock,
@@ -130,12 +138,15 @@ class Runtime:
             cache_sessions=cache_sessions,
         )
 
-    async def __aenter__(self) -> Runtime:
-        await self.compactor.__aenter__()
-        return self
+    def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
+        """Build the agent's effect and find its model; no I/O. An approval rebuilds a
+        suspended turn the same way, from its recorded ``planned.request``."""
+        planned = planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
+        return self._check_summariser(planned)
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    def plan_effect(self, request: TurnRequest, effect: Turn) -> PlannedTurn:
+        """Plan an effect the caller built itself (a task iteration's); no I/O."""
+        return self._check_summariser(planning.plan_effect(self.providers, request, effect))
 
     def compaction(self, agent: str, effect: Turn) -> Compaction | None:
         """The compaction settings in force for a turn of ``agent``: the turn's, else the
@@ -144,48 +155,22 @@ class Runtime:
         declared = effect.compaction or (declaration.compaction if declaration else None)
         return self._override.apply(declared)
 
-    def plan(self, agent: str, session: str, message: str) -> tuple[Turn, ModelProvider]:
-        """Build the agent's effect and find its model; no I/O."""
-        declaration = self.service.declaration(agent)
-        if declaration is None:
-            known = ", ".join(sorted(self.service.agents)) or "none"
-            raise NotFound(f"there is no agent {agent!r} in this service (agents: {known})")
-        effect = declaration.handler(TurnRequest(agent, session, message))
-        if not isinstance(effect, Turn):
-            raise ConfigurationError(
-                f"agent {agent!r}: its handler returned {type(effect).__name__}, not a Turn"
-            )
-        provider = self._provider(agent, effect.model, self.providers, "asks for")
-        settings = self.compaction(agent, effect)
-        if settings is not None and settings.model is not None:
-            self._provider(agent, settings.model, self.compactor.providers, "is summarised by")
-        return effect, provider
-
-    def _provider(
-        self, agent: str, model: str, providers: Mapping[str, ModelProvider], verb: str
-    ) -> ModelProvider:
-        provider = providers.get(model)
-        if provider is None:
-            configured = ", ".join(sorted(providers)) or "none"
+    def _check_summariser(self, planned: PlannedTurn) -> PlannedTurn:
+        settings = self.compaction(planned.agent, planned.effect)
+        model = settings.model if settings is not None else None
+        if model is not None and model not in self.compactor.providers:
+            configured = ", ".join(sorted(self.compactor.providers)) or "none"
             env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
             raise ConfigurationError(
-                f"agent {agent!r} {verb} model {model!r}, which is not configured "
-                f"(configured: {configured}); set {env} and its settings"
+                f"agent {planned.agent!r} is summarised by model {model!r}, which is not "
+                f"configured (configured: {configured}); set {env} and its settings"
             )
-        return provider
+        return planned
 
-    async def run(
-        self,
-        agent: str,
-        session: str,
-        message: str,
-        *,
-        emit: Emit | None = None,
-        planned: tuple[Turn, ModelProvider] | None = None,
-    ) -> TurnResult:
-        """Run one turn. ``planned`` is :meth:`plan`'s result when the caller already built it
-        (the HTTP layer does, to learn the answer's shape), so the handler runs once."""
-        effect, provider = planned or self.plan(agent, session, message)
+    async def run(self, planned: PlannedTurn, *, emit: Emit | None = None) -> TurnResult:
+        """Run one planned turn: wait for the session's turn, bring its conversation up to
+        date, run the loop, append the turn's messages, and only then return."""
+        agent, session, effect = planned.agent, planned.session, planned.effect
         started = self.clock.monotonic()
         try:
             async with self.queue.turn(session):
@@ -196,14 +181,13 @@ class Runtime:
                     history=view.messages,
                     agent=agent,
                     turn_id=new_id("turn"),
-                    provider=provider,
+                    provider=planned.provider,
                     clock=self.clock,
                     emit=emit,
                 )
                 if effect.write_memory:
-                    batch = [events.encode(m) for m in outcome.messages]
                     try:
-                        await self.store.append(session, batch, expected=position)
+                        await self.journal.append(session, outcome.messages, expected=position)
                     except BaseException:
                         self._conversations.forget(session)
                         raise
@@ -215,23 +199,22 @@ class Runtime:
         settings = self.compaction(agent, effect)
         if effect.write_memory and settings is not None:
             self.compactor.committed(session, Job(settings, settings.model or effect.model))
-        return TurnResult(outcome, effect)
+        return TurnResult(outcome)
 
     async def messages(self, session: str, *, as_sent: bool = False) -> list[Message]:
         """The session's whole conversation as committed (compaction never removes a
         message), or with ``as_sent`` what the model is now shown from it (the summary, then
-        the rest). Read from the store, not the turn cache, so a reader never waits behind
+        the rest). Read from the journal, not the turn cache, so a reader never waits behind
         the session's queue."""
-        stored = await self.store.read(session)
         if as_sent:
-            return SentView().apply_all(stored).messages
-        return full_history(stored)
+            return SentView().apply_all(await self.journal.read(session)).messages
+        return await self.journal.conversation(session)
 
     async def summary(self, session: str) -> SessionSummary:
         pending = self.queue.pending(session)
-        stored = await self.store.read(session)
-        conversation = full_history(stored)
-        view = SentView().apply_all(stored)
+        entries = await self.journal.read(session)
+        conversation = fold(e.record for e in entries)
+        view = SentView().apply_all(entries)
         usage = Usage()
         turns = 0
         for message in conversation:
@@ -248,9 +231,17 @@ class Runtime:
             compaction_usage=view.compaction_usage,
         )
 
+    async def __aenter__(self) -> Runtime:
+        """Start the compaction consumer (its workers are owned until :meth:`aclose`)."""
+        await self.compactor.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         await self.compactor.__aexit__(None, None, None)
         every = (*self.providers.values(), *self.compactor.providers.values())
         for provider in {id(p): p for p in every}.values():
             await provider.aclose()
-        await self.store.close()
+        await self.journal.close()

@@ -16,7 +16,12 @@ import pytest
 
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.compaction import Compaction
-from ankka.runtime.compaction.records import COMPACTED, KINDS, REJECTED, decode_record
+from ankka.runtime.compaction.records import (
+    COMPACTED,
+    REJECTED,
+    CompactionRejected,
+    HistoryCompacted,
+)
 from ankka.runtime.host import Runtime
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.messages import SummaryMessage
@@ -57,10 +62,14 @@ async def test_the_real_model_summarises_a_session_and_its_usage_is_recorded(
         compaction_providers={"default": summariser},
     ) as runtime:
         for question in QUESTIONS:
-            await runtime.run("chat", "s", question)
+            await runtime.run(runtime.plan("chat", "s", question))
         await runtime.compactor.idle()
-        stored = await runtime.store.read("s")
-        records = [decode_record(e.kind, e.body) for e in stored if e.kind in KINDS]
+        stored = await runtime.journal.store.read("s")
+        records = [
+            e.record
+            for e in await runtime.journal.read("s")
+            if isinstance(e.record, HistoryCompacted | CompactionRejected)
+        ]
         assert len(records) == 1, [e.kind for e in stored]
         record = records[0]
         assert record.model == llama_server.model

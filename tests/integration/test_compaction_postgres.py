@@ -72,7 +72,6 @@ async def pod(dsn: str, agent: ScriptedProvider, summariser: object) -> Runtime:
         store=store,
         providers={"default": agent},
         compaction_providers={"default": summariser},  # type: ignore[dict-item]
-        shared_lock=store.session_lock(),
         compaction_leases=await PostgresLeases.open(dsn),
     )
     return await runtime.__aenter__()
@@ -86,7 +85,7 @@ async def test_two_pods_never_both_summarise_one_session(postgres_server: str) -
     b = await pod(dsn, ScriptedProvider([], name="default"), second)
     try:
         for n in range(4):
-            await a.run("chat", "shared", f"question {chr(97 + n)} ".ljust(50, "q"))
+            await a.run(a.plan("chat", "shared", f"question {chr(97 + n)} ".ljust(50, "q")))
         await asyncio.wait_for(first.asked.wait(), 30)  # pod a holds the lease now
         b.compactor.committed("shared", Job(SETTINGS, "default"))
         await asyncio.wait_for(b.compactor.idle(), 30)
@@ -96,7 +95,7 @@ async def test_two_pods_never_both_summarise_one_session(postgres_server: str) -
         b.compactor.committed("shared", Job(SETTINGS, "default"))
         await asyncio.wait_for(b.compactor.idle(), 30)
         assert second.requests == []  # and once compacted, it is no longer due
-        kinds = [e.kind for e in await a.store.read("shared")]
+        kinds = [e.kind for e in await a.journal.store.read("shared")]
         assert kinds.count(COMPACTED) == 1
     finally:
         await a.aclose()

@@ -111,12 +111,12 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
 
 async def turns(runtime: Runtime, session: str, count: int, start: int = 0) -> None:
     for n in range(start, start + count):
-        await runtime.run("chat", session, question(n))
+        await runtime.run(runtime.plan("chat", session, question(n)))
         await runtime.compactor.idle()
 
 
 async def kinds(runtime: Runtime, session: str) -> list[str]:
-    return [e.kind for e in await runtime.store.read(session)]
+    return [e.kind for e in await runtime.journal.store.read(session)]
 
 
 async def test_crossing_the_limit_queues_one_summary_and_keeps_the_whole_history(
@@ -132,7 +132,7 @@ async def test_crossing_the_limit_queues_one_summary_and_keeps_the_whole_history
     assert isinstance(sent[0], SummaryMessage) and sent[0].content == "They asked a to d."
     assert [type(m) for m in sent[1:]] == [UserMessage, AssistantMessage]
     assert len(await runtime.messages("s")) == 8  # nothing said is lost
-    await runtime.run("chat", "s", question(4))
+    await runtime.run(runtime.plan("chat", "s", question(4)))
     assert provider.requests[-1].messages[0] == sent[0]
     summary = await runtime.summary("s")
     assert summary.compactions == 1 and summary.turns == 5
@@ -180,7 +180,7 @@ async def test_a_summary_that_fails_a_check_is_rejected_and_the_history_kept(
     await turns(runtime, "s", 4)
     assert (await kinds(runtime, "s")).count(REJECTED) == 1
     assert not any(isinstance(m, SummaryMessage) for m in await runtime.messages("s", as_sent=True))
-    stored = [e for e in await runtime.store.read("s") if e.kind == REJECTED]
+    stored = [e for e in await runtime.journal.store.read("s") if e.kind == REJECTED]
     assert f'"reason":"{reason}"' in stored[0].body
     assert f'reason="{reason}"' in runtime.metrics.render().decode()
     await turns(runtime, "s", 1, start=4)
@@ -267,7 +267,7 @@ async def test_a_summariser_model_that_is_not_configured_is_named_before_the_tur
     settings = Compaction(limit_chars=400, model="small")
     runtime, provider, _ = await make([ANSWER], [], service=chat_service(settings))
     with pytest.raises(ConfigurationError, match="is summarised by model 'small'"):
-        await runtime.run("chat", "s", question(0))
+        await runtime.run(runtime.plan("chat", "s", question(0)))
     assert provider.requests == []
 
 
@@ -307,11 +307,13 @@ async def test_one_compaction_per_session_at_a_time_and_at_most_the_bound_at_onc
     runtime, _, _ = await make([ANSWER] * 16, gated, workers=2)
     for name in ("a", "b", "c"):
         for n in range(4):
-            await runtime.run("chat", name, question(n))
+            await runtime.run(runtime.plan("chat", name, question(n)))
     for _ in range(20):
         await asyncio.sleep(0)
     assert gated.in_flight == 2  # the third session waits for a worker
-    await runtime.run("chat", "a", question(5))  # a's compaction is in flight: not a second
+    await runtime.run(
+        runtime.plan("chat", "a", question(5))
+    )  # a's compaction is in flight: not a second
     for _ in range(20):
         await asyncio.sleep(0)
     assert len(gated.asked) == 2

@@ -12,17 +12,12 @@ from ankka.runtime.compaction import Compaction, SummaryCheck
 from ankka.runtime.compaction.checks import check_summary, identifiers
 from ankka.runtime.compaction.cut import choose_cut
 from ankka.runtime.compaction.decide import due, pause_until, verdict_record
-from ankka.runtime.compaction.records import (
-    CompactionRejected,
-    HistoryCompacted,
-    decode_record,
-    encode_record,
-)
+from ankka.runtime.compaction.records import CompactionRejected, HistoryCompacted
 from ankka.runtime.compaction.settings import from_environment
 from ankka.runtime.compaction.summariser import Summary, summary_request
-from ankka.runtime.compaction.view import SentView, full_history, memory_chars
-from ankka.runtime.journal import events
-from ankka.runtime.journal.events import StoredEvent
+from ankka.runtime.compaction.view import SentView, memory_chars
+from ankka.runtime.journal.events import Entry, Record
+from ankka.runtime.journal.fold import fold
 from ankka.runtime.messages import (
     AssistantMessage,
     Message,
@@ -36,15 +31,8 @@ from ankka.runtime.messages import (
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
 
-def stored(items: Sequence[Message | HistoryCompacted | CompactionRejected]) -> list[StoredEvent]:
-    out = []
-    for seq, item in enumerate(items, 1):
-        if isinstance(item, HistoryCompacted | CompactionRejected):
-            kind, body = encode_record(item)
-        else:
-            kind, body = events.encode(item)
-        out.append(StoredEvent(seq, kind, body, AT))
-    return out
+def stored(items: Sequence[Record]) -> list[Entry]:
+    return [Entry(seq, AT, item) for seq, item in enumerate(items, 1)]
 
 
 def chat(turns: int, size: int = 40) -> list[Message]:
@@ -80,7 +68,7 @@ def test_a_compaction_replaces_what_it_covers_for_the_model_and_keeps_the_full_h
         "AssistantMessage",
     ]
     assert view.messages[0].content == "they talked"
-    assert len(full_history(stored(items))) == 8
+    assert len(fold(items)) == 8
     assert view.compaction_usage == Usage(10, 5)
 
 
@@ -221,13 +209,8 @@ async def test_an_adopted_summary_measures_memory_before_and_after() -> None:
     record = await verdict_record(Summary("short", "s", "m", Usage(7, 3)), cut, settings, AT)
     assert isinstance(record, HistoryCompacted)
     assert record.chars_before == memory_chars(view.messages)
-    view.apply(StoredEvent(view.position + 1, *encode_record(record), AT))
+    view.apply(Entry(view.position + 1, AT, record))
     assert record.chars_after == view.chars < record.chars_before
-
-
-def test_records_round_trip_through_their_encoding() -> None:
-    record = compacted(9, "s", 9)
-    assert decode_record(*encode_record(record)) == record
 
 
 def test_settings_are_checked_where_they_are_declared() -> None:

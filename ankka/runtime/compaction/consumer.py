@@ -32,11 +32,11 @@ from ankka.runtime.compaction.cut import choose_cut
 from ankka.runtime.compaction.decide import due, pause_until, verdict_record
 from ankka.runtime.compaction.leases import CompactionLeases, LocalLeases
 from ankka.runtime.compaction.metrics import CompactionMetrics
-from ankka.runtime.compaction.records import HistoryCompacted, encode_record
+from ankka.runtime.compaction.records import HistoryCompacted
 from ankka.runtime.compaction.settings import Compaction
 from ankka.runtime.compaction.summariser import summarise, summary_request
 from ankka.runtime.compaction.view import SentView
-from ankka.runtime.journal.events import StoredEvent
+from ankka.runtime.journal.events import Entry, Record
 from ankka.runtime.providers.base import ModelProvider
 
 __all__ = ["Compactor", "Job"]
@@ -45,13 +45,12 @@ log = logging.getLogger("ankka.runtime.compaction")
 
 
 class EventLog(Protocol):
-    """What the consumer needs of the journal: read a session after a position, append."""
+    """What the consumer needs of the :class:`~ankka.runtime.journal.journal.Journal`: read a
+    session's records after a position, append records."""
 
-    async def read(self, session: str, *, after: int = 0) -> list[StoredEvent]: ...
+    async def read(self, session: str, *, after: int = 0) -> list[Entry]: ...
 
-    async def append(
-        self, session: str, events: Sequence[tuple[str, str]], *, expected: int
-    ) -> int: ...
+    async def append(self, session: str, records: Sequence[Record], *, expected: int) -> int: ...
 
 
 class TurnLock(Protocol):
@@ -211,7 +210,7 @@ class Compactor:
                 base = view.summary.through if view.summary is not None else 0
                 if base != cut.base:
                     return False  # another compaction landed since the cut: it stands
-                await self._journal.append(session, [encode_record(record)], expected=view.position)
+                await self._journal.append(session, [record], expected=view.position)
         finally:
             await self._leases.release(session, self._holder)
         self._failures.pop(session, None)

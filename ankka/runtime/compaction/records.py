@@ -1,36 +1,43 @@
 """The journal's compaction records: ``HistoryCompacted`` and ``CompactionRejected``.
 
-Both are events of the session's own stream, beside its messages, and neither removes one:
+Both are records of the session's own stream, beside its messages, and neither removes one:
 the full history stays readable. ``HistoryCompacted`` says that, for what the model is sent,
-the events at positions ``1..through`` are replaced by ``summary`` (which folds any earlier
-summary in); ``CompactionRejected`` says a summary was made and not adopted, and why. Both
-carry the summariser's model and usage, which is the session's compaction usage, apart from
-its turns. The encoding is the stored format: change it only with a migration.
+the events at positions ``first..through`` are replaced by ``summary`` (which folds any
+earlier summary in); ``CompactionRejected`` says a summary was made and not adopted, and why.
+Both carry the summariser's model and usage, which is the session's compaction usage, apart
+from its turns. Each is a journal record (a ``kind``, ``as_dict()``, ``from_dict()``; see
+:mod:`ankka.runtime.journal.events`); the encoding is the stored format: change it only with
+a migration.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ankka.runtime.messages import Usage
 
 __all__ = [
     "COMPACTED",
-    "KINDS",
     "REJECTED",
     "CompactionRecord",
     "CompactionRejected",
     "HistoryCompacted",
-    "decode_record",
-    "encode_record",
 ]
 
 COMPACTED = "history_compacted"
 REJECTED = "compaction_rejected"
-KINDS = frozenset({COMPACTED, REJECTED})
+
+
+def _common(data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "first": int(data["first"]),
+        "through": int(data["through"]),
+        "provider": str(data["provider"]),
+        "model": str(data["model"]),
+        "usage": Usage.from_dict(data["usage"]),
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +45,8 @@ class HistoryCompacted:
     """``summary`` stands for events ``first..through`` (``first`` is always 1: an earlier
     summary is folded in, never stacked). ``replaces`` counts the messages it stands for;
     ``chars_before``/``chars_after`` measure memory as sent before and after."""
+
+    kind: ClassVar[str] = COMPACTED
 
     first: int
     through: int
@@ -49,12 +58,37 @@ class HistoryCompacted:
     chars_before: int
     chars_after: int
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "first": self.first,
+            "through": self.through,
+            "summary": self.summary,
+            "replaces": self.replaces,
+            "provider": self.provider,
+            "model": self.model,
+            "usage": self.usage.as_dict(),
+            "chars_before": self.chars_before,
+            "chars_after": self.chars_after,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HistoryCompacted:
+        return cls(
+            summary=str(data["summary"]),
+            replaces=int(data["replaces"]),
+            chars_before=int(data["chars_before"]),
+            chars_after=int(data["chars_after"]),
+            **_common(data),
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionRejected:
     """A summary of events ``first..through`` that was not adopted. ``reason`` is a stable
     word (``empty``, ``longer_than_replaced``, ``identifier_missing``, ``check:<name>``);
     ``detail`` explains it in words; ``at`` (the compactor's clock) starts the retry pause."""
+
+    kind: ClassVar[str] = REJECTED
 
     first: int
     through: int
@@ -65,55 +99,26 @@ class CompactionRejected:
     usage: Usage
     at: datetime
 
-
-CompactionRecord = HistoryCompacted | CompactionRejected
-
-
-def encode_record(record: CompactionRecord) -> tuple[str, str]:
-    """The (kind, JSON body) under which ``record`` is journaled."""
-    data: dict[str, Any] = {
-        "first": record.first,
-        "through": record.through,
-        "provider": record.provider,
-        "model": record.model,
-        "usage": record.usage.as_dict(),
-    }
-    if isinstance(record, HistoryCompacted):
-        kind = COMPACTED
-        data |= {
-            "summary": record.summary,
-            "replaces": record.replaces,
-            "chars_before": record.chars_before,
-            "chars_after": record.chars_after,
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "first": self.first,
+            "through": self.through,
+            "reason": self.reason,
+            "detail": self.detail,
+            "provider": self.provider,
+            "model": self.model,
+            "usage": self.usage.as_dict(),
+            "at": self.at.isoformat(),
         }
-    else:
-        kind = REJECTED
-        data |= {"reason": record.reason, "detail": record.detail, "at": record.at.isoformat()}
-    return kind, json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
-
-def decode_record(kind: str, body: str) -> CompactionRecord:
-    data = json.loads(body)
-    common: dict[str, Any] = {
-        "first": int(data["first"]),
-        "through": int(data["through"]),
-        "provider": str(data["provider"]),
-        "model": str(data["model"]),
-        "usage": Usage.from_dict(data["usage"]),
-    }
-    if kind == COMPACTED:
-        return HistoryCompacted(
-            summary=str(data["summary"]),
-            replaces=int(data["replaces"]),
-            chars_before=int(data["chars_before"]),
-            chars_after=int(data["chars_after"]),
-            **common,
-        )
-    if kind == REJECTED:
-        return CompactionRejected(
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompactionRejected:
+        return cls(
             reason=str(data["reason"]),
             detail=str(data["detail"]),
             at=datetime.fromisoformat(data["at"]),
-            **common,
+            **_common(data),
         )
-    raise ValueError(f"{kind!r} is not a compaction record")
+
+
+CompactionRecord = HistoryCompacted | CompactionRejected

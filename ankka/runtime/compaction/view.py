@@ -1,12 +1,12 @@
 """The fold of a session for what the model is sent: the summary, then the verbatim rest.
 
-Pure. Message events are appended; a ``HistoryCompacted`` event replaces every message at or
-before its ``through`` position by its summary (an older summary included, so there is one
-summary, never a stack); a ``CompactionRejected`` event changes nothing sent and is kept for
+Pure. Message records are appended; a ``HistoryCompacted`` record replaces every message at
+or before its ``through`` position by its summary (an older summary included, so there is one
+summary, never a stack); a ``CompactionRejected`` record changes nothing sent and is kept for
 the retry pause. Between two compactions the view only grows at its end, so the request's
 prefix stays byte-identical and providers' prompt caches keep hitting.
 
-:func:`full_history` is the other fold: every message, compaction records left out.
+The other fold, every message (the whole conversation), is :mod:`ankka.runtime.journal.fold`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ankka.runtime.compaction.records import (
-    KINDS,
-    CompactionRejected,
-    HistoryCompacted,
-    decode_record,
-)
-from ankka.runtime.journal.events import StoredEvent, decode
+from ankka.runtime.compaction.records import CompactionRejected, HistoryCompacted
+from ankka.runtime.journal.events import Entry
 from ankka.runtime.messages import (
     AssistantMessage,
     Message,
@@ -30,7 +25,7 @@ from ankka.runtime.messages import (
     UserMessage,
 )
 
-__all__ = ["SentView", "chars", "full_history", "memory_chars"]
+__all__ = ["SentView", "chars", "memory_chars"]
 
 
 def chars(message: Message) -> int:
@@ -64,20 +59,20 @@ class SentView:
     compactions: int = 0
     rejected: int = 0
 
-    def apply(self, event: StoredEvent) -> None:
-        self.position = event.seq
-        if event.kind in KINDS:
-            self._record(decode_record(event.kind, event.body))
-            return
-        message = decode(event.kind, event.body)
-        self.seqs.append(event.seq)
-        self.verbatim.append(message)
-        self.verbatim_chars += chars(message)
-        self.total_messages += 1
+    def apply(self, entry: Entry) -> None:
+        self.position = entry.seq
+        record = entry.record
+        if isinstance(record, HistoryCompacted | CompactionRejected):
+            self._record(record)
+        elif isinstance(record, UserMessage | AssistantMessage | ToolResult):
+            self.seqs.append(entry.seq)
+            self.verbatim.append(record)
+            self.verbatim_chars += chars(record)
+            self.total_messages += 1
 
-    def apply_all(self, events: Iterable[StoredEvent]) -> SentView:
-        for event in events:
-            self.apply(event)
+    def apply_all(self, entries: Iterable[Entry]) -> SentView:
+        for entry in entries:
+            self.apply(entry)
         return self
 
     def append(self, seq_after: int, messages: Sequence[Message]) -> None:
@@ -123,8 +118,3 @@ class SentView:
     def chars(self) -> int:
         summary = len(self.summary.summary) if self.summary is not None else 0
         return summary + self.verbatim_chars
-
-
-def full_history(events: Iterable[StoredEvent]) -> list[Message]:
-    """Every message of the session in order: compaction never removes one."""
-    return [decode(e.kind, e.body) for e in events if e.kind not in KINDS]
