@@ -51,8 +51,12 @@ async def test_the_real_model_summarises_a_session_and_its_usage_is_recorded(
             message=request.message, compaction=Compaction(limit_chars=800, keep_messages=2)
         )
 
+    # A generous deadline: on a loaded CI machine this small model has taken 90 s to answer.
     summariser = ChatCompletionsProvider(
-        name="local", model=llama_server.model, base_url=llama_server.openai_base_url
+        name="local",
+        model=llama_server.model,
+        base_url=llama_server.openai_base_url,
+        timeout=600,
     )
     store = await SqliteStore.open(tmp_path / "journal.sqlite3")
     async with Runtime(

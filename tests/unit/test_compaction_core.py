@@ -129,8 +129,9 @@ def test_a_cut_over_an_earlier_summary_replaces_it_too() -> None:
     assert isinstance(cut.replaced[0], SummaryMessage)
     assert cut.base == 4
     assert cut.replaces == 4 + 6
-    request = summary_request(cut.replaced, Compaction(limit_chars=400))
+    request = summary_request(cut.replaced, Compaction(limit_chars=400), replaced_chars=900)
     assert request.tools == () and request.output is None
+    assert request.max_output_tokens == 300
     sent = request.messages[0]
     assert isinstance(sent, UserMessage)
     assert "The earlier summary:\nfirst" in sent.content

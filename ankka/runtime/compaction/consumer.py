@@ -203,7 +203,9 @@ class Compactor:
         if not await self._leases.acquire(session, self._holder, self._lease_ttl):
             return False  # another process is compacting it
         try:
-            summary = await summarise(provider, summary_request(cut.replaced, settings))
+            summary = await summarise(
+                provider, summary_request(cut.replaced, settings, replaced_chars=cut.replaced_chars)
+            )
             record = await verdict_record(summary, cut, settings, self._clock.now())
             async with self._turns.turn(session):
                 view = await self._view(session)

@@ -58,8 +58,16 @@ def transcript(replaced: Sequence[Message]) -> str:
     return head + "\n".join(line for line in rest if line) + "\n\nWrite the new summary."
 
 
-def summary_request(replaced: Sequence[Message], settings: Compaction) -> ModelRequest:
-    return ModelRequest(settings.instructions, (UserMessage(transcript(replaced)),))
+def summary_request(
+    replaced: Sequence[Message], settings: Compaction, *, replaced_chars: int
+) -> ModelRequest:
+    """The summariser's request. Its answer is bounded to about as many tokens as the
+    replaced messages have words' worth of characters (a summary longer than them would be
+    rejected anyway), so a rambling model costs little and ends soon."""
+    limit = min(4096, max(64, replaced_chars // 3))
+    return ModelRequest(
+        settings.instructions, (UserMessage(transcript(replaced)),), max_output_tokens=limit
+    )
 
 
 async def summarise(provider: ModelProvider, request: ModelRequest) -> Summary:
