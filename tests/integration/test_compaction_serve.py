@@ -7,6 +7,7 @@ the other's scripted answer.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +16,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import Script, received
-from tests.support.processes import Server
+from tests.support.processes import REPO, Server
 
 pytestmark = pytest.mark.integration
 
@@ -156,3 +157,23 @@ def test_a_restart_in_the_middle_of_a_compaction_leaves_the_session_consistent(
     assert last[1]["role"] == "user" and last[1]["content"].startswith(
         "Summary of the earlier conversation:\n" + SUMMARY
     )
+
+
+def test_the_long_chat_example_runs_on_its_own_stand_in_script(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    # The example's script answers the agent and the summariser alike, so one stand-in
+    # serves both (the same model) without a race over whose answer is whose.
+    script = json.loads((REPO / "examples" / "long-chat-standin.json").read_text())
+    model = standin(script)
+    server = serve(model.url, target=TARGET)
+    with httpx.Client(timeout=30) as client:
+        for _ in range(60):
+            chat(client, server)
+        until(lambda: session(server)["compactions"] >= 1, "the example's first compaction")
+        bogus = client.get(f"{server.url}/v1/sessions/s/messages?as_sent=maybe")
+    assert bogus.status_code == 422 and "as_sent" in bogus.json()["error"]["message"]
+    assert len(messages(server)) == 120
+    assert messages(server, as_sent=True)[0]["role"] == "summary"
+    summaries = [r for r in received(model) if "The conversation" in str(r["body"]["messages"])]
+    assert summaries and all("tools" not in r["body"] for r in summaries)
