@@ -18,7 +18,7 @@ import json
 from types import TracebackType
 from typing import Any
 
-import httpx
+import httpx2
 
 from ankka.api.capabilities import to_ollama_show
 from ankka.gateway import check
@@ -60,7 +60,7 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self._models_file = models_file
         self._initial = models
-        self._client: httpx.AsyncClient | None = None  # probes only: rare, not on the hot path
+        self._client: httpx2.AsyncClient | None = None  # probes only: rare, not on the hot path
         self._pool = Pool()
         self._registry: Registry | None = None
         self._maintainer: asyncio.Task[None] | None = None
@@ -72,9 +72,9 @@ class Gateway:
         return self._registry
 
     async def __aenter__(self) -> Gateway:
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(10.0),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=0),
+        self._client = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(10.0),
+            limits=httpx2.Limits(max_connections=64, max_keepalive_connections=0),
         )
         self._registry = Registry(self._initial, self._client)
         self._maintainer = asyncio.get_running_loop().create_task(

@@ -15,9 +15,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import httpx
+import httpx2
 from pydantic import ValidationError
 
+from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
 from ankka.operator import agents, certs, models, tlssecrets
@@ -101,11 +102,13 @@ async def ensure_ca(p: Platform) -> certs.KeyPair:
             fresh = certs.new_ca(now=p.clock())
             await p.kube.create(tlssecrets.ca_secret(ns, name, fresh))
             continue
-        raise RuntimeError(
+        raise ConfigurationError(
             f"Secret {ns}/{name} holds no usable CA (tls.crt/tls.key missing or mismatched); "
             "delete it to have the operator create a new CA"
         )
-    raise RuntimeError(f"could not create or read the CA Secret {ns}/{name}")
+    raise ConfigurationError(
+        f"could not create or read the CA Secret {ns}/{name}: another writer keeps replacing it"
+    )
 
 
 async def _ensure_leaf(
@@ -251,7 +254,7 @@ async def probe_model(p: Platform, body: Obj) -> bool:
     probed: ModelCapabilities | None = None
     error: str | None = None
     try:
-        async with httpx.AsyncClient(timeout=p.settings.probe_timeout_seconds) as client:
+        async with httpx2.AsyncClient(timeout=p.settings.probe_timeout_seconds) as client:
             probed = await probe(
                 client,
                 kind=target.kind,
