@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from ankka._kernel.clock import Clock
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
 from ankka.runtime.compaction.cut import choose_cut
 from ankka.runtime.compaction.decide import due, pause_until, verdict_record
@@ -90,7 +90,7 @@ class Compactor:
         cache_sessions: int = 1024,
     ) -> None:
         if workers < 1:
-            raise ValueError("a compactor needs at least one worker")
+            raise ConfigurationError("a compactor needs at least one worker")
         self._journal = journal
         self._turns = turns
         self.providers = dict(providers)
@@ -199,7 +199,7 @@ class Compactor:
             return False
         provider = self.providers.get(job.model)
         if provider is None:
-            raise AnkkaError(f"the summariser's model {job.model!r} is not configured")
+            raise ConfigurationError(f"the summariser's model {job.model!r} is not configured")
         if not await self._leases.acquire(session, self._holder, self._lease_ttl):
             return False  # another process is compacting it
         try:
