@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
+from ankka.runtime.providers import chat_wire
 from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.testing import ScriptedProvider
 from ankka.runtime.tools import tool
@@ -136,6 +138,10 @@ async def test_crossing_the_limit_queues_one_summary_and_keeps_the_whole_history
     assert provider.requests[-1].messages[0] == sent[0]
     summary = await runtime.summary("s")
     assert summary.compactions == 1 and summary.turns == 5
+    metrics = runtime.metrics.render().decode()
+    assert "ankka_compactions_total 1.0" in metrics
+    assert 'ankka_compaction_chars_total{when="before"} 400.0' in metrics
+    assert 'ankka_compaction_chars_total{when="after"} 118.0' in metrics
 
 
 async def test_compacting_twice_folds_the_earlier_summary_in_and_never_stacks(
@@ -249,6 +255,11 @@ async def test_the_summariser_is_sent_no_tools_and_its_usage_is_the_sessions_com
     assert 'ankka_compaction_tokens_total{kind="input"} 90.0' in runtime.metrics.render().decode()
 
 
+def wire_messages(request: ModelRequest) -> list[bytes]:
+    body = json.loads(chat_wire.encode_request(request, model="m", stream=False))
+    return [json.dumps(m, ensure_ascii=False).encode() for m in body["messages"]]
+
+
 async def test_the_request_prefix_is_identical_until_a_compaction_changes_it(make: Make) -> None:
     runtime, provider, _ = await make([ANSWER] * 5, ["summary"])
     await turns(runtime, "s", 5)
@@ -256,6 +267,9 @@ async def test_the_request_prefix_is_identical_until_a_compaction_changes_it(mak
     for before, after in itertools.pairwise(requests[:4]):
         assert after.instructions == before.instructions and after.tools == before.tools
         assert list(after.messages[: len(before.messages)]) == list(before.messages)
+        # and byte for byte on the wire: the earlier request's messages open the later one's
+        sent_before, sent_after = wire_messages(before), wire_messages(after)
+        assert sent_after[: len(sent_before)] == sent_before
     # the compaction after the 4th turn is the one point where the prefix changes
     assert isinstance(requests[4].messages[0], SummaryMessage)
     assert requests[4].messages[0] != requests[3].messages[0]

@@ -146,6 +146,17 @@ def test_one_summarisation_reads_at_most_its_share_oldest_turns_first() -> None:
     assert cut.index < len(view.verbatim) - 2
 
 
+def test_no_cut_for_too_little_when_the_verbatim_part_alone_is_over_the_start() -> None:
+    big_tail = [*chat(1, size=20), *chat(3, size=600)]
+    view = SentView().apply_all(stored(big_tail))
+    settings = Compaction(limit_chars=4000, keep_messages=6)
+    assert view.chars > settings.start
+    assert choose_cut(view, settings) is None  # 40 new characters is not worth a call
+    view = SentView().apply_all(stored([*chat(5, size=100), *chat(3, size=600)]))
+    cut = choose_cut(view, settings)
+    assert cut is not None and cut.replaced_chars == 1000
+
+
 def test_memory_is_due_past_its_start_and_pauses_after_rejections() -> None:
     settings = Compaction(limit_chars=400)
     small = SentView().apply_all(stored(chat(3)))

@@ -3,7 +3,9 @@
 The summary replaces the oldest messages up to a cut; everything after it stays verbatim.
 A cut is only ever at the start of a turn (a user message), so a tool call is never separated
 from its result and no turn is split, and at least ``keep_messages`` messages stay after it.
-One summarisation reads at most ``max_replaced_chars``, oldest turns first.
+One summarisation reads at most ``max_replaced_chars``, oldest turns first, and is not
+made for less than ``min_new_chars`` of new messages (when the verbatim part alone is over the
+start, that batches the calls instead of making one per turn).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def choose_cut(view: SentView, settings: Compaction) -> Cut | None:
         return None
     fitting = [i for i in candidates if earlier_chars + prefix[i] <= settings.max_replaced_chars]
     index = fitting[-1] if fitting else candidates[0]
+    if prefix[index] < settings.min_new_chars:
+        return None  # too little to fold in for a summariser call: wait for more turns
     replaced = ((earlier,) if earlier is not None else ()) + tuple(verbatim[:index])
     base = view.summary.through if view.summary is not None else 0
     return Cut(

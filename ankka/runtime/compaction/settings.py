@@ -101,6 +101,12 @@ class Compaction:
         had a limit is compacted in several steps, oldest first)."""
         return self.limit_chars * 8
 
+    @property
+    def min_new_chars(self) -> int:
+        """The least a summarisation folds in besides the earlier summary: an eighth of the
+        limit."""
+        return self.limit_chars // 8
+
 
 _FIELDS = {
     "LIMIT_CHARS": "limit_chars",
