@@ -31,6 +31,8 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 ENV_PREFIX = "ANKKA_COMPACTION_"
+_MOST_KEPT = 10_000  # the Agent resource's schema holds the same bounds
+_LONGEST_INSTRUCTIONS = 20_000
 
 CheckFunction = Callable[[str, Sequence[Message]], "str | Awaitable[str | None] | None"]
 
@@ -73,17 +75,21 @@ class Compaction:
             raise ConfigurationError(
                 f"compaction limit_chars must be at least 100 characters, not {self.limit_chars}"
             )
-        if self.keep_messages < 0:
+        if not 0 <= self.keep_messages <= _MOST_KEPT:
             raise ConfigurationError(
-                f"compaction keep_messages cannot be negative, not {self.keep_messages}"
+                f"compaction keep_messages must be between 0 and {_MOST_KEPT}, "
+                f"not {self.keep_messages}"
             )
         if self.start_chars is not None and not 0 < self.start_chars <= self.limit_chars:
             raise ConfigurationError(
                 f"compaction start_chars must be between 1 and limit_chars "
                 f"({self.limit_chars}), not {self.start_chars}"
             )
-        if not self.instructions.strip():
-            raise ConfigurationError("compaction instructions cannot be empty")
+        if not self.instructions.strip() or len(self.instructions) > _LONGEST_INSTRUCTIONS:
+            raise ConfigurationError(
+                f"compaction instructions must be 1 to {_LONGEST_INSTRUCTIONS} characters, "
+                f"not {len(self.instructions)}"
+            )
         if self.model is not None and not self.model:
             raise ConfigurationError("compaction model cannot be an empty name")
         names = [c.name for c in self.checks]
