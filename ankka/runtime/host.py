@@ -64,6 +64,7 @@ class SessionSummary:
     pending: int
     usage: Usage
     compactions: int = 0
+    compaction_rejections: int = 0
     compaction_usage: Usage = field(default_factory=Usage)
 
 
@@ -228,6 +229,7 @@ class Runtime:
             pending,
             usage,
             compactions=view.compactions,
+            compaction_rejections=view.rejected,
             compaction_usage=view.compaction_usage,
         )
 

@@ -148,6 +148,7 @@ def create_app(runtime: Runtime) -> Starlette:
                 "usage": summary.usage.as_dict(),
                 "cost": COST_UNKNOWN,
                 "compactions": summary.compactions,
+                "compaction_rejections": summary.compaction_rejections,
                 "compaction_usage": summary.compaction_usage.as_dict(),
             }
         )

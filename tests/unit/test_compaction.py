@@ -189,6 +189,7 @@ async def test_a_summary_that_fails_a_check_is_rejected_and_the_history_kept(
     stored = [e for e in await runtime.journal.store.read("s") if e.kind == REJECTED]
     assert f'"reason":"{reason}"' in stored[0].body
     assert f'reason="{reason}"' in runtime.metrics.render().decode()
+    assert (await runtime.summary("s")).compaction_rejections == 1
     await turns(runtime, "s", 1, start=4)
     assert len(summariser.requests) == 1  # pausing after the rejection
     clock.at += timedelta(seconds=31)
