@@ -1,5 +1,5 @@
-"""Pure builders and decisions for Agents: what is wrong with one, what it waits for, and the
-Deployment, Service and ServiceAccount it becomes.
+"""Pure builders and decisions for Agents: what is wrong with one, what it waits for, the
+Deployment, Service and ServiceAccount it becomes, and the status it is given.
 
 Called by ``ankka.operator.handlers``; tested without a cluster
 (``tests/unit/test_operator_agents.py``). The model settings follow the runtime's contract:
@@ -9,11 +9,12 @@ Called by ``ankka.operator.handlers``; tested without a cluster
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as dt
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ankka.api.resources import AgentSpec
-from ankka.operator.objects import Obj, labels_for, owner_reference
+from ankka.api.resources import AgentSpec, ConditionStatus
+from ankka.operator.objects import Obj, condition, labels_for, owner_reference, set_condition
 from ankka.operator.settings import Settings
 
 __all__ = [
@@ -22,7 +23,9 @@ __all__ = [
     "agent_children",
     "awaited_models",
     "certificate_secret_name",
+    "failed_status",
     "invalid_reason",
+    "rendered_status",
     "runtime_env",
 ]
 
@@ -181,3 +184,84 @@ def agent_children(
         },
     }
     return [service_account, service, deployment]
+
+
+# --- status ---------------------------------------------------------------------------------
+
+
+def _status(
+    previous: Mapping[str, Any] | None,
+    new_conditions: Sequence[dict[str, Any]],
+    *,
+    generation: int | None,
+    fields: Mapping[str, Any],
+) -> Obj:
+    conditions = list((previous or {}).get("conditions") or [])
+    for new in new_conditions:
+        conditions = set_condition(conditions, new)
+    return {**fields, "conditions": conditions, "observedGeneration": generation}
+
+
+def failed_status(
+    previous: Mapping[str, Any] | None,
+    *,
+    reason: str,
+    generation: int | None,
+    now: dt.datetime,
+) -> Obj:
+    """An Agent that cannot be rendered: ``Failed``, ``Ready=False`` (``InvalidSpec``) saying
+    why. Fields written before (``awaitingModels``, the certificate's expiry) are left alone."""
+    ready = condition("Ready", ConditionStatus.FALSE, "InvalidSpec", reason, now=now)
+    return _status(previous, [ready], generation=generation, fields={"phase": "Failed"})
+
+
+def rendered_status(
+    previous: Mapping[str, Any] | None,
+    *,
+    awaited: Sequence[str],
+    replicas: int,
+    certificate_not_after: str,
+    generation: int | None,
+    now: dt.datetime,
+) -> Obj:
+    """A rendered Agent: ``Held`` while any InstallationModel it names is not served (named in
+    ``ModelsServed`` and ``awaitingModels``), ``Ready`` once every one is. A condition whose
+    status did not change keeps its ``lastTransitionTime``."""
+    if awaited:
+        served = condition(
+            "ModelsServed",
+            ConditionStatus.FALSE,
+            "Awaiting",
+            "waiting for InstallationModels: " + ", ".join(awaited),
+            now=now,
+        )
+        ready = condition(
+            "Ready",
+            ConditionStatus.FALSE,
+            "Held",
+            "held with 0 replicas until its models are served",
+            now=now,
+        )
+        phase = "Held"
+    else:
+        served = condition(
+            "ModelsServed",
+            ConditionStatus.TRUE,
+            "AllServed",
+            "every installation model it names is served",
+            now=now,
+        )
+        ready = condition(
+            "Ready",
+            ConditionStatus.TRUE,
+            "Rendered",
+            f"rendered with {replicas} replica(s)",
+            now=now,
+        )
+        phase = "Ready"
+    fields = {
+        "phase": phase,
+        "awaitingModels": list(awaited),
+        "certificateNotAfter": certificate_not_after,
+    }
+    return _status(previous, [served, ready], generation=generation, fields=fields)
