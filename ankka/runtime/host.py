@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
@@ -23,10 +24,14 @@ from ankka.runtime.journal import events
 from ankka.runtime.journal.fold import apply, fold
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
+from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.sessions import SessionQueue, SharedSessionLock
+
+if TYPE_CHECKING:
+    from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -63,7 +68,8 @@ class _Conversations:
     async def load(self, session: str) -> tuple[int, list[Message]]:
         position, conversation = self._cache.pop(session, (0, []))
         for event in await self._store.read(session, after=position):
-            apply(conversation, events.decode(event.kind, event.body))
+            if event.kind not in events.NOT_MESSAGES:
+                apply(conversation, events.decode(event.kind, event.body))
             position = event.seq
         self._remember(session, position, conversation)
         return position, conversation
@@ -98,6 +104,7 @@ class Runtime:
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
         shared_lock: SharedSessionLock | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         self.service = service
         self.store = store
@@ -105,6 +112,7 @@ class Runtime:
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(shared_lock)
+        self.mcp = mcp
         self._conversations = _Conversations(store, cache_sessions)
 
     def plan(self, agent: str, session: str, message: str) -> tuple[Turn, ModelProvider]:
@@ -144,28 +152,56 @@ class Runtime:
         try:
             async with self.queue.turn(session):
                 position, history = await self._conversations.load(session)
+                turn_id = new_id("turn")
+                effect, records = await self._with_mcp_tools(agent, session, turn_id, effect)
                 outcome = await run_turn(
                     effect,
                     history=history,
                     agent=agent,
-                    turn_id=new_id("turn"),
+                    turn_id=turn_id,
                     provider=provider,
                     clock=self.clock,
                     emit=emit,
                 )
                 if effect.write_memory:
-                    batch = [events.encode(m) for m in outcome.messages]
+                    batch = [r.encode() for r in records]
+                    batch += [events.encode(m) for m in outcome.messages]
                     try:
                         new_position = await self.store.append(session, batch, expected=position)
                     except BaseException:
                         self._conversations.forget(session)
                         raise
                     self._conversations.extend(session, new_position, outcome.messages)
+                    if self.mcp is not None:
+                        self.mcp.recorded(session, records)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
         return TurnResult(outcome, effect)
+
+    async def _with_mcp_tools(
+        self, agent: str, session: str, turn_id: str, effect: Turn
+    ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
+        """The effect with the tools its agent's MCP servers list now, and what to record."""
+        declaration = self.service.declaration(agent)
+        if self.mcp is None or declaration is None or not declaration.mcp_servers:
+            return effect, ()
+        listed = await self.mcp.tools_for(
+            [s.name for s in declaration.mcp_servers],
+            agent=agent,
+            session=session,
+            turn=turn_id,
+            result_guardrails=effect.result_guardrails,
+            description_guardrails=effect.description_guardrails,
+        )
+        return replace(effect, tools=(*effect.tools, *listed.tools)), listed.records
+
+    def missing(self) -> dict[str, str]:
+        """What this runtime waits for (``/readyz``): MCP servers without a session."""
+        if self.mcp is None:
+            return {}
+        return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
 
     async def messages(self, session: str) -> list[Message]:
         """The session's conversation as committed; read from the store, not the turn cache,

@@ -29,6 +29,8 @@ USER = "user_message"
 ASSISTANT = "assistant_message"
 TOOL = "tool_result"
 SUMMARY = "compaction_summary"
+MCP_TOOLS = "mcp_tools"  # ankka.runtime.mcp.listing.McpToolsRecord: not part of the conversation
+NOT_MESSAGES = frozenset({MCP_TOOLS})
 
 
 @dataclass(frozen=True, slots=True)

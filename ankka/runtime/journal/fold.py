@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ankka.runtime.journal.events import StoredEvent, decode
+from ankka.runtime.journal.events import NOT_MESSAGES, StoredEvent, decode
 from ankka.runtime.messages import Message, SummaryMessage
 
 __all__ = ["apply", "fold"]
@@ -26,5 +26,7 @@ def apply(conversation: list[Message], message: Message) -> None:
 def fold(events: Iterable[StoredEvent]) -> list[Message]:
     conversation: list[Message] = []
     for event in events:
+        if event.kind in NOT_MESSAGES:
+            continue
         apply(conversation, decode(event.kind, event.body))
     return conversation
