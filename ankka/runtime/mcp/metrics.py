@@ -34,6 +34,12 @@ class McpMetrics:
             ["server"],
             registry=registry,
         )
+        self.sessions = Counter(
+            "ankka_mcp_sessions",
+            "MCP sessions started (the first, then one per re-initialisation)",
+            ["server"],
+            registry=registry,
+        )
         self.tools_left_out = Counter(
             "ankka_mcp_tools_left_out",
             "Listed tools not offered to a model (a description guardrail or a bad schema)",

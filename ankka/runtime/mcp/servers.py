@@ -134,6 +134,8 @@ class McpServers:
 
     def _changed(self, connection: McpConnection) -> None:
         self.metrics.connected.labels(connection.name).set(1 if connection.connected else 0)
+        if connection.connected:
+            self.metrics.sessions.labels(connection.name).inc()
 
     async def __aenter__(self) -> McpServers:
         group = asyncio.TaskGroup()
