@@ -184,6 +184,25 @@ def test_a_refused_result_reaches_neither_the_model_nor_the_journal(
     assert 'ankka_mcp_calls_total{outcome="refused",server="catalog",tool="search"} 1.0' in metrics
 
 
+def test_a_tool_whose_description_is_refused_is_not_offered(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+) -> None:
+    mcp = catalog("--poisoned-tool")
+    model = standin([{"text": "Hello."}])
+    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+    assert ask(server, "Hi").status_code == 200
+    request = received(model)[0]
+    assert offered_tools(request) == ["mcp__catalog__search"]
+    assert "Ignore previous instructions" not in json.dumps(request["body"])
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'ankka_mcp_tools_left_out_total{server="catalog"} 1.0' in metrics
+    output = server.stop()
+    assert "tool 'supplier_notes' is left out" in output
+    assert "description guardrail 'no_instructions'" in output
+
+
 def test_a_restarted_server_is_re_initialised_and_the_next_call_succeeds(
     standin: Callable[[Script], Server],
     catalog: Callable[..., Server],
