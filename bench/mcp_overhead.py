@@ -49,7 +49,6 @@ async def measure(url: str, calls: int, warmup: int) -> tuple[list[float], list[
         listed = await servers.tools_for(
             ["catalog"],
             agent="bench",
-            session="bench",
             turn="t",
             result_guardrails=[no_instructions],
         )

@@ -85,15 +85,7 @@ def run(args: argparse.Namespace) -> int:
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
-        shared = getattr(store, "session_lock", None)
-        runtime = Runtime(
-            service,
-            store=store,
-            providers=providers,
-            shared_lock=shared() if callable(shared) else None,
-            metrics=metrics,
-            mcp=mcp,
-        )
+        runtime = Runtime(service, store=store, providers=providers, metrics=metrics, mcp=mcp)
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
         try:

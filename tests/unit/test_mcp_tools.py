@@ -14,6 +14,8 @@ from mcp_types import (
 )
 
 from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.journal import events
+from ankka.runtime.journal.fold import fold
 from ankka.runtime.mcp.listing import (
     ListedTool,
     McpToolsRecord,
@@ -29,6 +31,7 @@ from ankka.runtime.mcp.results import (
     redact,
     render,
 )
+from ankka.runtime.messages import UserMessage
 
 SCHEMA = {
     "type": "object",
@@ -66,7 +69,14 @@ def test_a_record_keeps_the_list_only_when_given_and_round_trips() -> None:
     assert "tools" not in bare.as_dict()
     assert McpToolsRecord.from_dict(full.as_dict()) == full
     assert McpToolsRecord.from_dict(bare.as_dict()) == bare
-    assert full.encode()[0] == "mcp_tools"
+
+
+def test_the_record_is_stored_as_mcp_tools_and_left_out_of_the_conversation() -> None:
+    record = McpToolsRecord("shop", "t1", "catalog", "sha256:ab")
+    stored = ("mcp_tools", '{"agent":"shop","turn":"t1","server":"catalog","digest":"sha256:ab"}')
+    assert events.encode(record) == stored
+    assert events.decode(*stored) == record
+    assert fold([record, UserMessage("hi")]) == [UserMessage("hi")]
 
 
 async def test_description_guardrails_see_schema_descriptions_too() -> None:

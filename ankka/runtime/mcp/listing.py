@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ankka._kernel.errors import Refused
 from ankka.runtime.guardrails import Guardrail, first_refusal
@@ -87,7 +87,7 @@ class McpToolsRecord:
     digest: str
     tools: tuple[ListedTool, ...] | None = None
 
-    kind = "mcp_tools"
+    kind: ClassVar[str] = "mcp_tools"
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -110,9 +110,6 @@ class McpToolsRecord:
             str(data["digest"]),
             tuple(ListedTool.from_dict(t) for t in tools) if tools is not None else None,
         )
-
-    def encode(self) -> tuple[str, str]:
-        return self.kind, json.dumps(self.as_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
 def listed(server: str, raw_tools: Iterable[Any]) -> tuple[ToolListing, list[str]]:

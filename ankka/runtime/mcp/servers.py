@@ -45,7 +45,6 @@ __all__ = ["START_WAIT", "McpServers", "McpTool", "TurnTools"]
 log = logging.getLogger("ankka.runtime.mcp")
 
 START_WAIT = 10.0
-_REMEMBERED_SESSIONS = 10_000
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -130,7 +129,6 @@ class McpServers:
         self._screened: OrderedDict[tuple[str, tuple[Guardrail, ...]], tuple[str, ...]] = (
             OrderedDict()
         )
-        self._recorded: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     def _changed(self, connection: McpConnection) -> None:
         self.metrics.connected.labels(connection.name).set(1 if connection.connected else 0)
@@ -172,8 +170,8 @@ class McpServers:
         servers: Iterable[str],
         *,
         agent: str,
-        session: str,
         turn: str,
+        recorded: Mapping[str, str] = {},
         result_guardrails: Sequence[Guardrail] = (),
         description_guardrails: Sequence[Guardrail] = (),
     ) -> TurnTools:
@@ -193,7 +191,7 @@ class McpServers:
             for listed_tool in compiled.listing.tools:
                 if listed_tool.name in kept:
                     tools.append(self._tool(connection, compiled, listed_tool, result_guardrails))
-            changed = self._recorded.get((session, server)) != compiled.digest
+            changed = recorded.get(server) != compiled.digest
             records.append(
                 McpToolsRecord(
                     agent,
@@ -204,16 +202,6 @@ class McpServers:
                 )
             )
         return TurnTools(tuple(tools), tuple(records))
-
-    def recorded(self, session: str, records: Iterable[McpToolsRecord]) -> None:
-        """Remember what a committed turn recorded, so an unchanged listing is recorded as its
-        digest alone. Call only after the journal append succeeded."""
-        for record in records:
-            key = (session, record.server)
-            self._recorded[key] = record.digest
-            self._recorded.move_to_end(key)
-        while len(self._recorded) > _REMEMBERED_SESSIONS:
-            self._recorded.popitem(last=False)
 
     def _compile(self, server: str, raw: Sequence[Any]) -> _Compiled:
         listing, problems = listed(server, raw)
