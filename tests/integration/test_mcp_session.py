@@ -76,3 +76,19 @@ async def test_a_server_down_at_start_is_missing_and_leaving_does_not_wait_for_i
             assert list(missing) == ["catalog"]
             assert "ConnectError" in missing["catalog"]
             assert (await servers.tools_for(["catalog"], agent="a", turn="t")).tools == ()
+
+
+async def test_leaving_does_not_wait_for_a_server_that_never_answers_the_handshake() -> None:
+    # A listener that accepts and never answers: the handshake hangs until it is cancelled.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        async with asyncio.timeout(30):  # a bound against a hang, not a speed test
+            async with McpServers(
+                {"catalog": McpServerSettings("catalog", url)}, start_wait=1
+            ) as servers:
+                assert list(servers.missing()) == ["catalog"]
+    finally:
+        silent.close()

@@ -40,11 +40,12 @@ from ankka.runtime.mcp.metrics import McpMetrics
 from ankka.runtime.mcp.results import ArgumentCheck, guard, parse_arguments, redact, render
 from ankka.runtime.tools import ToolOutcome, ToolSpec
 
-__all__ = ["START_WAIT", "McpServers", "McpTool", "TurnTools"]
+__all__ = ["START_WAIT", "STOP_WAIT", "McpServers", "McpTool", "TurnTools"]
 
 log = logging.getLogger("ankka.runtime.mcp")
 
 START_WAIT = 10.0
+STOP_WAIT = 5.0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -125,6 +126,7 @@ class McpServers:
         for name in self.connections:
             self.metrics.connected.labels(name).set(0)
         self._group: asyncio.TaskGroup | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._compiled: dict[str, _Compiled] = {}
         self._screened: OrderedDict[tuple[str, tuple[Guardrail, ...]], tuple[str, ...]] = (
             OrderedDict()
@@ -139,14 +141,18 @@ class McpServers:
         group = asyncio.TaskGroup()
         await group.__aenter__()
         self._group = group
-        for connection in self.connections.values():
-            group.create_task(connection.run(), name=f"mcp:{connection.name}")
+        self._tasks = [
+            group.create_task(c.run(), name=f"mcp:{c.name}") for c in self.connections.values()
+        ]
         try:
             async with asyncio.timeout(self._start_wait):
                 for connection in self.connections.values():
                     await connection.first_attempt()
         except TimeoutError:
             pass
+        except BaseException:
+            await self.__aexit__(None, None, None)  # cancelled while connecting: end them all
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -155,6 +161,12 @@ class McpServers:
             return
         for connection in self.connections.values():
             await connection.stop()
+        # A supervisor holding a session leaves it at once; one still in a handshake with a
+        # server that does not answer is cancelled (in its own task, so the SDK unwinds
+        # cleanly) rather than waited for.
+        _, slow = await asyncio.wait(self._tasks, timeout=STOP_WAIT)
+        for task in slow:
+            task.cancel()
         await group.__aexit__(None, None, None)
 
     def missing(self) -> dict[str, str]:
