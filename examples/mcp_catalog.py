@@ -57,6 +57,7 @@ def build(
     @server.tool()
     async def search(query: str) -> str:
         """Search the product catalogue; answers matching products with id, name and price."""
+        print(f"mcp catalog: search {query!r}", flush=True)
         if delay:
             await asyncio.sleep(delay)
         words = query.lower().split()
