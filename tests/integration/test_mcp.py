@@ -162,6 +162,24 @@ def test_the_shop_agent_answers_with_the_catalogue_tool(
     stop_cleanly(server)
 
 
+def test_a_listing_recorded_by_another_process_is_not_recorded_again(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+    tmp_path: Path,
+) -> None:
+    mcp = catalog()
+    model = standin([{"text": "One."}, {"text": "Two."}])
+    first = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+    assert ask(first, "Hello").status_code == 200
+    stop_cleanly(first)
+    second = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})  # same store, new process
+    assert ask(second, "Hello again").status_code == 200
+    records = [body for kind, body in journal(tmp_path) if kind == "mcp_tools"]
+    assert [("tools" in r) for r in records] == [True, False]
+    assert records[0]["digest"] == records[1]["digest"]
+
+
 def test_a_refused_result_reaches_neither_the_model_nor_the_journal(
     standin: Callable[[Script], Server],
     catalog: Callable[..., Server],
