@@ -4,7 +4,8 @@ Deployment, Service and ServiceAccount it becomes, and the status it is given.
 Called by ``ankka.operator.handlers``; tested without a cluster
 (``tests/unit/test_operator_agents.py``). The model settings follow the runtime's contract:
 ``ANKKA_MODELS_ADDRESS`` plus ``ANKKA_MODEL_<NAME>_PRESET`` / ``_MODEL`` / ``_URL`` /
-``_API_KEY``, on the runtime container only.
+``_API_KEY``, on the runtime container only; each MCP server is ``ANKKA_MCP_<NAME>_URL`` and
+``ANKKA_MCP_<NAME>_HEADER_<HEADER>`` (from a Secret, through ``valueFrom``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,39 @@ def invalid_reason(spec: AgentSpec) -> str | None:
                 f"{field}: model {model.name!r} names neither an installation model "
                 "(installation) nor a hosted preset (preset)"
             )
+    return _invalid_mcp(spec)
+
+
+def _mcp_env(name: str) -> str:
+    return name.upper().replace("-", "_")
+
+
+def _invalid_mcp(spec: AgentSpec) -> str | None:
+    seen: dict[str, str] = {}
+    for i, server in enumerate(spec.mcp_servers):
+        field = f"spec.mcpServers[{i}]"
+        env = _mcp_env(server.name)
+        if env in seen:
+            return (
+                f"{field}.name: {server.name!r} and {seen[env]!r} both become "
+                f"ANKKA_MCP_{env}_*; give each server its own name"
+            )
+        seen[env] = server.name
+        if "_HEADER_" in f"_{env}_":
+            return (
+                f"{field}.name: {server.name!r} contains 'header' between separators, which "
+                "makes its ANKKA_MCP_* settings ambiguous; rename it"
+            )
+        headers = [_mcp_env(h.name) for h in server.headers]
+        twice = sorted({h for h in headers if headers.count(h) > 1})
+        if twice:
+            return f"{field}.headers: header {twice[0]!r} is given twice"
+        approval = server.requires_approval
+        if approval is not None and (approval.all or approval.tools):
+            return (
+                f"{field}.requiresApproval: approvals are not available in this version of "
+                "ankka; remove it, or leave the server out until approvals land"
+            )
     return None
 
 
@@ -105,7 +139,18 @@ def runtime_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
                 }
             )
     for server in spec.mcp_servers:
-        env.append({"name": f"ANKKA_MCP_{server.name.upper()}_URL", "value": server.url})
+        # The runtime's contract (ankka/runtime/mcp/config.py): _URL, _HEADER_<NAME>; header
+        # values only ever through valueFrom, so no Secret's value is in the Deployment.
+        prefix = f"ANKKA_MCP_{_mcp_env(server.name)}_"
+        env.append({"name": prefix + "URL", "value": server.url})
+        for header in server.headers:
+            ref = header.secret_key_ref
+            env.append(
+                {
+                    "name": f"{prefix}HEADER_{_mcp_env(header.name)}",
+                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+                }
+            )
     platform = {e["name"] for e in env}
     env += [{"name": e.name, "value": e.value} for e in spec.env if e.name not in platform]
     return env

@@ -25,7 +25,8 @@ from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.guardrails import Guardrail
-from ankka.runtime.tools import Tool
+from ankka.runtime.mcp.declaration import McpServer, normalise
+from ankka.runtime.tools import RunnableTool
 
 __all__ = [
     "Answer",
@@ -90,9 +91,13 @@ class Turn:
 
     message: str
     instructions: str = ""
-    tools: Sequence[Tool] = ()
+    tools: Sequence[RunnableTool] = ()
     input_guardrails: Sequence[Guardrail] = ()
     output_guardrails: Sequence[Guardrail] = ()
+    # MCP servers' results (before the model or the journal sees them) and their tools'
+    # descriptions (before they are offered); see docs/mcp.md.
+    result_guardrails: Sequence[Guardrail] = ()
+    description_guardrails: Sequence[Guardrail] = ()
     memory: Memory = field(default_factory=Memory.all)
     write_memory: bool = True
     answer: Answer = "text"
@@ -132,6 +137,7 @@ class AgentDeclaration:
     name: str
     handler: Handler
     description: str = ""
+    mcp_servers: tuple[McpServer, ...] = ()
 
 
 class Service:
@@ -145,8 +151,19 @@ class Service:
     def agents(self) -> dict[str, AgentDeclaration]:
         return dict(self._agents)
 
-    def agent(self, name: str, *, description: str = "") -> Callable[[Handler], Handler]:
-        """Declare an agent whose handler builds each :class:`Turn`."""
+    def agent(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        mcp_servers: Sequence[str | McpServer] = (),
+    ) -> Callable[[Handler], Handler]:
+        """Declare an agent whose handler builds each :class:`Turn`.
+
+        ``mcp_servers`` names the MCP servers whose tools join every turn of the agent (as
+        ``mcp__<server>__<tool>``); where they are comes from ``ANKKA_MCP_<SERVER>_URL``.
+        """
+        servers = normalise(mcp_servers, agent=name)
 
         def register(handler: Handler) -> Handler:
             if inspect.iscoroutinefunction(handler):
@@ -157,7 +174,7 @@ class Service:
             if name in self._agents:
                 raise ConfigurationError(f"agent {name!r} is declared twice in {self.name!r}")
             doc = description or inspect.getdoc(handler) or ""
-            self._agents[name] = AgentDeclaration(name, handler, doc)
+            self._agents[name] = AgentDeclaration(name, handler, doc, servers)
             return handler
 
         return register

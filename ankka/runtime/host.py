@@ -16,22 +16,28 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import AnkkaError
 from ankka._kernel.ids import new_id
 from ankka.runtime import planning
 from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.fold import apply
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
+from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.sessions import SessionQueue
+
+if TYPE_CHECKING:
+    from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -56,36 +62,52 @@ class SessionSummary:
     usage: Usage
 
 
+@dataclass(slots=True)
+class _Folded:
+    """A session as of ``position``: its conversation, and the digest of the last MCP tool
+    listing recorded per server (so an unchanged listing is recorded as its digest alone)."""
+
+    position: int
+    conversation: list[Message]
+    mcp_digests: dict[str, str]
+
+    def apply(self, record: Record) -> None:
+        if isinstance(record, McpToolsRecord):
+            self.mcp_digests[record.server] = record.digest
+        else:
+            apply(self.conversation, record)
+
+
 class _Conversations:
     """Folded conversations by session, least recently used evicted past ``capacity``."""
 
     def __init__(self, journal: Journal, capacity: int) -> None:
         self._journal = journal
         self._capacity = capacity
-        self._cache: OrderedDict[str, tuple[int, list[Message]]] = OrderedDict()
+        self._cache: OrderedDict[str, _Folded] = OrderedDict()
 
-    async def load(self, session: str) -> tuple[int, list[Message]]:
-        position, conversation = self._cache.pop(session, (0, []))
-        for entry in await self._journal.read(session, after=position):
-            apply(conversation, entry.record)
-            position = entry.seq
-        self._remember(session, position, conversation)
-        return position, conversation
+    async def load(self, session: str) -> _Folded:
+        folded = self._cache.pop(session, None) or _Folded(0, [], {})
+        for entry in await self._journal.read(session, after=folded.position):
+            folded.apply(entry.record)
+            folded.position = entry.seq
+        self._remember(session, folded)
+        return folded
 
-    def _remember(self, session: str, position: int, conversation: list[Message]) -> None:
-        self._cache[session] = (position, conversation)
+    def _remember(self, session: str, folded: _Folded) -> None:
+        self._cache[session] = folded
         self._cache.move_to_end(session)
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
-    def extend(self, session: str, position: int, added: tuple[Message, ...]) -> None:
-        cached = self._cache.get(session)
-        if cached is None:
+    def extend(self, session: str, position: int, added: tuple[Record, ...]) -> None:
+        folded = self._cache.get(session)
+        if folded is None:
             return
-        conversation = cached[1]
-        for message in added:
-            apply(conversation, message)
-        self._remember(session, position, conversation)
+        for record in added:
+            folded.apply(record)
+        folded.position = position
+        self._remember(session, folded)
 
     def forget(self, session: str) -> None:
         self._cache.pop(session, None)
@@ -104,6 +126,7 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
+        mcp: McpServers | None = None,
     ) -> None:
         self.service = service
         self.journal = Journal(store)
@@ -111,6 +134,7 @@ class Runtime:
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(self.journal.session_lock())
+        self.mcp = mcp
         self._conversations = _Conversations(self.journal, cache_sessions)
 
     def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
@@ -129,30 +153,58 @@ class Runtime:
         started = self.clock.monotonic()
         try:
             async with self.queue.turn(session):
-                position, history = await self._conversations.load(session)
+                folded = await self._conversations.load(session)
+                turn_id = new_id("turn")
+                effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
                 outcome = await run_turn(
                     effect,
-                    history=history,
+                    history=folded.conversation,
                     agent=agent,
-                    turn_id=new_id("turn"),
+                    turn_id=turn_id,
                     provider=planned.provider,
                     clock=self.clock,
                     emit=emit,
                 )
                 if effect.write_memory:
+                    # The tool listings the turn used go first, in the turn's own batch.
+                    records = (*listings, *outcome.messages)
                     try:
                         new_position = await self.journal.append(
-                            session, outcome.messages, expected=position
+                            session, records, expected=folded.position
                         )
                     except BaseException:
                         self._conversations.forget(session)
                         raise
-                    self._conversations.extend(session, new_position, outcome.messages)
+                    self._conversations.extend(session, new_position, records)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
         return TurnResult(outcome)
+
+    async def _with_mcp_tools(
+        self, planned: PlannedTurn, turn_id: str, folded: _Folded
+    ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
+        """The effect with the tools its agent's MCP servers list now, and what to record."""
+        effect = planned.effect
+        declaration = self.service.declaration(planned.agent)
+        if self.mcp is None or declaration is None or not declaration.mcp_servers:
+            return effect, ()
+        listed = await self.mcp.tools_for(
+            [s.name for s in declaration.mcp_servers],
+            agent=planned.agent,
+            turn=turn_id,
+            recorded=folded.mcp_digests,
+            result_guardrails=effect.result_guardrails,
+            description_guardrails=effect.description_guardrails,
+        )
+        return replace(effect, tools=(*effect.tools, *listed.tools)), listed.records
+
+    def missing(self) -> dict[str, str]:
+        """What this runtime waits for (``/readyz``): MCP servers without a session."""
+        if self.mcp is None:
+            return {}
+        return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
 
     async def messages(self, session: str) -> list[Message]:
         """The session's conversation as committed; read from the journal, not the turn

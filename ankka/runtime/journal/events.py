@@ -19,14 +19,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import MESSAGE_TYPES, Message
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message
-"""What a journal holds. Grows by union: ``Message | TaskRecord | ApprovalRecord``."""
+Record = Message | McpToolsRecord
+"""What a journal holds. Grows by union: ``Message | TaskRecord | ApprovalRecord``. An
+:class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
+changed); it is not part of the conversation."""
 
-RECORD_TYPES: tuple[type[Record], ...] = MESSAGE_TYPES
+RECORD_TYPES: tuple[type[Record], ...] = (*MESSAGE_TYPES, McpToolsRecord)
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}
 
