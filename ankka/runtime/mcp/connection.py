@@ -32,6 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, Implementation
 
+from ankka._kernel.errors import AnkkaError
 from ankka.runtime.mcp.config import McpServerSettings
 from ankka.runtime.mcp.results import redact
 
@@ -54,8 +55,12 @@ _LOST = (
 )
 
 
-class CallFailed(Exception):
-    """A request to the server did not give an answer; the text is the tool error's."""
+class CallFailed(AnkkaError):
+    """A request to the server did not give an answer; the text is the tool error's (the
+    turn goes on: the model sees it as the call's error result)."""
+
+    kind = "mcp_call_failed"
+    status = 502
 
 
 class McpConnection:
