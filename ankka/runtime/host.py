@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import AnkkaError, ConfigurationError
@@ -32,15 +33,20 @@ from ankka.runtime.compaction.leases import CompactionLeases
 from ankka.runtime.compaction.metrics import CompactionMetrics
 from ankka.runtime.compaction.settings import Compaction, CompactionOverride
 from ankka.runtime.compaction.view import SentView
+from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
+from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.sessions import SessionQueue
+
+if TYPE_CHECKING:
+    from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -68,33 +74,54 @@ class SessionSummary:
     compaction_usage: Usage = field(default_factory=Usage)
 
 
+@dataclass(slots=True)
+class _Folded:
+    """A session as of ``position``: what the model is sent from it (the compaction fold),
+    and the digest of the last MCP tool listing recorded per server (so an unchanged listing
+    is recorded as its digest alone)."""
+
+    view: SentView
+    mcp_digests: dict[str, str]
+
+    @property
+    def position(self) -> int:
+        return self.view.position
+
+    def add(self, seq: int, record: Record) -> None:
+        if isinstance(record, McpToolsRecord):
+            self.mcp_digests[record.server] = record.digest
+        self.view.add(seq, record)
+
+
 class _Conversations:
-    """What the model is sent, folded by session; least recently used evicted past
-    ``capacity``."""
+    """Folded conversations by session, least recently used evicted past ``capacity``."""
 
     def __init__(self, journal: Journal, capacity: int) -> None:
         self._journal = journal
         self._capacity = capacity
-        self._cache: OrderedDict[str, SentView] = OrderedDict()
+        self._cache: OrderedDict[str, _Folded] = OrderedDict()
 
-    async def load(self, session: str) -> SentView:
-        view = self._cache.pop(session, None) or SentView()
-        view.apply_all(await self._journal.read(session, after=view.position))
-        self._remember(session, view)
-        return view
+    async def load(self, session: str) -> _Folded:
+        folded = self._cache.pop(session, None) or _Folded(SentView(), {})
+        for entry in await self._journal.read(session, after=folded.position):
+            folded.add(entry.seq, entry.record)
+        self._remember(session, folded)
+        return folded
 
-    def _remember(self, session: str, view: SentView) -> None:
-        self._cache[session] = view
+    def _remember(self, session: str, folded: _Folded) -> None:
+        self._cache[session] = folded
         self._cache.move_to_end(session)
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
-    def extend(self, session: str, after: int, added: tuple[Message, ...]) -> None:
-        view = self._cache.get(session)
-        if view is None:
+    def extend(self, session: str, after: int, added: tuple[Record, ...]) -> None:
+        """Fold a batch this process wrote right after position ``after``."""
+        folded = self._cache.get(session)
+        if folded is None:
             return
-        view.append(after, added)
-        self._remember(session, view)
+        for offset, record in enumerate(added, 1):
+            folded.add(after + offset, record)
+        self._remember(session, folded)
 
     def forget(self, session: str) -> None:
         self._cache.pop(session, None)
@@ -113,6 +140,7 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
+        mcp: McpServers | None = None,
         compaction_override: CompactionOverride | None = None,
         compaction_providers: Mapping[str, ModelProvider] | None = None,
         compaction_leases: CompactionLeases | None = None,
@@ -126,6 +154,7 @@ class Runtime:
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(self.journal.session_lock())
+        self.mcp = mcp
         self._conversations = _Conversations(self.journal, cache_sessions)
         self._override = compaction_override or CompactionOverride({})
         self.compactor = Compactor(
@@ -175,32 +204,60 @@ class Runtime:
         started = self.clock.monotonic()
         try:
             async with self.queue.turn(session):
-                view = await self._conversations.load(session)
-                position = view.position
+                folded = await self._conversations.load(session)
+                turn_id = new_id("turn")
+                effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
                 outcome = await run_turn(
                     effect,
-                    history=view.messages,
+                    history=folded.view.messages,
                     agent=agent,
-                    turn_id=new_id("turn"),
+                    turn_id=turn_id,
                     provider=planned.provider,
                     clock=self.clock,
                     emit=emit,
                 )
                 if effect.write_memory:
+                    # The tool listings the turn used go first, in the turn's own batch.
+                    records = (*listings, *outcome.messages)
+                    position = folded.position
                     try:
-                        await self.journal.append(session, outcome.messages, expected=position)
+                        await self.journal.append(session, records, expected=position)
                     except BaseException:
                         self._conversations.forget(session)
                         raise
-                    self._conversations.extend(session, position, outcome.messages)
+                    self._conversations.extend(session, position, records)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
-        settings = self.compaction(agent, effect)
-        if effect.write_memory and settings is not None:
+        settings = self.compaction(agent, planned.effect)
+        if planned.effect.write_memory and settings is not None:
             self.compactor.committed(session, Job(settings, settings.model or effect.model))
         return TurnResult(outcome)
+
+    async def _with_mcp_tools(
+        self, planned: PlannedTurn, turn_id: str, folded: _Folded
+    ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
+        """The effect with the tools its agent's MCP servers list now, and what to record."""
+        effect = planned.effect
+        declaration = self.service.declaration(planned.agent)
+        if self.mcp is None or declaration is None or not declaration.mcp_servers:
+            return effect, ()
+        listed = await self.mcp.tools_for(
+            [s.name for s in declaration.mcp_servers],
+            agent=planned.agent,
+            turn=turn_id,
+            recorded=folded.mcp_digests,
+            result_guardrails=effect.result_guardrails,
+            description_guardrails=effect.description_guardrails,
+        )
+        return replace(effect, tools=(*effect.tools, *listed.tools)), listed.records
+
+    def missing(self) -> dict[str, str]:
+        """What this runtime waits for (``/readyz``): MCP servers without a session."""
+        if self.mcp is None:
+            return {}
+        return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
 
     async def messages(self, session: str, *, as_sent: bool = False) -> list[Message]:
         """The session's whole conversation as committed (compaction never removes a

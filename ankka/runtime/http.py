@@ -7,7 +7,8 @@
   nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
 - ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
   compactions, requests pending.
-- ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
+- ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
 """
@@ -162,6 +163,13 @@ def create_app(runtime: Runtime) -> Starlette:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
+    async def readyz(request: Request) -> Response:
+        # Not ready while a declared MCP server has no session: its tools would be missing.
+        missing = runtime.missing()
+        if missing:
+            return JSONResponse({"ok": False, "missing": missing}, status_code=503)
+        return JSONResponse({"ok": True})
+
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -172,7 +180,7 @@ def create_app(runtime: Runtime) -> Starlette:
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],
         middleware=[_ERRORS],

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ankka.runtime.compaction.records import CompactionRejected, HistoryCompacted
-from ankka.runtime.journal.events import Entry
+from ankka.runtime.journal.events import Entry, Record
 from ankka.runtime.messages import (
     AssistantMessage,
     Message,
@@ -59,30 +59,30 @@ class SentView:
     compactions: int = 0
     rejected: int = 0
 
-    def apply(self, entry: Entry) -> None:
-        self.position = entry.seq
-        record = entry.record
+    def add(self, seq: int, record: Record) -> None:
+        """Fold the record at position ``seq`` (records that are neither messages nor
+        compaction records, such as MCP tool listings, only move the position)."""
+        self.position = seq
         if isinstance(record, HistoryCompacted | CompactionRejected):
             self._record(record)
         elif isinstance(record, UserMessage | AssistantMessage | ToolResult):
-            self.seqs.append(entry.seq)
+            self.seqs.append(seq)
             self.verbatim.append(record)
             self.verbatim_chars += chars(record)
             self.total_messages += 1
+
+    def apply(self, entry: Entry) -> None:
+        self.add(entry.seq, entry.record)
 
     def apply_all(self, entries: Iterable[Entry]) -> SentView:
         for entry in entries:
             self.apply(entry)
         return self
 
-    def append(self, seq_after: int, messages: Sequence[Message]) -> None:
-        """Fold a batch this process just wrote after position ``seq_after``."""
-        for offset, message in enumerate(messages, 1):
-            self.seqs.append(seq_after + offset)
-            self.verbatim.append(message)
-            self.verbatim_chars += chars(message)
-        self.total_messages += len(messages)
-        self.position = seq_after + len(messages)
+    def extend(self, after: int, records: Sequence[Record]) -> None:
+        """Fold a batch this process just wrote after position ``after``."""
+        for offset, record in enumerate(records, 1):
+            self.add(after + offset, record)
 
     def _record(self, record: HistoryCompacted | CompactionRejected) -> None:
         self.compaction_usage = self.compaction_usage + record.usage

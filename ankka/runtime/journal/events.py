@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from ankka.runtime.compaction.records import CompactionRecord, CompactionRejected, HistoryCompacted
+from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import (
     MESSAGE_TYPES,
     AssistantMessage,
@@ -34,13 +35,16 @@ from ankka.runtime.messages import (
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message | CompactionRecord
-"""What a journal holds. Grows by union: ``... | TaskRecord | ApprovalRecord``."""
+Record = Message | McpToolsRecord | CompactionRecord
+"""What a journal holds. Grows by union: ``... | TaskRecord | ApprovalRecord``. An
+:class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
+changed); it is not part of the conversation, nor are the compaction records."""
 
 RECORD_TYPES: tuple[type[Record], ...] = (
     UserMessage,
     AssistantMessage,
     ToolResult,
+    McpToolsRecord,
     HistoryCompacted,
     CompactionRejected,
 )
