@@ -21,10 +21,11 @@ from typing import Any
 
 import httpx2
 
+from ankka._kernel.clock import Clock, SystemClock
 from ankka.api.capabilities import to_ollama_show
 from ankka.gateway import check
 from ankka.gateway.callers import UNIDENTIFIED, allowed
-from ankka.gateway.forward import forward
+from ankka.gateway.forward import Exchange
 from ankka.gateway.limits import QueueFull
 from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
 from ankka.gateway.models_file import Models, ModelsFile
@@ -65,8 +66,10 @@ class Gateway:
         *,
         models_file: ModelsFile | None = None,
         max_body: int = DEFAULT_MAX_BODY,
+        clock: Clock | None = None,
     ) -> None:
         self.max_body = max_body
+        self._clock: Clock = clock or SystemClock()
         self.metrics = GatewayMetrics()
         self._models_file = models_file
         self._initial = models
@@ -86,7 +89,7 @@ class Gateway:
             timeout=httpx2.Timeout(10.0),
             limits=httpx2.Limits(max_connections=64, max_keepalive_connections=0),
         )
-        self._registry = Registry(self._initial, self._client)
+        self._registry = Registry(self._initial, self._client, clock=self._clock)
         self._maintainer = asyncio.get_running_loop().create_task(
             self._registry.maintain(self._models_file), name="ankka-gateway-maintain"
         )
@@ -297,20 +300,21 @@ class Gateway:
         gauge = self.metrics.in_flight_of(spec.name)
         gauge.inc()
         try:
-            outcome = await forward(
-                self._pool,
-                spec,
-                upstream.endpoint,
-                body,
+            exchange = Exchange(
+                pool=self._pool,
+                spec=spec,
+                endpoint=upstream.endpoint,
+                body=body,
                 stream=request.stream,
                 receive=receive,
                 send=send,
                 metrics=self.metrics,
-                of=self.metrics.of(spec.name, caller),
                 caller=caller,
+                clock=self._clock,
             )
-            upstream.token_budget.spend(caller, outcome.tokens)
-            if outcome.upstream_failed:
+            await exchange.run()
+            upstream.token_budget.spend(caller, exchange.tokens)
+            if exchange.upstream_failed:
                 self.registry.upstream_failed(upstream)
         finally:
             gauge.dec()

@@ -79,6 +79,8 @@ def load_service(target: str) -> object:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise SystemExit(f"ankka serve: cannot import {module_name!r}: {exc}") from exc
+    except AnkkaError as exc:
+        raise SystemExit(f"ankka serve: {module_name}: {exc}") from exc
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -117,16 +119,23 @@ def _identity(args: argparse.Namespace) -> tuple[Identify, ReloadingServerTLS | 
 
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.agents import Service
+    from ankka.runtime.compaction.leases import open_leases
+    from ankka.runtime.compaction.settings import from_environment
     from ankka.runtime.host import Runtime
     from ankka.runtime.http import create_app
     from ankka.runtime.journal.open import open_store
+    from ankka.runtime.mcp.setup import servers_from_environment
+    from ankka.runtime.metrics import RuntimeMetrics
     from ankka.runtime.providers.registry import providers_from_environment
 
     service = load_service(args.target)
     if not isinstance(service, Service):
         raise SystemExit(f"ankka serve: {args.target} is a {type(service).__name__}, not a Service")
+    metrics = RuntimeMetrics()
     try:
         providers = providers_from_environment(os.environ)
+        mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
+        compaction = from_environment(os.environ)
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
@@ -144,23 +153,38 @@ def run(args: argparse.Namespace) -> int:
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
-        runtime = Runtime(service, store=store, providers=providers)
+        try:
+            leases = await open_leases(args.store)
+        except AnkkaError as exc:
+            await store.close()
+            print(f"ankka serve: {exc}", file=sys.stderr)
+            return 2
+        runtime = Runtime(
+            service,
+            store=store,
+            providers=providers,
+            metrics=metrics,
+            mcp=mcp,
+            compaction_override=compaction,
+            compaction_leases=leases,
+        )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                if tls is not None:
-                    await stack.enter_async_context(tls)
-                await serve.serve_forever(
-                    create_app(runtime, max_body=args.max_body_bytes, identify=identify),
-                    sock,
-                    name="ankka serve",
-                    access_log=args.access_log,
-                    limits=limits,
-                    ssl_context=tls.context if tls is not None else None,
-                )
-        finally:
-            await runtime.aclose()
+        async with runtime, contextlib.AsyncExitStack() as stack:
+            if mcp is not None:
+                # Connects every MCP server (a server that is down does not hold the start:
+                # /readyz names it) and ends their sessions, in this task, at shutdown.
+                await stack.enter_async_context(mcp)
+            if tls is not None:
+                await stack.enter_async_context(tls)
+            await serve.serve_forever(
+                create_app(runtime, max_body=args.max_body_bytes, identify=identify),
+                sock,
+                name="ankka serve",
+                access_log=args.access_log,
+                limits=limits,
+                ssl_context=tls.context if tls is not None else None,
+            )
         return 0
 
     return serve.run(main)

@@ -6,35 +6,52 @@ For one turn: plan it (:mod:`ankka.runtime.planning`: the agent's
 bring the session's folded conversation up to date from the journal, run the loop, append the
 turn's messages through the :class:`~ankka.runtime.journal.journal.Journal` in one atomic
 batch, and only then answer. A failed turn writes nothing, so nothing committed before it is
-lost or half-overwritten.
+lost or half-overwritten, but the model calls it made are journaled as an accounting record
+(:mod:`ankka.runtime.accounting`). A session's first batch records who created it
+(:class:`~ankka.runtime.identity.SessionOpened`); only that caller and the platform may use it.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
+The fold is what the model is sent (:class:`~ankka.runtime.compaction.view.SentView`): the
+latest compaction summary, then the messages after it. After a turn is committed, a session
+whose agent has compaction settings is handed to the compaction consumer, which the turn
+never waits for. A runtime is an async context manager: entering it starts that consumer.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ankka._kernel.clock import Clock, SystemClock
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
 from ankka.runtime import planning
 from ankka.runtime.accounting import NOT_WRITTEN, SessionUsage, UnwrittenCalls, session_usage
 from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.compaction.consumer import Compactor, Job
+from ankka.runtime.compaction.leases import CompactionLeases
+from ankka.runtime.compaction.metrics import CompactionMetrics
+from ankka.runtime.compaction.settings import Compaction, CompactionOverride
+from ankka.runtime.compaction.view import SentView
 from ankka.runtime.identity import LOCAL, NotPermitted, SessionOpened, may_use
-from ankka.runtime.journal.events import Record
-from ankka.runtime.journal.fold import apply, fold
+from ankka.runtime.journal.events import Entry, Record
+from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
+from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.config import env_name, find_model
 from ankka.runtime.sessions import SessionQueue
+
+if TYPE_CHECKING:
+    from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -66,6 +83,9 @@ class SessionSummary:
     messages: int
     pending: int
     tally: SessionUsage
+    compactions: int = 0
+    compaction_rejections: int = 0
+    compaction_usage: Usage = field(default_factory=Usage)
 
     @property
     def turns(self) -> int:
@@ -76,45 +96,60 @@ class SessionSummary:
         return self.tally.written
 
 
+@dataclass(slots=True)
+class _Folded:
+    """A session as of ``position``: what the model is sent from it (the compaction fold),
+    and the digest of the last MCP tool listing recorded per server (so an unchanged listing
+    is recorded as its digest alone)."""
+
+    view: SentView
+    mcp_digests: dict[str, str]
+    creator: str | None = None
+
+    @property
+    def position(self) -> int:
+        return self.view.position
+
+    def add(self, seq: int, record: Record) -> None:
+        if isinstance(record, McpToolsRecord):
+            self.mcp_digests[record.server] = record.digest
+        elif isinstance(record, SessionOpened):
+            self.creator = record.caller
+        self.view.add(seq, record)
+
+
 class _Conversations:
-    """Folded conversations by session, least recently used evicted past ``capacity``; with
-    each, the caller that created the session (its ``session_opened`` record), if any."""
+    """Folded conversations by session, least recently used evicted past ``capacity``."""
 
     def __init__(self, journal: Journal, capacity: int) -> None:
         self._journal = journal
         self._capacity = capacity
-        self._cache: OrderedDict[str, tuple[int, list[Message]]] = OrderedDict()
-        self.creators: dict[str, str] = {}
+        self._cache: OrderedDict[str, _Folded] = OrderedDict()
 
-    async def load(self, session: str) -> tuple[int, list[Message]]:
-        position, conversation = self._cache.pop(session, (0, []))
-        for entry in await self._journal.read(session, after=position):
-            if isinstance(entry.record, SessionOpened):
-                self.creators[session] = entry.record.caller
-            apply(conversation, entry.record)
-            position = entry.seq
-        self._remember(session, position, conversation)
-        return position, conversation
+    async def load(self, session: str) -> _Folded:
+        folded = self._cache.pop(session, None) or _Folded(SentView(), {})
+        for entry in await self._journal.read(session, after=folded.position):
+            folded.add(entry.seq, entry.record)
+        self._remember(session, folded)
+        return folded
 
-    def _remember(self, session: str, position: int, conversation: list[Message]) -> None:
-        self._cache[session] = (position, conversation)
+    def _remember(self, session: str, folded: _Folded) -> None:
+        self._cache[session] = folded
         self._cache.move_to_end(session)
         while len(self._cache) > self._capacity:
-            evicted, _ = self._cache.popitem(last=False)
-            self.creators.pop(evicted, None)
+            self._cache.popitem(last=False)
 
-    def extend(self, session: str, position: int, added: tuple[Message, ...]) -> None:
-        cached = self._cache.get(session)
-        if cached is None:
+    def extend(self, session: str, after: int, added: tuple[Record, ...]) -> None:
+        """Fold a batch this process wrote right after position ``after``."""
+        folded = self._cache.get(session)
+        if folded is None:
             return
-        conversation = cached[1]
-        for message in added:
-            apply(conversation, message)
-        self._remember(session, position, conversation)
+        for offset, record in enumerate(added, 1):
+            folded.add(after + offset, record)
+        self._remember(session, folded)
 
     def forget(self, session: str) -> None:
         self._cache.pop(session, None)
-        self.creators.pop(session, None)
 
 
 class Runtime:
@@ -130,44 +165,84 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
+        mcp: McpServers | None = None,
+        compaction_override: CompactionOverride | None = None,
+        compaction_providers: Mapping[str, ModelProvider] | None = None,
+        compaction_leases: CompactionLeases | None = None,
+        compaction_workers: int = 4,
     ) -> None:
+        """``compaction_providers`` are the models summaries are asked of (default: the
+        same ``providers``; tests give the summariser its own scripted provider)."""
         self.service = service
         self.journal = Journal(store)
         self.providers = dict(providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(self.journal.session_lock())
+        self.mcp = mcp
         self._conversations = _Conversations(self.journal, cache_sessions)
+        self._override = compaction_override or CompactionOverride({})
+        self.compactor = Compactor(
+            journal=self.journal,
+            turns=self.queue,
+            providers=self.providers if compaction_providers is None else compaction_providers,
+            clock=self.clock,
+            metrics=CompactionMetrics(self.metrics.registry),
+            leases=compaction_leases,
+            workers=compaction_workers,
+            cache_sessions=cache_sessions,
+        )
 
     def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
         """Build the agent's effect and find its model; no I/O. An approval rebuilds a
         suspended turn the same way, from its recorded ``planned.request``."""
-        return planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
+        planned = planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
+        return self._check_summariser(planned)
 
     def plan_effect(self, request: TurnRequest, effect: Turn) -> PlannedTurn:
         """Plan an effect the caller built itself (a task iteration's); no I/O."""
-        return planning.plan_effect(self.providers, request, effect)
+        return self._check_summariser(planning.plan_effect(self.providers, request, effect))
+
+    def compaction(self, agent: str, effect: Turn) -> Compaction | None:
+        """The compaction settings in force for a turn of ``agent``: the turn's, else the
+        agent's declared default, then the deployment's ``ANKKA_COMPACTION_*`` over them."""
+        declaration = self.service.declaration(agent)
+        declared = effect.compaction or (declaration.compaction if declaration else None)
+        return self._override.apply(declared)
+
+    def _check_summariser(self, planned: PlannedTurn) -> PlannedTurn:
+        settings = self.compaction(planned.agent, planned.effect)
+        model = settings.model if settings is not None else None
+        if model is not None and find_model(self.compactor.providers, model) is None:
+            configured = ", ".join(sorted(self.compactor.providers)) or "none"
+            env = env_name(model, "PRESET")
+            raise ConfigurationError(
+                f"agent {planned.agent!r} is summarised by model {model!r}, which is not "
+                f"configured (configured: {configured}); set {env} and its settings"
+            )
+        return planned
 
     async def run(
         self, planned: PlannedTurn, *, emit: Emit | None = None, caller: str = LOCAL
     ) -> TurnResult:
         """Run one planned turn: wait for the session's turn, bring its conversation up to
         date, run the loop, append the turn's messages, and only then return. ``caller``
-        must be allowed to write the session (:func:`~ankka.runtime.identity.may_use`); a
-        session's first turn records it as the creator."""
+        must be allowed to use the session (:func:`~ankka.runtime.identity.may_use`); a
+        session's first batch records it as the creator."""
         agent, session, effect = planned.agent, planned.session, planned.effect
         started = self.clock.monotonic()
-        turn_id = new_id("turn")
         spent: list[ModelCall] = []
         try:
             async with self.queue.turn(session):
-                position, history = await self._conversations.load(session)
-                self._check(session, caller)
-                opening = (SessionOpened(caller),) if position == 0 else ()
+                folded = await self._conversations.load(session)
+                self._check(session, caller, folded.creator)
+                opening = (SessionOpened(caller),) if folded.position == 0 else ()
+                turn_id = new_id("turn")
+                effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
                 try:
                     outcome = await run_turn(
                         effect,
-                        history=history,
+                        history=folded.view.messages,
                         agent=agent,
                         turn_id=turn_id,
                         provider=planned.provider,
@@ -177,98 +252,133 @@ class Runtime:
                     )
                 except AnkkaError as exc:
                     unwritten = UnwrittenCalls(turn_id, agent, exc.kind, tuple(spent))
-                    await self._account(session, position, unwritten, opening)
+                    await self._account(session, folded.position, (*opening, unwritten))
                     raise
                 if not effect.write_memory:
                     unwritten = UnwrittenCalls(turn_id, agent, NOT_WRITTEN, outcome.calls)
-                    await self._account(session, position, unwritten, opening)
+                    await self._account(session, folded.position, (*opening, unwritten))
                 else:
+                    # Who opened the session and the tool listings the turn used go first,
+                    # in the turn's own batch.
+                    records = (*opening, *listings, *outcome.messages)
+                    position = folded.position
                     try:
-                        new_position = await self.journal.append(
-                            session, [*opening, *outcome.messages], expected=position
-                        )
+                        await self.journal.append(session, records, expected=position)
                     except BaseException:
                         self._conversations.forget(session)
                         raise
-                    self._conversations.extend(session, new_position, outcome.messages)
-                    self._remember_creator(session, opening)
+                    self._conversations.extend(session, position, records)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             self.metrics.calls_made(agent, spent)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
+        settings = self.compaction(agent, planned.effect)
+        if planned.effect.write_memory and settings is not None:
+            self.compactor.committed(session, Job(settings, settings.model or effect.model))
         return TurnResult(outcome)
 
-    async def _account(
-        self,
-        session: str,
-        position: int,
-        record: UnwrittenCalls,
-        opening: tuple[SessionOpened, ...],
-    ) -> None:
-        """Journal the calls of a turn that writes no messages (when it made any)."""
-        if not record.calls:
+    async def _account(self, session: str, position: int, records: tuple[Record, ...]) -> None:
+        """Journal the model calls of a turn that writes no messages (when it made any)."""
+        unwritten = records[-1]
+        if not isinstance(unwritten, UnwrittenCalls) or not unwritten.calls:
             return
         try:
-            new_position = await self.journal.append(session, [*opening, record], expected=position)
+            await self.journal.append(session, records, expected=position)
         except BaseException:
             self._conversations.forget(session)
             raise
-        self._conversations.extend(session, new_position, ())
-        self._remember_creator(session, opening)
+        self._conversations.extend(session, position, records)
 
-    def _remember_creator(self, session: str, opening: tuple[SessionOpened, ...]) -> None:
-        if opening:
-            self._conversations.creators[session] = opening[0].caller
-
-    def _check(self, session: str, caller: str) -> None:
-        """Refuse ``caller`` a session it may not use (one another caller created); the
-        creator is known from the conversation just loaded, so this reads nothing."""
-        creator = self._conversations.creators.get(session)
+    @staticmethod
+    def _check(session: str, caller: str, creator: str | None) -> None:
         if not may_use(caller, creator):
             raise NotPermitted(
                 f"caller {caller!r} may not use session {session!r}: another caller created "
                 "it (a session is its creator's and the platform's)"
             )
 
-    async def _records(self, session: str, caller: str) -> list[Record]:
-        """The session's records, for a caller allowed to read them."""
-        records = [entry.record for entry in await self.journal.read(session)]
-        if not may_use(caller, _creator_of(records)):
-            raise NotPermitted(
-                f"caller {caller!r} may not read session {session!r}: another caller created it"
-            )
-        return records
+    async def _entries(self, session: str, caller: str) -> list[Entry]:
+        """The session's journal entries, for a caller allowed to read them."""
+        entries = await self.journal.read(session)
+        self._check(session, caller, _creator_of(e.record for e in entries))
+        return entries
 
     async def calls(
         self, session: str, *, caller: str = LOCAL
     ) -> list[tuple[ModelCall, str, str | None]]:
         """Every model call of the session in order: (call, turn, why it was not written)."""
         found: list[tuple[ModelCall, str, str | None]] = []
-        for record in await self._records(session, caller):
+        for entry in await self._entries(session, caller):
+            record = entry.record
             if isinstance(record, AssistantMessage) and record.call is not None:
                 found.append((record.call, record.turn, None))
             elif isinstance(record, UnwrittenCalls):
                 found.extend((call, record.turn, record.reason) for call in record.calls)
         return found
 
-    async def messages(self, session: str, *, caller: str = LOCAL) -> list[Message]:
-        """The session's conversation as committed; read from the journal, not the turn
-        cache, so a reader never waits behind the session's queue."""
-        return fold(await self._records(session, caller))
+    async def _with_mcp_tools(
+        self, planned: PlannedTurn, turn_id: str, folded: _Folded
+    ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
+        """The effect with the tools its agent's MCP servers list now, and what to record."""
+        effect = planned.effect
+        declaration = self.service.declaration(planned.agent)
+        if self.mcp is None or declaration is None or not declaration.mcp_servers:
+            return effect, ()
+        listed = await self.mcp.tools_for(
+            [s.name for s in declaration.mcp_servers],
+            agent=planned.agent,
+            turn=turn_id,
+            recorded=folded.mcp_digests,
+            result_guardrails=effect.result_guardrails,
+            description_guardrails=effect.description_guardrails,
+        )
+        return replace(effect, tools=(*effect.tools, *listed.tools)), listed.records
+
+    def missing(self) -> dict[str, str]:
+        """What this runtime waits for (``/readyz``): MCP servers without a session."""
+        if self.mcp is None:
+            return {}
+        return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
+
+    async def messages(
+        self, session: str, *, as_sent: bool = False, caller: str = LOCAL
+    ) -> list[Message]:
+        """The session's whole conversation as committed (compaction never removes a
+        message), or with ``as_sent`` what the model is now shown from it (the summary, then
+        the rest). Read from the journal, not the turn cache, so a reader never waits behind
+        the session's queue."""
+        entries = await self._entries(session, caller)
+        if as_sent:
+            return SentView().apply_all(entries).messages
+        return fold(e.record for e in entries)
 
     async def summary(self, session: str, *, caller: str = LOCAL) -> SessionSummary:
         pending = self.queue.pending(session)
-        records = await self._records(session, caller)
-        return SessionSummary(session, len(fold(records)), pending, session_usage(records))
+        entries = await self._entries(session, caller)
+        records = [e.record for e in entries]
+        view = SentView().apply_all(entries)
+        return SessionSummary(
+            session,
+            len(fold(records)),
+            pending,
+            session_usage(records),
+            compactions=view.compactions,
+            compaction_rejections=view.rejected,
+            compaction_usage=view.compaction_usage,
+        )
 
     async def __aenter__(self) -> Runtime:
+        """Start the compaction consumer (its workers are owned until :meth:`aclose`)."""
+        await self.compactor.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        for provider in self.providers.values():
+        await self.compactor.__aexit__(None, None, None)
+        every = (*self.providers.values(), *self.compactor.providers.values())
+        for provider in {id(p): p for p in every}.values():
             await provider.aclose()
         await self.journal.close()

@@ -3,12 +3,14 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
-- ``GET /v1/sessions/{session}/messages``: the conversation.
-- ``GET /v1/sessions/{session}``: counts, token totals (of the turns written, and of the
-  calls of turns that wrote nothing), requests pending.
+- ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
+  nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
+- ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart, and
+  the calls of turns that wrote nothing), compactions, requests pending.
 - ``GET /v1/sessions/{session}/calls``: every model call of the session, written or not.
-- ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and
-  ``GET /openapi.json`` (:mod:`ankka.runtime.openapi`).
+- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
+  (:mod:`ankka.runtime.openapi`).
+- ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class, a 404 or
 405 from routing included (a 405 names the allowed methods in ``Allow``). Input is bounded
@@ -104,6 +106,13 @@ async def _parse(request: Request) -> TurnBody:
         raise RequestError(f'the body does not fit {{"message": "..."}}: {problems}') from exc
 
 
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise RequestError(f"?{name}= takes true or false, not {raw[:40]!r}")
+    return raw in ("true", "1")
+
+
 def _turn_json(result: TurnResult) -> dict[str, Any]:
     outcome = result.outcome
     return {
@@ -149,8 +158,15 @@ def create_app(
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
-        conversation = await runtime.messages(session, caller=_caller(request))
-        return JSONResponse({"session": session, "messages": [m.as_dict() for m in conversation]})
+        as_sent = _flag(request, "as_sent")
+        conversation = await runtime.messages(session, as_sent=as_sent, caller=_caller(request))
+        return JSONResponse(
+            {
+                "session": session,
+                "as_sent": as_sent,
+                "messages": [m.as_dict() for m in conversation],
+            }
+        )
 
     async def session_summary(request: Request) -> Response:
         summary = await runtime.summary(request.path_params["session"], caller=_caller(request))
@@ -165,6 +181,9 @@ def create_app(
                 "unwritten_usage": summary.tally.unwritten.as_dict(),
                 "total_usage": summary.tally.total.as_dict(),
                 "cost": COST_UNKNOWN,
+                "compactions": summary.compactions,
+                "compaction_rejections": summary.compaction_rejections,
+                "compaction_usage": summary.compaction_usage.as_dict(),
             }
         )
 
@@ -195,6 +214,13 @@ def create_app(
     async def openapi(request: Request) -> Response:
         return JSONResponse(published)
 
+    async def readyz(request: Request) -> Response:
+        # Not ready while a declared MCP server has no session: its tools would be missing.
+        missing = runtime.missing()
+        if missing:
+            return JSONResponse({"ok": False, "missing": missing}, status_code=503)
+        return JSONResponse({"ok": True})
+
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -206,7 +232,7 @@ def create_app(
             Route("/v1/sessions/{session}/calls", calls, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
         ],

@@ -10,19 +10,18 @@ whose model quietly returned a default cannot pass by accident::
 
 Every key of the script format means here what it means to the stand-in: ``status`` raises
 what an HTTP provider raises for that status (a scripted 503 is :class:`ModelUnavailable`, not
-a success), ``delay_ms`` waits on the injected clock (a :class:`ManualClock` lets a test decide
+a success), ``delay_ms`` waits on the injected clock (a :class:`ManualClock`, re-exported
+here from :mod:`ankka._kernel.clock`, lets a test decide
 when the wait ends, with no sleeping), ``when`` serves the first unserved turn that fits the
 request's last message, and ``reasoning`` comes back as the answer's provider state.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ankka._kernel.clock import SleepingClock, SystemClock
+from ankka._kernel.clock import ManualClock, SleepingClock, SystemClock
 from ankka._kernel.errors import ModelError
 from ankka.runtime.messages import (
     AssistantMessage,
@@ -44,41 +43,6 @@ REASONING_WIRE = "scripted"  # the ProviderState.wire of a scripted turn's reaso
 
 class ScriptExhausted(ModelError):
     kind = "script_exhausted"
-
-
-class ManualClock:
-    """A clock whose time moves only when :meth:`advance` is called; ``sleep`` waits for it."""
-
-    def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=UTC)) -> None:
-        self._start = start
-        self._elapsed = 0.0
-        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
-
-    def now(self) -> datetime:
-        return self._start + timedelta(seconds=self._elapsed)
-
-    def monotonic(self) -> float:
-        return self._elapsed
-
-    @property
-    def sleeping(self) -> int:
-        """How many waits have not ended yet."""
-        return sum(1 for _, future in self._sleepers if not future.done())
-
-    async def sleep(self, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        future = asyncio.get_running_loop().create_future()
-        self._sleepers.append((self._elapsed + seconds, future))
-        await future
-
-    def advance(self, seconds: float) -> None:
-        self._elapsed += seconds
-        due = [(at, f) for at, f in self._sleepers if at <= self._elapsed]
-        self._sleepers = [(at, f) for at, f in self._sleepers if at > self._elapsed]
-        for _, future in due:
-            if not future.done():
-                future.set_result(None)
 
 
 def _last_role(messages: Sequence[Message]) -> str | None:

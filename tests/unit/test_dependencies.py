@@ -26,7 +26,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CODE = ("ankka", "tests", "bench", "examples", "scripts")
 # Packages that only work with their extra installed: their module-level imports may use it.
-EXTRA_PACKAGES = {"ankka.operator": "operator"}
+EXTRA_PACKAGES = {
+    "ankka.operator": "operator",
+    # The runtime imports these only when an agent lists an MCP server (ankka.runtime.mcp.servers
+    # is imported lazily); listing.py and declaration.py, which the core imports, use no SDK.
+    "ankka.runtime.mcp.connection": "mcp",
+    "ankka.runtime.mcp.results": "mcp",
+}
 # Import names of benchmark peers that may not be installed here (``make bench`` installs them)
 # and whose distribution is named otherwise.
 NOT_INSTALLED = {"agents": ["openai-agents"], "pydantic_ai": ["pydantic-ai-slim"]}

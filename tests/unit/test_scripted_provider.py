@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -69,7 +70,7 @@ async def test_a_scripted_status_fails_a_stream_before_any_text() -> None:
 
 
 async def test_a_delay_waits_on_the_injected_clock() -> None:
-    clock = ManualClock()
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     provider = ScriptedProvider([{"text": "late", "delay_ms": 1500}], clock=clock)
 
     answer = asyncio.ensure_future(provider.complete(HELLO))
