@@ -6,10 +6,19 @@ from __future__ import annotations
 
 import socket
 import ssl
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["MID_BODY", "MID_HEAD", "SILENT", "hold", "is_closed", "read_until_closed"]
+__all__ = [
+    "MID_BODY",
+    "MID_HEAD",
+    "SILENT",
+    "closed_count",
+    "hold",
+    "is_closed",
+    "read_until_closed",
+]
 
 SILENT = b""
 MID_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
@@ -55,6 +64,17 @@ def read_until_closed(sock: socket.socket, *, within: float = 20.0) -> bytes:
         if not chunk:
             return received
         received += chunk
+
+
+def closed_count(socks: list[socket.socket], at_least: int, *, within: float = 10.0) -> int:
+    """How many of ``socks`` the server has closed, waiting (bounded) until ``at_least`` are:
+    a server closes an evicted connection on its next loop turn, maybe after it answered."""
+    end = time.monotonic() + within
+    while True:
+        count = sum(is_closed(s) for s in socks)
+        if count >= at_least or time.monotonic() > end:
+            return count
+        time.sleep(0.02)
 
 
 def is_closed(sock: socket.socket) -> bool:

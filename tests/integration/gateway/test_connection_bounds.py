@@ -9,7 +9,7 @@ import pytest
 
 from tests.integration.gateway.conftest import StartGateway, StartStandin, standin_model
 from tests.integration.gateway.test_mtls import Platform, platform, standin_for
-from tests.support.hold import MID_HEAD, SILENT, hold, is_closed, read_until_closed
+from tests.support.hold import MID_HEAD, SILENT, closed_count, hold, read_until_closed
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def test_the_tls_port_closes_idle_and_stalled_requests_and_serves_a_real_caller(
     ):
         with httpx.Client(verify=tls) as client:
             assert client.get(f"{gateway.url}/healthz").status_code == 200
-        assert sum(is_closed(s) for s in silent) >= 20 + 1 - 6
+        assert closed_count(silent, 20 + 1 - 6) >= 20 + 1 - 6
         assert read_until_closed(mid_head).startswith(b"HTTP/1.1 408")
     with hold(host, port, 1, send=_CHAT, tls=tls) as [mid_body]:
         read_until_closed(mid_body)  # returns only because the gateway closed it
@@ -67,5 +67,5 @@ def test_the_health_port_closes_silent_sockets_and_serves_a_real_probe(
 
     with hold(host, port, 20, send=SILENT) as silent:
         assert httpx.get(f"{health}/healthz", timeout=10).status_code == 200
-        assert sum(is_closed(s) for s in silent) >= 20 + 1 - 6
+        assert closed_count(silent, 20 + 1 - 6) >= 20 + 1 - 6
         assert read_until_closed(silent[-1]) == b"", "the header timeout ends the rest"
