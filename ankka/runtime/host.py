@@ -11,9 +11,10 @@ cached position, so a turn costs one small read and one write, not a replay of t
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
@@ -22,6 +23,13 @@ from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.journal import events
 from ankka.runtime.journal.fold import apply, fold
 from ankka.runtime.journal.store import JournalStore
+from ankka.runtime.judgments import registry as judgment_registry
+from ankka.runtime.judgments.guardrail import Judging
+from ankka.runtime.judgments.judgment import Judgment
+from ankka.runtime.judgments.plan import JudgmentPlan, JudgmentRequest
+from ankka.runtime.judgments.seam import JudgmentProvider
+from ankka.runtime.judgments.usage import JudgmentUsage
+from ankka.runtime.judgments.verify import ask
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
@@ -29,6 +37,8 @@ from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.sessions import SessionQueue, SharedSessionLock
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
+
+log = logging.getLogger("ankka.runtime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +60,7 @@ class SessionSummary:
     turns: int
     pending: int
     usage: Usage
+    judgment_usage: Usage = field(default_factory=Usage)
 
 
 class _Conversations:
@@ -98,10 +109,14 @@ class Runtime:
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
         shared_lock: SharedSessionLock | None = None,
+        judges: Mapping[str, JudgmentProvider] | None = None,
     ) -> None:
         self.service = service
         self.store = store
         self.providers = dict(providers)
+        self.judges = (
+            dict(judges) if judges is not None else judgment_registry.judges_for(providers)
+        )
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(shared_lock)
@@ -141,31 +156,85 @@ class Runtime:
         (the HTTP layer does, to learn the answer's shape), so the handler runs once."""
         effect, provider = planned or self.plan(agent, session, message)
         started = self.clock.monotonic()
+        judging = Judging(self.judges)
+        turn_id = new_id("turn")
         try:
             async with self.queue.turn(session):
                 position, history = await self._conversations.load(session)
-                outcome = await run_turn(
-                    effect,
-                    history=history,
-                    agent=agent,
-                    turn_id=new_id("turn"),
-                    provider=provider,
-                    clock=self.clock,
-                    emit=emit,
-                )
+                try:
+                    outcome = await run_turn(
+                        effect,
+                        history=history,
+                        agent=agent,
+                        turn_id=turn_id,
+                        provider=provider,
+                        clock=self.clock,
+                        emit=emit,
+                        judging=judging,
+                    )
+                except BaseException:
+                    await self._judgment_usage_alone(session, agent, turn_id, judging)
+                    raise
+                spent = JudgmentUsage(judging.usage, agent, turn_id) if judging.spent else None
+                if spent is not None:
+                    self.metrics.judgment_tokens_used(spent.usage)
                 if effect.write_memory:
-                    batch = [events.encode(m) for m in outcome.messages]
+                    records = [*outcome.messages, *([spent] if spent else [])]
+                    batch = [events.encode(m) for m in records]
                     try:
                         new_position = await self.store.append(session, batch, expected=position)
                     except BaseException:
                         self._conversations.forget(session)
                         raise
                     self._conversations.extend(session, new_position, outcome.messages)
+                else:
+                    await self._judgment_usage_alone(session, agent, turn_id, judging)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
         return TurnResult(outcome, effect)
+
+    async def _judgment_usage_alone(
+        self, session: str, agent: str, turn_id: str, judging: Judging
+    ) -> None:
+        """Record a turn's judgment tokens when it wrote no messages; best effort."""
+        if not judging.spent:
+            return
+        record = JudgmentUsage(judging.usage, agent, turn_id)
+        self.metrics.judgment_tokens_used(record.usage)
+        try:
+            position, _ = await self._conversations.load(session)
+            await self.store.append(session, [events.encode(record)], expected=position)
+        except Exception:
+            log.warning("the judgment usage of turn %s was not recorded", turn_id, exc_info=True)
+        self._conversations.forget(session)
+
+    def plan_judgment(self, name: str, text: str) -> tuple[JudgmentPlan, JudgmentProvider]:
+        """Build a judgment handler's plan and find its judgment provider; no I/O."""
+        declaration = self.service.judgment_declaration(name)
+        if declaration is None:
+            known = ", ".join(sorted(self.service.judgments)) or "none"
+            raise NotFound(
+                f"there is no judgment handler {name!r} in this service (judgment handlers: "
+                f"{known})"
+            )
+        plan = declaration.handler(JudgmentRequest(name, text))
+        if not isinstance(plan, JudgmentPlan):
+            raise ConfigurationError(
+                f"judgment {name!r}: its handler returned {type(plan).__name__}, not a JudgmentPlan"
+            )
+        judge = judgment_registry.resolve(
+            self.judges, self.providers, plan.model, asker=f"judgment {name!r}"
+        )
+        return plan, judge
+
+    async def judge(self, name: str, text: str) -> Judgment:
+        """Ask a judgment handler's questions about ``text``; the verified judgment."""
+        plan, judge = self.plan_judgment(name, text)
+        judgment = await ask(judge, plan.inquiry(), floor=plan.coverage_floor)
+        self.metrics.judgment_finished(name, judgment.usage)
+        return judgment
 
     async def messages(self, session: str) -> list[Message]:
         """The session's conversation as committed; read from the store, not the turn cache,
@@ -174,14 +243,21 @@ class Runtime:
 
     async def summary(self, session: str) -> SessionSummary:
         pending = self.queue.pending(session)
-        conversation = await self.messages(session)
+        stored = await self.store.read(session)
+        conversation = fold(stored)
         usage = Usage()
         turns = 0
         for message in conversation:
             if isinstance(message, AssistantMessage) and message.turn_usage is not None:
                 usage = usage + message.turn_usage
                 turns += 1
-        return SessionSummary(session, len(conversation), turns, pending, usage)
+        judged = Usage()
+        for event in stored:
+            if event.kind == JudgmentUsage.kind:
+                record = events.decode(event.kind, event.body)
+                assert isinstance(record, JudgmentUsage)
+                judged = judged + record.usage
+        return SessionSummary(session, len(conversation), turns, pending, usage, judged)
 
     async def aclose(self) -> None:
         for provider in self.providers.values():

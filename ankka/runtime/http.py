@@ -3,6 +3,8 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
+- ``POST /v1/agents/{agent}/judgments`` ``{"text": "..."}`` (a judgment handler) →
+  ``{"answers": {QUESTION: {"probabilities", "coverage", "measured"}}, "usage"}``.
 - ``GET /v1/sessions/{session}/messages``: the conversation.
 - ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
@@ -17,7 +19,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
@@ -43,12 +45,22 @@ __all__ = ["create_app", "render_message"]
 
 log = logging.getLogger("ankka.runtime")
 
+Body = TypeVar("Body", bound=BaseModel)
+
 COST_UNKNOWN = "unknown"  # tokens are counted; money is not (there is no price table)
 
 
 class TurnBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     message: str = Field(min_length=1)
+
+
+MAX_JUDGMENT_TEXT = 32_000
+
+
+class JudgmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MAX_JUDGMENT_TEXT)
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
@@ -62,20 +74,21 @@ def _from_exception(exc: Exception) -> JSONResponse:
     return _error(500, "internal_error", "the runtime failed unexpectedly; see its log")
 
 
-async def _parse(request: Request) -> TurnBody:
+async def _parse(request: Request, shape: type[Body]) -> Body:
     raw = await request.body()
     try:
         data = json.loads(raw)
     except ValueError as exc:
         raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
     try:
-        return TurnBody.model_validate(data)
+        return shape.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
             for e in exc.errors(include_url=False)
         )
-        raise RequestError(f'the body does not fit {{"message": "..."}}: {problems}') from exc
+        field = next(iter(shape.model_fields))
+        raise RequestError(f'the body does not fit {{"{field}": "..."}}: {problems}') from exc
 
 
 def _turn_json(result: TurnResult) -> dict[str, Any]:
@@ -137,7 +150,7 @@ def create_app(runtime: Runtime) -> Starlette:
         agent = request.path_params["agent"]
         session = request.path_params["session"]
         try:
-            body = await _parse(request)
+            body = await _parse(request, TurnBody)
             planned = runtime.plan(agent, session, body.message)
             if planned[0].streams:
                 return await _stream(runtime, agent, session, body.message, planned)
@@ -145,6 +158,14 @@ def create_app(runtime: Runtime) -> Starlette:
         except Exception as exc:
             return _from_exception(exc)
         return JSONResponse(_turn_json(result))
+
+    async def judgments(request: Request) -> Response:
+        try:
+            body = await _parse(request, JudgmentBody)
+            judgment = await runtime.judge(request.path_params["agent"], body.text)
+        except Exception as exc:
+            return _from_exception(exc)
+        return JSONResponse(judgment.as_dict())
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
@@ -168,6 +189,7 @@ def create_app(runtime: Runtime) -> Starlette:
                 "turns": summary.turns,
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
+                "judgment_usage": summary.judgment_usage.as_dict(),
                 "cost": COST_UNKNOWN,
             }
         )
@@ -187,6 +209,7 @@ def create_app(runtime: Runtime) -> Starlette:
     return Starlette(
         routes=[
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
+            Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.messages import (
     AssistantMessage,
     Message,
@@ -23,7 +24,10 @@ from ankka.runtime.messages import (
     UserMessage,
 )
 
-__all__ = ["StoredEvent", "decode", "encode"]
+__all__ = ["Record", "StoredEvent", "decode", "encode"]
+
+Record = Message | JudgmentUsage
+"""What a journal holds: the conversation's messages, and records the fold passes over."""
 
 USER = "user_message"
 ASSISTANT = "assistant_message"
@@ -41,9 +45,11 @@ class StoredEvent:
     at: datetime
 
 
-def encode(message: Message) -> tuple[str, str]:
+def encode(message: Record) -> tuple[str, str]:
     """The (kind, JSON body) under which ``message`` is stored."""
     data: dict[str, Any]
+    if isinstance(message, JudgmentUsage):
+        return message.kind, json.dumps(message.as_dict(), separators=(",", ":"))
     if isinstance(message, UserMessage):
         kind = USER
         data = {"content": message.content}
@@ -74,8 +80,10 @@ def encode(message: Message) -> tuple[str, str]:
     return kind, json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def decode(kind: str, body: str) -> Message:
+def decode(kind: str, body: str) -> Record:
     data = json.loads(body)
+    if kind == JudgmentUsage.kind:
+        return JudgmentUsage.from_dict(data)
     agent, turn = str(data.get("agent", "")), str(data.get("turn", ""))
     if kind == USER:
         return UserMessage(data["content"], agent, turn)

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ankka.runtime.journal.events import StoredEvent, decode
+from ankka.runtime.journal.events import Record, StoredEvent, decode
+from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.messages import Message, SummaryMessage
 
 __all__ = ["apply", "fold"]
 
 
-def apply(conversation: list[Message], message: Message) -> None:
-    """Fold one more message into ``conversation`` (in place).
+def apply(conversation: list[Message], message: Record) -> None:
+    """Fold one more message into ``conversation`` (in place); other records pass.
 
     A compaction summary stands for the first ``replaces`` messages of the conversation as it
     was; an earlier summary among them is folded into it, never stacked.
     """
+    if isinstance(message, JudgmentUsage):
+        return
     if isinstance(message, SummaryMessage):
         del conversation[: message.replaces]
         conversation.insert(0, message)

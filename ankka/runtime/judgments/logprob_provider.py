@@ -1,0 +1,125 @@
+"""The judgment provider over a real model's logprobs (Chat Completions servers).
+
+For each question one request (see :mod:`.logprobs` for its shape and how the answer is read),
+through the same transport as the model's text provider: llama.cpp (its grammar, probabilities
+measured before the constraint by default), vLLM or OpenAI where allowed (a JSON schema). The
+questions of one judgment are asked one after another: they share the text as their prefix, so
+from the second on a server's prompt cache serves it.
+
+Refusals before anything is sent: when ``capabilities`` is given (the installation model's
+``/api/show``, answered by the gateway's probe), a model without ``logprobs`` is refused with
+:class:`~.errors.LogprobsMissing`. A server that answers without logprobs is refused the same
+way, after the fact, the first time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from ankka.api.capabilities import Capability, ModelCapabilities
+from ankka.runtime.judgments.errors import JudgmentFailed, LogprobsMissing, OptionLabelSplit
+from ankka.runtime.judgments.logprobs import (
+    Constraint,
+    NoLogprobs,
+    Unreadable,
+    encode_question,
+    labels_for,
+    read_answer,
+)
+from ankka.runtime.judgments.seam import Inquiry, Measured, ProviderAnswer, ProviderJudgment
+from ankka.runtime.messages import Usage
+from ankka.runtime.providers.chat_wire import read_usage
+
+__all__ = ["ChatTransport", "LogprobJudgmentProvider"]
+
+
+class ChatTransport(Protocol):
+    """What the provider needs of a model's transport: one JSON POST, errors translated."""
+
+    async def post_json(self, path: str, body: bytes) -> dict[str, Any]: ...
+
+
+class LogprobJudgmentProvider:
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        transport: ChatTransport,
+        constraint: Constraint = "grammar",
+        measured: Measured = "before_constraint",
+        top_logprobs: int = 20,
+        capabilities: Callable[[], Awaitable[ModelCapabilities]] | None = None,
+    ) -> None:
+        if measured == "scripted":
+            raise ValueError("a logprob provider measures before or after the constraint")
+        self._name = name
+        self._model = model
+        self._transport = transport
+        self._constraint: Constraint = constraint
+        self._measured: Measured = measured
+        self._top_logprobs = top_logprobs
+        self._capabilities = capabilities
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def __repr__(self) -> str:
+        return f"LogprobJudgmentProvider(name={self._name!r}, model={self._model!r})"
+
+    async def judge(self, inquiry: Inquiry) -> ProviderJudgment:
+        if self._capabilities is not None:
+            caps = await self._capabilities()
+            if not caps.has(Capability.LOGPROBS):
+                raise LogprobsMissing(provider=self._name, model=self._model, sent=False)
+        answers: dict[str, ProviderAnswer] = {}
+        usage = Usage()
+        model = self._model
+        for question in inquiry.questions:
+            body = encode_question(
+                model=self._model,
+                text=inquiry.text,
+                question=question,
+                instructions=inquiry.instructions,
+                constraint=self._constraint,
+                measured=self._measured,
+                top_logprobs=self._top_logprobs,
+            )
+            data = await self._transport.post_json("/chat/completions", body)
+            usage = usage + read_usage(data.get("usage"))
+            model = str(data.get("model") or model)
+            answers[question.id] = self._read(data, question)
+        return ProviderJudgment(answers, usage, model)
+
+    def _read(self, data: dict[str, Any], question: Any) -> ProviderAnswer:
+        try:
+            answer = read_answer(
+                data, question, constraint=self._constraint, measured=self._measured
+            )
+        except NoLogprobs:
+            raise LogprobsMissing(provider=self._name, model=self._model, sent=True) from None
+        except Unreadable as exc:
+            if exc.split:
+                raise OptionLabelSplit(
+                    f"question {question.id!r} cannot be asked of model {self._model!r}: {exc} "
+                    f"(labels {', '.join(labels_for(question)[:4])}, ...); use fewer options "
+                    "(up to 62 get single-character labels)"
+                ) from None
+            raise JudgmentFailed(
+                self._name, f"question {question.id!r}: {exc}", question=question.id
+            ) from None
+        if answer.coverage <= 0.0:
+            raise JudgmentFailed(
+                self._name,
+                f"question {question.id!r}: none of the model's likeliest tokens was an option "
+                f"(coverage 0, {self._measured.replace('_', ' ')})",
+                coverage=0.0,
+                question=question.id,
+            )
+        return answer

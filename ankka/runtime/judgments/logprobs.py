@@ -1,0 +1,215 @@
+"""The pure core of the logprob provider: the labels, the request body, reading the answer.
+
+Each question is asked as one Chat Completions request whose answer is constrained to the
+labels of its options (a llama.cpp grammar, or a JSON schema for servers that take one). The
+labels are chosen here, never by the service: ``A``…``Z``, then ``a``…``z`` and digits, for up
+to 62 options (single characters, one token in every byte-level tokenizer); two capital
+letters (``AA``…) beyond that, which a model's tokenizer may split: the first answer that
+shows a split is refused (:class:`~.errors.OptionLabelSplit`). A score's labels are its digits.
+
+The distribution is read from the first *decisive* token: the first generated token that takes
+the answer past what every option's rendering has in common (for the JSON form, past
+``{"answer":"``). Its ``top_logprobs`` give each label's probability; a token that begins
+exactly one option's rendering counts for that option, any other token for none. The options'
+share of the probability is the **coverage**; the answer is the options' probabilities divided
+by it, and the coverage goes with it, with where it was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from ankka.runtime.judgments.questions import Question
+from ankka.runtime.judgments.seam import Measured, ProviderAnswer
+
+__all__ = [
+    "Constraint",
+    "NoLogprobs",
+    "Unreadable",
+    "encode_question",
+    "labels_for",
+    "read_answer",
+]
+
+Constraint = Literal["grammar", "json_schema"]
+
+_SINGLE = tuple(string.ascii_uppercase + string.ascii_lowercase + string.digits)
+_DOUBLE = tuple(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase)
+
+DEFAULT_INSTRUCTIONS = (
+    "You classify a text. You are given the text, a question about it and labelled options. "
+    "Answer with the label of the one option that fits best, and nothing else."
+)
+
+
+class NoLogprobs(Exception):
+    """The answer carries no logprobs (the server does not return them)."""
+
+
+class Unreadable(Exception):
+    """The answer cannot be read as one of the options; says why."""
+
+    def __init__(self, detail: str, *, split: bool = False) -> None:
+        super().__init__(detail)
+        self.split = split
+
+
+def labels_for(question: Question) -> tuple[str, ...]:
+    if question.kind == "score":
+        return question.keys
+    count = len(question.options)
+    return (_SINGLE if count <= len(_SINGLE) else _DOUBLE)[:count]
+
+
+def _grammar(labels: Sequence[str]) -> str:
+    return "root ::= " + " | ".join(f'"{label}"' for label in labels)
+
+
+def _schema(labels: Sequence[str]) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "answer",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"answer": {"type": "string", "enum": list(labels)}},
+                "required": ["answer"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def _rendering(label: str, constraint: Constraint) -> str:
+    return label if constraint == "grammar" else '{"answer":"' + label + '"}'
+
+
+def encode_question(
+    *,
+    model: str,
+    text: str,
+    question: Question,
+    instructions: str,
+    constraint: Constraint,
+    measured: Measured,
+    top_logprobs: int,
+) -> bytes:
+    """The Chat Completions body asking one question. The text comes first and the question
+    last, so a judgment's requests share their prefix and a server's prompt cache keeps it."""
+    labels = labels_for(question)
+    lines = [
+        f"{label}: {option.text}" for label, option in zip(labels, question.options, strict=True)
+    ]
+    user = (
+        f"{text}\n\n---\nQuestion: {question.text}\nOptions:\n"
+        + "\n".join(lines)
+        + f"\nAnswer with one label: {', '.join(labels)}."
+    )
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": instructions or DEFAULT_INSTRUCTIONS},
+            {"role": "user", "content": user},
+        ],
+        "logprobs": True,
+        "top_logprobs": top_logprobs,
+        "max_tokens": 1 if constraint == "grammar" else 12,
+        "temperature": 0.0,
+    }
+    if constraint == "grammar":
+        body["grammar"] = _grammar(labels)
+    else:
+        body["response_format"] = _schema(labels)
+    if measured == "after_constraint":
+        # llama.cpp: report the probabilities after its samplers, the grammar among them; the
+        # other samplers are made neutral so the grammar is the only thing applied.
+        body.update(
+            post_sampling_probs=True, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0
+        )
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def _probability(entry: Mapping[str, Any]) -> float:
+    if "logprob" in entry:
+        return math.exp(float(entry["logprob"]))
+    return float(entry["prob"])
+
+
+def read_answer(
+    data: Mapping[str, Any], question: Question, *, constraint: Constraint, measured: Measured
+) -> ProviderAnswer:
+    """The answer to ``question`` from a Chat Completions answer with logprobs."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise Unreadable("the answer has no choices")
+    logprobs = choices[0].get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if not isinstance(content, list) or not content:
+        raise NoLogprobs()
+    labels = labels_for(question)
+    renderings = {label: _rendering(label, constraint) for label in labels}
+    common = len(_common_prefix(list(renderings.values())))
+    prefix = ""
+    for token in content:
+        written = prefix + _squash(str(token.get("token", "")))
+        if len(written) > common:
+            return _distribution(question, renderings, prefix, written, token, measured)
+        prefix = written
+    raise Unreadable(f"the answer {prefix!r} stops before naming an option")
+
+
+def _distribution(
+    question: Question,
+    renderings: Mapping[str, str],
+    prefix: str,
+    written: str,
+    token: Mapping[str, Any],
+    measured: Measured,
+) -> ProviderAnswer:
+    chosen = [label for label, r in renderings.items() if r.startswith(written)]
+    if len(chosen) > 1:
+        raise Unreadable(
+            f"the model wrote {written!r}, the beginning of the labels {', '.join(chosen)}: "
+            "its tokenizer splits them into several tokens",
+            split=True,
+        )
+    if not chosen:
+        raise Unreadable(
+            f"the model wrote {written!r}, which is none of the labels "
+            f"({', '.join(renderings)}): the server did not enforce the constraint"
+        )
+    alternatives = token.get("top_logprobs", token.get("top_probs"))
+    if not isinstance(alternatives, list) or not alternatives:
+        raise NoLogprobs()
+    mass = dict.fromkeys(renderings, 0.0)
+    for alternative in alternatives:
+        candidate = prefix + _squash(str(alternative.get("token", "")))
+        if len(candidate) <= len(prefix):
+            continue
+        matches = [label for label, r in renderings.items() if r.startswith(candidate)]
+        if len(matches) == 1:
+            mass[matches[0]] += _probability(alternative)
+    coverage = math.fsum(mass.values())
+    if coverage <= 0.0:
+        return ProviderAnswer({}, 0.0, measured)
+    keys = dict(zip(renderings, question.keys, strict=True))
+    return ProviderAnswer(
+        {keys[label]: p / coverage for label, p in mass.items()}, min(coverage, 1.0), measured
+    )
+
+
+def _common_prefix(texts: Sequence[str]) -> str:
+    first, last = min(texts), max(texts)
+    size = 0
+    while size < len(first) and first[size] == last[size]:
+        size += 1
+    return first[:size]
