@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ankka.api.capabilities import carries_logprobs
 from ankka.runtime.judgments import Choice, Score, YesNo
 from ankka.runtime.judgments.logprobs import (
     NoLogprobs,
@@ -138,3 +139,11 @@ def test_the_json_schema_request_enumerates_the_labels() -> None:
     assert schema["properties"]["answer"]["enum"] == ["A", "B", "C"]
     assert "grammar" not in body
     assert body["messages"][0]["content"] == "Triage."
+
+
+def test_the_probe_tells_an_answer_with_logprobs_from_one_without() -> None:
+    with_them = answer(token("Yes", {"Yes": 0.7}))
+    without = {"choices": [{"message": {"content": "Yes"}}]}
+    assert carries_logprobs(with_them)
+    assert not carries_logprobs(without)
+    assert not carries_logprobs({"choices": []})
