@@ -196,8 +196,14 @@ def create_app(runtime: Runtime) -> Starlette:
 
     async def agents(request: Request) -> Response:
         declared = runtime.service.agents
+        judgments = runtime.service.judgments
         return JSONResponse(
-            {"agents": [{"name": n, "description": d.description} for n, d in declared.items()]}
+            {
+                "agents": [{"name": n, "description": d.description} for n, d in declared.items()],
+                "judgments": [
+                    {"name": n, "description": d.description} for n, d in judgments.items()
+                ],
+            }
         )
 
     async def healthz(request: Request) -> Response:

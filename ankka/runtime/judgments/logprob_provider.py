@@ -94,7 +94,11 @@ class LogprobJudgmentProvider:
             data = await self._transport.post_json("/chat/completions", body)
             usage = usage + read_usage(data.get("usage"))
             model = str(data.get("model") or model)
-            answers[question.id] = self._read(data, question)
+            try:
+                answers[question.id] = self._read(data, question)
+            except JudgmentFailed as exc:
+                exc.usage = usage  # spent all the same: the session's accounts keep it
+                raise
         return ProviderJudgment(answers, usage, model)
 
     def _read(self, data: dict[str, Any], question: Any) -> ProviderAnswer:
