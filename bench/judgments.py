@@ -131,7 +131,6 @@ def _body(model: str, text: str, question: Any) -> bytes:
         question=question,
         instructions="",
         constraint="grammar",
-        measured="before_constraint",
         top_logprobs=20,
     )
 

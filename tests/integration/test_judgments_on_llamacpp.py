@@ -4,8 +4,8 @@ logprobs refused.
 The logprob provider asks each question with the answer constrained by a llama.cpp grammar
 (or a JSON schema) to single-token labels, and reads the first decisive token's
 ``top_logprobs``. These prove it on the real server: distributions summing to 1 with their
-coverage, an answer that is exactly a label, both constraint forms, both places coverage is
-measured, and the triage example through ``ankka serve``.
+coverage, an answer that is exactly a label, both constraint forms, coverage measured before
+the constraint, and the triage example through ``ankka serve``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ async def test_the_grammar_constrained_answer_is_exactly_one_label(
         question=FRUIT,
         instructions="",
         constraint="grammar",
-        measured="before_constraint",
         top_logprobs=20,
     )
     try:
@@ -117,19 +116,32 @@ async def test_a_json_schema_constraint_is_read_past_its_shared_prefix(
     assert 0.0 < answer.coverage <= 1.0
 
 
-async def test_measured_after_the_constraint_the_options_hold_all_the_probability(
+async def test_coverage_is_measured_before_the_grammar_masks_the_other_tokens(
     llama_server: LlamaServer,
 ) -> None:
+    # llama.cpp reports the model's own distribution (post_sampling_probs off): the decisive
+    # token's alternatives include tokens the grammar forbids, which is what coverage measures.
     text = model(llama_server)
+    body = encode_question(
+        model=llama_server.model,
+        text=LATE,
+        question=FRUIT,
+        instructions="",
+        constraint="grammar",
+        top_logprobs=20,
+    )
     try:
-        after = await ask(judge(text, measured="after_constraint"), Inquiry(LATE, (FRUIT,)))
-        before = await ask(judge(text), Inquiry(LATE, (FRUIT,)), floor=0.0)
+        data = await text.post_json("/chat/completions", body)
+        judgment = await ask(judge(text), Inquiry(LATE, (FRUIT,)), floor=0.0)
     finally:
         await text.aclose()
 
-    assert after.answers["fruit"].measured == "after_constraint"
-    assert after.answers["fruit"].coverage == pytest.approx(1.0, abs=0.01)
-    assert before.answers["fruit"].coverage < after.answers["fruit"].coverage
+    alternatives = [
+        t["token"] for t in data["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    ]
+    assert set(alternatives) - set(labels_for(FRUIT))  # tokens the grammar would never allow
+    assert judgment.answers["fruit"].coverage < 1.0
+    assert judgment.answers["fruit"].measured == "before_constraint"
 
 
 @pytest.fixture
@@ -195,7 +207,8 @@ def test_the_judgments_route_refuses_a_bad_body_and_an_unknown_handler(
     assert empty.status_code == 422 and '"text"' in empty.json()["error"]["message"]
     assert wrong.status_code == 422
     assert unknown.status_code == 404
-    assert "'triage'" in unknown.json()["error"]["message"]
+    assert "'nobody'" in unknown.json()["error"]["message"]
+    assert "triage" in unknown.json()["error"]["message"]
 
 
 def test_a_server_without_logprobs_is_refused_naming_the_model_and_the_capability(

@@ -1,8 +1,10 @@
 """The judgment provider over a real model's logprobs (Chat Completions servers).
 
 For each question one request (see :mod:`.logprobs` for its shape and how the answer is read),
-through the same transport as the model's text provider: llama.cpp (its grammar, probabilities
-measured before the constraint by default), vLLM or OpenAI where allowed (a JSON schema). The
+through the same transport as the model's text provider: llama.cpp (its grammar), vLLM or
+OpenAI where allowed (a JSON schema). ``measured`` declares where the server computes the
+logprobs it returns: before the constraint (llama.cpp; vLLM's default raw logprobs) or after
+it (a server that reports the masked distribution); the provider does not change it. The
 questions of one judgment are asked one after another: they share the text as their prefix, so
 from the second on a server's prompt cache serves it.
 
@@ -88,7 +90,6 @@ class LogprobJudgmentProvider:
                 question=question,
                 instructions=inquiry.instructions,
                 constraint=self._constraint,
-                measured=self._measured,
                 top_logprobs=self._top_logprobs,
             )
             data = await self._transport.post_json("/chat/completions", body)

@@ -8,11 +8,14 @@ letters (``AA``…) beyond that, which a model's tokenizer may split: the first 
 shows a split is refused (:class:`~.errors.OptionLabelSplit`). A score's labels are its digits.
 
 The distribution is read from the first *decisive* token: the first generated token that takes
-the answer past what every option's rendering has in common (for the JSON form, past
-``{"answer":"``). Its ``top_logprobs`` give each label's probability; a token that begins
-exactly one option's rendering counts for that option, any other token for none. The options'
-share of the probability is the **coverage**; the answer is the options' probabilities divided
-by it, and the coverage goes with it, with where it was measured.
+the answer past what comes before every label (for the JSON form, past ``"answer":"``, after
+whatever a server let the model write first, such as a code fence). Its ``top_logprobs`` give
+each label's probability; a token that begins exactly one option's rendering counts for that
+option, any other token for none. The options' share of the probability is the **coverage**;
+the answer is the options' probabilities divided by it, and the coverage goes with it, with
+where it was measured: llama.cpp reports the model's own distribution, before its grammar
+masks anything (its ``post_sampling_probs`` do not reflect the grammar either, which it
+applies only when the sampled token breaks it), so its coverage is ``before_constraint``.
 """
 
 from __future__ import annotations
@@ -85,8 +88,16 @@ def _schema(labels: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def _opening(constraint: Constraint) -> str:
+    """What the answer writes before the label (whitespace left out): nothing for a grammar,
+    the key and the opening quote for the JSON form (after anything a server lets the model
+    write first, such as a code fence)."""
+    return "" if constraint == "grammar" else '"answer":"'
+
+
 def _rendering(label: str, constraint: Constraint) -> str:
-    return label if constraint == "grammar" else '{"answer":"' + label + '"}'
+    """What the answer writes from the label on (whitespace left out)."""
+    return label if constraint == "grammar" else label + '"'
 
 
 def encode_question(
@@ -96,7 +107,6 @@ def encode_question(
     question: Question,
     instructions: str,
     constraint: Constraint,
-    measured: Measured,
     top_logprobs: int,
 ) -> bytes:
     """The Chat Completions body asking one question. The text comes first and the question
@@ -125,12 +135,6 @@ def encode_question(
         body["grammar"] = _grammar(labels)
     else:
         body["response_format"] = _schema(labels)
-    if measured == "after_constraint":
-        # llama.cpp: report the probabilities after its samplers, the grammar among them; the
-        # other samplers are made neutral so the grammar is the only thing applied.
-        body.update(
-            post_sampling_probs=True, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0
-        )
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -157,25 +161,42 @@ def read_answer(
         raise NoLogprobs()
     labels = labels_for(question)
     renderings = {label: _rendering(label, constraint) for label in labels}
-    common = len(_common_prefix(list(renderings.values())))
-    prefix = ""
+    opening = _opening(constraint)
+    written = ""
     for token in content:
-        written = prefix + _squash(str(token.get("token", "")))
-        if len(written) > common:
-            return _distribution(question, renderings, prefix, written, token, measured)
-        prefix = written
-    raise Unreadable(f"the answer {prefix!r} stops before naming an option")
+        before = written
+        written += _squash(str(token.get("token", "")))
+        start = _label_start(written, opening)
+        if start is not None and len(written) > start:
+            return _distribution(question, renderings, opening, before, written, token, measured)
+    raise Unreadable(f"the answer {written!r} stops before naming an option")
+
+
+def _label_start(text: str, opening: str) -> int | None:
+    """Where the label begins in ``text``: just after the first ``opening``; None before it."""
+    found = text.find(opening)
+    return None if found < 0 else found + len(opening)
+
+
+def _matches(renderings: Mapping[str, str], text: str, opening: str) -> list[str]:
+    """The labels whose rendering ``text`` has begun, past the opening."""
+    start = _label_start(text, opening)
+    if start is None or len(text) <= start:
+        return list(renderings)  # not decisive: every option is still open
+    rest = text[start:]
+    return [label for label, r in renderings.items() if r.startswith(rest)]
 
 
 def _distribution(
     question: Question,
     renderings: Mapping[str, str],
-    prefix: str,
+    opening: str,
+    before: str,
     written: str,
     token: Mapping[str, Any],
     measured: Measured,
 ) -> ProviderAnswer:
-    chosen = [label for label, r in renderings.items() if r.startswith(written)]
+    chosen = _matches(renderings, written, opening)
     if len(chosen) > 1:
         raise Unreadable(
             f"the model wrote {written!r}, the beginning of the labels {', '.join(chosen)}: "
@@ -192,10 +213,7 @@ def _distribution(
         raise NoLogprobs()
     mass = dict.fromkeys(renderings, 0.0)
     for alternative in alternatives:
-        candidate = prefix + _squash(str(alternative.get("token", "")))
-        if len(candidate) <= len(prefix):
-            continue
-        matches = [label for label, r in renderings.items() if r.startswith(candidate)]
+        matches = _matches(renderings, before + _squash(str(alternative.get("token", ""))), opening)
         if len(matches) == 1:
             mass[matches[0]] += _probability(alternative)
     coverage = math.fsum(mass.values())
@@ -205,11 +223,3 @@ def _distribution(
     return ProviderAnswer(
         {keys[label]: p / coverage for label, p in mass.items()}, min(coverage, 1.0), measured
     )
-
-
-def _common_prefix(texts: Sequence[str]) -> str:
-    first, last = min(texts), max(texts)
-    size = 0
-    while size < len(first) and first[size] == last[size]:
-        size += 1
-    return first[:size]

@@ -70,18 +70,35 @@ def test_a_token_that_runs_past_a_label_counts_for_no_option() -> None:
     assert got.coverage == pytest.approx(0.6)
 
 
-def test_the_json_form_skips_the_tokens_every_option_shares() -> None:
+def test_the_json_form_reads_the_token_after_the_key_whatever_came_first() -> None:
+    # llama.cpp lets the model open a code fence before the JSON; the label follows "answer": ".
     data = answer(
-        token('{"', {'{"': 0.99}),
+        token("```", {"```": 0.5, "{": 0.4}),
+        token("json", {"json": 0.9}),
+        token("\n", {"\n": 0.99}),
+        token("{", {"{": 0.99}),
+        token("\n ", {"\n ": 0.99}),
+        token(' "', {' "': 0.99}),
         token("answer", {"answer": 0.99}),
-        token('":"', {'":"': 0.9, '": "': 0.09}),
+        token('":', {'":': 0.9, '": "': 0.09}),
+        token(' "', {' "': 0.9}),
         token("C", {"C": 0.6, "A": 0.3, '"': 0.1}),
-        token('"}', {'"}': 1.0}),
+        token('"', {'"': 1.0}),
     )
     got = read_answer(data, TEAM, constraint="json_schema", measured="after_constraint")
     assert got.coverage == pytest.approx(0.9)
     assert got.probabilities["other"] == pytest.approx(0.6 / 0.9)
     assert got.measured == "after_constraint"
+
+
+def test_a_token_that_closes_the_key_and_opens_the_label_is_decisive() -> None:
+    data = answer(
+        token('{"answer', {'{"answer': 0.99}),
+        token('":"B', {'":"B': 0.5, '":"A': 0.25, '":"': 0.25}),
+    )
+    got = read_answer(data, TEAM, constraint="json_schema", measured="before_constraint")
+    assert got.coverage == pytest.approx(0.75)
+    assert got.probabilities["shipping"] == pytest.approx(0.5 / 0.75)
 
 
 def test_an_answer_without_logprobs_is_told_apart() -> None:
@@ -112,7 +129,6 @@ def test_the_request_puts_the_text_first_and_constrains_to_the_labels() -> None:
             question=YesNo("urgent", "Urgent?"),
             instructions="",
             constraint="grammar",
-            measured="before_constraint",
             top_logprobs=20,
         )
     )
@@ -131,7 +147,6 @@ def test_the_json_schema_request_enumerates_the_labels() -> None:
             question=TEAM,
             instructions="Triage.",
             constraint="json_schema",
-            measured="before_constraint",
             top_logprobs=5,
         )
     )
