@@ -10,9 +10,11 @@ Two ways to get "is it urgent?" and "which team?" out of a small local model:
 
 Both run against one llama.cpp server, alternating message by message in the same run. Printed:
 judgments per second (both questions answered), p50 latency, tokens generated per judgment,
-and misses. Then the **platform's own overhead per judgment**: the same two pre-built requests
-sent with a bare ``httpx`` client vs through ``ask`` (p50 difference), and the pure work
-(encoding both requests, reading both answers, verifying) timed on recorded answers.
+and misses. Then the **platform's own overhead per judgment**, away from the model's noise: the
+two answers SmolLM2 gave are recorded and replayed by a loopback server, and a judgment through
+``ask`` (the openai-SDK transport, encoding, reading, verifying) is timed against the same two
+requests sent with a bare ``httpx`` client, alternating; and the pure work alone (encoding,
+reading, verifying, no I/O).
 
 Run: ``python bench/judgments.py`` (``--messages N``); needs the local model
 (``bash scripts/local_model.sh``).
@@ -26,11 +28,15 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,9 +57,12 @@ MESSAGES = [
     "Your invoice shows the wrong VAT number.",
 ]
 QUESTIONS = (URGENT, TEAM)
+# The same questions and option words as the judgment's, asked for one word of text.
 TEXT_PROMPTS = {
-    "urgent": "Does the customer need help today? Answer with one word: yes or no.",
-    "team": "Which team should answer: billing, shipping or other? Answer with one word.",
+    "urgent": f"{URGENT.text}\nAnswer with one word: yes or no.",
+    "team": f"{TEAM.text}\nOptions:\n"
+    + "\n".join(o.text for o in TEAM.options)
+    + "\nAnswer with one word: billing, shipping or other.",
 }
 
 
@@ -63,7 +72,7 @@ def p50(values: list[float]) -> float:
 
 async def text_answer(
     http: httpx.AsyncClient, url: str, model: str, message: str, question: str
-) -> tuple[str, int]:
+) -> tuple[str, int, int]:
     body = {
         "model": model,
         "messages": [
@@ -77,7 +86,12 @@ async def text_answer(
         "temperature": 0.0,
     }
     data = (await http.post(f"{url}/chat/completions", json=body)).json()
-    return data["choices"][0]["message"]["content"], int(data["usage"]["completion_tokens"])
+    usage = data["usage"]
+    return (
+        data["choices"][0]["message"]["content"],
+        usage["completion_tokens"],
+        usage["prompt_tokens"],
+    )
 
 
 def parse(question: str, text: str) -> str | None:
@@ -91,8 +105,8 @@ async def compare(url: str, model: str, rounds: int) -> dict[str, Any]:
     judge = LogprobJudgmentProvider(name="default", model=model, transport=text_provider)
     judged: list[float] = []
     plain: list[float] = []
-    raw: list[float] = []
-    judged_tokens = plain_tokens = misses = 0
+    coverages: list[float] = []
+    judged_tokens = plain_tokens = judged_prompt = plain_prompt = misses = 0
     async with httpx.AsyncClient(timeout=120) as http:
         for i in range(rounds):
             message = MESSAGES[i % len(MESSAGES)]
@@ -101,25 +115,25 @@ async def compare(url: str, model: str, rounds: int) -> dict[str, Any]:
             judgment = await ask(judge, inquiry, floor=0.0)
             judged.append(time.perf_counter() - started)
             judged_tokens += judgment.usage.output_tokens
+            judged_prompt += judgment.usage.input_tokens
+            coverages.extend(a.coverage for a in judgment.answers.values())
             started = time.perf_counter()
             for question in QUESTIONS:
-                text, generated = await text_answer(http, url, model, message, question.id)
+                text, generated, prompt = await text_answer(http, url, model, message, question.id)
                 plain_tokens += generated
+                plain_prompt += prompt
                 misses += parse(question.id, text) is None
             plain.append(time.perf_counter() - started)
-            bodies = [_body(model, inquiry.text, q) for q in QUESTIONS]
-            started = time.perf_counter()
-            for body in bodies:
-                (await http.post(f"{url}/chat/completions", content=body)).json()
-            raw.append(time.perf_counter() - started)
     await text_provider.aclose()
     return {
         "judged": judged,
         "plain": plain,
-        "raw": raw,
         "judged_tokens": judged_tokens / rounds,
         "plain_tokens": plain_tokens / rounds,
+        "judged_prompt": judged_prompt / rounds,
+        "plain_prompt": plain_prompt / rounds,
         "misses": misses,
+        "coverages": coverages,
         "asked": rounds * len(QUESTIONS),
     }
 
@@ -158,37 +172,99 @@ async def record(url: str, model: str) -> dict[str, dict[str, Any]]:
         }
 
 
+@contextmanager
+def replay(recorded: dict[str, dict[str, Any]]) -> Iterator[str]:
+    """A loopback server answering each question's request with its recorded answer."""
+    answers = {q.id: json.dumps(recorded[q.id]).encode() for q in QUESTIONS}
+    marker = {q.id: q.options[-1].text.encode() for q in QUESTIONS}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        found = next(answers[q] for q, m in marker.items() if m in body)
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": found})
+
+    port = local_model.free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+async def overhead(url: str, model: str, rounds: int) -> tuple[list[float], list[float]]:
+    """Per judgment: through ``ask`` vs the same bytes with bare httpx, alternating."""
+    text_provider = ChatCompletionsProvider(name="default", model=model, base_url=url)
+    judge = LogprobJudgmentProvider(name="default", model=model, transport=text_provider)
+    inquiry = Inquiry(f"A customer wrote:\n{MESSAGES[0]}", QUESTIONS)
+    ankka: list[float] = []
+    bare: list[float] = []
+    async with httpx.AsyncClient() as http:
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await ask(judge, inquiry, floor=0.0)
+            ankka.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            for q in QUESTIONS:
+                body = _body(model, inquiry.text, q)
+                (await http.post(f"{url}/chat/completions", content=body)).json()
+            bare.append(time.perf_counter() - started)
+    await text_provider.aclose()
+    return ankka, bare
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=30, help="judgments per way (default 30)")
+    parser.add_argument("--replays", type=int, default=300, help="judgments replayed (default 300)")
     args = parser.parse_args()
     with local_model.start(ctx=2048, ready_timeout=120.0) as server:
         url = f"{server.base_url}/v1"
         asyncio.run(compare(url, server.model_name, 3))  # warm the server and its cache
         found = asyncio.run(compare(url, server.model_name, args.messages))
         recorded = asyncio.run(record(url, server.model_name))
+    with replay(recorded) as replay_url:
+        asyncio.run(overhead(replay_url, server.model_name, 20))  # warm the connections
+        through, bare = asyncio.run(overhead(replay_url, server.model_name, args.replays))
     micro = pure_overhead(recorded, server.model_name, 2000)
     rounds = args.messages
     print(f"SmolLM2-135M on llama.cpp, {rounds} judgments of 2 questions per way")
-    print("| way | judgments/s | p50 per judgment (ms) | tokens generated | misses |")
-    print("|---|---:|---:|---:|---:|")
-    for name, key, tokens, misses in (
-        ("judgment (logprobs, grammar)", "judged", found["judged_tokens"], "0 (by construction)"),
-        (
-            "plain completion, parsed",
-            "plain",
-            found["plain_tokens"],
-            f"{found['misses']}/{found['asked']}",
-        ),
-    ):
+    print("| way | judgments/s | p50 per judgment (ms) | prompt tokens | generated | misses |")
+    print("|---|---:|---:|---:|---:|---:|")
+    rows = (
+        ("judgment (logprobs, grammar)", "judged", "0 (by construction)"),
+        ("plain completion, parsed", "plain", f"{found['misses']}/{found['asked']}"),
+    )
+    for name, key, misses in rows:
         times = found[key]
         print(
-            f"| {name} | {rounds / sum(times):.1f} | {p50(times):.1f} | {tokens:.1f} | {misses} |"
+            f"| {name} | {rounds / sum(times):.1f} | {p50(times):.1f} "
+            f"| {found[key + '_prompt']:.0f} | {found[key + '_tokens']:.1f} | {misses} |"
         )
-    overhead = p50(found["judged"]) - p50(found["raw"])
-    print(f"\nsame two requests with bare httpx: p50 {p50(found['raw']):.1f} ms")
-    print(f"platform overhead per judgment (p50 difference): {overhead:.2f} ms")
-    print(f"pure work per judgment (encode + read + verify, 2 questions): {micro:.1f} µs")
+    covered = found["coverages"]
+    print(
+        f"\ncoverage: min {min(covered):.2f}, median {statistics.median(covered):.2f}, "
+        f"max {max(covered):.2f}"
+    )
+    print(f"\nreplayed answers, {args.replays} judgments of 2 questions:")
+    print(f"  through ask (SDK transport, encode, read, verify): p50 {p50(through):.3f} ms")
+    print(f"  the same two requests with bare httpx:             p50 {p50(bare):.3f} ms")
+    print(f"  platform overhead per judgment: {p50(through) - p50(bare):.3f} ms")
+    print(f"  pure work per judgment (encode + read + verify, no I/O): {micro:.1f} µs")
     print(json.dumps({"load_average": list(os.getloadavg())}))
 
 

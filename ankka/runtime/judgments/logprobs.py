@@ -43,10 +43,7 @@ Constraint = Literal["grammar", "json_schema"]
 _SINGLE = tuple(string.ascii_uppercase + string.ascii_lowercase + string.digits)
 _DOUBLE = tuple(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase)
 
-DEFAULT_INSTRUCTIONS = (
-    "You classify a text. You are given the text, a question about it and labelled options. "
-    "Answer with the label of the one option that fits best, and nothing else."
-)
+DEFAULT_INSTRUCTIONS = "Answer the question about the text with the label of one option."
 
 
 class NoLogprobs(Exception):
