@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ankka.runtime.judgments import Choice, Inquiry, LogprobsMissing, YesNo, ask
+from ankka.runtime.judgments import Choice, Inquiry, LogprobsMissing, Question, YesNo, ask
 from ankka.runtime.judgments.logprob_provider import LogprobJudgmentProvider
 from ankka.runtime.judgments.logprobs import Constraint, encode_question, labels_for
 from ankka.runtime.judgments.seam import Measured
@@ -55,6 +55,18 @@ def judge(
     )
 
 
+def grammar_body(llama: LlamaServer, question: Question) -> bytes:
+    """The logprob provider's request for ``question`` about LATE, as it sends it."""
+    return encode_question(
+        model=llama.model,
+        text=LATE,
+        question=question,
+        instructions="",
+        constraint="grammar",
+        top_logprobs=20,
+    )
+
+
 async def test_a_yes_no_and_a_four_way_choice_get_probabilities_and_coverage(
     llama_server: LlamaServer,
 ) -> None:
@@ -82,14 +94,7 @@ async def test_the_grammar_constrained_answer_is_exactly_one_label(
     llama_server: LlamaServer,
 ) -> None:
     text = model(llama_server)
-    body = encode_question(
-        model=llama_server.model,
-        text=LATE,
-        question=FRUIT,
-        instructions="",
-        constraint="grammar",
-        top_logprobs=20,
-    )
+    body = grammar_body(llama_server, FRUIT)
     try:
         data = await text.post_json("/chat/completions", body)
     finally:
@@ -122,14 +127,7 @@ async def test_coverage_is_measured_before_the_grammar_masks_the_other_tokens(
     # llama.cpp reports the model's own distribution (post_sampling_probs off): the decisive
     # token's alternatives include tokens the grammar forbids, which is what coverage measures.
     text = model(llama_server)
-    body = encode_question(
-        model=llama_server.model,
-        text=LATE,
-        question=FRUIT,
-        instructions="",
-        constraint="grammar",
-        top_logprobs=20,
-    )
+    body = grammar_body(llama_server, FRUIT)
     try:
         data = await text.post_json("/chat/completions", body)
         judgment = await ask(judge(text), Inquiry(LATE, (FRUIT,)), floor=0.0)
