@@ -156,7 +156,12 @@ def pure_overhead(recorded: dict[str, dict[str, Any]], model: str, repeats: int)
         for question in QUESTIONS:
             _body(model, "A customer wrote: something", question)
             given = read_answer(
-                recorded[question.id], question, constraint="grammar", measured="before_constraint"
+                recorded[question.id],
+                question,
+                constraint="grammar",
+                measured="before_constraint",
+                provider="default",
+                model=model,
             )
             verify_answer("default", question, given, floor=0.0)
     return (time.perf_counter() - started) / repeats * 1e6

@@ -28,6 +28,8 @@ __all__ = [
     "InstallationModel",
     "InstallationModelSpec",
     "InstallationModelStatus",
+    "McpApproval",
+    "McpHeader",
     "McpServer",
     "ModelEndpoint",
     "ModelServer",
@@ -167,9 +169,31 @@ class EnvVar(_Wire):
     value: str = ""
 
 
+class McpHeader(_Wire):
+    """A header sent with every request to an MCP server; its value is a Secret's key."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*$",
+        max_length=64,
+        description="The header's name, e.g. Authorization (becomes ..._HEADER_AUTHORIZATION).",
+    )
+    secret_key_ref: SecretKeyRef
+
+
+class McpApproval(_Wire):
+    """Which of a server's tools need a decision before they run: all, or the named ones."""
+
+    all: bool = False
+    tools: list[str] = Field(default_factory=list)
+
+
 class McpServer(_Wire):
-    name: str = Field(pattern=r"^[a-z0-9_-]+$")
-    url: str = Field(pattern=r"^https?://")
+    """An MCP server the agent's code lists by name; rendered as ANKKA_MCP_<NAME>_*."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=40)
+    url: str = Field(pattern=r"^https?://", description="The Streamable HTTP endpoint.")
+    headers: list[McpHeader] = Field(default_factory=list)
+    requires_approval: McpApproval | None = None
 
 
 class AgentSpec(_Wire):

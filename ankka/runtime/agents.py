@@ -24,9 +24,10 @@ from typing import Literal, TypeAlias
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.guardrails import AnyGuardrail
+from ankka.runtime.guardrails import AnyGuardrail, Guardrail
 from ankka.runtime.judgments.plan import JudgmentDeclaration, JudgmentHandler
-from ankka.runtime.tools import Tool
+from ankka.runtime.mcp.declaration import McpServer, normalise
+from ankka.runtime.tools import RunnableTool
 
 __all__ = [
     "Answer",
@@ -91,9 +92,13 @@ class Turn:
 
     message: str
     instructions: str = ""
-    tools: Sequence[Tool] = ()
+    tools: Sequence[RunnableTool] = ()
     input_guardrails: Sequence[AnyGuardrail] = ()
     output_guardrails: Sequence[AnyGuardrail] = ()
+    # MCP servers' results (before the model or the journal sees them) and their tools'
+    # descriptions (before they are offered); see docs/mcp.md.
+    result_guardrails: Sequence[Guardrail] = ()
+    description_guardrails: Sequence[Guardrail] = ()
     memory: Memory = field(default_factory=Memory.all)
     write_memory: bool = True
     answer: Answer = "text"
@@ -133,6 +138,7 @@ class AgentDeclaration:
     name: str
     handler: Handler
     description: str = ""
+    mcp_servers: tuple[McpServer, ...] = ()
 
 
 class Service:
@@ -147,12 +153,23 @@ class Service:
     def agents(self) -> dict[str, AgentDeclaration]:
         return dict(self._agents)
 
-    def agent(self, name: str, *, description: str = "") -> Callable[[Handler], Handler]:
-        """Declare an agent whose handler builds each :class:`Turn`."""
+    def agent(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        mcp_servers: Sequence[str | McpServer] = (),
+    ) -> Callable[[Handler], Handler]:
+        """Declare an agent whose handler builds each :class:`Turn`.
+
+        ``mcp_servers`` names the MCP servers whose tools join every turn of the agent (as
+        ``mcp__<server>__<tool>``); where they are comes from ``ANKKA_MCP_<SERVER>_URL``.
+        """
+        servers = normalise(mcp_servers, agent=name)
 
         def register(handler: Handler) -> Handler:
             doc = self._check_new(f"agent {name!r}", name, handler, description)
-            self._agents[name] = AgentDeclaration(name, handler, doc)
+            self._agents[name] = AgentDeclaration(name, handler, doc, servers)
             return handler
 
         return register

@@ -1,9 +1,12 @@
 """The runtime host: runs a service's turns on a journal store and configured providers.
 
-For one request: build the agent's :class:`~ankka.runtime.agents.Turn` (pure), wait for the
-session's turn, bring the session's folded conversation up to date from the journal, run the
-loop, append the turn's messages in one atomic batch, and only then answer. A failed turn
-writes nothing, so nothing committed before it is lost or half-overwritten.
+For one turn: plan it (:mod:`ankka.runtime.planning`: the agent's
+:class:`~ankka.runtime.agents.Turn` and its model, pure, one frozen
+:class:`~ankka.runtime.planning.PlannedTurn`), then run it: wait for the session's turn,
+bring the session's folded conversation up to date from the journal, run the loop, append the
+turn's messages through the :class:`~ankka.runtime.journal.journal.Journal` in one atomic
+batch, and only then answer. A failed turn writes nothing, so nothing committed before it is
+lost or half-overwritten.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
@@ -14,27 +17,36 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ankka._kernel.clock import Clock, SystemClock
-from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
+from ankka._kernel.errors import AnkkaError
 from ankka._kernel.ids import new_id
+from ankka.runtime import planning
 from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.journal import events
+from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.fold import apply, fold
+from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
-from ankka.runtime.judgments import registry as judgment_registry
 from ankka.runtime.judgments.guardrail import Judging
+from ankka.runtime.judgments.handlers import plan_judgment
 from ankka.runtime.judgments.judgment import Judgment
-from ankka.runtime.judgments.plan import JudgmentPlan, JudgmentRequest
+from ankka.runtime.judgments.plan import JudgmentRequest
+from ankka.runtime.judgments.registry import judges_for
 from ankka.runtime.judgments.seam import JudgmentProvider
 from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.judgments.verify import ask
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
+from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
+from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
-from ankka.runtime.sessions import SessionQueue, SharedSessionLock
+from ankka.runtime.sessions import SessionQueue
+
+if TYPE_CHECKING:
+    from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -44,7 +56,6 @@ log = logging.getLogger("ankka.runtime")
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     outcome: TurnOutcome
-    effect: Turn
 
     @property
     def reply(self) -> object:
@@ -63,42 +74,61 @@ class SessionSummary:
     judgment_usage: Usage = field(default_factory=Usage)
 
 
+@dataclass(slots=True)
+class _Folded:
+    """A session as of ``position``: its conversation, and the digest of the last MCP tool
+    listing recorded per server (so an unchanged listing is recorded as its digest alone)."""
+
+    position: int
+    conversation: list[Message]
+    mcp_digests: dict[str, str]
+
+    def apply(self, record: Record) -> None:
+        if isinstance(record, McpToolsRecord):
+            self.mcp_digests[record.server] = record.digest
+        else:
+            apply(self.conversation, record)
+
+
 class _Conversations:
     """Folded conversations by session, least recently used evicted past ``capacity``."""
 
-    def __init__(self, store: JournalStore, capacity: int) -> None:
-        self._store = store
+    def __init__(self, journal: Journal, capacity: int) -> None:
+        self._journal = journal
         self._capacity = capacity
-        self._cache: OrderedDict[str, tuple[int, list[Message]]] = OrderedDict()
+        self._cache: OrderedDict[str, _Folded] = OrderedDict()
 
-    async def load(self, session: str) -> tuple[int, list[Message]]:
-        position, conversation = self._cache.pop(session, (0, []))
-        for event in await self._store.read(session, after=position):
-            apply(conversation, events.decode(event.kind, event.body))
-            position = event.seq
-        self._remember(session, position, conversation)
-        return position, conversation
+    async def load(self, session: str) -> _Folded:
+        folded = self._cache.pop(session, None) or _Folded(0, [], {})
+        for entry in await self._journal.read(session, after=folded.position):
+            folded.apply(entry.record)
+            folded.position = entry.seq
+        self._remember(session, folded)
+        return folded
 
-    def _remember(self, session: str, position: int, conversation: list[Message]) -> None:
-        self._cache[session] = (position, conversation)
+    def _remember(self, session: str, folded: _Folded) -> None:
+        self._cache[session] = folded
         self._cache.move_to_end(session)
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
-    def extend(self, session: str, position: int, added: tuple[Message, ...]) -> None:
-        cached = self._cache.get(session)
-        if cached is None:
+    def extend(self, session: str, position: int, added: tuple[Record, ...]) -> None:
+        folded = self._cache.get(session)
+        if folded is None:
             return
-        conversation = cached[1]
-        for message in added:
-            apply(conversation, message)
-        self._remember(session, position, conversation)
+        for record in added:
+            folded.apply(record)
+        folded.position = position
+        self._remember(session, folded)
 
     def forget(self, session: str) -> None:
         self._cache.pop(session, None)
 
 
 class Runtime:
+    """Runs a service's turns. The store's own cross-process session lock, when it has one,
+    keeps one turn at a time per session across pods."""
+
     def __init__(
         self,
         service: Service,
@@ -108,143 +138,143 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
-        shared_lock: SharedSessionLock | None = None,
+        mcp: McpServers | None = None,
         judges: Mapping[str, JudgmentProvider] | None = None,
     ) -> None:
         self.service = service
-        self.store = store
+        self.journal = Journal(store)
         self.providers = dict(providers)
-        self.judges = (
-            dict(judges) if judges is not None else judgment_registry.judges_for(providers)
-        )
+        # One judgment provider per model that can answer judgments, over its transport.
+        self.judges = dict(judges) if judges is not None else judges_for(self.providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
-        self.queue = SessionQueue(shared_lock)
-        self._conversations = _Conversations(store, cache_sessions)
+        self.queue = SessionQueue(self.journal.session_lock())
+        self.mcp = mcp
+        self._conversations = _Conversations(self.journal, cache_sessions)
 
-    def plan(self, agent: str, session: str, message: str) -> tuple[Turn, ModelProvider]:
-        """Build the agent's effect and find its model; no I/O."""
-        declaration = self.service.declaration(agent)
-        if declaration is None:
-            known = ", ".join(sorted(self.service.agents)) or "none"
-            raise NotFound(f"there is no agent {agent!r} in this service (agents: {known})")
-        effect = declaration.handler(TurnRequest(agent, session, message))
-        if not isinstance(effect, Turn):
-            raise ConfigurationError(
-                f"agent {agent!r}: its handler returned {type(effect).__name__}, not a Turn"
-            )
-        provider = self.providers.get(effect.model)
-        if provider is None:
-            configured = ", ".join(sorted(self.providers)) or "none"
-            env = f"ANKKA_MODEL_{effect.model.upper().replace('-', '_')}_PRESET"
-            raise ConfigurationError(
-                f"agent {agent!r} asks for model {effect.model!r}, which is not configured "
-                f"(configured: {configured}); set {env} and its settings"
-            )
-        return effect, provider
+    def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
+        """Build the agent's effect and find its model; no I/O. An approval rebuilds a
+        suspended turn the same way, from its recorded ``planned.request``."""
+        return planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
 
-    async def run(
-        self,
-        agent: str,
-        session: str,
-        message: str,
-        *,
-        emit: Emit | None = None,
-        planned: tuple[Turn, ModelProvider] | None = None,
-    ) -> TurnResult:
-        """Run one turn. ``planned`` is :meth:`plan`'s result when the caller already built it
-        (the HTTP layer does, to learn the answer's shape), so the handler runs once."""
-        effect, provider = planned or self.plan(agent, session, message)
+    def plan_effect(self, request: TurnRequest, effect: Turn) -> PlannedTurn:
+        """Plan an effect the caller built itself (a task iteration's); no I/O."""
+        return planning.plan_effect(self.providers, request, effect)
+
+    async def run(self, planned: PlannedTurn, *, emit: Emit | None = None) -> TurnResult:
+        """Run one planned turn: wait for the session's turn, bring its conversation up to
+        date, run the loop, append the turn's messages, and only then return."""
+        agent, session, effect = planned.agent, planned.session, planned.effect
         started = self.clock.monotonic()
         judging = Judging(self.judges)
-        turn_id = new_id("turn")
         try:
             async with self.queue.turn(session):
-                position, history = await self._conversations.load(session)
+                folded = await self._conversations.load(session)
+                turn_id = new_id("turn")
                 try:
+                    effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
                     outcome = await run_turn(
                         effect,
-                        history=history,
+                        history=folded.conversation,
                         agent=agent,
                         turn_id=turn_id,
-                        provider=provider,
+                        provider=planned.provider,
                         clock=self.clock,
                         emit=emit,
                         judging=judging,
                     )
                 except BaseException:
-                    await self._judgment_usage_alone(session, agent, turn_id, judging)
+                    await self._judgment_usage_alone(planned, turn_id, judging)
                     raise
-                spent = JudgmentUsage(judging.usage, agent, turn_id) if judging.spent else None
-                if spent is not None:
-                    self.metrics.judgment_tokens_used(spent.usage)
                 if effect.write_memory:
-                    records = [*outcome.messages, *([spent] if spent else [])]
-                    batch = [events.encode(m) for m in records]
+                    # The tool listings the turn used go first, in the turn's own batch; the
+                    # tokens its judged guardrails spent last.
+                    records = (
+                        *listings,
+                        *outcome.messages,
+                        *self._spent(planned, turn_id, judging),
+                    )
                     try:
-                        new_position = await self.store.append(session, batch, expected=position)
+                        new_position = await self.journal.append(
+                            session, records, expected=folded.position
+                        )
                     except BaseException:
                         self._conversations.forget(session)
                         raise
-                    self._conversations.extend(session, new_position, outcome.messages)
+                    self._conversations.extend(session, new_position, records)
                 else:
-                    await self._judgment_usage_alone(session, agent, turn_id, judging)
+                    await self._judgment_usage_alone(planned, turn_id, judging)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
-        return TurnResult(outcome, effect)
+        return TurnResult(outcome)
+
+    async def _with_mcp_tools(
+        self, planned: PlannedTurn, turn_id: str, folded: _Folded
+    ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
+        """The effect with the tools its agent's MCP servers list now, and what to record."""
+        effect = planned.effect
+        declaration = self.service.declaration(planned.agent)
+        if self.mcp is None or declaration is None or not declaration.mcp_servers:
+            return effect, ()
+        listed = await self.mcp.tools_for(
+            [s.name for s in declaration.mcp_servers],
+            agent=planned.agent,
+            turn=turn_id,
+            recorded=folded.mcp_digests,
+            result_guardrails=effect.result_guardrails,
+            description_guardrails=effect.description_guardrails,
+        )
+        return replace(effect, tools=(*effect.tools, *listed.tools)), listed.records
+
+    def missing(self) -> dict[str, str]:
+        """What this runtime waits for (``/readyz``): MCP servers without a session."""
+        if self.mcp is None:
+            return {}
+        return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
+
+    def _spent(
+        self, planned: PlannedTurn, turn_id: str, judging: Judging
+    ) -> tuple[JudgmentUsage, ...]:
+        """The turn's judgment usage record (none when no judged guardrail ran), counted."""
+        if not judging.spent:
+            return ()
+        self.metrics.judgment_tokens_used(judging.usage)
+        return (JudgmentUsage(judging.usage, planned.agent, turn_id),)
 
     async def _judgment_usage_alone(
-        self, session: str, agent: str, turn_id: str, judging: Judging
+        self, planned: PlannedTurn, turn_id: str, judging: Judging
     ) -> None:
         """Record a turn's judgment tokens when it wrote no messages; best effort."""
-        if not judging.spent:
+        spent = self._spent(planned, turn_id, judging)
+        if not spent:
             return
-        record = JudgmentUsage(judging.usage, agent, turn_id)
-        self.metrics.judgment_tokens_used(record.usage)
         try:
-            position, _ = await self._conversations.load(session)
-            await self.store.append(session, [events.encode(record)], expected=position)
+            folded = await self._conversations.load(planned.session)
+            await self.journal.append(planned.session, spent, expected=folded.position)
         except Exception:
             log.warning("the judgment usage of turn %s was not recorded", turn_id, exc_info=True)
-        self._conversations.forget(session)
-
-    def plan_judgment(self, name: str, text: str) -> tuple[JudgmentPlan, JudgmentProvider]:
-        """Build a judgment handler's plan and find its judgment provider; no I/O."""
-        declaration = self.service.judgment_declaration(name)
-        if declaration is None:
-            known = ", ".join(sorted(self.service.judgments)) or "none"
-            raise NotFound(
-                f"there is no judgment handler {name!r} in this service (judgment handlers: "
-                f"{known})"
-            )
-        plan = declaration.handler(JudgmentRequest(name, text))
-        if not isinstance(plan, JudgmentPlan):
-            raise ConfigurationError(
-                f"judgment {name!r}: its handler returned {type(plan).__name__}, not a JudgmentPlan"
-            )
-        judge = judgment_registry.resolve(
-            self.judges, self.providers, plan.model, asker=f"judgment {name!r}"
-        )
-        return plan, judge
+        self._conversations.forget(planned.session)
 
     async def judge(self, name: str, text: str) -> Judgment:
         """Ask a judgment handler's questions about ``text``; the verified judgment."""
-        plan, judge = self.plan_judgment(name, text)
+        plan, judge = plan_judgment(
+            self.service, self.judges, self.providers, JudgmentRequest(name, text)
+        )
         judgment = await ask(judge, plan.inquiry(), floor=plan.coverage_floor)
         self.metrics.judgment_finished(name, judgment.usage)
         return judgment
 
     async def messages(self, session: str) -> list[Message]:
-        """The session's conversation as committed; read from the store, not the turn cache,
-        so a reader never waits behind the session's queue."""
-        return fold(await self.store.read(session))
+        """The session's conversation as committed; read from the journal, not the turn
+        cache, so a reader never waits behind the session's queue."""
+        return await self.journal.conversation(session)
 
     async def summary(self, session: str) -> SessionSummary:
         pending = self.queue.pending(session)
-        stored = await self.store.read(session)
-        conversation = fold(stored)
+        records = [e.record for e in await self.journal.read(session)]
+        conversation = fold(records)
         usage = Usage()
         turns = 0
         for message in conversation:
@@ -252,14 +282,18 @@ class Runtime:
                 usage = usage + message.turn_usage
                 turns += 1
         judged = Usage()
-        for event in stored:
-            if event.kind == JudgmentUsage.kind:
-                record = events.decode(event.kind, event.body)
-                assert isinstance(record, JudgmentUsage)
+        for record in records:
+            if isinstance(record, JudgmentUsage):
                 judged = judged + record.usage
         return SessionSummary(session, len(conversation), turns, pending, usage, judged)
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
         for provider in self.providers.values():
             await provider.aclose()
-        await self.store.close()
+        await self.journal.close()

@@ -20,15 +20,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ankka.api.capabilities import Capability, ModelCapabilities
-from ankka.runtime.judgments.errors import JudgmentFailed, LogprobsMissing, OptionLabelSplit
-from ankka.runtime.judgments.logprobs import (
-    Constraint,
-    NoLogprobs,
-    Unreadable,
-    encode_question,
-    labels_for,
-    read_answer,
-)
+from ankka.runtime.judgments.errors import JudgmentFailed, LogprobsMissing
+from ankka.runtime.judgments.logprobs import Constraint, encode_question, read_answer
 from ankka.runtime.judgments.seam import Inquiry, Measured, ProviderAnswer, ProviderJudgment
 from ankka.runtime.messages import Usage
 from ankka.runtime.providers.chat_wire import read_usage
@@ -96,35 +89,15 @@ class LogprobJudgmentProvider:
             usage = usage + read_usage(data.get("usage"))
             model = str(data.get("model") or model)
             try:
-                answers[question.id] = self._read(data, question)
+                answers[question.id] = read_answer(
+                    data,
+                    question,
+                    constraint=self._constraint,
+                    measured=self._measured,
+                    provider=self._name,
+                    model=self._model,
+                )
             except JudgmentFailed as exc:
                 exc.usage = usage  # spent all the same: the session's accounts keep it
                 raise
         return ProviderJudgment(answers, usage, model)
-
-    def _read(self, data: dict[str, Any], question: Any) -> ProviderAnswer:
-        try:
-            answer = read_answer(
-                data, question, constraint=self._constraint, measured=self._measured
-            )
-        except NoLogprobs:
-            raise LogprobsMissing(provider=self._name, model=self._model, sent=True) from None
-        except Unreadable as exc:
-            if exc.split:
-                raise OptionLabelSplit(
-                    f"question {question.id!r} cannot be asked of model {self._model!r}: {exc} "
-                    f"(labels {', '.join(labels_for(question)[:4])}, ...); use fewer options "
-                    "(up to 62 get single-character labels)"
-                ) from None
-            raise JudgmentFailed(
-                self._name, f"question {question.id!r}: {exc}", question=question.id
-            ) from None
-        if answer.coverage <= 0.0:
-            raise JudgmentFailed(
-                self._name,
-                f"question {question.id!r}: none of the model's likeliest tokens was an option "
-                f"(coverage 0, {self._measured.replace('_', ' ')})",
-                coverage=0.0,
-                question=question.id,
-            )
-        return answer

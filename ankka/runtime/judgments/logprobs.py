@@ -24,15 +24,15 @@ import json
 import math
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from ankka.runtime.judgments.errors import JudgmentFailed, LogprobsMissing, OptionLabelSplit
 from ankka.runtime.judgments.questions import Question
 from ankka.runtime.judgments.seam import Measured, ProviderAnswer
 
 __all__ = [
     "Constraint",
-    "NoLogprobs",
-    "Unreadable",
     "encode_question",
     "labels_for",
     "read_answer",
@@ -46,16 +46,31 @@ _DOUBLE = tuple(a + b for a in string.ascii_uppercase for b in string.ascii_uppe
 DEFAULT_INSTRUCTIONS = "Answer the question about the text with the label of one option."
 
 
-class NoLogprobs(Exception):
-    """The answer carries no logprobs (the server does not return them)."""
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """Whom the answer came from, for the errors: the configured provider and the model."""
 
+    provider: str
+    model: str
+    question: Question
 
-class Unreadable(Exception):
-    """The answer cannot be read as one of the options; says why."""
+    def missing(self) -> LogprobsMissing:
+        return LogprobsMissing(provider=self.provider, model=self.model, sent=True)
 
-    def __init__(self, detail: str, *, split: bool = False) -> None:
-        super().__init__(detail)
-        self.split = split
+    def split(self, detail: str) -> OptionLabelSplit:
+        labels = ", ".join(labels_for(self.question)[:4])
+        return OptionLabelSplit(
+            f"question {self.question.id!r} cannot be asked of model {self.model!r}: {detail} "
+            f"(labels {labels}, ...); use fewer options (up to 62 get single-character labels)"
+        )
+
+    def failed(self, detail: str, coverage: float | None = None) -> JudgmentFailed:
+        return JudgmentFailed(
+            self.provider,
+            f"question {self.question.id!r}: {detail}",
+            coverage=coverage,
+            question=self.question.id,
+        )
 
 
 def labels_for(question: Question) -> tuple[str, ...]:
@@ -146,16 +161,26 @@ def _probability(entry: Mapping[str, Any]) -> float:
 
 
 def read_answer(
-    data: Mapping[str, Any], question: Question, *, constraint: Constraint, measured: Measured
+    data: Mapping[str, Any],
+    question: Question,
+    *,
+    constraint: Constraint,
+    measured: Measured,
+    provider: str,
+    model: str,
 ) -> ProviderAnswer:
-    """The answer to ``question`` from a Chat Completions answer with logprobs."""
+    """The answer to ``question`` from a Chat Completions answer with logprobs. Raises
+    :class:`~.errors.LogprobsMissing` when it carries none, :class:`~.errors.OptionLabelSplit`
+    when the model's tokenizer split a label, :class:`~.errors.JudgmentFailed` when it names no
+    option or none of the likeliest tokens is one."""
+    asked = Asked(provider, model, question)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise Unreadable("the answer has no choices")
+        raise asked.failed("the answer has no choices")
     logprobs = choices[0].get("logprobs")
     content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
     if not isinstance(content, list) or not content:
-        raise NoLogprobs()
+        raise asked.missing()
     labels = labels_for(question)
     renderings = {label: _rendering(label, constraint) for label in labels}
     opening = _opening(constraint)
@@ -165,8 +190,8 @@ def read_answer(
         written += _squash(str(token.get("token", "")))
         start = _label_start(written, opening)
         if start is not None and len(written) > start:
-            return _distribution(question, renderings, opening, before, written, token, measured)
-    raise Unreadable(f"the answer {written!r} stops before naming an option")
+            return _distribution(asked, renderings, opening, before, written, token, measured)
+    raise asked.failed(f"the answer {written!r} stops before naming an option")
 
 
 def _label_start(text: str, opening: str) -> int | None:
@@ -185,7 +210,7 @@ def _matches(renderings: Mapping[str, str], text: str, opening: str) -> list[str
 
 
 def _distribution(
-    question: Question,
+    asked: Asked,
     renderings: Mapping[str, str],
     opening: str,
     before: str,
@@ -195,19 +220,18 @@ def _distribution(
 ) -> ProviderAnswer:
     chosen = _matches(renderings, written, opening)
     if len(chosen) > 1:
-        raise Unreadable(
+        raise asked.split(
             f"the model wrote {written!r}, the beginning of the labels {', '.join(chosen)}: "
-            "its tokenizer splits them into several tokens",
-            split=True,
+            "its tokenizer splits them into several tokens"
         )
     if not chosen:
-        raise Unreadable(
+        raise asked.failed(
             f"the model wrote {written!r}, which is none of the labels "
             f"({', '.join(renderings)}): the server did not enforce the constraint"
         )
     alternatives = token.get("top_logprobs", token.get("top_probs"))
     if not isinstance(alternatives, list) or not alternatives:
-        raise NoLogprobs()
+        raise asked.missing()
     mass = dict.fromkeys(renderings, 0.0)
     for alternative in alternatives:
         matches = _matches(renderings, before + _squash(str(alternative.get("token", ""))), opening)
@@ -215,8 +239,12 @@ def _distribution(
             mass[matches[0]] += _probability(alternative)
     coverage = math.fsum(mass.values())
     if coverage <= 0.0:
-        return ProviderAnswer({}, 0.0, measured)
-    keys = dict(zip(renderings, question.keys, strict=True))
+        raise asked.failed(
+            "none of the model's likeliest tokens was an option (coverage 0, "
+            f"{measured.replace('_', ' ')})",
+            coverage=0.0,
+        )
+    keys = dict(zip(renderings, asked.question.keys, strict=True))
     return ProviderAnswer(
         {keys[label]: p / coverage for label, p in mass.items()}, min(coverage, 1.0), measured
     )

@@ -37,13 +37,13 @@ from ankka.runtime.messages import (
     UserMessage,
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.failures import StreamFailed
 from ankka.runtime.providers.replay import current_turn_start, replayable
 
 __all__ = [
     "THINKING_BUDGETS",
     "WIRE",
     "StreamAccumulator",
-    "StreamFailed",
     "encode_request",
     "read_response",
     "read_usage",
@@ -202,10 +202,6 @@ def read_response(body: Mapping[str, Any], *, model: str) -> ModelResponse:
         model=str(body.get("model") or model),
         provider_state=_state(state),
     )
-
-
-class StreamFailed(Exception):
-    """An ``error`` event arrived mid-stream; carries the server's message."""
 
 
 @dataclass

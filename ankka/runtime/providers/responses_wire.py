@@ -31,12 +31,12 @@ from ankka.runtime.messages import (
     UserMessage,
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.failures import StreamFailed
 from ankka.runtime.providers.replay import current_turn_start, replayable
 
 __all__ = [
     "WIRE",
     "StreamAccumulator",
-    "StreamFailed",
     "encode_request",
     "read_response",
     "read_usage",
@@ -133,10 +133,6 @@ def read_usage(raw: Mapping[str, Any] | None) -> Usage:
         cache_read_tokens=int(details.get("cached_tokens") or 0),
         cache_write_tokens=int(details.get("cache_write_tokens") or 0),
     )
-
-
-class StreamFailed(Exception):
-    """The server said the response failed (``response.failed`` or an ``error`` event)."""
 
 
 def _failure(body: Mapping[str, Any]) -> str | None:

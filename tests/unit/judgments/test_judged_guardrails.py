@@ -6,7 +6,7 @@ model boundary.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ ABUSIVE = YesNo("abusive", "Is the message abusive?")
 NO_ABUSE = refuse_if_yes(ABUSIVE, at_least=0.8, reason="the message reads as abusive")
 SPENT = Usage(input_tokens=40, output_tokens=1)
 
-Make = Callable[..., Any]
+Make = Callable[..., Awaitable[tuple[Runtime, ScriptedProvider]]]
 
 
 def guarded(*rails: JudgedGuardrail, write_memory: bool = True) -> Service:
@@ -71,7 +71,7 @@ async def test_a_likely_yes_refuses_the_turn_before_the_model_is_called(make: Ma
     runtime, model = await make(guarded(NO_ABUSE), judge)
 
     with pytest.raises(Refused, match=r"reads as abusive.*0.90") as refused:
-        await runtime.run("helper", "s", "You are useless!")
+        await runtime.run(runtime.plan("helper", "s", "You are useless!"))
 
     assert refused.value.by == "input guardrail 'abusive'"
     assert model.requests == []
@@ -82,7 +82,7 @@ async def test_an_unlikely_yes_passes_and_the_model_answers(make: Make) -> None:
     judge = ScriptedJudgmentProvider({"abusive": {"yes": 0.3, "no": 0.7}}, usage=SPENT)
     runtime, _ = await make(guarded(NO_ABUSE), judge, [{"text": "Happy to help."}])
 
-    result = await runtime.run("helper", "s", "Where is my parcel?")
+    result = await runtime.run(runtime.plan("helper", "s", "Where is my parcel?"))
 
     assert result.reply == "Happy to help."
 
@@ -93,7 +93,7 @@ async def test_a_provider_fault_is_a_check_failure_never_a_refusal_or_a_pass(mak
     runtime, model = await make(guarded(NO_ABUSE), judge, [{"text": "unused"}])
 
     with pytest.raises(GuardrailCheckFailed, match=r"'abusive' could not decide.*down") as failed:
-        await runtime.run("helper", "s", "Where is my parcel?")
+        await runtime.run(runtime.plan("helper", "s", "Where is my parcel?"))
 
     assert not isinstance(failed.value, Refused)
     assert failed.value.status == 503
@@ -111,7 +111,7 @@ async def test_a_timed_out_provider_is_answered_504(make: Make) -> None:
     runtime, _ = await make(guarded(NO_ABUSE), Slow())
 
     with pytest.raises(GuardrailCheckFailed) as failed:
-        await runtime.run("helper", "s", "Hi")
+        await runtime.run(runtime.plan("helper", "s", "Hi"))
 
     assert failed.value.status == 504
 
@@ -122,7 +122,7 @@ async def test_no_judgment_provider_at_all_is_an_internal_error(make: Make) -> N
     with pytest.raises(
         GuardrailCheckFailed, match=r"no judgment provider for model 'default'"
     ) as f:
-        await runtime.run("helper", "s", "Hi")
+        await runtime.run(runtime.plan("helper", "s", "Hi"))
 
     assert f.value.status == 500
 
@@ -131,7 +131,7 @@ async def test_an_unscripted_question_goes_through_unchanged(make: Make) -> None
     runtime, _ = await make(guarded(NO_ABUSE), ScriptedJudgmentProvider({"other": "yes"}))
 
     with pytest.raises(JudgmentScriptFailed, match=r"'abusive'"):
-        await runtime.run("helper", "s", "Hi")
+        await runtime.run(runtime.plan("helper", "s", "Hi"))
 
 
 async def test_judgment_tokens_are_recorded_with_the_turns_messages(make: Make) -> None:
@@ -140,13 +140,13 @@ async def test_judgment_tokens_are_recorded_with_the_turns_messages(make: Make) 
         guarded(NO_ABUSE), judge, [{"text": "Hello.", "usage": {"input_tokens": 7}}]
     )
 
-    await runtime.run("helper", "s", "Hi")
+    await runtime.run(runtime.plan("helper", "s", "Hi"))
     summary = await runtime.summary("s")
 
     assert summary.judgment_usage == SPENT
     assert summary.usage == Usage(input_tokens=7)
     assert summary.messages == 2  # the record is no message: the conversation is unchanged
-    kinds = [e.kind for e in await runtime.store.read("s")]
+    kinds = [e.kind for e in await runtime.journal.store.read("s")]
     assert kinds == ["user_message", "assistant_message", "judgment_usage"]
 
 
@@ -155,9 +155,9 @@ async def test_judgment_tokens_of_a_refused_turn_are_recorded_alone(make: Make) 
     runtime, _ = await make(guarded(NO_ABUSE), judge)
 
     with pytest.raises(Refused):
-        await runtime.run("helper", "s", "You are useless!")
+        await runtime.run(runtime.plan("helper", "s", "You are useless!"))
     with pytest.raises(Refused):
-        await runtime.run("helper", "s", "Still useless!")
+        await runtime.run(runtime.plan("helper", "s", "Still useless!"))
 
     summary = await runtime.summary("s")
     assert summary.judgment_usage == SPENT + SPENT
@@ -170,7 +170,7 @@ async def test_judgment_tokens_of_a_turn_that_writes_no_memory_are_recorded_alon
     judge = ScriptedJudgmentProvider({"abusive": "no"}, usage=SPENT)
     runtime, _ = await make(guarded(NO_ABUSE, write_memory=False), judge, [{"text": "Hi."}])
 
-    await runtime.run("helper", "s", "Hi")
+    await runtime.run(runtime.plan("helper", "s", "Hi"))
 
     summary = await runtime.summary("s")
     assert summary.judgment_usage == SPENT
@@ -188,7 +188,7 @@ async def test_an_output_guardrail_judges_the_answer(make: Make) -> None:
     runtime, _ = await make(service, judge, [{"text": "Go away."}])
 
     with pytest.raises(Refused, match=r"output guardrail 'abusive'"):
-        await runtime.run("helper", "s", "Hi")
+        await runtime.run(runtime.plan("helper", "s", "Hi"))
 
     assert judge.inquiries[0].text == "Go away."
     assert await runtime.messages("s") == []

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,7 +16,7 @@ from ankka.runtime.messages import Usage
 from ankka.runtime.testing import ScriptedJudgmentProvider, ScriptedProvider
 from examples.triage import service as triage_service
 
-Make = Callable[..., Any]
+Make = Callable[..., Awaitable[Runtime]]
 
 
 @pytest.fixture

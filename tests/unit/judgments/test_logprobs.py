@@ -13,16 +13,22 @@ from typing import Any
 import pytest
 
 from ankka.api.capabilities import carries_logprobs
-from ankka.runtime.judgments import Choice, Score, YesNo
+from ankka.runtime.judgments import (
+    Choice,
+    JudgmentFailed,
+    LogprobsMissing,
+    OptionLabelSplit,
+    Score,
+    YesNo,
+)
 from ankka.runtime.judgments.logprobs import (
-    NoLogprobs,
-    Unreadable,
     encode_question,
     labels_for,
     read_answer,
 )
 
 TEAM = Choice("team", "Which team?", ["billing", "shipping", "other"])
+FROM = {"provider": "local", "model": "smol"}
 
 
 def token(text: str, alternatives: dict[str, float]) -> dict[str, Any]:
@@ -48,7 +54,7 @@ def test_labels_are_single_characters_up_to_62_options_and_digits_for_a_score() 
 
 def test_the_grammar_form_reads_the_first_token_and_reports_the_coverage() -> None:
     data = answer(token("B", {"B": 0.5, "A": 0.2, "The": 0.2, "C": 0.05}))
-    got = read_answer(data, TEAM, constraint="grammar", measured="before_constraint")
+    got = read_answer(data, TEAM, constraint="grammar", measured="before_constraint", **FROM)
     assert got.coverage == pytest.approx(0.75)
     assert got.probabilities["billing"] == pytest.approx(0.2 / 0.75)
     assert got.probabilities["shipping"] == pytest.approx(0.5 / 0.75)
@@ -58,15 +64,22 @@ def test_the_grammar_form_reads_the_first_token_and_reports_the_coverage() -> No
 
 def test_an_option_missing_from_the_top_tokens_has_probability_zero() -> None:
     data = answer(token("A", {"A": 0.9, "Hello": 0.05}))
-    got = read_answer(data, TEAM, constraint="grammar", measured="before_constraint")
+    got = read_answer(data, TEAM, constraint="grammar", measured="before_constraint", **FROM)
     assert got.probabilities == {"billing": 1.0, "shipping": 0.0, "other": 0.0}
     assert got.coverage == pytest.approx(0.9)
+
+
+def test_no_option_among_the_likeliest_tokens_fails_with_coverage_zero() -> None:
+    data = answer(token("A", {"Hello": 0.6, "The": 0.3}))
+    with pytest.raises(JudgmentFailed, match=r"coverage 0") as failed:
+        read_answer(data, TEAM, constraint="grammar", measured="before_constraint", **FROM)
+    assert failed.value.coverage == 0.0
 
 
 def test_a_token_that_runs_past_a_label_counts_for_no_option() -> None:
     # "Apple" begins with the label A but is a word, not the answer "A".
     data = answer(token("A", {"A": 0.4, "Apple": 0.4, "B": 0.2}))
-    got = read_answer(data, TEAM, constraint="grammar", measured="before_constraint")
+    got = read_answer(data, TEAM, constraint="grammar", measured="before_constraint", **FROM)
     assert got.coverage == pytest.approx(0.6)
 
 
@@ -85,7 +98,7 @@ def test_the_json_form_reads_the_token_after_the_key_whatever_came_first() -> No
         token("C", {"C": 0.6, "A": 0.3, '"': 0.1}),
         token('"', {'"': 1.0}),
     )
-    got = read_answer(data, TEAM, constraint="json_schema", measured="after_constraint")
+    got = read_answer(data, TEAM, constraint="json_schema", measured="after_constraint", **FROM)
     assert got.coverage == pytest.approx(0.9)
     assert got.probabilities["other"] == pytest.approx(0.6 / 0.9)
     assert got.measured == "after_constraint"
@@ -96,29 +109,28 @@ def test_a_token_that_closes_the_key_and_opens_the_label_is_decisive() -> None:
         token('{"answer', {'{"answer': 0.99}),
         token('":"B', {'":"B': 0.5, '":"A': 0.25, '":"': 0.25}),
     )
-    got = read_answer(data, TEAM, constraint="json_schema", measured="before_constraint")
+    got = read_answer(data, TEAM, constraint="json_schema", measured="before_constraint", **FROM)
     assert got.coverage == pytest.approx(0.75)
     assert got.probabilities["shipping"] == pytest.approx(0.5 / 0.75)
 
 
 def test_an_answer_without_logprobs_is_told_apart() -> None:
     data = {"choices": [{"message": {"content": "A"}, "finish_reason": "stop"}]}
-    with pytest.raises(NoLogprobs):
-        read_answer(data, TEAM, constraint="grammar", measured="before_constraint")
+    with pytest.raises(LogprobsMissing, match=r"model 'smol' cannot answer judgments"):
+        read_answer(data, TEAM, constraint="grammar", measured="before_constraint", **FROM)
 
 
 def test_a_written_answer_that_is_no_label_is_unreadable() -> None:
     data = answer(token("The", {"The": 0.6, "A": 0.1}))
-    with pytest.raises(Unreadable, match=r"none of the labels.*did not enforce"):
-        read_answer(data, TEAM, constraint="grammar", measured="before_constraint")
+    with pytest.raises(JudgmentFailed, match=r"'local'.*none of the labels.*did not enforce"):
+        read_answer(data, TEAM, constraint="grammar", measured="before_constraint", **FROM)
 
 
 def test_a_label_split_by_the_tokenizer_is_found_out() -> None:
     many = Choice("c", "Which?", [f"k{i}" for i in range(70)])
     data = answer(token("A", {"A": 0.9}), token("B", {"B": 0.9}))
-    with pytest.raises(Unreadable) as split:
-        read_answer(data, many, constraint="grammar", measured="before_constraint")
-    assert split.value.split
+    with pytest.raises(OptionLabelSplit, match=r"question 'c' cannot be asked of model 'smol'"):
+        read_answer(data, many, constraint="grammar", measured="before_constraint", **FROM)
 
 
 def test_the_request_puts_the_text_first_and_constrains_to_the_labels() -> None:

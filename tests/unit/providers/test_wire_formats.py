@@ -24,6 +24,7 @@ from ankka.runtime.messages import (
 )
 from ankka.runtime.providers import anthropic_wire, responses_wire
 from ankka.runtime.providers.base import ModelRequest, OutputSchema
+from ankka.runtime.providers.failures import StreamFailed
 from ankka.runtime.script import parse_turn
 
 CALL = ToolCall("call_1", "get_weather", '{"city":"Oslo"}')
@@ -135,7 +136,7 @@ def test_responses_encodes_calls_results_and_the_current_turns_reasoning() -> No
 
 
 def test_responses_a_failed_response_is_an_error_not_an_empty_answer() -> None:
-    with pytest.raises(responses_wire.StreamFailed, match="quota"):
+    with pytest.raises(StreamFailed, match="quota"):
         responses_wire.read_response(
             {"status": "failed", "error": {"message": "quota"}, "output": []}, model="gpt"
         )
