@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ankka.local import local_model
 from ankka.runtime.judgments import Choice, Inquiry, LogprobsMissing, Question, YesNo, ask
 from ankka.runtime.judgments.logprob_provider import LogprobJudgmentProvider
 from ankka.runtime.judgments.logprobs import Constraint, encode_question, labels_for
@@ -241,3 +242,70 @@ async def test_the_logprob_provider_refuses_an_answer_without_logprobs(
         recorded = (await http.get(f"{upstream.url}/_standin/requests")).json()
     sent = recorded["requests"][0]["body"]
     assert sent["logprobs"] is True
+
+
+@pytest.fixture
+def serve_guarded(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Server]]:
+    """``ankka serve`` on the integration service with the given model settings."""
+    servers: list[Server] = []
+
+    def make(env: dict[str, str]) -> Server:
+        store = f"sqlite:///{tmp_path}/guarded-{len(servers)}.sqlite3"
+        command = ankka_command(
+            "serve", "tests.integration.services:service", "--port", "0", "--store", store
+        )
+        server = start(command, env=env)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def models(default: str, judge: str, name: str) -> dict[str, str]:
+    return {
+        "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
+        "ANKKA_MODEL_DEFAULT_URL": default,
+        "ANKKA_MODEL_DEFAULT_MODEL": name,
+        "ANKKA_MODEL_JUDGE_PRESET": "openai-compatible",
+        "ANKKA_MODEL_JUDGE_URL": judge,
+        "ANKKA_MODEL_JUDGE_MODEL": name,
+        "ANKKA_MODEL_JUDGE_TIMEOUT": "10",
+    }
+
+
+def test_a_judged_guardrail_on_the_real_model_refuses_and_counts_its_tokens(
+    llama_server: LlamaServer, serve_guarded: Callable[[dict[str, str]], Server]
+) -> None:
+    url = llama_server.openai_base_url
+    server = serve_guarded(models(url, url, llama_server.model))
+
+    answer = httpx.post(
+        f"{server.url}/v1/agents/guarded/sessions/g1", json={"message": "Hello!"}, timeout=120
+    )
+    summary = httpx.get(f"{server.url}/v1/sessions/g1").json()
+
+    assert answer.status_code == 403, answer.text
+    assert "input guardrail 'mentions_anything'" in answer.json()["error"]["message"]
+    assert summary["messages"] == 0  # a refused turn writes no messages...
+    assert summary["judgment_usage"]["input_tokens"] > 0  # ...but its judgment's tokens count
+    assert summary["judgment_usage"]["output_tokens"] == 1
+
+
+def test_a_judged_guardrail_whose_model_is_down_answers_503_and_refuses_nothing(
+    standin: Callable[[Any], Server], serve_guarded: Callable[[dict[str, str]], Server]
+) -> None:
+    upstream = standin([{"text": "unused"}])
+    nobody = f"http://127.0.0.1:{local_model.free_port()}/v1"  # nothing listens there
+    server = serve_guarded(models(f"{upstream.url}/v1", nobody, "m"))
+
+    answer = httpx.post(
+        f"{server.url}/v1/agents/guarded/sessions/g2", json={"message": "Hello!"}, timeout=120
+    )
+
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["type"] == "guardrail_check_failed"
+    assert "'mentions_anything' could not decide" in answer.json()["error"]["message"]
+    assert httpx.get(f"{upstream.url}/_standin/requests").json()["requests"] == []
+    assert httpx.get(f"{server.url}/v1/sessions/g2").json()["messages"] == 0

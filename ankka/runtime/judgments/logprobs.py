@@ -43,7 +43,9 @@ Constraint = Literal["grammar", "json_schema"]
 _SINGLE = tuple(string.ascii_uppercase + string.ascii_lowercase + string.digits)
 _DOUBLE = tuple(a + b for a in string.ascii_uppercase for b in string.ascii_uppercase)
 
-DEFAULT_INSTRUCTIONS = "Answer the question about the text with the label of one option."
+DEFAULT_INSTRUCTIONS = (
+    "Read the text and the question. Reply with a single character: the label of the best option."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,12 +127,13 @@ def encode_question(
     last, so a judgment's requests share their prefix and a server's prompt cache keeps it."""
     labels = labels_for(question)
     lines = [
-        f"{label}: {option.text}" for label, option in zip(labels, question.options, strict=True)
+        f"{label}. {option.text}" for label, option in zip(labels, question.options, strict=True)
     ]
+    kind = "number" if question.kind == "score" else "letter"
     user = (
-        f"{text}\n\n---\nQuestion: {question.text}\nOptions:\n"
+        f"{text}\n\n{question.text}\n"
         + "\n".join(lines)
-        + f"\nAnswer with one label: {', '.join(labels)}."
+        + (f"\nReply with only the {kind} ({', '.join(labels)}).")
     )
     body: dict[str, Any] = {
         "model": model,

@@ -148,7 +148,10 @@ def test_the_request_puts_the_text_first_and_constrains_to_the_labels() -> None:
     assert body["logprobs"] is True and body["top_logprobs"] == 20
     assert body["max_tokens"] == 1
     assert body["messages"][1]["content"].startswith("My parcel is late.")
-    assert "A: yes\nB: no" in body["messages"][1]["content"]
+    assert (
+        "Urgent?\nA. yes\nB. no\nReply with only the letter (A, B)."
+        in body["messages"][1]["content"]
+    )
 
 
 def test_the_json_schema_request_enumerates_the_labels() -> None:
