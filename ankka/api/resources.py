@@ -21,6 +21,7 @@ __all__ = [
     "AgentModel",
     "AgentSpec",
     "AgentStatus",
+    "Compaction",
     "Condition",
     "ConditionStatus",
     "EnvVar",
@@ -196,6 +197,33 @@ class McpServer(_Wire):
     requires_approval: McpApproval | None = None
 
 
+class Compaction(_Wire):
+    """Compaction of the agents' sessions; overrides, field by field, what the code declares.
+
+    Rendered on the runtime container as ``ANKKA_COMPACTION_LIMIT_CHARS``, ``_START_CHARS``,
+    ``_KEEP_MESSAGES``, ``_MODEL`` and ``_INSTRUCTIONS``. An agent that declares no compaction
+    is compacted when ``limitChars`` is set here.
+    """
+
+    limit_chars: int | None = Field(
+        default=None,
+        ge=100,
+        description="What the model is sent from memory stays under this many characters.",
+    )
+    start_chars: int | None = Field(
+        default=None, ge=1, description="Compaction starts past this (default: 3/4 of the limit)."
+    )
+    keep_messages: int | None = Field(
+        default=None, ge=0, le=10000, description="Recent messages kept verbatim."
+    )
+    model: str | None = Field(
+        default=None, pattern=_MODEL_NAME, description="The named model that summarises."
+    )
+    instructions: str | None = Field(
+        default=None, min_length=1, max_length=20000, description="What the summariser is told."
+    )
+
+
 class AgentSpec(_Wire):
     image: str = Field(min_length=1)
     module: str = Field(min_length=1, description="The Python module declaring the agents.")
@@ -203,6 +231,7 @@ class AgentSpec(_Wire):
     models: list[AgentModel] = Field(default_factory=list)
     mcp_servers: list[McpServer] = Field(default_factory=list)
     env: list[EnvVar] = Field(default_factory=list)
+    compaction: Compaction | None = None
 
 
 class AgentStatus(_Wire):

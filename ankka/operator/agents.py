@@ -24,6 +24,7 @@ __all__ = [
     "agent_children",
     "awaited_models",
     "certificate_secret_name",
+    "compaction_env",
     "failed_status",
     "invalid_reason",
     "rendered_status",
@@ -110,6 +111,14 @@ def awaited_models(spec: AgentSpec, served: Mapping[str, bool]) -> list[str]:
     return sorted(n for n in names if not served.get(n, False))
 
 
+def compaction_env(spec: AgentSpec) -> list[dict[str, Any]]:
+    """``spec.compaction`` as the runtime's ``ANKKA_COMPACTION_*`` settings (set fields only)."""
+    if spec.compaction is None:
+        return []
+    fields = spec.compaction.model_dump(exclude_none=True)
+    return [{"name": f"ANKKA_COMPACTION_{k.upper()}", "value": str(v)} for k, v in fields.items()]
+
+
 def runtime_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
     """The runtime container's environment: platform settings, models, MCP, then the user's."""
     env: list[dict[str, Any]] = [
@@ -151,6 +160,7 @@ def runtime_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
                     "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
                 }
             )
+    env += compaction_env(spec)
     platform = {e["name"] for e in env}
     env += [{"name": e.name, "value": e.value} for e in spec.env if e.name not in platform]
     return env

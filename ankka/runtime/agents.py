@@ -24,6 +24,7 @@ from typing import Literal, TypeAlias
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.compaction.settings import Compaction
 from ankka.runtime.guardrails import AnyGuardrail, Guardrail
 from ankka.runtime.judgments.plan import JudgmentDeclaration, JudgmentHandler
 from ankka.runtime.mcp.declaration import McpServer, normalise
@@ -31,6 +32,7 @@ from ankka.runtime.tools import RunnableTool
 
 __all__ = [
     "Answer",
+    "Compaction",
     "Memory",
     "Service",
     "Turn",
@@ -105,6 +107,9 @@ class Turn:
     model: str = "default"
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
     reasoning_effort: str | None = None
+    compaction: Compaction | None = None
+    """How this session's memory is compacted once committed (``None``: the agent's
+    declared default, if any). See :mod:`ankka.runtime.compaction`."""
 
     def __post_init__(self) -> None:
         if self.max_tool_rounds < 0:
@@ -139,6 +144,7 @@ class AgentDeclaration:
     handler: Handler
     description: str = ""
     mcp_servers: tuple[McpServer, ...] = ()
+    compaction: Compaction | None = None
 
 
 class Service:
@@ -159,17 +165,19 @@ class Service:
         *,
         description: str = "",
         mcp_servers: Sequence[str | McpServer] = (),
+        compaction: Compaction | None = None,
     ) -> Callable[[Handler], Handler]:
         """Declare an agent whose handler builds each :class:`Turn`.
 
         ``mcp_servers`` names the MCP servers whose tools join every turn of the agent (as
         ``mcp__<server>__<tool>``); where they are comes from ``ANKKA_MCP_<SERVER>_URL``.
+        ``compaction`` is the agent's compaction default for turns that set none.
         """
         servers = normalise(mcp_servers, agent=name)
 
         def register(handler: Handler) -> Handler:
             doc = self._check_new(f"agent {name!r}", name, handler, description)
-            self._agents[name] = AgentDeclaration(name, handler, doc, servers)
+            self._agents[name] = AgentDeclaration(name, handler, doc, servers, compaction)
             return handler
 
         return register

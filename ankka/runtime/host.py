@@ -10,6 +10,10 @@ lost or half-overwritten.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
+The fold is what the model is sent (:class:`~ankka.runtime.compaction.view.SentView`): the
+latest compaction summary, then the messages after it. After a turn is committed, a session
+whose agent has compaction settings is handed to the compaction consumer, which the turn
+never waits for. A runtime is an async context manager: entering it starts that consumer.
 """
 
 from __future__ import annotations
@@ -21,12 +25,17 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ankka._kernel.clock import Clock, SystemClock
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
 from ankka.runtime import planning
 from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.compaction.consumer import Compactor, Job
+from ankka.runtime.compaction.leases import CompactionLeases
+from ankka.runtime.compaction.metrics import CompactionMetrics
+from ankka.runtime.compaction.settings import Compaction, CompactionOverride
+from ankka.runtime.compaction.view import SentView
 from ankka.runtime.journal.events import Record
-from ankka.runtime.journal.fold import apply, fold
+from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.judgments.guardrail import Judging
@@ -71,23 +80,29 @@ class SessionSummary:
     turns: int
     pending: int
     usage: Usage
+    compactions: int = 0
+    compaction_rejections: int = 0
+    compaction_usage: Usage = field(default_factory=Usage)
     judgment_usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(slots=True)
 class _Folded:
-    """A session as of ``position``: its conversation, and the digest of the last MCP tool
-    listing recorded per server (so an unchanged listing is recorded as its digest alone)."""
+    """A session as of ``position``: what the model is sent from it (the compaction fold),
+    and the digest of the last MCP tool listing recorded per server (so an unchanged listing
+    is recorded as its digest alone)."""
 
-    position: int
-    conversation: list[Message]
+    view: SentView
     mcp_digests: dict[str, str]
 
-    def apply(self, record: Record) -> None:
+    @property
+    def position(self) -> int:
+        return self.view.position
+
+    def add(self, seq: int, record: Record) -> None:
         if isinstance(record, McpToolsRecord):
             self.mcp_digests[record.server] = record.digest
-        else:
-            apply(self.conversation, record)
+        self.view.add(seq, record)
 
 
 class _Conversations:
@@ -99,10 +114,9 @@ class _Conversations:
         self._cache: OrderedDict[str, _Folded] = OrderedDict()
 
     async def load(self, session: str) -> _Folded:
-        folded = self._cache.pop(session, None) or _Folded(0, [], {})
+        folded = self._cache.pop(session, None) or _Folded(SentView(), {})
         for entry in await self._journal.read(session, after=folded.position):
-            folded.apply(entry.record)
-            folded.position = entry.seq
+            folded.add(entry.seq, entry.record)
         self._remember(session, folded)
         return folded
 
@@ -112,13 +126,13 @@ class _Conversations:
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
-    def extend(self, session: str, position: int, added: tuple[Record, ...]) -> None:
+    def extend(self, session: str, after: int, added: tuple[Record, ...]) -> None:
+        """Fold a batch this process wrote right after position ``after``."""
         folded = self._cache.get(session)
         if folded is None:
             return
-        for record in added:
-            folded.apply(record)
-        folded.position = position
+        for offset, record in enumerate(added, 1):
+            folded.add(after + offset, record)
         self._remember(session, folded)
 
     def forget(self, session: str) -> None:
@@ -139,8 +153,14 @@ class Runtime:
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
         mcp: McpServers | None = None,
+        compaction_override: CompactionOverride | None = None,
+        compaction_providers: Mapping[str, ModelProvider] | None = None,
+        compaction_leases: CompactionLeases | None = None,
+        compaction_workers: int = 4,
         judges: Mapping[str, JudgmentProvider] | None = None,
     ) -> None:
+        """``compaction_providers`` are the models summaries are asked of (default: the
+        same ``providers``; tests give the summariser its own scripted provider)."""
         self.service = service
         self.journal = Journal(store)
         self.providers = dict(providers)
@@ -151,15 +171,46 @@ class Runtime:
         self.queue = SessionQueue(self.journal.session_lock())
         self.mcp = mcp
         self._conversations = _Conversations(self.journal, cache_sessions)
+        self._override = compaction_override or CompactionOverride({})
+        self.compactor = Compactor(
+            journal=self.journal,
+            turns=self.queue,
+            providers=self.providers if compaction_providers is None else compaction_providers,
+            clock=self.clock,
+            metrics=CompactionMetrics(self.metrics.registry),
+            leases=compaction_leases,
+            workers=compaction_workers,
+            cache_sessions=cache_sessions,
+        )
 
     def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
         """Build the agent's effect and find its model; no I/O. An approval rebuilds a
         suspended turn the same way, from its recorded ``planned.request``."""
-        return planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
+        planned = planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
+        return self._check_summariser(planned)
 
     def plan_effect(self, request: TurnRequest, effect: Turn) -> PlannedTurn:
         """Plan an effect the caller built itself (a task iteration's); no I/O."""
-        return planning.plan_effect(self.providers, request, effect)
+        return self._check_summariser(planning.plan_effect(self.providers, request, effect))
+
+    def compaction(self, agent: str, effect: Turn) -> Compaction | None:
+        """The compaction settings in force for a turn of ``agent``: the turn's, else the
+        agent's declared default, then the deployment's ``ANKKA_COMPACTION_*`` over them."""
+        declaration = self.service.declaration(agent)
+        declared = effect.compaction or (declaration.compaction if declaration else None)
+        return self._override.apply(declared)
+
+    def _check_summariser(self, planned: PlannedTurn) -> PlannedTurn:
+        settings = self.compaction(planned.agent, planned.effect)
+        model = settings.model if settings is not None else None
+        if model is not None and model not in self.compactor.providers:
+            configured = ", ".join(sorted(self.compactor.providers)) or "none"
+            env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
+            raise ConfigurationError(
+                f"agent {planned.agent!r} is summarised by model {model!r}, which is not "
+                f"configured (configured: {configured}); set {env} and its settings"
+            )
+        return planned
 
     async def run(self, planned: PlannedTurn, *, emit: Emit | None = None) -> TurnResult:
         """Run one planned turn: wait for the session's turn, bring its conversation up to
@@ -175,7 +226,7 @@ class Runtime:
                     effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
                     outcome = await run_turn(
                         effect,
-                        history=folded.conversation,
+                        history=folded.view.messages,
                         agent=agent,
                         turn_id=turn_id,
                         provider=planned.provider,
@@ -194,20 +245,22 @@ class Runtime:
                         *outcome.messages,
                         *self._spent(planned, turn_id, judging),
                     )
+                    position = folded.position
                     try:
-                        new_position = await self.journal.append(
-                            session, records, expected=folded.position
-                        )
+                        await self.journal.append(session, records, expected=position)
                     except BaseException:
                         self._conversations.forget(session)
                         raise
-                    self._conversations.extend(session, new_position, records)
+                    self._conversations.extend(session, position, records)
                 else:
                     await self._judgment_usage_alone(planned, turn_id, judging)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
+        settings = self.compaction(agent, planned.effect)
+        if planned.effect.write_memory and settings is not None:
+            self.compactor.committed(session, Job(settings, settings.model or effect.model))
         return TurnResult(outcome)
 
     async def _with_mcp_tools(
@@ -266,15 +319,20 @@ class Runtime:
         self.metrics.judgment_finished(name, judgment.usage)
         return judgment
 
-    async def messages(self, session: str) -> list[Message]:
-        """The session's conversation as committed; read from the journal, not the turn
-        cache, so a reader never waits behind the session's queue."""
+    async def messages(self, session: str, *, as_sent: bool = False) -> list[Message]:
+        """The session's whole conversation as committed (compaction never removes a
+        message), or with ``as_sent`` what the model is now shown from it (the summary, then
+        the rest). Read from the journal, not the turn cache, so a reader never waits behind
+        the session's queue."""
+        if as_sent:
+            return SentView().apply_all(await self.journal.read(session)).messages
         return await self.journal.conversation(session)
 
     async def summary(self, session: str) -> SessionSummary:
         pending = self.queue.pending(session)
-        records = [e.record for e in await self.journal.read(session)]
-        conversation = fold(records)
+        entries = await self.journal.read(session)
+        conversation = fold(e.record for e in entries)
+        view = SentView().apply_all(entries)
         usage = Usage()
         turns = 0
         for message in conversation:
@@ -282,18 +340,32 @@ class Runtime:
                 usage = usage + message.turn_usage
                 turns += 1
         judged = Usage()
-        for record in records:
-            if isinstance(record, JudgmentUsage):
-                judged = judged + record.usage
-        return SessionSummary(session, len(conversation), turns, pending, usage, judged)
+        for entry in entries:
+            if isinstance(entry.record, JudgmentUsage):
+                judged = judged + entry.record.usage
+        return SessionSummary(
+            session,
+            len(conversation),
+            turns,
+            pending,
+            usage,
+            judgment_usage=judged,
+            compactions=view.compactions,
+            compaction_rejections=view.rejected,
+            compaction_usage=view.compaction_usage,
+        )
 
     async def __aenter__(self) -> Runtime:
+        """Start the compaction consumer (its workers are owned until :meth:`aclose`)."""
+        await self.compactor.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        for provider in self.providers.values():
+        await self.compactor.__aexit__(None, None, None)
+        every = (*self.providers.values(), *self.compactor.providers.values())
+        for provider in {id(p): p for p in every}.values():
             await provider.aclose()
         await self.journal.close()

@@ -5,8 +5,10 @@
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
 - ``POST /v1/agents/{agent}/judgments`` ``{"text": "..."}`` (a judgment handler) →
   ``{"answers": {QUESTION: {"probabilities", "coverage", "measured"}}, "usage"}``.
-- ``GET /v1/sessions/{session}/messages``: the conversation.
-- ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
+- ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
+  nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
+- ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
+  compactions, requests pending.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 
@@ -98,6 +100,13 @@ async def _parse(request: Request, shape: type[Body]) -> Body:
         raise RequestError(f'the body does not fit {{"{field}": "..."}}: {problems}') from exc
 
 
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise RequestError(f"?{name}= takes true or false, not {raw[:40]!r}")
+    return raw in ("true", "1")
+
+
 def _turn_json(result: TurnResult) -> dict[str, Any]:
     outcome = result.outcome
     return {
@@ -138,8 +147,15 @@ def create_app(runtime: Runtime) -> Starlette:
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
-        conversation = await runtime.messages(session)
-        return JSONResponse({"session": session, "messages": [m.as_dict() for m in conversation]})
+        as_sent = _flag(request, "as_sent")
+        conversation = await runtime.messages(session, as_sent=as_sent)
+        return JSONResponse(
+            {
+                "session": session,
+                "as_sent": as_sent,
+                "messages": [m.as_dict() for m in conversation],
+            }
+        )
 
     async def session_summary(request: Request) -> Response:
         summary = await runtime.summary(request.path_params["session"])
@@ -152,6 +168,9 @@ def create_app(runtime: Runtime) -> Starlette:
                 "usage": summary.usage.as_dict(),
                 "judgment_usage": summary.judgment_usage.as_dict(),
                 "cost": COST_UNKNOWN,
+                "compactions": summary.compactions,
+                "compaction_rejections": summary.compaction_rejections,
+                "compaction_usage": summary.compaction_usage.as_dict(),
             }
         )
 

@@ -132,6 +132,8 @@ def encode_request(
     stream: bool,
     extra: Mapping[str, Any] | None = None,
 ) -> bytes:
+    if request.max_output_tokens is not None:
+        max_tokens = min(max_tokens, request.max_output_tokens)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     system = _system(request)
     if system:

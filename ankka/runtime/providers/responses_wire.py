@@ -115,6 +115,8 @@ def encode_request(
     if request.reasoning_effort is not None:
         body["reasoning"] = {"effort": request.reasoning_effort}
         body["include"] = ["reasoning.encrypted_content"]
+    if request.max_output_tokens is not None:
+        body["max_output_tokens"] = request.max_output_tokens
     body["store"] = False
     if stream:
         body["stream"] = True
