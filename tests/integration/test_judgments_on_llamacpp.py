@@ -18,7 +18,15 @@ import httpx
 import pytest
 
 from ankka.local import local_model
-from ankka.runtime.judgments import Choice, Inquiry, LogprobsMissing, Question, YesNo, ask
+from ankka.runtime.judgments import (
+    Choice,
+    Inquiry,
+    LogprobsMissing,
+    OptionLabelSplit,
+    Question,
+    YesNo,
+    ask,
+)
 from ankka.runtime.judgments.logprob_provider import LogprobJudgmentProvider
 from ankka.runtime.judgments.logprobs import Constraint, encode_question, labels_for
 from ankka.runtime.judgments.seam import Measured
@@ -104,6 +112,21 @@ async def test_the_grammar_constrained_answer_is_exactly_one_label(
     written = data["choices"][0]["message"]["content"]
     assert written in labels_for(FRUIT)
     assert data["choices"][0]["logprobs"]["content"][0]["token"] == written
+
+
+async def test_a_label_written_in_two_tokens_is_refused_at_its_first_answer(
+    llama_server: LlamaServer,
+) -> None:
+    # Past 62 options the labels are two letters; under the grammar SmolLM2 writes "A" first,
+    # which begins 26 labels and decides nothing.
+    many = Choice("city", "Which is the capital of France?", [f"c{i}" for i in range(70)])
+    text = model(llama_server)
+    try:
+        with pytest.raises(OptionLabelSplit, match=r"question 'city' cannot be asked") as refused:
+            await ask(judge(text), Inquiry("Geography.", (many,)), floor=0.0)
+    finally:
+        await text.aclose()
+    assert "more than one token" in str(refused.value)
 
 
 async def test_a_json_schema_constraint_is_read_past_its_shared_prefix(

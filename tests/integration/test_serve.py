@@ -86,7 +86,6 @@ async def test_concurrent_requests_to_one_session_are_answered_one_at_a_time_in_
     model = standin([{"text": f"reply {i}", "delay_ms": 5} for i in range(count)])
     server = serve(model.url)
     async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
-
         tasks: list[asyncio.Task[httpx.Response]] = []
 
         async def admitted() -> int:

@@ -4,8 +4,9 @@ Each question is asked as one Chat Completions request whose answer is constrain
 labels of its options (a llama.cpp grammar, or a JSON schema for servers that take one). The
 labels are chosen here, never by the service: ``A``…``Z``, then ``a``…``z`` and digits, for up
 to 62 options (single characters, one token in every byte-level tokenizer); two capital
-letters (``AA``…) beyond that, which a model's tokenizer may split: the first answer that
-shows a split is refused (:class:`~.errors.OptionLabelSplit`). A score's labels are its digits.
+letters (``AA``…) beyond that, which a model may write in two tokens (a grammar allows ``A``
+then ``A``): the first answer that does so is refused (:class:`~.errors.OptionLabelSplit`).
+A score's labels are its digits.
 
 The distribution is read from the first *decisive* token: the first generated token that takes
 the answer past what comes before every label (for the JSON form, past ``"answer":"``, after
@@ -60,10 +61,9 @@ class Asked:
         return LogprobsMissing(provider=self.provider, model=self.model, sent=True)
 
     def split(self, detail: str) -> OptionLabelSplit:
-        labels = ", ".join(labels_for(self.question)[:4])
         return OptionLabelSplit(
-            f"question {self.question.id!r} cannot be asked of model {self.model!r}: {detail} "
-            f"(labels {labels}, ...); use fewer options (up to 62 get single-character labels)"
+            f"question {self.question.id!r} cannot be asked of model {self.model!r}: {detail}; "
+            "use at most 62 options (they get single-character labels)"
         )
 
     def failed(self, detail: str, coverage: float | None = None) -> JudgmentFailed:
@@ -223,9 +223,10 @@ def _distribution(
 ) -> ProviderAnswer:
     chosen = _matches(renderings, written, opening)
     if len(chosen) > 1:
+        shown = ", ".join(chosen[:4]) + (", ..." if len(chosen) > 4 else "")
         raise asked.split(
-            f"the model wrote {written!r}, the beginning of the labels {', '.join(chosen)}: "
-            "its tokenizer splits them into several tokens"
+            f"the model wrote {written!r}, only the beginning of the labels {shown}: it wrote a "
+            "label in more than one token, so its first token does not decide"
         )
     if not chosen:
         raise asked.failed(
