@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.tasks.declare import AutonomousAgent
 from ankka.runtime.tools import Tool
 
 __all__ = [
@@ -135,15 +136,34 @@ class AgentDeclaration:
 
 
 class Service:
-    """A named set of agents; ``ankka serve MODULE:ATTR`` serves one."""
+    """A named set of agents; ``ankka serve MODULE:ATTR`` serves one.
+
+    Request agents (:meth:`agent`) answer a caller who waits; autonomous agents
+    (:meth:`autonomous`) work durable tasks. Their names share one namespace.
+    """
 
     def __init__(self, name: str = "ankka") -> None:
         self.name = name
         self._agents: dict[str, AgentDeclaration] = {}
+        self._autonomous: dict[str, AutonomousAgent] = {}
 
     @property
     def agents(self) -> dict[str, AgentDeclaration]:
         return dict(self._agents)
+
+    @property
+    def autonomous_agents(self) -> dict[str, AutonomousAgent]:
+        return dict(self._autonomous)
+
+    def autonomous(self, agent: AutonomousAgent) -> AutonomousAgent:
+        """Declare an autonomous agent, which works tasks of the types it accepts."""
+        self._refuse_taken(agent.name)
+        self._autonomous[agent.name] = agent
+        return agent
+
+    def _refuse_taken(self, name: str) -> None:
+        if name in self._agents or name in self._autonomous:
+            raise ConfigurationError(f"agent {name!r} is declared twice in {self.name!r}")
 
     def agent(self, name: str, *, description: str = "") -> Callable[[Handler], Handler]:
         """Declare an agent whose handler builds each :class:`Turn`."""
@@ -154,8 +174,7 @@ class Service:
                     f"agent {name!r}: a handler builds a description and does no I/O; make it "
                     "a plain function (put I/O in tools)"
                 )
-            if name in self._agents:
-                raise ConfigurationError(f"agent {name!r} is declared twice in {self.name!r}")
+            self._refuse_taken(name)
             doc = description or inspect.getdoc(handler) or ""
             self._agents[name] = AgentDeclaration(name, handler, doc)
             return handler
