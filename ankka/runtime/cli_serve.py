@@ -34,6 +34,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=10.0,
+        help="on PostgreSQL, how long a process that died keeps its instances before another "
+        "takes them over (%(default)s)",
+    )
 
 
 def load_service(target: str) -> object:
@@ -61,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.http import create_app
     from ankka.runtime.journal.open import open_store
     from ankka.runtime.providers.registry import providers_from_environment
+    from ankka.runtime.tasks.host import TaskHost
+    from ankka.runtime.tasks.open import open_task_store
 
     service = load_service(args.target)
     if not isinstance(service, Service):
@@ -75,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         try:
             store = await open_store(args.store)
+            task_store = await open_task_store(args.store)
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
@@ -85,13 +95,27 @@ def run(args: argparse.Namespace) -> int:
             providers=providers,
             shared_lock=shared() if callable(shared) else None,
         )
+        tasks = TaskHost(
+            service,
+            store=task_store,
+            journal=store,
+            providers=providers,
+            lease_seconds=args.lease_seconds,
+        )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
-        print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
+        agents = [*service.agents, *service.autonomous_agents]
+        print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
         try:
-            await serve.serve_forever(
-                create_app(runtime), sock, name="ankka serve", access_log=args.access_log
-            )
+            # The task host resumes every instance with work as it starts: no request needed.
+            async with tasks:
+                await serve.serve_forever(
+                    create_app(runtime, tasks),
+                    sock,
+                    name="ankka serve",
+                    access_log=args.access_log,
+                )
         finally:
+            await task_store.close()
             await runtime.aclose()
         return 0
 

@@ -6,6 +6,7 @@
 - ``GET /v1/sessions/{session}/messages``: the conversation.
 - ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+- The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
 """
@@ -38,6 +39,8 @@ from ankka.runtime.messages import (
     UserMessage,
 )
 from ankka.runtime.providers.base import ModelProvider, TextDelta
+from ankka.runtime.tasks.host import TaskHost
+from ankka.runtime.tasks.http import task_routes
 
 __all__ = ["create_app", "render_message"]
 
@@ -132,7 +135,9 @@ def _event_bytes(event: LoopEvent) -> bytes:
     return _sse("tool_result", render_message(event))
 
 
-def create_app(runtime: Runtime) -> Starlette:
+def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
+    """The runtime's app; with ``tasks``, also the task routes (``ankka.runtime.tasks.http``)."""
+
     async def turn(request: Request) -> Response:
         agent = request.path_params["agent"]
         session = request.path_params["session"]
@@ -174,8 +179,27 @@ def create_app(runtime: Runtime) -> Starlette:
 
     async def agents(request: Request) -> Response:
         declared = runtime.service.agents
+        autonomous = runtime.service.autonomous_agents
         return JSONResponse(
-            {"agents": [{"name": n, "description": d.description} for n, d in declared.items()]}
+            {
+                "agents": [
+                    *(
+                        {"name": n, "description": d.description, "kind": "request"}
+                        for n, d in declared.items()
+                    ),
+                    *(
+                        {
+                            "name": n,
+                            "description": a.description,
+                            "kind": "autonomous",
+                            "accepts": [
+                                {"type": x.task_type.name, "budget": x.budget} for x in a.accepts
+                            ],
+                        }
+                        for n, a in autonomous.items()
+                    ),
+                ]
+            }
         )
 
     async def healthz(request: Request) -> Response:
@@ -184,8 +208,10 @@ def create_app(runtime: Runtime) -> Starlette:
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
 
+    task_routes_: list[Route] = task_routes(tasks, _from_exception) if tasks is not None else []
     return Starlette(
         routes=[
+            *task_routes_,
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),

@@ -133,17 +133,26 @@ class Notifier:
     def watched(self, agent: str, instance: str) -> bool:
         return bool(self._subscribers.get(("instance", agent, instance)))
 
+    def add(self, key: tuple[str, ...], capacity: int = DEFAULT_BUFFER) -> Subscription:
+        """A new subscription to ``key``; :meth:`remove` it when done (or use
+        :meth:`subscribe`)."""
+        subscription = Subscription(capacity)
+        self._subscribers.setdefault(key, set()).add(subscription)
+        return subscription
+
+    def remove(self, key: tuple[str, ...], subscription: Subscription) -> None:
+        held = self._subscribers.get(key)
+        if held is not None:
+            held.discard(subscription)
+            if not held:
+                del self._subscribers[key]
+
     @contextmanager
     def subscribe(
         self, key: tuple[str, ...], capacity: int = DEFAULT_BUFFER
     ) -> Iterator[Subscription]:
-        subscription = Subscription(capacity)
-        self._subscribers.setdefault(key, set()).add(subscription)
+        subscription = self.add(key, capacity)
         try:
             yield subscription
         finally:
-            held = self._subscribers.get(key)
-            if held is not None:
-                held.discard(subscription)
-                if not held:
-                    del self._subscribers[key]
+            self.remove(key, subscription)
