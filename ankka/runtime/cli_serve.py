@@ -41,6 +41,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="on PostgreSQL, how long a process that died keeps its instances before another "
         "takes them over (%(default)s)",
     )
+    parser.add_argument(
+        "--max-instances",
+        type=int,
+        default=100,
+        help="the most autonomous-agent instances this process runs at once (%(default)s)",
+    )
+    parser.add_argument(
+        "--notification-buffer",
+        type=int,
+        default=256,
+        help="events kept for each notification subscriber that reads slowly (%(default)s)",
+    )
 
 
 def load_service(target: str) -> object:
@@ -101,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
             journal=store,
             providers=providers,
             lease_seconds=args.lease_seconds,
+            max_instances=args.max_instances,
+            notification_buffer=args.notification_buffer,
         )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         agents = [*service.agents, *service.autonomous_agents]

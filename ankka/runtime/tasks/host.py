@@ -10,6 +10,8 @@ On PostgreSQL several processes share the work: each instance is owned through a
 its owner renews every third of ``lease_seconds``; a process that dies stops renewing, and
 once the lease has run out another process claims the instance and carries on from its
 records. On SQLite one process owns the file, and its leases are its own across restarts.
+A process runs at most ``max_instances`` instances at once; the rest wait for a free place
+here or are taken by another process.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ankka.runtime.tasks.iteration import (
     publish_ended,
     work_task,
 )
-from ankka.runtime.tasks.notify import Notifier
+from ankka.runtime.tasks.notify import DEFAULT_BUFFER, Notifier
 from ankka.runtime.tasks.records import (
     InstanceRecord,
     InstanceState,
@@ -78,13 +80,15 @@ class TaskHost:
         poll_seconds: float = 0.5,
         idle_recheck_seconds: float = 5.0,
         pending_too_long: float = 300.0,
+        max_instances: int = 100,
+        notification_buffer: int = DEFAULT_BUFFER,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.service = service
         self.store = store
         self.clock = clock or SystemClock()
-        self.notifier = Notifier(self.clock)
+        self.notifier = Notifier(self.clock, buffer=notification_buffer)
         self.bench = Workbench(
             store, journal, providers, self.clock, self.notifier, sleep, retry or RetryPolicy()
         )
@@ -94,6 +98,7 @@ class TaskHost:
         self.poll_seconds = poll_seconds
         self.idle_recheck_seconds = idle_recheck_seconds
         self.pending_too_long = pending_too_long
+        self.max_instances = max_instances
         self._workers: dict[Key, asyncio.Task[None]] = {}
         self._idle: set[Key] = set()
         self._wake = asyncio.Event()
@@ -156,6 +161,8 @@ class TaskHost:
             self._last_idle_reset = now
         work: list[Key] = await self.store.read(statements.with_work)
         for key in work:
+            if len(self._workers) >= self.max_instances:
+                break  # the rest is left to other processes, or to a later tick
             if key in self._workers or key in self._idle or key[0] not in self.agents:
                 continue
             until = now + self.lease_seconds

@@ -193,6 +193,8 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
         if current is None or current.final or current.instance != instance:
             return  # ended elsewhere, or its instance was terminated
         position, history = await _history(bench.journal, current.session)
+        if await _complete_recorded(bench, current, history):
+            continue  # read the record again, with those iterations counted
         point = resume_point(history)
         if isinstance(point, Ends):
             raise _settled(accepts.task_type, point)
@@ -269,6 +271,35 @@ async def _iterate(
     )
     if task.budget - number <= NEAR_END and bench.notifier.once(task.id, "budget_approaching"):
         _tell(bench, "budget_approaching", agent, task, used=number, budget=task.budget)
+
+
+async def _complete_recorded(bench: Workbench, task: TaskRecord, history: list[Message]) -> bool:
+    """Record as completed every iteration whose response is recorded but whose completion
+    is not (the process stopped between the two), with its call's usage: once each."""
+    changed = False
+    for message in history:
+        if not isinstance(message, AssistantMessage) or message.call is None:
+            continue
+        number = _iteration_of(message.turn)
+        if number is not None and number > task.iterations_used:
+            usage = message.call.usage
+            await bench.store.write(
+                partial(
+                    statements.complete_iteration,
+                    task=task.id,
+                    number=number,
+                    usage=usage,
+                    now=bench.clock.now(),
+                )
+            )
+            changed = True
+    return changed
+
+
+def _iteration_of(turn: str) -> int | None:
+    """The iteration number of a response's turn, ``<task>#<n>``."""
+    _, _, number = turn.rpartition("#")
+    return int(number) if number.isdigit() else None
 
 
 def _retryable(exc: ModelError) -> bool:

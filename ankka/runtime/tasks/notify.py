@@ -98,8 +98,9 @@ class Subscription:
 
 
 class Notifier:
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, buffer: int = DEFAULT_BUFFER) -> None:
         self._clock = clock
+        self.buffer = buffer
         self._numbers = itertools.count(1)
         self._subscribers: dict[tuple[str, ...], set[Subscription]] = {}
         self._once: set[tuple[str, str]] = set()
@@ -133,10 +134,10 @@ class Notifier:
     def watched(self, agent: str, instance: str) -> bool:
         return bool(self._subscribers.get(("instance", agent, instance)))
 
-    def add(self, key: tuple[str, ...], capacity: int = DEFAULT_BUFFER) -> Subscription:
+    def add(self, key: tuple[str, ...], capacity: int | None = None) -> Subscription:
         """A new subscription to ``key``; :meth:`remove` it when done (or use
         :meth:`subscribe`)."""
-        subscription = Subscription(capacity)
+        subscription = Subscription(capacity or self.buffer)
         self._subscribers.setdefault(key, set()).add(subscription)
         return subscription
 
@@ -149,7 +150,7 @@ class Notifier:
 
     @contextmanager
     def subscribe(
-        self, key: tuple[str, ...], capacity: int = DEFAULT_BUFFER
+        self, key: tuple[str, ...], capacity: int | None = None
     ) -> Iterator[Subscription]:
         subscription = self.add(key, capacity)
         try:

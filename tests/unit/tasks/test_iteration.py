@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -11,13 +13,23 @@ from pydantic import BaseModel
 from ankka._kernel.errors import ModelAuthenticationError, ModelUnavailable
 from ankka.runtime.agents import Service
 from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.journal import events
 from ankka.runtime.journal.fold import fold
-from ankka.runtime.messages import AssistantMessage, ToolResult, Usage, UserMessage
+from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.messages import (
+    AssistantMessage,
+    ModelCall,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
-from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType
+from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType, statements
 from ankka.runtime.tasks.host import TaskHost
 from ankka.runtime.tasks.iteration import RetryPolicy
-from ankka.runtime.tasks.records import InstanceState, TaskState
+from ankka.runtime.tasks.records import InstanceState, TaskSpec, TaskState
+from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
 from ankka.runtime.testing import ScriptedProvider
 from examples.tasks import lookup
 from examples.tasks import service as example
@@ -491,3 +503,38 @@ async def test_a_restarted_host_never_repeats_a_recorded_model_call_and_reruns_a
     assert len(first.requests) == 1 and len(second.requests) == 1
     assert runs == ["ankka", "ankka"]  # at least once: its result was not recorded
     assert record.iterations_used == 2
+
+
+async def test_a_response_recorded_without_its_completion_is_counted_once_on_resume(
+    make_host: MakeHost, tmp_path: Path
+) -> None:
+    # What a process killed between recording a response and its completion leaves behind.
+    now = datetime.now(UTC)
+    journal = await SqliteStore.open(tmp_path / "store.sqlite3")
+    store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
+    spec = TaskSpec("researcher", "summary", "Summarise ankka.")
+    await store.write(
+        lambda tx: statements.put(
+            tx, "t1", spec, instance=None, budget=5, created_by="local", now=now
+        )
+    )
+    await store.write(
+        lambda tx: statements.update(
+            tx, "t1", now, state="in-progress", started=1, iteration_started=1
+        )
+    )
+    call = ModelCall("default", "scripted", "researcher", 1.0, Usage(10, 2))
+    lookup_call = ToolCall("c1", "lookup", '{"topic": "ankka"}')
+    response = AssistantMessage(None, (lookup_call,), "researcher", "t1#1", call)
+    await journal.append("task:t1", [events.encode(response)], expected=0)
+    await store.close()
+    await journal.close()
+    provider = ScriptedProvider([complete(GOOD, usage={"input_tokens": 5})], name="default")
+    host = await make_host(example, provider)
+    record = await finished(host, "t1")
+    assert record.state == TaskState.COMPLETED
+    assert record.iterations_used == 2 and record.usage == Usage(15, 2)
+    assert len(provider.requests) == 1  # the recorded call was not made again
+    assert provider.requests[0].messages[-1].content == (
+        "ankka is an agent platform for Kubernetes, in Python."
+    )
