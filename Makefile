@@ -53,6 +53,7 @@ cluster: deps
 bench: install
 	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator,bench]'
 	$(BIN)/python bench/turn_overhead.py
+	$(BIN)/python bench/turn_cpu.py
 	$(BIN)/python bench/provider_overhead.py
 
 ## The gateway against direct and the LiteLLM proxy. LiteLLM lives in a venv of its own: its

@@ -155,7 +155,7 @@ async def ankka_turn(base_url: str, workdir: Path) -> tuple[Turn, Callable[[], A
     runtime = Runtime(service, store=store, providers={"default": provider})
 
     async def turn(session: str, message: str) -> None:
-        await runtime.run("weather", session, message)
+        await runtime.run(runtime.plan("weather", session, message))
 
     return turn, runtime.aclose
 

@@ -1,4 +1,4 @@
-"""Fixtures every tier shares: the private PostgreSQL cluster."""
+"""Fixtures every tier shares: the private PostgreSQL cluster; no test leaves a task pending."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.postgres import postgres_cluster
+
+pytest_plugins = ["tests.support.pending_tasks"]
 
 
 @pytest.fixture(scope="session")

@@ -100,17 +100,11 @@ def run(args: argparse.Namespace) -> int:
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
-        shared = getattr(store, "session_lock", None)
-        runtime = Runtime(
-            service,
-            store=store,
-            providers=providers,
-            shared_lock=shared() if callable(shared) else None,
-        )
+        runtime = Runtime(service, store=store, providers=providers)
         tasks = TaskHost(
             service,
             store=task_store,
-            journal=store,
+            journal=runtime.journal,
             providers=providers,
             lease_seconds=args.lease_seconds,
             max_instances=args.max_instances,

@@ -1,9 +1,12 @@
 """The runtime host: runs a service's turns on a journal store and configured providers.
 
-For one request: build the agent's :class:`~ankka.runtime.agents.Turn` (pure), wait for the
-session's turn, bring the session's folded conversation up to date from the journal, run the
-loop, append the turn's messages in one atomic batch, and only then answer. A failed turn
-writes nothing, so nothing committed before it is lost or half-overwritten.
+For one turn: plan it (:mod:`ankka.runtime.planning`: the agent's
+:class:`~ankka.runtime.agents.Turn` and its model, pure, one frozen
+:class:`~ankka.runtime.planning.PlannedTurn`), then run it: wait for the session's turn,
+bring the session's folded conversation up to date from the journal, run the loop, append the
+turn's messages through the :class:`~ankka.runtime.journal.journal.Journal` in one atomic
+batch, and only then answer. A failed turn writes nothing, so nothing committed before it is
+lost or half-overwritten.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
@@ -16,17 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ankka._kernel.clock import Clock, SystemClock
-from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
+from ankka._kernel.errors import AnkkaError
 from ankka._kernel.ids import new_id
+from ankka.runtime import planning
 from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.journal import events
-from ankka.runtime.journal.fold import apply, fold
+from ankka.runtime.journal.fold import apply
+from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
+from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
-from ankka.runtime.sessions import SessionQueue, SharedSessionLock
+from ankka.runtime.sessions import SessionQueue
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -34,7 +39,6 @@ __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     outcome: TurnOutcome
-    effect: Turn
 
     @property
     def reply(self) -> object:
@@ -55,16 +59,16 @@ class SessionSummary:
 class _Conversations:
     """Folded conversations by session, least recently used evicted past ``capacity``."""
 
-    def __init__(self, store: JournalStore, capacity: int) -> None:
-        self._store = store
+    def __init__(self, journal: Journal, capacity: int) -> None:
+        self._journal = journal
         self._capacity = capacity
         self._cache: OrderedDict[str, tuple[int, list[Message]]] = OrderedDict()
 
     async def load(self, session: str) -> tuple[int, list[Message]]:
         position, conversation = self._cache.pop(session, (0, []))
-        for event in await self._store.read(session, after=position):
-            apply(conversation, events.decode(event.kind, event.body))
-            position = event.seq
+        for entry in await self._journal.read(session, after=position):
+            apply(conversation, entry.record)
+            position = entry.seq
         self._remember(session, position, conversation)
         return position, conversation
 
@@ -88,6 +92,9 @@ class _Conversations:
 
 
 class Runtime:
+    """Runs a service's turns. The store's own cross-process session lock, when it has one,
+    keeps one turn at a time per session across pods."""
+
     def __init__(
         self,
         service: Service,
@@ -97,49 +104,28 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
-        shared_lock: SharedSessionLock | None = None,
     ) -> None:
         self.service = service
-        self.store = store
+        self.journal = Journal(store)
         self.providers = dict(providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
-        self.queue = SessionQueue(shared_lock)
-        self._conversations = _Conversations(store, cache_sessions)
+        self.queue = SessionQueue(self.journal.session_lock())
+        self._conversations = _Conversations(self.journal, cache_sessions)
 
-    def plan(self, agent: str, session: str, message: str) -> tuple[Turn, ModelProvider]:
-        """Build the agent's effect and find its model; no I/O."""
-        declaration = self.service.declaration(agent)
-        if declaration is None:
-            known = ", ".join(sorted(self.service.agents)) or "none"
-            raise NotFound(f"there is no agent {agent!r} in this service (agents: {known})")
-        effect = declaration.handler(TurnRequest(agent, session, message))
-        if not isinstance(effect, Turn):
-            raise ConfigurationError(
-                f"agent {agent!r}: its handler returned {type(effect).__name__}, not a Turn"
-            )
-        provider = self.providers.get(effect.model)
-        if provider is None:
-            configured = ", ".join(sorted(self.providers)) or "none"
-            env = f"ANKKA_MODEL_{effect.model.upper().replace('-', '_')}_PRESET"
-            raise ConfigurationError(
-                f"agent {agent!r} asks for model {effect.model!r}, which is not configured "
-                f"(configured: {configured}); set {env} and its settings"
-            )
-        return effect, provider
+    def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
+        """Build the agent's effect and find its model; no I/O. An approval rebuilds a
+        suspended turn the same way, from its recorded ``planned.request``."""
+        return planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
 
-    async def run(
-        self,
-        agent: str,
-        session: str,
-        message: str,
-        *,
-        emit: Emit | None = None,
-        planned: tuple[Turn, ModelProvider] | None = None,
-    ) -> TurnResult:
-        """Run one turn. ``planned`` is :meth:`plan`'s result when the caller already built it
-        (the HTTP layer does, to learn the answer's shape), so the handler runs once."""
-        effect, provider = planned or self.plan(agent, session, message)
+    def plan_effect(self, request: TurnRequest, effect: Turn) -> PlannedTurn:
+        """Plan an effect the caller built itself (a task iteration's); no I/O."""
+        return planning.plan_effect(self.providers, request, effect)
+
+    async def run(self, planned: PlannedTurn, *, emit: Emit | None = None) -> TurnResult:
+        """Run one planned turn: wait for the session's turn, bring its conversation up to
+        date, run the loop, append the turn's messages, and only then return."""
+        agent, session, effect = planned.agent, planned.session, planned.effect
         started = self.clock.monotonic()
         try:
             async with self.queue.turn(session):
@@ -149,14 +135,15 @@ class Runtime:
                     history=history,
                     agent=agent,
                     turn_id=new_id("turn"),
-                    provider=provider,
+                    provider=planned.provider,
                     clock=self.clock,
                     emit=emit,
                 )
                 if effect.write_memory:
-                    batch = [events.encode(m) for m in outcome.messages]
                     try:
-                        new_position = await self.store.append(session, batch, expected=position)
+                        new_position = await self.journal.append(
+                            session, outcome.messages, expected=position
+                        )
                     except BaseException:
                         self._conversations.forget(session)
                         raise
@@ -165,12 +152,12 @@ class Runtime:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
-        return TurnResult(outcome, effect)
+        return TurnResult(outcome)
 
     async def messages(self, session: str) -> list[Message]:
-        """The session's conversation as committed; read from the store, not the turn cache,
-        so a reader never waits behind the session's queue."""
-        return fold(await self.store.read(session))
+        """The session's conversation as committed; read from the journal, not the turn
+        cache, so a reader never waits behind the session's queue."""
+        return await self.journal.conversation(session)
 
     async def summary(self, session: str) -> SessionSummary:
         pending = self.queue.pending(session)
@@ -183,7 +170,13 @@ class Runtime:
                 turns += 1
         return SessionSummary(session, len(conversation), turns, pending, usage)
 
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         for provider in self.providers.values():
             await provider.aclose()
-        await self.store.close()
+        await self.journal.close()

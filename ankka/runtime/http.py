@@ -22,27 +22,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError
-from ankka.runtime.agents import Turn
 from ankka.runtime.host import Runtime, TurnResult
 from ankka.runtime.loop import LoopEvent
-from ankka.runtime.messages import (
-    AssistantMessage,
-    Message,
-    SummaryMessage,
-    ToolCall,
-    ToolResult,
-    UserMessage,
-)
-from ankka.runtime.providers.base import ModelProvider, TextDelta
+from ankka.runtime.messages import ToolCall
+from ankka.runtime.planning import PlannedTurn
+from ankka.runtime.providers.base import TextDelta
 from ankka.runtime.tasks.host import TaskHost
 from ankka.runtime.tasks.http import task_routes
 
-__all__ = ["create_app", "render_message"]
+__all__ = ["create_app"]
 
 log = logging.getLogger("ankka.runtime")
 
@@ -54,15 +49,25 @@ class TurnBody(BaseModel):
     message: str = Field(min_length=1)
 
 
-def _error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
-
-
-def _from_exception(exc: Exception) -> JSONResponse:
+def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
+    """The one mapping from an exception to the API's error: its status and its body."""
     if isinstance(exc, AnkkaError):
-        return _error(exc.status, exc.kind, str(exc))
-    log.exception("unexpected failure")
-    return _error(500, "internal_error", "the runtime failed unexpectedly; see its log")
+        return exc.status, {"error": {"type": exc.kind, "message": str(exc)}}
+    log.error("unexpected failure", exc_info=exc)
+    message = "the runtime failed unexpectedly; see its log"
+    return 500, {"error": {"type": "internal_error", "message": message}}
+
+
+async def _error_response(request: Request, exc: Exception) -> Response:
+    status, body = error_json(exc)
+    return JSONResponse(body, status_code=status)
+
+
+# Every route's errors are answered here. An ExceptionMiddleware of our own, not Starlette's
+# ``exception_handlers={Exception: ...}``: Starlette sends that one from ServerErrorMiddleware,
+# which re-raises after answering, so the server would log the failure twice and close the
+# caller's connection.
+_ERRORS = Middleware(ExceptionMiddleware, handlers={Exception: _error_response})
 
 
 async def _parse(request: Request) -> TurnBody:
@@ -92,37 +97,6 @@ def _turn_json(result: TurnResult) -> dict[str, Any]:
     }
 
 
-def render_message(message: Message) -> dict[str, Any]:
-    data: dict[str, Any]
-    if isinstance(message, UserMessage):
-        data = {"role": "user", "content": message.content}
-    elif isinstance(message, AssistantMessage):
-        data = {"role": "assistant", "content": message.content}
-        if message.tool_calls:
-            data["tool_calls"] = [_call_json(c) for c in message.tool_calls]
-        if message.call is not None:
-            data["model_call"] = message.call.as_dict()
-        if message.turn_usage is not None:
-            data["usage"] = message.turn_usage.as_dict()
-    elif isinstance(message, ToolResult):
-        data = {
-            "role": "tool",
-            "tool_call_id": message.call_id,
-            "name": message.name,
-            "content": message.content,
-            "is_error": message.is_error,
-        }
-    elif isinstance(message, SummaryMessage):
-        data = {"role": "summary", "content": message.content, "replaces": message.replaces}
-    data["agent"] = message.agent
-    data["turn"] = message.turn
-    return data
-
-
-def _call_json(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "arguments": call.arguments}
-
-
 def _sse(event: str, data: object) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
@@ -131,41 +105,28 @@ def _event_bytes(event: LoopEvent) -> bytes:
     if isinstance(event, TextDelta):
         return _sse("delta", {"text": event.text})
     if isinstance(event, ToolCall):
-        return _sse("tool_call", _call_json(event))
-    return _sse("tool_result", render_message(event))
+        return _sse("tool_call", event.as_dict())
+    return _sse("tool_result", event.as_dict())
 
 
 def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
     """The runtime's app; with ``tasks``, also the task routes (``ankka.runtime.tasks.http``)."""
-
     async def turn(request: Request) -> Response:
-        agent = request.path_params["agent"]
-        session = request.path_params["session"]
-        try:
-            body = await _parse(request)
-            planned = runtime.plan(agent, session, body.message)
-            if planned[0].streams:
-                return await _stream(runtime, agent, session, body.message, planned)
-            result = await runtime.run(agent, session, body.message, planned=planned)
-        except Exception as exc:
-            return _from_exception(exc)
-        return JSONResponse(_turn_json(result))
+        body = await _parse(request)
+        planned = runtime.plan(
+            request.path_params["agent"], request.path_params["session"], body.message
+        )
+        if planned.streams:
+            return await _stream(runtime, planned, request)
+        return JSONResponse(_turn_json(await runtime.run(planned)))
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
-        try:
-            conversation = await runtime.messages(session)
-        except Exception as exc:
-            return _from_exception(exc)
-        return JSONResponse(
-            {"session": session, "messages": [render_message(m) for m in conversation]}
-        )
+        conversation = await runtime.messages(session)
+        return JSONResponse({"session": session, "messages": [m.as_dict() for m in conversation]})
 
     async def session_summary(request: Request) -> Response:
-        try:
-            summary = await runtime.summary(request.path_params["session"])
-        except Exception as exc:
-            return _from_exception(exc)
+        summary = await runtime.summary(request.path_params["session"])
         return JSONResponse(
             {
                 "session": summary.session,
@@ -178,14 +139,13 @@ def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
         )
 
     async def agents(request: Request) -> Response:
-        declared = runtime.service.agents
-        autonomous = runtime.service.autonomous_agents
+        service = runtime.service
         return JSONResponse(
             {
                 "agents": [
                     *(
                         {"name": n, "description": d.description, "kind": "request"}
-                        for n, d in declared.items()
+                        for n, d in service.agents.items()
                     ),
                     *(
                         {
@@ -196,7 +156,7 @@ def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
                                 {"type": x.task_type.name, "budget": x.budget} for x in a.accepts
                             ],
                         }
-                        for n, a in autonomous.items()
+                        for n, a in service.autonomous_agents.items()
                     ),
                 ]
             }
@@ -208,10 +168,9 @@ def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    task_routes_: list[Route] = task_routes(tasks, _from_exception) if tasks is not None else []
     return Starlette(
         routes=[
-            *task_routes_,
+            *(task_routes(tasks) if tasks is not None else ()),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
@@ -219,53 +178,63 @@ def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", healthz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
-        ]
+        ],
+        middleware=[_ERRORS],
     )
 
 
-_DONE = object()
+_DONE = object()  # the turn ended (its result or its failure is the task's)
+_LEFT = object()  # the caller disconnected
 
 
-async def _stream(
-    runtime: Runtime,
-    agent: str,
-    session: str,
-    message: str,
-    planned: tuple[Turn, ModelProvider],
-) -> Response:
+async def _stream(runtime: Runtime, planned: PlannedTurn, request: Request) -> Response:
     """Answer a stream-shaped agent as SSE. A failure before the first event is answered as an
-    ordinary JSON error (a guardrail refusal is a 403, not a 200 with an error inside)."""
+    ordinary JSON error (a guardrail refusal is a 403, not a 200 with an error inside). A
+    caller who leaves before the first event takes the turn with them: it is cancelled and
+    nothing of it is written."""
     queue: asyncio.Queue[LoopEvent | object] = asyncio.Queue()
 
     async def emit(event: LoopEvent) -> None:
         await queue.put(event)
 
-    task = asyncio.create_task(runtime.run(agent, session, message, emit=emit, planned=planned))
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        queue.put_nowait(_LEFT)
+
+    task = asyncio.create_task(runtime.run(planned, emit=emit))
     task.add_done_callback(lambda _: queue.put_nowait(_DONE))
+    watcher = asyncio.create_task(watch())
     try:
         first = await queue.get()
     except asyncio.CancelledError:
-        # The caller left before the first event: the turn is theirs, so it goes too.
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await asyncio.wait({task})
         raise
-    if first is _DONE and task.exception() is not None:
-        exc = task.exception()
-        assert isinstance(exc, Exception)
-        return _from_exception(exc)
+    finally:
+        # Stop watching before the response's own disconnect listener takes the channel.
+        watcher.cancel()
+        await asyncio.wait({watcher})
+    if first is _LEFT:
+        task.cancel()
+        await asyncio.wait({task})
+        return Response(status_code=499)  # nobody is listening: the server drops it
+    failure = task.exception() if first is _DONE else None
+    if failure is not None:
+        raise failure
 
     async def body() -> AsyncIterator[bytes]:
         item = first
         try:
             while item is not _DONE:
-                yield _event_bytes(item)  # type: ignore[arg-type]
+                if item is not _LEFT:
+                    yield _event_bytes(item)  # type: ignore[arg-type]
                 item = await queue.get()
             exc = task.exception()
             if exc is None:
                 yield _sse("done", _turn_json(task.result()))
             else:
-                yield _sse("error", _error_json(exc))
+                yield _sse("error", error_json(exc)[1])
         finally:
             if not task.done():
                 task.cancel()
@@ -273,10 +242,3 @@ async def _stream(
                     await task
 
     return StreamingResponse(body(), media_type="text/event-stream")
-
-
-def _error_json(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, AnkkaError):
-        return {"error": {"type": exc.kind, "message": str(exc)}}
-    log.error("unexpected failure in a streamed turn", exc_info=exc)
-    return {"error": {"type": "internal_error", "message": "the runtime failed unexpectedly"}}

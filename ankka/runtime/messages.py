@@ -2,14 +2,19 @@
 
 Pure values, no I/O. The loop produces them, the journal stores them as events, providers
 translate them to and from their wire formats, and the HTTP API renders them.
+
+Each message has one rendering, ``as_dict()`` (its ``role`` first, then its fields, then
+``agent`` and ``turn``), and its inverse, ``from_dict()``. The HTTP API shows that rendering
+as is; the journal stores it under the message's ``kind`` (:mod:`ankka.runtime.journal.events`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
+    "MESSAGE_TYPES",
     "AssistantMessage",
     "Message",
     "ModelCall",
@@ -97,6 +102,13 @@ class ToolCall:
     name: str
     arguments: str
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        return cls(str(data["id"]), str(data["name"]), str(data["arguments"]))
+
 
 @dataclass(frozen=True, slots=True)
 class ProviderState:
@@ -114,9 +126,19 @@ class ProviderState:
 class UserMessage:
     """What the caller said. ``agent`` is the agent the turn was addressed to."""
 
+    role: ClassVar[str] = "user"
+    kind: ClassVar[str] = "user_message"
+
     content: str
     agent: str = ""
     turn: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "content": self.content, "agent": self.agent, "turn": self.turn}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UserMessage:
+        return cls(data["content"], *_author(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +152,9 @@ class AssistantMessage:
     of equality and the repr.
     """
 
+    role: ClassVar[str] = "assistant"
+    kind: ClassVar[str] = "assistant_message"
+
     content: str | None
     tool_calls: tuple[ToolCall, ...] = ()
     agent: str = ""
@@ -138,11 +163,38 @@ class AssistantMessage:
     turn_usage: Usage | None = None
     provider_state: ProviderState | None = field(default=None, compare=False, repr=False)
 
+    def as_dict(self) -> dict[str, Any]:
+        """Without ``provider_state``: a vendor's state is never shown nor stored."""
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [c.as_dict() for c in self.tool_calls]
+        if self.call is not None:
+            data["model_call"] = self.call.as_dict()
+        if self.turn_usage is not None:
+            data["usage"] = self.turn_usage.as_dict()
+        data["agent"] = self.agent
+        data["turn"] = self.turn
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AssistantMessage:
+        call, usage = data.get("model_call"), data.get("usage")
+        return cls(
+            data["content"],
+            tuple(ToolCall.from_dict(c) for c in data.get("tool_calls", ())),
+            *_author(data),
+            ModelCall.from_dict(call) if call is not None else None,
+            Usage.from_dict(usage) if usage is not None else None,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """A tool's answer to one call; ``is_error`` when the tool failed or its arguments did not
     decode (the model sees the error and may correct itself)."""
+
+    role: ClassVar[str] = "tool"
+    kind: ClassVar[str] = "tool_result"
 
     call_id: str
     name: str
@@ -151,15 +203,65 @@ class ToolResult:
     agent: str = ""
     turn: str = ""
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "tool_call_id": self.call_id,
+            "name": self.name,
+            "content": self.content,
+            "is_error": self.is_error,
+            "agent": self.agent,
+            "turn": self.turn,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolResult:
+        return cls(
+            data["tool_call_id"],
+            data["name"],
+            data["content"],
+            bool(data["is_error"]),
+            *_author(data),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class SummaryMessage:
     """A compaction summary standing for the messages it replaced."""
+
+    role: ClassVar[str] = "summary"
+    kind: ClassVar[str] = "compaction_summary"
 
     content: str
     replaces: int = 0
     turn: str = ""
     agent: str = field(default="")
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "content": self.content,
+            "replaces": self.replaces,
+            "agent": self.agent,
+            "turn": self.turn,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SummaryMessage:
+        agent, turn = _author(data)
+        return cls(data["content"], int(data.get("replaces", 0)), turn, agent)
+
 
 Message = UserMessage | AssistantMessage | ToolResult | SummaryMessage
+
+MESSAGE_TYPES: tuple[type[Message], ...] = (
+    UserMessage,
+    AssistantMessage,
+    ToolResult,
+    SummaryMessage,
+)
+
+
+def _author(data: dict[str, Any]) -> tuple[str, str]:
+    """``(agent, turn)``; records written before either existed have neither."""
+    return str(data.get("agent", "")), str(data.get("turn", ""))

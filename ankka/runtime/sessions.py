@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
 
-__all__ = ["SessionQueue", "SharedSessionLock"]
+from ankka.runtime.journal.store import SharedSessionLock
 
-
-class SharedSessionLock(Protocol):
-    """A lock on a session shared by every process serving it (e.g. in PostgreSQL)."""
-
-    def hold(self, session: str) -> AbstractAsyncContextManager[None]: ...
+__all__ = ["SessionQueue"]
 
 
 @dataclass

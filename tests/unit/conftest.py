@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -13,16 +13,24 @@ from ankka.runtime.host import Runtime
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.testing import ScriptedProvider
 
-MakeRuntime = Callable[[Service, Sequence[dict[str, Any] | str]], Runtime]
+Script = Sequence[dict[str, Any] | str]
+
+
+class MakeRuntime(Protocol):
+    """The ``make_runtime`` fixture: a runtime for ``service`` answering from ``script``."""
+
+    async def __call__(
+        self, service: Service, script: Script, *, model: str = "default"
+    ) -> tuple[Runtime, ScriptedProvider]: ...
 
 
 @pytest.fixture
-async def make_runtime(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+async def make_runtime(tmp_path: Path) -> AsyncIterator[MakeRuntime]:
     """Build runtimes on one SQLite file; every one is closed after the test."""
     made: list[Runtime] = []
 
     async def make(
-        service: Service, script: Sequence[dict[str, Any] | str], *, model: str = "default"
+        service: Service, script: Script, *, model: str = "default"
     ) -> tuple[Runtime, ScriptedProvider]:
         store = await SqliteStore.open(tmp_path / "journal.sqlite3")
         provider = ScriptedProvider(script, name=model)

@@ -6,6 +6,7 @@ PostgreSQL one) runs this same suite by adding its opener to ``STORES``.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from ankka._kernel.errors import StoreError
 from ankka.runtime.journal import events
 from ankka.runtime.journal.fold import fold
+from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.open import open_store
 from ankka.runtime.journal.postgres import PostgresStore
 from ankka.runtime.journal.sqlite import SqliteStore
@@ -75,9 +77,86 @@ def open_journal(request: pytest.FixtureRequest, tmp_path: Path) -> OpenJournal:
     return open_postgres
 
 
+SUMMARY = SummaryMessage("s", 3, "t0", "c")
+
+# The stored format, byte for byte, as sessions already on disk hold it.
+STORED = [
+    ("user_message", '{"content":"hi","agent":"a","turn":"t1"}'),
+    (
+        "assistant_message",
+        '{"content":null,"tool_calls":[{"id":"c1","name":"f","arguments":"{\\"x\\": 1}"}],'
+        '"call":{"provider":"p","model":"m","agent":"a","latency_ms":1.5,"usage":{"input_tokens"'
+        ':3,"output_tokens":4,"cache_read_tokens":1,"cache_write_tokens":0}},"agent":"a",'
+        '"turn":"t1"}',
+    ),
+    (
+        "tool_result",
+        '{"call_id":"c1","name":"f","content":"done","is_error":false,"agent":"a","turn":"t1"}',
+    ),
+    (
+        "assistant_message",
+        '{"content":"bye","call":{"provider":"p","model":"m","agent":"a","latency_ms":2.0,'
+        '"usage":{"input_tokens":5,"output_tokens":6,"cache_read_tokens":0,"cache_write_tokens"'
+        ':0}},"turn_usage":{"input_tokens":8,"output_tokens":10,"cache_read_tokens":1,'
+        '"cache_write_tokens":0},"agent":"a","turn":"t1"}',
+    ),
+    ("compaction_summary", '{"content":"s","replaces":3,"agent":"c","turn":"t0"}'),
+]
+
+
 def test_every_message_survives_its_encoding() -> None:
-    for message in TURN:
+    for message in (*TURN, SUMMARY):
         assert events.decode(*events.encode(message)) == message
+
+
+def test_the_stored_encoding_is_the_one_sessions_on_disk_hold() -> None:
+    assert [events.encode(m) for m in (*TURN, SUMMARY)] == STORED
+    assert [events.decode(k, b) for k, b in STORED] == [*TURN, SUMMARY]
+
+
+def test_a_message_renders_once_for_the_api_and_the_journal() -> None:
+    rendered = [m.as_dict() for m in (*TURN, SUMMARY)]
+    assert [r["role"] for r in rendered] == ["user", "assistant", "tool", "assistant", "summary"]
+    assert rendered[1]["model_call"]["usage"]["input_tokens"] == 3
+    assert rendered[2]["tool_call_id"] == "c1" and rendered[3]["usage"]["output_tokens"] == 10
+    stored = [json.loads(body) for _, body in STORED]
+    for shown, kept in zip(rendered, stored, strict=True):
+        renamed = {"model_call": "call", "usage": "turn_usage", "tool_call_id": "call_id"}
+        assert {renamed.get(k, k): v for k, v in shown.items() if k != "role"} == kept
+
+
+def test_an_unknown_event_kind_is_named() -> None:
+    with pytest.raises(ValueError, match="unknown journal event kind 'task_started'"):
+        events.decode("task_started", "{}")
+
+
+async def test_the_journal_appends_records_and_reads_them_back_with_positions(
+    open_journal: OpenJournal,
+) -> None:
+    async with Journal(await open_journal()) as journal:
+        assert await journal.append("s", TURN[:2], expected=0) == 2
+        assert await journal.append("s", TURN[2:], expected=2) == 4
+        entries = await journal.read("s", after=1)
+        assert [(e.seq, e.record) for e in entries] == list(zip([2, 3, 4], TURN[1:], strict=True))
+        assert all(e.at.tzinfo is not None for e in entries)
+        assert await journal.conversation("s") == list(TURN)
+        assert await journal.sessions() == ["s"]
+        with pytest.raises(ConcurrentAppend):
+            await journal.append("s", [SUMMARY], expected=2)
+        assert len(await journal.read("s")) == 4
+
+
+async def test_only_a_store_shared_by_pods_declares_a_session_lock(
+    open_journal: OpenJournal, request: pytest.FixtureRequest
+) -> None:
+    async with Journal(await open_journal()) as journal:
+        lock = journal.session_lock()
+        if "sqlite" in request.node.callspec.id:
+            assert lock is None
+        else:
+            assert lock is not None
+            async with lock.hold("s"):
+                assert await journal.append("s", TURN, expected=0) == 4
 
 
 async def test_appends_are_read_back_in_order_after_reopening(open_journal: OpenJournal) -> None:
@@ -91,7 +170,7 @@ async def test_appends_are_read_back_in_order_after_reopening(open_journal: Open
     try:
         stored = await store.read("s")
         assert [e.seq for e in stored] == [1, 2, 3, 4]
-        assert fold(stored) == list(TURN)
+        assert fold(events.decode(e.kind, e.body) for e in stored) == list(TURN)
         assert [e.seq for e in await store.read("s", after=2)] == [3, 4]
         assert await store.read("other") == []
         assert await store.sessions() == ["s"]
@@ -113,13 +192,14 @@ async def test_an_append_on_a_stale_position_is_refused_and_writes_nothing(
 
 
 async def test_a_summary_replaces_what_it_summarises_and_folds_an_earlier_one() -> None:
-    conversation = [events.encode(m) for m in TURN] + [
-        events.encode(SummaryMessage("first summary", replaces=3)),
-        events.encode(UserMessage("more", "a", "t2")),
-        events.encode(SummaryMessage("second summary", replaces=2)),
-    ]
-    stored = [events.StoredEvent(i, k, b, None) for i, (k, b) in enumerate(conversation, 1)]  # type: ignore[arg-type]
-    folded = fold(stored)
+    folded = fold(
+        [
+            *TURN,
+            SummaryMessage("first summary", replaces=3),
+            UserMessage("more", "a", "t2"),
+            SummaryMessage("second summary", replaces=2),
+        ]
+    )
     assert [type(m).__name__ for m in folded] == ["SummaryMessage", "UserMessage"]
     assert folded[0].content == "second summary"
 

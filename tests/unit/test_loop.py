@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -10,9 +11,12 @@ from pydantic import BaseModel
 from ankka._kernel.errors import Refused, TurnFailed
 from ankka.runtime.agents import Memory, Service, Turn, TurnRequest
 from ankka.runtime.guardrails import Guardrail
-from ankka.runtime.messages import AssistantMessage, ToolResult, UserMessage
+from ankka.runtime.loop import LoopEvent
+from ankka.runtime.messages import AssistantMessage, Message, ToolResult, UserMessage
+from ankka.runtime.providers.base import TextDelta
 from ankka.runtime.testing import ScriptExhausted
 from ankka.runtime.tools import tool
+from tests.unit.conftest import MakeRuntime, Script
 
 CALL_OSLO = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}
 
@@ -35,9 +39,11 @@ def service_with(**turn_options: Any) -> Service:
     return service
 
 
-async def test_a_tool_round_runs_the_tool_and_sends_its_result_back(make_runtime: Any) -> None:
+async def test_a_tool_round_runs_the_tool_and_sends_its_result_back(
+    make_runtime: MakeRuntime,
+) -> None:
     runtime, provider = await make_runtime(service_with(), [CALL_OSLO, {"text": "It is sunny."}])
-    result = await runtime.run("weather", "s", "Weather in Oslo?")
+    result = await runtime.run(runtime.plan("weather", "s", "Weather in Oslo?"))
     assert result.reply == "It is sunny."
     second = provider.requests[1].messages
     assert isinstance(second[-1], ToolResult)
@@ -47,13 +53,15 @@ async def test_a_tool_round_runs_the_tool_and_sends_its_result_back(make_runtime
     assert second[-1].call_id == second[-2].tool_calls[0].id
 
 
-async def test_a_failing_tool_is_an_error_result_and_the_turn_goes_on(make_runtime: Any) -> None:
-    script = [
+async def test_a_failing_tool_is_an_error_result_and_the_turn_goes_on(
+    make_runtime: MakeRuntime,
+) -> None:
+    script: Script = [
         {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Atlantis"}}]},
         {"text": "I could not find Atlantis."},
     ]
     runtime, provider = await make_runtime(service_with(), script)
-    result = await runtime.run("weather", "s", "Weather in Atlantis?")
+    result = await runtime.run(runtime.plan("weather", "s", "Weather in Atlantis?"))
     assert result.reply == "I could not find Atlantis."
     sent = provider.requests[1].messages[-1]
     assert isinstance(sent, ToolResult)
@@ -61,14 +69,14 @@ async def test_a_failing_tool_is_an_error_result_and_the_turn_goes_on(make_runti
     assert "no station under water" in sent.content
 
 
-async def test_arguments_that_do_not_decode_are_an_error_result(make_runtime: Any) -> None:
-    script = [
+async def test_arguments_that_do_not_decode_are_an_error_result(make_runtime: MakeRuntime) -> None:
+    script: Script = [
         {"tool_calls": [{"name": "get_weather", "arguments": {"town": "Oslo"}}]},
         {"tool_calls": [{"name": "get_weather", "arguments": "{not json"}]},
         {"text": "Sorry."},
     ]
     runtime, provider = await make_runtime(service_with(), script)
-    await runtime.run("weather", "s", "Weather?")
+    await runtime.run(runtime.plan("weather", "s", "Weather?"))
     first = provider.requests[1].messages[-1]
     second = provider.requests[2].messages[-1]
     assert isinstance(first, ToolResult) and first.is_error
@@ -77,38 +85,38 @@ async def test_arguments_that_do_not_decode_are_an_error_result(make_runtime: An
 
 
 async def test_an_unknown_tool_is_an_error_result_naming_the_offered_tools(
-    make_runtime: Any,
+    make_runtime: MakeRuntime,
 ) -> None:
-    script = [{"tool_calls": [{"name": "get_wether"}]}, {"text": "ok"}]
+    script: Script = [{"tool_calls": [{"name": "get_wether"}]}, {"text": "ok"}]
     runtime, provider = await make_runtime(service_with(), script)
-    await runtime.run("weather", "s", "Weather?")
+    await runtime.run(runtime.plan("weather", "s", "Weather?"))
     result = provider.requests[1].messages[-1]
     assert isinstance(result, ToolResult) and result.is_error
     assert "get_wether" in result.content and "get_weather" in result.content
 
 
 async def test_a_model_still_asking_for_tools_after_the_limit_fails_the_turn(
-    make_runtime: Any,
+    make_runtime: MakeRuntime,
 ) -> None:
     runtime, provider = await make_runtime(service_with(max_tool_rounds=2), [CALL_OSLO] * 3)
     with pytest.raises(TurnFailed, match="after 2 tool rounds"):
-        await runtime.run("weather", "s", "Weather?")
+        await runtime.run(runtime.plan("weather", "s", "Weather?"))
     assert len(provider.requests) == 3
     assert await runtime.messages("s") == []
 
 
-async def test_the_default_limit_is_one_hundred_rounds(make_runtime: Any) -> None:
-    script = [CALL_OSLO] * 100 + [{"text": "done"}]
+async def test_the_default_limit_is_one_hundred_rounds(make_runtime: MakeRuntime) -> None:
+    script: Script = [CALL_OSLO] * 100 + [{"text": "done"}]
     runtime, provider = await make_runtime(service_with(), script)
-    result = await runtime.run("weather", "s", "Weather?")
+    result = await runtime.run(runtime.plan("weather", "s", "Weather?"))
     assert result.reply == "done"
     assert provider.remaining == 0
 
 
-async def test_an_exhausted_script_fails_loudly(make_runtime: Any) -> None:
+async def test_an_exhausted_script_fails_loudly(make_runtime: MakeRuntime) -> None:
     runtime, _ = await make_runtime(service_with(), [CALL_OSLO])
     with pytest.raises(ScriptExhausted, match="ran out"):
-        await runtime.run("weather", "s", "Weather?")
+        await runtime.run(runtime.plan("weather", "s", "Weather?"))
 
 
 def recording(name: str, log: list[str], refuse: bool = False) -> Guardrail:
@@ -120,20 +128,20 @@ def recording(name: str, log: list[str], refuse: bool = False) -> Guardrail:
 
 
 async def test_input_guardrails_run_in_order_and_stop_at_the_first_refusal(
-    make_runtime: Any,
+    make_runtime: MakeRuntime,
 ) -> None:
     log: list[str] = []
     rails = [recording("a", log), recording("b", log, refuse=True), recording("c", log)]
     runtime, provider = await make_runtime(service_with(input_guardrails=rails), ["never"])
     with pytest.raises(Refused) as refused:
-        await runtime.run("weather", "s", "hello")
+        await runtime.run(runtime.plan("weather", "s", "hello"))
     assert log == ["a", "b"]
     assert refused.value.reason == "b says no"
     assert "input guardrail 'b'" in str(refused.value)
     assert provider.requests == []  # refused before any model call
 
 
-async def test_an_output_refusal_leaves_memory_untouched(make_runtime: Any) -> None:
+async def test_an_output_refusal_leaves_memory_untouched(make_runtime: MakeRuntime) -> None:
     log: list[str] = []
     service = Service("test")
     refuse = {"on": False}
@@ -149,11 +157,11 @@ async def test_an_output_refusal_leaves_memory_untouched(make_runtime: Any) -> N
         )
 
     runtime, _ = await make_runtime(service, ["first answer", "the secret is 42"])
-    await runtime.run("a", "s", "one")
+    await runtime.run(runtime.plan("a", "s", "one"))
     before = await runtime.messages("s")
     refuse["on"] = True
     with pytest.raises(Refused, match="mentions the secret"):
-        await runtime.run("a", "s", "two")
+        await runtime.run(runtime.plan("a", "s", "two"))
     assert await runtime.messages("s") == before
     assert log == ["first answer", "the secret is 42"]
 
@@ -173,9 +181,9 @@ def typed_service() -> Service:
     return service
 
 
-async def test_a_typed_answer_decodes_into_its_type(make_runtime: Any) -> None:
+async def test_a_typed_answer_decodes_into_its_type(make_runtime: MakeRuntime) -> None:
     runtime, provider = await make_runtime(typed_service(), ['{"city": "Oslo", "celsius": 1.5}'])
-    result = await runtime.run("typed", "s", "Forecast?")
+    result = await runtime.run(runtime.plan("typed", "s", "Forecast?"))
     assert result.outcome.value == Forecast(city="Oslo", celsius=1.5)
     assert result.reply == {"city": "Oslo", "celsius": 1.5}
     output = provider.requests[0].output
@@ -183,18 +191,18 @@ async def test_a_typed_answer_decodes_into_its_type(make_runtime: Any) -> None:
 
 
 async def test_a_typed_answer_that_does_not_decode_fails_and_writes_nothing(
-    make_runtime: Any,
+    make_runtime: MakeRuntime,
 ) -> None:
     runtime, _ = await make_runtime(typed_service(), ["It will be sunny, probably."])
     with pytest.raises(TurnFailed, match="Forecast"):
-        await runtime.run("typed", "s", "Forecast?")
+        await runtime.run(runtime.plan("typed", "s", "Forecast?"))
     assert await runtime.messages("s") == []
 
 
 async def test_usage_is_summed_per_turn_and_attached_to_the_last_answer_only(
-    make_runtime: Any,
+    make_runtime: MakeRuntime,
 ) -> None:
-    script = [
+    script: Script = [
         {**CALL_OSLO, "usage": {"input_tokens": 10, "output_tokens": 2, "cache_read_tokens": 4}},
         {
             "text": "sunny",
@@ -202,7 +210,7 @@ async def test_usage_is_summed_per_turn_and_attached_to_the_last_answer_only(
         },
     ]
     runtime, _ = await make_runtime(service_with(), script)
-    result = await runtime.run("weather", "s", "Weather?")
+    result = await runtime.run(runtime.plan("weather", "s", "Weather?"))
     assert result.outcome.usage.as_dict() == {
         "input_tokens": 30,
         "output_tokens": 5,
@@ -235,8 +243,8 @@ def memory_service(memory: Memory, write: bool = True) -> Service:
     return service
 
 
-def texts(messages: Any) -> list[str]:
-    return [m.content for m in messages]
+def texts(messages: Sequence[Message]) -> list[str]:
+    return [m.content or "" for m in messages]
 
 
 @pytest.mark.parametrize(
@@ -251,26 +259,28 @@ def texts(messages: Any) -> list[str]:
         (Memory.from_agents("other"), ["o1", "a2", "now"]),
     ],
 )
-async def test_memory_read_policies(make_runtime: Any, memory: Memory, expected: list[str]) -> None:
+async def test_memory_read_policies(
+    make_runtime: MakeRuntime, memory: Memory, expected: list[str]
+) -> None:
     runtime, provider = await make_runtime(memory_service(memory), ["a1", "a2", "a3", "a4"])
-    await runtime.run("writer", "s", "w1")
-    await runtime.run("other", "s", "o1")
-    await runtime.run("writer", "s", "w2")
-    await runtime.run("reader", "s", "now")
+    await runtime.run(runtime.plan("writer", "s", "w1"))
+    await runtime.run(runtime.plan("other", "s", "o1"))
+    await runtime.run(runtime.plan("writer", "s", "w2"))
+    await runtime.run(runtime.plan("reader", "s", "now"))
     assert texts(provider.requests[-1].messages) == expected
 
 
-async def test_an_agent_that_does_not_write_leaves_no_trace(make_runtime: Any) -> None:
+async def test_an_agent_that_does_not_write_leaves_no_trace(make_runtime: MakeRuntime) -> None:
     runtime, _ = await make_runtime(memory_service(Memory.all(), write=False), ["a1", "a2"])
-    await runtime.run("writer", "s", "w1")
-    await runtime.run("reader", "s", "routing chatter")
+    await runtime.run(runtime.plan("writer", "s", "w1"))
+    await runtime.run(runtime.plan("reader", "s", "routing chatter"))
     assert texts(await runtime.messages("s")) == ["w1", "a1"]
 
 
-async def test_each_message_records_the_agent_that_wrote_it(make_runtime: Any) -> None:
+async def test_each_message_records_the_agent_that_wrote_it(make_runtime: MakeRuntime) -> None:
     runtime, _ = await make_runtime(memory_service(Memory.all()), ["a1", "a2"])
-    await runtime.run("writer", "s", "w1")
-    await runtime.run("other", "s", "o1")
+    await runtime.run(runtime.plan("writer", "s", "w1"))
+    await runtime.run(runtime.plan("other", "s", "o1"))
     stored = await runtime.messages("s")
     assert [(type(m).__name__, m.agent) for m in stored] == [
         ("UserMessage", "writer"),
@@ -281,7 +291,9 @@ async def test_each_message_records_the_agent_that_wrote_it(make_runtime: Any) -
     assert isinstance(stored[0], UserMessage)
 
 
-async def test_stream_agents_emit_deltas_that_add_up_to_the_answer(make_runtime: Any) -> None:
+async def test_stream_agents_emit_deltas_that_add_up_to_the_answer(
+    make_runtime: MakeRuntime,
+) -> None:
     service = Service("test")
 
     @service.agent("streamer")
@@ -291,9 +303,10 @@ async def test_stream_agents_emit_deltas_that_add_up_to_the_answer(make_runtime:
     runtime, _ = await make_runtime(service, ["It is sunny in Oslo today."])
     deltas: list[str] = []
 
-    async def emit(event: Any) -> None:
+    async def emit(event: LoopEvent) -> None:
+        assert isinstance(event, TextDelta)
         deltas.append(event.text)
 
-    result = await runtime.run("streamer", "s", "Weather?", emit=emit)
+    result = await runtime.run(runtime.plan("streamer", "s", "Weather?"), emit=emit)
     assert len(deltas) > 1
     assert "".join(deltas) == result.reply == "It is sunny in Oslo today."

@@ -15,6 +15,7 @@ from ankka.runtime.agents import Memory, Service, Turn, TurnRequest
 from ankka.runtime.providers.base import ModelRequest
 from ankka.runtime.providers.chat_wire import encode_request
 from ankka.runtime.tools import tool
+from tests.unit.conftest import MakeRuntime, Script
 
 
 @tool
@@ -41,7 +42,7 @@ def call(*keys: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "lookup", "arguments": {"key": k}} for k in keys]}
 
 
-SCRIPT = [
+SCRIPT: Script = [
     call("a"),
     "answer one",
     call("b", "c"),
@@ -52,12 +53,12 @@ SCRIPT = [
 ]
 
 
-async def run_session(make_runtime: Any) -> list[ModelRequest]:
+async def run_session(make_runtime: MakeRuntime) -> list[ModelRequest]:
     runtime, provider = await make_runtime(two_agents(), SCRIPT)
-    await runtime.run("main", "s", "first")
-    await runtime.run("main", "s", "second")
-    await runtime.run("critic", "s", "review")
-    await runtime.run("main", "s", "third")
+    await runtime.run(runtime.plan("main", "s", "first"))
+    await runtime.run(runtime.plan("main", "s", "second"))
+    await runtime.run(runtime.plan("critic", "s", "review"))
+    await runtime.run(runtime.plan("main", "s", "third"))
     assert provider.remaining == 0
     requests: list[ModelRequest] = provider.requests
     return requests
@@ -76,7 +77,7 @@ def message_bytes(request: ModelRequest) -> list[bytes]:
     ]
 
 
-async def test_the_prefix_is_byte_identical_from_call_to_call(make_runtime: Any) -> None:
+async def test_the_prefix_is_byte_identical_from_call_to_call(make_runtime: MakeRuntime) -> None:
     requests = await run_session(make_runtime)
     main_calls = [r for r in requests if r.instructions == "Be brief."]
     assert len(main_calls) == 6
@@ -90,7 +91,7 @@ async def test_the_prefix_is_byte_identical_from_call_to_call(make_runtime: Any)
         assert old[old.index(b'],"tools":') :] == new[new.index(b'],"tools":') :]
 
 
-async def test_roles_alternate_strictly(make_runtime: Any) -> None:
+async def test_roles_alternate_strictly(make_runtime: MakeRuntime) -> None:
     for request in await run_session(make_runtime):
         roles = [m["role"] for m in wire(request)["messages"]]
         assert roles[0] == "system" and roles[1] == "user"
@@ -102,7 +103,7 @@ async def test_roles_alternate_strictly(make_runtime: Any) -> None:
         assert roles[-1] in ("user", "tool")
 
 
-async def test_each_tool_result_follows_its_call(make_runtime: Any) -> None:
+async def test_each_tool_result_follows_its_call(make_runtime: MakeRuntime) -> None:
     for request in await run_session(make_runtime):
         messages = wire(request)["messages"]
         for index, message in enumerate(messages):
@@ -114,7 +115,9 @@ async def test_each_tool_result_follows_its_call(make_runtime: Any) -> None:
             assert all(m["role"] == "tool" for m in following)
 
 
-async def test_the_critic_reads_the_whole_conversation_as_history(make_runtime: Any) -> None:
+async def test_the_critic_reads_the_whole_conversation_as_history(
+    make_runtime: MakeRuntime,
+) -> None:
     requests = await run_session(make_runtime)
     critic = next(r for r in requests if r.instructions == "Criticise.")
     contents = [m["content"] for m in wire(critic)["messages"] if m["role"] in ("user",)]

@@ -1,1 +1,4 @@
-"""Session memory as an event journal: events, the fold, the store seam and its stores."""
+"""Session memory as an event journal: records, the fold, the store seam and its stores.
+
+:class:`Journal` (in :mod:`.journal`) is the door; the stores are behind it.
+"""

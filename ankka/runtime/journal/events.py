@@ -1,8 +1,15 @@
-"""Journal events and their JSON encoding.
+"""Journal records and their stored encoding.
 
-One stream per session. Each event is one message (a user message, an answer, a tool result,
-a compaction summary); the conversation is the fold of the events (:mod:`.fold`). The encoding
-is the stored format: change it only with a migration.
+One stream per session. Each event is one record; today every record is a message (a user
+message, an answer, a tool result, a compaction summary), and the conversation is the fold of
+them (:mod:`.fold`). The encoding is the stored format: change it only with a migration.
+
+A record type has a ``kind`` (the stored event's kind), ``as_dict()`` and ``from_dict()``.
+To add one (a task iteration, a suspended turn, an approval decision): write the frozen value
+with those three, add it to :data:`Record` and :data:`RECORD_TYPES`, and pin its encoding in
+``tests/unit/test_journal.py``. Nothing else changes: the stores keep ``(kind, body)`` pairs,
+the :class:`~ankka.runtime.journal.journal.Journal` encodes and decodes through here, and the
+fold passes over records that are not messages.
 """
 
 from __future__ import annotations
@@ -12,23 +19,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ankka.runtime.messages import (
-    AssistantMessage,
-    Message,
-    ModelCall,
-    SummaryMessage,
-    ToolCall,
-    ToolResult,
-    Usage,
-    UserMessage,
-)
+from ankka.runtime.messages import MESSAGE_TYPES, Message
 
-__all__ = ["StoredEvent", "decode", "encode"]
+__all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-USER = "user_message"
-ASSISTANT = "assistant_message"
-TOOL = "tool_result"
-SUMMARY = "compaction_summary"
+Record = Message
+"""What a journal holds. Grows by union: ``Message | TaskRecord | ApprovalRecord``."""
+
+RECORD_TYPES: tuple[type[Record], ...] = MESSAGE_TYPES
+
+_BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}
+
+# A message is stored as its one rendering (``as_dict()``) spelled the way the stored format
+# spelled it before the HTTP API existed: the role is the event's kind, and three fields keep
+# their older names. Renaming them would need a migration; this table is the whole difference.
+_MESSAGE_KINDS = frozenset(t.kind for t in MESSAGE_TYPES)
+_STORED_NAMES = {"model_call": "call", "usage": "turn_usage", "tool_call_id": "call_id"}
+_RENDERED_NAMES = {stored: shown for shown, stored in _STORED_NAMES.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,55 +48,29 @@ class StoredEvent:
     at: datetime
 
 
-def encode(message: Message) -> tuple[str, str]:
-    """The (kind, JSON body) under which ``message`` is stored."""
-    data: dict[str, Any]
-    if isinstance(message, UserMessage):
-        kind = USER
-        data = {"content": message.content}
-    elif isinstance(message, AssistantMessage):
-        kind = ASSISTANT
-        data = {"content": message.content}
-        if message.tool_calls:
-            data["tool_calls"] = [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-            ]
-        if message.call is not None:
-            data["call"] = message.call.as_dict()
-        if message.turn_usage is not None:
-            data["turn_usage"] = message.turn_usage.as_dict()
-    elif isinstance(message, ToolResult):
-        kind = TOOL
-        data = {
-            "call_id": message.call_id,
-            "name": message.name,
-            "content": message.content,
-            "is_error": message.is_error,
-        }
-    else:
-        kind = SUMMARY
-        data = {"content": message.content, "replaces": message.replaces}
-    data["agent"] = message.agent
-    data["turn"] = message.turn
-    return kind, json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A decoded event: the record, its position in the session's stream, and when it was
+    written."""
+
+    seq: int
+    at: datetime
+    record: Record
 
 
-def decode(kind: str, body: str) -> Message:
-    data = json.loads(body)
-    agent, turn = str(data.get("agent", "")), str(data.get("turn", ""))
-    if kind == USER:
-        return UserMessage(data["content"], agent, turn)
-    if kind == ASSISTANT:
-        calls = tuple(
-            ToolCall(c["id"], c["name"], c["arguments"]) for c in data.get("tool_calls", ())
-        )
-        call = ModelCall.from_dict(data["call"]) if "call" in data else None
-        usage = Usage.from_dict(data["turn_usage"]) if "turn_usage" in data else None
-        return AssistantMessage(data["content"], calls, agent, turn, call, usage)
-    if kind == TOOL:
-        return ToolResult(
-            data["call_id"], data["name"], data["content"], bool(data["is_error"]), agent, turn
-        )
-    if kind == SUMMARY:
-        return SummaryMessage(data["content"], int(data.get("replaces", 0)), turn, agent)
-    raise ValueError(f"unknown journal event kind {kind!r}")
+def encode(record: Record) -> tuple[str, str]:
+    """The (kind, JSON body) under which ``record`` is stored."""
+    data = record.as_dict()
+    if record.kind in _MESSAGE_KINDS:
+        data = {_STORED_NAMES.get(k, k): v for k, v in data.items() if k != "role"}
+    return record.kind, json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode(kind: str, body: str) -> Record:
+    record_type = _BY_KIND.get(kind)
+    if record_type is None:
+        raise ValueError(f"unknown journal event kind {kind!r}")
+    data: dict[str, Any] = json.loads(body)
+    if kind in _MESSAGE_KINDS:
+        data = {_RENDERED_NAMES.get(k, k): v for k, v in data.items()}
+    return record_type.from_dict(data)

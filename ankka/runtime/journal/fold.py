@@ -1,30 +1,31 @@
-"""The conversation is the fold of a session's events. Pure."""
+"""The conversation is the fold of a session's records. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ankka.runtime.journal.events import StoredEvent, decode
-from ankka.runtime.messages import Message, SummaryMessage
+from ankka.runtime.journal.events import Record
+from ankka.runtime.messages import MESSAGE_TYPES, Message, SummaryMessage
 
 __all__ = ["apply", "fold"]
 
 
-def apply(conversation: list[Message], message: Message) -> None:
-    """Fold one more message into ``conversation`` (in place).
+def apply(conversation: list[Message], record: Record) -> None:
+    """Fold one more record into ``conversation`` (in place).
 
     A compaction summary stands for the first ``replaces`` messages of the conversation as it
-    was; an earlier summary among them is folded into it, never stacked.
+    was; an earlier summary among them is folded into it, never stacked. A record that is not
+    a message (a task or approval record, when they exist) leaves the conversation as it is.
     """
-    if isinstance(message, SummaryMessage):
-        del conversation[: message.replaces]
-        conversation.insert(0, message)
-    else:
-        conversation.append(message)
+    if isinstance(record, SummaryMessage):
+        del conversation[: record.replaces]
+        conversation.insert(0, record)
+    elif isinstance(record, MESSAGE_TYPES):
+        conversation.append(record)
 
 
-def fold(events: Iterable[StoredEvent]) -> list[Message]:
+def fold(records: Iterable[Record]) -> list[Message]:
     conversation: list[Message] = []
-    for event in events:
-        apply(conversation, decode(event.kind, event.body))
+    for record in records:
+        apply(conversation, record)
     return conversation

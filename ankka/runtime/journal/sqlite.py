@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from ankka._kernel.errors import StoreError
 from ankka.runtime.journal.events import StoredEvent
-from ankka.runtime.journal.store import ConcurrentAppend
+from ankka.runtime.journal.store import ConcurrentAppend, SharedSessionLock
 
 __all__ = ["SqliteStore", "connect"]
 
@@ -115,6 +115,11 @@ class SqliteStore:
             return [r[0] for r in db.execute("SELECT DISTINCT session FROM events ORDER BY 1")]
 
         return await self._run(work)
+
+    def session_lock(self) -> SharedSessionLock | None:
+        """None: no lock across processes. A second process on the same file is still safe:
+        ``expected`` refuses a turn written on top of a history it did not see."""
+        return None
 
     async def close(self) -> None:
         if self._closed:

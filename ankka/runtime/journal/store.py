@@ -4,17 +4,21 @@ A store appends a batch of events to one session's stream atomically and reads a
 position. ``expected`` makes appends safe between processes: a writer says which position it
 read up to, and the store refuses the batch (:class:`ConcurrentAppend`) if another writer got
 there first, so no turn is written on top of a history it did not see.
+
+A store knows nothing of what its events mean: it keeps ``(kind, body)`` pairs. Encoding them
+is the :class:`~ankka.runtime.journal.journal.Journal`'s job.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from ankka._kernel.errors import StoreError
 from ankka.runtime.journal.events import StoredEvent
 
-__all__ = ["ConcurrentAppend", "JournalStore"]
+__all__ = ["ConcurrentAppend", "JournalStore", "SharedSessionLock"]
 
 
 class ConcurrentAppend(StoreError):
@@ -22,6 +26,12 @@ class ConcurrentAppend(StoreError):
 
     kind = "concurrent_append"
     status = 409
+
+
+class SharedSessionLock(Protocol):
+    """A lock on a session shared by every process serving it (e.g. in PostgreSQL)."""
+
+    def hold(self, session: str) -> AbstractAsyncContextManager[None]: ...
 
 
 class JournalStore(Protocol):
@@ -37,5 +47,11 @@ class JournalStore(Protocol):
         ...
 
     async def sessions(self) -> list[str]: ...
+
+    def session_lock(self) -> SharedSessionLock | None:
+        """The lock that keeps one turn at a time per session across every process using this
+        store, or None when the store is used by one process only (SQLite): the in-process
+        queue is then enough, and ``expected`` still guards every append."""
+        ...
 
     async def close(self) -> None: ...

@@ -30,7 +30,7 @@ from typing import Any
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.agents import Service
-from ankka.runtime.journal.store import JournalStore
+from ankka.runtime.journal.journal import Journal
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.tasks import statements
 from ankka.runtime.tasks.declare import AutonomousAgent
@@ -72,7 +72,7 @@ class TaskHost:
         service: Service,
         *,
         store: TaskStore,
-        journal: JournalStore,
+        journal: Journal,
         providers: Mapping[str, ModelProvider],
         clock: Clock | None = None,
         owner: str | None = None,

@@ -50,8 +50,6 @@ _OPERATIONS = {
     "terminate": InstanceState.TERMINATED,
 }
 
-OnError = Callable[[Exception], Response]
-
 
 class AttachmentBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -185,17 +183,8 @@ async def _events(
             return
 
 
-def task_routes(host: TaskHost, on_error: OnError) -> list[Route]:
-    def guarded(
-        handler: Callable[[Request], Awaitable[Response]],
-    ) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except Exception as exc:
-                return on_error(exc)
-
-        return endpoint
+def task_routes(host: TaskHost) -> list[Route]:
+    """The routes; their errors are answered by the app's one error handler."""
 
     async def put_task(request: Request) -> Response:
         agent, task = request.path_params["agent"], request.path_params["task"]
@@ -274,19 +263,19 @@ def task_routes(host: TaskHost, on_error: OnError) -> list[Route]:
         return await notifications(("instance", agent, instance), snapshot)
 
     return [
-        Route("/v1/agents/{agent}/tasks/{task}", guarded(put_task), methods=["PUT"]),
-        Route("/v1/tasks/{task}", guarded(get_task), methods=["GET"]),
-        Route("/v1/tasks/{task}/cancel", guarded(cancel_task), methods=["POST"]),
-        Route("/v1/tasks/{task}/notifications", guarded(task_notifications), methods=["GET"]),
+        Route("/v1/agents/{agent}/tasks/{task}", put_task, methods=["PUT"]),
+        Route("/v1/tasks/{task}", get_task, methods=["GET"]),
+        Route("/v1/tasks/{task}/cancel", cancel_task, methods=["POST"]),
+        Route("/v1/tasks/{task}/notifications", task_notifications, methods=["GET"]),
         Route(
             "/v1/agents/{agent}/instances/{instance}/notifications",
-            guarded(instance_notifications),
+            instance_notifications,
             methods=["GET"],
         ),
-        Route("/v1/agents/{agent}/instances/{instance}", guarded(get_instance), methods=["GET"]),
+        Route("/v1/agents/{agent}/instances/{instance}", get_instance, methods=["GET"]),
         Route(
             "/v1/agents/{agent}/instances/{instance}/{operation}",
-            guarded(operate),
+            operate,
             methods=["POST"],
         ),
     ]

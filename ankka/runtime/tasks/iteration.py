@@ -22,9 +22,9 @@ from typing import Any
 from ankka._kernel.clock import Clock
 from ankka._kernel.errors import ModelAuthenticationError, ModelError, Refused, StoreError
 from ankka.runtime.guardrails import first_refusal
-from ankka.runtime.journal import events
 from ankka.runtime.journal.fold import apply
-from ankka.runtime.journal.store import ConcurrentAppend, JournalStore
+from ankka.runtime.journal.journal import Journal
+from ankka.runtime.journal.store import ConcurrentAppend
 from ankka.runtime.messages import AssistantMessage, Message, ModelCall, ToolResult, UserMessage
 from ankka.runtime.providers.base import ModelProvider, ModelResponse
 from ankka.runtime.tasks import statements
@@ -69,7 +69,7 @@ class Workbench:
     """What the loop works with: the seams (stores, providers) and the injected clock."""
 
     store: TaskStore
-    journal: JournalStore
+    journal: Journal
     providers: Mapping[str, ModelProvider]
     clock: Clock
     notifier: Notifier
@@ -451,22 +451,18 @@ async def _dependency_results(bench: Workbench, task: TaskRecord) -> dict[str, A
     return results
 
 
-async def _history(journal: JournalStore, session: str) -> tuple[int, list[Message]]:
+async def _history(journal: Journal, session: str) -> tuple[int, list[Message]]:
     position = 0
     conversation: list[Message] = []
-    for event in await journal.read(session):
-        apply(conversation, events.decode(event.kind, event.body))
-        position = event.seq
+    for entry in await journal.read(session):
+        apply(conversation, entry.record)
+        position = entry.seq
     return position, conversation
 
 
-async def _append(
-    journal: JournalStore, session: str, messages: list[Message], position: int
-) -> int:
+async def _append(journal: Journal, session: str, messages: list[Message], position: int) -> int:
     try:
-        return await journal.append(
-            session, [events.encode(m) for m in messages], expected=position
-        )
+        return await journal.append(session, messages, expected=position)
     except ConcurrentAppend as exc:
         raise LeaseLost(
             f"session {session!r} was written by another process; it owns the instance now"

@@ -21,6 +21,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.integration.conftest import Script
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -31,7 +32,7 @@ class Standin:
     url: str
     server: Server
 
-    def load(self, script: Any) -> None:
+    def load(self, script: Script) -> None:
         httpx.put(f"{self.url}/_standin/script", json=script).raise_for_status()
 
     def received(self) -> list[dict[str, Any]]:
@@ -60,11 +61,11 @@ class Gateway:
         get = client.get if client is not None else httpx.get
         return get(f"{self.url}/metrics").text
 
-    def write_models(self, models: Sequence[dict[str, Any]], **top: Any) -> None:
+    def write_models(self, models: Sequence[dict[str, Any]], **top: object) -> None:
         write_models(self.models_file, models, **top)
 
 
-def write_models(path: Path, models: Sequence[dict[str, Any]], **top: Any) -> None:
+def write_models(path: Path, models: Sequence[dict[str, Any]], **top: object) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(yaml.safe_dump({"models": list(models), **top}))
     tmp.replace(path)
@@ -79,7 +80,7 @@ def wait_until(condition: Callable[[], bool], *, what: str, deadline: float = 20
         time.sleep(0.05)
 
 
-StartStandin = Callable[[Any], Standin]
+StartStandin = Callable[[Script], Standin]
 StartGateway = Callable[..., Gateway]
 
 
@@ -88,7 +89,7 @@ def start_standin(tmp_path: Path) -> Iterator[StartStandin]:
     with ExitStack() as stack:
         count = [0]
 
-        def _start(script: Any) -> Standin:
+        def _start(script: Script) -> Standin:
             count[0] += 1
             path = tmp_path / f"standin-{count[0]}.json"
             path.write_text(json.dumps(script))
@@ -110,7 +111,7 @@ def start_gateway(tmp_path: Path) -> Iterator[StartGateway]:
             verify: ssl.SSLContext | bool = True,
             args: Sequence[str] = (),
             ready: bool = True,
-            **top: Any,
+            **top: object,
         ) -> Gateway:
             path = tmp_path / "models.yaml"
             write_models(path, models, **top)

@@ -33,12 +33,26 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 @asynccontextmanager
 async def upstream(handler: Handler) -> AsyncIterator[Endpoint]:
-    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    """Serve ``handler`` on loopback; on exit, its connections' handlers still running (a
+    server that never answers) are cancelled and awaited, which ``Server.close`` does not do."""
+    handlers: set[asyncio.Task[None]] = set()
+
+    async def owned(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
+        await handler(reader, writer)
+
+    server = await asyncio.start_server(owned, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         yield Endpoint.of(f"http://127.0.0.1:{port}/v1/chat/completions", bearer="none")
     finally:
         server.close()
+        for task in handlers:
+            task.cancel()
+        if handlers:
+            await asyncio.wait(handlers)
         await server.wait_closed()
 
 

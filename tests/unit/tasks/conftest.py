@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ankka.runtime.agents import Service
+from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.tasks.host import TaskHost
@@ -28,7 +29,7 @@ async def make_host(tmp_path: Path) -> AsyncIterator[MakeHost]:
     async with AsyncExitStack() as stack:
 
         async def make(service: Service, provider: ModelProvider, **options: Any) -> TaskHost:
-            journal = await SqliteStore.open(tmp_path / "store.sqlite3")
+            journal = Journal(await SqliteStore.open(tmp_path / "store.sqlite3"))
             stack.push_async_callback(journal.close)
             store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
             stack.push_async_callback(store.close)

@@ -13,8 +13,7 @@ from pydantic import BaseModel
 from ankka._kernel.errors import ModelAuthenticationError, ModelUnavailable
 from ankka.runtime.agents import Service
 from ankka.runtime.guardrails import Guardrail
-from ankka.runtime.journal import events
-from ankka.runtime.journal.fold import fold
+from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.messages import (
     AssistantMessage,
@@ -48,7 +47,7 @@ def fail(reason: str) -> dict[str, Any]:
 
 
 async def host_messages(host: TaskHost, task: str) -> list[Any]:
-    return fold(await host.bench.journal.read(f"task:{task}"))
+    return await host.bench.journal.conversation(f"task:{task}")
 
 
 class Flaky:
@@ -510,7 +509,7 @@ async def test_a_response_recorded_without_its_completion_is_counted_once_on_res
 ) -> None:
     # What a process killed between recording a response and its completion leaves behind.
     now = datetime.now(UTC)
-    journal = await SqliteStore.open(tmp_path / "store.sqlite3")
+    journal = Journal(await SqliteStore.open(tmp_path / "store.sqlite3"))
     store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
     spec = TaskSpec("researcher", "summary", "Summarise ankka.")
     await store.write(
@@ -526,7 +525,7 @@ async def test_a_response_recorded_without_its_completion_is_counted_once_on_res
     call = ModelCall("default", "scripted", "researcher", 1.0, Usage(10, 2))
     lookup_call = ToolCall("c1", "lookup", '{"topic": "ankka"}')
     response = AssistantMessage(None, (lookup_call,), "researcher", "t1#1", call)
-    await journal.append("task:t1", [events.encode(response)], expected=0)
+    await journal.append("task:t1", [response], expected=0)
     await store.close()
     await journal.close()
     provider = ScriptedProvider([complete(GOOD, usage={"input_tokens": 5})], name="default")

@@ -1,0 +1,81 @@
+"""A planned turn: what the host will run, as one frozen value. Pure: builds, never runs.
+
+:func:`plan` runs an agent's handler on a request and finds the model its :class:`Turn`
+names; :func:`plan_effect` does the second half for an effect built some other way. Both give
+a :class:`PlannedTurn`, which is the only thing :meth:`Runtime.run
+<ankka.runtime.host.Runtime.run>` takes, so every kind of turn enters the loop through the
+same seam:
+
+- a request from the HTTP API: ``plan(service, providers, TurnRequest(agent, session, text))``;
+- an approval resuming a suspended turn: the same call on the recorded
+  ``planned.request`` (a handler does no I/O, so building again gives the same effect);
+- a task iteration: the task runner builds its own :class:`Turn` (the task's instructions,
+  its tools and ``complete_task``/``fail_task``) and calls ``plan_effect`` with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ankka._kernel.errors import ConfigurationError, NotFound
+from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.providers.base import ModelProvider
+
+__all__ = ["PlannedTurn", "plan", "plan_effect"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedTurn:
+    """One turn ready to run: the request it answers, the effect and the provider."""
+
+    request: TurnRequest
+    effect: Turn
+    provider: ModelProvider
+
+    @property
+    def agent(self) -> str:
+        return self.request.agent
+
+    @property
+    def session(self) -> str:
+        return self.request.session
+
+    @property
+    def message(self) -> str:
+        return self.request.message
+
+    @property
+    def streams(self) -> bool:
+        return self.effect.streams
+
+
+def plan(
+    service: Service, providers: Mapping[str, ModelProvider], request: TurnRequest
+) -> PlannedTurn:
+    """Run the agent's handler on ``request`` and find its model; no I/O."""
+    declaration = service.declaration(request.agent)
+    if declaration is None:
+        known = ", ".join(sorted(service.agents)) or "none"
+        raise NotFound(f"there is no agent {request.agent!r} in this service (agents: {known})")
+    effect = declaration.handler(request)
+    if not isinstance(effect, Turn):
+        raise ConfigurationError(
+            f"agent {request.agent!r}: its handler returned {type(effect).__name__}, not a Turn"
+        )
+    return plan_effect(providers, request, effect)
+
+
+def plan_effect(
+    providers: Mapping[str, ModelProvider], request: TurnRequest, effect: Turn
+) -> PlannedTurn:
+    """Plan ``effect`` (built by the caller, not a handler) for ``request``; no I/O."""
+    provider = providers.get(effect.model)
+    if provider is None:
+        configured = ", ".join(sorted(providers)) or "none"
+        env = f"ANKKA_MODEL_{effect.model.upper().replace('-', '_')}_PRESET"
+        raise ConfigurationError(
+            f"agent {request.agent!r} asks for model {effect.model!r}, which is not configured "
+            f"(configured: {configured}); set {env} and its settings"
+        )
+    return PlannedTurn(request, effect, provider)
