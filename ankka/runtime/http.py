@@ -111,6 +111,7 @@ def _event_bytes(event: LoopEvent) -> bytes:
 
 def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
     """The runtime's app; with ``tasks``, also the task routes (``ankka.runtime.tasks.http``)."""
+
     async def turn(request: Request) -> Response:
         body = await _parse(request)
         planned = runtime.plan(

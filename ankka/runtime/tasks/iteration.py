@@ -20,7 +20,13 @@ from functools import partial
 from typing import Any
 
 from ankka._kernel.clock import Clock
-from ankka._kernel.errors import ModelAuthenticationError, ModelError, Refused, StoreError
+from ankka._kernel.errors import (
+    ConfigurationError,
+    ModelAuthenticationError,
+    ModelError,
+    Refused,
+    StoreError,
+)
 from ankka.runtime.guardrails import first_refusal
 from ankka.runtime.journal.fold import apply
 from ankka.runtime.journal.journal import Journal
@@ -168,12 +174,6 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
             TaskState.FAILED,
             f"agent {agent.name!r} does not accept task type {task.spec.type!r} (any more)",
         )
-    provider = bench.providers.get(agent.model)
-    if provider is None:
-        raise _End(
-            TaskState.FAILED,
-            f"agent {agent.name!r} asks for model {agent.model!r}, which is not configured",
-        )
     failures = _Failures(bench, agent, task)
     instance = task.instance
     assert instance is not None, "a task is worked by the instance it is assigned to"
@@ -216,20 +216,23 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
                 f"the task reached its budget of {current.budget} iterations without ending "
                 f"through {COMPLETE_TASK} or {FAIL_TASK}",
             )
-        plan = plan_iteration(
-            agent,
-            accepts.task_type,
-            current,
-            history=history,
-            dependency_results=dependency_results,
-        )
-        await _iterate(bench, agent, provider, current, plan, position, failures)
+        try:
+            plan = plan_iteration(
+                agent,
+                accepts.task_type,
+                current,
+                providers=bench.providers,
+                history=history,
+                dependency_results=dependency_results,
+            )
+        except ConfigurationError as exc:
+            raise _End(TaskState.FAILED, str(exc)) from exc
+        await _iterate(bench, agent, current, plan, position, failures)
 
 
 async def _iterate(
     bench: Workbench,
     agent: AutonomousAgent,
-    provider: ModelProvider,
     task: TaskRecord,
     plan: IterationPlan,
     position: int,
@@ -247,7 +250,7 @@ async def _iterate(
             )
         )
     _tell(bench, "iteration_started", agent, task, iteration=number, budget=task.budget)
-    response, call = await _call(bench, agent, provider, plan, failures)
+    response, call = await _call(bench, agent, plan, failures)
     turn = f"{task.id}#{number}"
     recorded: list[Message] = [
         AssistantMessage(response.content, response.tool_calls, agent.name, turn, call)
@@ -310,12 +313,9 @@ def _retryable(exc: ModelError) -> bool:
 
 
 async def _call(
-    bench: Workbench,
-    agent: AutonomousAgent,
-    provider: ModelProvider,
-    plan: IterationPlan,
-    failures: _Failures,
+    bench: Workbench, agent: AutonomousAgent, plan: IterationPlan, failures: _Failures
 ) -> tuple[ModelResponse, ModelCall]:
+    provider = plan.provider
     while True:
         started = bench.clock.monotonic()
         try:

@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ankka.runtime.messages import Message, UserMessage
-from ankka.runtime.providers.base import ModelRequest
+from ankka.runtime.planning import provider_for
+from ankka.runtime.providers.base import ModelProvider, ModelRequest
 from ankka.runtime.tasks.declare import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
 from ankka.runtime.tasks.records import TaskRecord
 from ankka.runtime.tools import ToolSpec
@@ -122,12 +123,15 @@ def task_message(task: TaskRecord, dependency_results: Mapping[str, Any], note: 
 
 @dataclass(frozen=True, slots=True)
 class IterationPlan:
-    """One iteration, planned: its number and the model request it makes. A value, built
-    with no I/O, so a resumed iteration is planned again from the records alone."""
+    """One iteration, planned: its number, the model request it makes and the provider it
+    goes to. The task loop's counterpart of a request's
+    :class:`~ankka.runtime.planning.PlannedTurn`: a frozen value built with no I/O, so a
+    resumed iteration is planned again from the records alone."""
 
     task: str
     iteration: int
     request: ModelRequest
+    provider: ModelProvider
 
 
 def plan_iteration(
@@ -135,9 +139,13 @@ def plan_iteration(
     task_type: TaskType,
     task: TaskRecord,
     *,
+    providers: Mapping[str, ModelProvider],
     history: Sequence[Message],
     dependency_results: Mapping[str, Any],
 ) -> IterationPlan:
+    """Plan the task's next iteration; raises ConfigurationError when its model is not
+    configured."""
+    provider = provider_for(providers, agent.name, agent.model)
     number = task.iterations_used + 1
     first = UserMessage(
         task_message(task, dependency_results, budget_note(number, task.budget)),
@@ -151,4 +159,4 @@ def plan_iteration(
         None,
         agent.reasoning_effort,
     )
-    return IterationPlan(task.id, number, request)
+    return IterationPlan(task.id, number, request, provider)

@@ -537,3 +537,13 @@ async def test_a_response_recorded_without_its_completion_is_counted_once_on_res
     assert provider.requests[0].messages[-1].content == (
         "ankka is an agent platform for Kubernetes, in Python."
     )
+
+
+async def test_an_agent_whose_model_is_not_configured_fails_its_task_naming_the_setting(
+    make_host: MakeHost,
+) -> None:
+    host = await make_host(agent_service(model="big"), ScriptedProvider([], name="default"))
+    await put(host, "t1")
+    record = await finished(host, "t1")
+    assert record.state == TaskState.FAILED
+    assert record.reason is not None and "ANKKA_MODEL_BIG_PRESET" in record.reason
