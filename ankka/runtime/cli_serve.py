@@ -63,6 +63,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="on a non-loopback address, serve without identifying callers (every caller is "
         "'local'); only where the network itself admits only trusted callers",
     )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=10.0,
+        help="on PostgreSQL, how long a process that died keeps its instances before another "
+        "takes them over (%(default)s)",
+    )
+    parser.add_argument(
+        "--max-instances",
+        type=int,
+        default=100,
+        help="the most autonomous-agent instances this process runs at once (%(default)s)",
+    )
+    parser.add_argument(
+        "--notification-buffer",
+        type=int,
+        default=256,
+        help="events kept for each notification subscriber that reads slowly (%(default)s)",
+    )
     serve.add_limit_options(parser)
 
 
@@ -127,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.mcp.setup import servers_from_environment
     from ankka.runtime.metrics import RuntimeMetrics
     from ankka.runtime.providers.registry import providers_from_environment
+    from ankka.runtime.tasks.host import TaskHost
+    from ankka.runtime.tasks.open import open_task_store
 
     service = load_service(args.target)
     if not isinstance(service, Service):
@@ -150,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         try:
             store = await open_store(args.store)
+            task_store = await open_task_store(args.store)
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
@@ -157,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
             leases = await open_leases(args.store)
         except AnkkaError as exc:
             await store.close()
+            await task_store.close()
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
         runtime = Runtime(
@@ -168,23 +191,38 @@ def run(args: argparse.Namespace) -> int:
             compaction_override=compaction,
             compaction_leases=leases,
         )
+        tasks = TaskHost(
+            service,
+            store=task_store,
+            journal=runtime.journal,
+            providers=providers,
+            lease_seconds=args.lease_seconds,
+            max_instances=args.max_instances,
+            notification_buffer=args.notification_buffer,
+        )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
-        print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
-        async with runtime, contextlib.AsyncExitStack() as stack:
-            if mcp is not None:
-                # Connects every MCP server (a server that is down does not hold the start:
-                # /readyz names it) and ends their sessions, in this task, at shutdown.
-                await stack.enter_async_context(mcp)
-            if tls is not None:
-                await stack.enter_async_context(tls)
-            await serve.serve_forever(
-                create_app(runtime, max_body=args.max_body_bytes, identify=identify),
-                sock,
-                name="ankka serve",
-                access_log=args.access_log,
-                limits=limits,
-                ssl_context=tls.context if tls is not None else None,
-            )
+        agents = [*service.agents, *service.autonomous_agents]
+        print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
+        try:
+            async with runtime, contextlib.AsyncExitStack() as stack:
+                if mcp is not None:
+                    # Connects every MCP server (a server that is down does not hold the start:
+                    # /readyz names it) and ends their sessions, in this task, at shutdown.
+                    await stack.enter_async_context(mcp)
+                if tls is not None:
+                    await stack.enter_async_context(tls)
+                # The task host resumes every instance with work as it starts: no request.
+                await stack.enter_async_context(tasks)
+                await serve.serve_forever(
+                    create_app(runtime, tasks, max_body=args.max_body_bytes, identify=identify),
+                    sock,
+                    name="ankka serve",
+                    access_log=args.access_log,
+                    limits=limits,
+                    ssl_context=tls.context if tls is not None else None,
+                )
+        finally:
+            await task_store.close()
         return 0
 
     return serve.run(main)

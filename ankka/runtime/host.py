@@ -20,6 +20,7 @@ never waits for. A runtime is an async context manager: entering it starts that 
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,14 @@ from ankka.runtime.journal.events import Entry, Record
 from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
+from ankka.runtime.judgments.guardrail import Judging
+from ankka.runtime.judgments.handlers import plan_judgment
+from ankka.runtime.judgments.judgment import Judgment
+from ankka.runtime.judgments.plan import JudgmentRequest
+from ankka.runtime.judgments.registry import judges_for
+from ankka.runtime.judgments.seam import JudgmentProvider
+from ankka.runtime.judgments.usage import JudgmentUsage
+from ankka.runtime.judgments.verify import ask
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
 from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, ModelCall, Usage
@@ -49,11 +58,14 @@ from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.providers.config import env_name, find_model
 from ankka.runtime.sessions import SessionQueue
+from ankka.runtime.tasks.records import TASK_SESSION_PREFIX
 
 if TYPE_CHECKING:
     from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
+
+log = logging.getLogger("ankka.runtime")
 
 
 def _creator_of(records: Iterable[Record]) -> str | None:
@@ -86,6 +98,7 @@ class SessionSummary:
     compactions: int = 0
     compaction_rejections: int = 0
     compaction_usage: Usage = field(default_factory=Usage)
+    judgment_usage: Usage = field(default_factory=Usage)
 
     @property
     def turns(self) -> int:
@@ -170,12 +183,15 @@ class Runtime:
         compaction_providers: Mapping[str, ModelProvider] | None = None,
         compaction_leases: CompactionLeases | None = None,
         compaction_workers: int = 4,
+        judges: Mapping[str, JudgmentProvider] | None = None,
     ) -> None:
         """``compaction_providers`` are the models summaries are asked of (default: the
         same ``providers``; tests give the summariser its own scripted provider)."""
         self.service = service
         self.journal = Journal(store)
         self.providers = dict(providers)
+        # One judgment provider per model that can answer judgments, over its transport.
+        self.judges = dict(judges) if judges is not None else judges_for(self.providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(self.journal.session_lock())
@@ -230,16 +246,22 @@ class Runtime:
         must be allowed to use the session (:func:`~ankka.runtime.identity.may_use`); a
         session's first batch records it as the creator."""
         agent, session, effect = planned.agent, planned.session, planned.effect
+        if session.startswith(TASK_SESSION_PREFIX):
+            raise NotPermitted(
+                f"session {session!r} is a task's: only its task writes it (read it, or send "
+                "the agent a message in a session of your own)"
+            )
         started = self.clock.monotonic()
         spent: list[ModelCall] = []
+        judging = Judging(self.judges)
         try:
             async with self.queue.turn(session):
                 folded = await self._conversations.load(session)
                 self._check(session, caller, folded.creator)
                 opening = (SessionOpened(caller),) if folded.position == 0 else ()
                 turn_id = new_id("turn")
-                effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
                 try:
+                    effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
                     outcome = await run_turn(
                         effect,
                         history=folded.view.messages,
@@ -249,18 +271,31 @@ class Runtime:
                         clock=self.clock,
                         emit=emit,
                         spent=spent,
+                        judging=judging,
                     )
                 except AnkkaError as exc:
-                    unwritten = UnwrittenCalls(turn_id, agent, exc.kind, tuple(spent))
-                    await self._account(session, folded.position, (*opening, unwritten))
+                    unwritten = self._unwritten(planned, turn_id, exc.kind, spent, judging)
+                    await self._account(session, folded.position, opening, unwritten)
+                    raise
+                except BaseException:
+                    # Cancelled (the caller left): what it spent, best effort.
+                    unwritten = self._unwritten(planned, turn_id, "cancelled", spent, judging)
+                    await self._account(session, folded.position, opening, unwritten, quietly=True)
                     raise
                 if not effect.write_memory:
-                    unwritten = UnwrittenCalls(turn_id, agent, NOT_WRITTEN, outcome.calls)
-                    await self._account(session, folded.position, (*opening, unwritten))
+                    unwritten = self._unwritten(
+                        planned, turn_id, NOT_WRITTEN, outcome.calls, judging
+                    )
+                    await self._account(session, folded.position, opening, unwritten)
                 else:
                     # Who opened the session and the tool listings the turn used go first,
-                    # in the turn's own batch.
-                    records = (*opening, *listings, *outcome.messages)
+                    # in the turn's own batch; the tokens its judged guardrails spent last.
+                    records = (
+                        *opening,
+                        *listings,
+                        *outcome.messages,
+                        *self._spent(planned, turn_id, judging),
+                    )
                     position = folded.position
                     try:
                         await self.journal.append(session, records, expected=position)
@@ -278,17 +313,47 @@ class Runtime:
             self.compactor.committed(session, Job(settings, settings.model or effect.model))
         return TurnResult(outcome)
 
-    async def _account(self, session: str, position: int, records: tuple[Record, ...]) -> None:
-        """Journal the model calls of a turn that writes no messages (when it made any)."""
-        unwritten = records[-1]
-        if not isinstance(unwritten, UnwrittenCalls) or not unwritten.calls:
+    def _unwritten(
+        self,
+        planned: PlannedTurn,
+        turn_id: str,
+        reason: str,
+        calls: Iterable[ModelCall],
+        judging: Judging,
+    ) -> tuple[Record, ...]:
+        """What a turn that writes no messages still records: its model calls (as
+        :class:`UnwrittenCalls`) and its judged guardrails' tokens; empty when neither."""
+        made = tuple(calls)
+        unwritten = (UnwrittenCalls(turn_id, planned.agent, reason, made),) if made else ()
+        return (*unwritten, *self._spent(planned, turn_id, judging))
+
+    async def _account(
+        self,
+        session: str,
+        position: int,
+        opening: tuple[SessionOpened, ...],
+        records: tuple[Record, ...],
+        *,
+        quietly: bool = False,
+    ) -> None:
+        """Journal the accounting of a turn that writes no messages (when there is any),
+        after who opened the session when it is new, so a session never starts unowned.
+        ``quietly``: best effort, for a cancelled turn (not worth a new error over it)."""
+        if not records:
             return
+        batch = (*opening, *records)
         try:
-            await self.journal.append(session, records, expected=position)
+            await self.journal.append(session, batch, expected=position)
+        except Exception:
+            self._conversations.forget(session)
+            if not quietly:
+                raise
+            log.warning("the accounting of a cancelled turn was not recorded", exc_info=True)
+            return
         except BaseException:
             self._conversations.forget(session)
             raise
-        self._conversations.extend(session, position, records)
+        self._conversations.extend(session, position, batch)
 
     @staticmethod
     def _check(session: str, caller: str, creator: str | None) -> None:
@@ -341,6 +406,24 @@ class Runtime:
             return {}
         return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
 
+    def _spent(
+        self, planned: PlannedTurn, turn_id: str, judging: Judging
+    ) -> tuple[JudgmentUsage, ...]:
+        """The turn's judgment usage record (none when no judged guardrail ran), counted."""
+        if not judging.spent:
+            return ()
+        self.metrics.judgment_tokens_used(judging.usage)
+        return (JudgmentUsage(judging.usage, planned.agent, turn_id),)
+
+    async def judge(self, name: str, text: str) -> Judgment:
+        """Ask a judgment handler's questions about ``text``; the verified judgment."""
+        plan, judge = plan_judgment(
+            self.service, self.judges, self.providers, JudgmentRequest(name, text)
+        )
+        judgment = await ask(judge, plan.inquiry(), floor=plan.coverage_floor)
+        self.metrics.judgment_finished(name, judgment.usage)
+        return judgment
+
     async def messages(
         self, session: str, *, as_sent: bool = False, caller: str = LOCAL
     ) -> list[Message]:
@@ -358,11 +441,16 @@ class Runtime:
         entries = await self._entries(session, caller)
         records = [e.record for e in entries]
         view = SentView().apply_all(entries)
+        judged = Usage()
+        for record in records:
+            if isinstance(record, JudgmentUsage):
+                judged = judged + record.usage
         return SessionSummary(
             session,
             len(fold(records)),
             pending,
             session_usage(records),
+            judgment_usage=judged,
             compactions=view.compactions,
             compaction_rejections=view.rejected,
             compaction_usage=view.compaction_usage,

@@ -3,6 +3,8 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
+- ``POST /v1/agents/{agent}/judgments`` ``{"text": "..."}`` (a judgment handler) →
+  ``{"answers": {QUESTION: {"probabilities", "coverage", "measured"}}, "usage"}``.
 - ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
   nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
 - ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart, and
@@ -11,6 +13,7 @@
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
   (:mod:`ankka.runtime.openapi`).
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class, a 404 or
 405 from routing included (a 405 names the allowed methods in ``Allow``). Input is bounded
@@ -27,7 +30,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -36,15 +39,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError
+from ankka._kernel.errors import AnkkaError, RequestError
+from ankka.runtime.bodies import Body, parse_body
 from ankka.runtime.bounds import DEFAULT_MAX_BODY, BoundedInput
 from ankka.runtime.host import Runtime, TurnResult
-from ankka.runtime.identity import LOCAL, Identify
+from ankka.runtime.identity import Identify, caller_of
 from ankka.runtime.loop import LoopEvent
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.openapi import document
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
+from ankka.runtime.tasks.host import TaskHost
+from ankka.runtime.tasks.http import task_routes
 
 __all__ = ["create_app"]
 
@@ -88,22 +94,17 @@ async def _error_response(request: Request, exc: Exception) -> Response:
 _ERRORS = Middleware(ExceptionMiddleware, handlers={Exception: _error_response})
 
 
-async def _parse(request: Request) -> TurnBody:
-    raw = await request.body()
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise InvalidJSON('the body is nested too deeply to read; send {"message": "..."}') from exc
-    try:
-        return TurnBody.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
-        raise RequestError(f'the body does not fit {{"message": "..."}}: {problems}') from exc
+MAX_JUDGMENT_TEXT = 32_000
+
+
+class JudgmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MAX_JUDGMENT_TEXT)
+
+
+async def _parse(request: Request, shape: type[Body]) -> Body:
+    field = next(iter(shape.model_fields))
+    return await parse_body(request, shape, f'{{"{field}": "..."}}')
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -138,16 +139,21 @@ def _event_bytes(event: LoopEvent) -> bytes:
 
 def _caller(request: Request) -> str:
     """Who is calling, as the identity layer named them (:mod:`ankka.runtime.identity`)."""
-    return str(request.scope.get("ankka.caller", LOCAL))
+    return caller_of(request.scope)
 
 
 def create_app(
-    runtime: Runtime, *, max_body: int = DEFAULT_MAX_BODY, identify: Identify | None = None
+    runtime: Runtime,
+    tasks: TaskHost | None = None,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    identify: Identify | None = None,
 ) -> BoundedInput:
-    """The API of ``runtime``; without ``identify`` every caller is ``local``."""
+    """The API of ``runtime``; with ``tasks``, also the task routes
+    (:mod:`ankka.runtime.tasks.http`). Without ``identify`` every caller is ``local``."""
 
     async def turn(request: Request) -> Response:
-        body = await _parse(request)
+        body = await _parse(request, TurnBody)
         planned = runtime.plan(
             request.path_params["agent"], request.path_params["session"], body.message
         )
@@ -155,6 +161,11 @@ def create_app(
         if planned.streams:
             return await _stream(runtime, planned, request, caller)
         return JSONResponse(_turn_json(await runtime.run(planned, caller=caller)))
+
+    async def judgments(request: Request) -> Response:
+        body = await _parse(request, JudgmentBody)
+        judgment = await runtime.judge(request.path_params["agent"], body.text)
+        return JSONResponse(judgment.as_dict())
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
@@ -180,6 +191,7 @@ def create_app(
                 "unwritten_turns": summary.tally.unwritten_turns,
                 "unwritten_usage": summary.tally.unwritten.as_dict(),
                 "total_usage": summary.tally.total.as_dict(),
+                "judgment_usage": summary.judgment_usage.as_dict(),
                 "cost": COST_UNKNOWN,
                 "compactions": summary.compactions,
                 "compaction_rejections": summary.compaction_rejections,
@@ -201,15 +213,41 @@ def create_app(
         )
 
     async def agents(request: Request) -> Response:
-        declared = runtime.service.agents
+        service = runtime.service
         return JSONResponse(
-            {"agents": [{"name": n, "description": d.description} for n, d in declared.items()]}
+            {
+                "agents": [
+                    *(
+                        {"name": n, "description": d.description, "kind": "request"}
+                        for n, d in service.agents.items()
+                    ),
+                    *(
+                        {
+                            "name": n,
+                            "description": a.description,
+                            "kind": "autonomous",
+                            "accepts": [
+                                {"type": x.task_type.name, "budget": x.budget} for x in a.accepts
+                            ],
+                        }
+                        for n, a in service.autonomous_agents.items()
+                    ),
+                ],
+                "judgments": [
+                    {"name": n, "description": d.description} for n, d in service.judgments.items()
+                ],
+            }
         )
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
-    published = document(runtime.service.agents)
+    service = runtime.service
+    published = document(
+        service.agents,
+        service.autonomous_agents if tasks is not None else None,
+        service.judgments,
+    )
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(published)
@@ -226,7 +264,9 @@ def create_app(
 
     routes = Starlette(
         routes=[
+            *(task_routes(tasks) if tasks is not None else ()),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
+            Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/sessions/{session}/calls", calls, methods=["GET"]),
@@ -255,7 +295,7 @@ async def _stream(
     """Answer a stream-shaped agent as SSE. A failure before the first event is answered as an
     ordinary JSON error (a guardrail refusal is a 403, not a 200 with an error inside). A
     caller who leaves before the first event takes the turn with them: it is cancelled and
-    nothing of it is written."""
+    none of its messages are written (what it spent is accounted, as for any unwritten turn)."""
     queue: asyncio.Queue[LoopEvent | object] = asyncio.Queue()
 
     async def emit(event: LoopEvent) -> None:

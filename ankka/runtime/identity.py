@@ -35,6 +35,7 @@ __all__ = [
     "NotPermitted",
     "SessionOpened",
     "Unauthenticated",
+    "caller_of",
     "is_loopback",
     "load_tokens",
     "may_use",
@@ -73,6 +74,11 @@ class SessionOpened:
 def may_use(caller: str, creator: str | None) -> bool:
     """Whether ``caller`` may read or write a session ``creator`` created (None: new)."""
     return creator is None or caller == creator or is_platform(caller)
+
+
+def caller_of(scope: Mapping[str, Any]) -> str:
+    """Who is calling, as :class:`Identify` named them in front of the routes."""
+    return str(scope.get("ankka.caller", LOCAL))
 
 
 def is_loopback(host: str) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from ankka.runtime.loop import TurnOutcome
-from ankka.runtime.messages import ModelCall
+from ankka.runtime.messages import ModelCall, Usage
 
 __all__ = ["RuntimeMetrics"]
 
@@ -56,6 +56,15 @@ class RuntimeMetrics:
             ["agent", "provider", "kind"],
             registry=r,
         )
+        self.judgments = Counter(
+            "ankka_judgments", "Judgments answered, by judgment handler", ["handler"], registry=r
+        )
+        self.judgment_tokens = Counter(
+            "ankka_judgment_tokens",
+            "Tokens used by judgments (handlers and judged guardrails), by kind",
+            ["kind"],
+            registry=r,
+        )
 
     def turn_finished(self, agent: str, outcome: TurnOutcome, seconds: float) -> None:
         self.turns.labels(agent, "ok").inc()
@@ -78,6 +87,15 @@ class RuntimeMetrics:
     def caller_left(self) -> None:
         """A caller disconnected before its request arrived whole (a normal event)."""
         self.caller_disconnects.inc()
+
+    def judgment_finished(self, handler: str, usage: Usage) -> None:
+        self.judgments.labels(handler).inc()
+        self.judgment_tokens_used(usage)
+
+    def judgment_tokens_used(self, usage: Usage) -> None:
+        for kind, count in usage.as_dict().items():
+            if count:
+                self.judgment_tokens.labels(kind.removesuffix("_tokens")).inc(count)
 
     def turn_failed(self, agent: str, kind: str) -> None:
         self.turns.labels(agent, kind).inc()

@@ -11,11 +11,12 @@ answering; the scripted provider waits on its injected clock), ``"status": N`` (
 that HTTP error: the stand-in in the endpoint's error shape, the scripted provider by raising
 what an HTTP provider raises for it; ``text`` is then the error's message),
 ``"reasoning": "..."`` (the stand-in sends it as a Responses reasoning item or an Anthropic
-thinking block; the scripted provider returns it as the answer's provider state) and
+thinking block; the scripted provider returns it as the answer's provider state),
 ``"when": "user" | "tool"`` (the turn answers only a request whose last message is from that
-role; the first unserved turn that fits is served, so sessions running at once can share one
-script; :class:`TurnQueue` is that rule, for both doubles). Parsing is strict: a mistake in a
-script names the turn and the key.
+role) and ``"call": N`` (the turn answers only the N-th model call of a conversation, counted
+from 1 by the model's answers the request carries). The first unserved turn that fits is
+served, so sessions running at once can share one script; :class:`TurnQueue` is that rule, for
+both doubles. Parsing is strict: a mistake in a script names the turn and the key.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ __all__ = [
     "parse_turns",
 ]
 
-_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms", "when", "reasoning", "status"}
+_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms", "when", "call", "reasoning", "status"}
 _WHEN = ("user", "tool")
 _USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
 
@@ -59,8 +60,13 @@ class ScriptTurn:
     when: str | None = None
     reasoning: str | None = None
     status: int | None = None
+    call: int | None = None
 
-    def fits(self, last_role: str | None) -> bool:
+    def fits(self, last_role: str | None, call: int | None = None) -> bool:
+        """Whether this turn answers a request whose last message is from ``last_role`` and
+        which is the ``call``-th model call of its conversation."""
+        if self.call is not None and self.call != call:
+            return False
         return self.when is None or self.when == last_role
 
 
@@ -121,7 +127,10 @@ def parse_turn(raw: object, where: str) -> ScriptTurn:
     status = raw.get("status")
     if status is not None and (not isinstance(status, int) or not 400 <= status <= 599):
         raise ScriptError(f"{where}: 'status' must be an HTTP error status, 400 to 599")
-    return ScriptTurn(text, calls, usage, float(delay), when, reasoning, status)
+    call = raw.get("call")
+    if call is not None and (not isinstance(call, int) or isinstance(call, bool) or call < 1):
+        raise ScriptError(f"{where}: 'call' must be a whole number ≥ 1")
+    return ScriptTurn(text, calls, usage, float(delay), when, reasoning, status, call)
 
 
 class TurnQueue:
@@ -136,12 +145,13 @@ class TurnQueue:
         self._used = [False] * len(turns)
         self._first_unserved = 0
 
-    def take(self, last_role: str | None) -> ScriptTurn | None:
-        """The first unserved turn that fits a request whose last message is ``last_role``'s."""
+    def take(self, last_role: str | None, call: int | None = None) -> ScriptTurn | None:
+        """The first unserved turn that fits a request whose last message is ``last_role``'s
+        and which is the ``call``-th model call of its conversation."""
         while self._first_unserved < len(self.turns) and self._used[self._first_unserved]:
             self._first_unserved += 1
         for index in range(self._first_unserved, len(self.turns)):
-            if not self._used[index] and self.turns[index].fits(last_role):
+            if not self._used[index] and self.turns[index].fits(last_role, call):
                 self._used[index] = True
                 self.served += 1
                 return self.turns[index]

@@ -12,8 +12,12 @@ Every key of the script format means here what it means to the stand-in: ``statu
 what an HTTP provider raises for that status (a scripted 503 is :class:`ModelUnavailable`, not
 a success), ``delay_ms`` waits on the injected clock (a :class:`ManualClock`, re-exported
 here from :mod:`ankka._kernel.clock`, lets a test decide
-when the wait ends, with no sleeping), ``when`` serves the first unserved turn that fits the
-request's last message, and ``reasoning`` comes back as the answer's provider state.
+when the wait ends, with no sleeping), ``when`` and ``call`` serve the first unserved turn that
+fits the request's last message and its call number, and ``reasoning`` comes back as the
+answer's provider state.
+
+Its judgment counterpart, :class:`ScriptedJudgmentProvider`, answers judgments from a script
+(see :mod:`ankka.runtime.judgments.scripted`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 from ankka._kernel.clock import ManualClock, SleepingClock, SystemClock
 from ankka._kernel.errors import ModelError
+from ankka.runtime.judgments.scripted import ScriptedJudgmentProvider
 from ankka.runtime.messages import (
     AssistantMessage,
     Message,
@@ -36,7 +41,13 @@ from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.failures import for_status
 from ankka.runtime.script import ScriptTurn, TurnQueue, parse_turn
 
-__all__ = ["REASONING_WIRE", "ManualClock", "ScriptExhausted", "ScriptedProvider"]
+__all__ = [
+    "REASONING_WIRE",
+    "ManualClock",
+    "ScriptExhausted",
+    "ScriptedJudgmentProvider",
+    "ScriptedProvider",
+]
 
 REASONING_WIRE = "scripted"  # the ProviderState.wire of a scripted turn's reasoning
 
@@ -57,6 +68,11 @@ def _last_role(messages: Sequence[Message]) -> str | None:
     if isinstance(last, AssistantMessage):
         return "assistant"
     return None
+
+
+def _call_number(messages: Sequence[Message]) -> int:
+    """Which model call of its conversation a request is: 1 + the model's answers it carries."""
+    return 1 + sum(isinstance(m, AssistantMessage) for m in messages)
 
 
 class ScriptedProvider:
@@ -91,7 +107,8 @@ class ScriptedProvider:
 
     def _take(self, request: ModelRequest) -> tuple[int, ScriptTurn]:
         role = _last_role(request.messages)
-        turn = self._queue.take(role)
+        call = _call_number(request.messages)
+        turn = self._queue.take(role, call)
         if turn is not None:
             return self._queue.served, turn
         total = len(self._queue.turns)
@@ -103,7 +120,8 @@ class ScriptedProvider:
         else:
             detail = (
                 f"the script has {self.remaining} of {total} turn(s) left, none for a request "
-                f"whose last message is from {role!r} (see each turn's 'when')"
+                f"whose last message is from {role!r} and which is model call {call} "
+                "(see each turn's 'when' and 'call')"
             )
         raise ScriptExhausted(self._name, detail)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ankka.runtime.agents import Turn, TurnRequest
+from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.judgments import YesNo, refuse_if_yes
 from examples.weather import get_weather, service
 
 
@@ -33,4 +34,28 @@ def polite(request: TurnRequest) -> Turn:
     return Turn(message=request.message, input_guardrails=[Guardrail("no_shouting", _no_shouting)])
 
 
-__all__ = ["service"]
+# Refuses nearly anything: P(yes) of any real model clears so low a bar. Its judgment model is
+# "judge", configured apart from the default so a test can take it down on its own.
+_ANYTHING = refuse_if_yes(
+    YesNo("mentions_anything", "Does the message mention anything at all?"),
+    at_least=1e-9,
+    reason="the judge saw something",
+    model="judge",
+    coverage_floor=0.05,  # SmolLM2 holds 20-40 % on this question: the test is not about that
+)
+
+
+@service.agent("guarded")
+def guarded(request: TurnRequest) -> Turn:
+    return Turn(message=request.message, input_guardrails=[_ANYTHING])
+
+
+# The schemathesis target: every agent above but the judged one. Its judge must be a model
+# that returns logprobs, which the stand-in is not, and a judged guardrail without a judge is
+# a configuration error answered 500 by design (docs/judgments.md).
+unjudged = Service("integration-unjudged")
+for _name, _declared in service.agents.items():
+    if _name != "guarded":
+        unjudged.agent(_name, description=_declared.description)(_declared.handler)
+
+__all__ = ["service", "unjudged"]

@@ -5,10 +5,12 @@ is refused, and a session is its creator's (and the platform's) only."""
 
 from __future__ import annotations
 
+import json
 import ssl
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -118,3 +120,40 @@ def test_loopback_without_identity_trusts_callers_as_local(
 
     assert _turn(server).status_code == 200
     assert "trusted as 'local'" in server.stop()
+
+
+def test_a_task_and_its_session_are_its_creators(
+    standin: Callable[[Script], Server], serve: Serve, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\nbob {BOB}\n")
+    script = json.loads((REPO / "examples" / "tasks-standin.json").read_text())
+    model = standin(script)
+    server = serve(model.url, target="examples.tasks:service", args=["--token-file", str(tokens)])
+    body = {"type": "summary", "instructions": "Summarise ankka.", "instance": "inbox"}
+
+    def call(method: str, path: str, token: str | None, **kw: Any) -> httpx.Response:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return httpx.request(method, f"{server.url}{path}", headers=headers, timeout=30, **kw)
+
+    anonymous = call("PUT", "/v1/agents/researcher/tasks/t1", None, json=body)
+    created = call("PUT", "/v1/agents/researcher/tasks/t1", ALICE, json=body)
+    taken = call("PUT", "/v1/agents/researcher/tasks/t1", BOB, json=body)
+    peeked = call("GET", "/v1/tasks/t1", BOB)
+    cancelled = call("POST", "/v1/tasks/t1/cancel", BOB)
+    followed = call("GET", "/v1/tasks/t1/notifications", BOB)
+    final = call("GET", "/v1/tasks/t1", ALICE, params={"wait": 20}).json()
+    read_by_bob = call("GET", "/v1/sessions/task:t1/messages", BOB)
+    read_by_alice = call("GET", "/v1/sessions/task:t1/messages", ALICE)
+    bad_id = call("GET", "/v1/tasks/no%20spaces", ALICE)
+
+    assert anonymous.status_code == 401
+    assert created.status_code == 201, created.text
+    for refused in (taken, peeked, cancelled, followed):
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["type"] == "not_permitted"
+    assert final["state"] == "completed" and final["created_by"] == "alice"
+    assert read_by_bob.status_code == 403
+    assert read_by_alice.status_code == 200 and read_by_alice.json()["messages"]
+    assert bad_id.status_code == 422 and "not a valid id" in bad_id.json()["error"]["message"]
+    assert ALICE not in server.stop()

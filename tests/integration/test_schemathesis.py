@@ -70,7 +70,7 @@ def runtime_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
     standin = start(ankka_command("standin", "--script", str(script), "--port", "0"))
     runtime = start(
         ankka_command(
-            "serve", "tests.integration.services:service", "--port", "0",
+            "serve", "tests.integration.services:unjudged", "--port", "0",
             "--store", f"sqlite:///{work / 'sessions.sqlite3'}",
         ),
         env=model_env(standin.url),

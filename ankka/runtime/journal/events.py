@@ -26,6 +26,7 @@ from typing import Any
 from ankka.runtime.accounting import UnwrittenCalls
 from ankka.runtime.compaction.records import CompactionRecord, CompactionRejected, HistoryCompacted
 from ankka.runtime.identity import SessionOpened
+from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import (
     MESSAGE_TYPES,
@@ -37,12 +38,15 @@ from ankka.runtime.messages import (
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message | McpToolsRecord | CompactionRecord | UnwrittenCalls | SessionOpened
+Record = (
+    Message | McpToolsRecord | CompactionRecord | UnwrittenCalls | SessionOpened | JudgmentUsage
+)
 """What a journal holds. Grows by union: ``... | TaskRecord | ApprovalRecord``. An
 :class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
 changed); it is not part of the conversation, nor are the compaction records, the accounting
-of a turn that wrote no messages (:class:`UnwrittenCalls`) or who opened the session
-(:class:`SessionOpened`)."""
+of a turn that wrote no messages (:class:`UnwrittenCalls`), who opened the session
+(:class:`SessionOpened`) or the tokens a turn's judged guardrails spent
+(:class:`JudgmentUsage`)."""
 
 RECORD_TYPES: tuple[type[Record], ...] = (
     UserMessage,
@@ -53,6 +57,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     CompactionRejected,
     UnwrittenCalls,
     SessionOpened,
+    JudgmentUsage,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}
