@@ -168,6 +168,9 @@ def agent_children(
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
+                    # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service
+                    # named ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
+                    "enableServiceLinks": False,
                     "serviceAccountName": name,
                     "containers": [runtime],
                     "volumes": [

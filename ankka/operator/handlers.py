@@ -59,6 +59,9 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     _PLATFORM[:] = [p]
     await reconcile.ensure_ca(p)
     await reconcile.ensure_gateway_certificate(p)
+    # The gateway pod mounts this ConfigMap (not optional): render it now, even empty, so a
+    # fresh install's gateway starts before any InstallationModel exists.
+    await reconcile.render_models_file(p)
     _LOOP[:] = [asyncio.create_task(periodic.run(p), name="ankka-periodic")]
     log.info("ankka operator started; platform namespace %s", SETTINGS.namespace)
 

@@ -121,3 +121,11 @@ def test_the_runtime_container_serves_the_agents_module_on_its_port() -> None:
     assert container["args"][3:] == ["--host", "0.0.0.0", "--port", "8080"]
     assert env_of(spec())["ANKKA_MODULE"] == "shop.agents"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_the_runtime_pod_gets_no_service_link_variables() -> None:
+    # A Service named ankka-model-x would add ANKKA_MODEL_X_PORT=tcp://... to the runtime's env.
+    children = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )
+    assert children[2]["spec"]["template"]["spec"]["enableServiceLinks"] is False
