@@ -52,7 +52,7 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
-    settings.posting.enabled = False  # no Events: the status conditions say it all
+    settings.posting.enabled = False  # kopf's per-handler Events; ours are in reconcile.record
     settings.watching.server_timeout = 300
     kube = Kube.from_environment(field_manager=SETTINGS.field_manager)
     p = reconcile.Platform(kube, SETTINGS)

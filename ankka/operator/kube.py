@@ -37,6 +37,7 @@ _PLURALS = {
     "Agent": "agents",
     "InstallationModel": "installationmodels",
     "Task": "tasks",
+    "Event": "events",
 }
 
 

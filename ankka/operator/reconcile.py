@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
-from ankka.operator import agents, certs, models, tlssecrets
-from ankka.operator.kube import Kube
+from ankka.operator import agents, certs, events, models, tlssecrets
+from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import Obj, condition, condition_status, set_condition, timestamp
 from ankka.operator.settings import Settings
 
@@ -85,6 +85,25 @@ class Platform:
         return self.ca
 
 
+async def record(p: Platform, involved: dict[str, Any], happening: events.Happening) -> None:
+    """Post an Event about ``involved``; a refused Event is logged, never fails a reconcile."""
+    try:
+        await p.kube.create(events.event(involved, happening, now=p.clock()))
+    except KubeError as exc:
+        log.warning("could not post Event %s on %s: %s", happening.reason, involved["name"], exc)
+
+
+def _involved(body: Obj) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {
+        "apiVersion": body.get("apiVersion", API_VERSION),
+        "kind": body["kind"],
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "uid": meta.get("uid"),
+    }
+
+
 # --- certificates ---------------------------------------------------------------------------
 
 
@@ -132,6 +151,7 @@ async def _ensure_leaf(
     reason = certs.needs_renewal(pair, ca=ca, uri=uri, now=now)
     if reason is not None:
         log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
+        renewed = pair is not None
         pair = certs.issue(
             ca,
             uri=uri,
@@ -151,6 +171,22 @@ async def _ensure_leaf(
                 dns_names=dns_names,
                 owners=owners,
             )
+        )
+        about = (
+            {**owners[0], "namespace": namespace}
+            if owners
+            else {"apiVersion": "v1", "kind": "Secret", "name": name, "namespace": namespace}
+        )
+        words = (
+            f"certificate {name} for {uri} {'renewed' if renewed else 'issued'} ({reason}); "
+            f"valid until {timestamp(certs.not_after(pair.cert_pem))}"
+        )
+        await record(
+            p,
+            about,
+            events.Happening(
+                "Normal", "CertificateRenewed" if renewed else "CertificateIssued", words
+            ),
         )
     assert pair is not None
     expiry = timestamp(certs.not_after(pair.cert_pem))
@@ -270,11 +306,23 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         generation=meta.get("generation"),
         now=p.clock(),
     )
-    if not models.status_worth_writing(body.get("status") or {}, status, spec=spec, now=p.clock()):
+    previous = body.get("status") or {}
+    if not models.status_worth_writing(previous, status, spec=spec, now=p.clock()):
         return probed is not None
     await p.kube.patch_status(
         API_VERSION, "InstallationModel", meta["namespace"], meta["name"], status
     )
+    was = condition_status(previous, "Served")
+    served_message = (
+        f"probed at {target.url}: capabilities {', '.join(status['capabilities']) or 'none'}"
+        if probed is not None
+        else error or ""
+    )
+    happening = events.model_happening(
+        None if was is None else was == "True", probed is not None, served_message
+    )
+    if happening is not None:
+        await record(p, {**_involved(body), "kind": "InstallationModel"}, happening)
     return probed is not None
 
 
@@ -318,6 +366,7 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
             p.applied.pop(("apps/v1", "Deployment", namespace, name), None)
             failed = condition("Ready", ConditionStatus.FALSE, "InvalidSpec", reason, now=now)
             await _agent_status(p, body, {"phase": "Failed", "_conditions": [failed]})
+            await _agent_event(p, body, "Failed", f"no pods run: {reason}")
             return "Failed"
         installations = {m.installation for m in spec.models if m.installation}
         awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
@@ -392,4 +441,19 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
                 "_conditions": [served, ready],
             },
         )
+        await _agent_event(
+            p,
+            body,
+            phase,
+            f"held with 0 replicas until these InstallationModels are served: {', '.join(awaited)}"
+            if awaited
+            else f"every InstallationModel it names is served; {spec.replicas} replica(s)",
+        )
         return phase
+
+
+async def _agent_event(p: Platform, body: Obj, phase: str, message: str) -> None:
+    previous = (body.get("status") or {}).get("phase")
+    happening = events.agent_happening(previous, phase, message)
+    if happening is not None:
+        await record(p, {**_involved(body), "kind": "Agent"}, happening)

@@ -12,6 +12,7 @@ import re
 import subprocess
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator, poll
@@ -91,3 +92,26 @@ def test_the_operator_renders_the_models_configmap_at_its_start(
     every = json.loads(kubectl.run("get", "installationmodels", "-A", "-o", "json").stdout)
     names = {m["metadata"]["name"] for m in every["items"]}
     assert {m["name"] for m in listed} == names
+
+
+def test_helm_install_prints_the_next_commands(helm_release: str) -> None:
+    assert "NOTES:" in helm_release
+    assert "kubectl -n ankka-system rollout status deployment/ankka-operator" in helm_release
+    assert "kubectl explain agent.spec" in helm_release
+
+
+@pytest.mark.parametrize(
+    ("field", "words"),
+    [
+        ("agent.spec", "the image and module to run"),
+        ("agent.spec.models.model", "name at the hosted provider"),
+        ("installationmodel.spec.server.args", "The container's arguments"),
+        ("task.spec.iterationBudget", "Most model turns"),
+    ],
+)
+def test_kubectl_explain_documents_the_fields(
+    kubectl: Kubectl, helm_release: str, field: str, words: str
+) -> None:
+    out = kubectl.run("explain", field).stdout
+    assert words in out, out
+    assert "<no description>" not in out and "<empty>" not in out, out
