@@ -1,6 +1,6 @@
 """A tool-less agent for the pods tier, shipped in the weather image's /app beside examples/.
 
-SmolLM2 cannot call tools, so the gateway rightly refuses the weather agent's turns (they
+SmolLM2 cannot call tools, so the weather agent's turns are rightly refused (they
 declare ``get_weather``); this agent's turns are what the real model answers in a pod.
 """
 
