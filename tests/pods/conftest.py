@@ -13,6 +13,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -145,14 +146,21 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    missing = node.missing_pieces()
-    if missing:
-        pytest.fail("the pods tier's node needs: " + "; ".join(missing))
     try:
-        archives = image_archives()
+        with running(tmp_path_factory.mktemp("pods")) as c:
+            yield c
     except RuntimeError as exc:
         pytest.fail(str(exc))
-    workdir = tmp_path_factory.mktemp("pods")
+
+
+@contextmanager
+def running(workdir: Path) -> Iterator[Cluster]:
+    """The namespace, the control plane and the node; RuntimeError names a missing piece or
+    anything the teardown left behind."""
+    missing = node.missing_pieces()
+    if missing:
+        raise RuntimeError("the pods tier's node needs: " + "; ".join(missing))
+    archives = image_archives()
     # Short: containerd's socket path must fit in a unix socket address.
     state = Path(f"/tmp/ankka-node-{os.getpid()}")
     network = PodNetwork(
@@ -162,24 +170,29 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     )
     namespace = f"ankka-pods-{os.getpid()}"
     sysctls = node.read_sysctls()
-    try:
-        with (
-            netns.joined(namespace) as ip,
-            start(workdir, network) as cp,
-            node.started(cp, state, ip, archives) as n,
-        ):
-            yield Cluster(cp, n)
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
+    with (
+        netns.joined(namespace) as ip,
+        start(workdir, network) as cp,
+        node.started(cp, state, ip, archives) as n,
+    ):
+        yield Cluster(cp, n)
     left = node.leftovers(state, sysctls)
     if Path(f"/run/netns/{namespace}").exists():
         left.append(f"network namespace {namespace}")
-    assert not left, f"the node's teardown left behind: {left}"
+    if left:
+        raise RuntimeError(f"the node's teardown left behind: {left}")
 
 
 @pytest.fixture(scope="session")
 def helm_release(cluster: Cluster) -> str:
-    out = cluster.helm(
+    out = install_chart(cluster)
+    assert out.returncode == 0, f"helm install failed:\n{out.stdout}\n{out.stderr}"
+    return out.stdout
+
+
+def install_chart(cluster: Cluster) -> subprocess.CompletedProcess[str]:
+    """The chart with the local image, short certificate lifetimes and a fast probe tick."""
+    return cluster.helm(
         "install",
         "ankka",
         str(ROOT / "charts" / "ankka"),
@@ -199,5 +212,3 @@ def helm_release(cluster: Cluster) -> str:
         "--set",
         "operator.probeTickSeconds=1",
     )
-    assert out.returncode == 0, f"helm install failed:\n{out.stdout}\n{out.stderr}"
-    return out.stdout

@@ -15,51 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.pods.conftest import PLATFORM_NS, Cluster, image, poll
-
-NS = "shop"
-MODEL = "smollm"
-MODEL_FILE = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-QUESTION = {"message": "What is the capital of France?"}
-# llama.cpp's server as ankka local-model runs it: the model's own chat template (which /props
-# reports capabilities from), one slot.
-LLAMA_ARGS = [
-    "--model", MODEL_FILE, "--alias", "smollm2", "--jinja",
-    "--host", "0.0.0.0", "--port", "8080",
-    "-c", "2048", "--threads", "1", "--parallel", "1",
-]  # fmt: skip
-
-
-def installation_model() -> dict[str, Any]:
-    return {
-        "apiVersion": "ankka.dev/v1alpha1",
-        "kind": "InstallationModel",
-        "metadata": {"name": MODEL, "namespace": NS},
-        "spec": {
-            "model": "smollm2",
-            "server": {
-                "kind": "llamacpp",
-                "image": image("llama-server"),
-                "port": 8080,
-                "args": LLAMA_ARGS,
-            },
-            "probeIntervalSeconds": 10,
-        },
-    }
-
-
-def agent(name: str, module: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "ankka.dev/v1alpha1",
-        "kind": "Agent",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "image": image("weather"),
-            "module": module,
-            "replicas": 1,
-            "models": [{"name": "default", "installation": MODEL}],
-        },
-    }
+from tests.pods.conftest import PLATFORM_NS, Cluster, poll
+from tests.pods.manifests import MODEL, NS, QUESTION, agent, installation_model
 
 
 def phase(cluster: Cluster, name: str) -> str | None:
