@@ -5,8 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install deps images demo test lint typecheck contracts unit integration cluster \
-	cluster-pods bench \
-	bench-gateway bench-operator clean
+	cluster-pods bench bench-gateway bench-operator bench-judgments clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,7 +61,10 @@ cluster-pods: deps images
 bench: install
 	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator,bench]'
 	$(BIN)/python bench/turn_overhead.py
+	$(BIN)/python bench/turn_cpu.py
 	$(BIN)/python bench/provider_overhead.py
+	$(BIN)/python bench/compaction.py
+	$(BIN)/python bench/mcp_overhead.py
 
 ## The gateway against direct and the LiteLLM proxy. LiteLLM lives in a venv of its own: its
 ## pins would downgrade packages in .venv.
@@ -70,6 +72,10 @@ bench-gateway: install
 	test -x .cache/litellm-venv/bin/litellm || ( $(PYTHON) -m venv .cache/litellm-venv && \
 	  .cache/litellm-venv/bin/pip install --quiet 'litellm[proxy]' )
 	$(BIN)/python bench/gateway_overhead.py --litellm .cache/litellm-venv/bin/litellm
+
+## Judgments on SmolLM2 (llama.cpp) against plain completions parsed as text.
+bench-judgments: deps
+	$(BIN)/python bench/judgments.py --messages 20
 
 ## 200 Agents over 20 InstallationModels against the real control plane.
 bench-operator: deps

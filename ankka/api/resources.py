@@ -21,6 +21,7 @@ __all__ = [
     "AgentModel",
     "AgentSpec",
     "AgentStatus",
+    "Compaction",
     "Condition",
     "ConditionStatus",
     "EnvVar",
@@ -28,6 +29,8 @@ __all__ = [
     "InstallationModel",
     "InstallationModelSpec",
     "InstallationModelStatus",
+    "McpApproval",
+    "McpHeader",
     "McpServer",
     "ModelEndpoint",
     "ModelServer",
@@ -218,13 +221,64 @@ class EnvVar(_Wire):
     """The variable's value."""
 
 
-class McpServer(_Wire):
-    """An MCP server the agents reach by name."""
+class McpHeader(_Wire):
+    """A header sent with every request to an MCP server; its value is a Secret's key."""
 
-    name: str = Field(pattern=r"^[a-z0-9_-]+$")
-    """The name the agent's code uses; becomes ANKKA_MCP_<NAME>_URL."""
-    url: str = Field(pattern=r"^https?://")
-    """The server's Streamable HTTP endpoint."""
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*$",
+        max_length=64,
+        description="The header's name, e.g. Authorization (becomes ..._HEADER_AUTHORIZATION).",
+    )
+    secret_key_ref: SecretKeyRef
+    """The Secret key holding the header's value."""
+
+
+class McpApproval(_Wire):
+    """Which of a server's tools need a decision before they run: all, or the named ones."""
+
+    all: bool = False
+    """Every tool of the server needs a decision."""
+    tools: list[str] = Field(default_factory=list)
+    """The tools, by name, that need a decision."""
+
+
+class McpServer(_Wire):
+    """An MCP server the agent's code lists by name; rendered as ANKKA_MCP_<NAME>_*."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=40)
+    """The name the agent's code uses; becomes ANKKA_MCP_<NAME>_*."""
+    url: str = Field(pattern=r"^https?://", description="The Streamable HTTP endpoint.")
+    headers: list[McpHeader] = Field(default_factory=list)
+    """Headers sent with every request to the server, each value from a Secret's key."""
+    requires_approval: McpApproval | None = None
+    """The server's tools that need a decision before they run."""
+
+
+class Compaction(_Wire):
+    """Compaction of the agents' sessions; overrides, field by field, what the code declares.
+
+    Rendered on the runtime container as ``ANKKA_COMPACTION_LIMIT_CHARS``, ``_START_CHARS``,
+    ``_KEEP_MESSAGES``, ``_MODEL`` and ``_INSTRUCTIONS``. An agent that declares no compaction
+    is compacted when ``limitChars`` is set here.
+    """
+
+    limit_chars: int | None = Field(
+        default=None,
+        ge=100,
+        description="What the model is sent from memory stays under this many characters.",
+    )
+    start_chars: int | None = Field(
+        default=None, ge=1, description="Compaction starts past this (default: 3/4 of the limit)."
+    )
+    keep_messages: int | None = Field(
+        default=None, ge=0, le=10000, description="Recent messages kept verbatim."
+    )
+    model: str | None = Field(
+        default=None, pattern=_MODEL_NAME, description="The named model that summarises."
+    )
+    instructions: str | None = Field(
+        default=None, min_length=1, max_length=20000, description="What the summariser is told."
+    )
 
 
 class AgentSpec(_Wire):
@@ -243,6 +297,8 @@ class AgentSpec(_Wire):
     """The MCP servers the agents reach by name."""
     env: list[EnvVar] = Field(default_factory=list)
     """More environment variables for the runtime container."""
+    compaction: Compaction | None = None
+    """Compaction of the agents' sessions, overriding what the code declares."""
 
 
 class AgentStatus(_Wire):

@@ -10,6 +10,7 @@ working directory. The first line printed is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -49,6 +50,8 @@ def load_service(target: str) -> object:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise SystemExit(f"ankka serve: cannot import {module_name!r}: {exc}") from exc
+    except AnkkaError as exc:
+        raise SystemExit(f"ankka serve: {module_name}: {exc}") from exc
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -57,16 +60,23 @@ def load_service(target: str) -> object:
 
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.agents import Service
+    from ankka.runtime.compaction.leases import open_leases
+    from ankka.runtime.compaction.settings import from_environment
     from ankka.runtime.host import Runtime
     from ankka.runtime.http import create_app
     from ankka.runtime.journal.open import open_store
+    from ankka.runtime.mcp.setup import servers_from_environment
+    from ankka.runtime.metrics import RuntimeMetrics
     from ankka.runtime.providers.registry import providers_from_environment
 
     service = load_service(args.target)
     if not isinstance(service, Service):
         raise SystemExit(f"ankka serve: {args.target} is a {type(service).__name__}, not a Service")
+    metrics = RuntimeMetrics()
     try:
         providers = providers_from_environment(os.environ)
+        mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
+        compaction = from_environment(os.environ)
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
@@ -78,15 +88,31 @@ def run(args: argparse.Namespace) -> int:
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
-        runtime = Runtime(service, store=store, providers=providers)
+        try:
+            leases = await open_leases(args.store)
+        except AnkkaError as exc:
+            await store.close()
+            print(f"ankka serve: {exc}", file=sys.stderr)
+            return 2
+        runtime = Runtime(
+            service,
+            store=store,
+            providers=providers,
+            metrics=metrics,
+            mcp=mcp,
+            compaction_override=compaction,
+            compaction_leases=leases,
+        )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
-        try:
+        async with runtime, contextlib.AsyncExitStack() as stack:
+            if mcp is not None:
+                # Connects every MCP server (a server that is down does not hold the start:
+                # /readyz names it) and ends their sessions, in this task, at shutdown.
+                await stack.enter_async_context(mcp)
             await serve.serve_forever(
                 create_app(runtime), sock, name="ankka serve", access_log=args.access_log
             )
-        finally:
-            await runtime.aclose()
         return 0
 
     return serve.run(main)

@@ -3,9 +3,14 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
-- ``GET /v1/sessions/{session}/messages``: the conversation.
-- ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
-- ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+- ``POST /v1/agents/{agent}/judgments`` ``{"text": "..."}`` (a judgment handler) →
+  ``{"answers": {QUESTION: {"probabilities", "coverage", "measured"}}, "usage"}``.
+- ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
+  nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
+- ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
+  compactions, requests pending.
+- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
+- ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
 """
@@ -17,7 +22,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
@@ -67,20 +72,39 @@ async def _error_response(request: Request, exc: Exception) -> Response:
 _ERRORS = Middleware(ExceptionMiddleware, handlers={Exception: _error_response})
 
 
-async def _parse(request: Request) -> TurnBody:
+MAX_JUDGMENT_TEXT = 32_000
+
+
+class JudgmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MAX_JUDGMENT_TEXT)
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def _parse(request: Request, shape: type[Body]) -> Body:
     raw = await request.body()
     try:
         data = json.loads(raw)
     except ValueError as exc:
         raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
     try:
-        return TurnBody.model_validate(data)
+        return shape.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
             for e in exc.errors(include_url=False)
         )
-        raise RequestError(f'the body does not fit {{"message": "..."}}: {problems}') from exc
+        field = next(iter(shape.model_fields))
+        raise RequestError(f'the body does not fit {{"{field}": "..."}}: {problems}') from exc
+
+
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise RequestError(f"?{name}= takes true or false, not {raw[:40]!r}")
+    return raw in ("true", "1")
 
 
 def _turn_json(result: TurnResult) -> dict[str, Any]:
@@ -108,7 +132,7 @@ def _event_bytes(event: LoopEvent) -> bytes:
 
 def create_app(runtime: Runtime) -> Starlette:
     async def turn(request: Request) -> Response:
-        body = await _parse(request)
+        body = await _parse(request, TurnBody)
         planned = runtime.plan(
             request.path_params["agent"], request.path_params["session"], body.message
         )
@@ -116,10 +140,22 @@ def create_app(runtime: Runtime) -> Starlette:
             return await _stream(runtime, planned, request)
         return JSONResponse(_turn_json(await runtime.run(planned)))
 
+    async def judgments(request: Request) -> Response:
+        body = await _parse(request, JudgmentBody)
+        judgment = await runtime.judge(request.path_params["agent"], body.text)
+        return JSONResponse(judgment.as_dict())
+
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
-        conversation = await runtime.messages(session)
-        return JSONResponse({"session": session, "messages": [m.as_dict() for m in conversation]})
+        as_sent = _flag(request, "as_sent")
+        conversation = await runtime.messages(session, as_sent=as_sent)
+        return JSONResponse(
+            {
+                "session": session,
+                "as_sent": as_sent,
+                "messages": [m.as_dict() for m in conversation],
+            }
+        )
 
     async def session_summary(request: Request) -> Response:
         summary = await runtime.summary(request.path_params["session"])
@@ -130,17 +166,34 @@ def create_app(runtime: Runtime) -> Starlette:
                 "turns": summary.turns,
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
+                "judgment_usage": summary.judgment_usage.as_dict(),
                 "cost": COST_UNKNOWN,
+                "compactions": summary.compactions,
+                "compaction_rejections": summary.compaction_rejections,
+                "compaction_usage": summary.compaction_usage.as_dict(),
             }
         )
 
     async def agents(request: Request) -> Response:
         declared = runtime.service.agents
+        judgments = runtime.service.judgments
         return JSONResponse(
-            {"agents": [{"name": n, "description": d.description} for n, d in declared.items()]}
+            {
+                "agents": [{"name": n, "description": d.description} for n, d in declared.items()],
+                "judgments": [
+                    {"name": n, "description": d.description} for n, d in judgments.items()
+                ],
+            }
         )
 
     async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def readyz(request: Request) -> Response:
+        # Not ready while a declared MCP server has no session: its tools would be missing.
+        missing = runtime.missing()
+        if missing:
+            return JSONResponse({"ok": False, "missing": missing}, status_code=503)
         return JSONResponse({"ok": True})
 
     async def metrics(request: Request) -> Response:
@@ -149,11 +202,12 @@ def create_app(runtime: Runtime) -> Starlette:
     return Starlette(
         routes=[
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
+            Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],
         middleware=[_ERRORS],

@@ -141,3 +141,14 @@ def test_the_runtime_keeps_its_sessions_on_a_volume_of_its_own() -> None:
     assert container["args"][-2:] == ["--store", "sqlite:////var/lib/ankka/sessions.sqlite3"]
     assert {"name": "data", "mountPath": "/var/lib/ankka"} in container["volumeMounts"]
     assert {"name": "data", "emptyDir": {}} in pod["volumes"]
+
+
+def test_spec_compaction_reaches_the_runtime_as_its_compaction_settings() -> None:
+    env = env_of(spec(compaction={"limitChars": 8000, "keepMessages": 4, "model": "local"}))
+    assert env["ANKKA_COMPACTION_LIMIT_CHARS"] == "8000"
+    assert env["ANKKA_COMPACTION_KEEP_MESSAGES"] == "4"
+    assert env["ANKKA_COMPACTION_MODEL"] == "local"
+    assert "ANKKA_COMPACTION_INSTRUCTIONS" not in env
+    from ankka.runtime.compaction.settings import from_environment
+
+    assert from_environment(env).apply(None) is not None

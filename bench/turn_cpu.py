@@ -1,0 +1,81 @@
+"""CPU the runtime spends per turn, without a network or a model server: ``Runtime.run`` on
+the scripted provider, one session growing turn by turn (one tool round a turn), on SQLite.
+
+``bench/turn_overhead.py`` measures wall time against peers, which on a loaded machine swings
+more than a seam change moves it (and includes the wait for each commit's fsync). This
+measures the process's CPU time per turn (``time.process_time``, every thread), which is what
+a change to the host, the journal or the loop changes. Compare two checkouts back to back::
+
+    (cd ../main && python bench/turn_cpu.py) ; python bench/turn_cpu.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path.cwd()))
+
+
+def get_weather(city: str) -> str:
+    """Weather for a city."""
+    return f"sunny in {city}"
+
+
+async def measure(turns: int) -> list[float]:
+    from ankka.runtime.agents import Service, Turn, TurnRequest
+    from ankka.runtime.host import Runtime
+    from ankka.runtime.journal.sqlite import SqliteStore
+    from ankka.runtime.testing import ScriptedProvider
+    from ankka.runtime.tools import tool
+
+    service = Service("bench")
+    weather_tool = tool(get_weather)
+
+    @service.agent("weather")
+    def weather(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, instructions="Be brief.", tools=[weather_tool])
+
+    call = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}
+    script: list[dict[str, Any] | str] = [call, "It is sunny."] * turns
+    seconds: list[float] = []
+    with tempfile.TemporaryDirectory() as workdir:
+        store = await SqliteStore.open(Path(workdir) / "journal.sqlite3")
+        provider = ScriptedProvider(script, name="default")
+        runtime: Any = Runtime(service, store=store, providers={"default": provider})
+        # Before issue 8, run() took (agent, session, message); kept so main can be compared.
+        takes_plan = "agent" not in inspect.signature(runtime.run).parameters
+        for i in range(turns):
+            started = time.process_time()
+            if takes_plan:
+                await runtime.run(runtime.plan("weather", "s", f"question {i}"))
+            else:
+                await runtime.run("weather", "s", f"question {i}")
+            seconds.append(time.process_time() - started)
+        await runtime.aclose()
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=300, help="turns in the session")
+    parser.add_argument("--repeat", type=int, default=3, help="sessions measured (best shown)")
+    args = parser.parse_args()
+    runs = [asyncio.run(measure(args.turns)) for _ in range(args.repeat)]
+    p50 = min(statistics.median(r) for r in runs) * 1000
+    mean = min(statistics.fmean(r) for r in runs) * 1000
+    print(
+        f"ankka CPU per turn ({args.turns} turns, best of {args.repeat}): "
+        f"p50 {p50:.3f} ms, mean {mean:.3f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()
