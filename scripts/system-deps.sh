@@ -6,6 +6,7 @@
 #   containernetworking-plugins  plugins (bridge, host-local, loopback) give them addresses
 #   iproute2, iptables           the node's own network namespace and kube-proxy's rules in it
 #   mmdebstrap                   the base root filesystem of ankka's image (scripts/image.sh)
+#   gcc, libc6-dev               the pod sandbox image's static pause program
 set -euo pipefail
 need=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
@@ -15,6 +16,8 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing system packages: ${need[*]}; install them with: sudo apt-get install -y ${need[*]}" >&2

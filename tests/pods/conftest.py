@@ -144,7 +144,7 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         with running(tmp_path_factory.mktemp("pods")) as c:
@@ -183,7 +183,7 @@ def running(workdir: Path) -> Iterator[Cluster]:
         raise RuntimeError(f"the node's teardown left behind: {left}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
 def helm_release(cluster: Cluster) -> str:
     out = install_chart(cluster)
     assert out.returncode == 0, f"helm install failed:\n{out.stdout}\n{out.stderr}"
