@@ -20,6 +20,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gateway": ("ankka.gateway.cli", "run the checked model gateway (OpenAI-compatible, mTLS)"),
     "operator": ("ankka.operator.cli", "run the Kubernetes operator (extra 'operator')"),
     "local-model": ("ankka.local.local_model", "serve a small real model (llama.cpp) locally"),
+    "up": ("ankka.local.up.cli_up", "the whole platform on this machine (model, gateway, runtime)"),
+    "down": ("ankka.local.up.cli_down", "stop what `ankka up` started"),
+    "status": ("ankka.local.up.cli_status", "show what `ankka up` runs"),
 }
 
 

@@ -18,7 +18,9 @@ import sys
 from ankka._kernel import serve
 from ankka._kernel.errors import AnkkaError
 
-__all__ = ["configure", "run"]
+__all__ = ["CONSOLE_VARIABLE", "configure", "run"]
+
+CONSOLE_VARIABLE = "ANKKA_CONSOLE"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +37,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--console",
+        choices=["on", "off"],
+        default=os.environ.get(CONSOLE_VARIABLE, "off").strip().lower() or "off",
+        help=f"serve the console at /console, to loopback callers only (default off; "
+        f"env {CONSOLE_VARIABLE}=on|off; `ankka up` turns it on)",
+    )
 
 
 def load_service(target: str) -> object:
@@ -69,6 +78,12 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.metrics import RuntimeMetrics
     from ankka.runtime.providers.registry import providers_from_environment
 
+    if args.console not in ("on", "off"):
+        print(
+            f"ankka serve: {CONSOLE_VARIABLE}={args.console[:20]!r} is neither on nor off",
+            file=sys.stderr,
+        )
+        return 2
     service = load_service(args.target)
     if not isinstance(service, Service):
         raise SystemExit(f"ankka serve: {args.target} is a {type(service).__name__}, not a Service")
@@ -105,13 +120,18 @@ def run(args: argparse.Namespace) -> int:
         )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
+        if args.console == "on":
+            print("ankka serve: the console is at /console (loopback callers)", file=sys.stderr)
         async with runtime, contextlib.AsyncExitStack() as stack:
             if mcp is not None:
                 # Connects every MCP server (a server that is down does not hold the start:
                 # /readyz names it) and ends their sessions, in this task, at shutdown.
                 await stack.enter_async_context(mcp)
             await serve.serve_forever(
-                create_app(runtime), sock, name="ankka serve", access_log=args.access_log
+                create_app(runtime, console=args.console == "on"),
+                sock,
+                name="ankka serve",
+                access_log=args.access_log,
             )
         return 0
 

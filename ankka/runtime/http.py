@@ -9,6 +9,8 @@
   compactions, requests pending.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- ``GET /console`` and ``/console/sessions/{session}``: the console's pages, when enabled
+  (:mod:`ankka.runtime.console`).
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
 """
@@ -28,7 +30,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError
 from ankka.runtime.host import Runtime, TurnResult
@@ -116,7 +118,9 @@ def _event_bytes(event: LoopEvent) -> bytes:
     return _sse("tool_result", event.as_dict())
 
 
-def create_app(runtime: Runtime) -> Starlette:
+def create_app(runtime: Runtime, *, console: bool = False) -> Starlette:
+    """The API; with ``console`` also the console's pages at ``/console``."""
+
     async def turn(request: Request) -> Response:
         body = await _parse(request)
         planned = runtime.plan(
@@ -173,8 +177,14 @@ def create_app(runtime: Runtime) -> Starlette:
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
 
+    pages: list[BaseRoute] = []
+    if console:
+        from ankka.runtime.console.routes import console_routes
+
+        pages = console_routes(runtime)
     return Starlette(
         routes=[
+            *pages,
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),

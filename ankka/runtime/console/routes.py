@@ -1,0 +1,88 @@
+"""The console's routes, mounted by :func:`ankka.runtime.http.create_app` when enabled.
+
+Reads only through the runtime's own read API (:meth:`Runtime.messages`,
+:meth:`Runtime.summary`, the journal's session list), renders with :mod:`.pages`. Access is
+loopback only: the runtime's API has no client identity off loopback yet, so a console bound
+elsewhere answers 403 to every other caller rather than show sessions to anyone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from importlib import resources
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ankka.runtime.console.pages import not_found, session_page, sessions_page
+from ankka.runtime.console.views import session_view
+from ankka.runtime.host import Runtime
+
+__all__ = ["MAX_SESSIONS", "console_routes", "is_loopback"]
+
+MAX_SESSIONS = 200  # the list shows the last ones; a session's own page is always reachable
+_SCRIPT = resources.files("ankka.runtime.console").joinpath("static/console.js").read_bytes()
+_HEADERS = {
+    # Nothing but this server: the page works offline and sends nothing elsewhere.
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'",
+    "Cache-Control": "no-store",
+}
+
+
+def is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _refused(request: Request) -> Response | None:
+    host = request.client.host if request.client else None
+    if is_loopback(host):
+        return None
+    return HTMLResponse(
+        "<!doctype html><title>refused</title><p>The ankka console answers callers on this "
+        "machine (loopback) only.</p>",
+        status_code=403,
+        headers=_HEADERS,
+    )
+
+
+def console_routes(runtime: Runtime) -> list[BaseRoute]:
+    async def sessions(request: Request) -> Response:
+        if (refused := _refused(request)) is not None:
+            return refused
+        names = await runtime.journal.sessions()
+        shown = names[-MAX_SESSIONS:]
+        rows = [await runtime.summary(name) for name in reversed(shown)]
+        return HTMLResponse(sessions_page(rows, shown_of=len(names)), headers=_HEADERS)
+
+    async def session(request: Request) -> Response:
+        if (refused := _refused(request)) is not None:
+            return refused
+        name = request.path_params["session"]
+        messages = await runtime.messages(name)
+        if not messages:
+            page = not_found(f"No session {name!r} has any message.")
+            return HTMLResponse(page, status_code=404, headers=_HEADERS)
+        view = session_view(
+            name,
+            messages,
+            await runtime.summary(name),
+            as_sent=await runtime.messages(name, as_sent=True),
+        )
+        return HTMLResponse(session_page(view), headers=_HEADERS)
+
+    async def script(request: Request) -> Response:
+        if (refused := _refused(request)) is not None:
+            return refused
+        return Response(_SCRIPT, media_type="text/javascript", headers=_HEADERS)
+
+    return [
+        Route("/console", sessions, methods=["GET"]),
+        Route("/console/sessions/{session}", session, methods=["GET"]),
+        Route("/console/static/console.js", script, methods=["GET"]),
+    ]
