@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import threading
 import time
@@ -17,7 +18,15 @@ import pytest
 from ankka.local.local_model import free_port
 from tests.support.processes import REPO, ankka_command
 
-__all__ = ["Up", "free_port", "start_up"]
+__all__ = ["Up", "free_port", "mtls", "start_up"]
+
+
+def mtls(state: Path) -> ssl.SSLContext:
+    """The runtime's own client certificate, as any platform caller would present it."""
+    tls = state / "tls" / "runtime"
+    context = ssl.create_default_context(cafile=str(tls / "ca.crt"))
+    context.load_cert_chain(str(tls / "tls.crt"), str(tls / "tls.key"))
+    return context
 
 
 @dataclass

@@ -17,17 +17,9 @@ import httpx
 import pytest
 
 from ankka.local.up.state import alive
-from tests.integration.up.conftest import Up, free_port, start_up
+from tests.integration.up.conftest import Up, free_port, mtls, start_up
 
 pytestmark = pytest.mark.integration
-
-
-def _mtls(state: Path) -> ssl.SSLContext:
-    """The runtime's own client certificate, as any platform caller would present."""
-    tls = state / "tls" / "runtime"
-    context = ssl.create_default_context(cafile=str(tls / "ca.crt"))
-    context.load_cert_chain(str(tls / "tls.crt"), str(tls / "tls.key"))
-    return context
 
 
 def test_the_answer_goes_through_the_gateway_with_the_runtimes_identity(
@@ -47,7 +39,7 @@ def test_the_answer_goes_through_the_gateway_with_the_runtimes_identity(
     assert [c["model"] for c in answer.json()["model_calls"]] == ["standin", "standin"]
 
     gateway = f"https://localhost:{up.gateway_port}"
-    with httpx.Client(verify=_mtls(up.state)) as client:
+    with httpx.Client(verify=mtls(up.state)) as client:
         metrics = client.get(f"{gateway}/metrics").text
     assert 'ankka_gateway_requests_total{caller="local/weather",model="standin"} 2.0' in metrics
     received = httpx.get(f"http://127.0.0.1:{up.model_port}/_standin/requests").json()
