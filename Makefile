@@ -15,9 +15,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## The main job: the weather agent answering with its tool, on the embedded store.
-demo: install
-	$(BIN)/python scripts/demo.py
+## The main job: `ankka up` (model, gateway over mTLS, runtime), then the weather agent answers
+## with its tool through the whole path; prints the time from this command to the answer.
+demo:
+	@since=$$(date +%s.%N); $(MAKE) --no-print-directory install && \
+	  $(BIN)/python scripts/demo.py --since $$since
 
 ## What the test tiers need beyond Python packages, built or installed once and cached under
 ## $${ANKKA_CACHE:-~/.cache/ankka}: PostgreSQL's server (apt), the control plane (Go modules),

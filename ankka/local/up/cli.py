@@ -98,14 +98,15 @@ def _already(state: State) -> int:
     return 1
 
 
-def _service_name(target: str) -> str:
+def _service(target: str) -> tuple[str, str]:
+    """The Service's name and its first agent's (for the example request)."""
     from ankka.runtime.agents import Service
     from ankka.runtime.cli_serve import load_service
 
     service = load_service(target)
     if not isinstance(service, Service):
         raise SystemExit(f"ankka up: {target} is a {type(service).__name__}, not a Service")
-    return service.name
+    return service.name, next(iter(service.agents), "AGENT")
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -128,9 +129,10 @@ def _up(args: argparse.Namespace, state: State, began: float) -> int:
     if choice is ModelChoice.STANDIN and not script.is_file():
         _say(f"ankka up: the stand-in's script {script} does not exist", out=sys.stderr)
         return 2
+    service, agent = _service(args.target)
     options = Options(
         target=args.target,
-        service=_service_name(args.target),
+        service=service,
         model=choice,
         port=args.port,
         gateway_port=args.gateway_port,
@@ -175,7 +177,7 @@ def _up(args: argparse.Namespace, state: State, began: float) -> int:
                         f"ankka up: {part.name} ready in {item.started_s:.1f} s at "
                         f"{part.address} (PID {item.pid}, log {part.log})"
                     )
-                _ready(options, time.monotonic() - began)
+                _ready(options, agent, time.monotonic() - began)
                 return _watch(running)
             except KeyboardInterrupt:
                 _say("ankka up: stopping …", out=sys.stderr)
@@ -191,7 +193,7 @@ def _up(args: argparse.Namespace, state: State, began: float) -> int:
         state.clear(os.getpid())
 
 
-def _ready(options: Options, took: float) -> None:
+def _ready(options: Options, agent: str, took: float) -> None:
     base = f"http://127.0.0.1:{options.port}"
     lines = [
         f"ankka up: up in {took:.1f} s. Ask an agent (the model goes through the gateway):",
