@@ -197,7 +197,7 @@ def _ready(options: Options, agent: str, took: float) -> None:
     base = f"http://127.0.0.1:{options.port}"
     lines = [
         f"ankka up: up in {took:.1f} s. Ask an agent (the model goes through the gateway):",
-        f'  curl -s {base}/v1/agents/AGENT/sessions/me -d \'{{"message": "..."}}\'',
+        f'  curl -s {base}/v1/agents/{agent}/sessions/me -d \'{{"message": "..."}}\'',
     ]
     if options.console:
         lines.append(f"  console: {base}/console")
