@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka.local.up.plan import HOST, Part
 
 __all__ = ["PartFailed", "PortInUse", "Running", "check_ports", "start_part", "stop", "tail"]
@@ -33,7 +33,8 @@ _STOP_GRACE_S = 15.0
 
 
 class PartFailed(AnkkaError):
-    """A part did not start, or stopped; says which, why, and where its log is."""
+    """A part did not start, or stopped; says which, why, and where its log is (the person
+    running ``up`` reads it: a broken script, a missing install, a bad module)."""
 
     kind = "part_failed"
 
@@ -44,7 +45,9 @@ class PartFailed(AnkkaError):
         )
 
 
-class PortInUse(AnkkaError):
+class PortInUse(ConfigurationError):
+    """A part's port is taken: the person running ``up`` chooses another."""
+
     kind = "port_in_use"
 
     def __init__(self, part: Part, option: str) -> None:

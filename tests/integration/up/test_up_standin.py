@@ -11,6 +11,7 @@ import json
 import signal
 import socket
 import ssl
+import time
 from pathlib import Path
 
 import httpx
@@ -118,3 +119,24 @@ def test_a_part_that_fails_stops_the_others_and_names_its_log(
     assert "the model (the stand-in model (broken.json)) exited with code 2" in up.text
     assert str(log) in up.text
     assert "starting gateway" not in up.text
+
+
+def test_a_killed_up_leaves_no_part_and_a_new_up_starts(up_state: Path) -> None:
+    up = start_up(up_state)
+    try:
+        pids = up.pids()
+        up.process.send_signal(signal.SIGKILL)
+        up.wait(10)
+        # Each part dies with its parent (PR_SET_PDEATHSIG): nothing is left holding a port.
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in pids if alive(pid)] == []
+        assert up.ankka("status").returncode == 3  # the record's supervisor is gone
+    finally:
+        up.stop()
+    again = start_up(up_state)
+    try:
+        assert again.ankka("status").returncode == 0
+    finally:
+        again.stop()
