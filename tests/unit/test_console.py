@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 
 from ankka.runtime.agents import Service
-from ankka.runtime.console.charts import Bar, stacked_bars
+from ankka.runtime.console.charts import Bar, budget_bar, stacked_bars
 from ankka.runtime.console.pages import session_page
 from ankka.runtime.console.routes import is_loopback
 from ankka.runtime.console.views import session_view
@@ -92,3 +92,11 @@ async def test_a_caller_off_loopback_is_refused(tmp_path: Path) -> None:
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
                 assert (await http.get("/console")).status_code == status
                 assert (await http.get("/console/static/console.js")).status_code == status
+
+
+def test_the_budget_bar_fills_the_share_used_and_never_past_the_whole() -> None:
+    half = budget_bar(5, 10, title="iterations")
+    assert 'data-used="5" data-budget="10"' in half
+    assert "5 of 10 iterations" in half
+    full = budget_bar(12, 10, title="iterations")
+    assert 'width="432.0"' in full  # the whole track (480 less both margins), not more

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["Bar", "stacked_bars"]
+__all__ = ["Bar", "budget_bar", "stacked_bars"]
 
 _WIDTH, _HEIGHT, _PAD = 480, 140, 24
 
@@ -62,3 +62,19 @@ def stacked_bars(
     parts.append(f'<text x="{_WIDTH - _PAD}" y="14" text-anchor="end" class="axis">{legend}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def budget_bar(used: int, budget: int, *, title: str) -> str:
+    """How much of a budget is used (a task's iterations): a filled bar over the whole."""
+    budget = max(budget, 1)
+    share = min(max(used, 0) / budget, 1.0)
+    width = _WIDTH - 2 * _PAD
+    colour = "#c0392b" if used >= budget else "#4a7bd0"
+    return (
+        f'<svg class="chart budget" role="img" viewBox="0 0 {_WIDTH} 36" width="{_WIDTH}" '
+        f'height="36" data-used="{used}" data-budget="{budget}" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>'
+        f'<rect x="{_PAD}" y="6" width="{width}" height="14" fill="#eee" stroke="#bbb"/>'
+        f'<rect x="{_PAD}" y="6" width="{width * share:.1f}" height="14" fill="{colour}"/>'
+        f'<text x="{_PAD}" y="32" class="axis">{used} of {budget} iterations</text></svg>'
+    )
