@@ -125,6 +125,15 @@ def run_up(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace, state: State, began: float) -> int:
     choice = ModelChoice(args.model)
+    ports = {"--port": args.port, "--gateway-port": args.gateway_port}
+    ports["--model-port"] = args.model_port
+    for flag, port in ports.items():
+        if not 1 <= port <= 65535:
+            _say(f"ankka up: {flag} {port} is not a port (1 to 65535)", out=sys.stderr)
+            return 2
+    if len(set(ports.values())) < len(ports):
+        _say("ankka up: --port, --gateway-port and --model-port must differ", out=sys.stderr)
+        return 2
     script = args.script.resolve()
     if choice is ModelChoice.STANDIN and not script.is_file():
         _say(f"ankka up: the stand-in's script {script} does not exist", out=sys.stderr)
