@@ -3,6 +3,8 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
+- ``POST /v1/agents/{agent}/judgments`` ``{"text": "..."}`` (a judgment handler) →
+  ``{"answers": {QUESTION: {"probabilities", "coverage", "measured"}}, "usage"}``.
 - ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
   nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
 - ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
@@ -22,7 +24,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
@@ -72,20 +74,32 @@ async def _error_response(request: Request, exc: Exception) -> Response:
 _ERRORS = Middleware(ExceptionMiddleware, handlers={Exception: _error_response})
 
 
-async def _parse(request: Request) -> TurnBody:
+MAX_JUDGMENT_TEXT = 32_000
+
+
+class JudgmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MAX_JUDGMENT_TEXT)
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def _parse(request: Request, shape: type[Body]) -> Body:
     raw = await request.body()
     try:
         data = json.loads(raw)
     except ValueError as exc:
         raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
     try:
-        return TurnBody.model_validate(data)
+        return shape.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
             for e in exc.errors(include_url=False)
         )
-        raise RequestError(f'the body does not fit {{"message": "..."}}: {problems}') from exc
+        field = next(iter(shape.model_fields))
+        raise RequestError(f'the body does not fit {{"{field}": "..."}}: {problems}') from exc
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -122,13 +136,18 @@ def create_app(runtime: Runtime, *, console: bool = False) -> Starlette:
     """The API; with ``console`` also the console's pages at ``/console``."""
 
     async def turn(request: Request) -> Response:
-        body = await _parse(request)
+        body = await _parse(request, TurnBody)
         planned = runtime.plan(
             request.path_params["agent"], request.path_params["session"], body.message
         )
         if planned.streams:
             return await _stream(runtime, planned, request)
         return JSONResponse(_turn_json(await runtime.run(planned)))
+
+    async def judgments(request: Request) -> Response:
+        body = await _parse(request, JudgmentBody)
+        judgment = await runtime.judge(request.path_params["agent"], body.text)
+        return JSONResponse(judgment.as_dict())
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
@@ -151,6 +170,7 @@ def create_app(runtime: Runtime, *, console: bool = False) -> Starlette:
                 "turns": summary.turns,
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
+                "judgment_usage": summary.judgment_usage.as_dict(),
                 "cost": COST_UNKNOWN,
                 "compactions": summary.compactions,
                 "compaction_rejections": summary.compaction_rejections,
@@ -160,8 +180,14 @@ def create_app(runtime: Runtime, *, console: bool = False) -> Starlette:
 
     async def agents(request: Request) -> Response:
         declared = runtime.service.agents
+        judgments = runtime.service.judgments
         return JSONResponse(
-            {"agents": [{"name": n, "description": d.description} for n, d in declared.items()]}
+            {
+                "agents": [{"name": n, "description": d.description} for n, d in declared.items()],
+                "judgments": [
+                    {"name": n, "description": d.description} for n, d in judgments.items()
+                ],
+            }
         )
 
     async def healthz(request: Request) -> Response:
@@ -186,6 +212,7 @@ def create_app(runtime: Runtime, *, console: bool = False) -> Starlette:
         routes=[
             *pages,
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
+            Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),
