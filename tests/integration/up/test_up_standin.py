@@ -47,6 +47,11 @@ def test_the_answer_goes_through_the_gateway_with_the_runtimes_identity(
     chats = [r for r in received["requests"] if r["path"] == "/v1/chat/completions"]
     assert len(chats) == 2
 
+    # The console is on under up, and shows the session.
+    page = httpx.get(f"{up.url}/console/sessions/s1")
+    assert page.status_code == 200
+    assert 'data-tool="get_weather"' in page.text
+
     # Without a client certificate the gateway refuses the caller at the handshake.
     plain = ssl.create_default_context(cafile=str(up.state / "tls" / "runtime" / "ca.crt"))
     with pytest.raises(httpx.TransportError), httpx.Client(verify=plain) as client:
