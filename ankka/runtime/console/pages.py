@@ -14,7 +14,7 @@ from ankka.runtime.console.views import SessionView, TurnView
 from ankka.runtime.host import SessionSummary
 from ankka.runtime.messages import AssistantMessage, Message, ToolResult, Usage, UserMessage
 
-__all__ = ["not_found", "session_page", "sessions_page"]
+__all__ = ["USAGE_HEAD", "not_found", "page", "session_page", "sessions_page", "usage_cells"]
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#222}
@@ -29,7 +29,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 _IN, _OUT = "#4a7bd0", "#e0913a"
 
 
-def _page(title: str, body: str) -> str:
+def page(title: str, body: str) -> str:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)} · ankka console</title><style>{_STYLE}</style>"
@@ -39,11 +39,11 @@ def _page(title: str, body: str) -> str:
     )
 
 
-def _usage_cells(usage: Usage) -> str:
+def usage_cells(usage: Usage) -> str:
     return "".join(f'<td class="n" data-usage="{k}">{v}</td>' for k, v in usage.as_dict().items())
 
 
-_USAGE_HEAD = (
+USAGE_HEAD = (
     '<th class="n">input</th><th class="n">output</th>'
     '<th class="n">cache read</th><th class="n">cache write</th>'
 )
@@ -57,12 +57,12 @@ def sessions_page(rows: Sequence[SessionSummary], *, shown_of: int) -> str:
             f'<tr data-session="{escape(s.session)}">'
             f'<td><a href="/console/sessions/{escape(s.session)}">{escape(s.session)}</a></td>'
             f'<td class="n">{s.turns}</td><td class="n">{s.messages}</td>'
-            f"{_usage_cells(s.usage)}<td>unknown</td></tr>"
+            f"{usage_cells(s.usage)}<td>unknown</td></tr>"
             for s in rows
         )
         table = (
             '<table id="sessions"><thead><tr><th>session</th><th class="n">turns</th>'
-            f'<th class="n">messages</th>{_USAGE_HEAD}<th>cost</th></tr></thead>'
+            f'<th class="n">messages</th>{USAGE_HEAD}<th>cost</th></tr></thead>'
             f"<tbody>{body}</tbody></table>"
         )
     more = (
@@ -70,7 +70,7 @@ def sessions_page(rows: Sequence[SessionSummary], *, shown_of: int) -> str:
         if shown_of > len(rows)
         else ""
     )
-    return _page(
+    return page(
         "sessions",
         f'<h1>Sessions</h1><div data-refresh="5">{table}{more}</div>',
     )
@@ -108,13 +108,13 @@ def _message(message: Message) -> str:
 def _turn(index: int, turn: TurnView) -> str:
     calls = "".join(
         f"<tr><td>{escape(c.agent)}</td><td>{escape(c.provider)}</td><td>{escape(c.model)}</td>"
-        f'<td class="n">{c.latency_ms:.0f} ms</td>{_usage_cells(c.usage)}</tr>'
+        f'<td class="n">{c.latency_ms:.0f} ms</td>{usage_cells(c.usage)}</tr>'
         for c in turn.calls
     )
     table = (
         '<table class="calls"><thead><tr><th>agent</th><th>provider</th><th>model</th>'
-        f'<th class="n">latency</th>{_USAGE_HEAD}</tr></thead><tbody>{calls}</tbody>'
-        f'<tfoot><tr class="turn-usage"><td colspan="4">turn</td>{_usage_cells(turn.usage)}'
+        f'<th class="n">latency</th>{USAGE_HEAD}</tr></thead><tbody>{calls}</tbody>'
+        f'<tfoot><tr class="turn-usage"><td colspan="4">turn</td>{usage_cells(turn.usage)}'
         "</tr></tfoot></table>"
     )
     return (
@@ -139,18 +139,18 @@ def session_page(view: SessionView) -> str:
     per = "".join(
         f'<tr data-agent="{escape(u.agent)}" data-model="{escape(u.model)}">'
         f'<td>{escape(u.agent)}</td><td>{escape(u.model)}</td><td class="n">{u.calls}</td>'
-        f"{_usage_cells(u.usage)}<td>unknown</td></tr>"
+        f"{usage_cells(u.usage)}<td>unknown</td></tr>"
         for u in view.by_agent_model
     )
     totals = (
-        f'<table id="totals"><thead><tr><th></th>{_USAGE_HEAD}<th>cost</th></tr></thead>'
-        f'<tbody><tr id="session-usage"><td>turns</td>{_usage_cells(s.usage)}<td>unknown</td></tr>'
-        f'<tr id="compaction-usage"><td>compaction</td>{_usage_cells(s.compaction_usage)}'
+        f'<table id="totals"><thead><tr><th></th>{USAGE_HEAD}<th>cost</th></tr></thead>'
+        f'<tbody><tr id="session-usage"><td>turns</td>{usage_cells(s.usage)}<td>unknown</td></tr>'
+        f'<tr id="compaction-usage"><td>compaction</td>{usage_cells(s.compaction_usage)}'
         "<td>unknown</td></tr></tbody></table>"
     )
     agents = (
         '<table id="by-agent-model"><thead><tr><th>agent</th><th>model</th>'
-        f'<th class="n">calls</th>{_USAGE_HEAD}<th>cost</th></tr></thead><tbody>{per}</tbody>'
+        f'<th class="n">calls</th>{USAGE_HEAD}<th>cost</th></tr></thead><tbody>{per}</tbody>'
         "</table>"
     )
     compactions = (
@@ -170,8 +170,8 @@ def session_page(view: SessionView) -> str:
         f"<h2>Tokens</h2>{chart}{totals}<h2>Per agent and model</h2>{agents}"
         f"<h2>Compactions</h2>{compactions}<h2>Turns</h2>{turns}</div>"
     )
-    return _page(f"session {view.session}", body)
+    return page(f"session {view.session}", body)
 
 
 def not_found(what: str) -> str:
-    return _page("not found", f"<h1>Not found</h1><p>{escape(what)}</p>")
+    return page("not found", f"<h1>Not found</h1><p>{escape(what)}</p>")
