@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install deps demo test lint typecheck contracts unit integration cluster bench \
-	bench-gateway bench-operator bench-judgments clean
+	bench-gateway bench-operator bench-judgments bench-tasks clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ bench-judgments: deps
 ## 200 Agents over 20 InstallationModels against the real control plane.
 bench-operator: deps
 	$(BIN)/python bench/operator_scale.py
+
+## Durable tasks against pydantic-ai + DBOS; the peer in a venv of its own (extra bench-dbos).
+bench-tasks: install
+	test -x .cache/dbos-venv/bin/python || $(PYTHON) -m venv .cache/dbos-venv
+	.cache/dbos-venv/bin/pip install --quiet 'pydantic-ai-slim[openai,dbos]' 'dbos>=3.4'
+	$(BIN)/python bench/task_throughput.py --dbos-python .cache/dbos-venv/bin/python
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -28,6 +28,7 @@ from ankka.runtime.compaction.settings import Compaction
 from ankka.runtime.guardrails import AnyGuardrail, Guardrail
 from ankka.runtime.judgments.plan import JudgmentDeclaration, JudgmentHandler
 from ankka.runtime.mcp.declaration import McpServer, normalise
+from ankka.runtime.tasks.declare import AutonomousAgent
 from ankka.runtime.tools import RunnableTool
 
 __all__ = [
@@ -148,16 +149,36 @@ class AgentDeclaration:
 
 
 class Service:
-    """A named set of agents; ``ankka serve MODULE:ATTR`` serves one."""
+    """A named set of agents; ``ankka serve MODULE:ATTR`` serves one.
+
+    Request agents (:meth:`agent`) answer a caller who waits; autonomous agents
+    (:meth:`autonomous`) work durable tasks. Their names share one namespace.
+    """
 
     def __init__(self, name: str = "ankka") -> None:
         self.name = name
         self._agents: dict[str, AgentDeclaration] = {}
         self._judgments: dict[str, JudgmentDeclaration] = {}
+        self._autonomous: dict[str, AutonomousAgent] = {}
 
     @property
     def agents(self) -> dict[str, AgentDeclaration]:
         return dict(self._agents)
+
+    @property
+    def autonomous_agents(self) -> dict[str, AutonomousAgent]:
+        return dict(self._autonomous)
+
+    def autonomous(self, agent: AutonomousAgent) -> AutonomousAgent:
+        """Declare an autonomous agent, which works tasks of the types it accepts."""
+        self._refuse_taken(f"agent {agent.name!r}", agent.name)
+        self._autonomous[agent.name] = agent
+        return agent
+
+    def _refuse_taken(self, what: str, name: str) -> None:
+        """Agents, autonomous agents and judgment handlers share one namespace (the routes)."""
+        if name in self._agents or name in self._autonomous or name in self._judgments:
+            raise ConfigurationError(f"{what} is declared twice in {self.name!r}")
 
     def agent(
         self,
@@ -205,8 +226,7 @@ class Service:
                 f"{what}: a handler builds a description and does no I/O; make it a plain "
                 "function (put I/O in tools)"
             )
-        if name in self._agents or name in self._judgments:
-            raise ConfigurationError(f"{what} is declared twice in {self.name!r}")
+        self._refuse_taken(what, name)
         return description or inspect.getdoc(handler) or ""
 
     @property

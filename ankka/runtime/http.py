@@ -11,6 +11,7 @@
   compactions, requests pending.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
 - ``GET /console`` and ``/console/sessions/{session}``: the console's pages, when enabled
   (:mod:`ankka.runtime.console`).
 
@@ -40,6 +41,8 @@ from ankka.runtime.loop import LoopEvent
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
+from ankka.runtime.tasks.host import TaskHost
+from ankka.runtime.tasks.http import task_routes
 
 __all__ = ["create_app"]
 
@@ -132,8 +135,11 @@ def _event_bytes(event: LoopEvent) -> bytes:
     return _sse("tool_result", event.as_dict())
 
 
-def create_app(runtime: Runtime, *, console: bool = False) -> Starlette:
-    """The API; with ``console`` also the console's pages at ``/console``."""
+def create_app(
+    runtime: Runtime, tasks: TaskHost | None = None, *, console: bool = False
+) -> Starlette:
+    """The runtime's app; with ``tasks``, also the task routes (``ankka.runtime.tasks.http``);
+    with ``console``, the console's pages at ``/console`` (:mod:`ankka.runtime.console`)."""
 
     async def turn(request: Request) -> Response:
         body = await _parse(request, TurnBody)
@@ -179,13 +185,28 @@ def create_app(runtime: Runtime, *, console: bool = False) -> Starlette:
         )
 
     async def agents(request: Request) -> Response:
-        declared = runtime.service.agents
-        judgments = runtime.service.judgments
+        service = runtime.service
         return JSONResponse(
             {
-                "agents": [{"name": n, "description": d.description} for n, d in declared.items()],
+                "agents": [
+                    *(
+                        {"name": n, "description": d.description, "kind": "request"}
+                        for n, d in service.agents.items()
+                    ),
+                    *(
+                        {
+                            "name": n,
+                            "description": a.description,
+                            "kind": "autonomous",
+                            "accepts": [
+                                {"type": x.task_type.name, "budget": x.budget} for x in a.accepts
+                            ],
+                        }
+                        for n, a in service.autonomous_agents.items()
+                    ),
+                ],
                 "judgments": [
-                    {"name": n, "description": d.description} for n, d in judgments.items()
+                    {"name": n, "description": d.description} for n, d in service.judgments.items()
                 ],
             }
         )
@@ -211,6 +232,7 @@ def create_app(runtime: Runtime, *, console: bool = False) -> Starlette:
     return Starlette(
         routes=[
             *pages,
+            *(task_routes(tasks) if tasks is not None else ()),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
