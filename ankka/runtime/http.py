@@ -12,7 +12,8 @@
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
-- ``GET /console`` and ``/console/sessions/{session}``: the console's pages, when enabled
+- ``GET /console``, ``/console/sessions/{session}``, ``/console/tasks`` and
+  ``/console/tasks/{task}``: the console's pages, when enabled
   (:mod:`ankka.runtime.console`).
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
@@ -228,7 +229,7 @@ def create_app(
     if console:
         from ankka.runtime.console.routes import console_routes
 
-        pages = console_routes(runtime)
+        pages = console_routes(runtime, tasks)
     return Starlette(
         routes=[
             *pages,

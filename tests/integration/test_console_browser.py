@@ -8,10 +8,11 @@ under ``.ci/artifacts/`` for CI. No browser is downloaded: Playwright drives the
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ from tests.support.processes import REPO, Server
 pytestmark = pytest.mark.integration
 
 ARTIFACTS = REPO / ".ci" / "artifacts"
+CONSOLE_ON = {"ANKKA_CONSOLE": "on"}
 SCRIPT: Script = [
     {
         "tool_calls": [{"name": "get_weather", "arguments": {"city": "Helsinki"}}],
@@ -62,7 +64,7 @@ def console(
 ) -> tuple[str, list[dict[str, object]]]:
     """A served weather agent with its console on, after a two-turn session."""
     model = standin(SCRIPT)
-    runtime = serve(model.url, target="examples.weather:service", env={"ANKKA_CONSOLE": "on"})
+    runtime = serve(model.url, target="examples.weather:service", env=CONSOLE_ON)
     answers = []
     for question in ("Weather in Helsinki?", "And tomorrow?"):
         answer = httpx.post(
@@ -136,3 +138,57 @@ def test_the_pages_fetch_nothing_but_this_server(
     assert asked
     assert [u for u in asked if not u.startswith(url)] == []
     assert f"{url}/console/static/console.js" in asked
+
+
+TASKS_SCRIPT = json.loads((REPO / "examples" / "tasks-standin.json").read_text())
+
+
+def test_a_tasks_page_follows_it_live_then_shows_its_budget_tokens_and_result(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    # Each model call waits, so the task is still working when the page opens.
+    slow = [{**turn, "delay_ms": 3000} for turn in TASKS_SCRIPT]
+    runtime = serve(standin(slow).url, target="examples.tasks:service", env=CONSOLE_ON)
+    url = runtime.url
+
+    def check(page: Page) -> dict[str, Any]:
+        page.goto(f"{url}/console/tasks")  # the browser is up before the task starts
+        body = {"type": "summary", "instructions": "Summarise ankka."}
+        created = httpx.put(f"{url}/v1/agents/researcher/tasks/t1", json=body, timeout=30)
+        assert created.status_code == 201, created.text
+        page.goto(f"{url}/console/tasks/t1")
+        # Live: the notifications stream's events are listed as they come ...
+        page.wait_for_selector('#progress li[data-event="snapshot"]', state="attached")
+        page.wait_for_selector('#progress li:not([data-event="snapshot"])', state="attached")
+        # ... and the page is rendered again by the server once the task ends.
+        page.wait_for_selector('#state[data-state="completed"]', timeout=60_000)
+        bar = page.locator("svg.budget")
+        shown = {
+            "used": int(bar.get_attribute("data-used") or -1),
+            "budget": int(bar.get_attribute("data-budget") or -1),
+            "input": _cell(page, "#task-usage", "input_tokens"),
+            "output": _cell(page, "#task-usage", "output_tokens"),
+            "result": page.locator("#result").inner_text(),
+        }
+        page.screenshot(path=str(ARTIFACTS / "console-task.png"), full_page=True)
+        page.click("text=what was done (its session)")
+        shown["tool"] = page.locator('.tool-call[data-tool="lookup"]').inner_text()
+        page.goto(f"{url}/console/tasks")
+        shown["listed"] = page.locator('#tasks tr[data-task="t1"]').get_attribute("data-state")
+        return shown
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shown = in_browser(check)
+    api = httpx.get(f"{url}/v1/tasks/t1").json()
+    assert api["state"] == "completed"
+    assert (shown["used"], shown["budget"]) == (
+        api["iterations"]["used"],
+        api["iterations"]["budget"],
+    )
+    assert (shown["input"], shown["output"]) == (
+        api["usage"]["input_tokens"],
+        api["usage"]["output_tokens"],
+    )
+    assert "ankka is an agent platform for Kubernetes" in shown["result"]
+    assert 'lookup({"topic": "ankka"})' in shown["tool"]
+    assert shown["listed"] == "completed"

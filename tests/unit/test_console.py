@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -10,6 +11,7 @@ from ankka.runtime.agents import Service
 from ankka.runtime.console.charts import Bar, budget_bar, stacked_bars
 from ankka.runtime.console.pages import session_page
 from ankka.runtime.console.routes import is_loopback
+from ankka.runtime.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.console.views import session_view
 from ankka.runtime.host import Runtime, SessionSummary
 from ankka.runtime.http import create_app
@@ -23,6 +25,7 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
+from ankka.runtime.tasks.records import TaskRecord, TaskSpec, TaskState
 
 
 def _call(agent: str, model: str, tokens: int) -> ModelCall:
@@ -100,3 +103,19 @@ def test_the_budget_bar_fills_the_share_used_and_never_past_the_whole() -> None:
     assert "5 of 10 iterations" in half
     full = budget_bar(12, 10, title="iterations")
     assert 'width="432.0"' in full  # the whole track (480 less both margins), not more
+
+
+def _task(state: TaskState, **changes: object) -> TaskRecord:
+    spec = TaskSpec(agent="r", type="summary", instructions="<i>do</i>")
+    return replace(TaskRecord("t<1>", spec, state, budget=5, iterations_used=2), **changes)  # type: ignore[arg-type]
+
+
+def test_a_working_task_is_followed_live_and_a_finished_one_is_not() -> None:
+    working = task_page(_task(TaskState.IN_PROGRESS))
+    assert 'data-events="/v1/tasks/t&lt;1&gt;/notifications"' in working
+    assert 'data-used="2" data-budget="5"' in working
+    assert "&lt;i&gt;do&lt;/i&gt;" in working
+    done = task_page(_task(TaskState.FAILED, reason="no <source>"))
+    assert "data-events" not in done
+    assert "no &lt;source&gt;" in done
+    assert 'data-state="failed"' in tasks_page([_task(TaskState.FAILED)], limit=200)

@@ -1,7 +1,8 @@
 """The console's routes, mounted by :func:`ankka.runtime.http.create_app` when enabled.
 
 Reads only through the runtime's own read API (:meth:`Runtime.messages`,
-:meth:`Runtime.summary`, the journal's session list), renders with :mod:`.pages`. Access is
+:meth:`Runtime.summary`, the journal's session list; :meth:`TaskHost.get` and
+:meth:`TaskHost.recent` for tasks), renders with :mod:`.pages` and :mod:`.tasks_pages`. Access is
 loopback only: the runtime's API has no client identity off loopback yet, so a console bound
 elsewhere answers 403 to every other caller rather than show sessions to anyone.
 """
@@ -15,13 +16,17 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ankka._kernel.errors import NotFound
 from ankka.runtime.console.pages import not_found, session_page, sessions_page
+from ankka.runtime.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.console.views import session_view
 from ankka.runtime.host import Runtime
+from ankka.runtime.tasks.host import TaskHost
 
 __all__ = ["MAX_SESSIONS", "console_routes", "is_loopback"]
 
 MAX_SESSIONS = 200  # the list shows the last ones; a session's own page is always reachable
+MAX_TASKS = 200
 _SCRIPT = resources.files("ankka.runtime.console").joinpath("static/console.js").read_bytes()
 _HEADERS = {
     # Nothing but this server: the page works offline and sends nothing elsewhere.
@@ -51,7 +56,7 @@ def _refused(request: Request) -> Response | None:
     )
 
 
-def console_routes(runtime: Runtime) -> list[BaseRoute]:
+def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[BaseRoute]:
     async def sessions(request: Request) -> Response:
         if (refused := _refused(request)) is not None:
             return refused
@@ -76,6 +81,25 @@ def console_routes(runtime: Runtime) -> list[BaseRoute]:
         )
         return HTMLResponse(session_page(view), headers=_HEADERS)
 
+    async def task_list(request: Request) -> Response:
+        if (refused := _refused(request)) is not None:
+            return refused
+        records = await tasks.recent(MAX_TASKS) if tasks is not None else []
+        return HTMLResponse(tasks_page(records, limit=MAX_TASKS), headers=_HEADERS)
+
+    async def task(request: Request) -> Response:
+        if (refused := _refused(request)) is not None:
+            return refused
+        name = request.path_params["task"]
+        if tasks is None:
+            return HTMLResponse(not_found("This runtime runs no tasks."), 404, headers=_HEADERS)
+        try:
+            record = await tasks.get(name)
+        except NotFound:
+            page = not_found(f"There is no task {name!r}.")
+            return HTMLResponse(page, status_code=404, headers=_HEADERS)
+        return HTMLResponse(task_page(record), headers=_HEADERS)
+
     async def script(request: Request) -> Response:
         if (refused := _refused(request)) is not None:
             return refused
@@ -84,5 +108,7 @@ def console_routes(runtime: Runtime) -> list[BaseRoute]:
     return [
         Route("/console", sessions, methods=["GET"]),
         Route("/console/sessions/{session}", session, methods=["GET"]),
+        Route("/console/tasks", task_list, methods=["GET"]),
+        Route("/console/tasks/{task}", task, methods=["GET"]),
         Route("/console/static/console.js", script, methods=["GET"]),
     ]

@@ -310,6 +310,11 @@ class TaskHost:
             raise NotFound(f"there is no task {task!r}")
         return record
 
+    async def recent(self, limit: int) -> list[TaskRecord]:
+        """The last ``limit`` tasks created, newest first."""
+        records: list[TaskRecord] = await self.store.read(lambda tx: statements.recent(tx, limit))
+        return records
+
     async def wait(self, task: str, seconds: float) -> TaskRecord:
         """The task's record once it is final, or as it stands after ``seconds``."""
         deadline = self.clock.monotonic() + seconds
