@@ -1,9 +1,10 @@
 """The README's main job: ``ankka up``, then a question answered through the whole path.
 
 Starts ``ankka up`` (the stand-in model, the gateway over mTLS, the runtime serving
-examples.weather, the console on), asks the weather agent one question over HTTP, prints the
+examples.platform, the console on), asks the weather agent one question over HTTP, prints the
 conversation as the journal holds it and how long it took from the install command to the
-first answer, then stops everything. When the real local model is installed
+first answer, gives the researcher (an autonomous agent) one task and prints its result, then
+stops everything. When the real local model is installed
 (``bash scripts/local_model.sh``) it does the same with ``ankka up --model local`` and the
 long-chat agent (SmolLM2 cannot call tools, so the weather agent's tool path is the
 stand-in's). On a terminal it keeps the platform up for the console until Enter is pressed.
@@ -90,7 +91,23 @@ def ask(url: str, agent: str, session: str, question: str) -> dict[str, object] 
     return body
 
 
-def run_up(state: Path, question: str, agent: str, *args: str, since: float | None) -> bool:
+def give_task(url: str, task: str) -> bool:
+    body = {"type": "summary", "instructions": "Summarise ankka."}
+    created = httpx.put(f"{url}/v1/agents/researcher/tasks/{task}", json=body, timeout=30)
+    if created.status_code not in (200, 201):
+        print(f"the task was refused: {created.text}", file=sys.stderr)
+        return False
+    done = httpx.get(f"{url}/v1/tasks/{task}", params={"wait": 60}, timeout=90).json()
+    used = done["iterations"]
+    print(f"  task {task}: {done['state']} in {used['used']} of {used['budget']} iterations")
+    print(f"  result : {json.dumps(done['result'], ensure_ascii=False)}")
+    print(f"  console: {url}/console/tasks/{task}")
+    return bool(done["state"] == "completed")
+
+
+def run_up(
+    state: Path, question: str, agent: str, *args: str, since: float | None, task: bool = False
+) -> bool:
     began = time.time()
     up = Up(state, *args)
     try:
@@ -107,6 +124,9 @@ def run_up(state: Path, question: str, agent: str, *args: str, since: float | No
             took = f"{answered - since:.1f} s from the install command ({took})"
         print(f"  first answer: {took}")
         print(f"  console     : {url}/console/sessions/{session}\n")
+        if task and not give_task(url, f"demo-{int(began)}"):
+            return False
+        print()
         if sys.stdin.isatty():
             input("The platform stays up for the console: press Enter to stop it. ")
         return True
@@ -127,7 +147,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir:
         state = Path(os.environ.get("ANKKA_STATE") or Path(workdir) / "state")
         print("ankka demo: ankka up (stand-in model → gateway over mTLS → runtime)")
-        if not run_up(state, args.question, "weather", since=args.since):
+        if not run_up(state, args.question, "weather", since=args.since, task=True):
             return 1
         if args.standin_only:
             return 0

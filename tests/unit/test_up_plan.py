@@ -18,8 +18,8 @@ NOW = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
 
 def _options(model: ModelChoice = ModelChoice.STANDIN) -> Options:
     return Options(
-        target="examples.weather:service",
-        service="weather",
+        target="examples.platform:service",
+        service="platform",
         model=model,
         port=8000,
         gateway_port=8443,
@@ -88,10 +88,10 @@ def test_the_ca_is_made_once_and_the_certificates_carry_the_operators_identities
         ca,
         gateway_dir=tmp_path / "g",
         runtime_dir=tmp_path / "r",
-        service="weather",
+        service="platform",
         now=NOW,
     )
-    assert issued.runtime_uri == "ankka://service/local/weather"
+    assert issued.runtime_uri == "ankka://service/local/platform"
     for folder, uri in ((tmp_path / "g", GATEWAY_URI), (tmp_path / "r", issued.runtime_uri)):
         pair = KeyPair((folder / "tls.crt").read_text(), (folder / "tls.key").read_text())
         assert uris_of(pair.cert_pem) == [uri]

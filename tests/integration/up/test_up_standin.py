@@ -42,10 +42,21 @@ def test_the_answer_goes_through_the_gateway_with_the_runtimes_identity(
     gateway = f"https://localhost:{up.gateway_port}"
     with httpx.Client(verify=mtls(up.state)) as client:
         metrics = client.get(f"{gateway}/metrics").text
-    assert 'ankka_gateway_requests_total{caller="local/weather",model="standin"} 2.0' in metrics
+    assert 'ankka_gateway_requests_total{caller="local/platform",model="standin"} 2.0' in metrics
     received = httpx.get(f"http://127.0.0.1:{up.model_port}/_standin/requests").json()
     chats = [r for r in received["requests"] if r["path"] == "/v1/chat/completions"]
     assert len(chats) == 2
+
+    # The researcher's task goes the same way, and the console shows it.
+    body = {"type": "summary", "instructions": "Summarise ankka."}
+    put = httpx.put(f"{up.url}/v1/agents/researcher/tasks/t1", json=body, timeout=30)
+    assert put.status_code == 201, put.text
+    task = httpx.get(f"{up.url}/v1/tasks/t1", params={"wait": 60}, timeout=90).json()
+    assert task["state"] == "completed", task
+    with httpx.Client(verify=mtls(up.state)) as client:
+        metrics = client.get(f"{gateway}/metrics").text
+    assert 'ankka_gateway_requests_total{caller="local/platform",model="standin"} 4.0' in metrics
+    assert 'data-state="completed"' in httpx.get(f"{up.url}/console/tasks/t1").text
 
     # The console is on under up, and shows the session.
     page = httpx.get(f"{up.url}/console/sessions/s1")
