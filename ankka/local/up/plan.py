@@ -19,7 +19,7 @@ from ankka.operator.models import ServedModel, models_file
 from ankka.runtime.cli_serve import CONSOLE_VARIABLE
 from ankka.runtime.providers.config import ADDRESS_VARIABLE, TLS_DIR_VARIABLE
 
-__all__ = ["ModelChoice", "Options", "Part", "models_yaml", "plan"]
+__all__ = ["ModelChoice", "Options", "Part", "Probe", "models_yaml", "plan"]
 
 HOST = "127.0.0.1"
 GATEWAY_HOST = "localhost"  # the name in the gateway's certificate
@@ -49,6 +49,16 @@ class Options:
 
 
 @dataclass(frozen=True, slots=True)
+class Probe:
+    """Beyond its log line, a part is ready when ``url`` answers 200 over mTLS with the
+    certificate in ``tls_dir`` and every model it lists has capabilities (the gateway's
+    ``/readyz``: each model probed, and probed well)."""
+
+    url: str
+    tls_dir: Path
+
+
+@dataclass(frozen=True, slots=True)
 class Part:
     name: str
     what: str  # one line for the progress display
@@ -58,6 +68,7 @@ class Part:
     address: str
     log: Path
     ready_timeout: float = 60.0
+    probe: Probe | None = None
 
 
 def models_yaml(options: Options) -> str:
@@ -107,6 +118,7 @@ def plan(options: Options, state: State, environ: Mapping[str, str]) -> tuple[Pa
          "--tls-dir", str(state.tls_dir("gateway")), "--host", HOST,
          "--port", str(options.gateway_port)),
         base, options.gateway_port, gateway_address, state.log("gateway"),
+        probe=Probe(f"{gateway_address}/readyz", state.tls_dir("runtime")),
     )  # fmt: skip
     runtime_env = {
         **base,

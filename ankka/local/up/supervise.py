@@ -3,8 +3,10 @@
 Each part is a child process in a session of its own (Ctrl-C reaches the supervisor only, which
 stops the parts in reverse order: runtime, gateway, model), with its output in its log. A part
 is ready when its log shows the address it serves (ankka's servers print ``listening on URL``;
-``ankka local-model`` prints ``serving MODEL at URL``). A part that exits, or is not ready in
-time, fails the start with its name, why, and its log's path and last lines.
+``ankka local-model`` prints ``serving MODEL at URL``) and, for the gateway, once its
+``/readyz`` says every model was probed well (asked over mTLS with the runtime's
+certificate). A part that exits, or is not ready in time, fails the start with its name, why,
+and its log's path and last lines.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -23,8 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx2
+
 from ankka._kernel.errors import AnkkaError, ConfigurationError
-from ankka.local.up.plan import HOST, Part
+from ankka.local.up.plan import HOST, Part, Probe
 
 __all__ = ["PartFailed", "PortInUse", "Running", "check_ports", "start_part", "stop", "tail"]
 
@@ -106,6 +111,28 @@ def _ready_address(log: Path) -> str | None:
     return match.group(1) if match else None
 
 
+def _not_ready(probe: Probe) -> str | None:
+    """Why the gateway is not ready yet (its /readyz), or None once every model is probed
+    well."""
+    context = ssl.create_default_context(cafile=str(probe.tls_dir / "ca.crt"))
+    context.load_cert_chain(str(probe.tls_dir / "tls.crt"), str(probe.tls_dir / "tls.key"))
+    try:
+        with httpx2.Client(verify=context, timeout=5.0) as client:
+            answer = client.get(probe.url)
+        body = answer.json()
+    except (httpx2.HTTPError, ValueError) as exc:
+        return f"{probe.url} did not answer: {exc}"
+    models = body.get("models", {}) if isinstance(body, dict) else {}
+    waiting = [
+        f"model {name!r}: {m.get('error') or 'not probed yet'}"
+        for name, m in models.items()
+        if not isinstance(m, dict) or m.get("capabilities") is None
+    ]
+    if answer.status_code == 200 and not waiting:
+        return None
+    return "; ".join(waiting) or f"{probe.url} answered {answer.status_code}"
+
+
 def start_part(
     part: Part,
     *,
@@ -128,13 +155,19 @@ def start_part(
         )
     running = Running(part, process, 0.0)
     try:
-        while _ready_address(part.log) is None:
+        waiting: str | None = "its log shows no address yet"
+        while waiting is not None:
             code = process.poll()
             if code is not None:
                 raise PartFailed(part, f"exited with code {code} before it was ready")
             if clock() - began > part.ready_timeout:
-                raise PartFailed(part, f"was not ready within {part.ready_timeout:.0f} s")
+                raise PartFailed(
+                    part, f"was not ready within {part.ready_timeout:.0f} s ({waiting})"
+                )
             sleep(0.05)
+            if _ready_address(part.log) is None:
+                continue
+            waiting = _not_ready(part.probe) if part.probe is not None else None
     except BaseException:
         stop([running])
         raise
