@@ -45,6 +45,10 @@ def test_the_runtime_reaches_its_model_as_an_installation_model_through_the_gate
     assert runtime.env["HOME"] == "/home/me"
     assert "--tls-dir" in gateway.command
     assert "--insecure" not in gateway.command
+    # The gateway is ready once its /readyz, asked with the runtime's own certificate, is.
+    assert gateway.probe is not None
+    assert gateway.probe.url == "https://localhost:8443/readyz"
+    assert gateway.probe.tls_dir == tmp_path / "tls" / "runtime"
     assert [p.port for p in (model, gateway, runtime)] == [8090, 8443, 8000]
 
 
