@@ -117,7 +117,10 @@ def test_a_port_in_use_names_the_part_and_the_port(up_state: Path) -> None:
         taken.listen(1)
         port = taken.getsockname()[1]
         up = start_up(up_state, "--gateway-port", str(port), ready="ankka up: up in")
-        code = up.wait(30)
+        try:
+            code = up.wait(30)
+        finally:
+            up.stop()  # a test that fails leaves no up behind
     assert code == 1
     assert f"the gateway's port {port} on 127.0.0.1 is in use" in up.text
     assert "--gateway-port" in up.text
@@ -130,7 +133,10 @@ def test_a_part_that_fails_stops_the_others_and_names_its_log(
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"turns": [{"nonsense": 1}]}))
     up = start_up(up_state, "--script", str(broken))
-    assert up.wait(30) == 1
+    try:
+        assert up.wait(30) == 1
+    finally:
+        up.stop()
     log = up_state / "logs" / "model.log"
     assert "the model (the stand-in model (broken.json)) exited with code 2" in up.text
     assert str(log) in up.text
