@@ -106,7 +106,7 @@ def test_helm_install_prints_the_next_commands(helm_release: str) -> None:
         ("agent.spec", "the image and module to run"),
         ("agent.spec.models.model", "name at the hosted provider"),
         ("installationmodel.spec.server.args", "The container's arguments"),
-        ("task.spec.iterationBudget", "Most model turns"),
+        ("task.spec.dependsOn", "must complete first"),
     ],
 )
 def test_kubectl_explain_documents_the_fields(
