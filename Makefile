@@ -55,6 +55,8 @@ bench: install
 	$(BIN)/python bench/turn_overhead.py
 	$(BIN)/python bench/turn_cpu.py
 	$(BIN)/python bench/provider_overhead.py
+	$(BIN)/python bench/compaction.py
+	$(BIN)/python bench/mcp_overhead.py
 
 ## The gateway against direct and the LiteLLM proxy. LiteLLM lives in a venv of its own: its
 ## pins would downgrade packages in .venv.

@@ -7,7 +7,10 @@ three ways to reach it, measured in the same run so the ratios mean something on
 - ``ankka``: ``ankka gateway --insecure`` in front of it (the capability check, metrics and
   the stream relay all on; TLS off, as for the others);
 - ``litellm``: the LiteLLM proxy in front of it (extra ``bench-litellm``, best in its own venv;
-  started offline).
+  started offline);
+- ``baseline`` (with ``--baseline DIR``): the gateway of another checkout (say main's), run
+  with the same options in the same rounds, so a change is measured before/after under the
+  same load.
 
 Each is driven plain and streaming, at concurrency 1 and 64, for ``--seconds`` each after a
 warm-up. The load generator is a minimal HTTP/1.1 keep-alive client on asyncio (one connection
@@ -15,6 +18,10 @@ per concurrent worker), so it costs the machine as little as possible and the sa
 Before each run the stand-in's script is replaced with enough turns (``PUT /_standin/script``),
 since a finite script answers 418 when it runs out. Streaming requests ask for usage themselves,
 so the upstream does the same work whichever way it is reached.
+
+Besides rates and latencies, the table gives the CPU time the serving process (the stand-in for
+``direct``, the gateway alone for the gateways) spent per request, read from ``/proc``: on a
+shared machine it moves far less with the load than req/s does.
 
 Run: ``python bench/gateway_overhead.py`` (``--help`` for options). Prints a table and the
 three ratios the gateway is held to (docs/benchmarks.md, "Gateway overhead").
@@ -58,6 +65,7 @@ class Result:
     seconds: float
     p50_ms: float
     p99_ms: float
+    cpu_us: float  # the serving process's CPU time per request; nan when unknown
 
     @property
     def rps(self) -> float:
@@ -262,13 +270,43 @@ def free_port() -> int:
 # ------------------------------------------------------------------ the run
 
 
+@dataclass(frozen=True)
+class Target:
+    url: str
+    pid: int | None  # the serving process, for its CPU time
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process (Linux ``/proc``); nan elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, TypeError):
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_once(
-    name: str, url: str, standin: str, stream: bool, concurrency: int, args: argparse.Namespace
+    name: str,
+    target: Target,
+    standin: str,
+    stream: bool,
+    concurrency: int,
+    args: argparse.Namespace,
 ) -> Result:
     load_script(standin, args.turns)
+    before = cpu_seconds(target.pid)
     latencies, errors, seconds = asyncio.run(
-        drive(url, stream=stream, concurrency=concurrency, seconds=args.seconds, warmup=args.warmup)
+        drive(
+            target.url,
+            stream=stream,
+            concurrency=concurrency,
+            seconds=args.seconds,
+            warmup=args.warmup,
+        )
     )
+    # The warm-up's requests are served too but not counted: count them out of the CPU time
+    # by its share of the run (the rate is steady once warm).
+    used = (cpu_seconds(target.pid) - before) * args.seconds / (args.seconds + args.warmup)
     ms = sorted(x * 1000 for x in latencies) or [float("nan")]
     return Result(
         name,
@@ -279,6 +317,7 @@ def run_once(
         seconds,
         statistics.median(ms),
         ms[min(len(ms) - 1, int(len(ms) * 0.99))],
+        used * 1e6 / len(latencies) if latencies else float("nan"),
     )
 
 
@@ -297,10 +336,11 @@ def median_of(runs: list[Result]) -> Result:
         chosen.seconds,
         p50,
         chosen.p99_ms,
+        statistics.median(r.cpu_us for r in runs),
     )
 
 
-def measure(targets: dict[str, str], standin: str, args: argparse.Namespace) -> list[Result]:
+def measure(targets: dict[str, Target], standin: str, args: argparse.Namespace) -> list[Result]:
     """Every scenario, each target in turn, ``--rounds`` times; the median round of each.
 
     Interleaving the targets within each round means a burst of load from elsewhere on the
@@ -311,8 +351,8 @@ def measure(targets: dict[str, str], standin: str, args: argparse.Namespace) -> 
         for concurrency in args.concurrency:
             runs: dict[str, list[Result]] = {name: [] for name in targets}
             for _ in range(args.rounds):
-                for name, url in targets.items():
-                    runs[name].append(run_once(name, url, standin, stream, concurrency, args))
+                for name, target in targets.items():
+                    runs[name].append(run_once(name, target, standin, stream, concurrency, args))
             for name in targets:
                 result = median_of(runs[name])
                 results.append(result)
@@ -324,7 +364,7 @@ def row(r: Result) -> str:
     mode = "stream" if r.stream else "plain"
     return (
         f"| {r.target:8} | {mode:6} | {r.concurrency:>3} | {r.rps:>8.0f} | {r.p50_ms:>7.2f} | "
-        f"{r.p99_ms:>7.2f} | {r.errors:>6} |"
+        f"{r.p99_ms:>7.2f} | {r.cpu_us:>10.0f} | {r.errors:>6} |"
     )
 
 
@@ -352,6 +392,15 @@ def summary(results: list[Result], concurrency: list[int]) -> list[str]:
             lines.append(
                 f"{mode}, c={high}: gateway/LiteLLM = {ankka.rps / litellm.rps:.1f}x (goal >= 4)"
             )
+        for c in concurrency:
+            ankka, baseline = get("ankka", stream, c), get("baseline", stream, c)
+            if ankka and baseline:
+                added = ankka.p50_ms - baseline.p50_ms
+                lines.append(
+                    f"{mode}, c={c}: ankka vs baseline: p50 {added:+.2f} ms, "
+                    f"req/s {ankka.rps / baseline.rps:.2f}x, "
+                    f"CPU/request {ankka.cpu_us / baseline.cpu_us:.2f}x"
+                )
     return lines
 
 
@@ -364,6 +413,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=60_000, help="script turns per run")
     parser.add_argument("--litellm", metavar="PATH", help="the LiteLLM proxy's `litellm` program")
     parser.add_argument("--skip-litellm", action="store_true", help="measure direct and ankka")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        type=Path,
+        help="also measure the gateway of this checkout (e.g. main's), in the same rounds",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -389,17 +444,30 @@ def main(argv: list[str] | None = None) -> int:
         )
         stack.callback(gateway.stop)
         wait_http(f"{gateway.url}/readyz", what="the ankka gateway")
-        targets = {"direct": standin.url, "ankka": gateway.url}
+        targets = {
+            "direct": Target(standin.url, standin.process.pid),
+            "ankka": Target(gateway.url, gateway.process.pid),
+        }
+        if args.baseline is not None:
+            # `python -m ankka` from the other checkout's root imports that checkout's ankka.
+            base = start(
+                ankka_command("gateway", "--models", str(models), "--insecure", "--port", "0"),
+                cwd=args.baseline.resolve(),
+            )
+            stack.callback(base.stop)
+            wait_http(f"{base.url}/readyz", what=f"the gateway of {args.baseline}")
+            targets["baseline"] = Target(base.url, base.process.pid)
         if not args.skip_litellm:
             program = litellm_command(args.litellm)
-            targets["litellm"] = stack.enter_context(litellm_proxy(standin.url, work, program))
+            url = stack.enter_context(litellm_proxy(standin.url, work, program))
+            targets["litellm"] = Target(url, None)
         load = os.getloadavg()[0]
         print(
             f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.1f}; "
             f"{args.seconds:g} s per run, median of {args.rounds} interleaved rounds"
         )
-        print("| target   | mode   |   c |    req/s | p50 ms  | p99 ms  | errors |")
-        print("|----------|--------|-----|----------|---------|---------|--------|")
+        print("| target   | mode   |   c |    req/s | p50 ms  | p99 ms  | CPU µs/req | errors |")
+        print("|----------|--------|-----|----------|---------|---------|------------|--------|")
         results = measure(targets, standin.url, args)
     print()
     for line in summary(results, args.concurrency):

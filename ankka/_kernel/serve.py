@@ -16,9 +16,11 @@ its httptools protocol is extended here for that one field.
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import ssl
 import sys
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -71,7 +73,22 @@ async def serve_forever(
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)
-    await server.serve(sockets=[sock])
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+    # it found. Under the default disposition that kills the process before the caller's own
+    # clean-up runs (closing the store, ending MCP sessions); a handler that does nothing lets
+    # serve() return instead, so the caller's ``finally`` runs and the exit status is 0.
+    previous = _quiet_sigterm()
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _quiet_sigterm() -> signal.Handlers | Callable[..., Any] | int | None:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, lambda *_: None)
 
 
 def _tls_identity_protocol() -> type[asyncio.Protocol]:

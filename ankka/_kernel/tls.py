@@ -23,6 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ankka._kernel.errors import ConfigurationError
+
 __all__ = ["ReloadingServerTLS", "TLSFilesError", "peer_uri_sans"]
 
 log = logging.getLogger("ankka.tls")
@@ -32,8 +34,14 @@ KEY_FILE = "tls.key"
 CA_FILE = "ca.crt"
 
 
-class TLSFilesError(Exception):
-    """The certificate, key or CA cannot be loaded; the message names the directory."""
+class TLSFilesError(ConfigurationError):
+    """The certificate, key or CA cannot be loaded; the message names the directory.
+
+    Whoever mounts the certificate directory must fix it (in a cluster: the operator's
+    Secret, mounted without ``subPath``).
+    """
+
+    kind = "tls_files_error"
 
 
 def _stamp(path: Path) -> tuple[int, int, int]:

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ankka._kernel.errors import AnkkaError
+
 __all__ = [
     "Capability",
     "ModelCapabilities",
@@ -186,8 +188,14 @@ def missing_for_request(
     return None
 
 
-class ProbeError(Exception):
-    """A model's capabilities could not be learned; says which model and why."""
+class ProbeError(AnkkaError):
+    """A model's capabilities could not be learned; says which model and why.
+
+    Whoever serves the model must act (it is down, or answers something else than its kind).
+    """
+
+    kind = "probe_failed"
+    status = 502
 
     def __init__(self, model: str, reason: str) -> None:
         super().__init__(f"could not learn what model {model!r} can do: {reason}")
@@ -202,7 +210,7 @@ class _Response(Protocol):
 
 
 class HTTPClient(Protocol):
-    """The two calls a probe makes; an ``httpx.AsyncClient`` satisfies it."""
+    """The two calls a probe makes; an ``httpx2.AsyncClient`` satisfies it."""
 
     async def get(self, url: str) -> Any: ...
 

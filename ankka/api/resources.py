@@ -21,6 +21,7 @@ __all__ = [
     "AgentModel",
     "AgentSpec",
     "AgentStatus",
+    "Compaction",
     "Condition",
     "ConditionStatus",
     "EnvVar",
@@ -28,6 +29,8 @@ __all__ = [
     "InstallationModel",
     "InstallationModelSpec",
     "InstallationModelStatus",
+    "McpApproval",
+    "McpHeader",
     "McpServer",
     "ModelEndpoint",
     "ModelServer",
@@ -169,9 +172,58 @@ class EnvVar(_Wire):
     value: str = ""
 
 
+class McpHeader(_Wire):
+    """A header sent with every request to an MCP server; its value is a Secret's key."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*$",
+        max_length=64,
+        description="The header's name, e.g. Authorization (becomes ..._HEADER_AUTHORIZATION).",
+    )
+    secret_key_ref: SecretKeyRef
+
+
+class McpApproval(_Wire):
+    """Which of a server's tools need a decision before they run: all, or the named ones."""
+
+    all: bool = False
+    tools: list[str] = Field(default_factory=list)
+
+
 class McpServer(_Wire):
-    name: str = Field(pattern=r"^[a-z0-9_-]+$")
-    url: str = Field(pattern=r"^https?://")
+    """An MCP server the agent's code lists by name; rendered as ANKKA_MCP_<NAME>_*."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=40)
+    url: str = Field(pattern=r"^https?://", description="The Streamable HTTP endpoint.")
+    headers: list[McpHeader] = Field(default_factory=list)
+    requires_approval: McpApproval | None = None
+
+
+class Compaction(_Wire):
+    """Compaction of the agents' sessions; overrides, field by field, what the code declares.
+
+    Rendered on the runtime container as ``ANKKA_COMPACTION_LIMIT_CHARS``, ``_START_CHARS``,
+    ``_KEEP_MESSAGES``, ``_MODEL`` and ``_INSTRUCTIONS``. An agent that declares no compaction
+    is compacted when ``limitChars`` is set here.
+    """
+
+    limit_chars: int | None = Field(
+        default=None,
+        ge=100,
+        description="What the model is sent from memory stays under this many characters.",
+    )
+    start_chars: int | None = Field(
+        default=None, ge=1, description="Compaction starts past this (default: 3/4 of the limit)."
+    )
+    keep_messages: int | None = Field(
+        default=None, ge=0, le=10000, description="Recent messages kept verbatim."
+    )
+    model: str | None = Field(
+        default=None, pattern=_MODEL_NAME, description="The named model that summarises."
+    )
+    instructions: str | None = Field(
+        default=None, min_length=1, max_length=20000, description="What the summariser is told."
+    )
 
 
 class AgentRuntime(_Wire):
@@ -198,6 +250,7 @@ class AgentSpec(_Wire):
     runtime: AgentRuntime | None = Field(
         default=None, description="How the operator reaches the runtime (see runtime.address)."
     )
+    compaction: Compaction | None = None
 
 
 class AgentStatus(_Wire):

@@ -18,11 +18,12 @@ import json
 from types import TracebackType
 from typing import Any
 
-import httpx
+import httpx2
 
+from ankka._kernel.clock import Clock, SystemClock
 from ankka.api.capabilities import to_ollama_show
 from ankka.gateway import check
-from ankka.gateway.forward import forward
+from ankka.gateway.forward import Exchange
 from ankka.gateway.limits import QueueFull
 from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
 from ankka.gateway.models_file import Models, ModelsFile
@@ -55,12 +56,14 @@ class Gateway:
         *,
         models_file: ModelsFile | None = None,
         max_body: int = DEFAULT_MAX_BODY,
+        clock: Clock | None = None,
     ) -> None:
         self.max_body = max_body
+        self._clock: Clock = clock or SystemClock()
         self.metrics = GatewayMetrics()
         self._models_file = models_file
         self._initial = models
-        self._client: httpx.AsyncClient | None = None  # probes only: rare, not on the hot path
+        self._client: httpx2.AsyncClient | None = None  # probes only: rare, not on the hot path
         self._pool = Pool()
         self._registry: Registry | None = None
         self._maintainer: asyncio.Task[None] | None = None
@@ -72,11 +75,11 @@ class Gateway:
         return self._registry
 
     async def __aenter__(self) -> Gateway:
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(10.0),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=0),
+        self._client = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(10.0),
+            limits=httpx2.Limits(max_connections=64, max_keepalive_connections=0),
         )
-        self._registry = Registry(self._initial, self._client)
+        self._registry = Registry(self._initial, self._client, clock=self._clock)
         self._maintainer = asyncio.get_running_loop().create_task(
             self._registry.maintain(self._models_file), name="ankka-gateway-maintain"
         )
@@ -221,19 +224,20 @@ class Gateway:
         gauge = self.metrics.in_flight_of(spec.name)
         gauge.inc()
         try:
-            outcome = await forward(
-                self._pool,
-                spec,
-                upstream.endpoint,
-                check.forward_body(raw, request, upstream_model=spec.upstream_model),
+            exchange = Exchange(
+                pool=self._pool,
+                spec=spec,
+                endpoint=upstream.endpoint,
+                body=check.forward_body(raw, request, upstream_model=spec.upstream_model),
                 stream=request.stream,
                 receive=receive,
                 send=send,
                 metrics=self.metrics,
-                of=self.metrics.of(spec.name, caller),
                 caller=caller,
+                clock=self._clock,
             )
-            if outcome.upstream_failed:
+            await exchange.run()
+            if exchange.upstream_failed:
                 self.registry.upstream_failed(upstream)
         finally:
             gauge.dec()

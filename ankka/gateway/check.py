@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ankka._kernel.errors import RequestError
 from ankka.api.capabilities import ModelCapabilities, missing_for_request
 
 __all__ = ["BadRequest", "Inspected", "Refusal", "forward_body", "inspect", "refusal"]
@@ -24,13 +25,14 @@ _IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 _NO_EFFORT = frozenset({"none"})
 
 
-class BadRequest(Exception):
+class BadRequest(RequestError):
     """The body cannot be routed at all; ``code`` is the OpenAI-style error code."""
+
+    status = 400
 
     def __init__(self, code: str, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.code = code
-        self.message = message
         self.param = param
 
 

@@ -90,7 +90,7 @@ def _refuse(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
+    from ankka._kernel.tls import ReloadingServerTLS
     from ankka.gateway.app import Gateway
     from ankka.gateway.health import HealthPort
     from ankka.gateway.models_file import ModelsFile
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             "choose --tls-dir DIR (mTLS, for the cluster) or --insecure (plain HTTP, a laptop)"
         )
     logging.basicConfig(level=logging.INFO, format="ankka gateway: %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request costs time
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per request costs time
     models_file = ModelsFile(args.models)
     try:
         models = models_file.load()
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             if args.tls_dir
             else None
         )
-    except (AnkkaError, TLSFilesError) as exc:
+    except AnkkaError as exc:  # a bad models file or TLS directory
         return _refuse(str(exc))
     host = args.host or ("0.0.0.0" if tls is not None else "127.0.0.1")
     sock = serve.bind(host, args.port)

@@ -16,9 +16,8 @@ import asyncio
 import contextlib
 import logging
 import re
-import time
-from dataclasses import dataclass
 
+from ankka._kernel.clock import Clock
 from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
 from ankka.gateway.models_file import ModelSpec
 from ankka.gateway.upstream import (
@@ -31,7 +30,7 @@ from ankka.gateway.upstream import (
 )
 from ankka.gateway.wire import Receive, Send, error_body, send_bytes, send_error
 
-__all__ = ["Forwarded", "forward"]
+__all__ = ["Exchange"]
 
 log = logging.getLogger("ankka.gateway")
 
@@ -43,17 +42,6 @@ _STREAM_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-
-
-@dataclass(slots=True)
-class Forwarded:
-    """How a forwarded request ended, for the caller of :func:`forward` to act on."""
-
-    upstream_failed: bool = False
-    # Set just before the last byte is handed to the server: from then on a disconnect
-    # message means "answered", not "the caller left".
-    answered: bool = False
-    caller_left: bool = False
 
 
 def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> None:
@@ -95,140 +83,162 @@ def _failure(spec: ModelSpec, exc: UpstreamError) -> tuple[int, str, str, str]:
     )
 
 
-async def forward(
-    pool: Pool,
-    spec: ModelSpec,
-    endpoint: Endpoint,
-    body: bytes,
-    *,
-    stream: bool,
-    receive: Receive,
-    send: Send,
-    metrics: GatewayMetrics,
-    of: ModelCallerMetrics,
-    caller: str,
-) -> Forwarded:
-    """Send ``body`` to ``spec``'s server and relay its answer to ``send``.
+class Exchange:
+    """One forwarded request: what is sent where, for whom, and how it ended.
 
-    For as long as it runs, a watcher waits for the caller's disconnect and cancels it, so an
-    abandoned request stops at once, whether it is waiting for the upstream's first byte or
-    relaying a stream; cancelling closes the upstream connection.
+    Built by the gateway for each checked request and run once (:meth:`run`); ``upstream_failed``,
+    ``answered`` and ``caller_left`` are read after it returns. Everything the relay needs is
+    an attribute, so the steps (send, relay whole, relay a stream, fail) take no parameters.
     """
-    outcome = Forwarded()
-    me = asyncio.current_task()
-    assert me is not None
 
-    async def watch_disconnect() -> None:
+    __slots__ = (
+        "_started",
+        "answered",
+        "body",
+        "caller",
+        "caller_left",
+        "clock",
+        "endpoint",
+        "metrics",
+        "of",
+        "pool",
+        "receive",
+        "send",
+        "spec",
+        "stream",
+        "upstream_failed",
+    )
+
+    def __init__(
+        self,
+        *,
+        pool: Pool,
+        spec: ModelSpec,
+        endpoint: Endpoint,
+        body: bytes,
+        stream: bool,
+        receive: Receive,
+        send: Send,
+        metrics: GatewayMetrics,
+        caller: str,
+        clock: Clock,
+    ) -> None:
+        self.pool = pool
+        self.spec = spec
+        self.endpoint = endpoint
+        self.body = body
+        self.stream = stream
+        self.receive = receive
+        self.send = send
+        self.metrics = metrics
+        self.of: ModelCallerMetrics = metrics.of(spec.name, caller)
+        self.caller = caller
+        self.clock = clock
+        # The model's server could not be reached or answered 5xx: its model is re-probed.
+        self.upstream_failed = False
+        # Set just before the last byte is handed to the server: from then on a disconnect
+        # message means "answered", not "the caller left".
+        self.answered = False
+        self.caller_left = False
+        self._started = 0.0
+
+    async def run(self) -> None:
+        """Send the body to the model's server and relay its answer.
+
+        For as long as it runs, a watcher waits for the caller's disconnect and cancels it, so
+        an abandoned request stops at once, whether it is waiting for the upstream's first byte
+        or relaying a stream; cancelling closes the upstream connection.
+        """
+        me = asyncio.current_task()
+        assert me is not None
+        watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(me))
+        self._started = self.clock.monotonic()
+        try:
+            await self._exchange()
+        except asyncio.CancelledError:
+            if not self.caller_left:
+                raise
+            me.uncancel()
+            self.metrics.caller_left(self.spec.name, self.caller)
+            log.info(
+                "model %r: the caller left; the upstream request was cancelled", self.spec.name
+            )
+        finally:
+            self.answered = True
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self.of.latency.observe(self.clock.monotonic() - self._started)
+
+    async def _watch_disconnect(self, me: asyncio.Task[object]) -> None:
         # The request body was read whole, so the next message is the disconnect.
-        while (await receive())["type"] != "http.disconnect":
+        while (await self.receive())["type"] != "http.disconnect":
             pass
-        if not outcome.answered:
-            outcome.caller_left = True
+        if not self.answered:
+            self.caller_left = True
             me.cancel()
 
-    watcher = asyncio.get_running_loop().create_task(watch_disconnect())
-    started = time.perf_counter()
-    try:
-        await _exchange(pool, spec, endpoint, body, stream, send, metrics, of, caller, outcome)
-    except asyncio.CancelledError:
-        if not outcome.caller_left:
-            raise
-        me.uncancel()
-        metrics.caller_left(spec.name, caller)
-        log.info("model %r: the caller left; the upstream request was cancelled", spec.name)
-    finally:
-        outcome.answered = True
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-        of.latency.observe(time.perf_counter() - started)
-    return outcome
+    def _failed(self, exc: UpstreamError) -> tuple[int, str, str]:
+        """Count a transport failure; (status, code, message) to answer it with."""
+        status, code, message, kind = _failure(self.spec, exc)
+        self.metrics.upstream_error(self.spec.name, self.caller, kind)
+        self.answered = True
+        return status, code, message
 
+    async def _exchange(self) -> None:
+        spec = self.spec
+        try:
+            response = await self.pool.post(
+                self.endpoint,
+                self.body,
+                connect_timeout=_CONNECT_TIMEOUT_S,
+                read_timeout=spec.timeout_s,
+            )
+        except UpstreamError as exc:
+            log.warning("model %r at %s: %s", spec.name, spec.url, exc)
+            self.upstream_failed = isinstance(exc, ConnectFailed)
+            status, code, message = self._failed(exc)
+            await send_error(self.send, status, message, code=code)
+            return
+        try:
+            if self.stream and response.status == 200:
+                await self._relay_stream(response)
+            else:
+                await self._relay_whole(response)
+                if response.status >= 500:
+                    self.upstream_failed = True
+        finally:
+            response.close()
 
-async def _exchange(
-    pool: Pool,
-    spec: ModelSpec,
-    endpoint: Endpoint,
-    body: bytes,
-    stream: bool,
-    send: Send,
-    metrics: GatewayMetrics,
-    of: ModelCallerMetrics,
-    caller: str,
-    outcome: Forwarded,
-) -> None:
-    try:
-        response = await pool.post(
-            endpoint, body, connect_timeout=_CONNECT_TIMEOUT_S, read_timeout=spec.timeout_s
-        )
-    except UpstreamError as exc:
-        status, code, message, kind = _failure(spec, exc)
-        log.warning("model %r at %s: %s", spec.name, spec.url, exc)
-        metrics.upstream_error(spec.name, caller, kind)
-        outcome.upstream_failed = kind == "unavailable"
-        outcome.answered = True
-        await send_error(send, status, message, code=code)
-        return
-    try:
-        if stream and response.status == 200:
-            await _relay_stream(response, spec, send, metrics, of, caller, outcome)
-        else:
-            await _relay_whole(response, spec, send, metrics, of, caller, outcome)
-            if response.status >= 500:
-                outcome.upstream_failed = True
-    finally:
-        response.close()
+    async def _relay_whole(self, response: Response) -> None:
+        try:
+            content = await response.read()
+        except UpstreamError as exc:
+            status, code, message = self._failed(exc)
+            await send_error(self.send, status, message, code=code)
+            return
+        if response.status >= 500:
+            self.metrics.upstream_error(self.spec.name, self.caller, f"http_{response.status}")
+        elif response.status == 200:
+            _count_usage(content[-2048:], self.of)
+        content_type = response.header(b"content-type", b"application/json")
+        self.answered = True
+        await send_bytes(self.send, response.status, content, content_type=content_type)
 
-
-async def _relay_whole(
-    response: Response,
-    spec: ModelSpec,
-    send: Send,
-    metrics: GatewayMetrics,
-    of: ModelCallerMetrics,
-    caller: str,
-    outcome: Forwarded,
-) -> None:
-    try:
-        content = await response.read()
-    except UpstreamError as exc:
-        status, code, message, kind = _failure(spec, exc)
-        metrics.upstream_error(spec.name, caller, kind)
-        outcome.answered = True
-        await send_error(send, status, message, code=code)
-        return
-    if response.status >= 500:
-        metrics.upstream_error(spec.name, caller, f"http_{response.status}")
-    elif response.status == 200:
-        _count_usage(content[-2048:], of)
-    content_type = response.header(b"content-type", b"application/json")
-    outcome.answered = True
-    await send_bytes(send, response.status, content, content_type=content_type)
-
-
-async def _relay_stream(
-    response: Response,
-    spec: ModelSpec,
-    send: Send,
-    metrics: GatewayMetrics,
-    of: ModelCallerMetrics,
-    caller: str,
-    outcome: Forwarded,
-) -> None:
-    previous = b""
-    last = b""
-    await send({"type": "http.response.start", "status": 200, "headers": _STREAM_HEADERS})
-    try:
-        async for chunk in response.chunks():
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            previous, last = last, chunk
-    except UpstreamError as exc:
-        _, code, message, kind = _failure(spec, exc)
-        metrics.upstream_error(spec.name, caller, kind)
-        outcome.answered = True
-        event = b"data: " + error_body(502, message, code=code) + b"\n\n"
-        await send({"type": "http.response.body", "body": event, "more_body": False})
-        return
-    outcome.answered = True
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
-    _count_usage(previous + last, of)
+    async def _relay_stream(self, response: Response) -> None:
+        send = self.send
+        previous = b""
+        last = b""
+        await send({"type": "http.response.start", "status": 200, "headers": _STREAM_HEADERS})
+        try:
+            async for chunk in response.chunks():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                previous, last = last, chunk
+        except UpstreamError as exc:
+            _, code, message = self._failed(exc)
+            event = b"data: " + error_body(502, message, code=code) + b"\n\n"
+            await send({"type": "http.response.body", "body": event, "more_body": False})
+            return
+        self.answered = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        _count_usage(previous + last, self.of)

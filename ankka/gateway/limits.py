@@ -13,14 +13,21 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from ankka._kernel.errors import Refused
+
 __all__ = ["ConcurrencyLimit", "QueueFull"]
 
 
-class QueueFull(Exception):
-    """No slot and no room to wait."""
+class QueueFull(Refused):
+    """No slot and no room to wait: refused on purpose; the caller retries later."""
+
+    kind = "queue_full"
+    status = 429
 
     def __init__(self, limit: int, queue: int) -> None:
-        super().__init__(f"{limit} request(s) in flight and {queue} waiting")
+        super().__init__(
+            f"{limit} request(s) in flight and {queue} waiting", by="the concurrency limit"
+        )
         self.limit = limit
         self.queue = queue
 

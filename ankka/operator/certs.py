@@ -19,6 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ankka._kernel.errors import ConfigurationError
+
 __all__ = [
     "GATEWAY_URI",
     "KeyPair",
@@ -114,7 +116,7 @@ def issue(
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError("the CA key is not an EC key; recreate the CA Secret")
+        raise ConfigurationError("the CA key is not an EC key; recreate the CA Secret")
     key = _new_key()
     sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(uri)]
     sans += [x509.DNSName(n) for n in dns_names]

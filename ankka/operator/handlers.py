@@ -17,6 +17,11 @@ What triggers what:
 - Task created or seen at start → a daemon hands it to its Agent's runtime and follows it until
   it is final (``task_reconcile``); deleted → cancelled at the runtime. Tasks, unlike the other
   resources, carry kopf's finalizer: the daemon and the cancellation need it.
+
+No module state: the startup handler reads the settings (``ANKKA_*``, so importing this module
+reads nothing), builds the :class:`~ankka.operator.reconcile.Platform` and starts the periodic
+loop, and keeps both in kopf's operator-level memo. kopf gives every resource handler a shallow
+copy of that memo, so each sees the one platform; ``served`` in a model's own memo is per object.
 """
 
 from __future__ import annotations
@@ -26,30 +31,32 @@ import contextlib
 import logging
 from typing import Any
 
-import httpx
+import httpx2
 import kopf
 
+from ankka._kernel.errors import ConfigurationError
 from ankka.api.resources import GROUP, VERSION
 from ankka.operator import periodic, reconcile, task_reconcile
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import condition_status
 from ankka.operator.settings import Settings
 
-SETTINGS = Settings.from_env()
 log = logging.getLogger("ankka.operator")
 
-_PLATFORM: list[reconcile.Platform] = []
-_LOOP: list[asyncio.Task[None]] = []  # owned: created by startup, cancelled by cleanup
+_PLATFORM = "ankka_platform"
+_PERIODIC = "ankka_periodic"  # owned: created by startup, cancelled and awaited by cleanup
 
 
-def platform() -> reconcile.Platform:
-    if not _PLATFORM:
+def platform(memo: kopf.Memo) -> reconcile.Platform:
+    """The platform the startup handler put in the operator's memo."""
+    p = memo.get(_PLATFORM)
+    if not isinstance(p, reconcile.Platform):
         raise RuntimeError("the operator's startup handler has not run")
-    return _PLATFORM[0]
+    return p
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # Progress and diff-base in annotations under our own prefix: the structural schema prunes
     # unknown status fields, so kopf's default status storage would be silently dropped.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -58,25 +65,45 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.posting.enabled = False  # no Events: the status conditions say it all
     settings.watching.server_timeout = 300
-    kube = Kube.from_environment(field_manager=SETTINGS.field_manager)
-    p = reconcile.Platform(kube, SETTINGS)
-    _PLATFORM[:] = [p]
-    await reconcile.ensure_ca(p)
-    await reconcile.ensure_gateway_certificate(p)
-    _LOOP[:] = [asyncio.create_task(periodic.run(p), name="ankka-periodic")]
-    log.info("ankka operator started; platform namespace %s", SETTINGS.namespace)
+    await start(memo)
+
+
+async def start(memo: kopf.Memo) -> None:
+    """Read the settings, build the platform, load the CA, start the periodic loop."""
+    try:
+        ours = Settings.from_env()
+    except ConfigurationError as exc:  # retrying cannot fix a setting: stop, saying which
+        raise kopf.PermanentError(str(exc)) from exc
+    p = reconcile.Platform(Kube.from_environment(field_manager=ours.field_manager), ours)
+    try:
+        await reconcile.ensure_ca(p)
+        await reconcile.ensure_gateway_certificate(p)
+    except ConfigurationError as exc:  # a CA Secret holding no usable CA
+        p.kube.close()
+        raise kopf.PermanentError(str(exc)) from exc
+    except BaseException:  # kopf retries the startup handler; that attempt builds its own
+        p.kube.close()
+        raise
+    memo[_PLATFORM] = p
+    memo[_PERIODIC] = asyncio.create_task(periodic.run(p), name="ankka-periodic")
+    log.info("ankka operator started; platform namespace %s", ours.namespace)
 
 
 @kopf.on.cleanup()
-async def cleanup(**_: Any) -> None:
-    for task in _LOOP:
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    await stop(memo)
+
+
+async def stop(memo: kopf.Memo) -> None:
+    """Cancel and await the periodic loop, close the API client."""
+    task = memo.pop(_PERIODIC, None)
+    if isinstance(task, asyncio.Task):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    _LOOP.clear()
-    for p in _PLATFORM:
+    p = memo.pop(_PLATFORM, None)
+    if isinstance(p, reconcile.Platform):
         p.kube.close()
-    _PLATFORM.clear()
 
 
 # --- installation models --------------------------------------------------------------------
@@ -85,13 +112,13 @@ async def cleanup(**_: Any) -> None:
 @kopf.on.resume(GROUP, VERSION, "installationmodels")
 @kopf.on.create(GROUP, VERSION, "installationmodels")
 @kopf.on.update(GROUP, VERSION, "installationmodels", field="spec")
-async def model_changed(body: kopf.Body, **_: Any) -> None:
-    await reconcile.reconcile_model(platform(), dict(body))
+async def model_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await reconcile.reconcile_model(platform(memo), dict(body))
 
 
 @kopf.on.delete(GROUP, VERSION, "installationmodels", optional=True)
-async def model_deleted(**_: Any) -> None:
-    await reconcile.render_models_file(platform())
+async def model_deleted(memo: kopf.Memo, **_: Any) -> None:
+    await reconcile.render_models_file(platform(memo))
 
 
 @kopf.index(GROUP, VERSION, "agents")
@@ -122,7 +149,7 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
     if not dependents:
         return
     log.info("InstallationModel %s/%s served=%s: reconciling %s", *key, served, dependents)
-    p = platform()
+    p = platform(memo)
     await asyncio.gather(*(reconcile.reconcile_agent(p, key[0], a) for a in dependents))
 
 
@@ -132,8 +159,8 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
 @kopf.on.resume(GROUP, VERSION, "agents")
 @kopf.on.create(GROUP, VERSION, "agents")
 @kopf.on.update(GROUP, VERSION, "agents", field="spec")
-async def agent_changed(namespace: str | None, name: str, **_: Any) -> None:
-    await reconcile.reconcile_agent(platform(), str(namespace), name)
+async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    await reconcile.reconcile_agent(platform(memo), str(namespace), name)
 
 
 # --- tasks ----------------------------------------------------------------------------------
@@ -143,14 +170,14 @@ TASK_ROUND_SECONDS = 2.0  # between rounds while a Task waits to be handed over
 
 @kopf.daemon(GROUP, VERSION, "tasks", cancellation_timeout=5.0)
 async def task_followed(
-    stopped: kopf.DaemonStopped, namespace: str | None, name: str, **_: Any
+    stopped: kopf.DaemonStopped, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
 ) -> None:
     """Hand the Task to its runtime and mirror its record until it is final. One daemon per
     Task; started again for every unfinished Task when the operator starts."""
-    async with httpx.AsyncClient(timeout=30.0) as client:
+    async with httpx2.AsyncClient(timeout=30.0) as client:
         while not stopped:
             try:
-                if await task_reconcile.follow(platform(), str(namespace), name, client):
+                if await task_reconcile.follow(platform(memo), str(namespace), name, client):
                     return
             except KubeError as exc:
                 log.warning("Task %s/%s: %s", namespace, name, exc)
@@ -158,7 +185,7 @@ async def task_followed(
 
 
 @kopf.on.delete(GROUP, VERSION, "tasks")
-async def task_deleted(body: kopf.Body, **_: Any) -> None:
+async def task_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Deleting a Task cancels it at its runtime."""
-    async with httpx.AsyncClient(timeout=10.0) as client:
-        await task_reconcile.cancel(platform(), dict(body), client)
+    async with httpx2.AsyncClient(timeout=10.0) as client:
+        await task_reconcile.cancel(platform(memo), dict(body), client)

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from ankka._kernel.errors import AnkkaError
 from ankka.operator.objects import Obj
 
 __all__ = ["Kube", "KubeError", "plural_of"]
@@ -47,13 +48,17 @@ def plural_of(kind: str) -> str:
         raise ValueError(f"the operator does not manage kind {kind!r}") from None
 
 
-class KubeError(Exception):
-    """The API server refused or failed a request; ``status`` is its HTTP status (0: no answer)."""
+class KubeError(AnkkaError):
+    """The API server refused or failed a request; whoever runs the cluster (or grants the
+    operator's RBAC) must act. ``http_status`` is the API server's status (0: no answer)."""
 
-    def __init__(self, what: str, status: int, message: str) -> None:
-        super().__init__(f"{what}: HTTP {status}: {message}")
-        self.status = status
-        self.message = message
+    kind = "kube_error"
+    status = 502
+
+    def __init__(self, what: str, http_status: int, detail: str) -> None:
+        super().__init__(f"{what}: HTTP {http_status}: {detail}")
+        self.http_status = http_status
+        self.detail = detail
 
 
 def _path(api_version: str, plural: str, namespace: str | None, name: str | None = None) -> str:
@@ -151,7 +156,7 @@ class Kube:
         try:
             result: Obj = await self._run("POST", path, body=obj)
         except KubeError as exc:
-            if exc.status == 409:
+            if exc.http_status == 409:
                 return None
             raise
         return result
@@ -162,7 +167,7 @@ class Kube:
                 "GET", _path(api_version, plural_of(kind), namespace, name)
             )
         except KubeError as exc:
-            if exc.status == 404:
+            if exc.http_status == 404:
                 return None
             raise
         return result
@@ -195,7 +200,7 @@ class Kube:
                 content_type="application/merge-patch+json",
             )
         except KubeError as exc:
-            if exc.status == 404:
+            if exc.http_status == 404:
                 return False
             raise
         return True
@@ -206,7 +211,7 @@ class Kube:
         try:
             await self._run("DELETE", path, body={"propagationPolicy": "Background"})
         except KubeError as exc:
-            if exc.status == 404:
+            if exc.http_status == 404:
                 return False
             raise
         return True

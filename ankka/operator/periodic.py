@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
 from ankka.operator import reconcile
@@ -37,7 +36,7 @@ async def _bounded(jobs: list[Awaitable[object]]) -> None:
 
 async def probe_due_models(p: reconcile.Platform) -> None:
     items = await p.kube.list(reconcile.API_VERSION, "InstallationModel")
-    now = p.clock()
+    now = p.clock.now()
     due = [
         m
         for m in items
@@ -65,11 +64,11 @@ async def resync_agents(p: reconcile.Platform) -> None:
 async def run(p: reconcile.Platform) -> None:
     """Run until cancelled; a failing step is logged and retried on the next tick."""
     s = p.settings
-    next_certs = next_resync = time.monotonic()
+    next_certs = next_resync = p.clock.monotonic()
     next_resync += s.agent_resync_seconds
     reported = -1
     while True:
-        started = time.monotonic()
+        started = p.clock.monotonic()
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("probing models", lambda: probe_due_models(p))
         ]
@@ -89,4 +88,4 @@ async def run(p: reconcile.Platform) -> None:
         if p.kube.requests != reported:
             reported = p.kube.requests
             log.debug("api requests so far: %d", reported)
-        await asyncio.sleep(max(0.0, s.probe_tick_seconds - (time.monotonic() - started)))
+        await asyncio.sleep(max(0.0, s.probe_tick_seconds - (p.clock.monotonic() - started)))

@@ -12,21 +12,21 @@ import asyncio
 import datetime as dt
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
-import httpx
+import httpx2
 from pydantic import ValidationError
 
+from ankka._kernel.clock import Clock, SystemClock
+from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
 from ankka.operator import agents, certs, models, tlssecrets
 from ankka.operator.kube import Kube
-from ankka.operator.objects import Obj, condition, condition_status, set_condition, timestamp
+from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
 from ankka.operator.settings import Settings
 
 __all__ = [
-    "Clock",
     "Platform",
     "ensure_ca",
     "ensure_gateway_certificate",
@@ -39,21 +39,16 @@ __all__ = [
 ]
 
 API_VERSION = f"{GROUP}/{VERSION}"
-Clock = Callable[[], dt.datetime]
 log = logging.getLogger("ankka.operator")
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 class Platform:
     """What every reconcile shares: the API seam, settings, the clock and the CA."""
 
-    def __init__(self, kube: Kube, settings: Settings, *, clock: Clock = utcnow) -> None:
+    def __init__(self, kube: Kube, settings: Settings, *, clock: Clock | None = None) -> None:
         self.kube = kube
         self.settings = settings
-        self.clock = clock
+        self.clock: Clock = clock or SystemClock()
         self.ca: certs.KeyPair | None = None
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         # What this process applied, and the certificates it knows to be good until their
@@ -98,14 +93,16 @@ async def ensure_ca(p: Platform) -> certs.KeyPair:
             p.ca = pair
             return pair
         if secret is None:
-            fresh = certs.new_ca(now=p.clock())
+            fresh = certs.new_ca(now=p.clock.now())
             await p.kube.create(tlssecrets.ca_secret(ns, name, fresh))
             continue
-        raise RuntimeError(
+        raise ConfigurationError(
             f"Secret {ns}/{name} holds no usable CA (tls.crt/tls.key missing or mismatched); "
             "delete it to have the operator create a new CA"
         )
-    raise RuntimeError(f"could not create or read the CA Secret {ns}/{name}")
+    raise ConfigurationError(
+        f"could not create or read the CA Secret {ns}/{name}: another writer keeps replacing it"
+    )
 
 
 async def _ensure_leaf(
@@ -122,7 +119,7 @@ async def _ensure_leaf(
 ) -> str:
     """Issue or renew one certificate Secret when needed; returns its notAfter (RFC 3339)."""
     ca = p.require_ca()
-    now = p.clock()
+    now = p.clock.now()
     known = p.good_certificates.get((namespace, name))
     if fetch and known is not None and known[0] == uri and now < known[1]:
         return known[2]
@@ -251,7 +248,7 @@ async def probe_model(p: Platform, body: Obj) -> bool:
     probed: ModelCapabilities | None = None
     error: str | None = None
     try:
-        async with httpx.AsyncClient(timeout=p.settings.probe_timeout_seconds) as client:
+        async with httpx2.AsyncClient(timeout=p.settings.probe_timeout_seconds) as client:
             probed = await probe(
                 client,
                 kind=target.kind,
@@ -261,6 +258,7 @@ async def probe_model(p: Platform, body: Obj) -> bool:
             )
     except ProbeError as exc:
         error = f"{exc} (at {target.url})"
+    now = p.clock.now()
     status = models.served_status(
         body.get("status") or {},
         spec=spec,
@@ -268,9 +266,9 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         probed=probed,
         error=error,
         generation=meta.get("generation"),
-        now=p.clock(),
+        now=now,
     )
-    if not models.status_worth_writing(body.get("status") or {}, status, spec=spec, now=p.clock()):
+    if not models.status_worth_writing(body.get("status") or {}, status, spec=spec, now=now):
         return probed is not None
     await p.kube.patch_status(
         API_VERSION, "InstallationModel", meta["namespace"], meta["name"], status
@@ -289,14 +287,11 @@ async def _served(p: Platform, namespace: str, names: set[str]) -> dict[str, boo
     return out
 
 
-async def _agent_status(p: Platform, body: Obj, patch: dict[str, Any]) -> None:
+async def _write_agent_status(p: Platform, body: Obj, status: Obj) -> str:
     meta = body["metadata"]
-    conditions = list((body.get("status") or {}).get("conditions") or [])
-    for new in patch.pop("_conditions", []):
-        conditions = set_condition(conditions, new)
-    patch["conditions"] = conditions
-    patch["observedGeneration"] = meta.get("generation")
-    await p.kube.patch_status(API_VERSION, "Agent", meta["namespace"], meta["name"], patch)
+    await p.kube.patch_status(API_VERSION, "Agent", meta["namespace"], meta["name"], status)
+    phase: str = status["phase"]
+    return phase
 
 
 async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
@@ -305,7 +300,9 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
         body = await p.kube.get(API_VERSION, "Agent", namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
-        now = p.clock()
+        now = p.clock.now()
+        previous = body.get("status")
+        generation = body["metadata"].get("generation")
         try:
             spec = AgentSpec.model_validate(body.get("spec") or {})
             reason = agents.invalid_reason(spec)
@@ -316,29 +313,18 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
             # children but runs no pods until it is fixed.
             await p.kube.scale_to_zero(namespace, name)
             p.applied.pop(("apps/v1", "Deployment", namespace, name), None)
-            failed = condition("Ready", ConditionStatus.FALSE, "InvalidSpec", reason, now=now)
-            await _agent_status(p, body, {"phase": "Failed", "_conditions": [failed]})
-            return "Failed"
+            failed = agents.failed_status(previous, reason=reason, generation=generation, now=now)
+            return await _write_agent_status(p, body, failed)
         installations = {m.installation for m in spec.models if m.installation}
         awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
         uid = body["metadata"]["uid"]
-        owner = [
-            {
-                "apiVersion": API_VERSION,
-                "kind": "Agent",
-                "name": name,
-                "uid": uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
         not_after = await _ensure_leaf(
             p,
             namespace=namespace,
             name=agents.certificate_secret_name(name),
             uri=certs.agent_uri(namespace, name),
             role="agent",
-            owners=owner,
+            owners=[owner_reference("Agent", name, uid)],
         )
         children = agents.agent_children(
             namespace=namespace,
@@ -350,46 +336,12 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
         )
         for child in children:
             await p.apply(child)
-        if awaited:
-            served = condition(
-                "ModelsServed",
-                ConditionStatus.FALSE,
-                "Awaiting",
-                "waiting for InstallationModels: " + ", ".join(awaited),
-                now=now,
-            )
-            ready = condition(
-                "Ready",
-                ConditionStatus.FALSE,
-                "Held",
-                "held with 0 replicas until its models are served",
-                now=now,
-            )
-            phase = "Held"
-        else:
-            served = condition(
-                "ModelsServed",
-                ConditionStatus.TRUE,
-                "AllServed",
-                "every installation model it names is served",
-                now=now,
-            )
-            ready = condition(
-                "Ready",
-                ConditionStatus.TRUE,
-                "Rendered",
-                f"rendered with {spec.replicas} replica(s)",
-                now=now,
-            )
-            phase = "Ready"
-        await _agent_status(
-            p,
-            body,
-            {
-                "phase": phase,
-                "awaitingModels": awaited,
-                "certificateNotAfter": not_after,
-                "_conditions": [served, ready],
-            },
+        status = agents.rendered_status(
+            previous,
+            awaited=awaited,
+            replicas=spec.replicas,
+            certificate_not_after=not_after,
+            generation=generation,
+            now=now,
         )
-        return phase
+        return await _write_agent_status(p, body, status)

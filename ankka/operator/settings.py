@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ankka._kernel.errors import ConfigurationError
+
 __all__ = ["Settings"]
 
 
@@ -51,9 +53,9 @@ class Settings:
             try:
                 value = float(raw)
             except ValueError:
-                raise ValueError(f"{name}={raw!r} is not a number of seconds") from None
+                raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
             if value <= 0:
-                raise ValueError(f"{name}={raw!r} must be greater than zero")
+                raise ConfigurationError(f"{name}={raw!r} must be greater than zero")
             return value
 
         lifetime = number(

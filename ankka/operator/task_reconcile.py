@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import httpx
+import httpx2
 from pydantic import ValidationError
 
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, TaskPhase, TaskSpec
@@ -99,7 +99,7 @@ async def _dependencies(p: Platform, namespace: str, spec: TaskSpec) -> list[str
     return uids
 
 
-def _error_message(answer: httpx.Response) -> str:
+def _error_message(answer: httpx2.Response) -> str:
     try:
         return str(answer.json()["error"]["message"])
     except (ValueError, KeyError, TypeError):
@@ -107,7 +107,7 @@ def _error_message(answer: httpx.Response) -> str:
 
 
 async def follow(
-    p: Platform, namespace: str, name: str, client: httpx.AsyncClient, *, wait: float = 5.0
+    p: Platform, namespace: str, name: str, client: httpx2.AsyncClient, *, wait: float = 5.0
 ) -> bool:
     """One round for the Task ``namespace/name``; True once it is final (or gone)."""
     body = await p.kube.get(API_VERSION, "Task", namespace, name)
@@ -115,7 +115,7 @@ async def follow(
         return True
     if tasks.is_final(body.get("status")):
         return True
-    now = p.clock()
+    now = p.clock.now()
     try:
         spec = TaskSpec.model_validate(body.get("spec") or {})
     except ValidationError as exc:
@@ -147,7 +147,7 @@ async def follow(
             answer = await client.get(
                 f"{address}/v1/tasks/{uid}", params={"wait": wait}, timeout=wait + 10
             )
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         message = f"cannot reach the runtime at {address}: {type(exc).__name__}: {exc}"
         unreachable = condition(
             HANDED, ConditionStatus.FALSE, "RuntimeUnreachable", message, now=now
@@ -173,7 +173,7 @@ async def follow(
     return tasks.is_final(fields)
 
 
-async def cancel(p: Platform, body: Obj, client: httpx.AsyncClient) -> None:
+async def cancel(p: Platform, body: Obj, client: httpx2.AsyncClient) -> None:
     """Cancel a deleted Task at its runtime (best effort: a runtime that cannot be reached is
     logged, and the Task is deleted anyway)."""
     status = body.get("status") or {}
@@ -187,7 +187,7 @@ async def cancel(p: Platform, body: Obj, client: httpx.AsyncClient) -> None:
         answer = await client.post(f"{address}/v1/tasks/{uid}/cancel")
         if answer.status_code >= 400:
             log.warning("cancelling task %s answered %s", uid, answer.status_code)
-    except (_Wait, ValidationError, httpx.HTTPError) as exc:
+    except (_Wait, ValidationError, httpx2.HTTPError) as exc:
         log.warning(
             "could not cancel task %s of Task %s/%s: %s", uid, meta["namespace"], meta["name"], exc
         )

@@ -24,12 +24,15 @@ from typing import Literal, TypeAlias
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.compaction.settings import Compaction
 from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.mcp.declaration import McpServer, normalise
 from ankka.runtime.tasks.declare import AutonomousAgent
-from ankka.runtime.tools import Tool
+from ankka.runtime.tools import RunnableTool
 
 __all__ = [
     "Answer",
+    "Compaction",
     "Memory",
     "Service",
     "Turn",
@@ -91,15 +94,22 @@ class Turn:
 
     message: str
     instructions: str = ""
-    tools: Sequence[Tool] = ()
+    tools: Sequence[RunnableTool] = ()
     input_guardrails: Sequence[Guardrail] = ()
     output_guardrails: Sequence[Guardrail] = ()
+    # MCP servers' results (before the model or the journal sees them) and their tools'
+    # descriptions (before they are offered); see docs/mcp.md.
+    result_guardrails: Sequence[Guardrail] = ()
+    description_guardrails: Sequence[Guardrail] = ()
     memory: Memory = field(default_factory=Memory.all)
     write_memory: bool = True
     answer: Answer = "text"
     model: str = "default"
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
     reasoning_effort: str | None = None
+    compaction: Compaction | None = None
+    """How this session's memory is compacted once committed (``None``: the agent's
+    declared default, if any). See :mod:`ankka.runtime.compaction`."""
 
     def __post_init__(self) -> None:
         if self.max_tool_rounds < 0:
@@ -133,6 +143,8 @@ class AgentDeclaration:
     name: str
     handler: Handler
     description: str = ""
+    mcp_servers: tuple[McpServer, ...] = ()
+    compaction: Compaction | None = None
 
 
 class Service:
@@ -165,8 +177,21 @@ class Service:
         if name in self._agents or name in self._autonomous:
             raise ConfigurationError(f"agent {name!r} is declared twice in {self.name!r}")
 
-    def agent(self, name: str, *, description: str = "") -> Callable[[Handler], Handler]:
-        """Declare an agent whose handler builds each :class:`Turn`."""
+    def agent(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        mcp_servers: Sequence[str | McpServer] = (),
+        compaction: Compaction | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Declare an agent whose handler builds each :class:`Turn`.
+
+        ``mcp_servers`` names the MCP servers whose tools join every turn of the agent (as
+        ``mcp__<server>__<tool>``); where they are comes from ``ANKKA_MCP_<SERVER>_URL``.
+        ``compaction`` is the agent's compaction default for turns that set none.
+        """
+        servers = normalise(mcp_servers, agent=name)
 
         def register(handler: Handler) -> Handler:
             if inspect.iscoroutinefunction(handler):
@@ -176,7 +201,7 @@ class Service:
                 )
             self._refuse_taken(name)
             doc = description or inspect.getdoc(handler) or ""
-            self._agents[name] = AgentDeclaration(name, handler, doc)
+            self._agents[name] = AgentDeclaration(name, handler, doc, servers, compaction)
             return handler
 
         return register

@@ -10,6 +10,7 @@ working directory. The first line printed is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -68,6 +69,8 @@ def load_service(target: str) -> object:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise SystemExit(f"ankka serve: cannot import {module_name!r}: {exc}") from exc
+    except AnkkaError as exc:
+        raise SystemExit(f"ankka serve: {module_name}: {exc}") from exc
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -76,9 +79,13 @@ def load_service(target: str) -> object:
 
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.agents import Service
+    from ankka.runtime.compaction.leases import open_leases
+    from ankka.runtime.compaction.settings import from_environment
     from ankka.runtime.host import Runtime
     from ankka.runtime.http import create_app
     from ankka.runtime.journal.open import open_store
+    from ankka.runtime.mcp.setup import servers_from_environment
+    from ankka.runtime.metrics import RuntimeMetrics
     from ankka.runtime.providers.registry import providers_from_environment
     from ankka.runtime.tasks.host import TaskHost
     from ankka.runtime.tasks.open import open_task_store
@@ -86,8 +93,11 @@ def run(args: argparse.Namespace) -> int:
     service = load_service(args.target)
     if not isinstance(service, Service):
         raise SystemExit(f"ankka serve: {args.target} is a {type(service).__name__}, not a Service")
+    metrics = RuntimeMetrics()
     try:
         providers = providers_from_environment(os.environ)
+        mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
+        compaction = from_environment(os.environ)
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
@@ -100,7 +110,22 @@ def run(args: argparse.Namespace) -> int:
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
-        runtime = Runtime(service, store=store, providers=providers)
+        try:
+            leases = await open_leases(args.store)
+        except AnkkaError as exc:
+            await store.close()
+            await task_store.close()
+            print(f"ankka serve: {exc}", file=sys.stderr)
+            return 2
+        runtime = Runtime(
+            service,
+            store=store,
+            providers=providers,
+            metrics=metrics,
+            mcp=mcp,
+            compaction_override=compaction,
+            compaction_leases=leases,
+        )
         tasks = TaskHost(
             service,
             store=task_store,
@@ -114,8 +139,14 @@ def run(args: argparse.Namespace) -> int:
         agents = [*service.agents, *service.autonomous_agents]
         print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
         try:
-            # The task host resumes every instance with work as it starts: no request needed.
-            async with tasks:
+            async with runtime, contextlib.AsyncExitStack() as stack:
+                if mcp is not None:
+                    # Connects every MCP server (a server that is down does not hold the start:
+                    # /readyz names it) and ends their sessions, in this task, at shutdown.
+                    await stack.enter_async_context(mcp)
+                # The task host resumes every instance with work as it starts: no request
+                # needed.
+                await stack.enter_async_context(tasks)
                 await serve.serve_forever(
                     create_app(runtime, tasks),
                     sock,
@@ -124,7 +155,6 @@ def run(args: argparse.Namespace) -> int:
                 )
         finally:
             await task_store.close()
-            await runtime.aclose()
         return 0
 
     return serve.run(main)

@@ -10,28 +10,43 @@ lost or half-overwritten.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
+The fold is what the model is sent (:class:`~ankka.runtime.compaction.view.SentView`): the
+latest compaction summary, then the messages after it. After a turn is committed, a session
+whose agent has compaction settings is handed to the compaction consumer, which the turn
+never waits for. A runtime is an async context manager: entering it starts that consumer.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ankka._kernel.clock import Clock, SystemClock
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
 from ankka.runtime import planning
 from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.journal.fold import apply
+from ankka.runtime.compaction.consumer import Compactor, Job
+from ankka.runtime.compaction.leases import CompactionLeases
+from ankka.runtime.compaction.metrics import CompactionMetrics
+from ankka.runtime.compaction.settings import Compaction, CompactionOverride
+from ankka.runtime.compaction.view import SentView
+from ankka.runtime.journal.events import Record
+from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
+from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.sessions import SessionQueue
+
+if TYPE_CHECKING:
+    from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -54,6 +69,28 @@ class SessionSummary:
     turns: int
     pending: int
     usage: Usage
+    compactions: int = 0
+    compaction_rejections: int = 0
+    compaction_usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(slots=True)
+class _Folded:
+    """A session as of ``position``: what the model is sent from it (the compaction fold),
+    and the digest of the last MCP tool listing recorded per server (so an unchanged listing
+    is recorded as its digest alone)."""
+
+    view: SentView
+    mcp_digests: dict[str, str]
+
+    @property
+    def position(self) -> int:
+        return self.view.position
+
+    def add(self, seq: int, record: Record) -> None:
+        if isinstance(record, McpToolsRecord):
+            self.mcp_digests[record.server] = record.digest
+        self.view.add(seq, record)
 
 
 class _Conversations:
@@ -62,30 +99,29 @@ class _Conversations:
     def __init__(self, journal: Journal, capacity: int) -> None:
         self._journal = journal
         self._capacity = capacity
-        self._cache: OrderedDict[str, tuple[int, list[Message]]] = OrderedDict()
+        self._cache: OrderedDict[str, _Folded] = OrderedDict()
 
-    async def load(self, session: str) -> tuple[int, list[Message]]:
-        position, conversation = self._cache.pop(session, (0, []))
-        for entry in await self._journal.read(session, after=position):
-            apply(conversation, entry.record)
-            position = entry.seq
-        self._remember(session, position, conversation)
-        return position, conversation
+    async def load(self, session: str) -> _Folded:
+        folded = self._cache.pop(session, None) or _Folded(SentView(), {})
+        for entry in await self._journal.read(session, after=folded.position):
+            folded.add(entry.seq, entry.record)
+        self._remember(session, folded)
+        return folded
 
-    def _remember(self, session: str, position: int, conversation: list[Message]) -> None:
-        self._cache[session] = (position, conversation)
+    def _remember(self, session: str, folded: _Folded) -> None:
+        self._cache[session] = folded
         self._cache.move_to_end(session)
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
-    def extend(self, session: str, position: int, added: tuple[Message, ...]) -> None:
-        cached = self._cache.get(session)
-        if cached is None:
+    def extend(self, session: str, after: int, added: tuple[Record, ...]) -> None:
+        """Fold a batch this process wrote right after position ``after``."""
+        folded = self._cache.get(session)
+        if folded is None:
             return
-        conversation = cached[1]
-        for message in added:
-            apply(conversation, message)
-        self._remember(session, position, conversation)
+        for offset, record in enumerate(added, 1):
+            folded.add(after + offset, record)
+        self._remember(session, folded)
 
     def forget(self, session: str) -> None:
         self._cache.pop(session, None)
@@ -104,23 +140,62 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
+        mcp: McpServers | None = None,
+        compaction_override: CompactionOverride | None = None,
+        compaction_providers: Mapping[str, ModelProvider] | None = None,
+        compaction_leases: CompactionLeases | None = None,
+        compaction_workers: int = 4,
     ) -> None:
+        """``compaction_providers`` are the models summaries are asked of (default: the
+        same ``providers``; tests give the summariser its own scripted provider)."""
         self.service = service
         self.journal = Journal(store)
         self.providers = dict(providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(self.journal.session_lock())
+        self.mcp = mcp
         self._conversations = _Conversations(self.journal, cache_sessions)
+        self._override = compaction_override or CompactionOverride({})
+        self.compactor = Compactor(
+            journal=self.journal,
+            turns=self.queue,
+            providers=self.providers if compaction_providers is None else compaction_providers,
+            clock=self.clock,
+            metrics=CompactionMetrics(self.metrics.registry),
+            leases=compaction_leases,
+            workers=compaction_workers,
+            cache_sessions=cache_sessions,
+        )
 
     def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
         """Build the agent's effect and find its model; no I/O. An approval rebuilds a
         suspended turn the same way, from its recorded ``planned.request``."""
-        return planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
+        planned = planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
+        return self._check_summariser(planned)
 
     def plan_effect(self, request: TurnRequest, effect: Turn) -> PlannedTurn:
         """Plan an effect the caller built itself (a task iteration's); no I/O."""
-        return planning.plan_effect(self.providers, request, effect)
+        return self._check_summariser(planning.plan_effect(self.providers, request, effect))
+
+    def compaction(self, agent: str, effect: Turn) -> Compaction | None:
+        """The compaction settings in force for a turn of ``agent``: the turn's, else the
+        agent's declared default, then the deployment's ``ANKKA_COMPACTION_*`` over them."""
+        declaration = self.service.declaration(agent)
+        declared = effect.compaction or (declaration.compaction if declaration else None)
+        return self._override.apply(declared)
+
+    def _check_summariser(self, planned: PlannedTurn) -> PlannedTurn:
+        settings = self.compaction(planned.agent, planned.effect)
+        model = settings.model if settings is not None else None
+        if model is not None and model not in self.compactor.providers:
+            configured = ", ".join(sorted(self.compactor.providers)) or "none"
+            env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
+            raise ConfigurationError(
+                f"agent {planned.agent!r} is summarised by model {model!r}, which is not "
+                f"configured (configured: {configured}); set {env} and its settings"
+            )
+        return planned
 
     async def run(self, planned: PlannedTurn, *, emit: Emit | None = None) -> TurnResult:
         """Run one planned turn: wait for the session's turn, bring its conversation up to
@@ -129,54 +204,103 @@ class Runtime:
         started = self.clock.monotonic()
         try:
             async with self.queue.turn(session):
-                position, history = await self._conversations.load(session)
+                folded = await self._conversations.load(session)
+                turn_id = new_id("turn")
+                effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
                 outcome = await run_turn(
                     effect,
-                    history=history,
+                    history=folded.view.messages,
                     agent=agent,
-                    turn_id=new_id("turn"),
+                    turn_id=turn_id,
                     provider=planned.provider,
                     clock=self.clock,
                     emit=emit,
                 )
                 if effect.write_memory:
+                    # The tool listings the turn used go first, in the turn's own batch.
+                    records = (*listings, *outcome.messages)
+                    position = folded.position
                     try:
-                        new_position = await self.journal.append(
-                            session, outcome.messages, expected=position
-                        )
+                        await self.journal.append(session, records, expected=position)
                     except BaseException:
                         self._conversations.forget(session)
                         raise
-                    self._conversations.extend(session, new_position, outcome.messages)
+                    self._conversations.extend(session, position, records)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
+        settings = self.compaction(agent, planned.effect)
+        if planned.effect.write_memory and settings is not None:
+            self.compactor.committed(session, Job(settings, settings.model or effect.model))
         return TurnResult(outcome)
 
-    async def messages(self, session: str) -> list[Message]:
-        """The session's conversation as committed; read from the journal, not the turn
-        cache, so a reader never waits behind the session's queue."""
+    async def _with_mcp_tools(
+        self, planned: PlannedTurn, turn_id: str, folded: _Folded
+    ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
+        """The effect with the tools its agent's MCP servers list now, and what to record."""
+        effect = planned.effect
+        declaration = self.service.declaration(planned.agent)
+        if self.mcp is None or declaration is None or not declaration.mcp_servers:
+            return effect, ()
+        listed = await self.mcp.tools_for(
+            [s.name for s in declaration.mcp_servers],
+            agent=planned.agent,
+            turn=turn_id,
+            recorded=folded.mcp_digests,
+            result_guardrails=effect.result_guardrails,
+            description_guardrails=effect.description_guardrails,
+        )
+        return replace(effect, tools=(*effect.tools, *listed.tools)), listed.records
+
+    def missing(self) -> dict[str, str]:
+        """What this runtime waits for (``/readyz``): MCP servers without a session."""
+        if self.mcp is None:
+            return {}
+        return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
+
+    async def messages(self, session: str, *, as_sent: bool = False) -> list[Message]:
+        """The session's whole conversation as committed (compaction never removes a
+        message), or with ``as_sent`` what the model is now shown from it (the summary, then
+        the rest). Read from the journal, not the turn cache, so a reader never waits behind
+        the session's queue."""
+        if as_sent:
+            return SentView().apply_all(await self.journal.read(session)).messages
         return await self.journal.conversation(session)
 
     async def summary(self, session: str) -> SessionSummary:
         pending = self.queue.pending(session)
-        conversation = await self.messages(session)
+        entries = await self.journal.read(session)
+        conversation = fold(e.record for e in entries)
+        view = SentView().apply_all(entries)
         usage = Usage()
         turns = 0
         for message in conversation:
             if isinstance(message, AssistantMessage) and message.turn_usage is not None:
                 usage = usage + message.turn_usage
                 turns += 1
-        return SessionSummary(session, len(conversation), turns, pending, usage)
+        return SessionSummary(
+            session,
+            len(conversation),
+            turns,
+            pending,
+            usage,
+            compactions=view.compactions,
+            compaction_rejections=view.rejected,
+            compaction_usage=view.compaction_usage,
+        )
 
     async def __aenter__(self) -> Runtime:
+        """Start the compaction consumer (its workers are owned until :meth:`aclose`)."""
+        await self.compactor.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
-        for provider in self.providers.values():
+        await self.compactor.__aexit__(None, None, None)
+        every = (*self.providers.values(), *self.compactor.providers.values())
+        for provider in {id(p): p for p in every}.values():
             await provider.aclose()
         await self.journal.close()

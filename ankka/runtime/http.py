@@ -3,9 +3,12 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
-- ``GET /v1/sessions/{session}/messages``: the conversation.
-- ``GET /v1/sessions/{session}``: counts, token totals, requests pending.
-- ``GET /v1/agents``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+- ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
+  nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
+- ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
+  compactions, requests pending.
+- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
+- ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
@@ -86,6 +89,13 @@ async def _parse(request: Request) -> TurnBody:
         raise RequestError(f'the body does not fit {{"message": "..."}}: {problems}') from exc
 
 
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise RequestError(f"?{name}= takes true or false, not {raw[:40]!r}")
+    return raw in ("true", "1")
+
+
 def _turn_json(result: TurnResult) -> dict[str, Any]:
     outcome = result.outcome
     return {
@@ -123,8 +133,15 @@ def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
-        conversation = await runtime.messages(session)
-        return JSONResponse({"session": session, "messages": [m.as_dict() for m in conversation]})
+        as_sent = _flag(request, "as_sent")
+        conversation = await runtime.messages(session, as_sent=as_sent)
+        return JSONResponse(
+            {
+                "session": session,
+                "as_sent": as_sent,
+                "messages": [m.as_dict() for m in conversation],
+            }
+        )
 
     async def session_summary(request: Request) -> Response:
         summary = await runtime.summary(request.path_params["session"])
@@ -136,6 +153,9 @@ def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
                 "cost": COST_UNKNOWN,
+                "compactions": summary.compactions,
+                "compaction_rejections": summary.compaction_rejections,
+                "compaction_usage": summary.compaction_usage.as_dict(),
             }
         )
 
@@ -166,6 +186,13 @@ def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
+    async def readyz(request: Request) -> Response:
+        # Not ready while a declared MCP server has no session: its tools would be missing.
+        missing = runtime.missing()
+        if missing:
+            return JSONResponse({"ok": False, "missing": missing}, status_code=503)
+        return JSONResponse({"ok": True})
+
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
 
@@ -177,7 +204,7 @@ def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],
         middleware=[_ERRORS],

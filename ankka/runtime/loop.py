@@ -38,7 +38,7 @@ from ankka.runtime.providers.base import (
     OutputSchema,
     TextDelta,
 )
-from ankka.runtime.tools import Tool
+from ankka.runtime.tools import RunnableTool
 
 __all__ = ["Emit", "LoopEvent", "TurnOutcome", "run_turn"]
 
@@ -149,7 +149,9 @@ async def _call(provider: ModelProvider, request: ModelRequest, emit: Emit | Non
     return final
 
 
-async def _run_tool(tools: dict[str, Tool], call: ToolCall, agent: str, turn_id: str) -> ToolResult:
+async def _run_tool(
+    tools: dict[str, RunnableTool], call: ToolCall, agent: str, turn_id: str
+) -> ToolResult:
     found = tools.get(call.name)
     if found is None:
         offered = ", ".join(sorted(tools)) or "none"

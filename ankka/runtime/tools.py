@@ -20,13 +20,13 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, get_type_hints, overload
+from typing import Any, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ankka._kernel.errors import ConfigurationError
 
-__all__ = ["Tool", "ToolOutcome", "ToolSpec", "tool"]
+__all__ = ["RunnableTool", "Tool", "ToolOutcome", "ToolSpec", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,19 @@ class ToolSpec:
 class ToolOutcome:
     content: str
     is_error: bool
+
+
+class RunnableTool(Protocol):
+    """What the loop needs of a tool: a function :class:`Tool`, or an MCP server's tool
+    (:class:`ankka.runtime.mcp.servers.McpTool`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def run(self, raw_arguments: str) -> ToolOutcome: ...
 
 
 @dataclass(frozen=True, slots=True)

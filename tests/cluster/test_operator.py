@@ -243,6 +243,8 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
         "secretKeyRef": {"name": "vendor-keys", "key": "anthropic"}
     }
     assert env["CART_CURRENCY"] == "EUR"
+    assert env["ANKKA_COMPACTION_LIMIT_CHARS"] == "8000"
+    assert env["ANKKA_COMPACTION_KEEP_MESSAGES"] == "6"
     assert "subPath" not in runtime["volumeMounts"][0]
     secret = poll("cart's certificate", lambda: kubectl.get("secret", "cart-tls", NS))
     assert certs.uris_of(secret_pair(secret).cert_pem) == ["ankka://service/shop/cart"]

@@ -55,11 +55,12 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         *,
         store: str | None = None,
         target: str = "tests.integration.services:service",
+        env: dict[str, str] | None = None,
     ) -> Server:
         store = store or f"sqlite:///{tmp_path / 'sessions.sqlite3'}"
         server = start(
             ankka_command("serve", target, "--port", "0", "--store", store),
-            env=model_env(standin_url),
+            env={**model_env(standin_url), **(env or {})},
         )
         servers.append(server)
         return server

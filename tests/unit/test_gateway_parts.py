@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from ankka._kernel.clock import ManualClock
 from ankka._kernel.tls import peer_uri_sans
 from ankka.api.capabilities import Capability, ModelCapabilities
 from ankka.gateway.limits import ConcurrencyLimit, QueueFull
@@ -139,8 +141,8 @@ def test_the_upstream_key_never_shows_in_a_repr() -> None:
 
 
 def test_an_upstream_failure_makes_its_model_due_for_a_probe_now() -> None:
-    now = [100.0]
-    registry = Registry(parse_models({"models": [OLLAMA]}), NoClient(), clock=lambda: now[0])
+    clock = ManualClock(dt.datetime(2026, 1, 1, tzinfo=dt.UTC), monotonic=100.0)
+    registry = Registry(parse_models({"models": [OLLAMA]}), NoClient(), clock=clock)
     small = registry.upstreams["small"]
     small.next_probe = 160.0  # the next periodic probe
 

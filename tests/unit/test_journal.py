@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from ankka._kernel.errors import StoreError
+from ankka.runtime.compaction.records import CompactionRejected, HistoryCompacted
 from ankka.runtime.journal import events
 from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
@@ -78,6 +80,28 @@ def open_journal(request: pytest.FixtureRequest, tmp_path: Path) -> OpenJournal:
 
 
 SUMMARY = SummaryMessage("s", 3, "t0", "c")
+COMPACTED = HistoryCompacted(
+    first=1,
+    through=4,
+    summary="s",
+    replaces=4,
+    provider="p",
+    model="m",
+    usage=Usage(9, 2),
+    chars_before=120,
+    chars_after=40,
+)
+REJECTED = CompactionRejected(
+    first=1,
+    through=4,
+    reason="empty",
+    detail="no text",
+    provider="p",
+    model="m",
+    usage=Usage(9, 0),
+    at=datetime(2026, 12, 1, 8, 0, tzinfo=UTC),
+)
+RECORDS = (*TURN, COMPACTED, REJECTED)
 
 # The stored format, byte for byte, as sessions already on disk hold it.
 STORED = [
@@ -100,18 +124,34 @@ STORED = [
         ':0}},"turn_usage":{"input_tokens":8,"output_tokens":10,"cache_read_tokens":1,'
         '"cache_write_tokens":0},"agent":"a","turn":"t1"}',
     ),
-    ("compaction_summary", '{"content":"s","replaces":3,"agent":"c","turn":"t0"}'),
+    (
+        "history_compacted",
+        '{"first":1,"through":4,"summary":"s","replaces":4,"provider":"p","model":"m","usage":'
+        '{"input_tokens":9,"output_tokens":2,"cache_read_tokens":0,"cache_write_tokens":0},'
+        '"chars_before":120,"chars_after":40}',
+    ),
+    (
+        "compaction_rejected",
+        '{"first":1,"through":4,"reason":"empty","detail":"no text","provider":"p","model":"m",'
+        '"usage":{"input_tokens":9,"output_tokens":0,"cache_read_tokens":0,'
+        '"cache_write_tokens":0},"at":"2026-12-01T08:00:00+00:00"}',
+    ),
 ]
 
 
-def test_every_message_survives_its_encoding() -> None:
-    for message in (*TURN, SUMMARY):
-        assert events.decode(*events.encode(message)) == message
+def test_every_record_survives_its_encoding() -> None:
+    for record in RECORDS:
+        assert events.decode(*events.encode(record)) == record
 
 
 def test_the_stored_encoding_is_the_one_sessions_on_disk_hold() -> None:
-    assert [events.encode(m) for m in (*TURN, SUMMARY)] == STORED
-    assert [events.decode(k, b) for k, b in STORED] == [*TURN, SUMMARY]
+    assert [events.encode(m) for m in RECORDS] == STORED
+    assert [events.decode(k, b) for k, b in STORED] == list(RECORDS)
+
+
+def test_a_summary_is_never_journaled_as_a_message() -> None:
+    with pytest.raises(TypeError, match="HistoryCompacted"):
+        events.encode(SUMMARY)
 
 
 def test_a_message_renders_once_for_the_api_and_the_journal() -> None:
@@ -119,8 +159,8 @@ def test_a_message_renders_once_for_the_api_and_the_journal() -> None:
     assert [r["role"] for r in rendered] == ["user", "assistant", "tool", "assistant", "summary"]
     assert rendered[1]["model_call"]["usage"]["input_tokens"] == 3
     assert rendered[2]["tool_call_id"] == "c1" and rendered[3]["usage"]["output_tokens"] == 10
-    stored = [json.loads(body) for _, body in STORED]
-    for shown, kept in zip(rendered, stored, strict=True):
+    stored = [json.loads(body) for _, body in STORED[: len(TURN)]]
+    for shown, kept in zip(rendered[: len(TURN)], stored, strict=True):
         renamed = {"model_call": "call", "usage": "turn_usage", "tool_call_id": "call_id"}
         assert {renamed.get(k, k): v for k, v in shown.items() if k != "role"} == kept
 
@@ -142,7 +182,7 @@ async def test_the_journal_appends_records_and_reads_them_back_with_positions(
         assert await journal.conversation("s") == list(TURN)
         assert await journal.sessions() == ["s"]
         with pytest.raises(ConcurrentAppend):
-            await journal.append("s", [SUMMARY], expected=2)
+            await journal.append("s", [COMPACTED], expected=2)
         assert len(await journal.read("s")) == 4
 
 
@@ -191,17 +231,9 @@ async def test_an_append_on_a_stale_position_is_refused_and_writes_nothing(
         await store.close()
 
 
-async def test_a_summary_replaces_what_it_summarises_and_folds_an_earlier_one() -> None:
-    folded = fold(
-        [
-            *TURN,
-            SummaryMessage("first summary", replaces=3),
-            UserMessage("more", "a", "t2"),
-            SummaryMessage("second summary", replaces=2),
-        ]
-    )
-    assert [type(m).__name__ for m in folded] == ["SummaryMessage", "UserMessage"]
-    assert folded[0].content == "second summary"
+async def test_the_conversation_keeps_every_message_past_compaction_records() -> None:
+    more = UserMessage("more", "a", "t2")
+    assert fold([*TURN, COMPACTED, more, REJECTED]) == [*TURN, more]
 
 
 async def test_an_unwritable_path_is_a_clear_error(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ankka._kernel.errors import ConfigurationError
 from ankka.local import local_model
 from ankka.local.local_model import (
     INSTALL_COMMAND,
@@ -140,7 +141,7 @@ def test_server_command_binds_loopback_with_the_jinja_template() -> None:
     ],
 )
 def test_server_command_refuses_nonsense(port: int, ctx: int, threads: int, word: str) -> None:
-    with pytest.raises(ValueError, match=word):
+    with pytest.raises(ConfigurationError, match=word):
         server_command(Path("b"), Path("m"), host="h", port=port, ctx=ctx, threads=threads)
 
 

@@ -121,3 +121,14 @@ def test_the_runtime_container_serves_the_agents_module_on_its_port() -> None:
     assert container["args"][3:] == ["--host", "0.0.0.0", "--port", "8080"]
     assert env_of(spec())["ANKKA_MODULE"] == "shop.agents"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_spec_compaction_reaches_the_runtime_as_its_compaction_settings() -> None:
+    env = env_of(spec(compaction={"limitChars": 8000, "keepMessages": 4, "model": "local"}))
+    assert env["ANKKA_COMPACTION_LIMIT_CHARS"] == "8000"
+    assert env["ANKKA_COMPACTION_KEEP_MESSAGES"] == "4"
+    assert env["ANKKA_COMPACTION_MODEL"] == "local"
+    assert "ANKKA_COMPACTION_INSTRUCTIONS" not in env
+    from ankka.runtime.compaction.settings import from_environment
+
+    assert from_environment(env).apply(None) is not None

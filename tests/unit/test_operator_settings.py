@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from ankka._kernel.errors import ConfigurationError
 from ankka.operator.reconcile import probe_is_due
 from ankka.operator.settings import Settings
 
@@ -19,7 +20,7 @@ def test_settings_read_the_environment_and_give_the_models_address() -> None:
 
 
 def test_a_setting_that_is_not_a_number_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="ANKKA_OPERATOR_PROBE_TICK_SECONDS='soon'"):
+    with pytest.raises(ConfigurationError, match="ANKKA_OPERATOR_PROBE_TICK_SECONDS='soon'"):
         Settings.from_env({"ANKKA_OPERATOR_PROBE_TICK_SECONDS": "soon"})
 
 

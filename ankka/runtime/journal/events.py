@@ -1,8 +1,12 @@
 """Journal records and their stored encoding.
 
-One stream per session. Each event is one record; today every record is a message (a user
-message, an answer, a tool result, a compaction summary), and the conversation is the fold of
-them (:mod:`.fold`). The encoding is the stored format: change it only with a migration.
+One stream per session. Each event is one record: a message (a user message, an answer, a
+tool result) or a compaction record (``HistoryCompacted``, ``CompactionRejected``, from
+:mod:`ankka.runtime.compaction.records`). The conversation is the fold of the messages
+(:mod:`.fold`); what the model is sent is the compaction fold
+(:class:`ankka.runtime.compaction.view.SentView`). A summary is never stored as a message:
+compaction records it as ``HistoryCompacted``, which removes nothing. The encoding is the
+stored format: change it only with a migration.
 
 A record type has a ``kind`` (the stored event's kind), ``as_dict()`` and ``from_dict()``.
 To add one (a task iteration, a suspended turn, an approval decision): write the frozen value
@@ -19,14 +23,31 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ankka.runtime.messages import MESSAGE_TYPES, Message
+from ankka.runtime.compaction.records import CompactionRecord, CompactionRejected, HistoryCompacted
+from ankka.runtime.mcp.listing import McpToolsRecord
+from ankka.runtime.messages import (
+    MESSAGE_TYPES,
+    AssistantMessage,
+    Message,
+    ToolResult,
+    UserMessage,
+)
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message
-"""What a journal holds. Grows by union: ``Message | TaskRecord | ApprovalRecord``."""
+Record = Message | McpToolsRecord | CompactionRecord
+"""What a journal holds. Grows by union: ``... | TaskRecord | ApprovalRecord``. An
+:class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
+changed); it is not part of the conversation, nor are the compaction records."""
 
-RECORD_TYPES: tuple[type[Record], ...] = MESSAGE_TYPES
+RECORD_TYPES: tuple[type[Record], ...] = (
+    UserMessage,
+    AssistantMessage,
+    ToolResult,
+    McpToolsRecord,
+    HistoryCompacted,
+    CompactionRejected,
+)
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}
 
@@ -60,6 +81,11 @@ class Entry:
 
 def encode(record: Record) -> tuple[str, str]:
     """The (kind, JSON body) under which ``record`` is stored."""
+    if type(record) not in RECORD_TYPES:
+        raise TypeError(
+            f"a {type(record).__name__} is not a journal record (a summary is recorded as "
+            "HistoryCompacted, by compaction)"
+        )
     data = record.as_dict()
     if record.kind in _MESSAGE_KINDS:
         data = {_STORED_NAMES.get(k, k): v for k, v in data.items() if k != "role"}

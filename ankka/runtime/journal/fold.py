@@ -1,26 +1,24 @@
-"""The conversation is the fold of a session's records. Pure."""
+"""The conversation is the fold of a session's records. Pure.
+
+Every message, in order: compaction removes nothing from it. Records that are not messages
+(compaction records; task and approval records when they exist) leave it as it is. What the
+model is sent, the summary and the verbatim rest, is the other fold:
+:class:`ankka.runtime.compaction.view.SentView`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from ankka.runtime.journal.events import Record
-from ankka.runtime.messages import MESSAGE_TYPES, Message, SummaryMessage
+from ankka.runtime.messages import AssistantMessage, Message, ToolResult, UserMessage
 
 __all__ = ["apply", "fold"]
 
 
 def apply(conversation: list[Message], record: Record) -> None:
-    """Fold one more record into ``conversation`` (in place).
-
-    A compaction summary stands for the first ``replaces`` messages of the conversation as it
-    was; an earlier summary among them is folded into it, never stacked. A record that is not
-    a message (a task or approval record, when they exist) leaves the conversation as it is.
-    """
-    if isinstance(record, SummaryMessage):
-        del conversation[: record.replaces]
-        conversation.insert(0, record)
-    elif isinstance(record, MESSAGE_TYPES):
+    """Fold one more record into ``conversation`` (in place)."""
+    if isinstance(record, UserMessage | AssistantMessage | ToolResult):
         conversation.append(record)
 
 

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from ankka._kernel.errors import ConfigurationError, ModelError
 from ankka.runtime.providers.anthropic_wire import (
     StreamAccumulator,
-    StreamFailed,
     encode_request,
     read_response,
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.failures import (
+    StreamFailed,
     deadline,
     for_status,
     summarize_body,

@@ -37,13 +37,13 @@ from ankka.runtime.messages import (
     UserMessage,
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.failures import StreamFailed
 from ankka.runtime.providers.replay import current_turn_start, replayable
 
 __all__ = [
     "THINKING_BUDGETS",
     "WIRE",
     "StreamAccumulator",
-    "StreamFailed",
     "encode_request",
     "read_response",
     "read_usage",
@@ -132,6 +132,8 @@ def encode_request(
     stream: bool,
     extra: Mapping[str, Any] | None = None,
 ) -> bytes:
+    if request.max_output_tokens is not None:
+        max_tokens = min(max_tokens, request.max_output_tokens)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     system = _system(request)
     if system:
@@ -202,10 +204,6 @@ def read_response(body: Mapping[str, Any], *, model: str) -> ModelResponse:
         model=str(body.get("model") or model),
         provider_state=_state(state),
     )
-
-
-class StreamFailed(Exception):
-    """An ``error`` event arrived mid-stream; carries the server's message."""
 
 
 @dataclass

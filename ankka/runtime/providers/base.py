@@ -43,6 +43,9 @@ class ModelRequest:
     tools: Sequence[ToolSpec] = ()
     output: OutputSchema | None = None
     reasoning_effort: str | None = None
+    max_output_tokens: int | None = None
+    """The most tokens the answer may have, when the caller bounds it (the summariser does);
+    ``None`` leaves it to the provider's own setting."""
 
 
 @dataclass(frozen=True, slots=True)

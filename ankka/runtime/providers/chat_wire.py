@@ -87,6 +87,8 @@ def encode_request(
         }
     if request.reasoning_effort is not None:
         body["reasoning_effort"] = request.reasoning_effort
+    if request.max_output_tokens is not None:
+        body["max_tokens"] = request.max_output_tokens
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

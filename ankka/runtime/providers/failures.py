@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ankka._kernel.errors import (
+    AnkkaError,
     ModelAuthenticationError,
     ModelError,
     ModelTimeout,
@@ -23,6 +24,7 @@ from ankka._kernel.errors import (
 )
 
 __all__ = [
+    "StreamFailed",
     "deadline",
     "for_status",
     "summarize_body",
@@ -32,6 +34,15 @@ __all__ = [
 ]
 
 _LIMIT = 300
+
+
+class StreamFailed(AnkkaError):
+    """The server said the answer failed: a Responses ``response.failed`` or ``error`` event,
+    an Anthropic ``error`` event mid-stream. The wire readers raise it without knowing the
+    provider; each adapter translates it into a :class:`ModelError` naming the provider."""
+
+    kind = "model_error"
+    status = 502
 
 
 def summarize_text(text: str) -> str:

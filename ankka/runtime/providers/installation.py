@@ -62,7 +62,7 @@ class InstallationProvider:
         context = self.tls.current()
         if self._current is None or self.tls.generation != self._generation:
             # One timeout for the whole client: no shorter transport default in front of
-            # the model's own (httpx's is 5 s).
+            # the model's own (httpx2's is 5 s).
             http = httpx2.AsyncClient(
                 verify=context,
                 timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)),

@@ -60,7 +60,7 @@ class _PinnedObject(ssl.SSLObject):
 
 
 class _PinnedSocket(ssl.SSLSocket):
-    """The blocking side, for completeness (httpx's sync client)."""
+    """The blocking side, for completeness (httpx2's sync client)."""
 
     def do_handshake(self, block: bool = False) -> None:
         super().do_handshake(block)

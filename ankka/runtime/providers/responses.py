@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 
 from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.providers.failures import StreamFailed
 from ankka.runtime.providers.openai_transport import OpenAITransport
 from ankka.runtime.providers.responses_wire import (
     StreamAccumulator,
-    StreamFailed,
     encode_request,
     read_response,
 )

@@ -31,12 +31,12 @@ from ankka.runtime.messages import (
     UserMessage,
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.failures import StreamFailed
 from ankka.runtime.providers.replay import current_turn_start, replayable
 
 __all__ = [
     "WIRE",
     "StreamAccumulator",
-    "StreamFailed",
     "encode_request",
     "read_response",
     "read_usage",
@@ -115,6 +115,8 @@ def encode_request(
     if request.reasoning_effort is not None:
         body["reasoning"] = {"effort": request.reasoning_effort}
         body["include"] = ["reasoning.encrypted_content"]
+    if request.max_output_tokens is not None:
+        body["max_output_tokens"] = request.max_output_tokens
     body["store"] = False
     if stream:
         body["stream"] = True
@@ -133,10 +135,6 @@ def read_usage(raw: Mapping[str, Any] | None) -> Usage:
         cache_read_tokens=int(details.get("cached_tokens") or 0),
         cache_write_tokens=int(details.get("cache_write_tokens") or 0),
     )
-
-
-class StreamFailed(Exception):
-    """The server said the response failed (``response.failed`` or an ``error`` event)."""
 
 
 def _failure(body: Mapping[str, Any]) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ankka._kernel.errors import AnkkaError
 from ankka.runtime.messages import AssistantMessage, Message, ToolCall, ToolResult
 from ankka.runtime.tasks.declare import COMPLETE_TASK, FAIL_TASK, TaskType
 from ankka.runtime.tasks.prompt import FailTaskInput
@@ -123,7 +124,7 @@ def decode_fail(arguments: str) -> str | Malformed:
         return Malformed(f'{FAIL_TASK} takes {{"reason": "..."}} ({_problems(exc)})')
 
 
-class RuleRaised(Exception):
+class RuleRaised(AnkkaError):
     """A rule raised instead of deciding: the check is made again, as a failed iteration."""
 
     def __init__(self, rule: str, cause: BaseException) -> None:

@@ -24,6 +24,7 @@ from ankka.runtime.messages import (
 )
 from ankka.runtime.providers import anthropic_wire, responses_wire
 from ankka.runtime.providers.base import ModelRequest, OutputSchema
+from ankka.runtime.providers.failures import StreamFailed
 from ankka.runtime.script import parse_turn
 
 CALL = ToolCall("call_1", "get_weather", '{"city":"Oslo"}')
@@ -135,7 +136,7 @@ def test_responses_encodes_calls_results_and_the_current_turns_reasoning() -> No
 
 
 def test_responses_a_failed_response_is_an_error_not_an_empty_answer() -> None:
-    with pytest.raises(responses_wire.StreamFailed, match="quota"):
+    with pytest.raises(StreamFailed, match="quota"):
         responses_wire.read_response(
             {"status": "failed", "error": {"message": "quota"}, "output": []}, model="gpt"
         )
@@ -214,3 +215,19 @@ def test_responses_keeps_only_reasoning_that_can_go_back_without_storage() -> No
     answer = responses_wire.read_response(body, model="gpt")
     assert answer.provider_state is not None
     assert [i["id"] for i in answer.provider_state.items] == ["rs_2"]
+
+
+def test_a_bounded_answer_is_bounded_on_every_wire() -> None:
+    from ankka.runtime.providers import chat_wire
+
+    bounded = ModelRequest("Summarise.", (UserMessage("..."),), max_output_tokens=64)
+    chat = json.loads(chat_wire.encode_request(bounded, model="m", stream=False))
+    assert chat["max_tokens"] == 64
+    answer = json.loads(responses_wire.encode_request(bounded, model="m", stream=False))
+    assert answer["max_output_tokens"] == 64
+    assert anthropic_body([UserMessage("...")], max_output_tokens=64)["max_tokens"] == 64
+    assert anthropic_body([UserMessage("...")], max_output_tokens=500)["max_tokens"] == 100
+    unbounded = ModelRequest("Chat.", (UserMessage("..."),))
+    assert "max_tokens" not in json.loads(
+        chat_wire.encode_request(unbounded, model="m", stream=False)
+    )

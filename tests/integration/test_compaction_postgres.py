@@ -1,0 +1,115 @@
+"""Compaction on PostgreSQL with two runtimes ("pods"): exactly one compacts a session."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.compaction import Compaction
+from ankka.runtime.compaction.consumer import Job
+from ankka.runtime.compaction.leases import PostgresLeases
+from ankka.runtime.compaction.records import COMPACTED
+from ankka.runtime.host import Runtime
+from ankka.runtime.journal.postgres import PostgresStore
+from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.testing import ScriptedProvider
+
+pytestmark = pytest.mark.integration
+
+SETTINGS = Compaction(limit_chars=400, keep_messages=2)
+
+
+async def database(dsn: str) -> str:
+    name = f"compaction_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {name}")
+    return dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+class GatedSummariser:
+    """Answers once its gate opens, so a test can hold a compaction in flight."""
+
+    def __init__(self, text: str) -> None:
+        self.inner = ScriptedProvider([text], name="default")
+        self.gate = asyncio.Event()
+        self.asked = asyncio.Event()
+
+    name = "default"
+    model = "scripted"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.asked.set()
+        await self.gate.wait()
+        return await self.inner.complete(request)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
+        yield await self.complete(request)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def service() -> Service:
+    svc = Service("pods")
+
+    @svc.agent("chat")
+    def chat(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, compaction=SETTINGS)
+
+    return svc
+
+
+async def pod(dsn: str, agent: ScriptedProvider, summariser: object) -> Runtime:
+    store = await PostgresStore.open(dsn)
+    runtime = Runtime(
+        service(),
+        store=store,
+        providers={"default": agent},
+        compaction_providers={"default": summariser},  # type: ignore[dict-item]
+        compaction_leases=await PostgresLeases.open(dsn),
+    )
+    return await runtime.__aenter__()
+
+
+async def test_two_pods_never_both_summarise_one_session(postgres_server: str) -> None:
+    dsn = await database(postgres_server)
+    first = GatedSummariser("they chatted")
+    second = ScriptedProvider(["never asked"], name="default")
+    a = await pod(dsn, ScriptedProvider(["a" * 50] * 4, name="default"), first)
+    b = await pod(dsn, ScriptedProvider([], name="default"), second)
+    try:
+        for n in range(4):
+            await a.run(a.plan("chat", "shared", f"question {chr(97 + n)} ".ljust(50, "q")))
+        await asyncio.wait_for(first.asked.wait(), 30)  # pod a holds the lease now
+        b.compactor.committed("shared", Job(SETTINGS, "default"))
+        await asyncio.wait_for(b.compactor.idle(), 30)
+        assert second.requests == []  # pod b found the session leased and left it
+        first.gate.set()
+        await asyncio.wait_for(a.compactor.idle(), 30)
+        b.compactor.committed("shared", Job(SETTINGS, "default"))
+        await asyncio.wait_for(b.compactor.idle(), 30)
+        assert second.requests == []  # and once compacted, it is no longer due
+        kinds = [e.kind for e in await a.journal.store.read("shared")]
+        assert kinds.count(COMPACTED) == 1
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_lease_is_exclusive_until_it_expires(postgres_server: str) -> None:
+    leases = await PostgresLeases.open(await database(postgres_server))
+    try:
+        assert await leases.acquire("s", "pod-a", timedelta(minutes=5))
+        assert not await leases.acquire("s", "pod-b", timedelta(minutes=5))
+        assert await leases.acquire("s", "pod-a", timedelta(minutes=5))  # renewed by its holder
+        await leases.release("s", "pod-a")
+        assert await leases.acquire("s", "pod-b", timedelta(seconds=0))
+        assert await leases.acquire("s", "pod-a", timedelta(minutes=5))  # b's had expired
+    finally:
+        await leases.close()

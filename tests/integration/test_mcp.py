@@ -1,0 +1,382 @@
+"""MCP tools end to end: the catalogue (examples/mcp_catalog.py, the official SDK's server) as
+a process on loopback, the shop agent (examples/shop.py) under ``ankka serve``, the stand-in
+as the model."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Script, model_env, received
+from tests.support.processes import REPO, Server, ankka_command, start
+
+pytestmark = pytest.mark.integration
+
+SHOP_SCRIPT = json.loads((REPO / "examples" / "shop-standin.json").read_text())
+CANARY = "canary-7c1e5b0f-header-value"
+
+
+def search(query: str, answer: str = "Done.") -> list[dict[str, Any]]:
+    return [
+        {"tool_calls": [{"name": "mcp__catalog__search", "arguments": {"query": query}}]},
+        {"text": answer},
+    ]
+
+
+def port_of(server: Server) -> str:
+    return server.url.rsplit(":", 1)[1].split("/")[0]
+
+
+def catalog_command(*args: str) -> list[str]:
+    return [sys.executable, str(REPO / "examples" / "mcp_catalog.py"), *args]
+
+
+@pytest.fixture
+def catalog() -> Iterator[Callable[..., Server]]:
+    """Start the catalogue (``--port 0`` unless given); every one is stopped after the test."""
+    servers: list[Server] = []
+
+    def make(*args: str) -> Server:
+        extra = args if "--port" in args else ("--port", "0", *args)
+        server = start(catalog_command(*extra))
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """``ankka serve examples.shop:service`` with the stand-in and ANKKA_MCP_* settings."""
+    servers: list[Server] = []
+
+    def make(standin_url: str, mcp_env: dict[str, str]) -> Server:
+        store = f"sqlite:///{tmp_path / 'shop.sqlite3'}"
+        server = start(
+            ankka_command("serve", "examples.shop:service", "--port", "0", "--store", store),
+            env={**model_env(standin_url), **mcp_env},
+        )
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def ask(server: Server, message: str, session: str = "s") -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/v1/agents/shop/sessions/{session}", json={"message": message}, timeout=60
+    )
+
+
+def conversation(server: Server, session: str = "s") -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = httpx.get(
+        f"{server.url}/v1/sessions/{session}/messages"
+    ).json()["messages"]
+    return messages
+
+
+def journal(tmp_path: Path) -> list[tuple[str, dict[str, Any]]]:
+    with sqlite3.connect(tmp_path / "shop.sqlite3") as db:
+        rows = db.execute("SELECT kind, body FROM events ORDER BY session, seq").fetchall()
+    return [(kind, json.loads(body)) for kind, body in rows]
+
+
+def journal_text(tmp_path: Path) -> str:
+    with sqlite3.connect(tmp_path / "shop.sqlite3") as db:
+        return "\n".join(r[0] for r in db.execute("SELECT body FROM events"))
+
+
+def offered_tools(request: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in request["body"].get("tools", [])]
+
+
+def wait_ready(server: Server, *, within: float = 60.0) -> None:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if httpx.get(f"{server.url}/readyz").status_code == 200:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"not ready within {within}s: {httpx.get(f'{server.url}/readyz').text}")
+
+
+def stop_cleanly(server: Server) -> str:
+    """SIGTERM, then the whole output; a clean shutdown has no traceback in it."""
+    output = server.stop()
+    assert server.process.returncode == 0, output
+    for sign in ("Traceback", "ERROR", "cancel scope", "Task was destroyed", "Exception"):
+        assert sign not in output, output
+    return output
+
+
+def test_the_shop_agent_answers_with_the_catalogue_tool(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+    tmp_path: Path,
+) -> None:
+    mcp = catalog()
+    model = standin([*SHOP_SCRIPT, *search("kettle")])
+    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+    assert httpx.get(f"{server.url}/readyz").json() == {"ok": True}
+
+    answer = ask(server, "Do you have kettles?")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["reply"] == SHOP_SCRIPT[1]["text"]
+    sent = received(model)
+    assert "mcp__catalog__search" in offered_tools(sent[0])
+    declared = next(t for t in sent[0]["body"]["tools"] if t["function"]["name"].startswith("mcp"))
+    assert declared["function"]["description"].startswith("Search the product catalogue")
+    assert declared["function"]["parameters"]["required"] == ["query"]
+    tool_message = sent[1]["body"]["messages"][-1]
+    assert tool_message["role"] == "tool"
+    assert "Steel kettle" in tool_message["content"] and "Glass kettle" in tool_message["content"]
+    tool_result = conversation(server)[2]
+    assert tool_result["name"] == "mcp__catalog__search"
+    assert "Steel kettle" in tool_result["content"] and not tool_result["is_error"]
+
+    assert ask(server, "And kettles again?").status_code == 200
+    records = [body for kind, body in journal(tmp_path) if kind == "mcp_tools"]
+    assert len(records) == 2
+    assert records[0]["digest"] == records[1]["digest"]
+    assert [t["name"] for t in records[0]["tools"]] == ["search"]
+    assert "tools" not in records[1], "an unchanged listing is recorded as its digest alone"
+
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'ankka_mcp_calls_total{outcome="ok",server="catalog",tool="search"} 2.0' in metrics
+    assert 'ankka_mcp_connected{server="catalog"} 1.0' in metrics
+    stop_cleanly(server)
+
+
+def test_a_listing_recorded_by_another_process_is_not_recorded_again(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+    tmp_path: Path,
+) -> None:
+    mcp = catalog()
+    model = standin([{"text": "One."}, {"text": "Two."}])
+    first = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+    assert ask(first, "Hello").status_code == 200
+    stop_cleanly(first)
+    second = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})  # same store, new process
+    assert ask(second, "Hello again").status_code == 200
+    records = [body for kind, body in journal(tmp_path) if kind == "mcp_tools"]
+    assert [("tools" in r) for r in records] == [True, False]
+    assert records[0]["digest"] == records[1]["digest"]
+
+
+def test_a_refused_result_reaches_neither_the_model_nor_the_journal(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+    tmp_path: Path,
+) -> None:
+    mcp = catalog()
+    model = standin(search("toaster", "I could not read that product."))
+    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+    answer = ask(server, "Is there a cheap toaster?")
+    assert answer.status_code == 200, answer.text
+    follow_up = json.dumps(received(model)[1]["body"]["messages"])
+    assert "IGNORE PREVIOUS INSTRUCTIONS" not in follow_up
+    assert "Budget toaster" not in follow_up
+    assert "withheld" in follow_up and "no_instructions" in follow_up
+    stored = journal_text(tmp_path)
+    assert "IGNORE PREVIOUS INSTRUCTIONS" not in stored and "Budget toaster" not in stored
+    assert conversation(server)[2]["is_error"] is True
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'ankka_mcp_calls_total{outcome="refused",server="catalog",tool="search"} 1.0' in metrics
+
+
+def test_a_tool_whose_description_is_refused_is_not_offered(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+) -> None:
+    mcp = catalog("--poisoned-tool")
+    model = standin([{"text": "Hello."}])
+    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+    assert ask(server, "Hi").status_code == 200
+    request = received(model)[0]
+    assert offered_tools(request) == ["mcp__catalog__search"]
+    assert "Ignore previous instructions" not in json.dumps(request["body"])
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'ankka_mcp_tools_left_out_total{server="catalog"} 1.0' in metrics
+    output = server.stop()
+    assert "tool 'supplier_notes' is left out" in output
+    assert "description guardrail 'no_instructions'" in output
+
+
+def test_a_restarted_server_is_re_initialised_and_the_next_call_succeeds(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+) -> None:
+    # --handshake-only: the client holds a session, which the restart ends (404 to its id).
+    first = catalog("--handshake-only")
+    port = port_of(first)
+    model = standin([*search("mug"), *search("teapot")])
+    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": first.url})
+    assert ask(server, "A mug?").status_code == 200
+
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait()
+    catalog("--handshake-only", "--port", port)
+
+    answer = ask(server, "A teapot?")
+    assert answer.status_code == 200, answer.text
+    result = conversation(server)[-2]
+    assert result["is_error"] is False, result
+    assert "Cast-iron teapot" in result["content"]
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'ankka_mcp_sessions_total{server="catalog"} 2.0' in metrics
+    stop_cleanly(server)
+
+
+@pytest.mark.parametrize("mode", ["negotiated", "handshake-only"])
+def test_a_call_in_flight_when_the_server_dies_is_a_tool_error_not_a_hang(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+    mode: str,
+) -> None:
+    flags = ("--handshake-only",) if mode == "handshake-only" else ()
+    slow = catalog("--delay", "30", *flags)
+    port = port_of(slow)
+    model = standin([*search("kettle", "The catalogue is down."), *search("mug")])
+    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": slow.url})
+
+    answers: list[httpx.Response] = []
+    asking = threading.Thread(target=lambda: answers.append(ask(server, "A kettle?")))
+    asking.start()
+    end = time.monotonic() + 30
+    while "search 'kettle'" not in "".join(slow.output) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert "search 'kettle'" in "".join(slow.output), "the call never reached the catalogue"
+    slow.process.send_signal(signal.SIGKILL)
+    slow.process.wait()
+    asking.join(timeout=45)
+    assert not asking.is_alive(), "the turn hung on the dead server"
+    assert answers[0].status_code == 200, answers[0].text
+    broken = conversation(server)[2]
+    assert broken["is_error"] is True
+    assert "broke during tool 'search'" in broken["content"]
+
+    catalog("--port", port, *flags)
+    wait_ready(server)
+    assert ask(server, "A mug?").status_code == 200
+    result = conversation(server)[-2]
+    assert result["is_error"] is False and "Stoneware mug" in result["content"]
+    stop_cleanly(server)
+
+
+def test_an_unknown_mcp_variable_is_refused_at_start(tmp_path: Path) -> None:
+    env = {
+        **model_env("http://127.0.0.1:9"),
+        "ANKKA_MCP_CATALOG_URL": "http://127.0.0.1:9/mcp",
+        "ANKKA_MCP_CATALOG_HEADERS": "x",
+    }
+    done = subprocess.run(
+        [
+            *ankka_command("serve", "examples.shop:service", "--port", "0"),
+            "--store",
+            f"sqlite:///{tmp_path / 's.sqlite3'}",
+        ],
+        env={**_environ(), **env},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "ANKKA_MCP_CATALOG_HEADERS is not a setting" in done.stderr
+
+
+def test_an_unreachable_server_is_named_by_readyz_and_its_tools_come_when_it_does(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+) -> None:
+    free = _free_port()
+    url = f"http://127.0.0.1:{free}/mcp"
+    model = standin([{"text": "No catalogue right now."}, *search("kettle")])
+    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": url})
+    ready = httpx.get(f"{server.url}/readyz")
+    assert ready.status_code == 503
+    assert "mcp server 'catalog'" in ready.json()["missing"]
+    assert ask(server, "Kettles?").status_code == 200
+    assert "mcp__catalog__search" not in offered_tools(received(model)[0])
+
+    catalog("--port", str(free))
+    wait_ready(server)
+    assert ask(server, "Kettles now?").status_code == 200
+    assert "mcp__catalog__search" in offered_tools(received(model)[1])
+    assert "Steel kettle" in conversation(server)[-2]["content"]
+    stop_cleanly(server)
+
+
+def test_header_values_reach_the_server_and_nothing_else(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+    tmp_path: Path,
+) -> None:
+    mcp = catalog("--token", CANARY)
+    port = port_of(mcp)
+    model = standin([*search("kettle"), *search("mug")])
+    server = shop(
+        model.url,
+        {
+            "ANKKA_MCP_CATALOG_URL": mcp.url,
+            "ANKKA_MCP_CATALOG_HEADER_AUTHORIZATION": f"Bearer {CANARY}",
+        },
+    )
+    assert ask(server, "Kettles?").status_code == 200
+    assert "Steel kettle" in conversation(server)[2]["content"], "the token was not sent"
+
+    # Faults too: the server goes away and comes back refusing, so errors are logged.
+    mcp.process.send_signal(signal.SIGKILL)
+    mcp.process.wait()
+    assert ask(server, "Mugs?").status_code == 200
+    catalog("--token", "another", "--port", port)
+    time.sleep(2)
+
+    seen = [
+        httpx.get(f"{server.url}/metrics").text,
+        httpx.get(f"{server.url}/readyz").text,
+        json.dumps(conversation(server)),
+        json.dumps(received(model)),
+        journal_text(tmp_path),
+    ]
+    output = server.stop()
+    for text in [*seen, output]:
+        assert CANARY not in text
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ANKKA_MCP_", "ANKKA_MODEL_"))}
