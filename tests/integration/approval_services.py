@@ -1,0 +1,37 @@
+"""The request agent of the approval crash tests: the example's refunds agent with a tool that
+says when it runs (a line per run in ``$ANKKA_TEST_TOOL_LOG``) and takes
+``$ANKKA_TEST_TOOL_SECONDS``, and a handler that pauses ``$ANKKA_TEST_PLAN_SECONDS`` while the
+file ``$ANKKA_TEST_PLAN_PAUSE`` exists, so a test can kill the runtime between a recorded
+decision and the approved call's recorded start (resuming plans the turn again first)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.tools import tool
+
+service = Service("approvals-crash")
+
+
+@tool(requires_approval=lambda args: args.amount > 100)
+def refund(order: str, amount: float) -> str:
+    """Refund an order."""
+    log = os.environ.get("ANKKA_TEST_TOOL_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as runs:
+            runs.write(f"{order} {amount}\n")
+    time.sleep(float(os.environ.get("ANKKA_TEST_TOOL_SECONDS", "0")))
+    return f"refunded {amount} on {order}"
+
+
+@service.agent("refunds")
+def refunds(request: TurnRequest) -> Turn:
+    pause = os.environ.get("ANKKA_TEST_PLAN_PAUSE")
+    if pause and os.path.exists(pause):
+        time.sleep(float(os.environ.get("ANKKA_TEST_PLAN_SECONDS", "0")))
+    return Turn(message=request.message, tools=[refund], model="default")
+
+
+__all__ = ["service"]
