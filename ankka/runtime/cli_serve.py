@@ -139,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
             await task_store.close()
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
+        index = ApprovalIndex(task_store)
         runtime = Runtime(
             service,
             store=store,
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
             mcp=mcp,
             compaction_override=compaction,
             compaction_leases=leases,
-            approvals=ApprovalIndex(task_store),
+            approvals=index,
             approval_notice_seconds=args.approval_notice_seconds,
         )
         tasks = TaskHost(
@@ -158,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
             lease_seconds=args.lease_seconds,
             max_instances=args.max_instances,
             notification_buffer=args.notification_buffer,
+            approvals=index,
         )
+        runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         agents = [*service.agents, *service.autonomous_agents]
         print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)

@@ -2,7 +2,8 @@
 says when it runs (a line per run in ``$ANKKA_TEST_TOOL_LOG``) and takes
 ``$ANKKA_TEST_TOOL_SECONDS``, and a handler that pauses ``$ANKKA_TEST_PLAN_SECONDS`` while the
 file ``$ANKKA_TEST_PLAN_PAUSE`` exists, so a test can kill the runtime between a recorded
-decision and the approved call's recorded start (resuming plans the turn again first)."""
+decision and the approved call's recorded start (resuming plans the turn again first). The
+autonomous ``researcher`` has a ``publish`` tool every call of which waits for approval."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import os
 import time
 
 from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.tasks import Accepts, AutonomousAgent
 from ankka.runtime.tools import tool
+from examples.tasks import summary
 
 service = Service("approvals-crash")
 
@@ -33,5 +36,24 @@ def refunds(request: TurnRequest) -> Turn:
         time.sleep(float(os.environ.get("ANKKA_TEST_PLAN_SECONDS", "0")))
     return Turn(message=request.message, tools=[refund], model="default")
 
+
+@tool(requires_approval=True)
+def publish(topic: str) -> str:
+    """Publish what is known about a topic (every call waits for a person)."""
+    log = os.environ.get("ANKKA_TEST_TOOL_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as runs:
+            runs.write(f"publish {topic}\n")
+    return f"{topic} is published."
+
+
+service.autonomous(
+    AutonomousAgent(
+        name="researcher",
+        instructions="Publish the topic, then complete the task.",
+        tools=[publish],
+        accepts=[Accepts(summary, budget=5)],
+    )
+)
 
 __all__ = ["service"]

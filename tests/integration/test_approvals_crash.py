@@ -167,3 +167,52 @@ def test_sigkill_after_the_start_before_the_result_never_runs_the_tool_again(
 def _quietly(call: Callable[..., Any], *args: Any) -> None:
     with contextlib.suppress(httpx.HTTPError):  # the server was killed under the request
         call(*args)
+
+
+TASK_SCRIPT: Script = [
+    {"when": "user", "tool_calls": [{"name": "publish", "arguments": {"topic": "ankka"}}]},
+    {
+        "when": "tool",
+        "tool_calls": [
+            {"name": "complete_task", "arguments": {"title": "ankka", "points": ["published"]}}
+        ],
+    },
+]
+
+
+def test_an_autonomous_task_waits_survives_a_restart_and_completes_once_decided(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin(TASK_SCRIPT)
+    store = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    log = tmp_path / "tool-runs.txt"
+    env = {"ANKKA_TEST_TOOL_LOG": str(log)}
+    servers.append(serve(model, store, env))
+    url = servers[-1].url
+    body = {"type": "summary", "instructions": "Publish ankka."}
+    put = httpx.put(f"{url}/v1/agents/researcher/tasks/t1", json=body, timeout=30)
+    assert put.status_code == 201, put.text
+
+    def pending(at: str) -> list[dict[str, Any]]:
+        answer = httpx.get(
+            f"{at}/v1/approvals", params={"session": "task:t1", "state": "pending"}, timeout=10
+        )
+        return list(answer.json()["approvals"])
+
+    wait_until(lambda: len(pending(url)) == 1, "the task's approval request")
+    task = httpx.get(f"{url}/v1/tasks/t1", timeout=10).json()
+    assert task["state"] == "awaiting-approval", task
+    kill(servers[-1])
+    servers.append(serve(model, store, env))
+    url = servers[-1].url
+    (request,) = pending(url)
+    assert request["tool"] == "publish" and request["arguments"] == {"topic": "ankka"}
+    assert httpx.get(f"{url}/v1/tasks/t1", timeout=10).json()["state"] == "awaiting-approval"
+    assert runs(log) == []
+    answer = decide(servers[-1], request)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "resumed"
+    final = httpx.get(f"{url}/v1/tasks/t1", params={"wait": 60}, timeout=90).json()
+    assert final["state"] == "completed", final
+    assert runs(log) == ["publish ankka"]
+    assert decide(servers[-1], request).status_code == 409

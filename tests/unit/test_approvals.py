@@ -14,7 +14,7 @@ import pytest
 
 from ankka._kernel.clock import ManualClock
 from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.approvals.desk import ApprovalConflict, HandlerGone
+from ankka.runtime.approvals.errors import ApprovalConflict, HandlerGone
 from ankka.runtime.approvals.index import ApprovalIndex
 from ankka.runtime.approvals.records import (
     ApprovalDecided,

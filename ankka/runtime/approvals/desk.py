@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound, RequestError
-from ankka._kernel.ids import new_id
+from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
+from ankka.runtime.approvals.errors import ApprovalConflict, HandlerGone
 from ankka.runtime.approvals.index import ApprovalIndex, IndexRow
 from ankka.runtime.approvals.records import (
     ApprovalDecided,
@@ -35,8 +35,12 @@ from ankka.runtime.approvals.records import (
     TurnEnded,
     TurnSuspended,
     digest,
+    refuse_decided,
+    refuse_digest,
+    requests_for,
 )
 from ankka.runtime.approvals.state import ApprovalState, Suspension
+from ankka.runtime.approvals.tasks import suspension_holding
 from ankka.runtime.journal.events import Record
 from ankka.runtime.loop import Resume, TurnOutcome, TurnSuspension, Verdict, run_turn
 from ankka.runtime.messages import ToolCall
@@ -46,31 +50,17 @@ if TYPE_CHECKING:
     from ankka.runtime.host import Runtime, _Folded
     from ankka.runtime.planning import PlannedTurn
 
-__all__ = ["ApprovalConflict", "ApprovalDesk", "Decided", "HandlerGone"]
+__all__ = ["ApprovalDesk", "Decided"]
 
 log = logging.getLogger("ankka.approvals")
 
 PLATFORM = "platform"
+TASK_SESSION = "task:"  # a task's records are the journal session task:<id>
 CUT_OFF = (
     "this turn was cut off after its last decision (the runtime stopped while resuming it); "
     "it is ended, not resumed, and no approved call of it is run again"
 )
 Notify = Callable[[str, dict[str, Any]], None]
-
-
-class ApprovalConflict(RequestError):
-    """The decision or the turn clashes with what the journal holds."""
-
-    kind = "conflict"
-    status = 409
-
-
-class HandlerGone(AnkkaError):
-    """The suspended turn's agent is no longer declared: the turn is ended, never run as
-    another handler."""
-
-    kind = "internal_error"
-    status = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +95,8 @@ class ApprovalDesk:
         self.notice_seconds = notice_seconds
         self.tick_seconds = tick_seconds
         self.notify: Notify = notify or _log_notice
+        # Told of a task's decision (task id, the event's data, whether it was the last).
+        self.task_decided: Callable[[str, dict[str, Any], bool], None] | None = None
         self._timer: asyncio.Task[None] | None = None
 
     # --- suspending ----------------------------------------------------------------------
@@ -122,21 +114,12 @@ class ApprovalDesk:
         now = rt.clock.now()
         position = folded.position + len(listings) + 1  # where TurnSuspended will be
         tools = {t.name: t for t in planned.effect.tools}
-        requests = []
-        for call in suspension.waiting:
+
+        def timeout_of(call: ToolCall) -> float | None:
             rule = approval_of(tools.get(call.name))
-            timeout = rule.timeout if rule is not None else None
-            expires = now + timedelta(seconds=timeout) if timeout is not None else None
-            requests.append(
-                ApprovalRequest(
-                    new_id("apr"),
-                    call.id,
-                    call.name,
-                    call.arguments,
-                    digest(call.name, call.arguments, call.id, position),
-                    expires,
-                )
-            )
+            return rule.timeout if rule is not None else None
+
+        requests = requests_for(suspension.waiting, timeout_of, position=position, now=now)
         record = TurnSuspended(
             suspension.turn,
             planned.agent,
@@ -220,16 +203,14 @@ class ApprovalDesk:
             raise NotFound(f"there is no approval {approval!r}")
         rt = self._runtime
         session = row.session
+        if session.startswith(TASK_SESSION):
+            return await self._decide_task(
+                row, decision, given_digest, reason=reason, decided_by=decided_by
+            )
         async with rt.queue.turn(session):
             folded = await rt.load(session)
             state = folded.approvals
-            first = state.decided.get(approval)
-            if first is not None:
-                raise ApprovalConflict(
-                    f"approval {approval!r} was already decided: {first.decision} by "
-                    f"{first.decided_by} at {first.at.isoformat()}"
-                    + (f" ({first.reason})" if first.reason else "")
-                )
+            refuse_decided(approval, state.decided.get(approval))
             current = state.current
             request = current.request(approval) if current is not None else None
             if current is None or request is None:
@@ -243,12 +224,7 @@ class ApprovalDesk:
             if current.all_decided:  # cut off before: never resumed
                 await self._end(session, folded, current, "cut_off", self._cut_off_reason(current))
                 raise ApprovalConflict(f"approval {approval!r}: {CUT_OFF}")
-            if given_digest is not None and given_digest != request.digest:
-                raise ApprovalConflict(
-                    f"approval {approval!r}: the digest sent does not match the request's "
-                    "(the decision was made on other arguments, or another request); "
-                    "read it again from GET /v1/approvals"
-                )
+            refuse_digest(approval, request, given_digest)
             record = ApprovalDecided(
                 approval, current.turn, decision, reason, decided_by, rt.clock.now()
             )
@@ -267,6 +243,47 @@ class ApprovalDesk:
             if not current.all_decided:
                 return Decided(record, "recorded", current.undecided)
             return await self._resume(session, folded, current, record)
+
+    async def _decide_task(
+        self,
+        row: IndexRow,
+        decision: Decision,
+        given_digest: str | None,
+        *,
+        reason: str,
+        decided_by: str,
+    ) -> Decided:
+        """A task's request: record the decision in the task's session; after the last one
+        the task host is poked and the instance settles the calls before anything else."""
+        rt = self._runtime
+        assert self.index is not None
+        async with rt.queue.turn(row.session):
+            entries = await rt.journal.read(row.session)
+            held = suspension_holding(entries, row.id)
+            if held is None:
+                await self.index.drop([row.id])
+                raise NotFound(f"there is no approval {row.id!r}")
+            refuse_decided(row.id, held.decisions.get(row.id))
+            request = next(r for r in held.record.requests if r.id == row.id)
+            refuse_digest(row.id, request, given_digest)
+            record = ApprovalDecided(
+                row.id, held.record.turn, decision, reason, decided_by, rt.clock.now()
+            )
+            position = entries[-1].seq if entries else 0
+            await rt.journal.append(row.session, [record], expected=position)
+            held.decisions[row.id] = record
+            last = not held.undecided
+            await self.index.settle([row.id], decision, close=last)
+        data = {
+            "agent": row.agent,
+            "id": row.id,
+            "decision": decision,
+            "decided_by": decided_by,
+        }
+        self.notify("approval_decided", {"session": row.session, **data})
+        if self.task_decided is not None:
+            self.task_decided(row.session.removeprefix(TASK_SESSION), data, last)
+        return Decided(record, "resumed" if last else "recorded", held.undecided)
 
     async def _resume(
         self, session: str, folded: _Folded, current: Suspension, last: ApprovalDecided
@@ -406,6 +423,8 @@ class ApprovalDesk:
             return
         rt = self._runtime
         for session in await self.index.open_sessions():
+            if session.startswith(TASK_SESSION):
+                continue  # a task's instance settles its calls itself when it resumes
             async with rt.queue.turn(session):
                 folded = await rt.load(session)
                 current = folded.approvals.current

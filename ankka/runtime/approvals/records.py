@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal
 
-from ankka.runtime.messages import MESSAGE_TYPES, Message
+from ankka._kernel.ids import new_id
+from ankka.runtime.approvals.errors import ApprovalConflict
+from ankka.runtime.messages import MESSAGE_TYPES, Message, ToolCall
 
 __all__ = [
     "APPROVAL_RECORD_TYPES",
@@ -29,6 +32,9 @@ __all__ = [
     "TurnSuspended",
     "canonical_arguments",
     "digest",
+    "refuse_decided",
+    "refuse_digest",
+    "requests_for",
 ]
 
 Decision = Literal["approved", "refused", "expired"]
@@ -244,3 +250,47 @@ APPROVAL_RECORD_TYPES: tuple[type[ApprovalRecord], ...] = (
     ApprovedCallStarted,
     TurnEnded,
 )
+
+
+def requests_for(
+    calls: Sequence[ToolCall],
+    timeout_of: Callable[[ToolCall], float | None],
+    *,
+    position: int,
+    now: datetime,
+) -> tuple[ApprovalRequest, ...]:
+    """A request per call, bound by its digest to the suspension at ``position``."""
+    out = []
+    for call in calls:
+        timeout = timeout_of(call)
+        out.append(
+            ApprovalRequest(
+                new_id("apr"),
+                call.id,
+                call.name,
+                call.arguments,
+                digest(call.name, call.arguments, call.id, position),
+                now + timedelta(seconds=timeout) if timeout is not None else None,
+            )
+        )
+    return tuple(out)
+
+
+def refuse_decided(approval: str, first: ApprovalDecided | None) -> None:
+    """Raise the 409 naming the first decision, if there was one."""
+    if first is not None:
+        raise ApprovalConflict(
+            f"approval {approval!r} was already decided: {first.decision} by "
+            f"{first.decided_by} at {first.at.isoformat()}"
+            + (f" ({first.reason})" if first.reason else "")
+        )
+
+
+def refuse_digest(approval: str, request: ApprovalRequest, given: str | None) -> None:
+    """Raise the 409 for a decision made on other arguments (or another request)."""
+    if given is not None and given != request.digest:
+        raise ApprovalConflict(
+            f"approval {approval!r}: the digest sent does not match the request's (the "
+            "decision was made on other arguments, or another request); read it again from "
+            "GET /v1/approvals"
+        )
