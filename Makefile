@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install deps demo test lint typecheck contracts unit integration cluster bench \
-	bench-gateway bench-operator bench-tasks clean
+	bench-gateway bench-operator bench-tasks bench-judgments clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ bench-gateway: install
 	test -x .cache/litellm-venv/bin/litellm || ( $(PYTHON) -m venv .cache/litellm-venv && \
 	  .cache/litellm-venv/bin/pip install --quiet 'litellm[proxy]' )
 	$(BIN)/python bench/gateway_overhead.py --litellm .cache/litellm-venv/bin/litellm
+
+## Judgments on SmolLM2 (llama.cpp) against plain completions parsed as text.
+bench-judgments: deps
+	$(BIN)/python bench/judgments.py --messages 20
 
 ## 200 Agents over 20 InstallationModels against the real control plane.
 bench-operator: deps

@@ -18,6 +18,7 @@ never waits for. A runtime is an async context manager: entering it starts that 
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,14 @@ from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
+from ankka.runtime.judgments.guardrail import Judging
+from ankka.runtime.judgments.handlers import plan_judgment
+from ankka.runtime.judgments.judgment import Judgment
+from ankka.runtime.judgments.plan import JudgmentRequest
+from ankka.runtime.judgments.registry import judges_for
+from ankka.runtime.judgments.seam import JudgmentProvider
+from ankka.runtime.judgments.usage import JudgmentUsage
+from ankka.runtime.judgments.verify import ask
 from ankka.runtime.loop import Emit, TurnOutcome, TurnSuspension, run_turn
 from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, Usage
@@ -53,6 +62,8 @@ if TYPE_CHECKING:
     from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
+
+log = logging.getLogger("ankka.runtime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +98,7 @@ class SessionSummary:
     compaction_rejections: int = 0
     compaction_usage: Usage = field(default_factory=Usage)
     awaiting: tuple[ApprovalRequest, ...] = ()
+    judgment_usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(slots=True)
@@ -161,6 +173,7 @@ class Runtime:
         approval_notice_seconds: float = 300.0,
         approval_tick_seconds: float = 1.0,
         notify: Notify | None = None,
+        judges: Mapping[str, JudgmentProvider] | None = None,
     ) -> None:
         """``compaction_providers`` are the models summaries are asked of (default: the
         same ``providers``; tests give the summariser its own scripted provider).
@@ -169,6 +182,8 @@ class Runtime:
         self.service = service
         self.journal = Journal(store)
         self.providers = dict(providers)
+        # One judgment provider per model that can answer judgments, over its transport.
+        self.judges = dict(judges) if judges is not None else judges_for(self.providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(self.journal.session_lock())
@@ -227,6 +242,7 @@ class Runtime:
         date, run the loop, append the turn's messages, and only then return."""
         agent, session, effect = planned.agent, planned.session, planned.effect
         started = self.clock.monotonic()
+        judging = Judging(self.judges)
         try:
             async with self.queue.turn(session):
                 folded = await self._conversations.load(session)
@@ -234,22 +250,36 @@ class Runtime:
                 # cut off after its last decision is ended first.
                 await self.approvals.settle_cut_off(session, folded)
                 turn_id = new_id("turn")
-                effect, listings = await self.with_mcp_tools(planned, turn_id, folded)
-                outcome = await run_turn(
-                    effect,
-                    history=folded.view.messages,
-                    agent=agent,
-                    turn_id=turn_id,
-                    provider=planned.provider,
-                    clock=self.clock,
-                    emit=emit,
-                )
+                try:
+                    effect, listings = await self.with_mcp_tools(planned, turn_id, folded)
+                    outcome = await run_turn(
+                        effect,
+                        history=folded.view.messages,
+                        agent=agent,
+                        turn_id=turn_id,
+                        provider=planned.provider,
+                        clock=self.clock,
+                        emit=emit,
+                        judging=judging,
+                    )
+                except BaseException:
+                    await self._judgment_usage_alone(planned, turn_id, judging)
+                    raise
                 if isinstance(outcome, TurnSuspension):
-                    awaiting = await self.approvals.suspend(planned, folded, listings, outcome)
+                    before: tuple[Record, ...] = (*listings, *self.spent(planned, turn_id, judging))
+                    awaiting = await self.approvals.suspend(planned, folded, before, outcome)
                     return TurnResult(None, awaiting)
                 if effect.write_memory:
-                    # The tool listings the turn used go first, in the turn's own batch.
-                    await self.record(session, folded, (*listings, *outcome.messages))
+                    # The tool listings the turn used go first, in the turn's own batch; the
+                    # tokens its judged guardrails spent last.
+                    records = (
+                        *listings,
+                        *outcome.messages,
+                        *self.spent(planned, turn_id, judging),
+                    )
+                    await self.record(session, folded, records)
+                else:
+                    await self._judgment_usage_alone(planned, turn_id, judging)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
@@ -306,6 +336,38 @@ class Runtime:
             return {}
         return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
 
+    def spent(
+        self, planned: PlannedTurn, turn_id: str, judging: Judging
+    ) -> tuple[JudgmentUsage, ...]:
+        """The turn's judgment usage record (none when no judged guardrail ran), counted."""
+        if not judging.spent:
+            return ()
+        self.metrics.judgment_tokens_used(judging.usage)
+        return (JudgmentUsage(judging.usage, planned.agent, turn_id),)
+
+    async def _judgment_usage_alone(
+        self, planned: PlannedTurn, turn_id: str, judging: Judging
+    ) -> None:
+        """Record a turn's judgment tokens when it wrote no messages; best effort."""
+        spent = self.spent(planned, turn_id, judging)
+        if not spent:
+            return
+        try:
+            folded = await self._conversations.load(planned.session)
+            await self.journal.append(planned.session, spent, expected=folded.position)
+        except Exception:
+            log.warning("the judgment usage of turn %s was not recorded", turn_id, exc_info=True)
+        self._conversations.forget(planned.session)
+
+    async def judge(self, name: str, text: str) -> Judgment:
+        """Ask a judgment handler's questions about ``text``; the verified judgment."""
+        plan, judge = plan_judgment(
+            self.service, self.judges, self.providers, JudgmentRequest(name, text)
+        )
+        judgment = await ask(judge, plan.inquiry(), floor=plan.coverage_floor)
+        self.metrics.judgment_finished(name, judgment.usage)
+        return judgment
+
     async def messages(self, session: str, *, as_sent: bool = False) -> list[Message]:
         """The session's whole conversation as committed (compaction never removes a
         message), or with ``as_sent`` what the model is now shown from it (the summary, then
@@ -330,12 +392,17 @@ class Runtime:
         for e in entries:
             state.add(e.seq, e.record)
         awaiting = state.current.undecided if state.current is not None else ()
+        judged = Usage()
+        for entry in entries:
+            if isinstance(entry.record, JudgmentUsage):
+                judged = judged + entry.record.usage
         return SessionSummary(
             session,
             len(conversation),
             turns,
             pending,
             usage,
+            judgment_usage=judged,
             compactions=view.compactions,
             compaction_rejections=view.rejected,
             compaction_usage=view.compaction_usage,

@@ -3,6 +3,8 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
+- ``POST /v1/agents/{agent}/judgments`` ``{"text": "..."}`` (a judgment handler) →
+  ``{"answers": {QUESTION: {"probabilities", "coverage", "measured"}}, "usage"}``.
 - ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
   nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
 - ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
@@ -24,7 +26,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
@@ -78,8 +80,20 @@ async def _error_response(request: Request, exc: Exception) -> Response:
 _ERRORS = Middleware(ExceptionMiddleware, handlers={Exception: _error_response})
 
 
-async def _parse(request: Request) -> TurnBody:
-    return parse_body(await request.body(), TurnBody, '{"message": "..."}')
+MAX_JUDGMENT_TEXT = 32_000
+
+
+class JudgmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MAX_JUDGMENT_TEXT)
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def _parse(request: Request, shape: type[Body]) -> Body:
+    field = next(iter(shape.model_fields))
+    return parse_body(await request.body(), shape, f'{{"{field}": "..."}}')
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -124,7 +138,7 @@ def create_app(
     (``ankka.runtime.approvals.http``)."""
 
     async def turn(request: Request) -> Response:
-        body = await _parse(request)
+        body = await _parse(request, TurnBody)
         planned = runtime.plan(
             request.path_params["agent"], request.path_params["session"], body.message
         )
@@ -134,6 +148,11 @@ def create_app(
         if result.outcome is None:
             return JSONResponse(awaiting_json(result.awaiting), status_code=202)
         return JSONResponse(_turn_json(result))
+
+    async def judgments(request: Request) -> Response:
+        body = await _parse(request, JudgmentBody)
+        judgment = await runtime.judge(request.path_params["agent"], body.text)
+        return JSONResponse(judgment.as_dict())
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
@@ -156,6 +175,7 @@ def create_app(
                 "turns": summary.turns,
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
+                "judgment_usage": summary.judgment_usage.as_dict(),
                 "cost": COST_UNKNOWN,
                 "compactions": summary.compactions,
                 "compaction_rejections": summary.compaction_rejections,
@@ -184,7 +204,10 @@ def create_app(
                         }
                         for n, a in service.autonomous_agents.items()
                     ),
-                ]
+                ],
+                "judgments": [
+                    {"name": n, "description": d.description} for n, d in service.judgments.items()
+                ],
             }
         )
 
@@ -206,6 +229,7 @@ def create_app(
             *(task_routes(tasks) if tasks is not None else ()),
             *approval_routes(runtime, _outcome_json, approver_header=approver_header),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
+            Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),

@@ -22,6 +22,7 @@ from ankka._kernel.errors import TurnFailed
 from ankka.runtime import memory
 from ankka.runtime.agents import Turn
 from ankka.runtime.guardrails import first_refusal
+from ankka.runtime.judgments.guardrail import Judging
 from ankka.runtime.messages import (
     AssistantMessage,
     Message,
@@ -127,6 +128,7 @@ async def run_turn(
     clock: Clock,
     emit: Emit | None = None,
     resume: Resume | None = None,
+    judging: Judging | None = None,
 ) -> TurnOutcome | TurnSuspension:
     """Run a turn, or go on with a suspended one (``resume``: its input guardrails passed
     when it started, and the calls of its last answer are settled first)."""
@@ -136,7 +138,7 @@ async def run_turn(
     usage = Usage()
     rounds = 0
     if resume is None:
-        await first_refusal(effect.input_guardrails, effect.message, stage="input")
+        await first_refusal(effect.input_guardrails, effect.message, stage="input", judging=judging)
         produced: list[Message] = [UserMessage(effect.message, agent, turn_id)]
     else:
         produced = list(resume.messages)
@@ -209,7 +211,7 @@ async def run_turn(
             produced.append(result)
     text = response.content or ""
     value = _decode(answer_type, text, agent) if answer_type is not None else None
-    await first_refusal(effect.output_guardrails, text, stage="output")
+    await first_refusal(effect.output_guardrails, text, stage="output", judging=judging)
     produced.append(AssistantMessage(text, (), agent, turn_id, call, turn_usage=usage))
     return TurnOutcome(turn_id, tuple(produced), text, value, usage, tuple(calls))
 

@@ -42,6 +42,7 @@ from ankka.runtime.approvals.records import (
 from ankka.runtime.approvals.state import ApprovalState, Suspension
 from ankka.runtime.approvals.tasks import suspension_holding
 from ankka.runtime.journal.events import Record
+from ankka.runtime.judgments.guardrail import Judging
 from ankka.runtime.loop import Resume, TurnOutcome, TurnSuspension, Verdict, run_turn
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.tools import approval_of
@@ -321,6 +322,7 @@ class ApprovalDesk:
 
         try:
             effect, listings = await rt.with_mcp_tools(planned, current.turn, folded)
+            judging = Judging(rt.judges)
             outcome = await run_turn(
                 effect,
                 history=folded.view.messages,
@@ -329,11 +331,13 @@ class ApprovalDesk:
                 provider=planned.provider,
                 clock=rt.clock,
                 resume=Resume(suspended.messages, verdicts, start),
+                judging=judging,
             )
+            spent = rt.spent(planned, current.turn, judging)
             if isinstance(outcome, TurnSuspension):
-                pending = await self.suspend(planned, folded, listings, outcome)
+                pending = await self.suspend(planned, folded, (*listings, *spent), outcome)
                 return Decided(last, "awaiting_approval", pending)
-            await rt.record(session, folded, (*listings, *outcome.messages))
+            await rt.record(session, folded, (*listings, *outcome.messages, *spent))
         except BaseException as exc:
             if not isinstance(exc, HandlerGone | asyncio.CancelledError):
                 reason = (
