@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install deps demo test lint typecheck contracts unit integration cluster bench \
-	bench-gateway bench-operator bench-tasks bench-judgments clean
+	bench-gateway bench-operator bench-judgments bench-tasks clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

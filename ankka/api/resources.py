@@ -247,10 +247,10 @@ class AgentSpec(_Wire):
     models: list[AgentModel] = Field(default_factory=list)
     mcp_servers: list[McpServer] = Field(default_factory=list)
     env: list[EnvVar] = Field(default_factory=list)
+    compaction: Compaction | None = None
     runtime: AgentRuntime | None = Field(
         default=None, description="How the operator reaches the runtime (see runtime.address)."
     )
-    compaction: Compaction | None = None
 
 
 class AgentStatus(_Wire):

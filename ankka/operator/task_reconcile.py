@@ -140,7 +140,7 @@ async def follow(
             json=tasks.runtime_body(spec, dependency_uids),
         )
         if answer.status_code in (200, 201):
-            fields = tasks.status_from_record(answer.json())
+            fields = _named(tasks.status_from_record(answer.json()), spec, dependency_uids)
             fields["approvals"] = await _pending_approvals(client, address, uid, fields)
             await _write(p, body, fields, accepted)
             if tasks.is_final(fields):
@@ -169,7 +169,7 @@ async def follow(
         refused = condition(HANDED, ConditionStatus.FALSE, "Refused", message, now=now)
         await _write(p, body, {"phase": TaskPhase.FAILED.value, "reason": message}, refused)
         return True
-    fields = tasks.status_from_record(answer.json())
+    fields = _named(tasks.status_from_record(answer.json()), spec, dependency_uids)
     fields["approvals"] = await _pending_approvals(client, address, uid, fields)
     await _write(p, body, fields, accepted)
     return tasks.is_final(fields)
@@ -191,6 +191,16 @@ async def _pending_approvals(
     if answer.status_code != 200:
         return []
     return tasks.approvals_from_listing(answer.json())
+
+
+def _named(fields: dict[str, Any], spec: TaskSpec, uids: list[str]) -> dict[str, Any]:
+    """The runtime names dependencies by their uids; a user reads them by Task name."""
+    reason = fields.get("reason")
+    if isinstance(reason, str):
+        for name, uid in zip(spec.depends_on, uids, strict=True):
+            reason = reason.replace(uid, name)
+        fields["reason"] = reason
+    return fields
 
 
 async def cancel(p: Platform, body: Obj, client: httpx2.AsyncClient) -> None:

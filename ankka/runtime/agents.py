@@ -158,8 +158,8 @@ class Service:
     def __init__(self, name: str = "ankka") -> None:
         self.name = name
         self._agents: dict[str, AgentDeclaration] = {}
-        self._autonomous: dict[str, AutonomousAgent] = {}
         self._judgments: dict[str, JudgmentDeclaration] = {}
+        self._autonomous: dict[str, AutonomousAgent] = {}
 
     @property
     def agents(self) -> dict[str, AgentDeclaration]:
@@ -171,13 +171,14 @@ class Service:
 
     def autonomous(self, agent: AutonomousAgent) -> AutonomousAgent:
         """Declare an autonomous agent, which works tasks of the types it accepts."""
-        self._refuse_taken(agent.name)
+        self._refuse_taken(f"agent {agent.name!r}", agent.name)
         self._autonomous[agent.name] = agent
         return agent
 
-    def _refuse_taken(self, name: str) -> None:
+    def _refuse_taken(self, what: str, name: str) -> None:
+        """Agents, autonomous agents and judgment handlers share one namespace (the routes)."""
         if name in self._agents or name in self._autonomous or name in self._judgments:
-            raise ConfigurationError(f"agent {name!r} is declared twice in {self.name!r}")
+            raise ConfigurationError(f"{what} is declared twice in {self.name!r}")
 
     def agent(
         self,
@@ -225,8 +226,7 @@ class Service:
                 f"{what}: a handler builds a description and does no I/O; make it a plain "
                 "function (put I/O in tools)"
             )
-        if name in self._agents or name in self._judgments or name in self._autonomous:
-            raise ConfigurationError(f"{what} is declared twice in {self.name!r}")
+        self._refuse_taken(what, name)
         return description or inspect.getdoc(handler) or ""
 
     @property

@@ -145,7 +145,7 @@ def test_a_task_whose_dependency_fails_ends_cancelled(lab: Lab) -> None:
         timeout=60,
     )
     assert status["iterationsUsed"] == 0
-    assert "was failed" in status["reason"]  # named by the runtime task id, its uid
+    assert "'root'" in status["reason"] and "was failed" in status["reason"]
 
 
 def test_deleting_a_running_task_cancels_it(lab: Lab) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.messages import AssistantMessage, Message, ToolCall, ToolResult
 from ankka.runtime.tasks.declare import COMPLETE_TASK, FAIL_TASK, TaskType
 from ankka.runtime.tasks.prompt import FailTaskInput
@@ -124,8 +124,11 @@ def decode_fail(arguments: str) -> str | Malformed:
         return Malformed(f'{FAIL_TASK} takes {{"reason": "..."}} ({_problems(exc)})')
 
 
-class RuleRaised(AnkkaError):
-    """A rule raised instead of deciding: the check is made again, as a failed iteration."""
+class RuleRaised(ConfigurationError):
+    """A rule raised instead of deciding: the check is made again, as a failed iteration. The
+    rule is the service's code, so its owner must act."""
+
+    kind = "rule_raised"
 
     def __init__(self, rule: str, cause: BaseException) -> None:
         super().__init__(f"rule {rule!r} raised {type(cause).__name__}: {cause}")

@@ -184,10 +184,17 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
     assert instance is not None, "a task is worked by the instance it is assigned to"
     if not task.started:
         await _input_guardrails(agent, task, failures)
+        # The task starts and, with no model call between, so does its first iteration.
         started = await bench.store.write(
             lambda tx: statements.update(
-                tx, task.id, bench.clock.now(), state=TaskState.IN_PROGRESS.value, started=1
-            )
+                tx,
+                task.id,
+                bench.clock.now(),
+                state=TaskState.IN_PROGRESS.value,
+                started=1,
+                iteration_started=max(1, task.iterations_used + 1),
+            ),
+            serial=False,
         )
         if started is None:
             return
@@ -256,7 +263,8 @@ async def _iterate(
                 bench.clock.now(),
                 iteration_started=number,
                 state=TaskState.IN_PROGRESS.value,
-            )
+            ),
+            serial=False,
         )
     _tell(bench, "iteration_started", agent, task, iteration=number, budget=task.budget)
     response, call = await _call(bench, agent, plan, failures)
@@ -270,7 +278,8 @@ async def _iterate(
     await bench.store.write(
         lambda tx: statements.complete_iteration(
             tx, task.id, number, response.usage, bench.clock.now()
-        )
+        ),
+        serial=False,
     )
     _tell(
         bench,
@@ -302,7 +311,8 @@ async def _complete_recorded(bench: Workbench, task: TaskRecord, history: list[M
                     number=number,
                     usage=usage,
                     now=bench.clock.now(),
-                )
+                ),
+                serial=False,
             )
             changed = True
     return changed
@@ -421,7 +431,8 @@ async def _run_tools(
                     now=bench.clock.now(),
                     state=TaskState.RESULT_REJECTED.value,
                     reason=rejected,
-                )
+                ),
+                serial=False,
             )
             _tell(bench, "task_result_rejected", agent, task, reason=rejected)
     return False

@@ -1,10 +1,11 @@
 """The task store on PostgreSQL, shared by every runtime process of an agent.
 
 The statements are :mod:`.store`'s, run on psycopg's synchronous pool in worker threads so
-that one body of SQL serves both stores. Every write transaction first takes one
-transaction-scoped advisory lock, so writes are serialised across processes exactly as
-SQLite's ``BEGIN IMMEDIATE`` serialises them in one: a cascade or a lease claim never
-interleaves with another writer's.
+that one body of SQL serves both stores. Every write transaction that may touch several
+rows (creating a task, a cascade, a lease claim) first takes one transaction-scoped advisory
+lock, so those are serialised across processes exactly as SQLite's ``BEGIN IMMEDIATE``
+serialises them in one. A change of one task's row made while it is worked (``serial=False``)
+takes only that row's lock, so the iterations of different instances commit side by side.
 """
 
 from __future__ import annotations
@@ -92,8 +93,8 @@ class PostgresTaskStore:
         except psycopg.Error as exc:
             raise StoreError(f"the task store {self._where} failed: {exc}") from exc
 
-    async def write(self, work: Callable[[Transaction], Any]) -> Any:
-        return await self._run(work, lock=True)
+    async def write(self, work: Callable[[Transaction], Any], *, serial: bool = True) -> Any:
+        return await self._run(work, lock=serial)
 
     async def read(self, work: Callable[[Transaction], Any]) -> Any:
         return await self._run(work, lock=False)

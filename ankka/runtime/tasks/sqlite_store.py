@@ -1,8 +1,9 @@
 """The task store on the embedded SQLite file (the journal's file, tables of its own).
 
-One connection owned by one thread, as the journal's store does; ``BEGIN IMMEDIATE`` makes
-every write transaction the only writer, ``synchronous=FULL`` puts it on disk before the
-caller hears of it.
+Writes go to one connection owned by one thread, as the journal's store does: ``BEGIN
+IMMEDIATE`` makes every write transaction the only writer, ``synchronous=FULL`` puts it on disk
+before the caller hears of it. Reads have a connection and a thread of their own, so a reader
+never queues behind a writer's fsync (WAL lets it read the last committed state meanwhile).
 """
 
 from __future__ import annotations
@@ -29,29 +30,55 @@ class _Tx:
         return list(self._db.execute(sql, tuple(params)).fetchall())
 
 
+class _Connection:
+    """One connection and the one thread that uses it."""
+
+    def __init__(self, db: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
+        self.db = db
+        self.pool = pool
+
+    @classmethod
+    async def open(cls, path: Path, name: str) -> _Connection:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        try:
+            db = await asyncio.get_running_loop().run_in_executor(pool, connect, path, SCHEMA)
+        except BaseException:
+            pool.shutdown(wait=False)
+            raise
+        return cls(db, pool)
+
+    async def close(self) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.pool, self.db.close)
+        finally:
+            self.pool.shutdown(wait=True)
+
+
 class SqliteTaskStore:
-    def __init__(self, path: Path, db: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, path: Path, writer: _Connection, reader: _Connection) -> None:
         self.path = path
-        self._db = db
-        self._pool = pool
+        self._writer = writer
+        self._reader = reader
         self._closed = False
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteTaskStore:
         target = Path(path)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ankka-tasks")
+        writer = await _Connection.open(target, "ankka-tasks")
         try:
-            db = await asyncio.get_running_loop().run_in_executor(pool, connect, target, SCHEMA)
+            reader = await _Connection.open(target, "ankka-tasks-read")
         except BaseException:
-            pool.shutdown(wait=False)
+            await writer.close()
             raise
-        return cls(target, db, pool)
+        return cls(target, writer, reader)
 
     @property
     def shared(self) -> bool:
         return False
 
-    async def _run(self, work: Callable[[Transaction], Any], begin: str) -> Any:
+    async def _run(
+        self, connection: _Connection, work: Callable[[Transaction], Any], begin: str
+    ) -> Any:
         def transaction(db: sqlite3.Connection) -> Any:
             db.execute(begin)
             try:
@@ -64,22 +91,23 @@ class SqliteTaskStore:
 
         try:
             return await asyncio.get_running_loop().run_in_executor(
-                self._pool, transaction, self._db
+                connection.pool, transaction, connection.db
             )
         except sqlite3.Error as exc:
             raise StoreError(f"the task store {self.path} failed: {exc}") from exc
 
-    async def write(self, work: Callable[[Transaction], Any]) -> Any:
-        return await self._run(work, "BEGIN IMMEDIATE")
+    async def write(self, work: Callable[[Transaction], Any], *, serial: bool = True) -> Any:
+        # One writer at a time is SQLite's own rule, so ``serial`` changes nothing here.
+        return await self._run(self._writer, work, "BEGIN IMMEDIATE")
 
     async def read(self, work: Callable[[Transaction], Any]) -> Any:
-        return await self._run(work, "BEGIN")
+        return await self._run(self._reader, work, "BEGIN")
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         try:
-            await asyncio.get_running_loop().run_in_executor(self._pool, self._db.close)
+            await self._reader.close()
         finally:
-            self._pool.shutdown(wait=True)
+            await self._writer.close()

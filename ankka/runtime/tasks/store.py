@@ -153,11 +153,12 @@ Work = Callable[[Transaction], Any]
 class TaskStore(Protocol):
     """Runs one of :mod:`.statements`' functions in one transaction, off the event loop.
 
-    ``write`` serialises writers (one writer at a time across processes); ``read`` sees the
-    last committed state.
+    ``write`` serialises writers (one writer at a time across processes); ``serial=False`` is
+    for a change of one task's row only (``update``, ``complete_iteration``), which may then
+    commit beside other such changes. ``read`` sees the last committed state.
     """
 
-    async def write(self, work: Callable[[Transaction], Any]) -> Any: ...
+    async def write(self, work: Callable[[Transaction], Any], *, serial: bool = True) -> Any: ...
 
     async def read(self, work: Callable[[Transaction], Any]) -> Any: ...
 
