@@ -322,6 +322,7 @@ class Runtime:
             return effect, ()
         listed = await self.mcp.tools_for(
             [s.name for s in declaration.mcp_servers],
+            approvals={s.name: s.needs_approval for s in declaration.mcp_servers},
             agent=planned.agent,
             turn=turn_id,
             recorded=folded.mcp_digests,

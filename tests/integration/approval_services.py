@@ -21,6 +21,10 @@ service = Service("approvals-crash")
 @tool(requires_approval=lambda args: args.amount > 100)
 def refund(order: str, amount: float) -> str:
     """Refund an order."""
+    stamps = os.environ.get("ANKKA_BENCH_TOOL_STAMPS")
+    if stamps:  # bench/approvals.py: when the approved call started (wall clock)
+        with open(stamps, "a", encoding="utf-8") as out:
+            out.write(f"{time.time()!r}\n")
     log = os.environ.get("ANKKA_TEST_TOOL_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as runs:

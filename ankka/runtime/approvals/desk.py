@@ -178,12 +178,16 @@ class ApprovalDesk:
         started = ", ".join(sorted(current.started))
         return f"{CUT_OFF} (the start of approved call(s) {started} was recorded)"
 
+    @staticmethod
+    def _states(current: Suspension) -> dict[str, str]:
+        return {a: d.decision for a, d in current.decisions.items()}
+
     async def _end(
         self, session: str, folded: _Folded, current: Suspension, cause: str, reason: str
     ) -> None:
         await self._runtime.record(session, folded, (TurnEnded(current.turn, cause, reason),))
         if self.index is not None:
-            await self.index.close_session(session)
+            await self.index.close_session(session, self._states(current))
         log.warning("session %s: turn %s ended (%s): %s", session, current.turn, cause, reason)
 
     # --- deciding ------------------------------------------------------------------------
@@ -230,7 +234,10 @@ class ApprovalDesk:
                 approval, current.turn, decision, reason, decided_by, rt.clock.now()
             )
             await rt.record(session, folded, (record,))
-            await self.index.settle([approval], decision)
+            if not current.all_decided:
+                await self.index.settle([approval], decision)
+            # After the last decision its row is written once the turn is settled (off the
+            # path from the decision to the approved call's start).
             self.notify(
                 "approval_decided",
                 {
@@ -335,6 +342,8 @@ class ApprovalDesk:
             )
             spent = rt.spent(planned, current.turn, judging)
             if isinstance(outcome, TurnSuspension):
+                if self.index is not None:
+                    await self.index.close_session(session, self._states(current))
                 pending = await self.suspend(planned, folded, (*listings, *spent), outcome)
                 return Decided(last, "awaiting_approval", pending)
             await rt.record(session, folded, (*listings, *outcome.messages, *spent))
@@ -349,7 +358,7 @@ class ApprovalDesk:
                     await self._end(session, folded, current, "failed", reason)
             raise
         if self.index is not None:
-            await self.index.close_session(session)
+            await self.index.close_session(session, self._states(current))
         rt.committed(planned)
         return Decided(last, "completed", outcome=outcome)
 

@@ -10,7 +10,7 @@ recorded (a crash between the two) is found by its missing journal record and dr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -111,10 +111,13 @@ class ApprovalIndex:
 
         await self.store.write(work)
 
-    async def close_session(self, session: str) -> None:
-        """The session's suspended turn finished or ended: none of its rows is open."""
+    async def close_session(self, session: str, states: Mapping[str, str] | None = None) -> None:
+        """The session's suspended turn finished or ended: none of its rows is open; each of
+        ``states`` (approval id → its decision) is written in the same transaction."""
 
         def work(tx: Transaction) -> None:
+            for approval, state in (states or {}).items():
+                tx.rows("UPDATE ankka_approvals SET state = ? WHERE id = ?", (state, approval))
             tx.rows(
                 "UPDATE ankka_approvals SET open = 0, state = CASE WHEN state = 'pending' "
                 "THEN 'ended' ELSE state END WHERE session = ? AND open = 1",
