@@ -32,6 +32,7 @@ from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.agents import Service
 from ankka.runtime.approvals.index import ApprovalIndex
 from ankka.runtime.journal.journal import Journal
+from ankka.runtime.judgments.seam import JudgmentProvider
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.tasks import statements
 from ankka.runtime.tasks.declare import AutonomousAgent
@@ -75,6 +76,7 @@ class TaskHost:
         store: TaskStore,
         journal: Journal,
         providers: Mapping[str, ModelProvider],
+        judges: Mapping[str, JudgmentProvider] | None = None,
         clock: Clock | None = None,
         owner: str | None = None,
         lease_seconds: float = 10.0,
@@ -99,7 +101,8 @@ class TaskHost:
             self.notifier,
             sleep,
             retry or RetryPolicy(),
-            approvals,
+            approvals=approvals,
+            judges=dict(judges or {}),
         )
         shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.owner = owner or (shared_owner if store.shared else "local")
