@@ -18,6 +18,7 @@ import pytest
 
 from tests.integration.conftest import Script, model_env
 from tests.integration.tasks_crash import wait_until
+from tests.support.certs import client_context, new_ca, write_tls_dir
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -216,3 +217,32 @@ def test_an_autonomous_task_waits_survives_a_restart_and_completes_once_decided(
     assert final["state"] == "completed", final
     assert runs(log) == ["publish ankka"]
     assert decide(servers[-1], request).status_code == 409
+
+
+def test_over_mtls_the_decider_is_the_client_certificate_s_uri_san(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    ca = new_ca()
+    tls_dir = write_tls_dir(
+        tmp_path / "tls", leaf=ca.issue("ankka://service/shop/refunds", server=True), ca_pem=ca.pem
+    )
+    person = client_context(ca, ca.issue("spiffe://people/ann"), tmp_path, stem="ann")
+    model, store, _, log, env = setup(standin, tmp_path)
+    command = ankka_command("serve", TARGET, "--port", "0", "--store", store)
+    servers.append(
+        start([*command, "--tls-dir", str(tls_dir)], env={**model_env(model.url), **env})
+    )
+    url = servers[-1].url.replace("127.0.0.1", "localhost")
+    assert url.startswith("https://")
+    with httpx.Client(verify=person, timeout=30) as client:
+        answer = client.post(f"{url}/v1/agents/refunds/sessions/s1", json={"message": "refund A1"})
+        assert answer.status_code == 202, answer.text
+        (request,) = answer.json()["approvals"]
+        decided = client.post(
+            f"{url}/v1/approvals/{request['id']}",
+            json={"decision": "approve", "digest": request["digest"]},
+            headers={"X-Ankka-Approver": "mallory"},  # no header is trusted: none configured
+        )
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["decided_by"] == "spiffe://people/ann"
+    assert runs(log) == ["A1 250.0"]
