@@ -365,3 +365,24 @@ def test_the_digest_binds_name_canonical_arguments_call_and_position() -> None:
         digest("refund", '{"order":"A1","amount":250}', "c1", 5),
     ):
         assert other != base
+
+
+async def test_a_stream_agent_ends_its_stream_with_the_awaiting_approval_event(
+    make: Make,
+) -> None:
+    streaming = Service("refunds")
+
+    @streaming.agent("refunds")
+    def refunds(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, tools=[refund], answer="stream")
+
+    runtime, _ = await make(streaming, [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    transport = httpx.ASGITransport(app=create_app(runtime))
+    async with httpx.AsyncClient(transport=transport, base_url="http://runtime") as client:
+        answer = await client.post("/v1/agents/refunds/sessions/s", json={"message": "refund"})
+    assert answer.status_code == 200
+    events = [line for line in answer.text.splitlines() if line.startswith("event: ")]
+    assert events[-1] == "event: awaiting_approval"
+    data = json.loads(answer.text.strip().splitlines()[-1].removeprefix("data: "))
+    assert data["status"] == "awaiting_approval" and data["approvals"][0]["tool"] == "refund"
+    assert RAN == []
