@@ -8,8 +8,9 @@ as a process. Measures:
 - after every model starts answering: per Agent, the delay from its InstallationModel turning
   ``Served`` to its Deployment getting replicas (both observed by this process's watches, so the
   watch latency is on both sides), p50 and p99 (goal: p99 < 2 s);
-- API requests per Agent reconcile, counted by the operator's seam (``ankka.operator.kube``;
-  kopf's own watch streams are not in it).
+- API requests per Agent, on the first reconcile and per release, counted by the operator's
+  seam (``ankka.operator.kube``; kopf's own watch streams are not in it);
+- the operator's resident memory (peak and at the end, from ``/proc``).
 
 Run: ``PYTHONPATH=. python bench/operator_scale.py [--agents 200 --models 20]``. No peer
 publishes such figures, so it prints ours only.
@@ -123,11 +124,20 @@ def operator_requests(log: Path) -> int:
     return int(found[-1]) if found else -1
 
 
+def memory_mib(pid: int) -> tuple[float, float]:
+    """A process's peak and current resident set (MiB), from ``/proc/PID/status``."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return (int(fields["VmHWM"].split()[0]) / 1024, int(fields["VmRSS"].split()[0]) / 1024)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=200)
     parser.add_argument("--models", type=int, default=20)
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp, start(Path(tmp)) as cp:
         kubectl(cp, "apply", "-f", str(ROOT / "crds"))
         kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
@@ -212,10 +222,16 @@ def main() -> int:
             for t in threads:
                 t.start()
             time.sleep(2)
+            before_release = operator_requests(log)
             stand_in.serving = True
+            released_at = time.monotonic()
             deadline = time.monotonic() + 300
             while len(deploy_seen) < args.agents and time.monotonic() < deadline:
                 time.sleep(0.2)
+            release_all = time.monotonic() - released_at
+            time.sleep(2)  # let the operator log its request count
+            per_release = (operator_requests(log) - before_release) / args.agents
+            peak_mib, rss_mib = memory_mib(op.pid)
             stop.set()
             delays = sorted(
                 deploy_seen[f"a{j}"] - model_seen[f"m{j % args.models}"]
@@ -230,13 +246,19 @@ def main() -> int:
         print(f"only {len(delays)} of {args.agents} Agents were released", file=sys.stderr)
         return 1
     p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
-    print(f"agents={args.agents} models={args.models} cores={os.cpu_count()}")
+    print(
+        f"agents={args.agents} models={args.models} cores={os.cpu_count()} "
+        f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    )
     print(f"reconcile all (apply -> every Agent Held): {reconcile_all:.2f} s")
     print(
         f"Served -> released delay: p50 {statistics.median(delays) * 1000:.0f} ms, "
         f"p99 {p99 * 1000:.0f} ms, max {delays[-1] * 1000:.0f} ms"
     )
-    print(f"API requests per Agent reconcile (operator's seam): {per_reconcile:.1f}")
+    print(f"every Agent released {release_all:.2f} s after the models started answering")
+    print(f"API requests per Agent, first reconcile (operator's seam): {per_reconcile:.1f}")
+    print(f"API requests per Agent, release (operator's seam): {per_release:.1f}")
+    print(f"operator resident memory: peak {peak_mib:.0f} MiB, at the end {rss_mib:.0f} MiB")
     return 0
 
 
