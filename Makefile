@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install deps demo test lint typecheck contracts unit integration cluster bench \
-	bench-gateway bench-runtime-http bench-operator clean
+	bench-gateway bench-runtime-http bench-operator bench-judgments bench-tasks clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,8 +60,8 @@ bench: install
 
 PORTKEY_ENTRY := node_modules/@portkey-ai/gateway/build/start-server.js
 
-## The gateway against direct, Portkey's gateway (npm, into .cache/portkey) and the LiteLLM proxy. LiteLLM lives in a venv of its own: its
-## pins would downgrade packages in .venv.
+## The gateway against direct, Portkey's gateway (npm, into .cache/portkey) and the LiteLLM
+## proxy. LiteLLM lives in a venv of its own: its pins would downgrade packages in .venv.
 bench-gateway: install
 	test -x .cache/litellm-venv/bin/litellm || ( $(PYTHON) -m venv .cache/litellm-venv && \
 	  .cache/litellm-venv/bin/pip install --quiet 'litellm[proxy]' )
@@ -77,10 +77,20 @@ bench-runtime-http: install
 	  .cache/kagent-venv/bin/pip install --quiet -r bench/peers/kagent/requirements.txt )
 	$(BIN)/python bench/runtime_http.py
 
+## Judgments on SmolLM2 (llama.cpp) against plain completions parsed as text.
+bench-judgments: deps
+	$(BIN)/python bench/judgments.py --messages 20
+
 ## 200 Agents over 20 InstallationModels against the real control plane.
 bench-operator: deps
 	$(BIN)/python bench/operator_scale.py
 	$(BIN)/python bench/operator_scale.py --agents 1000 --models 50
+
+## Durable tasks against pydantic-ai + DBOS; the peer in a venv of its own (extra bench-dbos).
+bench-tasks: install
+	test -x .cache/dbos-venv/bin/python || $(PYTHON) -m venv .cache/dbos-venv
+	.cache/dbos-venv/bin/pip install --quiet 'pydantic-ai-slim[openai,dbos]' 'dbos>=3.4'
+	$(BIN)/python bench/task_throughput.py --dbos-python .cache/dbos-venv/bin/python
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -13,13 +13,19 @@ Sources, by upstream kind:
   answers ``chat_template_caps`` (``supports_tools``, ``supports_reasoning_effort``),
   ``modalities.vision`` and ``default_generation_settings.n_ctx``.
 - ``openai``: capabilities are declared by whoever configures the upstream.
+
+``logprobs`` is ankka's one word beyond Ollama's vocabulary: the model's answers carry
+``logprobs`` / ``top_logprobs`` when asked (what a judgment needs). Ollama's ``/api/show`` does
+not say it, so for ``ollama`` it is read when a server lists it; for ``llamacpp`` the probe
+asks the model for one token with logprobs and notes whether the answer carries them; for
+``openai`` it is declared.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from ankka._kernel.errors import AnkkaError
@@ -29,6 +35,7 @@ __all__ = [
     "ModelCapabilities",
     "ProbeError",
     "UpstreamKind",
+    "carries_logprobs",
     "from_llamacpp",
     "from_ollama_show",
     "missing_for_request",
@@ -47,6 +54,7 @@ class Capability(enum.StrEnum):
     THINKING = "thinking"
     VISION = "vision"
     EMBEDDING = "embedding"
+    LOGPROBS = "logprobs"  # ankka's addition: answers carry logprobs when asked
 
 
 ThinkingValue = bool | str
@@ -176,6 +184,7 @@ def missing_for_request(
     tools: bool = False,
     effort: ThinkingValue | None = None,
     images: bool = False,
+    logprobs: bool = False,
 ) -> str | None:
     """The first capability a request needs and the model lacks, in words; None if served."""
     if tools and not caps.has(Capability.TOOLS):
@@ -185,6 +194,8 @@ def missing_for_request(
         return f"thinking with effort {effort!r} (offered: {offered})"
     if images and not caps.has(Capability.VISION):
         return "vision"
+    if logprobs and not caps.has(Capability.LOGPROBS):
+        return "logprobs"
     return None
 
 
@@ -246,11 +257,43 @@ async def probe(
         props = _json_or_raise(model, "/props", await client.get(f"{base}/props"))
         models_response = await client.get(f"{base}/v1/models")
         models = models_response.json() if models_response.status_code == 200 else None
-        return from_llamacpp(model, props, models)
+        found = from_llamacpp(model, props, models)
+        if await _returns_logprobs(client, base, model):
+            found = replace(found, capabilities=found.capabilities | {Capability.LOGPROBS})
+        return found
     except ProbeError:
         raise
     except Exception as exc:  # transport errors of whatever client the caller passed
         raise ProbeError(model, f"{type(exc).__name__}: {exc}") from exc
+
+
+LOGPROBS_PROBE: dict[str, Any] = {
+    "messages": [{"role": "user", "content": "Say yes."}],
+    "max_tokens": 1,
+    "logprobs": True,
+    "top_logprobs": 1,
+}
+
+
+async def _returns_logprobs(client: HTTPClient, base: str, model: str) -> bool:
+    """Ask for one token with logprobs; True when the answer carries them."""
+    response = await client.post(
+        f"{base}/v1/chat/completions", json={"model": model, **LOGPROBS_PROBE}
+    )
+    body = _json_or_raise(model, "/v1/chat/completions", response)
+    return carries_logprobs(body)
+
+
+def carries_logprobs(body: Mapping[str, Any]) -> bool:
+    """Whether a Chat Completions answer carries per-token logprobs with alternatives."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return False
+    logprobs = choices[0].get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if not isinstance(content, list) or not content or not isinstance(content[0], Mapping):
+        return False
+    return isinstance(content[0].get("top_logprobs", content[0].get("top_probs")), list)
 
 
 def _json_or_raise(model: str, path: str, response: Any) -> Mapping[str, Any]:

@@ -41,8 +41,10 @@ __all__ = [
     "Task",
     "TaskPhase",
     "TaskSpec",
+    "TaskAttachment",
     "TaskStatus",
     "TaskTokens",
+    "AgentRuntime",
 ]
 
 GROUP = "ankka.dev"
@@ -224,6 +226,20 @@ class Compaction(_Wire):
     )
 
 
+class AgentRuntime(_Wire):
+    """Where the Agent's runtime is reached, when it is not the pods the operator renders."""
+
+    address: str | None = Field(
+        default=None,
+        pattern=r"^https?://",
+        description=(
+            "The base URL of a runtime that runs outside the cluster (a development loop, or a "
+            "cluster without pods): the operator hands this Agent's Tasks to it instead of to "
+            "the Agent's Service."
+        ),
+    )
+
+
 class AgentSpec(_Wire):
     image: str = Field(min_length=1)
     module: str = Field(min_length=1, description="The Python module declaring the agents.")
@@ -232,6 +248,9 @@ class AgentSpec(_Wire):
     mcp_servers: list[McpServer] = Field(default_factory=list)
     env: list[EnvVar] = Field(default_factory=list)
     compaction: Compaction | None = None
+    runtime: AgentRuntime | None = Field(
+        default=None, description="How the operator reaches the runtime (see runtime.address)."
+    )
 
 
 class AgentStatus(_Wire):
@@ -247,17 +266,61 @@ class AgentStatus(_Wire):
 class TaskPhase(enum.StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
+    COMPLETED = "Completed"
     FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+class TaskAttachment(_Wire):
+    """Content that travels with a Task: inline ``text``, or a ``ref`` a tool can fetch."""
+
+    name: str = Field(default="", max_length=128, description="What the model calls it.")
+    text: str | None = Field(default=None, max_length=200_000, description="Inline content.")
+    ref: str | None = Field(
+        default=None, max_length=2048, description="A reference one of the agent's tools fetches."
+    )
 
 
 class TaskSpec(_Wire):
-    agent: str = Field(pattern=_DNS_LABEL, description="The Agent whose autonomous agent works it.")
-    type: str = Field(min_length=1, description="The task type, with its result schema and rules.")
-    instructions: str = Field(min_length=1)
-    attachments: list[str] = Field(default_factory=list)
-    depends_on: list[str] = Field(default_factory=list)
-    iteration_budget: int = Field(default=100, ge=1, le=10000)
+    agent: str = Field(
+        pattern=_DNS_LABEL, description="The Agent (resource) whose runtime works the task."
+    )
+    autonomous_agent: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description=(
+            "The autonomous agent, as its module declares it, that works the task; defaults to "
+            "the Agent's name."
+        ),
+    )
+    type: str = Field(
+        min_length=1,
+        max_length=128,
+        description="The task type's wire name: it gives the result's schema, rules and budget.",
+    )
+    instructions: str = Field(
+        min_length=1, max_length=100_000, description="What the task asks, shown to the model."
+    )
+    attachments: list[TaskAttachment] = Field(
+        default_factory=list, max_length=32, description="Content shown with the instructions."
+    )
+    depends_on: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description=(
+            "Other Tasks in this namespace that must complete first; their results are shown "
+            "to the model. A dependency that fails or is cancelled cancels this Task."
+        ),
+    )
+    instance: str | None = Field(
+        default=None,
+        max_length=128,
+        description=(
+            "The runtime instance that works the task, one task at a time in order; without "
+            "one the task gets an instance of its own."
+        ),
+    )
 
 
 class TaskTokens(_Wire):
@@ -268,13 +331,25 @@ class TaskTokens(_Wire):
 
 
 class TaskStatus(_Wire):
-    phase: TaskPhase | None = None
+    """A bounded summary of the runtime's record; the history stays in the runtime's journal."""
+
+    phase: TaskPhase | None = Field(
+        default=None, description="Pending, Running, Completed, Failed or Cancelled."
+    )
+    state: str | None = Field(default=None, description="The runtime's own state of the task.")
     iterations_used: int = Field(default=0, ge=0)
+    iteration_budget: int | None = Field(default=None, ge=1)
     tokens: TaskTokens | None = None
     result: dict[str, Any] | None = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
     reason: str | None = None
+    last_event: int | None = Field(
+        default=None, description="The runtime record's version when this status was written."
+    )
+    runtime_task: str | None = Field(default=None, description="The task's id at the runtime.")
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
 
 
 class Printer(BaseModel):
@@ -356,8 +431,10 @@ class Task(Resource):
         Printer(name="Type", type="string", json_path=".spec.type"),
         Printer(name="Phase", type="string", json_path=".status.phase"),
         Printer(name="Iterations", type="integer", json_path=".status.iterationsUsed"),
-        Printer(name="Budget", type="integer", json_path=".spec.iterationBudget"),
+        Printer(name="Budget", type="integer", json_path=".status.iterationBudget"),
+        Printer(name="Reason", type="string", json_path=".status.reason", priority=1),
         _AGE,
     )
+    spec_rules = (("self == oldSelf", "a Task's spec cannot change; create a new Task instead"),)
     spec_type = TaskSpec
     status_type = TaskStatus

@@ -14,6 +14,9 @@ What triggers what:
 - Agent created, changed (spec) or seen at start → rendered (or failed, or held); ``periodic``
   re-reconciles every Agent slowly as a backstop and renews each certificate Secret (label
   ``ankka.dev/certificate``) at two thirds of its life.
+- Task created or seen at start → a daemon hands it to its Agent's runtime and follows it until
+  it is final (``task_reconcile``); deleted → cancelled at the runtime. Tasks, unlike the other
+  resources, carry kopf's finalizer: the daemon and the cancellation need it.
 
 No module state: the startup handler reads the settings (``ANKKA_*``, so importing this module
 reads nothing), builds the :class:`~ankka.operator.reconcile.Platform` and starts the periodic
@@ -28,12 +31,13 @@ import contextlib
 import logging
 from typing import Any
 
+import httpx2
 import kopf
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.resources import GROUP, VERSION
-from ankka.operator import periodic, reconcile
-from ankka.operator.kube import Kube
+from ankka.operator import periodic, reconcile, task_reconcile
+from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import condition_status
 from ankka.operator.settings import Settings
 
@@ -157,3 +161,31 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
 @kopf.on.update(GROUP, VERSION, "agents", field="spec")
 async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
     await reconcile.reconcile_agent(platform(memo), str(namespace), name)
+
+
+# --- tasks ----------------------------------------------------------------------------------
+
+TASK_ROUND_SECONDS = 2.0  # between rounds while a Task waits to be handed over
+
+
+@kopf.daemon(GROUP, VERSION, "tasks", cancellation_timeout=5.0)
+async def task_followed(
+    stopped: kopf.DaemonStopped, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
+) -> None:
+    """Hand the Task to its runtime and mirror its record until it is final. One daemon per
+    Task; started again for every unfinished Task when the operator starts."""
+    async with httpx2.AsyncClient(timeout=30.0) as client:
+        while not stopped:
+            try:
+                if await task_reconcile.follow(platform(memo), str(namespace), name, client):
+                    return
+            except KubeError as exc:
+                log.warning("Task %s/%s: %s", namespace, name, exc)
+            await stopped.wait(TASK_ROUND_SECONDS)
+
+
+@kopf.on.delete(GROUP, VERSION, "tasks")
+async def task_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Deleting a Task cancels it at its runtime."""
+    async with httpx2.AsyncClient(timeout=10.0) as client:
+        await task_reconcile.cancel(platform(memo), dict(body), client)

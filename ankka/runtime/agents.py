@@ -25,8 +25,10 @@ from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.compaction.settings import Compaction
-from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.guardrails import AnyGuardrail, Guardrail
+from ankka.runtime.judgments.plan import JudgmentDeclaration, JudgmentHandler
 from ankka.runtime.mcp.declaration import McpServer, normalise
+from ankka.runtime.tasks.declare import AutonomousAgent
 from ankka.runtime.tools import RunnableTool
 
 __all__ = [
@@ -94,8 +96,8 @@ class Turn:
     message: str
     instructions: str = ""
     tools: Sequence[RunnableTool] = ()
-    input_guardrails: Sequence[Guardrail] = ()
-    output_guardrails: Sequence[Guardrail] = ()
+    input_guardrails: Sequence[AnyGuardrail] = ()
+    output_guardrails: Sequence[AnyGuardrail] = ()
     # MCP servers' results (before the model or the journal sees them) and their tools'
     # descriptions (before they are offered); see docs/mcp.md.
     result_guardrails: Sequence[Guardrail] = ()
@@ -147,15 +149,36 @@ class AgentDeclaration:
 
 
 class Service:
-    """A named set of agents; ``ankka serve MODULE:ATTR`` serves one."""
+    """A named set of agents; ``ankka serve MODULE:ATTR`` serves one.
+
+    Request agents (:meth:`agent`) answer a caller who waits; autonomous agents
+    (:meth:`autonomous`) work durable tasks. Their names share one namespace.
+    """
 
     def __init__(self, name: str = "ankka") -> None:
         self.name = name
         self._agents: dict[str, AgentDeclaration] = {}
+        self._judgments: dict[str, JudgmentDeclaration] = {}
+        self._autonomous: dict[str, AutonomousAgent] = {}
 
     @property
     def agents(self) -> dict[str, AgentDeclaration]:
         return dict(self._agents)
+
+    @property
+    def autonomous_agents(self) -> dict[str, AutonomousAgent]:
+        return dict(self._autonomous)
+
+    def autonomous(self, agent: AutonomousAgent) -> AutonomousAgent:
+        """Declare an autonomous agent, which works tasks of the types it accepts."""
+        self._refuse_taken(f"agent {agent.name!r}", agent.name)
+        self._autonomous[agent.name] = agent
+        return agent
+
+    def _refuse_taken(self, what: str, name: str) -> None:
+        """Agents, autonomous agents and judgment handlers share one namespace (the routes)."""
+        if name in self._agents or name in self._autonomous or name in self._judgments:
+            raise ConfigurationError(f"{what} is declared twice in {self.name!r}")
 
     def agent(
         self,
@@ -174,18 +197,44 @@ class Service:
         servers = normalise(mcp_servers, agent=name)
 
         def register(handler: Handler) -> Handler:
-            if inspect.iscoroutinefunction(handler):
-                raise ConfigurationError(
-                    f"agent {name!r}: a handler builds a description and does no I/O; make it "
-                    "a plain function (put I/O in tools)"
-                )
-            if name in self._agents:
-                raise ConfigurationError(f"agent {name!r} is declared twice in {self.name!r}")
-            doc = description or inspect.getdoc(handler) or ""
+            doc = self._check_new(f"agent {name!r}", name, handler, description)
             self._agents[name] = AgentDeclaration(name, handler, doc, servers, compaction)
             return handler
 
         return register
+
+    def judgment(
+        self, name: str, *, description: str = ""
+    ) -> Callable[[JudgmentHandler], JudgmentHandler]:
+        """Declare a judgment handler whose handler builds each
+        :class:`~ankka.runtime.judgments.plan.JudgmentPlan` (served at
+        ``POST /v1/agents/{name}/judgments``)."""
+
+        def register(handler: JudgmentHandler) -> JudgmentHandler:
+            doc = self._check_new(f"judgment {name!r}", name, handler, description)
+            self._judgments[name] = JudgmentDeclaration(name, handler, doc)
+            return handler
+
+        return register
+
+    def _check_new(
+        self, what: str, name: str, handler: Callable[..., object], description: str
+    ) -> str:
+        """Refuse an async handler or a name already taken; the description to keep."""
+        if inspect.iscoroutinefunction(handler):
+            raise ConfigurationError(
+                f"{what}: a handler builds a description and does no I/O; make it a plain "
+                "function (put I/O in tools)"
+            )
+        self._refuse_taken(what, name)
+        return description or inspect.getdoc(handler) or ""
+
+    @property
+    def judgments(self) -> dict[str, JudgmentDeclaration]:
+        return dict(self._judgments)
+
+    def judgment_declaration(self, name: str) -> JudgmentDeclaration | None:
+        return self._judgments.get(name)
 
     def declaration(self, name: str) -> AgentDeclaration | None:
         return self._agents.get(name)

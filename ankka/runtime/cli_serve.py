@@ -35,6 +35,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=10.0,
+        help="on PostgreSQL, how long a process that died keeps its instances before another "
+        "takes them over (%(default)s)",
+    )
+    parser.add_argument(
+        "--max-instances",
+        type=int,
+        default=100,
+        help="the most autonomous-agent instances this process runs at once (%(default)s)",
+    )
+    parser.add_argument(
+        "--notification-buffer",
+        type=int,
+        default=256,
+        help="events kept for each notification subscriber that reads slowly (%(default)s)",
+    )
 
 
 def load_service(target: str) -> object:
@@ -68,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.mcp.setup import servers_from_environment
     from ankka.runtime.metrics import RuntimeMetrics
     from ankka.runtime.providers.registry import providers_from_environment
+    from ankka.runtime.tasks.host import TaskHost
+    from ankka.runtime.tasks.open import open_task_store
 
     service = load_service(args.target)
     if not isinstance(service, Service):
@@ -85,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         try:
             store = await open_store(args.store)
+            task_store = await open_task_store(args.store)
         except AnkkaError as exc:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
@@ -92,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
             leases = await open_leases(args.store)
         except AnkkaError as exc:
             await store.close()
+            await task_store.close()
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
         runtime = Runtime(
@@ -103,16 +126,34 @@ def run(args: argparse.Namespace) -> int:
             compaction_override=compaction,
             compaction_leases=leases,
         )
+        tasks = TaskHost(
+            service,
+            store=task_store,
+            journal=runtime.journal,
+            providers=providers,
+            lease_seconds=args.lease_seconds,
+            max_instances=args.max_instances,
+            notification_buffer=args.notification_buffer,
+        )
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
-        print(f"ankka serve: agents {', '.join(service.agents)}; models {names}", file=sys.stderr)
-        async with runtime, contextlib.AsyncExitStack() as stack:
-            if mcp is not None:
-                # Connects every MCP server (a server that is down does not hold the start:
-                # /readyz names it) and ends their sessions, in this task, at shutdown.
-                await stack.enter_async_context(mcp)
-            await serve.serve_forever(
-                create_app(runtime), sock, name="ankka serve", access_log=args.access_log
-            )
+        agents = [*service.agents, *service.autonomous_agents]
+        print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
+        try:
+            async with runtime, contextlib.AsyncExitStack() as stack:
+                if mcp is not None:
+                    # Connects every MCP server (a server that is down does not hold the start:
+                    # /readyz names it) and ends their sessions, in this task, at shutdown.
+                    await stack.enter_async_context(mcp)
+                # The task host resumes every instance with work as it starts: no request.
+                await stack.enter_async_context(tasks)
+                await serve.serve_forever(
+                    create_app(runtime, tasks),
+                    sock,
+                    name="ankka serve",
+                    access_log=args.access_log,
+                )
+        finally:
+            await task_store.close()
         return 0
 
     return serve.run(main)

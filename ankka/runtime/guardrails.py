@@ -5,6 +5,12 @@ to refuse. Input guardrails see the user's message before any model is called; o
 guardrails see the final answer before memory is written. They run in declared order and the
 first refusal stops the rest, so put cheap ones first.
 
+A judged guardrail (:class:`~ankka.runtime.judgments.guardrail.JudgedGuardrail`) asks a
+question of the service's judgment provider instead; :func:`first_refusal` is the one function
+every loop runs guardrails through, and it hands judged guardrails the turn's
+:class:`~ankka.runtime.judgments.guardrail.Judging`. A judged guardrail that cannot decide
+raises; it never refuses or passes in its provider's place.
+
 On a stream-shaped agent the output guardrails run after the tokens were delivered: they keep
 a refused answer out of memory but cannot take back what the reader saw.
 """
@@ -14,11 +20,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import TypeAlias, overload
 
 from ankka._kernel.errors import Refused
+from ankka.runtime.judgments.guardrail import JudgedGuardrail, Judging, decide
 
-__all__ = ["Guardrail", "first_refusal", "guardrail"]
+__all__ = ["AnyGuardrail", "Guardrail", "first_refusal", "guardrail"]
 
 Check = Callable[[str], "str | Awaitable[str | None] | None"]
 
@@ -27,6 +34,9 @@ Check = Callable[[str], "str | Awaitable[str | None] | None"]
 class Guardrail:
     name: str
     check: Check
+
+
+AnyGuardrail: TypeAlias = Guardrail | JudgedGuardrail
 
 
 @overload
@@ -50,10 +60,15 @@ def guardrail(
     return build
 
 
-async def first_refusal(guardrails: Sequence[Guardrail], text: str, *, stage: str) -> None:
+async def first_refusal(
+    guardrails: Sequence[AnyGuardrail], text: str, *, stage: str, judging: Judging | None = None
+) -> None:
     """Run ``guardrails`` in order; raise :class:`Refused` at the first that refuses."""
     for rail in guardrails:
-        verdict = rail.check(text)
+        if isinstance(rail, JudgedGuardrail):
+            verdict: object = await decide(rail, text, judging)
+        else:
+            verdict = rail.check(text)
         if inspect.isawaitable(verdict):
             verdict = await verdict
         if verdict is not None:

@@ -18,6 +18,7 @@ never waits for. A runtime is an async context manager: entering it starts that 
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,14 @@ from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
+from ankka.runtime.judgments.guardrail import Judging
+from ankka.runtime.judgments.handlers import plan_judgment
+from ankka.runtime.judgments.judgment import Judgment
+from ankka.runtime.judgments.plan import JudgmentRequest
+from ankka.runtime.judgments.registry import judges_for
+from ankka.runtime.judgments.seam import JudgmentProvider
+from ankka.runtime.judgments.usage import JudgmentUsage
+from ankka.runtime.judgments.verify import ask
 from ankka.runtime.loop import Emit, TurnOutcome, run_turn
 from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, Usage
@@ -49,6 +58,8 @@ if TYPE_CHECKING:
     from ankka.runtime.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
+
+log = logging.getLogger("ankka.runtime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +83,7 @@ class SessionSummary:
     compactions: int = 0
     compaction_rejections: int = 0
     compaction_usage: Usage = field(default_factory=Usage)
+    judgment_usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(slots=True)
@@ -145,12 +157,15 @@ class Runtime:
         compaction_providers: Mapping[str, ModelProvider] | None = None,
         compaction_leases: CompactionLeases | None = None,
         compaction_workers: int = 4,
+        judges: Mapping[str, JudgmentProvider] | None = None,
     ) -> None:
         """``compaction_providers`` are the models summaries are asked of (default: the
         same ``providers``; tests give the summariser its own scripted provider)."""
         self.service = service
         self.journal = Journal(store)
         self.providers = dict(providers)
+        # One judgment provider per model that can answer judgments, over its transport.
+        self.judges = dict(judges) if judges is not None else judges_for(self.providers)
         self.clock = clock or SystemClock()
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(self.journal.session_lock())
@@ -202,23 +217,34 @@ class Runtime:
         date, run the loop, append the turn's messages, and only then return."""
         agent, session, effect = planned.agent, planned.session, planned.effect
         started = self.clock.monotonic()
+        judging = Judging(self.judges)
         try:
             async with self.queue.turn(session):
                 folded = await self._conversations.load(session)
                 turn_id = new_id("turn")
-                effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
-                outcome = await run_turn(
-                    effect,
-                    history=folded.view.messages,
-                    agent=agent,
-                    turn_id=turn_id,
-                    provider=planned.provider,
-                    clock=self.clock,
-                    emit=emit,
-                )
+                try:
+                    effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
+                    outcome = await run_turn(
+                        effect,
+                        history=folded.view.messages,
+                        agent=agent,
+                        turn_id=turn_id,
+                        provider=planned.provider,
+                        clock=self.clock,
+                        emit=emit,
+                        judging=judging,
+                    )
+                except BaseException:
+                    await self._judgment_usage_alone(planned, turn_id, judging)
+                    raise
                 if effect.write_memory:
-                    # The tool listings the turn used go first, in the turn's own batch.
-                    records = (*listings, *outcome.messages)
+                    # The tool listings the turn used go first, in the turn's own batch; the
+                    # tokens its judged guardrails spent last.
+                    records = (
+                        *listings,
+                        *outcome.messages,
+                        *self._spent(planned, turn_id, judging),
+                    )
                     position = folded.position
                     try:
                         await self.journal.append(session, records, expected=position)
@@ -226,6 +252,8 @@ class Runtime:
                         self._conversations.forget(session)
                         raise
                     self._conversations.extend(session, position, records)
+                else:
+                    await self._judgment_usage_alone(planned, turn_id, judging)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             raise
@@ -259,6 +287,38 @@ class Runtime:
             return {}
         return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
 
+    def _spent(
+        self, planned: PlannedTurn, turn_id: str, judging: Judging
+    ) -> tuple[JudgmentUsage, ...]:
+        """The turn's judgment usage record (none when no judged guardrail ran), counted."""
+        if not judging.spent:
+            return ()
+        self.metrics.judgment_tokens_used(judging.usage)
+        return (JudgmentUsage(judging.usage, planned.agent, turn_id),)
+
+    async def _judgment_usage_alone(
+        self, planned: PlannedTurn, turn_id: str, judging: Judging
+    ) -> None:
+        """Record a turn's judgment tokens when it wrote no messages; best effort."""
+        spent = self._spent(planned, turn_id, judging)
+        if not spent:
+            return
+        try:
+            folded = await self._conversations.load(planned.session)
+            await self.journal.append(planned.session, spent, expected=folded.position)
+        except Exception:
+            log.warning("the judgment usage of turn %s was not recorded", turn_id, exc_info=True)
+        self._conversations.forget(planned.session)
+
+    async def judge(self, name: str, text: str) -> Judgment:
+        """Ask a judgment handler's questions about ``text``; the verified judgment."""
+        plan, judge = plan_judgment(
+            self.service, self.judges, self.providers, JudgmentRequest(name, text)
+        )
+        judgment = await ask(judge, plan.inquiry(), floor=plan.coverage_floor)
+        self.metrics.judgment_finished(name, judgment.usage)
+        return judgment
+
     async def messages(self, session: str, *, as_sent: bool = False) -> list[Message]:
         """The session's whole conversation as committed (compaction never removes a
         message), or with ``as_sent`` what the model is now shown from it (the summary, then
@@ -279,12 +339,17 @@ class Runtime:
             if isinstance(message, AssistantMessage) and message.turn_usage is not None:
                 usage = usage + message.turn_usage
                 turns += 1
+        judged = Usage()
+        for entry in entries:
+            if isinstance(entry.record, JudgmentUsage):
+                judged = judged + entry.record.usage
         return SessionSummary(
             session,
             len(conversation),
             turns,
             pending,
             usage,
+            judgment_usage=judged,
             compactions=view.compactions,
             compaction_rejections=view.rejected,
             compaction_usage=view.compaction_usage,

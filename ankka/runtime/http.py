@@ -3,12 +3,15 @@
 - ``POST /v1/agents/{agent}/sessions/{session}`` ``{"message": "..."}`` →
   ``{"reply", "usage", "cost", "turn", "model_calls"}``; stream-shaped agents answer as
   server-sent events (``delta``, ``tool_call``, ``tool_result``, then ``done`` or ``error``).
+- ``POST /v1/agents/{agent}/judgments`` ``{"text": "..."}`` (a judgment handler) →
+  ``{"answers": {QUESTION: {"probabilities", "coverage", "measured"}}, "usage"}``.
 - ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
   nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
 - ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
   compactions, requests pending.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class.
 """
@@ -20,7 +23,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
@@ -36,6 +39,8 @@ from ankka.runtime.loop import LoopEvent
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
+from ankka.runtime.tasks.host import TaskHost
+from ankka.runtime.tasks.http import task_routes
 
 __all__ = ["create_app"]
 
@@ -70,20 +75,32 @@ async def _error_response(request: Request, exc: Exception) -> Response:
 _ERRORS = Middleware(ExceptionMiddleware, handlers={Exception: _error_response})
 
 
-async def _parse(request: Request) -> TurnBody:
+MAX_JUDGMENT_TEXT = 32_000
+
+
+class JudgmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=MAX_JUDGMENT_TEXT)
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def _parse(request: Request, shape: type[Body]) -> Body:
     raw = await request.body()
     try:
         data = json.loads(raw)
     except ValueError as exc:
         raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
     try:
-        return TurnBody.model_validate(data)
+        return shape.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
             for e in exc.errors(include_url=False)
         )
-        raise RequestError(f'the body does not fit {{"message": "..."}}: {problems}') from exc
+        field = next(iter(shape.model_fields))
+        raise RequestError(f'the body does not fit {{"{field}": "..."}}: {problems}') from exc
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -116,15 +133,22 @@ def _event_bytes(event: LoopEvent) -> bytes:
     return _sse("tool_result", event.as_dict())
 
 
-def create_app(runtime: Runtime) -> Starlette:
+def create_app(runtime: Runtime, tasks: TaskHost | None = None) -> Starlette:
+    """The runtime's app; with ``tasks``, also the task routes (``ankka.runtime.tasks.http``)."""
+
     async def turn(request: Request) -> Response:
-        body = await _parse(request)
+        body = await _parse(request, TurnBody)
         planned = runtime.plan(
             request.path_params["agent"], request.path_params["session"], body.message
         )
         if planned.streams:
             return await _stream(runtime, planned, request)
         return JSONResponse(_turn_json(await runtime.run(planned)))
+
+    async def judgments(request: Request) -> Response:
+        body = await _parse(request, JudgmentBody)
+        judgment = await runtime.judge(request.path_params["agent"], body.text)
+        return JSONResponse(judgment.as_dict())
 
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
@@ -147,6 +171,7 @@ def create_app(runtime: Runtime) -> Starlette:
                 "turns": summary.turns,
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
+                "judgment_usage": summary.judgment_usage.as_dict(),
                 "cost": COST_UNKNOWN,
                 "compactions": summary.compactions,
                 "compaction_rejections": summary.compaction_rejections,
@@ -155,9 +180,30 @@ def create_app(runtime: Runtime) -> Starlette:
         )
 
     async def agents(request: Request) -> Response:
-        declared = runtime.service.agents
+        service = runtime.service
         return JSONResponse(
-            {"agents": [{"name": n, "description": d.description} for n, d in declared.items()]}
+            {
+                "agents": [
+                    *(
+                        {"name": n, "description": d.description, "kind": "request"}
+                        for n, d in service.agents.items()
+                    ),
+                    *(
+                        {
+                            "name": n,
+                            "description": a.description,
+                            "kind": "autonomous",
+                            "accepts": [
+                                {"type": x.task_type.name, "budget": x.budget} for x in a.accepts
+                            ],
+                        }
+                        for n, a in service.autonomous_agents.items()
+                    ),
+                ],
+                "judgments": [
+                    {"name": n, "description": d.description} for n, d in service.judgments.items()
+                ],
+            }
         )
 
     async def healthz(request: Request) -> Response:
@@ -175,7 +221,9 @@ def create_app(runtime: Runtime) -> Starlette:
 
     return Starlette(
         routes=[
+            *(task_routes(tasks) if tasks is not None else ()),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
+            Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),

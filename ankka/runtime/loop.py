@@ -22,6 +22,7 @@ from ankka._kernel.errors import TurnFailed
 from ankka.runtime import memory
 from ankka.runtime.agents import Turn
 from ankka.runtime.guardrails import first_refusal
+from ankka.runtime.judgments.guardrail import Judging
 from ankka.runtime.messages import (
     AssistantMessage,
     Message,
@@ -71,8 +72,9 @@ async def run_turn(
     provider: ModelProvider,
     clock: Clock,
     emit: Emit | None = None,
+    judging: Judging | None = None,
 ) -> TurnOutcome:
-    await first_refusal(effect.input_guardrails, effect.message, stage="input")
+    await first_refusal(effect.input_guardrails, effect.message, stage="input", judging=judging)
     context = tuple(memory.select(history, effect.memory))
     produced: list[Message] = [UserMessage(effect.message, agent, turn_id)]
     tools = {t.name: t for t in effect.tools}
@@ -130,7 +132,7 @@ async def run_turn(
             produced.append(result)
     text = response.content or ""
     value = _decode(answer_type, text, agent) if answer_type is not None else None
-    await first_refusal(effect.output_guardrails, text, stage="output")
+    await first_refusal(effect.output_guardrails, text, stage="output", judging=judging)
     produced.append(AssistantMessage(text, (), agent, turn_id, call, turn_usage=usage))
     return TurnOutcome(turn_id, tuple(produced), text, value, usage, tuple(calls))
 

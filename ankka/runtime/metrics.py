@@ -9,6 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from ankka.runtime.loop import TurnOutcome
+from ankka.runtime.messages import Usage
 
 __all__ = ["RuntimeMetrics"]
 
@@ -48,6 +49,15 @@ class RuntimeMetrics:
             ["agent", "provider", "kind"],
             registry=r,
         )
+        self.judgments = Counter(
+            "ankka_judgments", "Judgments answered, by judgment handler", ["handler"], registry=r
+        )
+        self.judgment_tokens = Counter(
+            "ankka_judgment_tokens",
+            "Tokens used by judgments (handlers and judged guardrails), by kind",
+            ["kind"],
+            registry=r,
+        )
 
     def turn_finished(self, agent: str, outcome: TurnOutcome, seconds: float) -> None:
         self.turns.labels(agent, "ok").inc()
@@ -62,6 +72,15 @@ class RuntimeMetrics:
                     )
         for result in outcome.tool_results:
             self.tool_calls.labels(agent, result.name, "error" if result.is_error else "ok").inc()
+
+    def judgment_finished(self, handler: str, usage: Usage) -> None:
+        self.judgments.labels(handler).inc()
+        self.judgment_tokens_used(usage)
+
+    def judgment_tokens_used(self, usage: Usage) -> None:
+        for kind, count in usage.as_dict().items():
+            if count:
+                self.judgment_tokens.labels(kind.removesuffix("_tokens")).inc(count)
 
     def turn_failed(self, agent: str, kind: str) -> None:
         self.turns.labels(agent, kind).inc()

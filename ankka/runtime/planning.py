@@ -9,8 +9,10 @@ same seam:
 - a request from the HTTP API: ``plan(service, providers, TurnRequest(agent, session, text))``;
 - an approval resuming a suspended turn: the same call on the recorded
   ``planned.request`` (a handler does no I/O, so building again gives the same effect);
-- a task iteration: the task runner builds its own :class:`Turn` (the task's instructions,
-  its tools and ``complete_task``/``fail_task``) and calls ``plan_effect`` with it.
+- a task iteration is planned as a value of its own kind,
+  :class:`ankka.runtime.tasks.prompt.IterationPlan` (the model request built from the task's
+  records, and the provider found by :func:`provider_for`), because its tools end a task
+  rather than answer a caller and its request is rebuilt from records on every iteration.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ankka._kernel.errors import ConfigurationError, NotFound
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.providers.base import ModelProvider
 
-__all__ = ["PlannedTurn", "plan", "plan_effect"]
+__all__ = ["PlannedTurn", "plan", "plan_effect", "provider_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +72,18 @@ def plan_effect(
     providers: Mapping[str, ModelProvider], request: TurnRequest, effect: Turn
 ) -> PlannedTurn:
     """Plan ``effect`` (built by the caller, not a handler) for ``request``; no I/O."""
-    provider = providers.get(effect.model)
+    return PlannedTurn(request, effect, provider_for(providers, request.agent, effect.model))
+
+
+def provider_for(providers: Mapping[str, ModelProvider], agent: str, model: str) -> ModelProvider:
+    """The configured provider named ``model``; a clear error naming the setting if none.
+    Task iterations (``ankka.runtime.tasks.prompt``) find their model here too."""
+    provider = providers.get(model)
     if provider is None:
         configured = ", ".join(sorted(providers)) or "none"
-        env = f"ANKKA_MODEL_{effect.model.upper().replace('-', '_')}_PRESET"
+        env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
         raise ConfigurationError(
-            f"agent {request.agent!r} asks for model {effect.model!r}, which is not configured "
+            f"agent {agent!r} asks for model {model!r}, which is not configured "
             f"(configured: {configured}); set {env} and its settings"
         )
-    return PlannedTurn(request, effect, provider)
+    return provider

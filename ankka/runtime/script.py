@@ -8,7 +8,9 @@ A script is a JSON list of turns, served in order, or an object
 ``"usage": {"input_tokens": N, "output_tokens": N, "cache_read_tokens": N,
 "cache_write_tokens": N}`` and ``"delay_ms": N`` (the stand-in waits that long before
 answering) and ``"when": "user" | "tool"`` (the turn answers only a request whose last message
-is from that role; the first unserved turn that fits is served, so sessions running at once can
+is from that role) and ``"call": N`` (the turn answers only the N-th model call of a
+conversation, counted from 1 by the model's answers the request carries; the first unserved
+turn that fits is served, so sessions running at once can
 share one script). Parsing is strict: a mistake in a script names the turn and the key.
 """
 
@@ -32,7 +34,7 @@ __all__ = [
     "parse_turns",
 ]
 
-_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms", "when", "reasoning", "status"}
+_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms", "when", "call", "reasoning", "status"}
 _WHEN = ("user", "tool")
 _USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
 
@@ -52,8 +54,13 @@ class ScriptTurn:
     when: str | None = None
     reasoning: str | None = None
     status: int | None = None
+    call: int | None = None
 
-    def fits(self, last_role: str | None) -> bool:
+    def fits(self, last_role: str | None, call: int | None = None) -> bool:
+        """Whether this turn answers a request whose last message is from ``last_role`` and
+        which is the ``call``-th model call of its conversation."""
+        if self.call is not None and self.call != call:
+            return False
         return self.when is None or self.when == last_role
 
 
@@ -114,7 +121,10 @@ def parse_turn(raw: object, where: str) -> ScriptTurn:
     status = raw.get("status")
     if status is not None and (not isinstance(status, int) or not 400 <= status <= 599):
         raise ScriptError(f"{where}: 'status' must be an HTTP error status, 400 to 599")
-    return ScriptTurn(text, calls, usage, float(delay), when, reasoning, status)
+    call = raw.get("call")
+    if call is not None and (not isinstance(call, int) or isinstance(call, bool) or call < 1):
+        raise ScriptError(f"{where}: 'call' must be a whole number ≥ 1")
+    return ScriptTurn(text, calls, usage, float(delay), when, reasoning, status, call)
 
 
 @dataclass(frozen=True, slots=True)

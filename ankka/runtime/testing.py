@@ -7,6 +7,9 @@ whose model quietly returned a default cannot pass by accident::
     provider = ScriptedProvider([{"tool_calls": [{"name": "get_weather",
                                                   "arguments": {"city": "Oslo"}}]},
                                  {"text": "It is sunny in Oslo."}])
+
+Its judgment counterpart, :class:`ScriptedJudgmentProvider`, answers judgments from a script
+(see :mod:`ankka.runtime.judgments.scripted`).
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ankka._kernel.errors import ModelError
+from ankka.runtime.judgments.scripted import ScriptedJudgmentProvider
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.script import ScriptTurn, parse_turn
 
-__all__ = ["ScriptExhausted", "ScriptedProvider"]
+__all__ = ["ScriptExhausted", "ScriptedJudgmentProvider", "ScriptedProvider"]
 
 
 class ScriptExhausted(ModelError):

@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from ankka.runtime.agents import Turn, TurnRequest
 from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.judgments import YesNo, refuse_if_yes
 from examples.weather import get_weather, service
 
 
@@ -31,6 +32,22 @@ def typed(request: TurnRequest) -> Turn:
 @service.agent("polite")
 def polite(request: TurnRequest) -> Turn:
     return Turn(message=request.message, input_guardrails=[Guardrail("no_shouting", _no_shouting)])
+
+
+# Refuses nearly anything: P(yes) of any real model clears so low a bar. Its judgment model is
+# "judge", configured apart from the default so a test can take it down on its own.
+_ANYTHING = refuse_if_yes(
+    YesNo("mentions_anything", "Does the message mention anything at all?"),
+    at_least=1e-9,
+    reason="the judge saw something",
+    model="judge",
+    coverage_floor=0.05,  # SmolLM2 holds 20-40 % on this question: the test is not about that
+)
+
+
+@service.agent("guarded")
+def guarded(request: TurnRequest) -> Turn:
+    return Turn(message=request.message, input_guardrails=[_ANYTHING])
 
 
 __all__ = ["service"]

@@ -86,12 +86,16 @@ async def test_concurrent_requests_to_one_session_are_answered_one_at_a_time_in_
     model = standin([{"text": f"reply {i}", "delay_ms": 5} for i in range(count)])
     server = serve(model.url)
     async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        tasks: list[asyncio.Task[httpx.Response]] = []
 
         async def admitted() -> int:
+            # Requests the server holds (running or queued) plus those already answered. A
+            # turn that committed but has not yet left its slot is counted once here (it is
+            # not answered yet); counting committed turns as well would count it twice and
+            # launch the next request early. Undercounting only makes the test wait longer.
             summary = (await client.get("/v1/sessions/s")).json()
-            return int(summary["turns"]) + int(summary["pending"])
+            return int(summary["pending"]) + sum(t.done() for t in tasks)
 
-        tasks = []
         for i in range(count):
             # Launch request i only once the server holds the previous ones, so "arrival
             # order" is known to the test without relying on timing.
@@ -100,10 +104,12 @@ async def test_concurrent_requests_to_one_session_are_answered_one_at_a_time_in_
                     client.post("/v1/agents/polite/sessions/s", json={"message": f"m{i}"})
                 )
             )
-            for _ in range(2000):
+            for _ in range(12_000):  # bounded: 60 s at most
                 if await admitted() >= i + 1:
                     break
                 await asyncio.sleep(0.005)
+            else:
+                pytest.fail(f"request {i} was not admitted within 60 s")
         answers = await asyncio.gather(*tasks)
     assert [a.json()["reply"] for a in answers] == [f"reply {i}" for i in range(count)]
     sent = received(model)

@@ -41,8 +41,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def postgres_cluster() -> Iterator[str]:
-    """Start a throwaway cluster; yield its DSN; stop and remove it afterwards."""
+def postgres_cluster(*, fsync: bool = False) -> Iterator[str]:
+    """Start a throwaway cluster; yield its DSN; stop and remove it afterwards. Tests run it
+    with ``fsync=off``; benchmarks that claim durability pass ``fsync=True``."""
     bindir = _binaries()
     base = Path(tempfile.mkdtemp(prefix="ankka-pg-"))
     as_user: list[str] = []
@@ -74,7 +75,9 @@ def postgres_cluster() -> Iterator[str]:
         "UTF8",
         "--no-sync",
     )
-    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
+    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1"
+    if not fsync:
+        options += " -c fsync=off"
     run(
         str(bindir / "pg_ctl"),
         "-D",

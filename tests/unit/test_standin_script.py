@@ -51,3 +51,26 @@ def test_a_conditional_turn_answers_only_the_role_it_names() -> None:
     assert first.tool_calls and second.tool_calls
     assert state.take("user")[1] is None  # no call left for a user message
     assert [state.take("tool")[1].text for _ in range(2)] == ["done", "done"]  # type: ignore[union-attr]
+
+
+def test_a_turn_can_answer_only_the_nth_call_of_a_conversation() -> None:
+    from ankka.local.standin.server import _call_number
+    from ankka.runtime.script import ScriptError, parse_turns
+
+    turns = parse_turns([{"text": "third", "call": 3}, {"text": "first", "call": 1}])
+    state = StandinState(turns)
+    first = {"messages": [{"role": "user", "content": "q"}]}
+    third = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "tool_calls": []},
+            {"role": "tool", "content": "r"},
+        ]
+    }
+    assert _call_number("chat", first) == 1 and _call_number("chat", third) == 3
+    assert state.take("user", 1)[1] == turns[1]
+    assert state.take("tool", 3)[1] == turns[0]
+    with pytest.raises(ScriptError, match="'call' must be a whole number"):
+        parse_turns([{"text": "x", "call": 0}])

@@ -55,13 +55,13 @@ class StandinState:
         self.tick += 1
         return self.tick
 
-    def take(self, last_role: str | None) -> tuple[int, ScriptTurn | None]:
+    def take(self, last_role: str | None, call: int | None = None) -> tuple[int, ScriptTurn | None]:
         """The first unserved turn that fits the request, and its number (1-based)."""
         number = self.served + 1
         while self.first_unserved < len(self.turns) and self.used[self.first_unserved]:
             self.first_unserved += 1
         for index in range(self.first_unserved, len(self.turns)):
-            if not self.used[index] and self.turns[index].fits(last_role):
+            if not self.used[index] and self.turns[index].fits(last_role, call):
                 self.used[index] = True
                 self.served += 1
                 return number, self.turns[index]
@@ -102,6 +102,27 @@ def _stale_reasoning(body: dict[str, Any]) -> bool:
     return any(
         isinstance(item, dict) and item.get("type") == "reasoning" for item in items[:last_user]
     )
+
+
+def _call_number(shape: str, body: Any) -> int | None:
+    """Which model call of its conversation a request is: 1 + the model's answers it carries."""
+    if not isinstance(body, dict):
+        return None
+    items = body.get("input") if shape == "responses" else body.get("messages")
+    if not isinstance(items, list):
+        return 1
+    answers = 0
+    in_answer = False
+    for item in items:
+        # One answer is a run of assistant items (Responses spreads one over a message and
+        # function_call items; the other wires send one assistant message).
+        is_answer = isinstance(item, dict) and (
+            item.get("role") == "assistant" or item.get("type") == "function_call"
+        )
+        if is_answer and not in_answer:
+            answers += 1
+        in_answer = is_answer
+    return answers + 1
 
 
 def _last_role(shape: str, body: Any) -> str | None:
@@ -224,7 +245,7 @@ def create_app(script: Script, *, model: str = "standin", api_key: str | None = 
                 shape,
             )
         last_role = _last_role(shape, body)
-        number, turn = state.take(last_role)
+        number, turn = state.take(last_role, _call_number(shape, body))
         if turn is None:
             record["answered"] = state.next_tick()
             left = len(state.turns) - state.served

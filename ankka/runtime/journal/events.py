@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from ankka.runtime.compaction.records import CompactionRecord, CompactionRejected, HistoryCompacted
+from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import (
     MESSAGE_TYPES,
@@ -35,10 +36,11 @@ from ankka.runtime.messages import (
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message | McpToolsRecord | CompactionRecord
+Record = Message | McpToolsRecord | CompactionRecord | JudgmentUsage
 """What a journal holds. Grows by union: ``... | TaskRecord | ApprovalRecord``. An
 :class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
-changed); it is not part of the conversation, nor are the compaction records."""
+changed); it is not part of the conversation, nor are the compaction records, nor a
+:class:`JudgmentUsage` (the tokens a turn's judged guardrails spent)."""
 
 RECORD_TYPES: tuple[type[Record], ...] = (
     UserMessage,
@@ -47,6 +49,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     McpToolsRecord,
     HistoryCompacted,
     CompactionRejected,
+    JudgmentUsage,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}

@@ -10,27 +10,36 @@ from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.journal.store import JournalStore
 
-__all__ = ["DEFAULT_STORE", "open_store"]
+__all__ = ["DEFAULT_STORE", "open_store", "sqlite_path"]
 
 DEFAULT_STORE = "sqlite:///ankka.sqlite3"
 
 
-async def open_store(url: str) -> JournalStore:
+def sqlite_path(url: str) -> str | None:
+    """The SQLite file a store URL names, or None for a PostgreSQL URL; a clear error for
+    anything else. The task store (``ankka.runtime.tasks.open``) reads the same URL."""
     if url.startswith(("postgresql://", "postgres://")):
-        from ankka.runtime.journal.postgres import PostgresStore
-
-        return await PostgresStore.open(url)
+        return None
     if url.startswith("sqlite://"):
         path = url.removeprefix("sqlite://")
         # sqlite:///relative.db and sqlite:////abs/path.db, as SQLAlchemy spells them
         path = path[1:] if path.startswith("/") else path
         if not path:
             raise ConfigurationError(f"the store URL {url!r} names no file")
-        return await SqliteStore.open(path)
+        return path
     if "://" in url:
         scheme = url.split("://", 1)[0]
         raise ConfigurationError(
             f"unknown store scheme {scheme!r}; use sqlite:///PATH (or a plain path) or "
             "postgresql://USER@HOST/DB"
         )
-    return await SqliteStore.open(url)
+    return url
+
+
+async def open_store(url: str) -> JournalStore:
+    path = sqlite_path(url)
+    if path is None:
+        from ankka.runtime.journal.postgres import PostgresStore
+
+        return await PostgresStore.open(url)
+    return await SqliteStore.open(path)

@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "the PostgreSQL store needs the 'postgres' extra: pip install 'ankka[postgres]'"
     ) from exc
 
-__all__ = ["PostgresSessionLock", "PostgresStore"]
+__all__ = ["PostgresSessionLock", "PostgresStore", "redacted"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ankka_events (
@@ -45,7 +45,7 @@ _APPEND_NS = 1
 _TURN_NS = 2
 
 
-def _redacted(dsn: str) -> str:
+def redacted(dsn: str) -> str:
     """The DSN without its password, for error messages."""
     try:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
@@ -58,7 +58,7 @@ def _redacted(dsn: str) -> str:
 class PostgresStore:
     def __init__(self, pool: AsyncConnectionPool[Any], dsn: str) -> None:
         self._pool = pool
-        self._where = _redacted(dsn)
+        self._where = redacted(dsn)
 
     @classmethod
     async def open(cls, dsn: str, *, max_connections: int = 20) -> PostgresStore:
@@ -72,7 +72,7 @@ class PostgresStore:
         except (psycopg.Error, TimeoutError) as exc:
             await pool.close()
             raise StoreError(
-                f"cannot open the PostgreSQL session store at {_redacted(dsn)}: "
+                f"cannot open the PostgreSQL session store at {redacted(dsn)}: "
                 f"{type(exc).__name__}: {str(exc).strip() or 'no answer'}"
             ) from exc
         return cls(pool, dsn)

@@ -19,7 +19,7 @@ from ankka._kernel.errors import StoreError
 from ankka.runtime.journal.events import StoredEvent
 from ankka.runtime.journal.store import ConcurrentAppend, SharedSessionLock
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "connect"]
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ class SqliteStore:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ankka-sqlite")
         loop = asyncio.get_running_loop()
         try:
-            connection = await loop.run_in_executor(pool, _connect, target)
+            connection = await loop.run_in_executor(pool, connect, target, (_SCHEMA,))
         except BaseException:
             pool.shutdown(wait=False)
             raise
@@ -131,14 +131,17 @@ class SqliteStore:
             self._pool.shutdown(wait=True)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, schema: Sequence[str]) -> sqlite3.Connection:
+    """A connection in WAL mode, durable at each commit, with ``schema`` created; shared
+    with the task store, which keeps its tables in the same file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=10000")
-        db.executescript(_SCHEMA)
+        for statement in schema:
+            db.execute(statement)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(
             f"cannot open the session store at {path}: {exc}. Pass --store with a path in a "

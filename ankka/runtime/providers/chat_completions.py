@@ -7,6 +7,7 @@ translation); ankka builds the request bytes and reads the answers itself (:mod:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx2
 
@@ -69,6 +70,11 @@ class ChatCompletionsProvider:
             if text:
                 yield TextDelta(text)
         yield accumulator.result()
+
+    async def post_json(self, path: str, body: bytes) -> dict[str, Any]:
+        """POST raw bytes to the server through this provider's transport (the judgment
+        provider asks its questions this way, sharing the connection pool and the errors)."""
+        return await self._transport.post_json(path, body)
 
     async def aclose(self) -> None:
         await self._transport.aclose()

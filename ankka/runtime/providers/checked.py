@@ -48,6 +48,11 @@ class CapabilityCheck:
     def model(self) -> str:
         return self._inner.model
 
+    @property
+    def inner(self) -> ModelProvider:
+        """The provider this check guards (the judgment provider shares its transport)."""
+        return self._inner
+
     def __repr__(self) -> str:
         return f"CapabilityCheck({self._inner!r})"
 

@@ -14,6 +14,7 @@ The registry wraps this provider in :class:`~.checked.CapabilityCheck`, whose pr
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx2
 
@@ -96,6 +97,14 @@ class InstallationProvider:
         try:
             async for item in inner.stream(request):
                 yield item
+        except ModelUnavailable as exc:
+            raise self._with_hint(exc) from exc
+
+    async def post_json(self, path: str, body: bytes) -> dict[str, Any]:
+        """POST raw bytes through the current mTLS client (the judgment provider's way in)."""
+        inner, _ = self._client()
+        try:
+            return await inner.post_json(path, body)
         except ModelUnavailable as exc:
             raise self._with_hint(exc) from exc
 

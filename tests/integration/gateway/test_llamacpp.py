@@ -48,7 +48,7 @@ def test_llamacpp_capabilities_come_from_props(
     shown = httpx.post(f"{url}/api/show", json={"model": "smollm2"})
 
     assert shown.status_code == 200
-    assert shown.json()["capabilities"] == ["completion"]
+    assert shown.json()["capabilities"] == ["completion", "logprobs"]  # logprobs: probed
     assert shown.json()["model_info"]["general.context_length"] == 2048
 
 

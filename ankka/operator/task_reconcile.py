@@ -1,0 +1,203 @@
+"""Following one Task: hand it to its Agent's runtime, mirror the runtime's record in status.
+
+``handlers`` runs :func:`follow` in a kopf daemon per Task until the Task is final, and
+:func:`cancel` when a Task is deleted. Each round is idempotent: the task is handed over by
+``PUT`` with the resource's uid as its id (the same body again changes nothing; its answer is
+mirrored at once), then read back with ``GET ?wait=S``, which returns as soon as the task ends
+or after S seconds (5), so a Task is followed with one request held open at a time and its
+status is at most a few seconds behind. A Task whose Agent is missing, held for its models
+or failed, or whose dependencies are not yet handed over, stays ``Pending`` with a condition
+naming the wait.
+The runtime is reached over plain HTTP at its Service, or at ``spec.runtime.address``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx2
+from pydantic import ValidationError
+
+from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, TaskPhase, TaskSpec
+from ankka.operator import tasks
+from ankka.operator.objects import Obj, condition, condition_status, set_condition
+from ankka.operator.reconcile import Platform
+
+__all__ = ["cancel", "follow"]
+
+API_VERSION = f"{GROUP}/{VERSION}"
+HANDED = "Handed"
+log = logging.getLogger("ankka.operator")
+
+
+class _Wait(Exception):
+    """The Task cannot be handed over yet; ``reason`` and ``message`` say why."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+async def _write(p: Platform, body: Obj, fields: dict[str, Any], handed: Obj) -> None:
+    meta = body["metadata"]
+    old = body.get("status") or {}
+    conditions = set_condition(list(old.get("conditions") or []), handed)
+    status = {**fields, "conditions": conditions, "observedGeneration": meta.get("generation")}
+    if all(old.get(k) == v for k, v in status.items() if k != "conditions") and (
+        [(c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in conditions]
+        == [
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+            for c in old.get("conditions") or []
+        ]
+    ):
+        return
+    await p.kube.patch_status(API_VERSION, "Task", meta["namespace"], meta["name"], status)
+    body["status"] = {**old, **status}
+
+
+async def _runtime_of(p: Platform, namespace: str, spec: TaskSpec) -> str:
+    agent = await p.kube.get(API_VERSION, "Agent", namespace, spec.agent)
+    if agent is None:
+        raise _Wait("AgentNotFound", f"there is no Agent {spec.agent!r} in {namespace}")
+    status = agent.get("status") or {}
+    phase = status.get("phase")
+    if phase == "Held":
+        waiting = next(
+            (
+                c.get("message", "")
+                for c in status.get("conditions") or []
+                if c.get("type") == "ModelsServed"
+            ),
+            "",
+        )
+        raise _Wait("AgentHeld", f"held with its Agent {spec.agent!r}: {waiting}".rstrip(": "))
+    if phase == "Failed":
+        raise _Wait("AgentFailed", f"its Agent {spec.agent!r} failed; see the Agent's status")
+    if condition_status(status, "Ready") != ConditionStatus.TRUE.value:
+        raise _Wait("AgentNotReady", f"its Agent {spec.agent!r} is not rendered yet")
+    try:
+        agent_spec = AgentSpec.model_validate(agent.get("spec") or {})
+    except ValidationError as exc:
+        raise _Wait("AgentFailed", f"its Agent's spec does not parse: {exc}") from exc
+    return tasks.runtime_address(namespace, spec.agent, agent_spec)
+
+
+async def _dependencies(p: Platform, namespace: str, spec: TaskSpec) -> list[str]:
+    uids: list[str] = []
+    for name in spec.depends_on:
+        other = await p.kube.get(API_VERSION, "Task", namespace, name)
+        if other is None:
+            raise _Wait("WaitingForDependency", f"its dependency Task {name!r} does not exist")
+        if not (other.get("status") or {}).get("runtimeTask"):
+            raise _Wait(
+                "WaitingForDependency",
+                f"its dependency Task {name!r} is not handed to its runtime yet",
+            )
+        uids.append(str(other["metadata"]["uid"]))
+    return uids
+
+
+def _error_message(answer: httpx2.Response) -> str:
+    try:
+        return str(answer.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return answer.text[:300]
+
+
+async def follow(
+    p: Platform, namespace: str, name: str, client: httpx2.AsyncClient, *, wait: float = 5.0
+) -> bool:
+    """One round for the Task ``namespace/name``; True once it is final (or gone)."""
+    body = await p.kube.get(API_VERSION, "Task", namespace, name)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return True
+    if tasks.is_final(body.get("status")):
+        return True
+    now = p.clock.now()
+    try:
+        spec = TaskSpec.model_validate(body.get("spec") or {})
+    except ValidationError as exc:
+        refused = condition(HANDED, ConditionStatus.FALSE, "InvalidSpec", str(exc), now=now)
+        await _write(p, body, {"phase": TaskPhase.FAILED.value, "reason": str(exc)}, refused)
+        return True
+    uid = str(body["metadata"]["uid"])
+    try:
+        address = await _runtime_of(p, namespace, spec)
+        dependency_uids = await _dependencies(p, namespace, spec)
+    except _Wait as waiting:
+        held = condition(HANDED, ConditionStatus.FALSE, waiting.reason, waiting.message, now=now)
+        await _write(p, body, {"phase": TaskPhase.PENDING.value}, held)
+        return False
+    agent = tasks.autonomous_agent(spec)
+    accepted = condition(
+        HANDED, ConditionStatus.TRUE, "Accepted", f"handed to {address} as task {uid}", now=now
+    )
+    try:
+        answer = await client.put(
+            f"{address}/v1/agents/{agent}/tasks/{uid}",
+            json=tasks.runtime_body(spec, dependency_uids),
+        )
+        if answer.status_code in (200, 201):
+            fields = _named(tasks.status_from_record(answer.json()), spec, dependency_uids)
+            await _write(p, body, fields, accepted)
+            if tasks.is_final(fields):
+                return True
+            answer = await client.get(
+                f"{address}/v1/tasks/{uid}", params={"wait": wait}, timeout=wait + 10
+            )
+    except httpx2.HTTPError as exc:
+        message = f"cannot reach the runtime at {address}: {type(exc).__name__}: {exc}"
+        unreachable = condition(
+            HANDED, ConditionStatus.FALSE, "RuntimeUnreachable", message, now=now
+        )
+        await _write(p, body, {"phase": TaskPhase.PENDING.value}, unreachable)
+        return False
+    if answer.status_code >= 500:
+        message = (
+            f"the runtime at {address} answered {answer.status_code}: {_error_message(answer)}"
+        )
+        down = condition(HANDED, ConditionStatus.FALSE, "RuntimeUnavailable", message, now=now)
+        await _write(p, body, {"phase": TaskPhase.PENDING.value}, down)
+        return False
+    if answer.status_code >= 400:
+        # The runtime refused the task as it is (unknown type or agent, a clash): the spec
+        # cannot change, so this Task can never run.
+        message = f"the runtime refused the task ({answer.status_code}): {_error_message(answer)}"
+        refused = condition(HANDED, ConditionStatus.FALSE, "Refused", message, now=now)
+        await _write(p, body, {"phase": TaskPhase.FAILED.value, "reason": message}, refused)
+        return True
+    fields = _named(tasks.status_from_record(answer.json()), spec, dependency_uids)
+    await _write(p, body, fields, accepted)
+    return tasks.is_final(fields)
+
+
+def _named(fields: dict[str, Any], spec: TaskSpec, uids: list[str]) -> dict[str, Any]:
+    """The runtime names dependencies by their uids; a user reads them by Task name."""
+    reason = fields.get("reason")
+    if isinstance(reason, str):
+        for name, uid in zip(spec.depends_on, uids, strict=True):
+            reason = reason.replace(uid, name)
+        fields["reason"] = reason
+    return fields
+
+
+async def cancel(p: Platform, body: Obj, client: httpx2.AsyncClient) -> None:
+    """Cancel a deleted Task at its runtime (best effort: a runtime that cannot be reached is
+    logged, and the Task is deleted anyway)."""
+    status = body.get("status") or {}
+    uid = status.get("runtimeTask")
+    if not uid or tasks.is_final(status):
+        return
+    meta = body["metadata"]
+    try:
+        spec = TaskSpec.model_validate(body.get("spec") or {})
+        address = await _runtime_of(p, meta["namespace"], spec)
+        answer = await client.post(f"{address}/v1/tasks/{uid}/cancel")
+        if answer.status_code >= 400:
+            log.warning("cancelling task %s answered %s", uid, answer.status_code)
+    except (_Wait, ValidationError, httpx2.HTTPError) as exc:
+        log.warning(
+            "could not cancel task %s of Task %s/%s: %s", uid, meta["namespace"], meta["name"], exc
+        )

@@ -1,0 +1,114 @@
+"""Pure builders for Task resources: where the runtime is, what it is sent, what status shows.
+
+A Task is handed to its Agent's runtime as ``PUT /v1/agents/{autonomous agent}/tasks/{uid}``
+(idempotent by the resource's uid: handing it again changes nothing), its dependencies named by
+their uids. The status mirrors a bounded summary of the runtime's record (phase, iterations of
+budget, tokens, result or reason, the record's version, conditions), never its history: etcd is
+no journal. A result larger than :data:`MAX_RESULT_BYTES` is left at the runtime, and the
+status says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ankka.api.resources import AgentSpec, TaskPhase, TaskSpec
+from ankka.operator.objects import Obj
+
+__all__ = [
+    "MAX_REASON",
+    "MAX_RESULT_BYTES",
+    "autonomous_agent",
+    "phase_of",
+    "runtime_address",
+    "runtime_body",
+    "status_from_record",
+]
+
+MAX_RESULT_BYTES = 16 * 1024
+MAX_REASON = 1024
+RUNTIME_SERVICE_PORT = 80  # the port of the Service the operator renders for an Agent
+
+_PHASES = {
+    "pending": TaskPhase.PENDING,
+    "assigned": TaskPhase.PENDING,
+    "in-progress": TaskPhase.RUNNING,
+    "result-rejected": TaskPhase.RUNNING,
+    "completed": TaskPhase.COMPLETED,
+    "failed": TaskPhase.FAILED,
+    "cancelled": TaskPhase.CANCELLED,
+}
+FINAL_PHASES = frozenset({TaskPhase.COMPLETED, TaskPhase.FAILED, TaskPhase.CANCELLED})
+
+
+def runtime_address(namespace: str, agent_name: str, spec: AgentSpec) -> str:
+    """The runtime's base URL: ``spec.runtime.address`` when set (a runtime outside the
+    cluster), else the Agent's own Service."""
+    if spec.runtime is not None and spec.runtime.address:
+        return spec.runtime.address.rstrip("/")
+    return f"http://{agent_name}.{namespace}.svc:{RUNTIME_SERVICE_PORT}"
+
+
+def autonomous_agent(spec: TaskSpec) -> str:
+    return spec.autonomous_agent or spec.agent
+
+
+def runtime_body(spec: TaskSpec, dependency_uids: list[str]) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": spec.type, "instructions": spec.instructions}
+    if spec.attachments:
+        body["attachments"] = [
+            {k: v for k, v in a.model_dump(exclude_none=True).items() if v != ""}
+            for a in spec.attachments
+        ]
+    if dependency_uids:
+        body["depends_on"] = dependency_uids
+    if spec.instance:
+        body["instance"] = spec.instance
+    return body
+
+
+def phase_of(state: str) -> TaskPhase:
+    return _PHASES.get(state, TaskPhase.PENDING)
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_REASON:
+        return text
+    return text[: MAX_REASON - 1] + "…"
+
+
+def status_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The status fields a runtime record gives (camelCase, as the resource spells them)."""
+    usage = record.get("usage") or {}
+    iterations = record.get("iterations") or {}
+    result = record.get("result")
+    reason = record.get("reason")
+    if result is not None and len(json.dumps(result)) > MAX_RESULT_BYTES:
+        reason = (
+            f"the result is larger than {MAX_RESULT_BYTES} bytes; read it from the runtime: "
+            f"GET /v1/tasks/{record.get('id')}"
+        )
+        result = None
+    return {
+        "phase": phase_of(str(record.get("state"))).value,
+        "state": record.get("state"),
+        "iterationsUsed": int(iterations.get("used", 0)),
+        "iterationBudget": iterations.get("budget"),
+        "tokens": {
+            "input": int(usage.get("input_tokens", 0)),
+            "output": int(usage.get("output_tokens", 0)),
+            "cacheRead": int(usage.get("cache_read_tokens", 0)),
+            "cacheWrite": int(usage.get("cache_write_tokens", 0)),
+        },
+        "result": result,
+        "reason": _cut(reason),
+        "lastEvent": record.get("version"),
+        "runtimeTask": record.get("id"),
+    }
+
+
+def is_final(status: Obj | None) -> bool:
+    phase = (status or {}).get("phase")
+    return phase in {p.value for p in FINAL_PHASES}

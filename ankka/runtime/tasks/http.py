@@ -1,0 +1,281 @@
+"""The task routes of the runtime's HTTP API. Thin: parse, ask the :class:`TaskHost`, render.
+
+- ``PUT /v1/agents/{agent}/tasks/{task}`` ``{"type", "instructions", "attachments"?,
+  "depends_on"?, "instance"?}`` → 201 with the record (200 when the same body was sent before);
+- ``GET /v1/tasks/{task}`` (``?wait=S`` holds up to S seconds until the task is final);
+- ``POST /v1/tasks/{task}/cancel``;
+- ``POST /v1/agents/{agent}/instances/{instance}/{suspend|resume|terminate}``,
+  ``GET /v1/agents/{agent}/instances/{instance}``;
+- ``GET /v1/agents/{agent}/instances/{instance}/notifications`` and
+  ``GET /v1/tasks/{task}/notifications``: server-sent events, a ``snapshot`` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ankka._kernel.errors import InvalidJSON, RequestError
+from ankka.runtime.tasks.host import InstanceView, TaskHost
+from ankka.runtime.tasks.notify import Dropped, Subscription
+from ankka.runtime.tasks.records import (
+    MAX_ATTACHMENT,
+    MAX_ATTACHMENTS,
+    MAX_DEPENDENCIES,
+    MAX_ID,
+    MAX_INSTRUCTIONS,
+    Attachment,
+    InstanceState,
+    TaskRecord,
+    TaskSpec,
+)
+
+__all__ = ["instance_json", "task_json", "task_routes"]
+
+MAX_BODY = 8 * 1024 * 1024
+MAX_WAIT = 300.0
+KEEP_ALIVE = 15.0
+COST_UNKNOWN = "unknown"
+_FINAL_EVENTS = {"task_completed", "task_failed", "task_cancelled"}
+_OPERATIONS = {
+    "suspend": InstanceState.SUSPENDED,
+    "resume": InstanceState.ACTIVE,
+    "terminate": InstanceState.TERMINATED,
+}
+
+
+class AttachmentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(default="", max_length=MAX_ID)
+    text: str | None = Field(default=None, max_length=MAX_ATTACHMENT)
+    ref: str | None = Field(default=None, max_length=2048)
+
+
+class TaskBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: str = Field(min_length=1, max_length=MAX_ID)
+    instructions: str = Field(min_length=1, max_length=MAX_INSTRUCTIONS)
+    attachments: list[AttachmentBody | str] = Field(
+        default_factory=list, max_length=MAX_ATTACHMENTS
+    )
+    depends_on: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
+    instance: str | None = Field(default=None, max_length=MAX_ID)
+
+
+def _spec(agent: str, body: TaskBody) -> TaskSpec:
+    attachments: list[Attachment] = []
+    for index, item in enumerate(body.attachments, 1):
+        if isinstance(item, str):
+            if len(item) > MAX_ATTACHMENT:
+                raise RequestError(f"attachment {index} is longer than {MAX_ATTACHMENT} characters")
+            attachments.append(Attachment(f"attachment-{index}", text=item))
+            continue
+        if (item.text is None) == (item.ref is None):
+            raise RequestError(
+                f"attachment {index} needs exactly one of 'text' (inline) or 'ref' (a reference "
+                "a tool can fetch)"
+            )
+        attachments.append(Attachment(item.name or f"attachment-{index}", item.text, item.ref))
+    return TaskSpec(agent, body.type, body.instructions, tuple(attachments), tuple(body.depends_on))
+
+
+async def _body(request: Request) -> TaskBody:
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise RequestError(f"the body is larger than {MAX_BODY} bytes")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
+    try:
+        return TaskBody.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        raise RequestError(
+            'the body does not fit {"type", "instructions", "attachments"?, "depends_on"?, '
+            f'"instance"?}}: {problems}'
+        ) from exc
+
+
+def task_json(record: TaskRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "agent": record.spec.agent,
+        "type": record.spec.type,
+        "state": record.state.value,
+        "instance": record.instance,
+        "iterations": {"used": record.iterations_used, "budget": record.budget},
+        "usage": record.usage.as_dict(),
+        "cost": COST_UNKNOWN,
+        "result": record.result,
+        "reason": record.reason,
+        "depends_on": list(record.spec.depends_on),
+        "attachments": [a.as_dict() for a in record.spec.attachments],
+        "cancel_requested": record.cancel_requested,
+        "version": record.version,
+        "created_by": record.created_by,
+        "created_at": record.created_at.isoformat() if record.created_at else None,
+        "updated_at": record.updated_at.isoformat() if record.updated_at else None,
+    }
+
+
+def instance_json(view: InstanceView) -> dict[str, Any]:
+    return {
+        "agent": view.record.agent,
+        "id": view.record.id,
+        "state": view.record.state.value,
+        "current": view.current,
+        "queue": [{"task": t.id, "state": t.state.value} for t in view.queue],
+    }
+
+
+def _caller(request: Request) -> str:
+    """Who is asking: the client certificate's URI SAN under mTLS, else ``local``."""
+    tls = request.scope.get("extensions", {}).get("tls", {})
+    sans = tls.get("peer_uri_sans") or ()
+    return str(sans[0]) if sans else "local"
+
+
+def _wait_seconds(request: Request) -> float:
+    raw = request.query_params.get("wait")
+    if raw is None:
+        return 0.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise RequestError(f"wait={raw!r} is not a number of seconds") from None
+    if not 0 <= seconds <= MAX_WAIT:
+        raise RequestError(f"wait must be 0 to {MAX_WAIT:g} seconds, not {raw}")
+    return seconds
+
+
+def _sse(event: str, data: object, number: int | None = None) -> bytes:
+    head = f"id: {number}\n" if number is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def _events(
+    subscription: Subscription, snapshot: bytes, *, ends_with_task: bool
+) -> AsyncIterator[bytes]:
+    yield snapshot
+    while True:
+        try:
+            async with asyncio.timeout(KEEP_ALIVE):
+                item = await subscription.next()
+        except TimeoutError:
+            yield b": keep-alive\n\n"
+            continue
+        if isinstance(item, Dropped):
+            yield _sse("dropped", {"count": item.count})
+            continue
+        yield _sse(item.event, item.as_dict(), item.number)
+        if ends_with_task and item.event in _FINAL_EVENTS:
+            return
+
+
+def task_routes(host: TaskHost) -> list[Route]:
+    """The routes; their errors are answered by the app's one error handler."""
+
+    async def put_task(request: Request) -> Response:
+        agent, task = request.path_params["agent"], request.path_params["task"]
+        body = await _body(request)
+        record, created = await host.put(
+            agent, task, _spec(agent, body), instance=body.instance, created_by=_caller(request)
+        )
+        return JSONResponse(task_json(record), status_code=201 if created else 200)
+
+    async def get_task(request: Request) -> Response:
+        task = request.path_params["task"]
+        seconds = _wait_seconds(request)
+        record = await (host.wait(task, seconds) if seconds else host.get(task))
+        return JSONResponse(task_json(record))
+
+    async def cancel_task(request: Request) -> Response:
+        return JSONResponse(task_json(await host.cancel(request.path_params["task"])))
+
+    async def operate(request: Request) -> Response:
+        operation = request.path_params["operation"]
+        state = _OPERATIONS.get(operation)
+        if state is None:
+            raise RequestError(
+                f"{operation!r} is not an instance operation: suspend, resume or terminate"
+            )
+        view = await host.set_instance(
+            request.path_params["agent"], request.path_params["instance"], state
+        )
+        return JSONResponse(instance_json(view))
+
+    async def get_instance(request: Request) -> Response:
+        view = await host.instance(request.path_params["agent"], request.path_params["instance"])
+        return JSONResponse(instance_json(view))
+
+    async def notifications(
+        key: tuple[str, ...], snapshot: Callable[[], Awaitable[tuple[bytes, bool]]]
+    ) -> Response:
+        # Subscribed before the snapshot is read, so nothing falls between the two.
+        subscription = host.notifier.add(key)
+        try:
+            first, done = await snapshot()
+        except BaseException:
+            host.notifier.remove(key, subscription)
+            raise
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                if done:
+                    yield first
+                    return
+                async for chunk in _events(subscription, first, ends_with_task=key[0] == "task"):
+                    yield chunk
+            finally:
+                host.notifier.remove(key, subscription)
+
+        return StreamingResponse(
+            body(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+        )
+
+    async def task_notifications(request: Request) -> Response:
+        task = request.path_params["task"]
+
+        async def snapshot() -> tuple[bytes, bool]:
+            record = await host.get(task)
+            return _sse("snapshot", task_json(record)), record.final
+
+        return await notifications(("task", task), snapshot)
+
+    async def instance_notifications(request: Request) -> Response:
+        agent, instance = request.path_params["agent"], request.path_params["instance"]
+
+        async def snapshot() -> tuple[bytes, bool]:
+            view = await host.instance(agent, instance)
+            return _sse("snapshot", instance_json(view)), False
+
+        return await notifications(("instance", agent, instance), snapshot)
+
+    return [
+        Route("/v1/agents/{agent}/tasks/{task}", put_task, methods=["PUT"]),
+        Route("/v1/tasks/{task}", get_task, methods=["GET"]),
+        Route("/v1/tasks/{task}/cancel", cancel_task, methods=["POST"]),
+        Route("/v1/tasks/{task}/notifications", task_notifications, methods=["GET"]),
+        Route(
+            "/v1/agents/{agent}/instances/{instance}/notifications",
+            instance_notifications,
+            methods=["GET"],
+        ),
+        Route("/v1/agents/{agent}/instances/{instance}", get_instance, methods=["GET"]),
+        Route(
+            "/v1/agents/{agent}/instances/{instance}/{operation}",
+            operate,
+            methods=["POST"],
+        ),
+    ]

@@ -1,0 +1,221 @@
+"""Task resources end to end: ``kubectl apply`` of a Task against the real API server, the
+operator handing it to an ``ankka serve`` runtime, and the result read back with kubectl.
+
+Pods do not run in this control plane, so the runtime runs on loopback and the Agent names it
+with ``spec.runtime.address``, the documented way for a runtime outside the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.cluster.conftest import Kubectl, Operator, poll
+from tests.cluster.controlplane import ControlPlane
+from tests.support.processes import Server, ankka_command, start
+
+NS = "lab"
+LOOKUP = {"when": "user", "tool_calls": [{"name": "lookup", "arguments": {"topic": "ankka"}}]}
+RESULT = {"title": "ankka", "points": ["ankka is an agent platform for Kubernetes, in Python."]}
+COMPLETE = {"when": "tool", "tool_calls": [{"name": "complete_task", "arguments": RESULT}]}
+FAIL = {"tool_calls": [{"name": "fail_task", "arguments": {"reason": "nothing to say"}}]}
+
+
+class Lab:
+    def __init__(self, kubectl: Kubectl, model: Server, runtime: Server, workdir: Path) -> None:
+        self.kubectl = kubectl
+        self.model = model
+        self.runtime = runtime
+        self.workdir = workdir
+
+    def script(self, turns: list[dict[str, Any]]) -> None:
+        httpx.put(f"{self.model.url}/_standin/script", json=turns).raise_for_status()
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        path = self.workdir / "objects.yaml"
+        path.write_text(yaml.safe_dump_all(objects))
+        self.kubectl.run("apply", "-f", str(path))
+
+    def task(self, name: str) -> dict[str, Any]:
+        found = self.kubectl.get("task", name, NS)
+        assert found is not None, name
+        return found
+
+    def status_of(self, name: str) -> dict[str, Any]:
+        status: dict[str, Any] = self.task(name).get("status") or {}
+        return status
+
+
+def task(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "agent": "research",
+            "autonomousAgent": "researcher",
+            "type": "summary",
+            "instructions": "Summarise ankka.",
+            **spec,
+        },
+    }
+
+
+def agent(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"image": "registry.example/lab:1", "module": "examples.tasks", **spec},
+    }
+
+
+@pytest.fixture(scope="module")
+def lab(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> Iterator[Lab]:
+    workdir = controlplane.workdir / "lab"
+    workdir.mkdir(exist_ok=True)
+    script = workdir / "script.json"
+    script.write_text("[]")
+    model = start(ankka_command("standin", "--script", str(script), "--port", "0"))
+    env = {
+        "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
+        "ANKKA_MODEL_DEFAULT_URL": f"{model.url}/v1",
+        "ANKKA_MODEL_DEFAULT_MODEL": "standin",
+    }
+    store = f"sqlite:///{workdir / 'tasks.sqlite3'}"
+    runtime = start(
+        ankka_command("serve", "examples.tasks:service", "--port", "0", "--store", store),
+        env=env,
+    )
+    kubectl.run("create", "namespace", NS, check=False)
+    here = Lab(kubectl, model, runtime, workdir)
+    here.apply(agent("research", runtime={"address": runtime.url}))
+    poll(
+        "the research Agent to be Ready",
+        lambda: (
+            (kubectl.get("agent", "research", NS) or {}).get("status", {}).get("phase") == "Ready"
+        ),
+        timeout=60,
+    )
+    yield here
+    runtime.stop()
+    model.stop()
+
+
+def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab: Lab) -> None:
+    lab.script([LOOKUP, COMPLETE])
+    lab.apply(task("summary-1"))
+    status = poll(
+        "the Task to complete",
+        lambda: (s := lab.status_of("summary-1")).get("phase") == "Completed" and s,
+        timeout=60,
+    )
+    assert status["result"] == RESULT
+    assert status["iterationsUsed"] == 2 and status["iterationBudget"] == 5
+    assert status["tokens"] == {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    uid = lab.task("summary-1")["metadata"]["uid"]
+    assert status["runtimeTask"] == uid
+    handed = [c for c in status["conditions"] if c["type"] == "Handed"]
+    assert handed and handed[0]["status"] == "True"
+    record = httpx.get(f"{lab.runtime.url}/v1/tasks/{uid}").json()
+    assert record["state"] == "completed" and record["version"] == status["lastEvent"]
+    table = lab.kubectl.run("get", "tasks", "-n", NS).stdout
+    header, row = (
+        table.splitlines()[0],
+        next(line for line in table.splitlines() if line.startswith("summary-1")),
+    )
+    assert header.split() == ["NAME", "AGENT", "TYPE", "PHASE", "ITERATIONS", "BUDGET", "AGE"]
+    assert row.split()[1:6] == ["research", "summary", "Completed", "2", "5"]
+
+
+def test_a_task_whose_dependency_fails_ends_cancelled(lab: Lab) -> None:
+    lab.script([FAIL])
+    lab.apply(task("root"), task("child", dependsOn=["root"]))
+    poll("the root to fail", lambda: lab.status_of("root").get("phase") == "Failed", timeout=60)
+    assert lab.status_of("root")["reason"] == "nothing to say"
+    status = poll(
+        "the child to be cancelled",
+        lambda: (s := lab.status_of("child")).get("phase") == "Cancelled" and s,
+        timeout=60,
+    )
+    assert status["iterationsUsed"] == 0
+    assert "'root'" in status["reason"] and "was failed" in status["reason"]
+
+
+def test_deleting_a_running_task_cancels_it(lab: Lab) -> None:
+    lab.script([{**LOOKUP, "delay_ms": 15_000}, COMPLETE])
+    lab.apply(task("doomed"))
+    poll(
+        "the Task to be running",
+        lambda: lab.status_of("doomed").get("state") == "in-progress",
+        timeout=60,
+    )
+    uid = lab.task("doomed")["metadata"]["uid"]
+    lab.kubectl.run("delete", "task", "doomed", "-n", NS, "--wait=true", "--timeout=60s")
+    record = poll(
+        "the runtime to cancel the task",
+        lambda: (
+            (r := httpx.get(f"{lab.runtime.url}/v1/tasks/{uid}").json())["state"] == "cancelled"
+            and r
+        ),
+        timeout=60,
+    )
+    assert record["iterations"]["used"] == 1  # it stopped at the end of its iteration
+
+
+def test_an_agent_held_for_its_models_holds_its_tasks(lab: Lab) -> None:
+    lab.apply(
+        agent("waiting", models=[{"name": "default", "installation": "absent"}]),
+        task("held", agent="waiting"),
+    )
+
+    def held() -> dict[str, Any] | None:
+        status = lab.status_of("held")
+        found = [c for c in status.get("conditions") or [] if c["reason"] == "AgentHeld"]
+        return status if found else None
+
+    status = poll("the Task to wait for its held Agent", held, timeout=60)
+    assert status["phase"] == "Pending"
+    handed = next(c for c in status["conditions"] if c["type"] == "Handed")
+    assert handed["status"] == "False"
+    assert "absent" in handed["message"]
+    assert status.get("runtimeTask") is None
+
+
+def test_a_task_s_spec_cannot_change(lab: Lab) -> None:
+    lab.script([FAIL])
+    lab.apply(task("fixed"))
+    out = lab.kubectl.run(
+        "patch",
+        "task",
+        "fixed",
+        "-n",
+        NS,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"instructions": "Something else."}}),
+        check=False,
+    )
+    assert out.returncode != 0 and "a Task's spec cannot change" in out.stderr
+
+
+def test_kubectl_explain_documents_every_field_of_a_task_s_spec(lab: Lab) -> None:
+    text = lab.kubectl.run("explain", "task.spec").stdout
+    for field in (
+        "agent",
+        "autonomousAgent",
+        "type",
+        "instructions",
+        "attachments",
+        "dependsOn",
+        "instance",
+    ):
+        assert f"{field}\t" in text or f"  {field} " in text or f"{field} <" in text, field
+    assert "The Agent (resource) whose runtime works the task." in text
+    assert "must complete first" in text

@@ -1,0 +1,74 @@
+"""Task-host fixtures: a real SQLite file (journal and task tables), the scripted provider."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ankka.runtime.agents import Service
+from ankka.runtime.journal.journal import Journal
+from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.tasks.host import TaskHost
+from ankka.runtime.tasks.iteration import RetryPolicy
+from ankka.runtime.tasks.records import TaskRecord, TaskSpec
+from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
+
+MakeHost = Callable[..., Awaitable[TaskHost]]
+NO_PAUSE = RetryPolicy(first_pause=0.0, max_pause=0.0)
+
+
+@pytest.fixture
+async def make_host(tmp_path: Path) -> AsyncIterator[MakeHost]:
+    """Start task hosts on one SQLite file; each is stopped (and its stores closed) at the end,
+    or earlier with ``await stop(host)``."""
+    async with AsyncExitStack() as stack:
+
+        async def make(service: Service, provider: ModelProvider, **options: Any) -> TaskHost:
+            journal = Journal(await SqliteStore.open(tmp_path / "store.sqlite3"))
+            stack.push_async_callback(journal.close)
+            store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
+            stack.push_async_callback(store.close)
+            options.setdefault("retry", NO_PAUSE)
+            options.setdefault("poll_seconds", 0.05)
+            host = TaskHost(
+                service,
+                store=store,
+                journal=journal,
+                providers={"default": provider},
+                **options,
+            )
+            await stack.enter_async_context(host)
+            return host
+
+        yield make
+
+
+async def put(
+    host: TaskHost,
+    task: str,
+    instructions: str = "Summarise ankka.",
+    *,
+    agent: str = "researcher",
+    kind: str = "summary",
+    instance: str | None = None,
+    depends_on: Sequence[str] = (),
+) -> TaskRecord:
+    record, _ = await host.put(
+        agent,
+        task,
+        TaskSpec(agent, kind, instructions, depends_on=tuple(depends_on)),
+        instance=instance,
+        created_by="local",
+    )
+    return record
+
+
+async def finished(host: TaskHost, task: str) -> TaskRecord:
+    record = await host.wait(task, 10.0)
+    assert record.final, f"task {task} did not end: {record}"
+    return record

@@ -1,0 +1,238 @@
+"""The task store: the same suite on SQLite and PostgreSQL (a private cluster)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from ankka._kernel.errors import NotFound, RequestError
+from ankka.runtime.messages import Usage
+from ankka.runtime.tasks import statements
+from ankka.runtime.tasks.postgres_store import PostgresTaskStore
+from ankka.runtime.tasks.records import (
+    Conflict,
+    InstanceState,
+    TaskRecord,
+    TaskSpec,
+    TaskState,
+    own_instance_id,
+)
+from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
+from ankka.runtime.tasks.store import Ended, Picked, TaskStore
+
+NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+OpenStore = Callable[[], Awaitable[TaskStore]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
+    """Opens the same store (file or database) each time it is called."""
+    if request.param == "sqlite":
+
+        async def open_sqlite() -> TaskStore:
+            return await SqliteTaskStore.open(tmp_path / "tasks.sqlite3")
+
+        return open_sqlite
+    dsn: str = request.getfixturevalue("postgres_server")
+    database = f"tasks_{uuid.uuid4().hex[:12]}"
+    created: list[str] = []
+
+    async def open_postgres() -> TaskStore:
+        if not created:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                await conn.execute(f"CREATE DATABASE {database}")
+            created.append(database)
+        return await PostgresTaskStore.open(dsn.rsplit("/", 1)[0] + f"/{database}")
+
+    return open_postgres
+
+
+@pytest.fixture
+async def store(open_store: OpenStore) -> AsyncIterator[TaskStore]:
+    opened = await open_store()
+    yield opened
+    await opened.close()
+
+
+def spec(text: str = "summarise", deps: tuple[str, ...] = ()) -> TaskSpec:
+    return TaskSpec("researcher", "summary", text, depends_on=deps)
+
+
+async def put(
+    store: TaskStore, task: str, body: TaskSpec | None = None, instance: str | None = "i1"
+) -> tuple[TaskRecord, bool, list[Ended]]:
+    result: tuple[TaskRecord, bool, list[Ended]] = await store.write(
+        lambda tx: statements.put(
+            tx, task, body or spec(), instance=instance, budget=5, created_by="local", now=NOW
+        )
+    )
+    return result
+
+
+async def get(store: TaskStore, task: str) -> TaskRecord:
+    found: TaskRecord | None = await store.read(lambda tx: statements.get(tx, task))
+    assert found is not None
+    return found
+
+
+async def fail(store: TaskStore, task: str) -> list[Ended]:
+    ended: list[Ended] = await store.write(
+        lambda tx: statements.finish(tx, task, TaskState.FAILED, reason="broken", now=NOW)
+    )
+    return ended
+
+
+async def test_a_task_survives_reopening_with_what_was_said(open_store: OpenStore) -> None:
+    store = await open_store()
+    record, created, _ = await put(store, "t1")
+    assert created and record.state == TaskState.ASSIGNED and record.instance == "i1"
+    await store.close()
+    store = await open_store()
+    try:
+        again = await get(store, "t1")
+        assert again.spec == spec() and again.budget == 5 and again.created_at == NOW
+    finally:
+        await store.close()
+
+
+async def test_the_same_body_again_is_idempotent_and_a_different_one_conflicts(
+    store: TaskStore,
+) -> None:
+    first, created, _ = await put(store, "t1")
+    second, created_again, _ = await put(store, "t1")
+    assert created and not created_again and second == first
+    with pytest.raises(Conflict, match="different body"):
+        await put(store, "t1", spec("something else"))
+
+
+async def test_an_unknown_dependency_is_refused_by_name(store: TaskStore) -> None:
+    with pytest.raises(RequestError, match="'ghost', which does not exist"):
+        await put(store, "t1", spec(deps=("ghost",)))
+    assert await store.read(lambda tx: statements.get(tx, "t1")) is None
+
+
+async def test_a_task_without_an_instance_gets_one_that_ends_with_it(store: TaskStore) -> None:
+    record, _, _ = await put(store, "solo", instance=None)
+    assert record.instance == own_instance_id("solo") and record.own_instance
+    await fail(store, "solo")
+    found = await store.read(lambda tx: statements.get_instance(tx, "researcher", "task.solo"))
+    assert found.state == InstanceState.ENDED
+
+
+async def test_a_failure_cancels_dependants_three_levels_deep_in_one_change(
+    store: TaskStore,
+) -> None:
+    await put(store, "root")
+    await put(store, "a", spec(deps=("root",)))
+    await put(store, "b", spec(deps=("a",)))
+    await put(store, "c", spec(deps=("b", "root")))
+    await put(store, "other")
+    ended = await fail(store, "root")
+    assert [(e.id, e.state) for e in ended] == [
+        ("root", TaskState.FAILED),
+        ("a", TaskState.CANCELLED),
+        ("c", TaskState.CANCELLED),
+        ("b", TaskState.CANCELLED),
+    ]
+    assert (await get(store, "b")).reason == "it depends on 'root', which was failed"
+    assert (await get(store, "other")).state == TaskState.ASSIGNED
+
+
+async def test_a_task_created_on_a_failed_dependency_is_cancelled_at_once(
+    store: TaskStore,
+) -> None:
+    await put(store, "root")
+    await fail(store, "root")
+    record, created, ended = await put(store, "late", spec(deps=("root",)))
+    assert created and record.state == TaskState.CANCELLED
+    assert record.reason == "its dependency 'root' was failed"
+    assert [e.id for e in ended] == ["late"]
+
+
+async def test_an_instance_picks_in_order_letting_a_ready_task_go_first(store: TaskStore) -> None:
+    await put(store, "dep", instance="other")
+    await put(store, "waits", spec(deps=("dep",)))
+    await put(store, "ready")
+    picked: Picked = await store.read(lambda tx: statements.pick(tx, "researcher", "i1"))
+    assert picked.task is not None and picked.task.id == "ready"
+    assert [t.id for t in picked.waiting] == ["waits"]
+
+
+async def test_iterations_and_usage_are_counted_once_per_iteration(store: TaskStore) -> None:
+    await put(store, "t1")
+    for _ in range(2):  # the second is a restart recording the same iteration again
+        await store.write(lambda tx: statements.complete_iteration(tx, "t1", 1, Usage(10, 2), NOW))
+    await store.write(lambda tx: statements.complete_iteration(tx, "t1", 2, Usage(5, 1), NOW))
+    record = await get(store, "t1")
+    assert record.iterations_used == 2 and record.usage == Usage(15, 3)
+
+
+async def test_a_final_task_is_never_changed_again(store: TaskStore) -> None:
+    await put(store, "t1")
+    await store.write(
+        lambda tx: statements.finish(tx, "t1", TaskState.COMPLETED, result={"x": 1}, now=NOW)
+    )
+    assert await fail(store, "t1") == []
+    changed = await store.write(lambda tx: statements.update(tx, "t1", NOW, state="in-progress"))
+    assert changed is None
+    record = await get(store, "t1")
+    assert record.state == TaskState.COMPLETED and record.result == {"x": 1}
+
+
+async def test_cancelling_a_working_task_waits_for_its_iteration(store: TaskStore) -> None:
+    await put(store, "t1")
+    await store.write(lambda tx: statements.update(tx, "t1", NOW, state="in-progress", started=1))
+    record, ended = await store.write(lambda tx: statements.cancel(tx, "t1", NOW))
+    assert ended == [] and record.cancel_requested and record.state == TaskState.IN_PROGRESS
+    await put(store, "t2")
+    record, ended = await store.write(lambda tx: statements.cancel(tx, "t2", NOW))
+    assert record.state == TaskState.CANCELLED and [e.id for e in ended] == ["t2"]
+    with pytest.raises(NotFound):
+        await store.write(lambda tx: statements.cancel(tx, "ghost", NOW))
+
+
+async def test_terminating_puts_tasks_back_unassigned_and_retires_the_id(
+    store: TaskStore,
+) -> None:
+    await put(store, "t1")
+    await store.write(
+        lambda tx: statements.set_instance(tx, "researcher", "i1", InstanceState.TERMINATED, NOW)
+    )
+    record = await get(store, "t1")
+    assert record.state == TaskState.PENDING and record.instance is None
+    with pytest.raises(Conflict, match="never used again"):
+        await put(store, "t2", instance="i1")
+    reassigned, created, _ = await put(store, "t1", instance="i2")
+    assert not created and reassigned.state == TaskState.ASSIGNED and reassigned.instance == "i2"
+
+
+async def test_only_active_instances_with_unfinished_tasks_have_work(store: TaskStore) -> None:
+    await put(store, "t1", instance="busy")
+    await put(store, "t2", instance="resting")
+    await put(store, "t3", instance="done")
+    await store.write(
+        lambda tx: statements.set_instance(
+            tx, "researcher", "resting", InstanceState.SUSPENDED, NOW
+        )
+    )
+    await fail(store, "t3")
+    work: list[Any] = await store.read(statements.with_work)
+    assert work == [("researcher", "busy")]
+
+
+async def test_a_lease_is_held_by_one_owner_until_it_expires(store: TaskStore) -> None:
+    await put(store, "t1")
+    claim = statements.claim
+    assert await store.write(lambda tx: claim(tx, "researcher", "i1", "p1", 100.0, 50.0))
+    assert not await store.write(lambda tx: claim(tx, "researcher", "i1", "p2", 160.0, 60.0))
+    assert await store.write(lambda tx: claim(tx, "researcher", "i1", "p1", 110.0, 60.0))
+    renewed = await store.write(lambda tx: statements.renew(tx, "p1", 120.0))
+    assert renewed == [("researcher", "i1")]
+    assert await store.write(lambda tx: claim(tx, "researcher", "i1", "p2", 200.0, 121.0))
+    assert await store.write(lambda tx: statements.renew(tx, "p1", 130.0)) == []
