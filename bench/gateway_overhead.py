@@ -442,7 +442,7 @@ def summary(results: list[Result], concurrency: list[int]) -> list[str]:
         direct, ankka = get("direct", stream, low), get("ankka", stream, low)
         if direct and ankka:
             added = ankka.p50_ms - direct.p50_ms
-            lines.append(f"{mode}, c={low}: the gateway adds {added:.2f} ms at p50 (goal < 1 ms)")
+            lines.append(f"{mode}, c={low}: the gateway adds {added:.2f} ms at p50 (goal < 0.2 ms)")
         direct, ankka = get("direct", stream, high), get("ankka", stream, high)
         goal = 0.85 if stream else 0.75
         if direct and ankka:
@@ -454,7 +454,7 @@ def summary(results: list[Result], concurrency: list[int]) -> list[str]:
             if direct and proxy and name != "ankka" and ankka and proxy.rps > 0:
                 lines.append(
                     f"{mode}, c={high}: ankka/{name} = {ankka.rps / proxy.rps:.2f}x req/s, "
-                    f"{proxy.cpu_us / ankka.cpu_us:.2f}x less CPU per request"
+                    f"{name} spends {proxy.cpu_us / ankka.cpu_us:.2f}x ankka's CPU per request"
                 )
             if direct and proxy:
                 lines.append(f"{mode}, c={high}: {ceiling(direct, proxy)}")

@@ -215,8 +215,28 @@ def kagent_server(program: str, standin: str, work: Path) -> Iterator[Target]:
         KAGENT_AGENT.format(instructions=INSTRUCTIONS, base_url=f"{standin}/v1")
     )
     port = free_port()
+    card = {
+        "name": "weather",
+        "description": "Answers questions about the weather.",
+        "url": f"http://127.0.0.1:{port}/",
+        "version": "0.1.0",
+        "capabilities": {"streaming": False},
+        "defaultInputModes": ["text"],
+        "defaultOutputModes": ["text"],
+        "skills": [{"id": "weather", "name": "weather", "description": "weather", "tags": []}],
+    }
+    (agents / "weather" / "agent-card.json").write_text(json.dumps(card))
     log = (work / "kagent.log").open("w")
-    env = {**os.environ, "LOG_LEVEL": "warning", "OPENAI_API_KEY": "none"}
+    # It refuses to start without naming its kagent controller; with --local it never calls it
+    # (port 9 on loopback: nothing listens).
+    env = {
+        **os.environ,
+        "LOG_LEVEL": "warning",
+        "OPENAI_API_KEY": "none",
+        "KAGENT_URL": "http://127.0.0.1:9",
+        "KAGENT_NAME": "weather",
+        "KAGENT_NAMESPACE": "bench",
+    }
     process = subprocess.Popen(
         [program, "run", "weather", "--local", "--host", "127.0.0.1", "--port", str(port)],
         cwd=agents,
