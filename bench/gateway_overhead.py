@@ -1,4 +1,4 @@
-"""What the gateway costs: direct to the upstream vs through ankka's gateway vs through LiteLLM.
+"""What the gateway costs: direct to the upstream vs through ankka's gateway, Portkey and LiteLLM.
 
 One run, one load generator, one upstream (ankka's stand-in, a real HTTP server on loopback),
 three ways to reach it, measured in the same run so the ratios mean something on any machine:
@@ -6,6 +6,8 @@ three ways to reach it, measured in the same run so the ratios mean something on
 - ``direct``: the stand-in itself;
 - ``ankka``: ``ankka gateway --insecure`` in front of it (the capability check, metrics and
   the stream relay all on; TLS off, as for the others);
+- ``portkey``: Portkey's gateway (npm ``@portkey-ai/gateway``, in ``.cache/portkey``: ``make
+  bench-gateway`` installs it with the pins in ``bench/peers/portkey/package.json``);
 - ``litellm``: the LiteLLM proxy in front of it (extra ``bench-litellm``, best in its own venv;
   started offline);
 - ``baseline`` (with ``--baseline DIR``): the gateway of another checkout (say main's), run
@@ -19,9 +21,11 @@ Before each run the stand-in's script is replaced with enough turns (``PUT /_sta
 since a finite script answers 418 when it runs out. Streaming requests ask for usage themselves,
 so the upstream does the same work whichever way it is reached.
 
-Besides rates and latencies, the table gives the CPU time the serving process (the stand-in for
-``direct``, the gateway alone for the gateways) spent per request, read from ``/proc``: on a
-shared machine it moves far less with the load than req/s does.
+Besides rates and latencies, the table gives the CPU time per request of every process on the
+path, read from ``/proc``: the serving process (the stand-in for ``direct``, the gateway alone
+for the gateways), the upstream stand-in, and the load generator (this process). On a shared
+machine it moves far less with the load than req/s does; and with every core busy, their sum
+bounds the ratio to direct a proxy can reach, which the summary prints beside the measured one.
 
 Run: ``python bench/gateway_overhead.py`` (``--help`` for options). Prints a table and the
 three ratios the gateway is held to (docs/benchmarks.md, "Gateway overhead").

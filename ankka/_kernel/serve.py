@@ -147,7 +147,7 @@ def _tls_identity_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protoco
     class TLSIdentityProtocol(base):  # type: ignore[valid-type,misc]
         _tls_extension: dict[object, object] | None = None
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             # The application protocol is connected after the handshake: the peer is verified.
             self._tls_extension = {

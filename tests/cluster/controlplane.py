@@ -295,7 +295,7 @@ def start(workdir: Path) -> Iterator[ControlPlane]:
                     "--service-account-issuer",
                     server,
                     "--service-cluster-ip-range",
-                    "10.0.0.0/24",
+                    "10.0.0.0/16",
                     "--disable-admission-plugins",
                     "ServiceAccount",
                     "--allow-privileged=true",
