@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps demo test lint typecheck contracts unit integration cluster bench \
-	bench-gateway bench-runtime-http bench-operator bench-judgments bench-tasks clean
+.PHONY: install deps images demo test lint typecheck contracts unit integration cluster \
+	cluster-pods bench bench-gateway bench-runtime-http bench-operator bench-judgments bench-tasks \
+	clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,8 +28,12 @@ deps: install
 	PYTHON=$(BIN)/python scripts/controlplane.sh build
 	PYTHON=$(BIN)/python scripts/local_model.sh
 
-## Everything CI checks: lint, types, import contracts, then every test tier.
-test: lint typecheck contracts deps
+## ankka's images as OCI archives, without a registry (docs/images.md); cached by layer.
+images: install
+	PYTHON=$(BIN)/python scripts/image.sh build
+
+## Everything CI checks: lint, types, import contracts, then every test tier (tests/pods too).
+test: lint typecheck contracts deps images
 	$(BIN)/python -m pytest
 
 lint: install
@@ -49,6 +54,10 @@ integration: install
 
 cluster: deps
 	$(BIN)/python -m pytest tests/cluster
+
+## The chart, a model server and Agents as real pods on a node of the test's own (tests/pods).
+cluster-pods: deps images
+	$(BIN)/python -m pytest tests/pods
 
 bench: install
 	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator,bench]'

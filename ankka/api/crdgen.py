@@ -7,12 +7,15 @@ edited: ``python -m ankka.api.crdgen`` rewrites ``crds/`` and the chart's copy i
 each file that differs (``tests/unit/test_crds.py`` runs the same comparison).
 
 Pydantic's JSON Schema is turned into a *structural* OpenAPI v3 schema: ``$ref`` inlined,
-``Optional`` unwrapped (absent, not null), titles dropped, enums kept.
+``Optional`` unwrapped (absent, not null), titles dropped, enums kept. Descriptions (what
+``kubectl explain`` prints) come from the classes' and fields' docstrings, reflowed into
+paragraphs, with reStructuredText's double backticks removed.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,15 @@ RESOURCES: tuple[type[Resource], ...] = (Agent, InstallationModel, Task)
 
 _DROP = {"title", "discriminator"}
 OUTPUTS = (Path("crds"), Path("charts/ankka/crds"))
+
+
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def describe(text: str) -> str:
+    """A docstring as ``kubectl explain`` should print it: paragraphs on one line each."""
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text.strip())]
+    return _LITERAL.sub(r"\1", "\n\n".join(p for p in paragraphs if p))
 
 
 def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -48,6 +60,9 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
         if key in _DROP or key == "$defs":
             continue
         if key == "default" and value is None:
+            continue
+        if key == "description":
+            out[key] = describe(value)
             continue
         if key == "properties":
             out[key] = {name: structural(sub, defs) for name, sub in value.items()}
@@ -74,11 +89,16 @@ def _version_schema(resource: type[Resource]) -> dict[str, Any]:
             {"rule": rule, "message": message} for rule, message in resource.spec_rules
         ]
     return {
+        "description": describe(resource.__doc__ or ""),
         "type": "object",
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
+            "apiVersion": {
+                "description": f"The API group and version: {GROUP}/{VERSION}.",
+                "type": "string",
+            },
+            "kind": {"description": f"The resource's kind: {resource.kind}.", "type": "string"},
+            # The API server allows nothing else here; kubectl explain shows ObjectMeta's docs.
             "metadata": {"type": "object"},
             "spec": spec,
             "status": status,

@@ -55,29 +55,43 @@ _MODEL_NAME = r"^[a-z][a-z0-9_]*$"
 
 
 class _Wire(BaseModel):
-    """camelCase on the wire, snake_case in Python; unknown keys are refused."""
+    """camelCase on the wire, snake_case in Python; unknown keys are refused.
+
+    Every class and field has a description (a docstring, or the string after a field): it is
+    what ``kubectl explain`` shows, and ``tests/unit/test_crd_docs.py`` fails on one missing.
+    """
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
     )
 
 
 class ConditionStatus(enum.StrEnum):
+    """True, False or Unknown."""
+
     TRUE = "True"
     FALSE = "False"
     UNKNOWN = "Unknown"
 
 
 class Condition(_Wire):
-    """A Kubernetes-style condition; ``type`` is e.g. ``Served`` or ``ModelsServed``."""
+    """A Kubernetes-style condition, e.g. Served or ModelsServed."""
 
     type: str
+    """What the condition is about: Served, Deployed, ModelsServed, Ready or Valid."""
     status: ConditionStatus
     reason: str = ""
+    """One CamelCase word for why, e.g. Probed, ProbeFailed, AwaitingModels."""
     message: str = ""
+    """What happened, in words, for a person reading kubectl describe."""
     last_transition_time: str | None = Field(
         default=None, json_schema_extra={"format": "date-time"}
     )
+    """When status last changed."""
 
 
 class ServerKind(enum.StrEnum):
@@ -101,14 +115,18 @@ class ModelServer(_Wire):
 
     kind: ServerKind
     image: str = Field(min_length=1)
+    """The server's container image, e.g. ollama/ollama:0.9."""
     replicas: int = Field(default=1, ge=0, le=100)
+    """How many server pods run."""
     port: int | None = Field(default=None, ge=1, le=65535, description="Defaults by kind.")
     args: list[str] = Field(default_factory=list)
+    """The container's arguments; by default the kind's own, serving spec.model on the port."""
     resources: dict[str, dict[str, str]] = Field(
         default_factory=dict,
         description="Container resources, e.g. {limits: {nvidia.com/gpu: '1'}}.",
     )
     node_selector: dict[str, str] = Field(default_factory=dict)
+    """Node labels the server's pods need, e.g. a GPU pool's."""
 
 
 class ModelEndpoint(_Wire):
@@ -119,32 +137,53 @@ class ModelEndpoint(_Wire):
 
 
 class InstallationModelSpec(_Wire):
+    """A model the platform serves through its gateway: a server to deploy, or one to adopt."""
+
     model: str = Field(min_length=1, description="The model's name on its server.")
     server: ModelServer | None = None
+    """A server for the operator to deploy (a Deployment and a Service); or set endpoint."""
     endpoint: ModelEndpoint | None = None
+    """An existing server to adopt; or set server."""
     capabilities: list[str] = Field(
         default_factory=list, description="Declared capabilities (vllm and openai endpoints)."
     )
     max_concurrency: int | None = Field(default=None, ge=1)
+    """Most requests the gateway sends this model at once; unlimited when unset."""
     probe_interval_seconds: int = Field(default=60, ge=1, le=86400)
+    """How often a served model is probed again (an unserved one is probed every tick)."""
 
 
 class InstallationModelStatus(_Wire):
+    """What the operator last found: whether the model is served, and what it can do."""
+
     conditions: list[Condition] = Field(default_factory=list)
+    """Deployed (its server rendered or adopted) and Served (the last probe answered)."""
     url: str | None = None
+    """Where the gateway reaches the model."""
     capabilities: list[str] = Field(default_factory=list)
+    """What the last probe found: completion, tools, thinking, vision and more."""
     thinking_values: list[str] = Field(default_factory=list)
+    """The reasoning-effort values the model accepts."""
     context_length: int | None = None
+    """The model's context window in tokens, as its server reports it."""
     last_probe_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the model was last probed."""
     observed_generation: int | None = None
+    """The spec generation this status describes."""
 
 
 class SecretKeyRef(_Wire):
+    """A key of a Secret in the same namespace."""
+
     name: str = Field(pattern=_DNS_LABEL)
+    """The Secret's name, in the Agent's namespace."""
     key: str = Field(min_length=1)
+    """The key within the Secret."""
 
 
 class HostedPreset(enum.StrEnum):
+    """A hosted provider: anthropic, openai, openai-compatible or ollama."""
+
     ANTHROPIC = "anthropic"
     OPENAI = "openai"
     OPENAI_COMPATIBLE = "openai-compatible"
@@ -154,22 +193,34 @@ class HostedPreset(enum.StrEnum):
 class AgentModel(_Wire):
     """One named model of an Agent: an InstallationModel, or a hosted preset with a key.
 
-    ``address`` and ``apiKeySecretRef`` are accepted by the schema even next to
-    ``installation`` so that the operator can fail such an Agent with a status that names the
-    field (an installation model takes its address and identity from the platform).
+    address and apiKeySecretRef are accepted by the schema even next to installation, so that
+    the operator can fail such an Agent with a status that names the field (an installation
+    model takes its address and identity from the platform).
     """
 
     name: str = Field(pattern=_MODEL_NAME, description="Becomes ANKKA_MODEL_<NAME>_*.")
     installation: str | None = Field(default=None, description="An InstallationModel's name.")
     preset: HostedPreset | None = None
+    """A hosted provider's preset; with model and apiKeySecretRef. Not with installation."""
     model: str | None = None
+    """The model's name at the hosted provider, e.g. claude-sonnet-4-5."""
     address: str | None = None
+    """The provider's base URL (openai-compatible, ollama). Not with installation: the platform's
+    gateway is its address.
+    """
     api_key_secret_ref: SecretKeyRef | None = None
+    """The Secret key holding the provider's API key. Not with installation: the platform's
+    certificate is its identity.
+    """
 
 
 class EnvVar(_Wire):
+    """An environment variable of the runtime container."""
+
     name: str = Field(min_length=1)
+    """The variable's name."""
     value: str = ""
+    """The variable's value."""
 
 
 class McpHeader(_Wire):
@@ -181,22 +232,28 @@ class McpHeader(_Wire):
         description="The header's name, e.g. Authorization (becomes ..._HEADER_AUTHORIZATION).",
     )
     secret_key_ref: SecretKeyRef
+    """The Secret key holding the header's value."""
 
 
 class McpApproval(_Wire):
     """Which of a server's tools need a decision before they run: all, or the named ones."""
 
     all: bool = False
+    """Every tool of the server needs a decision."""
     tools: list[str] = Field(default_factory=list)
+    """The tools, by name, that need a decision."""
 
 
 class McpServer(_Wire):
     """An MCP server the agent's code lists by name; rendered as ANKKA_MCP_<NAME>_*."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=40)
+    """The name the agent's code uses; becomes ANKKA_MCP_<NAME>_*."""
     url: str = Field(pattern=r"^https?://", description="The Streamable HTTP endpoint.")
     headers: list[McpHeader] = Field(default_factory=list)
+    """Headers sent with every request to the server, each value from a Secret's key."""
     requires_approval: McpApproval | None = None
+    """The server's tools that need a decision before they run."""
 
 
 class Compaction(_Wire):
@@ -241,29 +298,47 @@ class AgentRuntime(_Wire):
 
 
 class AgentSpec(_Wire):
+    """A service's agents: the image and module to run, and the models they use."""
+
     image: str = Field(min_length=1)
+    """The runtime's container image: ankka and the service's module, e.g. localhost/shop/agents:1.
+    """
     module: str = Field(min_length=1, description="The Python module declaring the agents.")
     replicas: int = Field(default=1, ge=0, le=100)
+    """How many runtime pods run once every model is served (none while held)."""
     models: list[AgentModel] = Field(default_factory=list)
+    """The named models the service's agents use; each becomes ANKKA_MODEL_<NAME>_* on the runtime.
+    """
     mcp_servers: list[McpServer] = Field(default_factory=list)
+    """The MCP servers the agents reach by name."""
     env: list[EnvVar] = Field(default_factory=list)
+    """More environment variables for the runtime container."""
     compaction: Compaction | None = None
+    """Compaction of the agents' sessions, overriding what the code declares."""
     runtime: AgentRuntime | None = Field(
         default=None, description="How the operator reaches the runtime (see runtime.address)."
     )
 
 
 class AgentStatus(_Wire):
+    """What the operator did with the Agent: held, ready or failed, and why."""
+
     phase: str | None = Field(default=None, description="Held, Ready or Failed.")
     conditions: list[Condition] = Field(default_factory=list)
+    """Valid (the spec renders), ModelsServed (every InstallationModel is served) and Ready."""
     awaiting_models: list[str] = Field(default_factory=list)
+    """The InstallationModels not yet served that hold this Agent."""
     certificate_not_after: str | None = Field(
         default=None, json_schema_extra={"format": "date-time"}
     )
+    """When the runtime's current certificate expires (it is renewed at two thirds of its life)."""
     observed_generation: int | None = None
+    """The spec generation this status describes."""
 
 
 class TaskPhase(enum.StrEnum):
+    """Pending, Running, Completed, Failed or Cancelled (the last three are final)."""
+
     PENDING = "Pending"
     RUNNING = "Running"
     COMPLETED = "Completed"
@@ -282,6 +357,9 @@ class TaskAttachment(_Wire):
 
 
 class TaskSpec(_Wire):
+    """A piece of autonomous work for an Agent: its type, instructions, attachments and
+    dependencies. The budget is the runtime's (the task type's, as the agent accepts it)."""
+
     agent: str = Field(
         pattern=_DNS_LABEL, description="The Agent (resource) whose runtime works the task."
     )
@@ -324,10 +402,16 @@ class TaskSpec(_Wire):
 
 
 class TaskTokens(_Wire):
+    """Tokens a task used, by kind."""
+
     input: int = Field(default=0, ge=0)
+    """Input tokens."""
     output: int = Field(default=0, ge=0)
+    """Output tokens."""
     cache_read: int = Field(default=0, ge=0)
+    """Input tokens read from the provider's prompt cache."""
     cache_write: int = Field(default=0, ge=0)
+    """Input tokens written to the provider's prompt cache."""
 
 
 class TaskStatus(_Wire):
@@ -338,18 +422,25 @@ class TaskStatus(_Wire):
     )
     state: str | None = Field(default=None, description="The runtime's own state of the task.")
     iterations_used: int = Field(default=0, ge=0)
+    """Model calls (iterations) spent on the task so far."""
     iteration_budget: int | None = Field(default=None, ge=1)
+    """The most iterations the task may use, as the runtime's agent accepts its type."""
     tokens: TaskTokens | None = None
+    """Tokens used so far."""
     result: dict[str, Any] | None = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
+    """The result, as the task type's schema describes it."""
     reason: str | None = None
+    """Why the task failed, was cancelled or had its result rejected, in words."""
     last_event: int | None = Field(
         default=None, description="The runtime record's version when this status was written."
     )
     runtime_task: str | None = Field(default=None, description="The task's id at the runtime.")
     conditions: list[Condition] = Field(default_factory=list)
+    """Handed (the runtime accepted the task) and, while its Agent is held, why it waits."""
     observed_generation: int | None = None
+    """The spec generation this status describes."""
 
 
 class Printer(BaseModel):
@@ -385,6 +476,8 @@ def _condition(kind: str) -> str:
 
 
 class InstallationModel(Resource):
+    """A model installed in the platform, served to every Agent through the gateway."""
+
     kind = "InstallationModel"
     plural = "installationmodels"
     short_names = ("im", "imodel")
@@ -408,6 +501,8 @@ class InstallationModel(Resource):
 
 
 class Agent(Resource):
+    """A service's agents, run as runtime pods; held until every model they use is served."""
+
     kind = "Agent"
     plural = "agents"
     short_names = ("ag",)
@@ -423,6 +518,8 @@ class Agent(Resource):
 
 
 class Task(Resource):
+    """Autonomous work for an Agent, with an iteration budget and a typed result."""
+
     kind = "Task"
     plural = "tasks"
     short_names = ("tk",)

@@ -9,7 +9,11 @@ tls.key and ca.crt, reloaded when they change); --insecure serves plain HTTP for
 The line "ankka gateway: listening on http(s)://HOST:PORT" says where it serves. With
 --health-port, /healthz, /readyz and /metrics are also served over plain HTTP on that port,
 for kubelet probes and Prometheus (they have no client certificate). Every option can also be
-set as ANKKA_GATEWAY_<OPTION> (e.g. ANKKA_GATEWAY_MODELS_FILE), as the Helm chart does.
+set as ANKKA_GATEWAY_<OPTION> (e.g. ANKKA_GATEWAY_MODELS_FILE), as the Helm chart does; the
+ports are ANKKA_GATEWAY_LISTEN_PORT and ANKKA_GATEWAY_LISTEN_HEALTH_PORT, because Kubernetes
+sets ANKKA_GATEWAY_PORT=tcp://IP:PORT in pods of a namespace with a Service named
+ankka-gateway (service links). The older ANKKA_GATEWAY_PORT and ANKKA_GATEWAY_HEALTH_PORT are
+still read when they hold a plain number; a service-link value there is ignored.
 """
 
 from __future__ import annotations
@@ -21,13 +25,32 @@ import os
 import sys
 
 from ankka._kernel import serve
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 
 __all__ = ["configure", "run"]
 
 
 def _env(name: str) -> str | None:
     return os.environ.get(name) or None
+
+
+def _port_env(name: str, legacy: str, default: int) -> int:
+    """A port from ``name``, else from the older ``legacy`` name when it holds a number.
+
+    The older names can be Kubernetes service-link variables (``tcp://10.0.0.7:8443``) in a
+    pod whose namespace has a Service named ``ankka-gateway``: such a value is not a setting.
+    Read in ``run`` only, so no other subcommand of ``ankka`` ever trips over them.
+    """
+    raw = _env(name)
+    if raw is None:
+        old = _env(legacy)
+        if old is None or "://" in old:
+            return default
+        name, raw = legacy, old
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a port number") from None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -57,17 +80,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port",
         type=int,
-        default=int(_env("ANKKA_GATEWAY_PORT") or 8443),
-        help="port; 0 picks a free one (%(default)s); env ANKKA_GATEWAY_PORT",
+        help="port; 0 picks a free one (default 8443); env ANKKA_GATEWAY_LISTEN_PORT",
     )
     parser.add_argument(
         "--health-port",
         type=int,
-        default=int(_env("ANKKA_GATEWAY_HEALTH_PORT") or -1),
         metavar="PORT",
         help="also answer /healthz, /readyz and /metrics over plain HTTP on PORT, for kubelet "
         "probes and Prometheus, which have no client certificate (off by default; 0 picks a "
-        "free port); env ANKKA_GATEWAY_HEALTH_PORT",
+        "free port); env ANKKA_GATEWAY_LISTEN_HEALTH_PORT",
     )
     parser.add_argument(
         "--max-body-bytes",
@@ -95,6 +116,19 @@ def run(args: argparse.Namespace) -> int:
     from ankka.gateway.health import HealthPort
     from ankka.gateway.models_file import ModelsFile
 
+    try:
+        port = (
+            args.port
+            if args.port is not None
+            else _port_env("ANKKA_GATEWAY_LISTEN_PORT", "ANKKA_GATEWAY_PORT", 8443)
+        )
+        health_port = (
+            args.health_port
+            if args.health_port is not None
+            else _port_env("ANKKA_GATEWAY_LISTEN_HEALTH_PORT", "ANKKA_GATEWAY_HEALTH_PORT", -1)
+        )
+    except ConfigurationError as exc:
+        return _refuse(str(exc))
     if not args.models:
         return _refuse("no models file: pass --models FILE (or set ANKKA_GATEWAY_MODELS_FILE)")
     if bool(args.tls_dir) == bool(args.insecure):
@@ -114,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
     except AnkkaError as exc:  # a bad models file or TLS directory
         return _refuse(str(exc))
     host = args.host or ("0.0.0.0" if tls is not None else "127.0.0.1")
-    sock = serve.bind(host, args.port)
-    health_sock = serve.bind(host, args.health_port) if args.health_port >= 0 else None
+    sock = serve.bind(host, port)
+    health_sock = serve.bind(host, health_port) if health_port >= 0 else None
 
     async def main() -> int:
         gateway = Gateway(models, models_file=models_file, max_body=args.max_body_bytes)

@@ -33,6 +33,10 @@ __all__ = [
 
 RUNTIME_PORT = 8080
 CERT_DIR = "/var/run/ankka/tls"
+# The runtime's session store: SQLite on a volume of the pod's own (an emptyDir, kept while
+# the pod lives), since the image's working directory is not the runtime user's to write.
+DATA_DIR = "/var/lib/ankka"
+STORE = f"sqlite:///{DATA_DIR}/sessions.sqlite3"
 
 
 def certificate_secret_name(agent: str) -> str:
@@ -210,10 +214,15 @@ def agent_children(
             "0.0.0.0",
             "--port",
             str(RUNTIME_PORT),
+            "--store",
+            STORE,
         ],
         "ports": [{"name": "http", "containerPort": RUNTIME_PORT}],
         "env": runtime_env(spec, settings),
-        "volumeMounts": [{"name": "tls", "mountPath": CERT_DIR, "readOnly": True}],
+        "volumeMounts": [
+            {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
+            {"name": "data", "mountPath": DATA_DIR},
+        ],
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}},
     }
     deployment: Obj = {
@@ -226,13 +235,17 @@ def agent_children(
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
+                    # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service
+                    # named ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
+                    "enableServiceLinks": False,
                     "serviceAccountName": name,
                     "containers": [runtime],
                     "volumes": [
                         {
                             "name": "tls",
                             "secret": {"secretName": certificate_secret_name(name)},
-                        }
+                        },
+                        {"name": "data", "emptyDir": {}},
                     ],
                 },
             },

@@ -63,7 +63,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
-    settings.posting.enabled = False  # no Events: the status conditions say it all
+    settings.posting.enabled = False  # kopf's per-handler Events; ours are in reconcile.record
     settings.watching.server_timeout = 300
     await start(memo)
 
@@ -78,6 +78,9 @@ async def start(memo: kopf.Memo) -> None:
     try:
         await reconcile.ensure_ca(p)
         await reconcile.ensure_gateway_certificate(p)
+        # The gateway pod mounts this ConfigMap (not optional): render it now, even empty, so
+        # a fresh install's gateway starts before any InstallationModel exists.
+        await reconcile.render_models_file(p)
     except ConfigurationError as exc:  # a CA Secret holding no usable CA
         p.kube.close()
         raise kopf.PermanentError(str(exc)) from exc

@@ -38,6 +38,7 @@ _PLURALS = {
     "Agent": "agents",
     "InstallationModel": "installationmodels",
     "Task": "tasks",
+    "Event": "events",
 }
 
 

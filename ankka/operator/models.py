@@ -151,7 +151,8 @@ def server_children(namespace: str, name: str, uid: str, spec: InstallationModel
         container["env"] = [{"name": "OLLAMA_HOST", "value": f"0.0.0.0:{port}"}]
     if server.resources:
         container["resources"] = {k: dict(v) for k, v in server.resources.items()}
-    pod_spec: dict[str, Any] = {"containers": [container]}
+    # No service-link variables: a model server reads settings from its environment too.
+    pod_spec: dict[str, Any] = {"enableServiceLinks": False, "containers": [container]}
     if server.node_selector:
         pod_spec["nodeSelector"] = dict(server.node_selector)
     deployment: Obj = {

@@ -22,8 +22,8 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
-from ankka.operator import agents, certs, models, tlssecrets
-from ankka.operator.kube import Kube
+from ankka.operator import agents, certs, events, models, tlssecrets
+from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
 from ankka.operator.settings import Settings
 
@@ -81,6 +81,25 @@ class Platform:
         return self.ca
 
 
+async def record(p: Platform, involved: dict[str, Any], happening: events.Happening) -> None:
+    """Post an Event about ``involved``; a refused Event is logged, never fails a reconcile."""
+    try:
+        await p.kube.create(events.event(involved, happening, now=p.clock.now()))
+    except KubeError as exc:
+        log.warning("could not post Event %s on %s: %s", happening.reason, involved["name"], exc)
+
+
+def _involved(body: Obj, kind: str) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "uid": meta.get("uid"),
+    }
+
+
 # --- certificates ---------------------------------------------------------------------------
 
 
@@ -130,6 +149,7 @@ async def _ensure_leaf(
     reason = certs.needs_renewal(pair, ca=ca, uri=uri, now=now)
     if reason is not None:
         log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
+        renewed = pair is not None
         pair = certs.issue(
             ca,
             uri=uri,
@@ -149,6 +169,22 @@ async def _ensure_leaf(
                 dns_names=dns_names,
                 owners=owners,
             )
+        )
+        about = (
+            {**owners[0], "namespace": namespace}
+            if owners
+            else {"apiVersion": "v1", "kind": "Secret", "name": name, "namespace": namespace}
+        )
+        words = (
+            f"certificate {name} for {uri} {'renewed' if renewed else 'issued'} ({reason}); "
+            f"valid until {timestamp(certs.not_after(pair.cert_pem))}"
+        )
+        await record(
+            p,
+            about,
+            events.Happening(
+                "Normal", "CertificateRenewed" if renewed else "CertificateIssued", words
+            ),
         )
     assert pair is not None
     expiry = timestamp(certs.not_after(pair.cert_pem))
@@ -269,11 +305,23 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         generation=meta.get("generation"),
         now=now,
     )
-    if not models.status_worth_writing(body.get("status") or {}, status, spec=spec, now=now):
+    previous = body.get("status") or {}
+    if not models.status_worth_writing(previous, status, spec=spec, now=now):
         return probed is not None
     await p.kube.patch_status(
         API_VERSION, "InstallationModel", meta["namespace"], meta["name"], status
     )
+    was = condition_status(previous, "Served")
+    served_message = (
+        f"probed at {target.url}: capabilities {', '.join(status['capabilities']) or 'none'}"
+        if probed is not None
+        else error or ""
+    )
+    happening = events.model_happening(
+        None if was is None else was == "True", probed is not None, served_message
+    )
+    if happening is not None:
+        await record(p, _involved(body, "InstallationModel"), happening)
     return probed is not None
 
 
@@ -294,9 +342,20 @@ async def _served(
 
 
 async def _write_agent_status(p: Platform, body: Obj, status: Obj) -> str:
+    """Write the status; post an Event when the phase changed (held, released, failed)."""
     meta = body["metadata"]
     await p.kube.patch_status(API_VERSION, "Agent", meta["namespace"], meta["name"], status)
     phase: str = status["phase"]
+    previous = (body.get("status") or {}).get("phase")
+    words = "; ".join(
+        str(c.get("message"))
+        for kind in ("ModelsServed", "Ready")
+        for c in status.get("conditions") or []
+        if c.get("type") == kind and c.get("message")
+    )
+    happening = events.agent_happening(previous, phase, words)
+    if happening is not None:
+        await record(p, _involved(body, "Agent"), happening)
     return phase
 
 

@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             store=task_store,
             journal=runtime.journal,
             providers=providers,
+            judges=runtime.judges,
             lease_seconds=args.lease_seconds,
             max_instances=args.max_instances,
             notification_buffer=args.notification_buffer,

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-__all__ = ["BINARIES", "ControlPlane", "bin_dir", "start"]
+__all__ = ["BINARIES", "ControlPlane", "PodNetwork", "bin_dir", "start"]
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "helm", "kubectl")
 BUILD_COMMAND = "scripts/controlplane.sh build"
@@ -96,7 +96,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     )
 
 
-def _certificates(d: Path) -> None:
+def _certificates(d: Path, extra_ips: tuple[str, ...] = ()) -> None:
     """CA, API server serving certificate, admin client certificate, service-account keys."""
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     later = now + dt.timedelta(days=2)
@@ -139,6 +139,7 @@ def _certificates(d: Path) -> None:
             x509.DNSName("localhost"),
             x509.IPAddress(IPv4Address("127.0.0.1")),
             x509.DNSName("kubernetes.default.svc"),
+            *(x509.IPAddress(IPv4Address(ip)) for ip in extra_ips),
         ],
     )
     leaf(
@@ -221,8 +222,33 @@ def _wait_ready(
     )
 
 
+@dataclass(frozen=True)
+class PodNetwork:
+    """For a control plane that serves a node (``tests/pods``): where the API server listens
+    for pods, inside the network namespace the test process has joined."""
+
+    advertise: str  # the node's address, also the ``kubernetes`` Service's endpoint
+    service_cidr: str
+    service_ip: str  # the ``kubernetes`` Service's ClusterIP (in the serving certificate)
+
+
+# Without a node: pods never run, so no Service needs endpoints and no token is mounted.
+_NO_PODS_FLAGS = [
+    "--disable-admission-plugins",
+    "ServiceAccount",
+    "--endpoint-reconciler-type",
+    "none",
+]
+_NO_PODS_CONTROLLERS = "garbagecollector,namespace"
+# With one: what a Deployment's pods need (the node lifecycle lifts the not-ready taint).
+_POD_CONTROLLERS = (
+    "garbagecollector,namespace,deployment,replicaset,nodelifecycle,serviceaccount,"
+    "serviceaccount-token,root-ca-cert-publisher,endpoint,endpointslice"
+)
+
+
 @contextmanager
-def start(workdir: Path) -> Iterator[ControlPlane]:
+def start(workdir: Path, pods: PodNetwork | None = None) -> Iterator[ControlPlane]:
     """Start etcd, kube-apiserver and kube-controller-manager; stop them on exit."""
     missing = missing_binaries()
     if missing:
@@ -233,7 +259,7 @@ def start(workdir: Path) -> Iterator[ControlPlane]:
     b = bin_dir()
     d = workdir / "pki"
     d.mkdir(parents=True)
-    _certificates(d)
+    _certificates(d, (pods.advertise, pods.service_ip) if pods else ())
     etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
     server = f"https://127.0.0.1:{api_port}"
@@ -273,9 +299,9 @@ def start(workdir: Path) -> Iterator[ControlPlane]:
                     "--etcd-servers",
                     etcd_url,
                     "--bind-address",
-                    "127.0.0.1",
+                    "0.0.0.0" if pods else "127.0.0.1",
                     "--advertise-address",
-                    "127.0.0.1",
+                    pods.advertise if pods else "127.0.0.1",
                     "--secure-port",
                     str(api_port),
                     "--cert-dir",
@@ -295,12 +321,21 @@ def start(workdir: Path) -> Iterator[ControlPlane]:
                     "--service-account-issuer",
                     server,
                     "--service-cluster-ip-range",
-                    "10.0.0.0/16",
-                    "--disable-admission-plugins",
-                    "ServiceAccount",
+                    pods.service_cidr if pods else "10.0.0.0/16",
+                    *(
+                        [
+                            "--kubelet-client-certificate",
+                            str(d / "admin.crt"),
+                            "--kubelet-client-key",
+                            str(d / "admin.key"),
+                            # The node's name resolves nowhere; its address is in its status.
+                            "--kubelet-preferred-address-types",
+                            "InternalIP",
+                        ]
+                        if pods
+                        else _NO_PODS_FLAGS
+                    ),
                     "--allow-privileged=true",
-                    "--endpoint-reconciler-type",
-                    "none",  # no kubernetes Endpoints on loopback
                     "--v",
                     "1",
                 ],
@@ -322,7 +357,7 @@ def start(workdir: Path) -> Iterator[ControlPlane]:
                     "--authorization-kubeconfig",
                     str(kubeconfig),
                     "--controllers",
-                    "garbagecollector,namespace",
+                    _POD_CONTROLLERS if pods else _NO_PODS_CONTROLLERS,
                     "--leader-elect=false",
                     "--bind-address",
                     "127.0.0.1",

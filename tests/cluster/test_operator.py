@@ -45,6 +45,22 @@ def secret_pair(secret: dict[str, Any]) -> certs.KeyPair:
     )
 
 
+def reasons(kubectl: Kubectl, kind: str, name: str) -> dict[str, dict[str, Any]]:
+    """The operator's Events about one object, by reason (``kubectl describe`` lists them)."""
+    selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+    out = kubectl.run("get", "events", "-n", NS, "--field-selector", selector, "-o", "json")
+    items = yaml.safe_load(out.stdout)["items"]
+    return {e["reason"]: e for e in items if e["source"].get("component") == "ankka-operator"}
+
+
+def poll_reason(kubectl: Kubectl, kind: str, name: str, reason: str) -> dict[str, Any]:
+    found: dict[str, Any] = poll(
+        f"a {reason} Event on {kind} {name}",
+        lambda: reasons(kubectl, kind, name).get(reason),
+    )
+    return found
+
+
 @pytest.fixture(scope="module")
 def shop(
     kubectl: Kubectl, operator: Operator, stand_in: StandIn, controlplane: ControlPlane
@@ -222,6 +238,14 @@ def test_agent_is_held_until_its_model_is_served_then_released(
     assert model["status"]["capabilities"] == ["completion", "tools"]
     assert model["status"]["contextLength"] == 8192
     assert model["status"]["lastProbeTime"]
+    # What kubectl describe shows: each transition once, with its reason in words.
+    held_event = poll_reason(kubectl, "Agent", "cart", "Held")
+    assert "smollm" in held_event["message"]
+    assert poll_reason(kubectl, "Agent", "cart", "Released")["type"] == "Normal"
+    assert "cart-tls" in poll_reason(kubectl, "Agent", "cart", "CertificateIssued")["message"]
+    failed = poll_reason(kubectl, "InstallationModel", "smollm", "ProbeFailed")
+    assert (failed["type"], failed["count"]) == ("Warning", 1)
+    assert "completion" in poll_reason(kubectl, "InstallationModel", "smollm", "Served")["message"]
 
 
 def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> None:
@@ -331,6 +355,9 @@ def test_an_agent_made_invalid_is_failed_and_runs_no_pods(kubectl: Kubectl, shop
         ),
     )
     assert condition(agent, "Ready")["message"].startswith("spec.models[0].apiKeySecretRef:")
+    invalid = poll_reason(kubectl, "Agent", "turncoat", "InvalidSpec")
+    assert invalid["type"] == "Warning"
+    assert "spec.models[0].apiKeySecretRef" in invalid["message"]
     poll(
         "turncoat scaled to 0",
         lambda: (kubectl.get("deployment", "turncoat", NS) or {})["spec"]["replicas"] == 0,
@@ -353,6 +380,7 @@ def test_certificate_is_renewed_before_expiry_and_key_always_matches(
     poll("cart's certificate to be renewed", renewed, timeout=40)
     assert dt.datetime.now(dt.UTC) < first_expiry, "renewed only after the old one expired"
     assert certs.uris_of(seen[-1].cert_pem) == ["ankka://service/shop/cart"]
+    assert "renewed" in poll_reason(kubectl, "Agent", "cart", "CertificateRenewed")["message"]
 
 
 def test_operator_restart_mid_reconcile_converges_without_duplicates(

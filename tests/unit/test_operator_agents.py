@@ -105,7 +105,7 @@ def test_children_are_owned_and_the_certificate_is_mounted_without_subpath() -> 
         (owner,) = child["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["uid"], owner["controller"]) == ("Agent", "u1", True)
     pod = children[2]["spec"]["template"]["spec"]
-    (mount,) = pod["containers"][0]["volumeMounts"]
+    mount, _ = pod["containers"][0]["volumeMounts"]
     assert "subPath" not in mount
     assert pod["volumes"][0]["secret"]["secretName"] == "cart-tls"
     assert pod["serviceAccountName"] == "cart"
@@ -118,9 +118,29 @@ def test_the_runtime_container_serves_the_agents_module_on_its_port() -> None:
     (container,) = children[2]["spec"]["template"]["spec"]["containers"]
     # `ankka serve MODULE --host 0.0.0.0 --port 8080`, MODULE expanded by Kubernetes from env.
     assert container["args"][:3] == ["ankka", "serve", "$(ANKKA_MODULE)"]
-    assert container["args"][3:] == ["--host", "0.0.0.0", "--port", "8080"]
+    assert container["args"][3:7] == ["--host", "0.0.0.0", "--port", "8080"]
     assert env_of(spec())["ANKKA_MODULE"] == "shop.agents"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_the_runtime_pod_gets_no_service_link_variables() -> None:
+    # A Service named ankka-model-x would add ANKKA_MODEL_X_PORT=tcp://... to the runtime's env.
+    children = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )
+    assert children[2]["spec"]["template"]["spec"]["enableServiceLinks"] is False
+
+
+def test_the_runtime_keeps_its_sessions_on_a_volume_of_its_own() -> None:
+    # The image's working directory belongs to root; the runtime runs as a non-root user.
+    children = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )
+    pod = children[2]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][-2:] == ["--store", "sqlite:////var/lib/ankka/sessions.sqlite3"]
+    assert {"name": "data", "mountPath": "/var/lib/ankka"} in container["volumeMounts"]
+    assert {"name": "data", "emptyDir": {}} in pod["volumes"]
 
 
 def test_spec_compaction_reaches_the_runtime_as_its_compaction_settings() -> None:

@@ -39,6 +39,7 @@ def test_deployed_server_renders_deployment_and_service_on_the_kind_default_port
     assert container["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
     assert service["spec"]["ports"][0]["port"] == 11434
     assert probe_target("models", "qwen", s).url == "http://qwen.models.svc:11434"
+    assert deployment["spec"]["template"]["spec"]["enableServiceLinks"] is False
 
 
 def test_adopted_endpoint_renders_no_children() -> None:

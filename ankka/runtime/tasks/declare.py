@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.guardrails import AnyGuardrail
 from ankka.runtime.tools import Tool
 
 __all__ = [
@@ -133,8 +133,8 @@ class AutonomousAgent:
     instructions: str = ""
     description: str = ""
     tools: Sequence[Tool] = ()
-    input_guardrails: Sequence[Guardrail] = ()
-    output_guardrails: Sequence[Guardrail] = ()
+    input_guardrails: Sequence[AnyGuardrail] = ()
+    output_guardrails: Sequence[AnyGuardrail] = ()
     model: str = "default"
     reasoning_effort: str | None = None
     max_consecutive_failures: int = DEFAULT_MAX_CONSECUTIVE_FAILURES

@@ -31,6 +31,7 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.agents import Service
 from ankka.runtime.journal.journal import Journal
+from ankka.runtime.judgments.seam import JudgmentProvider
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.tasks import statements
 from ankka.runtime.tasks.declare import AutonomousAgent
@@ -74,6 +75,7 @@ class TaskHost:
         store: TaskStore,
         journal: Journal,
         providers: Mapping[str, ModelProvider],
+        judges: Mapping[str, JudgmentProvider] | None = None,
         clock: Clock | None = None,
         owner: str | None = None,
         lease_seconds: float = 10.0,
@@ -90,7 +92,14 @@ class TaskHost:
         self.clock = clock or SystemClock()
         self.notifier = Notifier(self.clock, buffer=notification_buffer)
         self.bench = Workbench(
-            store, journal, providers, self.clock, self.notifier, sleep, retry or RetryPolicy()
+            store,
+            journal,
+            providers,
+            self.clock,
+            self.notifier,
+            sleep,
+            retry or RetryPolicy(),
+            judges=dict(judges or {}),
         )
         shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.owner = owner or (shared_owner if store.shared else "local")

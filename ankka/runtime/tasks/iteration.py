@@ -31,6 +31,8 @@ from ankka.runtime.guardrails import first_refusal
 from ankka.runtime.journal.fold import apply
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import ConcurrentAppend
+from ankka.runtime.judgments.guardrail import Judging
+from ankka.runtime.judgments.seam import JudgmentProvider
 from ankka.runtime.messages import AssistantMessage, Message, ModelCall, ToolResult, UserMessage
 from ankka.runtime.providers.base import ModelProvider, ModelResponse
 from ankka.runtime.tasks import statements
@@ -81,6 +83,8 @@ class Workbench:
     notifier: Notifier
     sleep: Callable[[float], Awaitable[None]]
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # The service's judgment providers, for judged guardrails (the request loop's Runtime.judges).
+    judges: Mapping[str, JudgmentProvider] = field(default_factory=dict)
 
 
 class LeaseLost(StoreError):
@@ -178,7 +182,7 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
     instance = task.instance
     assert instance is not None, "a task is worked by the instance it is assigned to"
     if not task.started:
-        await _input_guardrails(agent, task, failures)
+        await _input_guardrails(bench, agent, task, failures)
         # The task starts and, with no model call between, so does its first iteration.
         started = await bench.store.write(
             lambda tx: statements.update(
@@ -348,10 +352,17 @@ async def _call(
         return response, call
 
 
-async def _input_guardrails(agent: AutonomousAgent, task: TaskRecord, failures: _Failures) -> None:
+async def _input_guardrails(
+    bench: Workbench, agent: AutonomousAgent, task: TaskRecord, failures: _Failures
+) -> None:
     while True:
         try:
-            await first_refusal(agent.input_guardrails, task.spec.instructions, stage="input")
+            await first_refusal(
+                agent.input_guardrails,
+                task.spec.instructions,
+                stage="input",
+                judging=Judging(bench.judges),
+            )
             return
         except Refused as exc:
             raise _End(TaskState.FAILED, str(exc)) from exc
@@ -376,7 +387,7 @@ async def _run_tools(
         rejected: str | None = None
         if call.name == COMPLETE_TASK:
             content, is_error, end, rejected = await _judge(
-                agent, task_type, call.arguments, failures
+                bench, agent, task_type, call.arguments, failures
             )
         elif call.name == FAIL_TASK:
             reason = decode_fail(call.arguments)
@@ -412,7 +423,11 @@ async def _run_tools(
 
 
 async def _judge(
-    agent: AutonomousAgent, task_type: TaskType, arguments: str, failures: _Failures
+    bench: Workbench,
+    agent: AutonomousAgent,
+    task_type: TaskType,
+    arguments: str,
+    failures: _Failures,
 ) -> tuple[str, bool, _End | None, str | None]:
     """(tool result, is_error, the task's end, a rejection's reason) for a complete_task."""
     decoded = decode_result(task_type, arguments)
@@ -424,7 +439,10 @@ async def _judge(
             refusal = check_rules(task_type, decoded.value)
             if refusal is None:
                 await first_refusal(
-                    agent.output_guardrails, decoded.value.model_dump_json(), stage="output"
+                    agent.output_guardrails,
+                    decoded.value.model_dump_json(),
+                    stage="output",
+                    judging=Judging(bench.judges),
                 )
             break
         except Refused as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -49,3 +50,56 @@ def test_options_come_from_the_environment_as_the_chart_sets_them(tmp_path: Path
     with started(ankka_command("gateway", "--insecure"), env=env) as gateway:
         assert gateway.url.startswith("http://127.0.0.1:")
         assert httpx.get(f"{gateway.url}/readyz").json() == {"ready": True, "models": {}}
+
+
+# Kubernetes sets these in every pod of a namespace with a Service named ankka-gateway
+# (service links); they are not settings.
+SERVICE_LINKS = {
+    "ANKKA_GATEWAY_PORT": "tcp://10.0.0.169:8443",
+    "ANKKA_GATEWAY_PORT_8443_TCP": "tcp://10.0.0.169:8443",
+    "ANKKA_GATEWAY_SERVICE_HOST": "10.0.0.169",
+    "ANKKA_GATEWAY_SERVICE_PORT": "8443",
+    "ANKKA_GATEWAY_HEALTH_PORT": "tcp://10.0.0.169:9090",
+}
+
+
+def test_service_link_variables_are_ignored_and_the_listen_port_is_used(tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    write_models(models, [])
+    env = {
+        **SERVICE_LINKS,
+        "ANKKA_GATEWAY_MODELS_FILE": str(models),
+        "ANKKA_GATEWAY_LISTEN_PORT": "0",
+        "ANKKA_GATEWAY_LISTEN_HEALTH_PORT": "0",
+    }
+
+    with started(ankka_command("gateway", "--insecure"), env=env) as gateway:
+        assert not gateway.url.endswith(":8443")
+        assert httpx.get(f"{gateway.url}/readyz").json() == {"ready": True, "models": {}}
+
+
+def test_every_subcommand_starts_with_service_links_in_the_environment() -> None:
+    # The operator pod crash-looped: building the gateway's options read ANKKA_GATEWAY_PORT.
+    for command in ("operator", "serve", "standin", "gateway"):
+        done = subprocess.run(
+            ankka_command(command, "--help"),
+            capture_output=True,
+            text=True,
+            env={**os.environ, **SERVICE_LINKS},
+        )
+        assert done.returncode == 0, f"ankka {command} --help: {done.stderr}"
+
+
+def test_a_listen_port_that_is_not_a_number_is_refused_by_name(tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    write_models(models, [])
+
+    done = subprocess.run(
+        ankka_command("gateway", "--models", str(models), "--insecure"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ANKKA_GATEWAY_LISTEN_PORT": "https"},
+    )
+
+    assert done.returncode == 2
+    assert "ANKKA_GATEWAY_LISTEN_PORT='https' is not a port number" in done.stderr

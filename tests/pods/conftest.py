@@ -1,0 +1,214 @@
+"""Fixtures of the pods tier: a network namespace the test process joins, the control plane and
+a node inside it, ankka's images imported into the node's containerd, and the chart installed
+with them, so the operator and the gateway run as pods.
+
+A missing piece (a binary, a Debian package, an image archive) fails the session naming it and
+what provides it: this tier never skips.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.conftest import Kubectl, poll
+from tests.cluster.controlplane import ControlPlane, PodNetwork, start
+from tests.pods import netns, node
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATFORM_NS = "ankka-system"
+IMAGE_NAMES = ("ankka", "weather", "llama-server", "pause")
+# Short enough that the tier sees a renewal with its pods running (renewed at two thirds).
+CERT_LIFETIME_SECONDS = 90
+
+__all__ = ["PLATFORM_NS", "Cluster", "Kubectl", "image", "poll"]
+
+
+def _version() -> str:
+    for line in (ROOT / "pyproject.toml").read_text().splitlines():
+        if line.startswith("version = "):
+            return line.split('"')[1]
+    raise RuntimeError("pyproject.toml names no version")
+
+
+VERSION = _version()
+
+
+def image(name: str) -> str:
+    return f"localhost/ankka/{name}:{VERSION}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.pods)
+
+
+def image_archives() -> list[Path]:
+    cache = Path(os.environ.get("ANKKA_CACHE") or Path.home() / ".cache" / "ankka") / "image"
+    archives = [cache / f"{n}.oci.tar" for n in IMAGE_NAMES]
+    missing = [str(a) for a in archives if not a.exists()]
+    if missing:
+        raise RuntimeError(
+            f"the pods tier needs ankka's images {', '.join(missing)}; build them with "
+            "`scripts/image.sh build` (`make cluster-pods` does)"
+        )
+    # The pause image first: containerd is configured with its name.
+    return [archives[-1], *archives[:-1]]
+
+
+class Cluster:
+    """The control plane, the node, and kubectl against them."""
+
+    def __init__(self, cp: ControlPlane, n: node.Node) -> None:
+        self.cp = cp
+        self.node = n
+        self.kubectl = Kubectl(cp)
+
+    def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.cp.bin / "helm"), *args],
+            env=self.cp.env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    def apply(self, doc: dict[str, Any]) -> None:
+        self.kubectl.run("apply", "-f", "-", stdin=json.dumps(doc))
+
+    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return self.kubectl.items("pods", namespace, selector)
+
+    def ready_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return [p for p in self.pods(namespace, selector) if _ready(p)]
+
+    def wait_ready(self, what: str, namespace: str, selector: str, *, timeout: float = 240) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready = self.ready_pods(namespace, selector) or self._unready(namespace, selector)
+            if ready:
+                return ready
+            time.sleep(1)
+        pytest.fail(
+            f"timed out after {timeout}s waiting for {what}:\n{self.why(namespace, selector)}"
+        )
+
+    def why(self, namespace: str, selector: str) -> str:
+        """What kubectl says about the pods (describe, then each one's log tail)."""
+        described = self.kubectl.run(
+            "describe", "pods", "-n", namespace, "-l", selector, check=False
+        )
+        words = [described.stdout[-3000:], described.stderr]
+        for pod in self.pods(namespace, selector):
+            logs = self.kubectl.run(
+                "logs", pod["metadata"]["name"], "-n", namespace, "--tail", "40", check=False
+            )
+            words += [f"--- logs of {pod['metadata']['name']}", logs.stdout, logs.stderr]
+        return "\n".join(words)
+
+    def _unready(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """Fail at once, with the reason, when a pod is stuck in a state it will not leave."""
+        for pod in self.pods(namespace, selector):
+            for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                waiting = (status.get("state") or {}).get("waiting") or {}
+                if waiting.get("reason") in (
+                    "CrashLoopBackOff",
+                    "ErrImageNeverPull",
+                    "ErrImagePull",
+                ):
+                    name = pod["metadata"]["name"]
+                    logs = self.kubectl.run(
+                        "logs", name, "-n", namespace, "--previous", "--tail", "30", check=False
+                    )
+                    pytest.fail(
+                        f"pod {namespace}/{name} is {waiting['reason']}: "
+                        f"{waiting.get('message', '')}\n{logs.stdout}{logs.stderr}"
+                    )
+        return []
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    try:
+        with running(tmp_path_factory.mktemp("pods")) as c:
+            yield c
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+@contextmanager
+def running(workdir: Path) -> Iterator[Cluster]:
+    """The namespace, the control plane and the node; RuntimeError names a missing piece or
+    anything the teardown left behind."""
+    missing = node.missing_pieces()
+    if missing:
+        raise RuntimeError("the pods tier's node needs: " + "; ".join(missing))
+    archives = image_archives()
+    # Short: containerd's socket path must fit in a unix socket address.
+    state = Path(f"/tmp/ankka-node-{os.getpid()}")
+    network = PodNetwork(
+        advertise=netns.NODE_IP,
+        service_cidr=node.SERVICE_CIDR,
+        service_ip=node.KUBERNETES_SERVICE_IP,
+    )
+    namespace = f"ankka-pods-{os.getpid()}"
+    sysctls = node.read_sysctls()
+    with (
+        netns.joined(namespace) as ip,
+        start(workdir, network) as cp,
+        node.started(cp, state, ip, archives) as n,
+    ):
+        yield Cluster(cp, n)
+    left = node.leftovers(state, sysctls)
+    if Path(f"/run/netns/{namespace}").exists():
+        left.append(f"network namespace {namespace}")
+    if left:
+        raise RuntimeError(f"the node's teardown left behind: {left}")
+
+
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
+def helm_release(cluster: Cluster) -> str:
+    out = install_chart(cluster)
+    assert out.returncode == 0, f"helm install failed:\n{out.stdout}\n{out.stderr}"
+    return out.stdout
+
+
+def install_chart(cluster: Cluster) -> subprocess.CompletedProcess[str]:
+    """The chart with the local image, short certificate lifetimes and a fast probe tick."""
+    return cluster.helm(
+        "install",
+        "ankka",
+        str(ROOT / "charts" / "ankka"),
+        "--namespace",
+        PLATFORM_NS,
+        "--create-namespace",
+        "--set",
+        "image.repository=localhost/ankka/ankka",
+        "--set",
+        f"image.tag={VERSION}",
+        "--set",
+        "image.pullPolicy=Never",
+        "--set",
+        f"operator.certificateLifetimeSeconds={CERT_LIFETIME_SECONDS}",
+        "--set",
+        "operator.certificateCheckSeconds=2",
+        "--set",
+        "operator.probeTickSeconds=1",
+    )

@@ -1,0 +1,61 @@
+"""Judged guardrails on an autonomous agent: given the service's judgment providers by the one
+function both loops run guardrails through; a refusal fails the task, a fault is a failed
+iteration (never a refusal, never a pass)."""
+
+from __future__ import annotations
+
+from ankka.runtime.judgments import YesNo
+from ankka.runtime.judgments.guardrail import refuse_if_yes
+from ankka.runtime.tasks.records import TaskState
+from ankka.runtime.testing import ScriptedJudgmentProvider, ScriptedProvider
+from tests.unit.tasks.conftest import MakeHost, finished, put
+from tests.unit.tasks.test_iteration import GOOD, agent_service, complete
+
+ABUSIVE = YesNo("abusive", "Are the instructions abusive?")
+NO_ABUSE = refuse_if_yes(ABUSIVE, at_least=0.8, reason="the instructions read as abusive")
+
+
+async def test_a_judged_input_guardrail_refuses_a_task_with_the_services_judge(
+    make_host: MakeHost,
+) -> None:
+    judge = ScriptedJudgmentProvider({"abusive": {"yes": 0.9, "no": 0.1}})
+    provider = ScriptedProvider([complete(GOOD)], name="default")
+    host = await make_host(
+        agent_service(input_guardrails=[NO_ABUSE]), provider, judges={"default": judge}
+    )
+    await put(host, "t1", "You useless machine, summarise ankka.")
+    record = await finished(host, "t1")
+    assert record.state == TaskState.FAILED
+    assert record.reason is not None and "the instructions read as abusive" in record.reason
+    assert [i.text for i in judge.inquiries] == ["You useless machine, summarise ankka."]
+    assert provider.requests == []  # refused before any model call
+
+
+async def test_a_judged_input_guardrail_that_passes_lets_the_task_run(
+    make_host: MakeHost,
+) -> None:
+    judge = ScriptedJudgmentProvider({"abusive": {"yes": 0.1, "no": 0.9}})
+    provider = ScriptedProvider([complete(GOOD)], name="default")
+    host = await make_host(
+        agent_service(input_guardrails=[NO_ABUSE]), provider, judges={"default": judge}
+    )
+    await put(host, "t1")
+    record = await finished(host, "t1")
+    assert record.state == TaskState.COMPLETED
+    assert len(judge.inquiries) == 1
+
+
+async def test_a_judged_guardrail_whose_judge_fails_is_a_failed_iteration_not_a_refusal(
+    make_host: MakeHost,
+) -> None:
+    judge = ScriptedJudgmentProvider({"abusive": {"yes": 0.1, "no": 0.9}})
+    judge.fail_next("the judge is down")
+    provider = ScriptedProvider([complete(GOOD)], name="default")
+    host = await make_host(
+        agent_service(input_guardrails=[NO_ABUSE]), provider, judges={"default": judge}
+    )
+    await put(host, "t1")
+    record = await finished(host, "t1")
+    # One failed check (counted), then the judge answers and the task completes.
+    assert record.state == TaskState.COMPLETED
+    assert len(judge.inquiries) == 2
