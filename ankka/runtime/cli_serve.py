@@ -51,6 +51,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the most autonomous-agent instances this process runs at once (%(default)s)",
     )
     parser.add_argument(
+        "--approver-header",
+        default=os.environ.get("ANKKA_APPROVER_HEADER") or None,
+        metavar="NAME",
+        help="the header a trusted proxy sets to name who decides an approval "
+        "(env ANKKA_APPROVER_HEADER); with --tls-dir the client certificate's URI SAN wins",
+    )
+    parser.add_argument(
+        "--approval-notice-seconds",
+        type=float,
+        default=300.0,
+        help="how long before an approval's limit approval_expiring is sent (%(default)s)",
+    )
+    parser.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (client certificates "
+        "required; reloaded on change)",
+    )
+    parser.add_argument(
         "--notification-buffer",
         type=int,
         default=256,
@@ -87,7 +106,9 @@ def load_service(target: str) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ankka._kernel.tls import ReloadingServerTLS
     from ankka.runtime.agents import Service
+    from ankka.runtime.approvals.index import ApprovalIndex
     from ankka.runtime.compaction.leases import open_leases
     from ankka.runtime.compaction.settings import from_environment
     from ankka.runtime.host import Runtime
@@ -113,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         providers = providers_from_environment(os.environ)
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
+        tls = ReloadingServerTLS(args.tls_dir) if args.tls_dir else None
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
@@ -132,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
             await task_store.close()
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
+        index = ApprovalIndex(task_store)
         runtime = Runtime(
             service,
             store=store,
@@ -140,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
             mcp=mcp,
             compaction_override=compaction,
             compaction_leases=leases,
+            approvals=index,
+            approval_notice_seconds=args.approval_notice_seconds,
         )
         tasks = TaskHost(
             service,
@@ -150,7 +175,9 @@ def run(args: argparse.Namespace) -> int:
             lease_seconds=args.lease_seconds,
             max_instances=args.max_instances,
             notification_buffer=args.notification_buffer,
+            approvals=index,
         )
+        runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         agents = [*service.agents, *service.autonomous_agents]
         print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
@@ -162,13 +189,22 @@ def run(args: argparse.Namespace) -> int:
                     # Connects every MCP server (a server that is down does not hold the start:
                     # /readyz names it) and ends their sessions, in this task, at shutdown.
                     await stack.enter_async_context(mcp)
-                # The task host resumes every instance with work as it starts: no request.
+                # The task host resumes every instance with work as it starts: no request
+                # needed.
                 await stack.enter_async_context(tasks)
+                if tls is not None:
+                    await stack.enter_async_context(tls)
                 await serve.serve_forever(
-                    create_app(runtime, tasks, console=args.console == "on"),
+                    create_app(
+                        runtime,
+                        tasks,
+                        approver_header=args.approver_header,
+                        console=args.console == "on",
+                    ),
                     sock,
                     name="ankka serve",
                     access_log=args.access_log,
+                    ssl_context=tls.context if tls is not None else None,
                 )
         finally:
             await task_store.close()

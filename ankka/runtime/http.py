@@ -8,7 +8,10 @@
 - ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
   nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
 - ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
-  compactions, requests pending.
+  compactions, requests pending, the approvals its suspended turn waits for.
+- ``POST /v1/approvals/{id}``, ``GET /v1/approvals``: :mod:`ankka.runtime.approvals.http`.
+  A turn that waits for approval is answered 202 ``{"status": "awaiting_approval",
+  "approvals": [...]}`` (a stream ends with an ``awaiting_approval`` event).
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
@@ -28,7 +31,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.exceptions import ExceptionMiddleware
@@ -36,9 +39,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError
+from ankka._kernel.errors import AnkkaError, RequestError
+from ankka.runtime.approvals.http import approval_routes, awaiting_json
+from ankka.runtime.bodies import parse_body
 from ankka.runtime.host import Runtime, TurnResult
-from ankka.runtime.loop import LoopEvent
+from ankka.runtime.loop import LoopEvent, TurnOutcome
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
@@ -90,20 +95,8 @@ Body = TypeVar("Body", bound=BaseModel)
 
 
 async def _parse(request: Request, shape: type[Body]) -> Body:
-    raw = await request.body()
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
-    try:
-        return shape.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
-        field = next(iter(shape.model_fields))
-        raise RequestError(f'the body does not fit {{"{field}": "..."}}: {problems}') from exc
+    field = next(iter(shape.model_fields))
+    return parse_body(await request.body(), shape, f'{{"{field}": "..."}}')
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -114,9 +107,13 @@ def _flag(request: Request, name: str) -> bool:
 
 
 def _turn_json(result: TurnResult) -> dict[str, Any]:
-    outcome = result.outcome
+    return _outcome_json(result.finished)
+
+
+def _outcome_json(outcome: TurnOutcome) -> dict[str, Any]:
+    value = outcome.value
     return {
-        "reply": result.reply,
+        "reply": value.model_dump(mode="json") if value is not None else outcome.text,
         "usage": outcome.usage.as_dict(),
         "cost": COST_UNKNOWN,
         "turn": outcome.turn,
@@ -137,10 +134,16 @@ def _event_bytes(event: LoopEvent) -> bytes:
 
 
 def create_app(
-    runtime: Runtime, tasks: TaskHost | None = None, *, console: bool = False
+    runtime: Runtime,
+    tasks: TaskHost | None = None,
+    *,
+    approver_header: str | None = None,
+    console: bool = False,
 ) -> Starlette:
-    """The runtime's app; with ``tasks``, also the task routes (``ankka.runtime.tasks.http``);
-    with ``console``, the console's pages at ``/console`` (:mod:`ankka.runtime.console`)."""
+    """The runtime's app; with ``tasks``, also the task routes (``ankka.runtime.tasks.http``).
+    ``approver_header`` names the header a trusted proxy sets to say who decides an approval
+    (``ankka.runtime.approvals.http``). With ``console``, the console's pages at ``/console``
+    (:mod:`ankka.runtime.console`)."""
 
     async def turn(request: Request) -> Response:
         body = await _parse(request, TurnBody)
@@ -149,7 +152,10 @@ def create_app(
         )
         if planned.streams:
             return await _stream(runtime, planned, request)
-        return JSONResponse(_turn_json(await runtime.run(planned)))
+        result = await runtime.run(planned)
+        if result.outcome is None:
+            return JSONResponse(awaiting_json(result.awaiting), status_code=202)
+        return JSONResponse(_turn_json(result))
 
     async def judgments(request: Request) -> Response:
         body = await _parse(request, JudgmentBody)
@@ -182,6 +188,7 @@ def create_app(
                 "compactions": summary.compactions,
                 "compaction_rejections": summary.compaction_rejections,
                 "compaction_usage": summary.compaction_usage.as_dict(),
+                "awaiting_approval": [a.shown() for a in summary.awaiting],
             }
         )
 
@@ -234,6 +241,7 @@ def create_app(
         routes=[
             *pages,
             *(task_routes(tasks) if tasks is not None else ()),
+            *approval_routes(runtime, _outcome_json, approver_header=approver_header),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
@@ -295,7 +303,10 @@ async def _stream(runtime: Runtime, planned: PlannedTurn, request: Request) -> R
                     yield _event_bytes(item)  # type: ignore[arg-type]
                 item = await queue.get()
             exc = task.exception()
-            if exc is None:
+            if exc is None and task.result().outcome is None:
+                # A suspended turn ends its stream with the requests it waits for.
+                yield _sse("awaiting_approval", awaiting_json(task.result().awaiting))
+            elif exc is None:
                 yield _sse("done", _turn_json(task.result()))
             else:
                 yield _sse("error", error_json(exc)[1])

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ankka.runtime.approvals.records import APPROVAL_RECORD_TYPES, ApprovalRecord
 from ankka.runtime.compaction.records import CompactionRecord, CompactionRejected, HistoryCompacted
 from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.mcp.listing import McpToolsRecord
@@ -36,8 +37,9 @@ from ankka.runtime.messages import (
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message | McpToolsRecord | CompactionRecord | JudgmentUsage
-"""What a journal holds. Grows by union: ``... | TaskRecord | ApprovalRecord``. An
+Record = Message | McpToolsRecord | CompactionRecord | JudgmentUsage | ApprovalRecord
+"""What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
+decision, an approved call's start or a turn's end (:mod:`ankka.runtime.approvals.records`). An
 :class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
 changed); it is not part of the conversation, nor are the compaction records, nor a
 :class:`JudgmentUsage` (the tokens a turn's judged guardrails spent)."""
@@ -50,6 +52,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     HistoryCompacted,
     CompactionRejected,
     JudgmentUsage,
+    *APPROVAL_RECORD_TYPES,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}

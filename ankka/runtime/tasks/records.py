@@ -56,6 +56,7 @@ class TaskState(enum.StrEnum):
     PENDING = "pending"
     ASSIGNED = "assigned"
     IN_PROGRESS = "in-progress"
+    AWAITING_APPROVAL = "awaiting-approval"  # its last response's calls wait for a person
     RESULT_REJECTED = "result-rejected"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -63,7 +64,7 @@ class TaskState(enum.StrEnum):
 
 
 FINAL = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED})
-WORKING = frozenset({TaskState.IN_PROGRESS, TaskState.RESULT_REJECTED})
+WORKING = frozenset({TaskState.IN_PROGRESS, TaskState.RESULT_REJECTED, TaskState.AWAITING_APPROVAL})
 
 
 class InstanceState(enum.StrEnum):
