@@ -192,3 +192,58 @@ def test_a_tasks_page_follows_it_live_then_shows_its_budget_tokens_and_result(
     assert "ankka is an agent platform for Kubernetes" in shown["result"]
     assert 'lookup({"topic": "ankka"})' in shown["tool"]
     assert shown["listed"] == "completed"
+
+
+REFUND_SCRIPT: Script = [
+    {"tool_calls": [{"name": "refund", "arguments": {"order": "A1", "amount": 250}}]},
+    {"text": "Refunded A1."},
+]
+
+
+def test_a_pending_call_is_approved_through_the_page_and_the_turn_resumes(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    target = "tests.integration.approval_services:service"
+    runtime = serve(standin(REFUND_SCRIPT).url, target=target, env=CONSOLE_ON)
+    url = runtime.url
+    waiting = httpx.post(
+        f"{url}/v1/agents/refunds/sessions/r1", json={"message": "refund A1"}, timeout=30
+    )
+    assert waiting.status_code == 202, waiting.text
+    (approval,) = waiting.json()["approvals"]
+
+    def approve(page: Page) -> str:
+        page.goto(f"{url}/console/approvals")
+        row = page.locator(f'#approvals tr[data-approval="{approval["id"]}"]')
+        assert "refund(" in row.inner_text()
+        row.locator('button[value="approve"]').click()
+        page.wait_for_url(f"{url}/console/approvals")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "console-approvals.png"), full_page=True)
+        return page.content()
+
+    after = in_browser(approve)
+    assert approval["id"] not in after  # no longer pending
+    listed = httpx.get(f"{url}/v1/approvals", params={"session": "r1"}).json()["approvals"]
+    assert [(a["state"], a["decided_by"]) for a in listed] == [("approved", "local")]
+    messages = httpx.get(f"{url}/v1/sessions/r1/messages").json()["messages"]
+    assert messages[-1]["content"] == "Refunded A1."  # the turn resumed and finished
+
+
+def test_a_decision_posted_from_another_site_is_refused(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    target = "tests.integration.approval_services:service"
+    runtime = serve(standin(REFUND_SCRIPT).url, target=target, env=CONSOLE_ON)
+    waiting = httpx.post(
+        f"{runtime.url}/v1/agents/refunds/sessions/r2", json={"message": "refund A1"}, timeout=30
+    )
+    (approval,) = waiting.json()["approvals"]
+    forged = httpx.post(
+        f"{runtime.url}/console/approvals/{approval['id']}",
+        data={"decision": "approve", "digest": approval["digest"]},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert forged.status_code == 403
+    listed = httpx.get(f"{runtime.url}/v1/approvals", params={"session": "r2"}).json()
+    assert [a["state"] for a in listed["approvals"]] == ["pending"]

@@ -34,7 +34,8 @@ def page(title: str, body: str) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)} · ankka console</title><style>{_STYLE}</style>"
         '<script src="/console/static/console.js" defer></script></head><body>'
-        '<nav><a href="/console">sessions</a><a href="/console/tasks">tasks</a></nav>'
+        '<nav><a href="/console">sessions</a><a href="/console/tasks">tasks</a>'
+        '<a href="/console/approvals">approvals</a></nav>'
         f"{body}</body></html>"
     )
 

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import NotFound
+from ankka.runtime.console.approvals import approvals_page, decide_from_form, pending
 from ankka.runtime.console.pages import not_found, session_page, sessions_page
 from ankka.runtime.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.console.views import session_view
@@ -100,6 +101,16 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             return HTMLResponse(page, status_code=404, headers=_HEADERS)
         return HTMLResponse(task_page(record), headers=_HEADERS)
 
+    async def approvals(request: Request) -> Response:
+        if (refused := _refused(request)) is not None:
+            return refused
+        return HTMLResponse(approvals_page(await pending(runtime)), headers=_HEADERS)
+
+    async def decision(request: Request) -> Response:
+        if (refused := _refused(request)) is not None:
+            return refused
+        return await decide_from_form(runtime, request, _HEADERS)
+
     async def script(request: Request) -> Response:
         if (refused := _refused(request)) is not None:
             return refused
@@ -110,5 +121,7 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
         Route("/console/sessions/{session}", session, methods=["GET"]),
         Route("/console/tasks", task_list, methods=["GET"]),
         Route("/console/tasks/{task}", task, methods=["GET"]),
+        Route("/console/approvals", approvals, methods=["GET"]),
+        Route("/console/approvals/{approval}", decision, methods=["POST"]),
         Route("/console/static/console.js", script, methods=["GET"]),
     ]
