@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: install deps images demo test lint typecheck contracts unit integration cluster \
-	cluster-pods bench bench-gateway bench-operator bench-judgments bench-tasks clean
+	cluster-pods bench bench-gateway bench-runtime-http bench-operator bench-judgments bench-tasks \
+	clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,9 +16,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## The main job: the weather agent answering with its tool, on the embedded store.
-demo: install
-	$(BIN)/python scripts/demo.py
+## The main job: `ankka up` (model, gateway over mTLS, runtime), then the weather agent answers
+## with its tool through the whole path; prints the time from this command to the answer.
+demo:
+	@since=$$(date +%s.%N); $(MAKE) --no-print-directory install && \
+	  $(BIN)/python scripts/demo.py --since $$since
 
 ## What the test tiers need beyond Python packages, built or installed once and cached under
 ## $${ANKKA_CACHE:-~/.cache/ankka}: PostgreSQL's server (apt), the control plane (Go modules),
@@ -66,12 +69,24 @@ bench: install
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/mcp_overhead.py
 
-## The gateway against direct and the LiteLLM proxy. LiteLLM lives in a venv of its own: its
-## pins would downgrade packages in .venv.
+PORTKEY_ENTRY := node_modules/@portkey-ai/gateway/build/start-server.js
+
+## The gateway against direct, Portkey's gateway (npm, into .cache/portkey) and the LiteLLM
+## proxy. LiteLLM lives in a venv of its own: its pins would downgrade packages in .venv.
 bench-gateway: install
 	test -x .cache/litellm-venv/bin/litellm || ( $(PYTHON) -m venv .cache/litellm-venv && \
 	  .cache/litellm-venv/bin/pip install --quiet 'litellm[proxy]' )
+	test -f .cache/portkey/$(PORTKEY_ENTRY) || ( mkdir -p .cache/portkey && \
+	  cp bench/peers/portkey/package.json .cache/portkey/ && \
+	  npm install --prefix .cache/portkey --no-audit --no-fund --loglevel=error )
 	$(BIN)/python bench/gateway_overhead.py --litellm .cache/litellm-venv/bin/litellm
+
+## ankka serve against kagent-adk over HTTP. kagent-adk lives in a venv of its own (pins in
+## docs/benchmarks.md, "Runtime over HTTP"); never a dependency of ankka.
+bench-runtime-http: install
+	test -x .cache/kagent-venv/bin/kagent-adk || ( $(PYTHON) -m venv .cache/kagent-venv && \
+	  .cache/kagent-venv/bin/pip install --quiet -r bench/peers/kagent/requirements.txt )
+	$(BIN)/python bench/runtime_http.py
 
 ## Judgments on SmolLM2 (llama.cpp) against plain completions parsed as text.
 bench-judgments: deps
@@ -80,6 +95,7 @@ bench-judgments: deps
 ## 200 Agents over 20 InstallationModels against the real control plane.
 bench-operator: deps
 	$(BIN)/python bench/operator_scale.py
+	$(BIN)/python bench/operator_scale.py --agents 1000 --models 50
 
 ## Durable tasks against pydantic-ai + DBOS; the peer in a venv of its own (extra bench-dbos).
 bench-tasks: install

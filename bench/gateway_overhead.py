@@ -1,4 +1,4 @@
-"""What the gateway costs: direct to the upstream vs through ankka's gateway vs through LiteLLM.
+"""What the gateway costs: direct to the upstream vs through ankka's gateway, Portkey and LiteLLM.
 
 One run, one load generator, one upstream (ankka's stand-in, a real HTTP server on loopback),
 three ways to reach it, measured in the same run so the ratios mean something on any machine:
@@ -6,6 +6,8 @@ three ways to reach it, measured in the same run so the ratios mean something on
 - ``direct``: the stand-in itself;
 - ``ankka``: ``ankka gateway --insecure`` in front of it (the capability check, metrics and
   the stream relay all on; TLS off, as for the others);
+- ``portkey``: Portkey's gateway (npm ``@portkey-ai/gateway``, in ``.cache/portkey``: ``make
+  bench-gateway`` installs it with the pins in ``bench/peers/portkey/package.json``);
 - ``litellm``: the LiteLLM proxy in front of it (extra ``bench-litellm``, best in its own venv;
   started offline);
 - ``baseline`` (with ``--baseline DIR``): the gateway of another checkout (say main's), run
@@ -19,9 +21,11 @@ Before each run the stand-in's script is replaced with enough turns (``PUT /_sta
 since a finite script answers 418 when it runs out. Streaming requests ask for usage themselves,
 so the upstream does the same work whichever way it is reached.
 
-Besides rates and latencies, the table gives the CPU time the serving process (the stand-in for
-``direct``, the gateway alone for the gateways) spent per request, read from ``/proc``: on a
-shared machine it moves far less with the load than req/s does.
+Besides rates and latencies, the table gives the CPU time per request of every process on the
+path, read from ``/proc``: the serving process (the stand-in for ``direct``, the gateway alone
+for the gateways), the upstream stand-in, and the load generator (this process). On a shared
+machine it moves far less with the load than req/s does; and with every core busy, their sum
+bounds the ratio to direct a proxy can reach, which the summary prints beside the measured one.
 
 Run: ``python bench/gateway_overhead.py`` (``--help`` for options). Prints a table and the
 three ratios the gateway is held to (docs/benchmarks.md, "Gateway overhead").
@@ -66,6 +70,8 @@ class Result:
     p50_ms: float
     p99_ms: float
     cpu_us: float  # the serving process's CPU time per request; nan when unknown
+    upstream_us: float  # the stand-in's CPU time per request (for direct, the same as cpu_us)
+    load_us: float  # the load generator's (this process's) CPU time per request
 
     @property
     def rps(self) -> float:
@@ -84,6 +90,11 @@ class Connection:
         self.writer: asyncio.StreamWriter | None = None
 
     async def request(self, payload: bytes) -> int:
+        status, _ = await self.exchange(payload, keep=False)
+        return status
+
+    async def exchange(self, payload: bytes, *, keep: bool = True) -> tuple[int, bytes]:
+        """The status and (with ``keep``) the body of one request's answer."""
         if self.writer is None or self.reader is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         reader, writer = self.reader, self.writer
@@ -102,28 +113,31 @@ class Connection:
                 chunked = True
             elif name == b"connection" and b"close" in value.lower():
                 close = True
+        parts: list[bytes] = []
         if chunked:
             while True:
                 size = int((await reader.readline()).split(b";")[0], 16)
-                await reader.readexactly(size + 2)
+                chunk = await reader.readexactly(size + 2)
+                if keep:
+                    parts.append(chunk[:-2])
                 if size == 0:
                     break
         elif length >= 0:
-            await reader.readexactly(length)
+            parts.append(await reader.readexactly(length))
         else:
-            await reader.read()
+            parts.append(await reader.read())
             close = True
         if close:
             writer.close()
             self.reader = self.writer = None
-        return status
+        return status, b"".join(parts) if keep else b""
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
 
 
-def payload(host: str, port: int, *, stream: bool) -> bytes:
+def payload(host: str, port: int, *, stream: bool, headers: str = "") -> bytes:
     body: dict[str, object] = {
         "model": MODEL,
         "messages": [{"role": "user", "content": "Say hello."}],
@@ -135,18 +149,18 @@ def payload(host: str, port: int, *, stream: bool) -> bytes:
     head = (
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
         f"Authorization: Bearer {MASTER_KEY}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(raw)}\r\n\r\n"
+        f"Content-Length: {len(raw)}\r\n{headers}\r\n"
     )
     return head.encode() + raw
 
 
 async def drive(
-    url: str, *, stream: bool, concurrency: int, seconds: float, warmup: float
+    url: str, *, stream: bool, concurrency: int, seconds: float, warmup: float, headers: str = ""
 ) -> tuple[list[float], int, float]:
     """Latencies (s) of requests finished in the measured window, errors, window length."""
     address = httpx.URL(url)
     host, port = address.host, address.port or 80
-    raw = payload(host, port, stream=stream)
+    raw = payload(host, port, stream=stream, headers=headers)
     latencies: list[float] = []
     errors = 0
     begin = time.perf_counter() + warmup
@@ -211,7 +225,7 @@ def litellm_command(explicit: str | None) -> list[str]:
 
 
 @contextmanager
-def litellm_proxy(standin: str, work: Path, program: list[str]) -> Iterator[str]:
+def litellm_proxy(standin: str, work: Path, program: list[str]) -> Iterator[Target]:
     config = work / "litellm.yaml"
     config.write_text(
         json.dumps(
@@ -248,13 +262,51 @@ def litellm_proxy(standin: str, work: Path, program: list[str]) -> Iterator[str]
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(f"{url}/health/liveliness", what="the LiteLLM proxy")
-        yield url
+        yield Target(url, process.pid)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
+        log.close()
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=15)
+
+
+PORTKEY_ENTRY = "node_modules/@portkey-ai/gateway/build/start-server.js"
+
+
+@contextmanager
+def portkey_gateway(standin: str, work: Path, directory: Path) -> Iterator[Target]:
+    """Portkey's gateway (npm ``@portkey-ai/gateway``, installed by ``make bench-gateway`` into
+    ``.cache/portkey`` from ``bench/peers/portkey/package.json``, whose pins keep its streams
+    working: docs/benchmarks.md), told per request where the upstream is, as its docs say."""
+    directory = directory.resolve()
+    entry = directory / PORTKEY_ENTRY
+    if not entry.is_file():
+        raise SystemExit(
+            f"Portkey's gateway is not installed in {directory} (no {PORTKEY_ENTRY}): "
+            "run `make bench-gateway`, or pass --skip-portkey"
+        )
+    port = free_port()
+    log = (work / "portkey.log").open("w")
+    process = subprocess.Popen(
+        ["node", str(entry), f"--port={port}", "--headless"],
+        cwd=directory,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_http(url, what="Portkey's gateway")
+        headers = f"x-portkey-provider: openai\r\nx-portkey-custom-host: {standin}/v1\r\n"
+        yield Target(url, process.pid, headers)
+    finally:
+        stop(process)
         log.close()
 
 
@@ -274,6 +326,7 @@ def free_port() -> int:
 class Target:
     url: str
     pid: int | None  # the serving process, for its CPU time
+    headers: str = ""  # extra request header lines, each ending in CRLF
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -288,13 +341,13 @@ def cpu_seconds(pid: int | None) -> float:
 def run_once(
     name: str,
     target: Target,
-    standin: str,
+    standin: Server,
     stream: bool,
     concurrency: int,
     args: argparse.Namespace,
 ) -> Result:
-    load_script(standin, args.turns)
-    before = cpu_seconds(target.pid)
+    load_script(standin.url, args.turns)
+    before = cpu_seconds(target.pid), cpu_seconds(standin.process.pid), time.process_time()
     latencies, errors, seconds = asyncio.run(
         drive(
             target.url,
@@ -302,11 +355,17 @@ def run_once(
             concurrency=concurrency,
             seconds=args.seconds,
             warmup=args.warmup,
+            headers=target.headers,
         )
     )
+    after = cpu_seconds(target.pid), cpu_seconds(standin.process.pid), time.process_time()
     # The warm-up's requests are served too but not counted: count them out of the CPU time
     # by its share of the run (the rate is steady once warm).
-    used = (cpu_seconds(target.pid) - before) * args.seconds / (args.seconds + args.warmup)
+    share = args.seconds / (args.seconds + args.warmup)
+    served = len(latencies) or 1
+    used, upstream, load = (
+        (a - b) * share * 1e6 / served for a, b in zip(after, before, strict=True)
+    )
     ms = sorted(x * 1000 for x in latencies) or [float("nan")]
     return Result(
         name,
@@ -317,7 +376,9 @@ def run_once(
         seconds,
         statistics.median(ms),
         ms[min(len(ms) - 1, int(len(ms) * 0.99))],
-        used * 1e6 / len(latencies) if latencies else float("nan"),
+        used if latencies else float("nan"),
+        upstream if latencies else float("nan"),
+        load if latencies else float("nan"),
     )
 
 
@@ -337,10 +398,12 @@ def median_of(runs: list[Result]) -> Result:
         p50,
         chosen.p99_ms,
         statistics.median(r.cpu_us for r in runs),
+        statistics.median(r.upstream_us for r in runs),
+        statistics.median(r.load_us for r in runs),
     )
 
 
-def measure(targets: dict[str, Target], standin: str, args: argparse.Namespace) -> list[Result]:
+def measure(targets: dict[str, Target], standin: Server, args: argparse.Namespace) -> list[Result]:
     """Every scenario, each target in turn, ``--rounds`` times; the median round of each.
 
     Interleaving the targets within each round means a burst of load from elsewhere on the
@@ -364,7 +427,8 @@ def row(r: Result) -> str:
     mode = "stream" if r.stream else "plain"
     return (
         f"| {r.target:8} | {mode:6} | {r.concurrency:>3} | {r.rps:>8.0f} | {r.p50_ms:>7.2f} | "
-        f"{r.p99_ms:>7.2f} | {r.cpu_us:>10.0f} | {r.errors:>6} |"
+        f"{r.p99_ms:>7.2f} | {r.cpu_us:>10.0f} | {r.upstream_us:>8.0f} | {r.load_us:>6.0f} | "
+        f"{r.errors:>6} |"
     )
 
 
@@ -382,16 +446,22 @@ def summary(results: list[Result], concurrency: list[int]) -> list[str]:
         direct, ankka = get("direct", stream, low), get("ankka", stream, low)
         if direct and ankka:
             added = ankka.p50_ms - direct.p50_ms
-            lines.append(f"{mode}, c={low}: the gateway adds {added:.2f} ms at p50 (goal < 1 ms)")
-        direct, ankka, litellm = (get(t, stream, high) for t in ("direct", "ankka", "litellm"))
+            lines.append(f"{mode}, c={low}: the gateway adds {added:.2f} ms at p50 (goal < 0.2 ms)")
+        direct, ankka = get("direct", stream, high), get("ankka", stream, high)
+        goal = 0.85 if stream else 0.75
         if direct and ankka:
             lines.append(
-                f"{mode}, c={high}: gateway/direct = {ankka.rps / direct.rps:.2f}x (goal >= 0.5)"
+                f"{mode}, c={high}: gateway/direct = {ankka.rps / direct.rps:.2f}x (goal >= {goal})"
             )
-        if ankka and litellm and litellm.rps > 0:
-            lines.append(
-                f"{mode}, c={high}: gateway/LiteLLM = {ankka.rps / litellm.rps:.1f}x (goal >= 4)"
-            )
+        for name in ("ankka", "baseline", "portkey", "litellm"):
+            proxy = get(name, stream, high)
+            if direct and proxy and name != "ankka" and ankka and proxy.rps > 0:
+                lines.append(
+                    f"{mode}, c={high}: ankka/{name} = {ankka.rps / proxy.rps:.2f}x req/s, "
+                    f"{name} spends {proxy.cpu_us / ankka.cpu_us:.2f}x ankka's CPU per request"
+                )
+            if direct and proxy:
+                lines.append(f"{mode}, c={high}: {ceiling(direct, proxy)}")
         for c in concurrency:
             ankka, baseline = get("ankka", stream, c), get("baseline", stream, c)
             if ankka and baseline:
@@ -404,6 +474,19 @@ def summary(results: list[Result], concurrency: list[int]) -> list[str]:
     return lines
 
 
+def ceiling(direct: Result, proxy: Result) -> str:
+    """The best ratio to direct that the CPU allows: with every core busy, throughput goes as
+    1 / (CPU per request of every process on the path), so a proxy can reach at best
+    (upstream + load) direct ÷ (upstream + load + proxy) through it."""
+    alone = direct.upstream_us + direct.load_us
+    through = proxy.upstream_us + proxy.load_us + proxy.cpu_us
+    return (
+        f"{proxy.target} CPU µs/request {proxy.cpu_us:.0f} (upstream {proxy.upstream_us:.0f}, "
+        f"load {proxy.load_us:.0f}; direct {direct.upstream_us:.0f} + {direct.load_us:.0f}): "
+        f"best ratio the CPU allows {alone / through:.2f}x, measured {proxy.rps / direct.rps:.2f}x"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/gateway_overhead.py", description=__doc__)
     parser.add_argument("--seconds", type=float, default=4.0, help="measured time per run")
@@ -412,7 +495,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--turns", type=int, default=60_000, help="script turns per run")
     parser.add_argument("--litellm", metavar="PATH", help="the LiteLLM proxy's `litellm` program")
-    parser.add_argument("--skip-litellm", action="store_true", help="measure direct and ankka")
+    parser.add_argument("--skip-litellm", action="store_true", help="leave LiteLLM out")
+    parser.add_argument(
+        "--portkey",
+        metavar="DIR",
+        type=Path,
+        default=Path(".cache/portkey"),
+        help="where Portkey's gateway is installed (default .cache/portkey)",
+    )
+    parser.add_argument("--skip-portkey", action="store_true", help="leave Portkey out")
     parser.add_argument(
         "--baseline",
         metavar="DIR",
@@ -457,18 +548,27 @@ def main(argv: list[str] | None = None) -> int:
             stack.callback(base.stop)
             wait_http(f"{base.url}/readyz", what=f"the gateway of {args.baseline}")
             targets["baseline"] = Target(base.url, base.process.pid)
+        if not args.skip_portkey:
+            targets["portkey"] = stack.enter_context(
+                portkey_gateway(standin.url, work, args.portkey)
+            )
         if not args.skip_litellm:
             program = litellm_command(args.litellm)
-            url = stack.enter_context(litellm_proxy(standin.url, work, program))
-            targets["litellm"] = Target(url, None)
+            targets["litellm"] = stack.enter_context(litellm_proxy(standin.url, work, program))
         load = os.getloadavg()[0]
         print(
             f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.1f}; "
             f"{args.seconds:g} s per run, median of {args.rounds} interleaved rounds"
         )
-        print("| target   | mode   |   c |    req/s | p50 ms  | p99 ms  | CPU µs/req | errors |")
-        print("|----------|--------|-----|----------|---------|---------|------------|--------|")
-        results = measure(targets, standin.url, args)
+        print(
+            "| target   | mode   |   c |    req/s | p50 ms  | p99 ms  | CPU µs/req "
+            "| upstream | load   | errors |"
+        )
+        print(
+            "|----------|--------|-----|----------|---------|---------|------------"
+            "|----------|--------|--------|"
+        )
+        results = measure(targets, standin, args)
     print()
     for line in summary(results, args.concurrency):
         print(line)

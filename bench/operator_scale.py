@@ -8,8 +8,9 @@ as a process. Measures:
 - after every model starts answering: per Agent, the delay from its InstallationModel turning
   ``Served`` to its Deployment getting replicas (both observed by this process's watches, so the
   watch latency is on both sides), p50 and p99 (goal: p99 < 2 s);
-- API requests per Agent reconcile, counted by the operator's seam (``ankka.operator.kube``;
-  kopf's own watch streams are not in it).
+- API requests per Agent, on the first reconcile and per release, counted by the operator's
+  seam (``ankka.operator.kube``; kopf's own watch streams are not in it);
+- the operator's resident memory (peak and at the end, from ``/proc``).
 
 Run: ``PYTHONPATH=. python bench/operator_scale.py [--agents 200 --models 20]``. No peer
 publishes such figures, so it prints ours only.
@@ -129,6 +130,14 @@ def operator_requests(log: Path) -> int:
     return int(found[-1]) if found else -1
 
 
+def memory_mib(pid: int) -> tuple[float, float]:
+    """A process's peak and current resident set (MiB), from ``/proc/PID/status``."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return (int(fields["VmHWM"].split()[0]) / 1024, int(fields["VmRSS"].split()[0]) / 1024)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
@@ -210,10 +219,15 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=None, help="200 (50 with --pods)")
     parser.add_argument("--models", type=int, default=20)
     parser.add_argument("--pods", action="store_true", help="on the pods tier's real node")
+    parser.add_argument(
+        "--deadline", type=float, default=600, help="seconds to wait for every Agent to be Held"
+    )
+    parser.add_argument("--keep-log", type=Path, help="copy the operator's log here at the end")
     args = parser.parse_args()
     if args.pods:
         return pods_mode(args.agents or 50)
     args.agents = args.agents or 200
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp, start(Path(tmp)) as cp:
         kubectl(cp, "apply", "-f", str(ROOT / "crds"))
         kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
@@ -275,8 +289,17 @@ def main() -> int:
                     == args.agents
                 ):
                     break
-                if time.monotonic() - t0 > 600:
-                    raise RuntimeError("not every Agent was reconciled within 600 s")
+                if time.monotonic() - t0 > args.deadline:
+                    held = sum(1 for a in items if (a.get("status") or {}).get("phase") == "Held")
+                    peak_mib, rss_mib = memory_mib(op.pid)
+                    print(
+                        f"agents={args.agents} models={args.models} load average {load:.1f} at "
+                        f"the start, {os.getloadavg()[0]:.1f} now: only {held} Agents Held after "
+                        f"{args.deadline:g} s; {operator_requests(log) - before} API requests "
+                        f"so far; operator resident memory peak {peak_mib:.0f} MiB, "
+                        f"now {rss_mib:.0f} MiB"
+                    )
+                    return 1
                 time.sleep(0.5)
             reconcile_all = time.monotonic() - t0
             time.sleep(2)  # let the operator log its request count
@@ -298,10 +321,16 @@ def main() -> int:
             for t in threads:
                 t.start()
             time.sleep(2)
+            before_release = operator_requests(log)
             stand_in.serving = True
+            released_at = time.monotonic()
             deadline = time.monotonic() + 300
             while len(deploy_seen) < args.agents and time.monotonic() < deadline:
                 time.sleep(0.2)
+            release_all = time.monotonic() - released_at
+            time.sleep(2)  # let the operator log its request count
+            per_release = (operator_requests(log) - before_release) / args.agents
+            peak_mib, rss_mib = memory_mib(op.pid)
             stop.set()
             delays = sorted(
                 deploy_seen[f"a{j}"] - model_seen[f"m{j % args.models}"]
@@ -312,17 +341,25 @@ def main() -> int:
             op.terminate()
             op.wait(timeout=20)
             stand_in.shutdown()
+            if args.keep_log is not None:
+                args.keep_log.write_bytes(log.read_bytes())
     if len(delays) < args.agents:
         print(f"only {len(delays)} of {args.agents} Agents were released", file=sys.stderr)
         return 1
     p99 = percentile(delays, 0.99)
-    print(f"agents={args.agents} models={args.models} cores={os.cpu_count()}")
+    print(
+        f"agents={args.agents} models={args.models} cores={os.cpu_count()} "
+        f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    )
     print(f"reconcile all (apply -> every Agent Held): {reconcile_all:.2f} s")
     print(
         f"Served -> released delay: p50 {statistics.median(delays) * 1000:.0f} ms, "
         f"p99 {p99 * 1000:.0f} ms, max {delays[-1] * 1000:.0f} ms"
     )
-    print(f"API requests per Agent reconcile (operator's seam): {per_reconcile:.1f}")
+    print(f"every Agent released {release_all:.2f} s after the models started answering")
+    print(f"API requests per Agent, first reconcile (operator's seam): {per_reconcile:.1f}")
+    print(f"API requests per Agent, release (operator's seam): {per_release:.1f}")
+    print(f"operator resident memory: peak {peak_mib:.0f} MiB, at the end {rss_mib:.0f} MiB")
     return 0
 
 

@@ -24,12 +24,14 @@ import argparse
 import asyncio
 import contextvars
 import json
+import os
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +83,37 @@ class Shape:
     turns_per_session: int
 
 
+# ------------------------------------------------------------------ measuring, interleaved
+
+
+@dataclass
+class Slice:
+    """A run of consecutive turns of one framework: their own times, wall and CPU time."""
+
+    first: int  # the index of its first turn within the shape (0-based)
+    own_ms: list[float]
+    wall_s: float
+    cpu_s: float
+
+
 @dataclass
 class Result:
     framework: str
     shape: str
-    own_ms: list[float]
-    wall_s: float
-    turns: int
+    slices: list[Slice] = field(default_factory=list)
+
+    def window(self, first: int, last: int) -> Result:
+        """The slices whose first turn falls in [first, last) (a part of a growing session)."""
+        chosen = [s for s in self.slices if first <= s.first < last]
+        return Result(self.framework, self.shape, chosen)
+
+    @property
+    def own_ms(self) -> list[float]:
+        return [x for s in self.slices for x in s.own_ms]
+
+    @property
+    def turns(self) -> int:
+        return len(self.own_ms)
 
     @property
     def p50(self) -> float:
@@ -100,37 +126,48 @@ class Result:
 
     @property
     def rate(self) -> float:
-        return self.turns / self.wall_s
+        return self.turns / sum(s.wall_s for s in self.slices)
+
+    @property
+    def cpu_ms(self) -> float:
+        """This process's CPU time (every thread) per turn: the framework's own work, the
+        HTTP client's included; the stand-in runs in another process."""
+        return sum(s.cpu_s for s in self.slices) * 1000 / self.turns
 
 
-async def measure(framework: str, shape: Shape, turn: Turn) -> Result:
-    own: list[float] = []
-
-    async def one(session: str, index: int) -> None:
-        spent = [0.0]
-        token = _wire_time.set(spent)
-        began = time.perf_counter()
-        try:
-            await turn(session, f"{QUESTION} ({index})")
-        finally:
-            _wire_time.reset(token)
-        own.append((time.perf_counter() - began - spent[0]) * 1000)
-
-    async def session_run(number: int) -> None:
-        for index in range(shape.turns_per_session):
-            await one(f"{shape.name}-{number}", index)
-
+async def timed_turn(turn: Turn, session: str, message: str, own: list[float]) -> None:
+    spent = [0.0]
+    token = _wire_time.set(spent)
     began = time.perf_counter()
+    try:
+        await turn(session, message)
+    finally:
+        _wire_time.reset(token)
+    own.append((time.perf_counter() - began - spent[0]) * 1000)
+
+
+async def run_slice(shape: Shape, turn: Turn, first: int, count: int) -> Slice:
+    """``count`` turns of the shape starting at turn ``first`` (per session, for concurrent)."""
+    own: list[float] = []
+    cpu, began = time.process_time(), time.perf_counter()
     if shape.name == "fresh":
-        for index in range(shape.turns_per_session):
-            await one(f"fresh-{index}", index)
+        for index in range(first, first + count):
+            await timed_turn(turn, f"fresh-{index}", f"{QUESTION} ({index})", own)
+    elif shape.name == "growing":
+        for index in range(first, first + count):
+            await timed_turn(turn, "growing", f"{QUESTION} ({index})", own)
     else:
-        await asyncio.gather(*(session_run(n) for n in range(shape.sessions)))
-    wall = time.perf_counter() - began
-    return Result(framework, shape.name, own, wall, len(own))
+        for index in range(first, first + count):  # every session one turn, all at once
+            await asyncio.gather(
+                *(
+                    timed_turn(turn, f"concurrent-{n}", f"{QUESTION} ({index})", own)
+                    for n in range(shape.sessions)
+                )
+            )
+    return Slice(first, own, time.perf_counter() - began, time.process_time() - cpu)
 
 
-# The three frameworks --------------------------------------------------------------------
+# The frameworks --------------------------------------------------------------------------
 
 
 async def ankka_turn(base_url: str, workdir: Path) -> tuple[Turn, Callable[[], Awaitable[None]]]:
@@ -222,10 +259,70 @@ async def pydantic_ai_turn(
     return turn, close
 
 
+async def pydantic_ai_sqlite_turn(
+    base_url: str, workdir: Path
+) -> tuple[Turn, Callable[[], Awaitable[None]]]:
+    """pydantic-ai persisting every turn to SQLite before it returns, as ankka does.
+
+    pydantic-ai has no session store; this is what its docs suggest (``new_messages_json``
+    stored, ``ModelMessagesTypeAdapter`` to load), on the same SQLite settings as ankka's
+    journal (WAL, ``synchronous=FULL``), the commit in a worker thread so the event loop goes
+    on, and the history kept in memory once loaded (ankka caches its fold the same way).
+    """
+    import openai
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    client = openai.AsyncOpenAI(
+        base_url=f"{base_url}/v1", api_key="none", http_client=timed_client()
+    )
+    model = OpenAIChatModel("standin", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, instructions=INSTRUCTIONS, tools=[get_weather])
+    db = sqlite3.connect(
+        workdir / f"pydantic-ai-{time.monotonic_ns()}.sqlite3", check_same_thread=False
+    )
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute(
+        "CREATE TABLE turns (session TEXT, seq INTEGER, body BLOB, PRIMARY KEY (session, seq))"
+    )
+    lock = asyncio.Lock()  # one connection: one writer at a time, as SQLite allows anyway
+    histories: dict[str, list[Any]] = {}
+
+    def load(session: str) -> list[Any]:
+        rows = db.execute(
+            "SELECT body FROM turns WHERE session = ? ORDER BY seq", (session,)
+        ).fetchall()
+        return [m for (body,) in rows for m in ModelMessagesTypeAdapter.validate_json(body)]
+
+    def append(session: str, seq: int, body: bytes) -> None:
+        with db:
+            db.execute("INSERT INTO turns VALUES (?, ?, ?)", (session, seq, body))
+
+    async def turn(session: str, message: str) -> None:
+        history = histories.get(session)
+        if history is None:
+            async with lock:
+                history = await asyncio.to_thread(load, session)
+        result = await agent.run(message, message_history=history or None)
+        async with lock:
+            await asyncio.to_thread(append, session, len(history), result.new_messages_json())
+        histories[session] = result.all_messages()
+
+    async def close() -> None:
+        await client.close()
+        db.close()
+
+    return turn, close
+
+
 FRAMEWORKS = {
     "ankka": ankka_turn,
     "openai-agents": openai_agents_turn,
     "pydantic-ai": pydantic_ai_turn,
+    "pydantic-ai+sqlite": pydantic_ai_sqlite_turn,
 }
 
 
@@ -244,9 +341,12 @@ def script(turns: int) -> list[dict[str, Any]]:
 
 
 async def run(args: argparse.Namespace) -> list[Result]:
+    """Each shape with every framework set up at once, then round by round: each framework in
+    turn takes its next ``--slice`` turns (for ``concurrent``, one turn of every session), so a
+    burst of load from elsewhere on the machine falls on all of them alike."""
     shapes = [
         Shape("fresh", 1, args.turns),
-        Shape("growing", 1, args.turns),
+        Shape("growing", 1, args.growing_turns),
         Shape("concurrent", args.sessions, args.concurrent_turns),
     ]
     results: list[Result] = []
@@ -257,44 +357,77 @@ async def run(args: argparse.Namespace) -> list[Result]:
         started(ankka_command("standin", "--script", str(empty), "--port", "0")) as standin,
     ):
         for shape in shapes:
-            for name in args.frameworks:
-                total = shape.sessions * shape.turns_per_session
-                # one more turn to warm up (imports, connection pool) before measuring
-                async with httpx.AsyncClient() as control:
-                    await control.put(
-                        f"{standin.url}/_standin/script", content=json.dumps(script(total + 1))
-                    )
-                turn, close = await FRAMEWORKS[name](standin.url, Path(workdir))
-                try:
-                    await turn(f"warm-up-{name}-{shape.name}", QUESTION)
-                    result = await measure(name, shape, turn)
-                finally:
+            total = shape.sessions * shape.turns_per_session
+            # one more turn each to warm up (imports, connection pool) before measuring
+            async with httpx.AsyncClient() as control:
+                await control.put(
+                    f"{standin.url}/_standin/script",
+                    content=json.dumps(script((total + 1) * len(args.frameworks))),
+                )
+            turns: dict[str, Turn] = {}
+            closers: list[Callable[[], Awaitable[None]]] = []
+            try:
+                for name in args.frameworks:
+                    turns[name], close = await FRAMEWORKS[name](standin.url, Path(workdir))
+                    closers.append(close)
+                    await turns[name](f"warm-up-{name}-{shape.name}", QUESTION)
+                by_name = {name: Result(name, shape.name) for name in args.frameworks}
+                step = 1 if shape.name == "concurrent" else args.slice
+                for first in range(0, shape.turns_per_session, step):
+                    count = min(step, shape.turns_per_session - first)
+                    for name in args.frameworks:
+                        by_name[name].slices.append(
+                            await run_slice(shape, turns[name], first, count)
+                        )
+            finally:
+                for close in closers:
                     await close()
+            for result in by_name.values():
                 results.append(result)
                 print(
-                    f"  {name:<14} {shape.name:<11} p50 {result.p50:7.2f} ms  "
-                    f"p99 {result.p99:7.2f} ms  {result.rate:7.1f} turns/s",
+                    f"  {result.framework:<18} {shape.name:<11} p50 {result.p50:7.2f} ms  "
+                    f"CPU {result.cpu_ms:7.2f} ms/turn  {result.rate:7.1f} turns/s",
                     file=sys.stderr,
                     flush=True,
                 )
     return results
 
 
-def report(results: list[Result]) -> str:
+def views(results: list[Result], growing_turns: int, window: int) -> list[tuple[str, Result]]:
+    """The rows: fresh and concurrent whole; the growing session whole and at the windows of
+    turns ending at 800 and 1,600 messages (four a turn), where it reached them."""
+    rows: list[tuple[str, Result]] = []
+    for r in results:
+        if r.shape != "growing":
+            rows.append((r.shape, r))
+            continue
+        rows.append((f"growing to {growing_turns * 4} messages", r))
+        for messages in (800, 1600):
+            last = messages // 4
+            if last <= growing_turns:
+                part = r.window(last - window, last)
+                if part.slices:
+                    rows.append((f"growing, at {messages} messages", part))
+    return rows
+
+
+def report(results: list[Result], growing_turns: int, window: int) -> str:
     lines = [
-        "| shape | framework | own time p50 (ms) | own time p99 (ms) | turns/s "
-        "| ankka ÷ this (turns/s) |",
-        "|---|---|---:|---:|---:|---:|",
+        "| shape | framework | own time p50 (ms) | own time p99 (ms) | CPU per turn (ms) "
+        "| turns/s | ankka ÷ this (turns/s) | this ÷ ankka (CPU) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     by_shape: dict[str, dict[str, Result]] = {}
-    for r in results:
-        by_shape.setdefault(r.shape, {})[r.framework] = r
+    for label, r in views(results, growing_turns, window):
+        by_shape.setdefault(label, {})[r.framework] = r
     for shape, frameworks in by_shape.items():
         ours = frameworks.get("ankka")
         for name, r in frameworks.items():
-            ratio = f"{ours.rate / r.rate:.2f}×" if ours and name != "ankka" else ""
+            rate = f"{ours.rate / r.rate:.2f}×" if ours and name != "ankka" else ""
+            cpu = f"{r.cpu_ms / ours.cpu_ms:.2f}×" if ours and name != "ankka" else ""
             lines.append(
-                f"| {shape} | {name} | {r.p50:.2f} | {r.p99:.2f} | {r.rate:.1f} | {ratio} |"
+                f"| {shape} | {name} | {r.p50:.2f} | {r.p99:.2f} | {r.cpu_ms:.2f} "
+                f"| {r.rate:.1f} | {rate} | {cpu} |"
             )
     return "\n".join(lines)
 
@@ -303,14 +436,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--turns", type=int, default=200, help="turns for fresh and growing")
+    parser.add_argument("--turns", type=int, default=200, help="fresh turns per framework")
+    parser.add_argument(
+        "--growing-turns",
+        type=int,
+        default=400,
+        help="turns of the growing session (4 messages each)",
+    )
+    parser.add_argument("--slice", type=int, default=10, help="turns per framework per round")
     parser.add_argument("--sessions", type=int, default=32, help="sessions at once")
     parser.add_argument("--concurrent-turns", type=int, default=10, help="turns per session")
     parser.add_argument(
         "--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS)
     )
     args = parser.parse_args()
-    print(report(asyncio.run(run(args))))
+    load = os.getloadavg()
+    results = asyncio.run(run(args))
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; frameworks "
+        f"interleaved {args.slice} turns at a time"
+    )
+    print(report(results, args.growing_turns, args.slice))
     return 0
 
 

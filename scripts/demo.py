@@ -1,28 +1,33 @@
-"""The README's main job: the weather agent answers with its tool, end to end, on loopback.
+"""The README's main job: ``ankka up``, then a question answered through the whole path.
 
-Starts the stand-in model server with the script in examples/, serves examples.weather with
-``ankka serve`` on an SQLite store, asks one question over HTTP, prints the conversation as
-the journal holds it, and stops both servers. When the real local model is installed
-(``bash scripts/local_model.sh``), it then asks the same agent again on llama.cpp serving
-SmolLM2: a real model, which answers in its own words (it cannot call tools, so the tool path
-is the stand-in's part).
+Starts ``ankka up`` (the stand-in model, the gateway over mTLS, the runtime serving
+examples.platform, the console on), asks the weather agent one question over HTTP, prints the
+conversation as the journal holds it and how long it took from the install command to the
+first answer, gives the researcher (an autonomous agent) one task and prints its result, then
+stops everything. When the real local model is installed
+(``bash scripts/local_model.sh``) it does the same with ``ankka up --model local`` and the
+long-chat agent (SmolLM2 cannot call tools, so the weather agent's tool path is the
+stand-in's). On a terminal it keeps the platform up for the console until Enter is pressed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.processes import REPO, ankka_command, started
-
-SCRIPT = REPO / "examples" / "weather-standin.json"
+from ankka.local.local_model import free_port
+from tests.support.processes import REPO, ankka_command
 
 
 def show(messages: list[dict[str, object]]) -> None:
@@ -39,83 +44,128 @@ def show(messages: list[dict[str, object]]) -> None:
                 print(f"  {m['agent']:<8} › {m['content']}")
 
 
-def ask(store: str, env: dict[str, str], question: str) -> bool:
-    """Serve the weather agent with ``env``'s model, ask ``question``, show the conversation."""
-    command = ankka_command("serve", "examples.weather:service", "--port", "0", "--store", store)
-    with started(command, env=env) as server:
-        print(f"  served by : ankka serve examples.weather:service at {server.url}")
-        print(f"  store     : {store}\n")
-        answer = httpx.post(
-            f"{server.url}/v1/agents/weather/sessions/demo",
-            json={"message": question},
-            timeout=120,
+class Up:
+    """``ankka up`` in the background, its output echoed with a margin."""
+
+    def __init__(self, state: Path, *args: str) -> None:
+        self.port = free_port()
+        command = ankka_command(
+            "up", *args, "--port", str(self.port), "--gateway-port", str(free_port()),
+            "--model-port", str(free_port()),
+        )  # fmt: skip
+        env = {**os.environ, "ANKKA_STATE": str(state), "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO
         )
-        if answer.status_code != 200:
-            print(f"the turn failed: {answer.text}", file=sys.stderr)
-            return False
-        show(httpx.get(f"{server.url}/v1/sessions/demo/messages").json()["messages"])
-        print(
-            f"\n  tokens: {json.dumps(answer.json()['usage'])}; cost: {answer.json()['cost']} "
-            "(ankka counts tokens, not money)\n"
-        )
-    return True
+        self.ready = threading.Event()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            print(f"  | {line}", end="", flush=True)
+            if "ankka up: up in" in line:
+                self.ready.set()
+        self.ready.set()
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self.ready.wait(timeout) and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(2)  # Ctrl-C: up stops its parts in order
+            self.process.wait(60)
 
 
-def real_model_part(question: str, workdir: Path) -> bool:
-    from ankka.local import local_model
+def ask(url: str, agent: str, session: str, question: str) -> dict[str, object] | None:
+    answer = httpx.post(
+        f"{url}/v1/agents/{agent}/sessions/{session}", json={"message": question}, timeout=180
+    )
+    if answer.status_code != 200:
+        print(f"the turn failed: {answer.text}", file=sys.stderr)
+        return None
+    print()
+    show(httpx.get(f"{url}/v1/sessions/{session}/messages").json()["messages"])
+    body: dict[str, object] = answer.json()
+    print(f"\n  tokens: {json.dumps(body['usage'])}; cost: {body['cost']} (tokens, not money)")
+    return body
 
+
+def give_task(url: str, task: str) -> bool:
+    body = {"type": "summary", "instructions": "Summarise ankka."}
+    created = httpx.put(f"{url}/v1/agents/researcher/tasks/{task}", json=body, timeout=30)
+    if created.status_code not in (200, 201):
+        print(f"the task was refused: {created.text}", file=sys.stderr)
+        return False
+    done = httpx.get(f"{url}/v1/tasks/{task}", params={"wait": 60}, timeout=90).json()
+    used = done["iterations"]
+    print(f"  task {task}: {done['state']} in {used['used']} of {used['budget']} iterations")
+    print(f"  result : {json.dumps(done['result'], ensure_ascii=False)}")
+    print(f"  console: {url}/console/tasks/{task}")
+    return bool(done["state"] == "completed")
+
+
+def run_up(
+    state: Path, question: str, agent: str, *args: str, since: float | None, task: bool = False
+) -> bool:
+    began = time.time()
+    up = Up(state, *args)
     try:
-        local_model.find_server_binary()
-        local_model.find_model()
-    except local_model.LocalModelError:
-        print(
-            "A real local model is not installed. `bash scripts/local_model.sh` installs\n"
-            "llama.cpp's server and SmolLM2 (the first build takes about 10 minutes); then\n"
-            "`make demo` also asks the agent on it.\n"
-        )
+        if not up.wait_ready(300):
+            print("ankka demo: ankka up did not come up (its output is above)", file=sys.stderr)
+            return False
+        url = f"http://127.0.0.1:{up.port}"
+        session = f"demo-{int(began)}"
+        if ask(url, agent, session, question) is None:
+            return False
+        answered = time.time()
+        took = f"{answered - began:.1f} s from `ankka up`"
+        if since is not None:
+            took = f"{answered - since:.1f} s from the install command ({took})"
+        print(f"  first answer: {took}")
+        print(f"  console     : {url}/console/sessions/{session}\n")
+        if task and not give_task(url, f"demo-{int(began)}"):
+            return False
+        print()
+        if sys.stdin.isatty():
+            input("The platform stays up for the console: press Enter to stop it. ")
         return True
-    print("The same agent on a real model: llama.cpp serving SmolLM2-135M-Instruct")
-    print("  (it cannot call tools, so it answers in its own words)")
-    with local_model.start(port=local_model.free_port(), ctx=2048) as llama:
-        print(f"  model     : {llama.model_name} at {llama.base_url}/v1")
-        env = {
-            "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
-            "ANKKA_MODEL_DEFAULT_URL": f"{llama.base_url}/v1",
-            "ANKKA_MODEL_DEFAULT_MODEL": llama.model_name,
-        }
-        return ask(f"sqlite:///{workdir / 'real.sqlite3'}", env, question)
+    finally:
+        up.stop()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--question", default="What is the weather in Helsinki?")
+    parser.add_argument("--since", type=float, help="when the install command started (epoch)")
     parser.add_argument(
         "--standin-only", action="store_true", help="skip the real local model even if installed"
     )
     args = parser.parse_args()
+    from ankka.local import local_model
+
     with tempfile.TemporaryDirectory() as workdir:
-        store = f"sqlite:///{Path(workdir) / 'demo.sqlite3'}"
-        with started(ankka_command("standin", "--script", str(SCRIPT), "--port", "0")) as model:
-            env = {
-                "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
-                "ANKKA_MODEL_DEFAULT_URL": f"{model.url}/v1",
-                "ANKKA_MODEL_DEFAULT_MODEL": "standin",
-            }
-            print("ankka demo: the weather agent (examples/weather.py)")
-            print(f"  model     : the stand-in at {model.url}/v1 ({SCRIPT.name})")
-            if not ask(store, env, args.question):
-                return 1
-        if not args.standin_only and not real_model_part(args.question, Path(workdir)):
+        state = Path(os.environ.get("ANKKA_STATE") or Path(workdir) / "state")
+        print("ankka demo: ankka up (stand-in model → gateway over mTLS → runtime)")
+        if not run_up(state, args.question, "weather", since=args.since, task=True):
             return 1
-    print(
-        "To use another model, point the same agent at any OpenAI-compatible server:\n"
-        "  export ANKKA_MODEL_DEFAULT_PRESET=openai-compatible\n"
-        "  export ANKKA_MODEL_DEFAULT_URL=http://127.0.0.1:8080/v1\n"
-        "  export ANKKA_MODEL_DEFAULT_MODEL=<model name>\n"
-        "  ankka serve examples.weather:service --port 8000\n"
-        "  curl -s localhost:8000/v1/agents/weather/sessions/me "
-        '-d \'{"message": "Weather in Oslo?"}\''
-    )
+        if args.standin_only:
+            return 0
+        try:
+            local_model.find_server_binary()
+            local_model.find_model()
+        except local_model.LocalModelError:
+            print(
+                "A real local model is not installed. `bash scripts/local_model.sh` installs\n"
+                "llama.cpp's server and SmolLM2 (about 10 minutes the first time); then\n"
+                "`ankka up --model local examples.long_chat:service` runs on it.\n"
+            )
+            return 0
+        print("ankka demo: ankka up --model local (llama.cpp serving SmolLM2, no tools)")
+        question = "Say hello in one short sentence."
+        if not run_up(state, question, "chat", "examples.long_chat:service", "--model", "local",
+                      since=None):  # fmt: skip
+            return 1
     return 0
 
 

@@ -7,6 +7,8 @@
 #   iproute2, iptables           the node's own network namespace and kube-proxy's rules in it
 #   mmdebstrap                   the base root filesystem of ankka's image (scripts/image.sh)
 #   gcc, libc6-dev               the pod sandbox image's static pause program
+#   chromium                     the console's browser tests (driven by Playwright; no browser
+#                                is downloaded)
 set -euo pipefail
 need=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
@@ -18,6 +20,7 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing system packages: ${need[*]}; install them with: sudo apt-get install -y ${need[*]}" >&2
@@ -26,4 +29,4 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
-echo "system packages present: postgresql $(ls /usr/lib/postgresql/), $(containerd --version | cut -d' ' -f2-3), $(runc --version | head -n1)"
+echo "system packages present: postgresql $(ls /usr/lib/postgresql/), $(containerd --version | cut -d' ' -f2-3), $(runc --version | head -n1), $(chromium --version 2>/dev/null)"

@@ -341,6 +341,7 @@ class TaskPhase(enum.StrEnum):
 
     PENDING = "Pending"
     RUNNING = "Running"
+    AWAITING_APPROVAL = "AwaitingApproval"
     COMPLETED = "Completed"
     FAILED = "Failed"
     CANCELLED = "Cancelled"
@@ -414,11 +415,21 @@ class TaskTokens(_Wire):
     """Input tokens written to the provider's prompt cache."""
 
 
+class PendingApproval(_Wire):
+    """A tool call of the Task that waits for a person's decision."""
+
+    id: str = Field(description="Decide with: ankka approve TASK ID --digest DIGEST.")
+    tool: str = Field(description="The tool the call would run.")
+    digest: str = Field(description="What the decider confirms: SHA-256 of the call.")
+    expires_at: str | None = Field(default=None, description="When it expires undecided.")
+
+
 class TaskStatus(_Wire):
     """A bounded summary of the runtime's record; the history stays in the runtime's journal."""
 
     phase: TaskPhase | None = Field(
-        default=None, description="Pending, Running, Completed, Failed or Cancelled."
+        default=None,
+        description="Pending, Running, AwaitingApproval, Completed, Failed or Cancelled.",
     )
     state: str | None = Field(default=None, description="The runtime's own state of the task.")
     iterations_used: int = Field(default=0, ge=0)
@@ -437,6 +448,9 @@ class TaskStatus(_Wire):
         default=None, description="The runtime record's version when this status was written."
     )
     runtime_task: str | None = Field(default=None, description="The task's id at the runtime.")
+    approvals: list[PendingApproval] = Field(
+        default_factory=list, max_length=64, description="Tool calls waiting for a decision."
+    )
     conditions: list[Condition] = Field(default_factory=list)
     """Handed (the runtime accepted the task) and, while its Agent is held, why it waits."""
     observed_generation: int | None = None
@@ -529,6 +543,7 @@ class Task(Resource):
         Printer(name="Phase", type="string", json_path=".status.phase"),
         Printer(name="Iterations", type="integer", json_path=".status.iterationsUsed"),
         Printer(name="Budget", type="integer", json_path=".status.iterationBudget"),
+        Printer(name="Approval", type="string", json_path=".status.approvals[0].id", priority=1),
         Printer(name="Reason", type="string", json_path=".status.reason", priority=1),
         _AGE,
     )

@@ -57,6 +57,7 @@ __all__ = [
     "server_command",
     "server_env",
     "start",
+    "stop_signals_interrupt",
 ]
 
 INSTALL_COMMAND = "bash scripts/local_model.sh"
@@ -463,7 +464,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def _stop_signals_interrupt() -> Iterator[None]:
+def stop_signals_interrupt() -> Iterator[None]:
     # A supervisor's SIGTERM stops the server as Ctrl-C does; SIGINT is restored in case a
     # non-interactive shell started us with it ignored.
     def interrupt(signum: int, frame: object) -> None:
@@ -508,7 +509,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:  # while waiting for readiness; start() has stopped the server
         return 130
-    with server, _stop_signals_interrupt():
+    with server, stop_signals_interrupt():
         print(f"llama-server is serving {server.model_name} at {server.base_url}")
         print(f"its log: {server.log_path}")
         print("Point an agent at it with:")

@@ -100,12 +100,6 @@ def _invalid_mcp(spec: AgentSpec) -> str | None:
         twice = sorted({h for h in headers if headers.count(h) > 1})
         if twice:
             return f"{field}.headers: header {twice[0]!r} is given twice"
-        approval = server.requires_approval
-        if approval is not None and (approval.all or approval.tools):
-            return (
-                f"{field}.requiresApproval: approvals are not available in this version of "
-                "ankka; remove it, or leave the server out until approvals land"
-            )
     return None
 
 
@@ -156,6 +150,10 @@ def runtime_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
         # values only ever through valueFrom, so no Secret's value is in the Deployment.
         prefix = f"ANKKA_MCP_{_mcp_env(server.name)}_"
         env.append({"name": prefix + "URL", "value": server.url})
+        approval = server.requires_approval
+        if approval is not None and (approval.all or approval.tools):
+            which = "all" if approval.all else ",".join(approval.tools)
+            env.append({"name": prefix + "REQUIRES_APPROVAL", "value": which})
         for header in server.headers:
             ref = header.secret_key_ref
             env.append(

@@ -159,7 +159,10 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
         return
     log.info("InstallationModel %s/%s served=%s: reconciling %s", *key, served, dependents)
     p = platform(memo)
-    await asyncio.gather(*(reconcile.reconcile_agent(p, key[0], a) for a in dependents))
+    known = {key[1]: served}
+    await asyncio.gather(
+        *(reconcile.reconcile_agent(p, key[0], a, served=known) for a in dependents)
+    )
 
 
 # --- agents ---------------------------------------------------------------------------------

@@ -181,6 +181,12 @@ class Kube:
         items: list[Obj] = result.get("items") or []
         return items
 
+    async def review(self, group_version: str, plural: str, body: Obj) -> Obj:
+        """Create a review (a SelfSubjectAccessReview or SelfSubjectReview): the API
+        server's answer about the caller, stored nowhere."""
+        result: Obj = await self._run("POST", _path(group_version, plural, None), body=body)
+        return result
+
     async def patch_status(
         self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]
     ) -> None:

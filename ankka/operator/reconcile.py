@@ -340,9 +340,14 @@ async def probe_model(p: Platform, body: Obj) -> bool:
 # --- agents ---------------------------------------------------------------------------------
 
 
-async def _served(p: Platform, namespace: str, names: set[str]) -> dict[str, bool]:
+async def _served(
+    p: Platform, namespace: str, names: set[str], known: Mapping[str, bool]
+) -> dict[str, bool]:
     out: dict[str, bool] = {}
     for name in sorted(names):
+        if name in known:
+            out[name] = known[name]
+            continue
         im = await p.kube.get(API_VERSION, "InstallationModel", namespace, name)
         out[name] = im is not None and condition_status(im.get("status"), "Served") == "True"
     return out
@@ -366,8 +371,15 @@ async def _write_agent_status(p: Platform, body: Obj, status: Obj) -> str:
     return phase
 
 
-async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
-    """Render one Agent (read fresh from the API); returns its phase, None if it is gone."""
+async def reconcile_agent(
+    p: Platform, namespace: str, name: str, *, served: Mapping[str, bool] | None = None
+) -> str | None:
+    """Render one Agent (read fresh from the API); returns its phase, None if it is gone.
+
+    ``served`` gives InstallationModels' Served state already known from the watch event that
+    caused this reconcile (by name, in the Agent's namespace), so they are not read again: a
+    release is then three requests (the Agent, its Deployment, its status), not four. A newer
+    change to such a model comes as its own event and reconciles again."""
     async with p.lock(namespace, name):
         body = await p.kube.get(API_VERSION, "Agent", namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -388,7 +400,9 @@ async def reconcile_agent(p: Platform, namespace: str, name: str) -> str | None:
             failed = agents.failed_status(previous, reason=reason, generation=generation, now=now)
             return await _write_agent_status(p, body, failed)
         installations = {m.installation for m in spec.models if m.installation}
-        awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
+        awaited = agents.awaited_models(
+            spec, await _served(p, namespace, installations, served or {})
+        )
         uid = body["metadata"]["uid"]
         not_after = await _ensure_leaf(
             p,

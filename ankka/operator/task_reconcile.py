@@ -141,6 +141,7 @@ async def follow(
         )
         if answer.status_code in (200, 201):
             fields = _named(tasks.status_from_record(answer.json()), spec, dependency_uids)
+            fields["approvals"] = await _pending_approvals(client, address, uid, fields)
             await _write(p, body, fields, accepted)
             if tasks.is_final(fields):
                 return True
@@ -169,8 +170,27 @@ async def follow(
         await _write(p, body, {"phase": TaskPhase.FAILED.value, "reason": message}, refused)
         return True
     fields = _named(tasks.status_from_record(answer.json()), spec, dependency_uids)
+    fields["approvals"] = await _pending_approvals(client, address, uid, fields)
     await _write(p, body, fields, accepted)
     return tasks.is_final(fields)
+
+
+async def _pending_approvals(
+    client: httpx2.AsyncClient, address: str, uid: str, fields: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The Task's calls waiting for a decision, read from its runtime while it waits."""
+    if fields.get("phase") != TaskPhase.AWAITING_APPROVAL.value:
+        return []
+    try:
+        answer = await client.get(
+            f"{address}/v1/approvals", params={"session": f"task:{uid}", "state": "pending"}
+        )
+    except httpx2.HTTPError as exc:
+        log.warning("could not list the approvals of task %s: %s", uid, exc)
+        return []
+    if answer.status_code != 200:
+        return []
+    return tasks.approvals_from_listing(answer.json())
 
 
 def _named(fields: dict[str, Any], spec: TaskSpec, uids: list[str]) -> dict[str, Any]:

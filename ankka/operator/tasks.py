@@ -36,6 +36,7 @@ _PHASES = {
     "assigned": TaskPhase.PENDING,
     "in-progress": TaskPhase.RUNNING,
     "result-rejected": TaskPhase.RUNNING,
+    "awaiting-approval": TaskPhase.AWAITING_APPROVAL,
     "completed": TaskPhase.COMPLETED,
     "failed": TaskPhase.FAILED,
     "cancelled": TaskPhase.CANCELLED,
@@ -107,6 +108,25 @@ def status_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
         "lastEvent": record.get("version"),
         "runtimeTask": record.get("id"),
     }
+
+
+MAX_APPROVALS = 64
+
+
+def approvals_from_listing(listing: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pending approvals a runtime lists (``GET /v1/approvals``), as the status spells
+    them; at most :data:`MAX_APPROVALS`."""
+    out = []
+    for item in list(listing.get("approvals") or [])[:MAX_APPROVALS]:
+        out.append(
+            {
+                "id": str(item.get("id")),
+                "tool": str(item.get("tool")),
+                "digest": str(item.get("digest")),
+                "expiresAt": item.get("expires_at"),
+            }
+        )
+    return out
 
 
 def is_final(status: Obj | None) -> bool:

@@ -23,7 +23,9 @@ from ankka.runtime.identity import Identify, is_loopback, load_tokens
 if TYPE_CHECKING:
     from ankka._kernel.tls import ReloadingServerTLS
 
-__all__ = ["configure", "run"]
+__all__ = ["CONSOLE_VARIABLE", "configure", "run"]
+
+CONSOLE_VARIABLE = "ANKKA_CONSOLE"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,8 +51,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tls-dir",
         metavar="DIR",
-        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt: callers present a "
-        "client certificate from that CA and are known by its ankka:// URI SAN",
+        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (reloaded on change): "
+        "callers present a client certificate from that CA and are known by its ankka:// URI SAN",
     )
     parser.add_argument(
         "--token-file",
@@ -77,10 +79,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the most autonomous-agent instances this process runs at once (%(default)s)",
     )
     parser.add_argument(
+        "--approver-header",
+        default=os.environ.get("ANKKA_APPROVER_HEADER") or None,
+        metavar="NAME",
+        help="the header a trusted proxy sets to name who decides an approval "
+        "(env ANKKA_APPROVER_HEADER); with --tls-dir the client certificate's URI SAN wins",
+    )
+    parser.add_argument(
+        "--approval-notice-seconds",
+        type=float,
+        default=300.0,
+        help="how long before an approval's limit approval_expiring is sent (%(default)s)",
+    )
+    parser.add_argument(
         "--notification-buffer",
         type=int,
         default=256,
         help="events kept for each notification subscriber that reads slowly (%(default)s)",
+    )
+    parser.add_argument(
+        "--console",
+        choices=["on", "off"],
+        default=os.environ.get(CONSOLE_VARIABLE, "off").strip().lower() or "off",
+        help=f"serve the console at /console, to loopback callers only (default off; "
+        f"env {CONSOLE_VARIABLE}=on|off; `ankka up` turns it on)",
     )
     serve.add_limit_options(parser)
 
@@ -138,6 +160,7 @@ def _identity(args: argparse.Namespace) -> tuple[Identify, ReloadingServerTLS | 
 
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.agents import Service
+    from ankka.runtime.approvals.index import ApprovalIndex
     from ankka.runtime.compaction.leases import open_leases
     from ankka.runtime.compaction.settings import from_environment
     from ankka.runtime.host import Runtime
@@ -149,6 +172,12 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.tasks.host import TaskHost
     from ankka.runtime.tasks.open import open_task_store
 
+    if args.console not in ("on", "off"):
+        print(
+            f"ankka serve: {CONSOLE_VARIABLE}={args.console[:20]!r} is neither on nor off",
+            file=sys.stderr,
+        )
+        return 2
     service = load_service(args.target)
     if not isinstance(service, Service):
         raise SystemExit(f"ankka serve: {args.target} is a {type(service).__name__}, not a Service")
@@ -182,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
             await task_store.close()
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
+        index = ApprovalIndex(task_store)
         runtime = Runtime(
             service,
             store=store,
@@ -190,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
             mcp=mcp,
             compaction_override=compaction,
             compaction_leases=leases,
+            approvals=index,
+            approval_notice_seconds=args.approval_notice_seconds,
         )
         tasks = TaskHost(
             service,
@@ -200,22 +232,34 @@ def run(args: argparse.Namespace) -> int:
             lease_seconds=args.lease_seconds,
             max_instances=args.max_instances,
             notification_buffer=args.notification_buffer,
+            approvals=index,
         )
+        runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         agents = [*service.agents, *service.autonomous_agents]
         print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
+        if args.console == "on":
+            print("ankka serve: the console is at /console (loopback callers)", file=sys.stderr)
         try:
             async with runtime, contextlib.AsyncExitStack() as stack:
                 if mcp is not None:
                     # Connects every MCP server (a server that is down does not hold the start:
                     # /readyz names it) and ends their sessions, in this task, at shutdown.
                     await stack.enter_async_context(mcp)
+                # The task host resumes every instance with work as it starts: no request
+                # needed.
+                await stack.enter_async_context(tasks)
                 if tls is not None:
                     await stack.enter_async_context(tls)
-                # The task host resumes every instance with work as it starts: no request.
-                await stack.enter_async_context(tasks)
                 await serve.serve_forever(
-                    create_app(runtime, tasks, max_body=args.max_body_bytes, identify=identify),
+                    create_app(
+                        runtime,
+                        tasks,
+                        max_body=args.max_body_bytes,
+                        identify=identify,
+                        approver_header=args.approver_header,
+                        console=args.console == "on",
+                    ),
                     sock,
                     name="ankka serve",
                     access_log=args.access_log,

@@ -32,6 +32,10 @@ from ankka._kernel.ids import new_id
 from ankka.runtime import planning
 from ankka.runtime.accounting import NOT_WRITTEN, SessionUsage, UnwrittenCalls, session_usage
 from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.approvals.desk import ApprovalDesk, Notify
+from ankka.runtime.approvals.index import ApprovalIndex
+from ankka.runtime.approvals.records import ApprovalRequest
+from ankka.runtime.approvals.state import ApprovalState
 from ankka.runtime.compaction.consumer import Compactor, Job
 from ankka.runtime.compaction.leases import CompactionLeases
 from ankka.runtime.compaction.metrics import CompactionMetrics
@@ -50,7 +54,7 @@ from ankka.runtime.judgments.registry import judges_for
 from ankka.runtime.judgments.seam import JudgmentProvider
 from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.judgments.verify import ask
-from ankka.runtime.loop import Emit, TurnOutcome, run_turn
+from ankka.runtime.loop import Emit, TurnOutcome, TurnSuspension, run_turn
 from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.metrics import RuntimeMetrics
@@ -77,13 +81,23 @@ def _creator_of(records: Iterable[Record]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
-    outcome: TurnOutcome
+    """A finished turn's ``outcome``, or (``outcome`` None) the requests a suspended turn
+    waits for (``awaiting``)."""
+
+    outcome: TurnOutcome | None
+    awaiting: tuple[ApprovalRequest, ...] = ()
+
+    @property
+    def finished(self) -> TurnOutcome:
+        if self.outcome is None:
+            raise RuntimeError("the turn is suspended: it waits for approval")
+        return self.outcome
 
     @property
     def reply(self) -> object:
         """The text, or the typed answer as JSON-ready data."""
-        value = self.outcome.value
-        return value.model_dump(mode="json") if value is not None else self.outcome.text
+        value = self.finished.value
+        return value.model_dump(mode="json") if value is not None else self.finished.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +112,7 @@ class SessionSummary:
     compactions: int = 0
     compaction_rejections: int = 0
     compaction_usage: Usage = field(default_factory=Usage)
+    awaiting: tuple[ApprovalRequest, ...] = ()
     judgment_usage: Usage = field(default_factory=Usage)
 
     @property
@@ -118,6 +133,7 @@ class _Folded:
     view: SentView
     mcp_digests: dict[str, str]
     creator: str | None = None
+    approvals: ApprovalState = field(default_factory=ApprovalState)
 
     @property
     def position(self) -> int:
@@ -128,6 +144,7 @@ class _Folded:
             self.mcp_digests[record.server] = record.digest
         elif isinstance(record, SessionOpened):
             self.creator = record.caller
+        self.approvals.add(seq, record)
         self.view.add(seq, record)
 
 
@@ -152,13 +169,8 @@ class _Conversations:
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
 
-    def extend(self, session: str, after: int, added: tuple[Record, ...]) -> None:
-        """Fold a batch this process wrote right after position ``after``."""
-        folded = self._cache.get(session)
-        if folded is None:
-            return
-        for offset, record in enumerate(added, 1):
-            folded.add(after + offset, record)
+    def remember(self, session: str, folded: _Folded) -> None:
+        """Keep ``folded`` (brought up to date by its writer) as the session's fold."""
         self._remember(session, folded)
 
     def forget(self, session: str) -> None:
@@ -183,10 +195,16 @@ class Runtime:
         compaction_providers: Mapping[str, ModelProvider] | None = None,
         compaction_leases: CompactionLeases | None = None,
         compaction_workers: int = 4,
+        approvals: ApprovalIndex | None = None,
+        approval_notice_seconds: float = 300.0,
+        approval_tick_seconds: float = 1.0,
+        notify: Notify | None = None,
         judges: Mapping[str, JudgmentProvider] | None = None,
     ) -> None:
         """``compaction_providers`` are the models summaries are asked of (default: the
-        same ``providers``; tests give the summariser its own scripted provider)."""
+        same ``providers``; tests give the summariser its own scripted provider).
+        ``approvals`` is the approval index (:mod:`ankka.runtime.approvals`), needed by a
+        service whose tools require approval; ``notify`` receives the approval events."""
         self.service = service
         self.journal = Journal(store)
         self.providers = dict(providers)
@@ -207,6 +225,13 @@ class Runtime:
             leases=compaction_leases,
             workers=compaction_workers,
             cache_sessions=cache_sessions,
+        )
+        self.approvals = ApprovalDesk(
+            self,
+            approvals,
+            notice_seconds=approval_notice_seconds,
+            tick_seconds=approval_tick_seconds,
+            notify=notify,
         )
 
     def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
@@ -258,10 +283,13 @@ class Runtime:
             async with self.queue.turn(session):
                 folded = await self._conversations.load(session)
                 self._check(session, caller, folded.creator)
+                # A turn waiting for approval refuses this one (409 naming its requests); one
+                # cut off after its last decision is ended first.
+                await self.approvals.settle_cut_off(session, folded)
                 opening = (SessionOpened(caller),) if folded.position == 0 else ()
                 turn_id = new_id("turn")
                 try:
-                    effect, listings = await self._with_mcp_tools(planned, turn_id, folded)
+                    effect, listings = await self.with_mcp_tools(planned, turn_id, folded)
                     outcome = await run_turn(
                         effect,
                         history=folded.view.messages,
@@ -275,42 +303,43 @@ class Runtime:
                     )
                 except AnkkaError as exc:
                     unwritten = self._unwritten(planned, turn_id, exc.kind, spent, judging)
-                    await self._account(session, folded.position, opening, unwritten)
+                    await self._account(session, folded, opening, unwritten)
                     raise
                 except BaseException:
                     # Cancelled (the caller left): what it spent, best effort.
                     unwritten = self._unwritten(planned, turn_id, "cancelled", spent, judging)
-                    await self._account(session, folded.position, opening, unwritten, quietly=True)
+                    await self._account(session, folded, opening, unwritten, quietly=True)
                     raise
-                if not effect.write_memory:
-                    unwritten = self._unwritten(
-                        planned, turn_id, NOT_WRITTEN, outcome.calls, judging
+                if isinstance(outcome, TurnSuspension):
+                    # Who opened the session goes first, with the tool listings.
+                    before: tuple[Record, ...] = (
+                        *opening,
+                        *listings,
+                        *self.spent(planned, turn_id, judging),
                     )
-                    await self._account(session, folded.position, opening, unwritten)
-                else:
+                    awaiting = await self.approvals.suspend(planned, folded, before, outcome)
+                    return TurnResult(None, awaiting)
+                if effect.write_memory:
                     # Who opened the session and the tool listings the turn used go first,
                     # in the turn's own batch; the tokens its judged guardrails spent last.
                     records = (
                         *opening,
                         *listings,
                         *outcome.messages,
-                        *self._spent(planned, turn_id, judging),
+                        *self.spent(planned, turn_id, judging),
                     )
-                    position = folded.position
-                    try:
-                        await self.journal.append(session, records, expected=position)
-                    except BaseException:
-                        self._conversations.forget(session)
-                        raise
-                    self._conversations.extend(session, position, records)
+                    await self.record(session, folded, records)
+                else:
+                    unwritten = self._unwritten(
+                        planned, turn_id, NOT_WRITTEN, outcome.calls, judging
+                    )
+                    await self._account(session, folded, opening, unwritten)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
             self.metrics.calls_made(agent, spent)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
-        settings = self.compaction(agent, planned.effect)
-        if planned.effect.write_memory and settings is not None:
-            self.compactor.committed(session, Job(settings, settings.model or effect.model))
+        self.committed(planned)
         return TurnResult(outcome)
 
     def _unwritten(
@@ -325,12 +354,12 @@ class Runtime:
         :class:`UnwrittenCalls`) and its judged guardrails' tokens; empty when neither."""
         made = tuple(calls)
         unwritten = (UnwrittenCalls(turn_id, planned.agent, reason, made),) if made else ()
-        return (*unwritten, *self._spent(planned, turn_id, judging))
+        return (*unwritten, *self.spent(planned, turn_id, judging))
 
     async def _account(
         self,
         session: str,
-        position: int,
+        folded: _Folded,
         opening: tuple[SessionOpened, ...],
         records: tuple[Record, ...],
         *,
@@ -341,19 +370,12 @@ class Runtime:
         ``quietly``: best effort, for a cancelled turn (not worth a new error over it)."""
         if not records:
             return
-        batch = (*opening, *records)
         try:
-            await self.journal.append(session, batch, expected=position)
+            await self.record(session, folded, (*opening, *records))
         except Exception:
-            self._conversations.forget(session)
             if not quietly:
                 raise
             log.warning("the accounting of a cancelled turn was not recorded", exc_info=True)
-            return
-        except BaseException:
-            self._conversations.forget(session)
-            raise
-        self._conversations.extend(session, position, batch)
 
     @staticmethod
     def _check(session: str, caller: str, creator: str | None) -> None:
@@ -382,7 +404,32 @@ class Runtime:
                 found.extend((call, record.turn, record.reason) for call in record.calls)
         return found
 
-    async def _with_mcp_tools(
+    async def load(self, session: str) -> _Folded:
+        """The session's folded state, brought up to date (call with its turn lock held)."""
+        return await self._conversations.load(session)
+
+    async def record(self, session: str, folded: _Folded, records: tuple[Record, ...]) -> int:
+        """Append ``records`` after ``folded``'s position and fold them in; the turn lock is
+        held. On any failure the cached fold is dropped (the next load reads the journal)."""
+        position = folded.position
+        try:
+            last = await self.journal.append(session, records, expected=position)
+        except BaseException:
+            self._conversations.forget(session)
+            raise
+        for offset, record in enumerate(records, 1):
+            folded.add(position + offset, record)
+        self._conversations.remember(session, folded)
+        return last
+
+    def committed(self, planned: PlannedTurn) -> None:
+        """A turn of ``planned`` was committed: hand its session to compaction."""
+        settings = self.compaction(planned.agent, planned.effect)
+        if planned.effect.write_memory and settings is not None:
+            model = settings.model or planned.effect.model
+            self.compactor.committed(planned.session, Job(settings, model))
+
+    async def with_mcp_tools(
         self, planned: PlannedTurn, turn_id: str, folded: _Folded
     ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
         """The effect with the tools its agent's MCP servers list now, and what to record."""
@@ -392,6 +439,7 @@ class Runtime:
             return effect, ()
         listed = await self.mcp.tools_for(
             [s.name for s in declaration.mcp_servers],
+            approvals={s.name: s.needs_approval for s in declaration.mcp_servers},
             agent=planned.agent,
             turn=turn_id,
             recorded=folded.mcp_digests,
@@ -406,7 +454,7 @@ class Runtime:
             return {}
         return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
 
-    def _spent(
+    def spent(
         self, planned: PlannedTurn, turn_id: str, judging: Judging
     ) -> tuple[JudgmentUsage, ...]:
         """The turn's judgment usage record (none when no judged guardrail ran), counted."""
@@ -441,6 +489,10 @@ class Runtime:
         entries = await self._entries(session, caller)
         records = [e.record for e in entries]
         view = SentView().apply_all(entries)
+        state = ApprovalState()
+        for e in entries:
+            state.add(e.seq, e.record)
+        awaiting = state.current.undecided if state.current is not None else ()
         judged = Usage()
         for record in records:
             if isinstance(record, JudgmentUsage):
@@ -454,17 +506,24 @@ class Runtime:
             compactions=view.compactions,
             compaction_rejections=view.rejected,
             compaction_usage=view.compaction_usage,
+            awaiting=awaiting,
         )
 
     async def __aenter__(self) -> Runtime:
         """Start the compaction consumer (its workers are owned until :meth:`aclose`)."""
         await self.compactor.__aenter__()
+        try:
+            await self.approvals.__aenter__()
+        except BaseException:
+            await self.compactor.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
+        await self.approvals.__aexit__(None, None, None)
         await self.compactor.__aexit__(None, None, None)
         every = (*self.providers.values(), *self.compactor.providers.values())
         for provider in {id(p): p for p in every}.values():

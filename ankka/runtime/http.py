@@ -8,12 +8,19 @@
 - ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
   nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
 - ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart, and
-  the calls of turns that wrote nothing), compactions, requests pending.
+  the calls of turns that wrote nothing), compactions, requests pending, the approvals its
+  suspended turn waits for.
 - ``GET /v1/sessions/{session}/calls``: every model call of the session, written or not.
+- ``POST /v1/approvals/{id}``, ``GET /v1/approvals``: :mod:`ankka.runtime.approvals.http`.
+  A turn that waits for approval is answered 202 ``{"status": "awaiting_approval",
+  "approvals": [...]}`` (a stream ends with an ``awaiting_approval`` event).
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
   (:mod:`ankka.runtime.openapi`).
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
+- ``GET /console``, ``/console/sessions/{session}``, ``/console/tasks`` and
+  ``/console/tasks/{task}``: the console's pages, when enabled
+  (:mod:`ankka.runtime.console`).
 
 Every error is ``{"error": {"type", "message"}}`` with the status of its class, a 404 or
 405 from routing included (a 405 names the allowed methods in ``Allow``). Input is bounded
@@ -28,7 +35,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
@@ -37,14 +44,15 @@ from starlette.middleware import Middleware
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import AnkkaError, RequestError
-from ankka.runtime.bodies import Body, parse_body
+from ankka.runtime.approvals.http import approval_routes, awaiting_json
+from ankka.runtime.bodies import parse_body
 from ankka.runtime.bounds import DEFAULT_MAX_BODY, BoundedInput
 from ankka.runtime.host import Runtime, TurnResult
 from ankka.runtime.identity import Identify, caller_of
-from ankka.runtime.loop import LoopEvent
+from ankka.runtime.loop import LoopEvent, TurnOutcome
 from ankka.runtime.messages import ToolCall
 from ankka.runtime.openapi import document
 from ankka.runtime.planning import PlannedTurn
@@ -102,9 +110,12 @@ class JudgmentBody(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_JUDGMENT_TEXT)
 
 
+Body = TypeVar("Body", bound=BaseModel)
+
+
 async def _parse(request: Request, shape: type[Body]) -> Body:
     field = next(iter(shape.model_fields))
-    return await parse_body(request, shape, f'{{"{field}": "..."}}')
+    return parse_body(await request.body(), shape, f'{{"{field}": "..."}}')
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -115,9 +126,13 @@ def _flag(request: Request, name: str) -> bool:
 
 
 def _turn_json(result: TurnResult) -> dict[str, Any]:
-    outcome = result.outcome
+    return _outcome_json(result.finished)
+
+
+def _outcome_json(outcome: TurnOutcome) -> dict[str, Any]:
+    value = outcome.value
     return {
-        "reply": result.reply,
+        "reply": value.model_dump(mode="json") if value is not None else outcome.text,
         "usage": outcome.usage.as_dict(),
         "cost": COST_UNKNOWN,
         "turn": outcome.turn,
@@ -148,9 +163,14 @@ def create_app(
     *,
     max_body: int = DEFAULT_MAX_BODY,
     identify: Identify | None = None,
+    approver_header: str | None = None,
+    console: bool = False,
 ) -> BoundedInput:
     """The API of ``runtime``; with ``tasks``, also the task routes
-    (:mod:`ankka.runtime.tasks.http`). Without ``identify`` every caller is ``local``."""
+    (:mod:`ankka.runtime.tasks.http`). Without ``identify`` every caller is ``local``.
+    ``approver_header`` names the header a trusted proxy sets to say who decides an approval
+    (``ankka.runtime.approvals.http``). With ``console``, the console's pages at ``/console``
+    (:mod:`ankka.runtime.console`)."""
 
     async def turn(request: Request) -> Response:
         body = await _parse(request, TurnBody)
@@ -160,7 +180,10 @@ def create_app(
         caller = _caller(request)
         if planned.streams:
             return await _stream(runtime, planned, request, caller)
-        return JSONResponse(_turn_json(await runtime.run(planned, caller=caller)))
+        result = await runtime.run(planned, caller=caller)
+        if result.outcome is None:
+            return JSONResponse(awaiting_json(result.awaiting), status_code=202)
+        return JSONResponse(_turn_json(result))
 
     async def judgments(request: Request) -> Response:
         body = await _parse(request, JudgmentBody)
@@ -196,6 +219,7 @@ def create_app(
                 "compactions": summary.compactions,
                 "compaction_rejections": summary.compaction_rejections,
                 "compaction_usage": summary.compaction_usage.as_dict(),
+                "awaiting_approval": [a.shown() for a in summary.awaiting],
             }
         )
 
@@ -262,9 +286,16 @@ def create_app(
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
 
+    pages: list[BaseRoute] = []
+    if console:
+        from ankka.runtime.console.routes import console_routes
+
+        pages = console_routes(runtime, tasks)
     routes = Starlette(
         routes=[
+            *pages,
             *(task_routes(tasks) if tasks is not None else ()),
+            *approval_routes(runtime, _outcome_json, approver_header=approver_header),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
@@ -335,7 +366,10 @@ async def _stream(
                     yield _event_bytes(item)  # type: ignore[arg-type]
                 item = await queue.get()
             exc = task.exception()
-            if exc is None:
+            if exc is None and task.result().outcome is None:
+                # A suspended turn ends its stream with the requests it waits for.
+                yield _sse("awaiting_approval", awaiting_json(task.result().awaiting))
+            elif exc is None:
                 yield _sse("done", _turn_json(task.result()))
             else:
                 yield _sse("error", error_json(exc)[1])

@@ -12,7 +12,7 @@ messages appended, so a provider's prompt cache keeps hitting.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
@@ -39,9 +39,9 @@ from ankka.runtime.providers.base import (
     OutputSchema,
     TextDelta,
 )
-from ankka.runtime.tools import RunnableTool
+from ankka.runtime.tools import RunnableTool, approval_of
 
-__all__ = ["Emit", "LoopEvent", "TurnOutcome", "run_turn"]
+__all__ = ["Emit", "LoopEvent", "Resume", "TurnOutcome", "TurnSuspension", "Verdict", "run_turn"]
 
 LoopEvent = TextDelta | ToolCall | ToolResult
 Emit = Callable[[LoopEvent], Awaitable[None]]
@@ -63,6 +63,61 @@ class TurnOutcome:
         return tuple(m for m in self.messages if isinstance(m, ToolResult))
 
 
+@dataclass(frozen=True, slots=True)
+class TurnSuspension:
+    """The turn stopped before running the calls of its last answer: some wait for a person.
+    ``messages`` end with that answer; ``waiting`` are the calls that need a decision."""
+
+    turn: str
+    messages: tuple[Message, ...]
+    waiting: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A decided call: ``approved``, ``refused`` or ``expired``, and why."""
+
+    approval: str
+    decision: str
+    reason: str
+
+
+Start = Callable[[ToolCall, Verdict], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Go on from a suspension: its messages, the verdict of every call that waited, and
+    ``start``, which records an approved call's start (spending the approval) before it runs."""
+
+    messages: tuple[Message, ...]
+    verdicts: Mapping[str, Verdict]
+    start: Start
+
+
+REFUSED = "a person refused this call, so it was not run"
+EXPIRED = "no one decided in time whether this call may run, so it was not run"
+
+
+def decided_result(call: ToolCall, verdict: Verdict, agent: str, turn_id: str) -> ToolResult:
+    """What the model is told of a call that was not approved."""
+    if verdict.decision == "expired":
+        content = f"{EXPIRED} (tool {call.name!r})"
+    else:
+        why = f": {verdict.reason}" if verdict.reason else " (no reason was given)"
+        content = f"{REFUSED} (tool {call.name!r}){why}"
+    return ToolResult(call.id, call.name, content, True, agent, turn_id)
+
+
+def needs_approval(tools: Mapping[str, RunnableTool], call: ToolCall) -> bool:
+    found = tools.get(call.name)
+    rule = approval_of(found)
+    if found is None or rule is None:
+        return False
+    check = getattr(found, "needs_approval", None)
+    return bool(check(call.arguments)) if callable(check) else rule.always
+
+
 async def run_turn(
     effect: Turn,
     *,
@@ -73,15 +128,39 @@ async def run_turn(
     clock: Clock,
     emit: Emit | None = None,
     spent: list[ModelCall] | None = None,
+    resume: Resume | None = None,
     judging: Judging | None = None,
-) -> TurnOutcome:
-    """Run one turn. Every model call is appended to ``spent`` as it returns, so a caller
-    can account for the calls of a turn that then fails (see :mod:`ankka.runtime.accounting`);
-    ``judging`` collects what its judged guardrails spend."""
-    await first_refusal(effect.input_guardrails, effect.message, stage="input", judging=judging)
+) -> TurnOutcome | TurnSuspension:
+    """Run a turn, or go on with a suspended one (``resume``: its input guardrails passed
+    when it started, and the calls of its last answer are settled first). Every model call is
+    appended to ``spent`` as it returns, so a caller can account for the calls of a turn that
+    then fails (see :mod:`ankka.runtime.accounting`); ``judging`` collects what its judged
+    guardrails spend."""
     context = tuple(memory.select(history, effect.memory))
-    produced: list[Message] = [UserMessage(effect.message, agent, turn_id)]
     tools = {t.name: t for t in effect.tools}
+    calls: list[ModelCall] = spent if spent is not None else []
+    usage = Usage()
+    rounds = 0
+    if resume is None:
+        await first_refusal(effect.input_guardrails, effect.message, stage="input", judging=judging)
+        produced: list[Message] = [UserMessage(effect.message, agent, turn_id)]
+    else:
+        produced = list(resume.messages)
+        for m in produced:
+            if isinstance(m, AssistantMessage) and m.call is not None:
+                calls.append(m.call)
+                usage = usage + m.call.usage
+                rounds += 1
+        last = produced[-1]
+        assert isinstance(last, AssistantMessage)
+        for tool_call in last.tool_calls:
+            verdict = resume.verdicts.get(tool_call.id)
+            if verdict is None or verdict.decision == "approved":
+                if verdict is not None:
+                    await resume.start(tool_call, verdict)
+                produced.append(await _run_tool(tools, tool_call, agent, turn_id))
+            else:
+                produced.append(decided_result(tool_call, verdict, agent, turn_id))
     specs = tuple(t.spec for t in effect.tools)
     answer_type = effect.answer_type
     output = (
@@ -89,9 +168,6 @@ async def run_turn(
         if answer_type is not None
         else None
     )
-    calls: list[ModelCall] = spent if spent is not None else []
-    usage = Usage()
-    rounds = 0
     while True:
         request = ModelRequest(
             effect.instructions, (*context, *produced), specs, output, effect.reasoning_effort
@@ -127,6 +203,9 @@ async def run_turn(
                 provider_state=response.provider_state,
             )
         )
+        waiting = tuple(c for c in response.tool_calls if needs_approval(tools, c))
+        if waiting:
+            return TurnSuspension(turn_id, tuple(produced), waiting)
         for tool_call in response.tool_calls:
             if emit is not None:
                 await emit(tool_call)

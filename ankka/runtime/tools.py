@@ -11,6 +11,14 @@ Declare a tool with :func:`tool` on a typed function::
 
 The loop calls :meth:`Tool.run` with the model's raw argument text. A tool that raises, or
 whose arguments do not decode, gives an error result the model sees; it never fails the turn.
+
+A tool can require a person's decision before it runs (docs/approvals.md)::
+
+    @tool(requires_approval=lambda args: args.amount > 100, approval_timeout=3600)
+    def refund(order: str, amount: float) -> str: ...
+
+``requires_approval`` is ``True`` (every call) or a pure predicate of the decoded arguments;
+``approval_timeout`` (seconds) makes an undecided request expire.
 """
 
 from __future__ import annotations
@@ -26,7 +34,38 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ankka._kernel.errors import ConfigurationError
 
-__all__ = ["RunnableTool", "Tool", "ToolOutcome", "ToolSpec", "tool"]
+__all__ = ["ApprovalRule", "RunnableTool", "Tool", "ToolOutcome", "ToolSpec", "approval_of", "tool"]
+
+Predicate = Callable[[Any], bool]  # given the decoded arguments (a pydantic model)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRule:
+    """When a tool's call waits for a person: ``always``, or when ``predicate`` of the decoded
+    arguments is true; undecided requests expire after ``timeout`` seconds (None: never)."""
+
+    always: bool
+    predicate: Predicate | None
+    timeout: float | None
+
+    def needed(self, arguments: BaseModel | None) -> bool:
+        """Whether this call waits. Arguments that did not decode run nothing (the tool
+        answers the decoding error), so they wait for no one; a predicate that raises is
+        taken as "yes": a call is never let through because its check failed."""
+        if self.always:
+            return True
+        if arguments is None or self.predicate is None:
+            return False
+        try:
+            return bool(self.predicate(arguments))
+        except Exception:
+            return True
+
+
+def approval_of(tool: object) -> ApprovalRule | None:
+    """The approval rule of any runnable tool (function or MCP), or None."""
+    rule = getattr(tool, "approval", None)
+    return rule if isinstance(rule, ApprovalRule) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +106,17 @@ class Tool:
     is_async: bool
     fields: tuple[str, ...]
     spec: ToolSpec
+    approval: ApprovalRule | None = None
+
+    def decode(self, raw_arguments: str) -> BaseModel | None:
+        """The decoded arguments, or None when they do not decode."""
+        try:
+            return self.arguments.model_validate_json(raw_arguments or "{}")
+        except ValidationError:
+            return None
+
+    def needs_approval(self, raw_arguments: str) -> bool:
+        return self.approval is not None and self.approval.needed(self.decode(raw_arguments))
 
     async def run(self, raw_arguments: str) -> ToolOutcome:
         try:
@@ -146,7 +196,11 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | Predicate = False,
+    approval_timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -156,11 +210,18 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool | Predicate = False,
+    approval_timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a :class:`Tool`.
 
     The description defaults to the docstring. Use as ``@tool`` or ``@tool(name=...)``.
+    ``requires_approval`` (``True`` or a pure predicate of the decoded arguments) makes a call
+    wait for a person's decision; ``approval_timeout`` seconds later it expires.
     """
+    rule = _approval_rule(
+        str(name or getattr(function, "__name__", "tool")), requires_approval, approval_timeout
+    )
 
     def build(fn: Callable[..., Any]) -> Tool:
         tool_name = name or fn.__name__
@@ -176,8 +237,34 @@ def tool(
             is_async=inspect.iscoroutinefunction(fn),
             fields=tuple(arguments.model_fields),
             spec=spec,
+            approval=rule,
         )
 
     if function is not None:
         return build(function)
     return build
+
+
+def _approval_rule(
+    name: str, requires: bool | Predicate, timeout: float | None
+) -> ApprovalRule | None:
+    if timeout is not None and not timeout > 0:
+        raise ConfigurationError(f"tool {name!r}: approval_timeout must be positive seconds")
+    if requires is False:
+        if timeout is not None:
+            raise ConfigurationError(
+                f"tool {name!r}: approval_timeout is set but the tool requires no approval"
+            )
+        return None
+    if requires is True:
+        return ApprovalRule(True, None, timeout)
+    if not callable(requires):
+        raise ConfigurationError(
+            f"tool {name!r}: requires_approval is True, False or a predicate of the "
+            f"arguments, not {type(requires).__name__}"
+        )
+    if inspect.iscoroutinefunction(requires):
+        raise ConfigurationError(
+            f"tool {name!r}: requires_approval's predicate must be a plain function (pure, no I/O)"
+        )
+    return ApprovalRule(False, requires, timeout)

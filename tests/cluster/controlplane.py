@@ -321,7 +321,7 @@ def start(workdir: Path, pods: PodNetwork | None = None) -> Iterator[ControlPlan
                     "--service-account-issuer",
                     server,
                     "--service-cluster-ip-range",
-                    pods.service_cidr if pods else "10.0.0.0/24",
+                    pods.service_cidr if pods else "10.0.0.0/16",
                     *(
                         [
                             "--kubelet-client-certificate",

@@ -67,7 +67,7 @@ def test_mcp_servers_render_the_runtime_env_with_the_header_from_its_secret(
     assert "not-in-the-deployment" not in yaml.safe_dump(deployment)
 
 
-def test_an_approval_requiring_server_fails_the_agent_naming_the_field(
+def test_an_approval_requiring_server_is_rendered_for_the_runtime(
     kubectl: Kubectl, operator: Operator
 ) -> None:
     apply(
@@ -78,17 +78,15 @@ def test_an_approval_requiring_server_fails_the_agent_naming_the_field(
             [{"name": "catalog", "url": "http://c/mcp", "requiresApproval": {"all": True}}],
         ),
     )
-    failed = poll(
-        "careful to fail",
-        lambda: (
-            (a := kubectl.get("agent", "careful", NS))
-            and (a.get("status") or {}).get("phase") == "Failed"
-            and a
-        ),
+    deployment = poll(
+        "careful's Deployment",
+        lambda: kubectl.get("deployment", "careful", NS),
     )
-    messages = [c.get("message", "") for c in failed["status"]["conditions"]]
-    assert any(m.startswith("spec.mcpServers[0].requiresApproval:") for m in messages), messages
-    assert kubectl.get("deployment", "careful", NS) is None
+    env = {
+        e["name"]: e.get("value")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["ANKKA_MCP_CATALOG_REQUIRES_APPROVAL"] == "all"
 
 
 def test_a_header_without_its_secret_reference_is_refused_by_the_schema(

@@ -380,3 +380,35 @@ def _environ() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if not k.startswith(("ANKKA_MCP_", "ANKKA_MODEL_"))}
+
+
+def test_a_tool_of_a_server_marked_requires_approval_waits_and_runs_once_approved(
+    standin: Callable[[Script], Server],
+    catalog: Callable[..., Server],
+    shop: Callable[..., Server],
+) -> None:
+    mcp = catalog()
+    model = standin(search("kettle", "Found kettles."))
+    server = shop(
+        model.url,
+        {"ANKKA_MCP_CATALOG_URL": mcp.url, "ANKKA_MCP_CATALOG_REQUIRES_APPROVAL": "search"},
+    )
+    wait_ready(server)
+    answer = ask(server, "Do you have kettles?")
+    assert answer.status_code == 202, answer.text
+    (request,) = answer.json()["approvals"]
+    assert request["tool"] == "mcp__catalog__search"
+    assert request["arguments"] == {"query": "kettle"}
+    assert len(received(model)) == 1  # nothing ran; the model waits too
+    decided = httpx.post(
+        f"{server.url}/v1/approvals/{request['id']}",
+        json={"decision": "approve", "digest": request["digest"]},
+        timeout=60,
+    )
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["turn"]["reply"] == "Found kettles."
+    tool_message = received(model)[1]["body"]["messages"][-1]
+    assert "Steel kettle" in tool_message["content"]
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'ankka_mcp_calls_total{outcome="ok",server="catalog",tool="search"} 1.0' in metrics
+    stop_cleanly(server)

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ankka._kernel.clock import SystemClock
 from ankka.runtime.agents import Turn
-from ankka.runtime.loop import run_turn
+from ankka.runtime.loop import TurnOutcome, run_turn
 from ankka.runtime.messages import UserMessage
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
@@ -89,6 +89,7 @@ async def test_a_typed_answer_decodes_from_the_real_model(llama_server: LlamaSer
         )
     finally:
         await model.aclose()
+    assert isinstance(outcome, TurnOutcome)
     assert isinstance(outcome.value, Sky)
     assert outcome.value.colour
     assert outcome.usage.output_tokens > 0

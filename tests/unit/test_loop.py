@@ -184,7 +184,7 @@ def typed_service() -> Service:
 async def test_a_typed_answer_decodes_into_its_type(make_runtime: MakeRuntime) -> None:
     runtime, provider = await make_runtime(typed_service(), ['{"city": "Oslo", "celsius": 1.5}'])
     result = await runtime.run(runtime.plan("typed", "s", "Forecast?"))
-    assert result.outcome.value == Forecast(city="Oslo", celsius=1.5)
+    assert result.finished.value == Forecast(city="Oslo", celsius=1.5)
     assert result.reply == {"city": "Oslo", "celsius": 1.5}
     output = provider.requests[0].output
     assert output is not None and output.schema["properties"]["celsius"]["type"] == "number"
@@ -211,7 +211,7 @@ async def test_usage_is_summed_per_turn_and_attached_to_the_last_answer_only(
     ]
     runtime, _ = await make_runtime(service_with(), script)
     result = await runtime.run(runtime.plan("weather", "s", "Weather?"))
-    assert result.outcome.usage.as_dict() == {
+    assert result.finished.usage.as_dict() == {
         "input_tokens": 30,
         "output_tokens": 5,
         "cache_read_tokens": 4,
@@ -219,10 +219,10 @@ async def test_usage_is_summed_per_turn_and_attached_to_the_last_answer_only(
     }
     answers = [m for m in await runtime.messages("s") if isinstance(m, AssistantMessage)]
     assert [a.turn_usage for a in answers[:-1]] == [None]
-    assert answers[-1].turn_usage == result.outcome.usage
+    assert answers[-1].turn_usage == result.finished.usage
     assert [a.call.usage.input_tokens for a in answers if a.call] == [10, 20]
     summary = await runtime.summary("s")
-    assert summary.usage == result.outcome.usage and summary.turns == 1
+    assert summary.usage == result.finished.usage and summary.turns == 1
 
 
 def memory_service(memory: Memory, write: bool = True) -> Service:

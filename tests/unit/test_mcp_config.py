@@ -41,10 +41,6 @@ def test_server_names_with_dashes_use_underscores() -> None:
         ({}, "ANKKA_MCP_CATALOG_URL is not set"),
         ({"ANKKA_MCP_CATALOG_URL": "catalog:80"}, "is not an http(s) URL"),
         ({**URL, "ANKKA_MCP_CATALOG_TIMEOUT": "0"}, "ANKKA_MCP_CATALOG_TIMEOUT='0'"),
-        (
-            {**URL, "ANKKA_MCP_CATALOG_REQUIRES_APPROVAL": "all"},
-            "approvals are not available",
-        ),
         ({**URL, "ANKKA_MCP_CATALOG_HEADER_": "v"}, "ANKKA_MCP_CATALOG_HEADER_"),
     ],
 )
@@ -62,11 +58,17 @@ def test_a_refused_header_value_is_never_shown() -> None:
     assert "canary-9f3" not in str(caught.value)
 
 
-def test_approval_in_code_is_refused_until_approvals_land() -> None:
-    with pytest.raises(ConfigurationError, match="approvals are not available"):
-        McpServer("catalog", requires_approval=("delete_item",))
-    with pytest.raises(ConfigurationError, match="all its tools"):
-        McpServer("catalog", requires_approval=True)
+def test_approval_is_declared_in_code_or_set_in_the_environment() -> None:
+    assert McpServer("catalog", requires_approval=("delete_item",)).needs_approval("delete_item")
+    assert not McpServer("catalog", requires_approval=("delete_item",)).needs_approval("search")
+    assert McpServer("catalog", requires_approval=True).needs_approval("search")
+    every = parse_environment({**URL, "ANKKA_MCP_CATALOG_REQUIRES_APPROVAL": "all"}, ["catalog"])
+    assert every["catalog"].needs_approval("anything")
+    some = parse_environment(
+        {**URL, "ANKKA_MCP_CATALOG_REQUIRES_APPROVAL": "delete_item, refund"}, ["catalog"]
+    )
+    assert some["catalog"].requires_approval == ("delete_item", "refund")
+    assert not some["catalog"].needs_approval("search")
 
 
 def test_a_server_listed_twice_or_badly_named_is_refused() -> None:

@@ -45,6 +45,23 @@ def test_what_the_operator_renders_is_what_the_runtime_reads() -> None:
     assert dict(server.headers) == {"authorization": "secret-from-the-kubelet"}
 
 
+def test_requires_approval_is_rendered_as_the_runtime_reads_it() -> None:
+    s = spec(
+        {"name": "a", "url": "http://a", "requiresApproval": {"tools": ["delete", "refund"]}},
+        {"name": "b", "url": "http://b", "requiresApproval": {"all": True}},
+    )
+    assert invalid_reason(s) is None
+    rendered = {
+        e["name"]: e["value"]
+        for e in runtime_env(s, Settings(namespace="p"))
+        if e["name"].startswith("ANKKA_MCP_")
+    }
+    assert rendered["ANKKA_MCP_A_REQUIRES_APPROVAL"] == "delete,refund"
+    servers = parse_environment(rendered, ["a", "b"])
+    assert servers["a"].requires_approval == ("delete", "refund")
+    assert servers["b"].needs_approval("anything")
+
+
 @pytest.mark.parametrize(
     ("servers", "named"),
     [
@@ -62,10 +79,6 @@ def test_what_the_operator_renders_is_what_the_runtime_reads() -> None:
                 }
             ],
             "spec.mcpServers[0].headers",
-        ),
-        (
-            [{"name": "a", "url": "http://a", "requiresApproval": {"tools": ["delete"]}}],
-            "spec.mcpServers[0].requiresApproval: approvals are not available",
         ),
     ],
 )

@@ -69,7 +69,7 @@ async def test_an_effect_built_by_the_platform_runs_on_the_same_seam(
     assert result.reply == "done"
     assert provider.requests[0].instructions == "the task"
     assert (await runtime.messages("task-1"))[0] == UserMessage(
-        "iteration 1", "echo", result.outcome.turn
+        "iteration 1", "echo", result.finished.turn
     )
 
 

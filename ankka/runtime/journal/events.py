@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from ankka.runtime.accounting import UnwrittenCalls
+from ankka.runtime.approvals.records import APPROVAL_RECORD_TYPES, ApprovalRecord
 from ankka.runtime.compaction.records import CompactionRecord, CompactionRejected, HistoryCompacted
 from ankka.runtime.identity import SessionOpened
 from ankka.runtime.judgments.usage import JudgmentUsage
@@ -39,9 +40,16 @@ from ankka.runtime.messages import (
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
 Record = (
-    Message | McpToolsRecord | CompactionRecord | UnwrittenCalls | SessionOpened | JudgmentUsage
+    Message
+    | McpToolsRecord
+    | CompactionRecord
+    | UnwrittenCalls
+    | SessionOpened
+    | JudgmentUsage
+    | ApprovalRecord
 )
-"""What a journal holds. Grows by union: ``... | TaskRecord | ApprovalRecord``. An
+"""What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
+decision, an approved call's start or a turn's end (:mod:`ankka.runtime.approvals.records`). An
 :class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
 changed); it is not part of the conversation, nor are the compaction records, the accounting
 of a turn that wrote no messages (:class:`UnwrittenCalls`), who opened the session
@@ -58,6 +66,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     UnwrittenCalls,
     SessionOpened,
     JudgmentUsage,
+    *APPROVAL_RECORD_TYPES,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}

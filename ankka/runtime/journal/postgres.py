@@ -9,6 +9,7 @@ session" hold across pods, not only within one process.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -59,6 +60,10 @@ class PostgresStore:
     def __init__(self, pool: AsyncConnectionPool[Any], dsn: str) -> None:
         self._pool = pool
         self._where = redacted(dsn)
+        # A turn holds a pooled connection for its session lock and needs a second one to
+        # read and append: at most half the pool holds locks, so holders never starve the
+        # reads they wait on (100 turns at once exhausted a pool of 20 and timed out).
+        self._holders = asyncio.Semaphore(max(1, pool.max_size // 2))
 
     @classmethod
     async def open(cls, dsn: str, *, max_connections: int = 20) -> PostgresStore:
@@ -137,7 +142,7 @@ class PostgresStore:
         await self._pool.close()
 
     def session_lock(self) -> PostgresSessionLock:
-        return PostgresSessionLock(self._pool)
+        return PostgresSessionLock(self._pool, self._holders)
 
 
 class PostgresSessionLock:
@@ -147,12 +152,13 @@ class PostgresSessionLock:
     while the turn runs; waiting for it is waiting in line, never a refusal.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], holders: asyncio.Semaphore) -> None:
         self._pool = pool
+        self._holders = holders
 
     @asynccontextmanager
     async def hold(self, session: str) -> AsyncIterator[None]:
-        async with self._pool.connection() as conn:
+        async with self._holders, self._pool.connection() as conn:
             await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_TURN_NS, session))
             try:
                 yield

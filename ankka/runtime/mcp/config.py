@@ -9,12 +9,8 @@ becomes a header without the code knowing it:
   ``-``: ``HEADER_X_API_KEY`` is ``x-api-key``). Values are secrets: never logged, journaled,
   shown in errors or in metrics;
 - ``ANKKA_MCP_<SERVER>_TIMEOUT``: seconds one call may take (default 60);
-- ``ANKKA_MCP_<SERVER>_REQUIRES_APPROVAL``: ``all`` or a comma list of tool names. Approvals
-  are not built yet, so such a declaration is refused at start rather than run unchecked.
-
-The names are built from :data:`PREFIX` and the suffixes, never listed literally (as the model
-settings are, :mod:`ankka.runtime.providers.config`). A variable under the prefix that is no
-setting, or names a server no agent lists, is refused at start, naming it. Pure: no I/O.
+- ``ANKKA_MCP_<SERVER>_REQUIRES_APPROVAL``: ``all`` or a comma list of tool names whose calls
+  wait for a person's decision (docs/approvals.md).
 """
 
 from __future__ import annotations
@@ -56,6 +52,12 @@ class McpServerSettings:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
+    requires_approval: bool | tuple[str, ...] = False
+    """``True`` (every tool) or tool names whose calls wait for a decision."""
+
+    def needs_approval(self, tool: str) -> bool:
+        approval = self.requires_approval
+        return approval is True or (isinstance(approval, tuple) and tool in approval)
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -137,12 +139,11 @@ def _server(name: str, values: dict[str, str], headers: dict[str, str]) -> McpSe
     if not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"{env_name(name, 'URL')}={url!r} is not an http(s) URL")
     approval = values.get("REQUIRES_APPROVAL", "").strip()
-    if approval and approval.lower() not in ("false", "none", "no"):
-        raise ConfigurationError(
-            f"{env_name(name, 'REQUIRES_APPROVAL')}={approval!r}: MCP server {name!r} is marked "
-            "as requiring approval, and approvals are not available in this version of ankka; "
-            "remove the setting, or do not list the server until approvals land"
-        )
+    requires: bool | tuple[str, ...] = False
+    if approval.lower() == "all":
+        requires = True
+    elif approval and approval.lower() not in ("false", "none", "no"):
+        requires = tuple(t.strip() for t in approval.split(",") if t.strip())
     timeout = DEFAULT_TIMEOUT
     raw = values.get("TIMEOUT")
     if raw is not None:
@@ -154,4 +155,4 @@ def _server(name: str, values: dict[str, str], headers: dict[str, str]) -> McpSe
             raise ConfigurationError(
                 f"{env_name(name, 'TIMEOUT')}={raw!r} is not a number of seconds in (0, 3600]"
             )
-    return McpServerSettings(name, url, headers, timeout)
+    return McpServerSettings(name, url, headers, timeout, requires)

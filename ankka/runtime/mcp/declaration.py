@@ -17,22 +17,20 @@ __all__ = ["McpServer", "normalise"]
 
 @dataclass(frozen=True, slots=True)
 class McpServer:
-    """An MCP server an agent uses. ``requires_approval`` (``True`` for every tool, or tool
-    names) is refused until approvals are built: an unchecked call would be worse than none."""
+    """An MCP server an agent uses. ``requires_approval`` (``True`` for every tool, or the
+    server's tool names) makes those calls wait for a person's decision (docs/approvals.md);
+    ``ANKKA_MCP_<SERVER>_REQUIRES_APPROVAL`` adds to it."""
 
     name: str
     requires_approval: bool | tuple[str, ...] = False
 
     def __post_init__(self) -> None:
         check_server_name(self.name, where="McpServer")
-        if self.requires_approval:
-            approval = self.requires_approval
-            which = "all its tools" if approval is True else ", ".join(approval or ())
-            raise ConfigurationError(
-                f"MCP server {self.name!r} is declared as requiring approval ({which}), and "
-                "approvals are not available in this version of ankka; remove "
-                "requires_approval, or do not list the server until approvals land"
-            )
+
+    def needs_approval(self, tool: str) -> bool:
+        """Whether the server's ``tool`` (its own name) waits for a decision."""
+        approval = self.requires_approval
+        return approval is True or (isinstance(approval, tuple) and tool in approval)
 
 
 def normalise(servers: Iterable[str | McpServer], *, agent: str) -> tuple[McpServer, ...]:

@@ -18,8 +18,8 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -38,7 +38,9 @@ from ankka.runtime.mcp.listing import (
 )
 from ankka.runtime.mcp.metrics import McpMetrics
 from ankka.runtime.mcp.results import ArgumentCheck, guard, parse_arguments, redact, render
-from ankka.runtime.tools import ToolOutcome, ToolSpec
+from ankka.runtime.tools import ApprovalRule, ToolOutcome, ToolSpec
+
+WAITS = ApprovalRule(True, None, None)  # a marked MCP tool: every call waits
 
 __all__ = ["START_WAIT", "STOP_WAIT", "McpServers", "McpTool", "TurnTools"]
 
@@ -60,6 +62,7 @@ class McpTool:
     result_guardrails: tuple[Guardrail, ...]
     metrics: McpMetrics
     clock: Clock
+    approval: ApprovalRule | None = None  # every call of the tool waits for a decision
 
     async def run(self, raw_arguments: str) -> ToolOutcome:
         server, secrets = self.connection.name, self.connection.settings.secrets
@@ -186,7 +189,10 @@ class McpServers:
         recorded: Mapping[str, str] = {},
         result_guardrails: Sequence[Guardrail] = (),
         description_guardrails: Sequence[Guardrail] = (),
+        approvals: Mapping[str, Callable[[str], bool]] = {},
     ) -> TurnTools:
+        """The turn's MCP tools; ``approvals`` maps a server to which of its tools (by the
+        server's own name) wait for a decision, beside its ``REQUIRES_APPROVAL`` setting."""
         tools: list[McpTool] = []
         records: list[McpToolsRecord] = []
         for server in servers:
@@ -202,7 +208,12 @@ class McpServers:
             kept = await self._screen(compiled, tuple(description_guardrails))
             for listed_tool in compiled.listing.tools:
                 if listed_tool.name in kept:
-                    tools.append(self._tool(connection, compiled, listed_tool, result_guardrails))
+                    declared = approvals.get(server)
+                    waits = connection.settings.needs_approval(listed_tool.name) or bool(
+                        declared is not None and declared(listed_tool.name)
+                    )
+                    tool = self._tool(connection, compiled, listed_tool, result_guardrails)
+                    tools.append(replace(tool, approval=WAITS) if waits else tool)
             changed = recorded.get(server) != compiled.digest
             records.append(
                 McpToolsRecord(

@@ -30,6 +30,7 @@ from typing import Any
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.agents import Service
+from ankka.runtime.approvals.index import ApprovalIndex
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.judgments.seam import JudgmentProvider
 from ankka.runtime.providers.base import ModelProvider
@@ -86,6 +87,7 @@ class TaskHost:
         notification_buffer: int = DEFAULT_BUFFER,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        approvals: ApprovalIndex | None = None,
     ) -> None:
         self.service = service
         self.store = store
@@ -99,6 +101,7 @@ class TaskHost:
             self.notifier,
             sleep,
             retry or RetryPolicy(),
+            approvals=approvals,
             judges=dict(judges or {}),
         )
         shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -237,7 +240,29 @@ class TaskHost:
                 log.exception("working task %s failed unexpectedly", task.id)
                 reason = f"the runtime failed working the task: {type(exc).__name__}: {exc}"
                 await self._finish(task.id, TaskState.FAILED, reason)
+            if await self._still_awaiting(task.id):
+                self._idle.add((agent.name, instance))
+                return
             self._idle.clear()
+
+    async def _still_awaiting(self, task: str) -> bool:
+        """The task waits for approval: its instance idles until a decision pokes the host
+        (or the idle recheck, after a restart)."""
+        record: TaskRecord | None = await self.store.read(lambda tx: statements.get(tx, task))
+        return record is not None and record.state == TaskState.AWAITING_APPROVAL
+
+    def approval_decided(self, task: str, data: dict[str, Any], last: bool) -> None:
+        """A request of ``task`` was decided (by a person or the platform); after the last,
+        its instance settles the calls before anything else."""
+        self.notifier.publish(
+            "approval_decided",
+            agent=str(data.get("agent", "")),
+            instance=data.get("instance"),
+            task=task,
+            **{k: v for k, v in data.items() if k not in ("agent", "instance")},
+        )
+        if last:
+            self.poke()
 
     def _tell_waiting(self, agent: str, instance: str, waiting: Sequence[TaskRecord]) -> None:
         now = self.clock.now()
@@ -319,6 +344,11 @@ class TaskHost:
             raise NotFound(f"there is no task {task!r}")
         return record
 
+    async def recent(self, limit: int) -> list[TaskRecord]:
+        """The last ``limit`` tasks created, newest first."""
+        records: list[TaskRecord] = await self.store.read(lambda tx: statements.recent(tx, limit))
+        return records
+
     async def wait(self, task: str, seconds: float) -> TaskRecord:
         """The task's record once it is final, or as it stands after ``seconds``."""
         deadline = self.clock.monotonic() + seconds
@@ -366,7 +396,12 @@ class TaskHost:
         if record is None:
             raise NotFound(f"agent {agent!r} has no instance {instance!r}")
         current = next(
-            (t.id for t in queue if t.state.value in ("in-progress", "result-rejected")), None
+            (
+                t.id
+                for t in queue
+                if t.state.value in ("in-progress", "result-rejected", "awaiting-approval")
+            ),
+            None,
         )
         if current is None and picked.task is not None and picked.task.started:
             current = picked.task.id

@@ -96,8 +96,10 @@ def _spec(agent: str, body: TaskBody) -> TaskSpec:
 
 
 async def _body(request: Request) -> TaskBody:
-    return await parse_body(
-        request, TaskBody, '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?}'
+    return parse_body(
+        await request.body(),
+        TaskBody,
+        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?}',
     )
 
 

@@ -27,6 +27,8 @@ from ankka._kernel.errors import (
     Refused,
     StoreError,
 )
+from ankka.runtime.approvals.index import ApprovalIndex
+from ankka.runtime.approvals.tasks import CUT_OFF_RUN, Gate, gate
 from ankka.runtime.guardrails import first_refusal
 from ankka.runtime.identity import SessionOpened
 from ankka.runtime.journal.events import Record
@@ -35,6 +37,7 @@ from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import ConcurrentAppend
 from ankka.runtime.judgments.guardrail import Judging
 from ankka.runtime.judgments.seam import JudgmentProvider
+from ankka.runtime.loop import decided_result
 from ankka.runtime.messages import AssistantMessage, Message, ModelCall, ToolResult, UserMessage
 from ankka.runtime.providers.base import ModelProvider, ModelResponse
 from ankka.runtime.tasks import statements
@@ -85,6 +88,7 @@ class Workbench:
     notifier: Notifier
     sleep: Callable[[float], Awaitable[None]]
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    approvals: ApprovalIndex | None = None
     # The service's judgment providers, for judged guardrails (the request loop's Runtime.judges).
     judges: Mapping[str, JudgmentProvider] = field(default_factory=dict)
 
@@ -212,7 +216,11 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
         if isinstance(point, Ends):
             raise _settled(accepts.task_type, point)
         if isinstance(point, RunTools):
-            await _run_tools(bench, agent, accepts.task_type, current, point, position, failures)
+            waiting = await _run_tools(
+                bench, agent, accepts.task_type, current, point, position, failures
+            )
+            if waiting:
+                return  # no model call while a request awaits; a decision pokes the host
             continue
         assert isinstance(point, CallModel)
         # Between iterations: a cancelled task stops here, after its iteration's tools ran.
@@ -385,8 +393,14 @@ async def _run_tools(
     point: RunTools,
     position: int,
     failures: _Failures,
-) -> None:
+) -> bool:
+    """Run the last response's pending calls; True when some wait for a decision."""
     turn = point.response.turn
+    gated = await _approval_gate(bench, agent, task, point)
+    if gated is not None and gated.waiting:
+        return True
+    if gated is not None:
+        position = gated.position
     for call in point.pending:
         end: _End | None = None
         rejected: str | None = None
@@ -407,8 +421,19 @@ async def _run_tools(
                 content = f"there is no tool named {call.name!r}; the tools offered are: {offered}"
                 is_error = True
             else:
-                outcome = await found.run(call.arguments)
-                content, is_error = outcome.content, outcome.is_error
+                verdict = gated.verdicts.get(call.id) if gated is not None else None
+                if gated is not None and verdict is not None and verdict.decision != "approved":
+                    decided = decided_result(call, verdict, agent.name, turn)
+                    content, is_error = decided.content, True
+                elif gated is not None and verdict is not None and call.id in gated.started:
+                    content, is_error = CUT_OFF_RUN, True  # at most once: never run again
+                else:
+                    if gated is not None and verdict is not None:
+                        # The start is recorded before the run: it spends the approval.
+                        start = gated.start_record(call)
+                        position = await _append(bench.journal, task.session, [start], position)
+                    outcome = await found.run(call.arguments)
+                    content, is_error = outcome.content, outcome.is_error
         result = ToolResult(call.id, call.name, content, is_error, agent.name, turn)
         position = await _append(bench.journal, task.session, [result], position)
         if end is not None:
@@ -425,6 +450,44 @@ async def _run_tools(
                 serial=False,
             )
             _tell(bench, "task_result_rejected", agent, task, reason=rejected)
+    return False
+
+
+async def _approval_gate(
+    bench: Workbench, agent: AutonomousAgent, task: TaskRecord, point: RunTools
+) -> Gate | None:
+    """Where the response's calls stand with approval; records the requests (and the task's
+    ``awaiting-approval``) the first time, and ``in-progress`` again once all are decided."""
+
+    def tool_of(call: Any) -> Any:
+        return agent.tool(call.name)
+
+    def needs(call: Any) -> bool:
+        found = tool_of(call)
+        return found is not None and found.needs_approval(call.arguments)
+
+    gated = await gate(
+        bench.journal,
+        bench.approvals,
+        session=task.session,
+        agent=agent.name,
+        turn=point.response.turn,
+        calls=point.pending,
+        rule_of=lambda call: getattr(tool_of(call), "approval", None),
+        needs=needs,
+        now=bench.clock.now(),
+    )
+    if gated is None:
+        return None
+    wanted = TaskState.AWAITING_APPROVAL if gated.waiting else TaskState.IN_PROGRESS
+    if task.state != wanted:
+        await bench.store.write(
+            partial(statements.update, task=task.id, now=bench.clock.now(), state=wanted.value)
+        )
+    if gated.new:
+        for request in gated.requests:
+            _tell(bench, "approval_requested", agent, task, **request.shown())
+    return gated
 
 
 async def _judge(

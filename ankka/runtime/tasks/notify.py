@@ -41,6 +41,9 @@ EVENTS = (
     "budget_approaching",
     "model_calls_failing",
     "dependency_pending_long",
+    "approval_requested",
+    "approval_decided",
+    "approval_expiring",
 )
 
 

@@ -58,6 +58,7 @@ class TaskState(enum.StrEnum):
     PENDING = "pending"
     ASSIGNED = "assigned"
     IN_PROGRESS = "in-progress"
+    AWAITING_APPROVAL = "awaiting-approval"  # its last response's calls wait for a person
     RESULT_REJECTED = "result-rejected"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -65,7 +66,7 @@ class TaskState(enum.StrEnum):
 
 
 FINAL = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED})
-WORKING = frozenset({TaskState.IN_PROGRESS, TaskState.RESULT_REJECTED})
+WORKING = frozenset({TaskState.IN_PROGRESS, TaskState.RESULT_REJECTED, TaskState.AWAITING_APPROVAL})
 
 
 class InstanceState(enum.StrEnum):

@@ -46,6 +46,7 @@ __all__ = [
     "pick",
     "put",
     "queue",
+    "recent",
     "release",
     "renew",
     "set_instance",
@@ -57,6 +58,14 @@ __all__ = [
 def get(tx: Transaction, task: str) -> TaskRecord | None:
     found = tx.rows(f"SELECT {TASK_COLUMNS} FROM ankka_tasks WHERE id = ?", (task,))
     return task_from_row(found[0]) if found else None
+
+
+def recent(tx: Transaction, limit: int) -> list[TaskRecord]:
+    """The last ``limit`` tasks created, newest first (the console's list)."""
+    rows = tx.rows(
+        f"SELECT {TASK_COLUMNS} FROM ankka_tasks ORDER BY created_at DESC, id LIMIT ?", (limit,)
+    )
+    return [task_from_row(row) for row in rows]
 
 
 def get_instance(tx: Transaction, agent: str, instance: str) -> InstanceRecord | None:

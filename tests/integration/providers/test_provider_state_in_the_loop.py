@@ -10,7 +10,7 @@ import pytest
 from ankka._kernel.clock import SystemClock
 from ankka.runtime.agents import Turn
 from ankka.runtime.journal.events import decode, encode
-from ankka.runtime.loop import run_turn
+from ankka.runtime.loop import TurnOutcome, run_turn
 from ankka.runtime.messages import AssistantMessage
 from ankka.runtime.tools import tool
 from tests.integration.providers.conftest import Build, Standin, settings_for
@@ -49,6 +49,7 @@ async def test_reasoning_goes_back_within_the_turn_and_is_never_journaled(
         clock=SystemClock(),
     )
 
+    assert isinstance(outcome, TurnOutcome)
     assert outcome.text == "Sunny in Oslo."
     second = json.dumps(standin.requests()[1]["body"])
     marker = "I should look it up." if wire == "anthropic" else "rs_standin_1"

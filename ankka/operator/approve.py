@@ -1,0 +1,136 @@
+"""Decide a Task's pending tool approval, as a person allowed to by the cluster's RBAC.
+
+``ankka approve TASK APPROVAL-ID --digest D [--refuse] [--reason R] [-n NAMESPACE]`` (also
+``kubectl ankka approve ...`` with the ``kubectl-ankka`` plugin shim, docs/operator.md):
+
+1. reads the Task (the caller's kubeconfig) and refuses an id its status does not list as
+   pending;
+2. asks the API server whether the caller may ``update`` ``tasks/approval`` in the namespace
+   (a SelfSubjectAccessReview): that RBAC verb is who may decide;
+3. asks the API server who the caller is (a SelfSubjectReview): the username it stamps;
+4. sends the decision to the Task's runtime (``POST /v1/approvals/{id}``) with that name in
+   ``X-Ankka-Approver``, which the runtime records when started with
+   ``--approver-header X-Ankka-Approver``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+import httpx2
+from pydantic import ValidationError
+
+from ankka._kernel.errors import AnkkaError
+from ankka.api.resources import GROUP, VERSION, AgentSpec, TaskSpec
+
+__all__ = ["APPROVER_HEADER", "configure", "run"]
+
+APPROVER_HEADER = "X-Ankka-Approver"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help="the Task's name")
+    parser.add_argument("approval", help="the approval's id (kubectl get task -o wide)")
+    parser.add_argument("--digest", required=True, help="the digest shown with the request")
+    parser.add_argument("--refuse", action="store_true", help="refuse instead of approving")
+    parser.add_argument("--reason", default="", help="why (told to the model when refused)")
+    parser.add_argument("-n", "--namespace", default="default")
+
+
+class _Refused(Exception):
+    pass
+
+
+async def _decide(args: argparse.Namespace) -> dict[str, Any]:
+    from ankka.operator import tasks
+    from ankka.operator.kube import Kube
+
+    kube = Kube.from_environment(field_manager="ankka-approve")
+    try:
+        ns = args.namespace
+        body = await kube.get(API_VERSION, "Task", ns, args.task)
+        if body is None:
+            raise _Refused(f"there is no Task {args.task!r} in {ns}")
+        status = body.get("status") or {}
+        pending = [a.get("id") for a in status.get("approvals") or []]
+        if args.approval not in pending:
+            listed = ", ".join(str(p) for p in pending) or "none"
+            raise _Refused(
+                f"Task {ns}/{args.task} lists no pending approval {args.approval!r} "
+                f"(pending: {listed})"
+            )
+        allowed = await kube.review(
+            "authorization.k8s.io/v1",
+            "selfsubjectaccessreviews",
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {
+                    "resourceAttributes": {
+                        "namespace": ns,
+                        "verb": "update",
+                        "group": GROUP,
+                        "resource": "tasks",
+                        "subresource": "approval",
+                        "name": args.task,
+                    }
+                },
+            },
+        )
+        if not (allowed.get("status") or {}).get("allowed"):
+            raise _Refused(
+                f"you may not decide approvals of Task {ns}/{args.task}: RBAC does not grant "
+                f"'update' on 'tasks/approval' in {ns} (docs/operator.md)"
+            )
+        who = await kube.review(
+            "authentication.k8s.io/v1",
+            "selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+        username = str(((who.get("status") or {}).get("userInfo") or {}).get("username", ""))
+        try:
+            spec = TaskSpec.model_validate(body.get("spec") or {})
+        except ValidationError as exc:
+            raise _Refused(f"Task {ns}/{args.task}'s spec does not parse: {exc}") from exc
+        agent = await kube.get(API_VERSION, "Agent", ns, spec.agent)
+        if agent is None:
+            raise _Refused(f"there is no Agent {spec.agent!r} in {ns}")
+        address = tasks.runtime_address(
+            ns, spec.agent, AgentSpec.model_validate(agent.get("spec") or {})
+        )
+    finally:
+        kube.close()
+    decision = {
+        "decision": "refuse" if args.refuse else "approve",
+        "digest": args.digest,
+        "reason": args.reason,
+    }
+    async with httpx2.AsyncClient(timeout=60.0) as client:
+        answer = await client.post(
+            f"{address}/v1/approvals/{args.approval}",
+            json=decision,
+            headers={APPROVER_HEADER: username} if username else {},
+        )
+    data: dict[str, Any] = answer.json()
+    if answer.status_code >= 400:
+        error = data.get("error") or {}
+        raise _Refused(f"the runtime refused the decision ({answer.status_code}): {error}")
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        answer = asyncio.run(_decide(args))
+    except (_Refused, AnkkaError) as exc:
+        print(f"ankka approve: {exc}", file=sys.stderr)
+        return 1
+    except httpx2.HTTPError as exc:
+        print(f"ankka approve: cannot reach the runtime: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(answer))
+    return 0

@@ -1,0 +1,249 @@
+"""The console in a real headless browser: Debian's chromium driven by Playwright.
+
+After a scripted session (a tool call, then a second turn) the session's page, as the browser
+renders it, shows the tool call, and its token counts are the API's. A screenshot is kept
+under ``.ci/artifacts/`` for CI. No browser is downloaded: Playwright drives the system's
+``chromium`` (scripts/system-deps.sh installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+from tests.integration.conftest import Script
+from tests.support.processes import REPO, Server
+
+pytestmark = pytest.mark.integration
+
+ARTIFACTS = REPO / ".ci" / "artifacts"
+CONSOLE_ON = {"ANKKA_CONSOLE": "on"}
+SCRIPT: Script = [
+    {
+        "tool_calls": [{"name": "get_weather", "arguments": {"city": "Helsinki"}}],
+        "usage": {"input_tokens": 96, "output_tokens": 18},
+    },
+    {"text": "It is -3 °C in Helsinki.", "usage": {"input_tokens": 131, "output_tokens": 16}},
+    {"text": "Tomorrow looks the same.", "usage": {"input_tokens": 170, "output_tokens": 9}},
+]
+
+
+T = TypeVar("T")
+
+
+def in_browser(work: Callable[[Page], T]) -> T:
+    """Run ``work`` on a fresh page of headless chromium. Playwright's sync API runs an event
+    loop of its own, so it runs in a thread of its own, away from the tests' loop."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("chromium is not installed: run scripts/system-deps.sh (apt chromium)")
+
+    def run() -> T:
+        with sync_playwright() as playwright:
+            # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+            browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            try:
+                return work(browser.new_page())
+            finally:
+                browser.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(run).result(timeout=120)
+
+
+@pytest.fixture
+def console(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> tuple[str, list[dict[str, object]]]:
+    """A served weather agent with its console on, after a two-turn session."""
+    model = standin(SCRIPT)
+    runtime = serve(model.url, target="examples.weather:service", env=CONSOLE_ON)
+    answers = []
+    for question in ("Weather in Helsinki?", "And tomorrow?"):
+        answer = httpx.post(
+            f"{runtime.url}/v1/agents/weather/sessions/walk", json={"message": question}
+        )
+        assert answer.status_code == 200, answer.text
+        answers.append(answer.json())
+    return runtime.url, answers
+
+
+def _cell(page: Page, row: str, key: str) -> int:
+    return int(page.locator(f"{row} [data-usage={key}]").first.inner_text())
+
+
+def test_the_session_page_shows_the_tool_call_and_the_apis_token_counts(
+    console: tuple[str, list[dict[str, object]]],
+) -> None:
+    url, answers = console
+    api = httpx.get(f"{url}/v1/sessions/walk").json()
+
+    def check(page: Page) -> None:
+        page.goto(f"{url}/console/sessions/walk")
+        call = page.locator('.tool-call[data-tool="get_weather"]')
+        assert call.count() == 1
+        assert 'get_weather({"city": "Helsinki"})' in call.inner_text()
+        assert "Helsinki: " in page.locator('.tool-result[data-tool="get_weather"]').inner_text()
+        for key in ("input_tokens", "output_tokens", "cache_read_tokens"):
+            assert _cell(page, "#session-usage", key) == api["usage"][key]
+        row = '#by-agent-model tr[data-agent="weather"][data-model="standin"]'
+        assert _cell(page, row, "input_tokens") == api["usage"]["input_tokens"]
+        # The chart: one bar per turn, its height the turn's input + output tokens.
+        bars = page.locator("svg.chart g.bar")
+        totals = [int(bars.nth(i).get_attribute("data-total") or -1) for i in range(bars.count())]
+        usages = [a["usage"] for a in answers]
+        assert totals == [u["input_tokens"] + u["output_tokens"] for u in usages]  # type: ignore[index]
+        assert page.locator("#session-usage td").last.inner_text() == "unknown"  # cost
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "console-session.png"), full_page=True)
+
+        page.goto(f"{url}/console")
+        listed = page.locator('#sessions tr[data-session="walk"]')
+        assert listed.count() == 1
+        assert (
+            _cell(page, '#sessions tr[data-session="walk"]', "output_tokens")
+            == (api["usage"]["output_tokens"])
+        )
+        page.screenshot(path=str(ARTIFACTS / "console-sessions.png"), full_page=True)
+
+    in_browser(check)
+
+
+def test_the_console_is_off_unless_enabled(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    runtime = serve(standin(SCRIPT).url, target="examples.weather:service")
+    assert httpx.get(f"{runtime.url}/console").status_code == 404
+
+
+def test_the_pages_fetch_nothing_but_this_server(
+    console: tuple[str, list[dict[str, object]]],
+) -> None:
+    url, _ = console
+    asked: list[str] = []
+
+    def visit(page: Page) -> None:
+        page.on("request", lambda request: asked.append(request.url))
+        page.goto(f"{url}/console/sessions/walk")
+        page.wait_for_load_state("networkidle")
+
+    in_browser(visit)
+    assert asked
+    assert [u for u in asked if not u.startswith(url)] == []
+    assert f"{url}/console/static/console.js" in asked
+
+
+TASKS_SCRIPT = json.loads((REPO / "examples" / "tasks-standin.json").read_text())
+
+
+def test_a_tasks_page_follows_it_live_then_shows_its_budget_tokens_and_result(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    # Each model call waits, so the task is still working when the page opens.
+    slow = [{**turn, "delay_ms": 3000} for turn in TASKS_SCRIPT]
+    runtime = serve(standin(slow).url, target="examples.tasks:service", env=CONSOLE_ON)
+    url = runtime.url
+
+    def check(page: Page) -> dict[str, Any]:
+        page.goto(f"{url}/console/tasks")  # the browser is up before the task starts
+        body = {"type": "summary", "instructions": "Summarise ankka."}
+        created = httpx.put(f"{url}/v1/agents/researcher/tasks/t1", json=body, timeout=30)
+        assert created.status_code == 201, created.text
+        page.goto(f"{url}/console/tasks/t1")
+        # Live: the notifications stream's events are listed as they come ...
+        page.wait_for_selector('#progress li[data-event="snapshot"]', state="attached")
+        page.wait_for_selector('#progress li:not([data-event="snapshot"])', state="attached")
+        # ... and the page is rendered again by the server once the task ends.
+        page.wait_for_selector('#state[data-state="completed"]', timeout=60_000)
+        bar = page.locator("svg.budget")
+        shown = {
+            "used": int(bar.get_attribute("data-used") or -1),
+            "budget": int(bar.get_attribute("data-budget") or -1),
+            "input": _cell(page, "#task-usage", "input_tokens"),
+            "output": _cell(page, "#task-usage", "output_tokens"),
+            "result": page.locator("#result").inner_text(),
+        }
+        page.screenshot(path=str(ARTIFACTS / "console-task.png"), full_page=True)
+        page.click("text=what was done (its session)")
+        shown["tool"] = page.locator('.tool-call[data-tool="lookup"]').inner_text()
+        page.goto(f"{url}/console/tasks")
+        shown["listed"] = page.locator('#tasks tr[data-task="t1"]').get_attribute("data-state")
+        return shown
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shown = in_browser(check)
+    api = httpx.get(f"{url}/v1/tasks/t1").json()
+    assert api["state"] == "completed"
+    assert (shown["used"], shown["budget"]) == (
+        api["iterations"]["used"],
+        api["iterations"]["budget"],
+    )
+    assert (shown["input"], shown["output"]) == (
+        api["usage"]["input_tokens"],
+        api["usage"]["output_tokens"],
+    )
+    assert "ankka is an agent platform for Kubernetes" in shown["result"]
+    assert 'lookup({"topic": "ankka"})' in shown["tool"]
+    assert shown["listed"] == "completed"
+
+
+REFUND_SCRIPT: Script = [
+    {"tool_calls": [{"name": "refund", "arguments": {"order": "A1", "amount": 250}}]},
+    {"text": "Refunded A1."},
+]
+
+
+def test_a_pending_call_is_approved_through_the_page_and_the_turn_resumes(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    target = "tests.integration.approval_services:service"
+    runtime = serve(standin(REFUND_SCRIPT).url, target=target, env=CONSOLE_ON)
+    url = runtime.url
+    waiting = httpx.post(
+        f"{url}/v1/agents/refunds/sessions/r1", json={"message": "refund A1"}, timeout=30
+    )
+    assert waiting.status_code == 202, waiting.text
+    (approval,) = waiting.json()["approvals"]
+
+    def approve(page: Page) -> str:
+        page.goto(f"{url}/console/approvals")
+        row = page.locator(f'#approvals tr[data-approval="{approval["id"]}"]')
+        assert "refund(" in row.inner_text()
+        row.locator('button[value="approve"]').click()
+        page.wait_for_url(f"{url}/console/approvals")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "console-approvals.png"), full_page=True)
+        return page.content()
+
+    after = in_browser(approve)
+    assert approval["id"] not in after  # no longer pending
+    listed = httpx.get(f"{url}/v1/approvals", params={"session": "r1"}).json()["approvals"]
+    assert [(a["state"], a["decided_by"]) for a in listed] == [("approved", "local")]
+    messages = httpx.get(f"{url}/v1/sessions/r1/messages").json()["messages"]
+    assert messages[-1]["content"] == "Refunded A1."  # the turn resumed and finished
+
+
+def test_a_decision_posted_from_another_site_is_refused(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    target = "tests.integration.approval_services:service"
+    runtime = serve(standin(REFUND_SCRIPT).url, target=target, env=CONSOLE_ON)
+    waiting = httpx.post(
+        f"{runtime.url}/v1/agents/refunds/sessions/r2", json={"message": "refund A1"}, timeout=30
+    )
+    (approval,) = waiting.json()["approvals"]
+    forged = httpx.post(
+        f"{runtime.url}/console/approvals/{approval['id']}",
+        data={"decision": "approve", "digest": approval["digest"]},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert forged.status_code == 403
+    listed = httpx.get(f"{runtime.url}/v1/approvals", params={"session": "r2"}).json()
+    assert [a["state"] for a in listed["approvals"]] == ["pending"]

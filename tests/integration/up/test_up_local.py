@@ -1,0 +1,40 @@
+"""``ankka up --model local``: a real answer from llama.cpp serving SmolLM2, through the gateway.
+
+SmolLM2 cannot call tools, so the agent is the long chat's (no tools); the gateway reads the
+model's capabilities from llama.cpp's ``/props``. A missing llama.cpp or model fails (the
+model part's log says which), never skips.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ankka.local.local_model import MODEL_FILE
+from tests.integration.up.conftest import mtls, start_up
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_real_model_answers_through_the_gateway(up_state: Path) -> None:
+    up = start_up(up_state, "examples.long_chat:service", "--model", "local", deadline=240)
+    try:
+        assert up.process.poll() is None, up.text
+        answer = httpx.post(
+            f"{up.url}/v1/agents/chat/sessions/real",
+            json={"message": "Say hello in one short sentence."},
+            timeout=180,
+        )
+        assert answer.status_code == 200, answer.text
+        assert isinstance(answer.json()["reply"], str)
+        assert answer.json()["reply"].strip()
+        calls = answer.json()["model_calls"]
+        assert [c["model"] for c in calls] == [MODEL_FILE]  # the name llama.cpp answers with
+        assert calls[0]["usage"]["output_tokens"] > 0
+        with httpx.Client(verify=mtls(up_state)) as client:
+            metrics = client.get(f"https://localhost:{up.gateway_port}/metrics").text
+        assert 'ankka_gateway_requests_total{caller="local/long-chat",model="smollm2"}' in metrics
+    finally:
+        up.stop()

@@ -1,0 +1,118 @@
+"""Approvals in a task, on a real SQLite file with the scripted provider: the task waits in
+awaiting-approval making no model call, its notifications, and a refusal told to the model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from ankka.runtime.agents import Service
+from ankka.runtime.approvals.index import ApprovalIndex
+from ankka.runtime.host import Runtime
+from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.messages import ToolResult
+from ankka.runtime.tasks import Accepts, AutonomousAgent
+from ankka.runtime.tasks.host import TaskHost
+from ankka.runtime.tasks.iteration import RetryPolicy
+from ankka.runtime.tasks.records import TaskSpec, TaskState
+from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
+from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.tools import tool
+from examples.tasks import summary
+
+RAN: list[str] = []
+
+
+@tool(requires_approval=lambda args: args.topic != "harmless")
+def publish(topic: str) -> str:
+    """Publish a topic."""
+    RAN.append(topic)
+    return f"{topic} published"
+
+
+def publish_call(topic: str) -> dict[str, object]:
+    return {"tool_calls": [{"name": "publish", "arguments": {"topic": topic}}]}
+
+
+COMPLETE = {
+    "tool_calls": [{"name": "complete_task", "arguments": {"title": "ankka", "points": ["told"]}}]
+}
+
+
+async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
+    tmp_path: Path,
+) -> None:
+    RAN.clear()
+    service = Service("tasks")
+    service.autonomous(
+        AutonomousAgent(
+            name="researcher",
+            instructions="Publish, then complete.",
+            tools=[publish],
+            accepts=[Accepts(summary, budget=5)],
+        )
+    )
+    path = tmp_path / "store.sqlite3"
+    provider = ScriptedProvider(
+        [publish_call("harmless"), publish_call("secret"), COMPLETE], name="default"
+    )
+    task_store = await SqliteTaskStore.open(path)
+    index = ApprovalIndex(task_store)
+    runtime = Runtime(
+        service,
+        store=await SqliteStore.open(path),
+        providers={"default": provider},
+        approvals=index,
+    )
+    host = TaskHost(
+        service,
+        store=task_store,
+        journal=runtime.journal,
+        providers={"default": provider},
+        poll_seconds=0.05,
+        retry=RetryPolicy(first_pause=0.0, max_pause=0.0),
+        approvals=index,
+    )
+    runtime.approvals.task_decided = host.approval_decided
+    async with runtime, host:
+        with host.notifier.subscribe(("task", "t1")) as events:
+            await host.put(
+                "researcher",
+                "t1",
+                TaskSpec("researcher", "summary", "Publish ankka."),
+                instance=None,
+                created_by="local",
+            )
+            for _ in range(200):
+                if (await host.get("t1")).state == TaskState.AWAITING_APPROVAL:
+                    break
+                await asyncio.sleep(0.05)
+            assert (await host.get("t1")).state == TaskState.AWAITING_APPROVAL
+            assert RAN == ["harmless"]  # the small one ran; the gated one waits
+            calls = len(provider.requests)
+            await asyncio.sleep(0.3)
+            assert len(provider.requests) == calls  # no model call while it waits
+            assert index is not None
+            (row,) = await index.find(session="task:t1", state="pending")
+            (shown,) = await runtime.approvals.shown([row])
+            decided = await runtime.approvals.decide(
+                row.id, "refused", shown["digest"], reason="not public", decided_by="ann"
+            )
+            assert decided.status == "resumed"
+            record = await host.wait("t1", 10.0)
+            assert record.state == TaskState.COMPLETED, record
+            seen = []
+            while True:
+                try:
+                    notice = await asyncio.wait_for(events.next(), 0.05)
+                except TimeoutError:
+                    break
+                seen.append(getattr(notice, "event", None))
+        results = [
+            m for m in await runtime.journal.conversation("task:t1") if isinstance(m, ToolResult)
+        ]
+    await task_store.close()
+    assert RAN == ["harmless"]
+    assert "approval_requested" in seen and "approval_decided" in seen
+    refused = next(r for r in results if r.name == "publish" and r.is_error)
+    assert "a person refused" in refused.content and "not public" in refused.content

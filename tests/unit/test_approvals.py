@@ -1,0 +1,389 @@
+"""Tool approvals on a real SQLite file with the scripted provider: suspend, decide, resume,
+expire, and the refusals (wrong digest, second decision, a new turn, a handler gone)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import pytest
+
+from ankka._kernel.clock import ManualClock
+from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.approvals.errors import ApprovalConflict, HandlerGone
+from ankka.runtime.approvals.index import ApprovalIndex
+from ankka.runtime.approvals.records import (
+    ApprovalDecided,
+    ApprovalRequest,
+    ApprovedCallStarted,
+    TurnEnded,
+    TurnSuspended,
+    canonical_arguments,
+    digest,
+)
+from ankka.runtime.host import Runtime
+from ankka.runtime.http import create_app
+from ankka.runtime.journal.events import Record, decode, encode
+from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.messages import AssistantMessage, ToolCall, ToolResult, UserMessage
+from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
+from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.tools import tool
+
+START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+RAN: list[tuple[str, float]] = []
+
+
+@tool(requires_approval=lambda args: args.amount > 100, approval_timeout=60)
+def refund(order: str, amount: float) -> str:
+    """Refund an order."""
+    RAN.append((order, amount))
+    return f"refunded {amount} on {order}"
+
+
+def refund_call(order: str, amount: float) -> dict[str, Any]:
+    return {"name": "refund", "arguments": {"order": order, "amount": amount}}
+
+
+def service() -> Service:
+    s = Service("refunds")
+
+    @s.agent("refunds")
+    def refunds(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, tools=[refund])
+
+    return s
+
+
+class Make(Protocol):
+    async def __call__(
+        self, service: Service, script: Sequence[dict[str, Any] | str]
+    ) -> tuple[Runtime, ScriptedProvider]: ...
+
+
+@pytest.fixture
+async def make(tmp_path: Path) -> AsyncIterator[Make]:
+    made: list[Runtime] = []
+    RAN.clear()
+
+    async def build(
+        service: Service, script: Sequence[dict[str, Any] | str]
+    ) -> tuple[Runtime, ScriptedProvider]:
+        for r in made:  # one runtime on the file at a time, as one process
+            await r.aclose()
+        made.clear()
+        path = tmp_path / "journal.sqlite3"
+        store = await SqliteStore.open(path)
+        index = ApprovalIndex(await SqliteTaskStore.open(path))
+        provider = ScriptedProvider(script, name="default")
+        runtime = Runtime(
+            service,
+            store=store,
+            providers={"default": provider},
+            clock=ManualClock(START),
+            approvals=index,
+            approval_tick_seconds=3600,  # the tests expire by hand
+        )
+        await runtime.__aenter__()
+        made.append(runtime)
+        return runtime, provider
+
+    yield build
+    for r in made:
+        await r.aclose()
+        assert r.approvals.index is not None
+        await r.approvals.index.store.close()
+
+
+async def suspend(runtime: Runtime, message: str = "refund") -> tuple[ApprovalRequest, ...]:
+    result = await runtime.run(runtime.plan("refunds", "s", message))
+    assert result.outcome is None
+    return result.awaiting
+
+
+async def test_a_small_refund_runs_without_a_decision(make: Make) -> None:
+    runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 20)]}, "Done."])
+    result = await runtime.run(runtime.plan("refunds", "s", "refund A1"))
+    assert result.reply == "Done."
+    assert RAN == [("A1", 20.0)]
+
+
+async def test_approve_runs_the_call_once_with_the_recorded_arguments(make: Make) -> None:
+    runtime, provider = await make(
+        service(), [{"tool_calls": [refund_call("A1", 250)]}, "Refunded."]
+    )
+    (request,) = await suspend(runtime)
+    assert RAN == []
+    assert request.tool == "refund"
+    assert request.expires_at is not None
+    decided = await runtime.approvals.decide(
+        request.id, "approved", request.digest, decided_by="spiffe://people/ann"
+    )
+    assert decided.status == "completed"
+    assert decided.outcome is not None and decided.outcome.text == "Refunded."
+    assert RAN == [("A1", 250.0)]
+    kinds = [type(e.record).__name__ for e in await runtime.journal.read("s")]
+    assert kinds == [
+        "SessionOpened",  # who opened the session: the first record of every session
+        "TurnSuspended",
+        "ApprovalDecided",
+        "ApprovedCallStarted",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResult",
+        "AssistantMessage",
+    ]
+    sent = provider.requests[1].messages[-1]
+    assert isinstance(sent, ToolResult) and sent.content == "refunded 250.0 on A1"
+    entries = await runtime.journal.read("s")
+    decision = entries[2].record
+    assert isinstance(decision, ApprovalDecided) and decision.decided_by == "spiffe://people/ann"
+
+
+async def test_refuse_tells_the_model_a_person_refused_and_why(make: Make) -> None:
+    runtime, provider = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    (request,) = await suspend(runtime)
+    decided = await runtime.approvals.decide(
+        request.id, "refused", request.digest, reason="not our order", decided_by="ann"
+    )
+    assert decided.status == "completed"
+    assert RAN == []
+    sent = provider.requests[1].messages[-1]
+    assert isinstance(sent, ToolResult) and sent.is_error
+    assert "a person refused" in sent.content and "not our order" in sent.content
+
+
+async def test_expiry_decides_as_the_platform_worded_as_no_one_deciding(make: Make) -> None:
+    runtime, provider = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    (request,) = await suspend(runtime)
+    assert await runtime.approvals.expire_due() == 0
+    clock = runtime.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(61)
+    assert await runtime.approvals.expire_due() == 1
+    assert RAN == []
+    sent = provider.requests[1].messages[-1]
+    assert isinstance(sent, ToolResult) and sent.is_error
+    assert "no one decided in time" in sent.content and "refused" not in sent.content
+    decisions = [e.record for e in await runtime.journal.read("s")]
+    decided = [r for r in decisions if isinstance(r, ApprovalDecided)]
+    assert [(d.decision, d.decided_by) for d in decided] == [("expired", "platform")]
+    with pytest.raises(ApprovalConflict, match="already decided: expired by platform"):
+        await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="ann")
+
+
+async def test_approval_expiring_is_notified_before_the_limit(make: Make) -> None:
+    runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    seen: list[tuple[str, dict[str, Any]]] = []
+    runtime.approvals.notify = lambda event, data: seen.append((event, data))
+    runtime.approvals.notice_seconds = 30
+    (request,) = await suspend(runtime)
+    assert [e for e, _ in seen] == ["approval_requested"]
+    assert isinstance(runtime.clock, ManualClock)
+    runtime.clock.advance(35)
+    await runtime.approvals.expire_due()
+    await runtime.approvals.expire_due()  # noticed once
+    assert [e for e, _ in seen] == ["approval_requested", "approval_expiring"]
+    assert seen[1][1]["id"] == request.id
+
+
+async def test_two_pending_calls_decided_in_either_order(make: Make) -> None:
+    for order in ((0, 1), (1, 0)):
+        calls = {"tool_calls": [refund_call("A1", 150), refund_call("B2", 300)]}
+        runtime, provider = await make(service(), [calls, "Both handled."])
+        requests = await suspend(runtime)
+        assert [r.tool for r in requests] == ["refund", "refund"]
+        first, second = (requests[i] for i in order)
+        one = await runtime.approvals.decide(first.id, "approved", first.digest, decided_by="a")
+        assert one.status == "recorded" and [p.id for p in one.pending] == [second.id]
+        assert RAN == []
+        two = await runtime.approvals.decide(
+            second.id, "refused", second.digest, reason="too much", decided_by="b"
+        )
+        assert two.status == "completed"
+        approved_order = "A1" if first is requests[0] else "B2"
+        expected = [(approved_order, 150.0 if approved_order == "A1" else 300.0)]
+        assert expected == RAN
+        results = [m for m in provider.requests[1].messages if isinstance(m, ToolResult)][-2:]
+        assert [r.call_id for r in results] == [r.call_id for r in requests]  # the model's order
+        RAN.clear()
+
+
+async def test_a_decision_with_a_wrong_digest_is_refused(make: Make) -> None:
+    runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    (request,) = await suspend(runtime)
+    other = digest("refund", '{"order":"A1","amount":25000}', request.call_id, 1)
+    with pytest.raises(ApprovalConflict, match="digest sent does not match"):
+        await runtime.approvals.decide(request.id, "approved", other, decided_by="ann")
+    assert RAN == []
+    assert not [e for e in await runtime.journal.read("s") if isinstance(e.record, ApprovalDecided)]
+
+
+async def test_a_second_decision_is_refused_naming_the_first(make: Make) -> None:
+    runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    (request,) = await suspend(runtime)
+    await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="ann")
+    with pytest.raises(ApprovalConflict, match="already decided: approved by ann"):
+        await runtime.approvals.decide(request.id, "refused", request.digest, decided_by="bob")
+    assert RAN == [("A1", 250.0)]
+
+
+async def test_a_new_turn_while_suspended_is_refused_naming_the_pending_ids(make: Make) -> None:
+    runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    (request,) = await suspend(runtime)
+    with pytest.raises(ApprovalConflict, match=request.id):
+        await runtime.run(runtime.plan("refunds", "s", "another"))
+    summary = await runtime.summary("s")
+    assert [a.id for a in summary.awaiting] == [request.id]
+
+
+async def test_a_renamed_handler_ends_the_turn_with_an_internal_error(make: Make) -> None:
+    runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    (request,) = await suspend(runtime)
+    renamed = Service("refunds")
+
+    @renamed.agent("refunds-v2")
+    def other(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, tools=[refund])
+
+    runtime, _ = await make(renamed, ["OK."])
+    with pytest.raises(HandlerGone, match="cannot be planned again") as raised:
+        await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
+    assert raised.value.status == 500
+    assert RAN == []
+    last = (await runtime.journal.read("s"))[-1].record
+    assert isinstance(last, TurnEnded) and last.cause == "internal_error"
+    assert (await runtime.summary("s")).awaiting == ()
+
+
+async def test_a_turn_cut_off_after_its_last_decision_is_ended_not_resumed(make: Make) -> None:
+    runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    (request,) = await suspend(runtime)
+    # The decision recorded, then the process died before the start was (no resume ran).
+    entries = await runtime.journal.read("s")
+    decision = ApprovalDecided(request.id, request_turn(entries), "approved", "", "a", START)
+    await runtime.journal.append("s", [decision], expected=entries[-1].seq)
+    runtime, _ = await make(service(), ["never asked"])  # the restart
+    last = (await runtime.journal.read("s"))[-1].record
+    assert isinstance(last, TurnEnded) and last.cause == "cut_off"
+    assert "not resumed" in last.reason
+    assert RAN == []
+    with pytest.raises(ApprovalConflict, match="already decided"):
+        await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
+
+
+def request_turn(entries: Sequence[Any]) -> str:
+    first = entries[1].record  # after the session's session_opened
+    assert isinstance(first, TurnSuspended)
+    return first.turn
+
+
+async def test_the_http_shape_202_then_decide(make: Make) -> None:
+    runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "Refunded."])
+    app = create_app(runtime, approver_header="x-approver")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://runtime") as client:
+        answer = await client.post("/v1/agents/refunds/sessions/s", json={"message": "refund"})
+        assert answer.status_code == 202
+        body = answer.json()
+        assert body["status"] == "awaiting_approval"
+        (shown,) = body["approvals"]
+        assert set(shown) == {"id", "tool", "arguments", "digest", "expires_at"}
+        assert shown["arguments"] == {"order": "A1", "amount": 250}
+        again = await client.post("/v1/agents/refunds/sessions/s", json={"message": "more"})
+        assert again.status_code == 409 and shown["id"] in again.json()["error"]["message"]
+        listed = await client.get("/v1/approvals", params={"state": "pending", "session": "s"})
+        assert [a["id"] for a in listed.json()["approvals"]] == [shown["id"]]
+        session = await client.get("/v1/sessions/s")
+        assert [a["id"] for a in session.json()["awaiting_approval"]] == [shown["id"]]
+        bad = await client.post(f"/v1/approvals/{shown['id']}", json={"decision": "yes"})
+        assert bad.status_code == 422
+        decided = await client.post(
+            f"/v1/approvals/{shown['id']}",
+            json={"decision": "approve", "digest": shown["digest"]},
+            headers={"x-approver": "ann@example.com"},
+        )
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["status"] == "completed"
+        assert decided.json()["decided_by"] == "ann@example.com"
+        assert decided.json()["turn"]["reply"] == "Refunded."
+        twice = await client.post(
+            f"/v1/approvals/{shown['id']}",
+            json={"decision": "refuse", "digest": shown["digest"]},
+        )
+        assert twice.status_code == 409
+        assert "approved by ann@example.com" in twice.json()["error"]["message"]
+        listed = await client.get("/v1/approvals", params={"state": "pending"})
+        assert listed.json()["approvals"] == []
+    assert RAN == [("A1", 250.0)]
+
+
+def test_the_records_encodings_are_pinned() -> None:
+    request = ApprovalRequest("apr_1", "c1", "refund", '{"amount":250}', "d" * 64, START)
+    suspended = TurnSuspended(
+        "t1",
+        "refunds",
+        "refund",
+        (
+            UserMessage("refund", "refunds", "t1"),
+            AssistantMessage("", (ToolCall("c1", "refund", '{"amount":250}'),), "refunds", "t1"),
+        ),
+        (request,),
+    )
+    records: list[Record] = [
+        suspended,
+        ApprovalDecided("apr_1", "t1", "refused", "no", "ann", START),
+        ApprovedCallStarted("apr_1", "t1", "c1", "d" * 64),
+        TurnEnded("t1", "cut_off", "why"),
+    ]
+    for record in records:
+        kind, body = encode(record)
+        assert decode(kind, body) == record
+    kind, body = encode(records[1])
+    assert kind == "approval_decided"
+    assert json.loads(body) == {
+        "approval": "apr_1",
+        "turn": "t1",
+        "decision": "refused",
+        "reason": "no",
+        "decided_by": "ann",
+        "at": "2026-12-01T08:00:00+00:00",
+    }
+
+
+def test_the_digest_binds_name_canonical_arguments_call_and_position() -> None:
+    base = digest("refund", '{"order": "A1", "amount": 250}', "c1", 4)
+    assert base == digest("refund", '{"amount":250,"order":"A1"}', "c1", 4)
+    assert canonical_arguments('{"b": 1, "a": 2}') == '{"a":2,"b":1}'
+    for other in (
+        digest("refund2", '{"order":"A1","amount":250}', "c1", 4),
+        digest("refund", '{"order":"A1","amount":251}', "c1", 4),
+        digest("refund", '{"order":"A1","amount":250}', "c2", 4),
+        digest("refund", '{"order":"A1","amount":250}', "c1", 5),
+    ):
+        assert other != base
+
+
+async def test_a_stream_agent_ends_its_stream_with_the_awaiting_approval_event(
+    make: Make,
+) -> None:
+    streaming = Service("refunds")
+
+    @streaming.agent("refunds")
+    def refunds(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, tools=[refund], answer="stream")
+
+    runtime, _ = await make(streaming, [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
+    transport = httpx.ASGITransport(app=create_app(runtime))
+    async with httpx.AsyncClient(transport=transport, base_url="http://runtime") as client:
+        answer = await client.post("/v1/agents/refunds/sessions/s", json={"message": "refund"})
+    assert answer.status_code == 200
+    events = [line for line in answer.text.splitlines() if line.startswith("event: ")]
+    assert events[-1] == "event: awaiting_approval"
+    data = json.loads(answer.text.strip().splitlines()[-1].removeprefix("data: "))
+    assert data["status"] == "awaiting_approval" and data["approvals"][0]["tool"] == "refund"
+    assert RAN == []
