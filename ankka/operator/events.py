@@ -13,7 +13,15 @@ from typing import Any, Literal
 
 from ankka.operator.objects import Obj, timestamp
 
-__all__ = ["COMPONENT", "Happening", "agent_happening", "event", "model_happening"]
+__all__ = [
+    "COMPONENT",
+    "Happening",
+    "agent_happening",
+    "event",
+    "model_happening",
+    "task_happening",
+    "task_handed",
+]
 
 COMPONENT = "ankka-operator"
 _MESSAGE_LIMIT = 1024  # the API server refuses longer messages
@@ -52,6 +60,28 @@ def model_happening(was_served: bool | None, served: bool, message: str) -> Happ
     if served:
         return Happening("Normal", "Served", message)
     return Happening("Warning", "ProbeFailed", message)
+
+
+_TASK_EVENTS: dict[str, tuple[Severity, str]] = {
+    "Pending": ("Normal", "Waiting"),
+    "AwaitingApproval": ("Normal", "AwaitingApproval"),
+    "Completed": ("Normal", "Completed"),
+    "Failed": ("Warning", "Failed"),
+    "Cancelled": ("Normal", "Cancelled"),
+}
+
+
+def task_happening(previous: str | None, phase: str | None, message: str) -> Happening | None:
+    """The Event for a Task whose phase went from ``previous`` to ``phase``, if any."""
+    if phase is None or phase == previous or phase not in _TASK_EVENTS:
+        return None
+    severity, reason = _TASK_EVENTS[phase]
+    return Happening(severity, reason, message)
+
+
+def task_handed(was_handed: bool, handed: bool, message: str) -> Happening | None:
+    """The Event for a Task the runtime accepted (its Handed condition became True)."""
+    return Happening("Normal", "Handed", message) if handed and not was_handed else None
 
 
 def event(involved: dict[str, Any], happening: Happening, *, now: dt.datetime) -> Obj:

@@ -20,9 +20,9 @@ import httpx2
 from pydantic import ValidationError
 
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, TaskPhase, TaskSpec
-from ankka.operator import tasks
+from ankka.operator import events, tasks
 from ankka.operator.objects import Obj, condition, condition_status, set_condition
-from ankka.operator.reconcile import Platform
+from ankka.operator.reconcile import Platform, _involved, record
 
 __all__ = ["cancel", "follow"]
 
@@ -55,6 +55,26 @@ async def _write(p: Platform, body: Obj, fields: dict[str, Any], handed: Obj) ->
         return
     await p.kube.patch_status(API_VERSION, "Task", meta["namespace"], meta["name"], status)
     body["status"] = {**old, **status}
+    was_handed = any(
+        c.get("type") == HANDED and c.get("status") == "True" for c in old.get("conditions") or []
+    )
+    for happening in (
+        events.task_handed(
+            was_handed, handed.get("status") == "True", str(handed.get("message") or "")
+        ),
+        events.task_happening(old.get("phase"), fields.get("phase"), _words(fields, handed)),
+    ):
+        if happening is not None:
+            await record(p, _involved(body, "Task"), happening)
+
+
+def _words(fields: dict[str, Any], handed: Obj) -> str:
+    """What a Task's Event says: the reason of an end, else the Handed condition's message."""
+    if fields.get("reason"):
+        return str(fields["reason"])
+    if fields.get("phase") == TaskPhase.COMPLETED.value:
+        return "the runtime completed the task; its result is in status.result"
+    return str(handed.get("message") or handed.get("reason") or fields.get("phase"))
 
 
 async def _runtime_of(p: Platform, namespace: str, spec: TaskSpec) -> str:

@@ -132,6 +132,28 @@ def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab
     )
     assert header.split() == ["NAME", "AGENT", "TYPE", "PHASE", "ITERATIONS", "BUDGET", "AGE"]
     assert row.split()[1:6] == ["research", "summary", "Completed", "2", "5"]
+    # kubectl describe shows what the operator did: handed over, then completed.
+    selector = "involvedObject.kind=Task,involvedObject.name=summary-1"
+    seen = poll(
+        "the Task's Handed and Completed Events",
+        lambda: (
+            (
+                r := {
+                    e["reason"]
+                    for e in yaml.safe_load(
+                        lab.kubectl.run(
+                            "get", "events", "-n", NS, "--field-selector", selector, "-o", "json"
+                        ).stdout
+                    )["items"]
+                    if e["source"].get("component") == "ankka-operator"
+                }
+            )
+            >= {"Handed", "Completed"}
+            and r
+        ),
+        timeout=30,
+    )
+    assert "Failed" not in seen
 
 
 def test_a_task_whose_dependency_fails_ends_cancelled(lab: Lab) -> None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ankka.operator.events import Happening, agent_happening, event, model_happening
+from ankka.operator.events import (
+    Happening,
+    agent_happening,
+    event,
+    model_happening,
+    task_handed,
+    task_happening,
+)
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -39,3 +46,15 @@ def test_the_event_names_its_object_and_is_bounded() -> None:
     assert len(body["message"]) == 1024
     assert body["firstTimestamp"] == body["lastTimestamp"] == "2026-01-01T12:00:00Z"
     assert body["source"] == {"component": "ankka-operator"}
+
+
+def test_a_task_event_is_posted_on_a_phase_change_only() -> None:
+    assert task_happening("Running", "Running", "still working") is None
+    assert task_happening("Running", None, "no phase yet") is None
+    assert task_happening(None, "Running", "handed to the runtime") is None
+    assert task_handed(False, True, "accepted") == Happening("Normal", "Handed", "accepted")
+    assert task_handed(True, True, "accepted") is None
+    failed = task_happening("Running", "Failed", "the budget of 5 iterations ran out")
+    assert failed is not None and (failed.type, failed.reason) == ("Warning", "Failed")
+    done = task_happening("Running", "Completed", "done")
+    assert done is not None and done.reason == "Completed"
