@@ -5,7 +5,8 @@
   agent); they must change the request.
 - :class:`Refused`: a guardrail or a capability check refused the request on purpose.
 - :class:`ModelError`: the model's provider failed (down, slow, wrong key, bad answer). It
-  always names the provider the service configured, never the SDK's vendor.
+  always names the provider the service configured, never the SDK's vendor, and its detail
+  is redacted (:mod:`ankka._kernel.redact`): an upstream that echoes a key cannot leak it.
 - :class:`TurnFailed`: the turn ran but could not finish (tool rounds exhausted, a typed answer
   that did not decode).
 
@@ -14,6 +15,8 @@ HTTP API) and ``status`` (the HTTP status the runtime answers with).
 """
 
 from __future__ import annotations
+
+from ankka._kernel.redact import redact
 
 __all__ = [
     "AnkkaError",
@@ -85,6 +88,8 @@ class ModelError(AnkkaError):
     status = 502
 
     def __init__(self, provider: str, detail: str, *, http_status: int | None = None) -> None:
+        # The detail often quotes the server, which may echo the key it was sent.
+        detail = redact(detail)
         where = f"model provider {provider!r}"
         status_part = f" (HTTP {http_status})" if http_status is not None else ""
         super().__init__(f"{where} failed{status_part}: {detail}")

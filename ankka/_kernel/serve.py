@@ -12,6 +12,9 @@ each request's scope carries the verified client certificate's URI SANs in
 which is how the gateway knows who is calling. uvicorn does not expose the peer certificate, so
 its httptools protocol is extended here for that one field.
 
+Every listener is bounded (:mod:`ankka._kernel.bounded`): head and body read timeouts, a head
+size limit and a cap on connections, given as ``limits``.
+
 Every connection's writes are gathered within one turn of the event loop and sent as one: uvicorn
 writes a response's head and its body separately, which costs a second ``send`` system call per
 answer (about a tenth of the gateway's CPU per request, docs/benchmarks.md). The head and body of
@@ -21,7 +24,10 @@ a whole answer now leave in one segment; a stream's chunks still leave as soon a
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import logging
+import os
 import signal
 import socket
 import ssl
@@ -30,7 +36,52 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-__all__ = ["bind", "run", "serve_forever"]
+from ankka._kernel.bounded import ConnectionLimits, bounded_protocol
+
+__all__ = ["ConnectionLimits", "add_limit_options", "bind", "limits_from", "run", "serve_forever"]
+
+
+def add_limit_options(parser: argparse.ArgumentParser, *, env_prefix: str | None = None) -> None:
+    """``--max-connections``, ``--header-timeout``, ``--body-timeout``, ``--max-header-bytes``.
+
+    With ``env_prefix`` each default can also come from ``<env_prefix><OPTION>``
+    (e.g. ``ANKKA_GATEWAY_MAX_CONNECTIONS``), as the gateway's other options do.
+    """
+    defaults = ConnectionLimits()
+    options = (
+        ("--max-connections", int, defaults.max_connections, "N",
+         "connections held at once; past it the oldest idle one is closed (503 when all are "
+         "working on a request)"),
+        ("--header-timeout", float, defaults.header_timeout_s, "SECONDS",
+         "time a request's head may take to arrive; past it, 408"),
+        ("--body-timeout", float, defaults.body_timeout_s, "SECONDS",
+         "longest wait between two pieces of a request body; past it the connection closes"),
+        ("--max-header-bytes", int, defaults.max_header_bytes, "N",
+         "largest request head (request line and headers); past it, 431"),
+    )  # fmt: skip
+    for flag, kind, value, metavar, meaning in options:
+        variable = f"{env_prefix}{flag[2:].upper().replace('-', '_')}" if env_prefix else None
+        found = os.environ.get(variable) if variable else None
+        parser.add_argument(
+            flag,
+            type=kind,
+            default=kind(found) if found else value,
+            metavar=metavar,
+            help=f"{meaning} (%(default)s)" + (f"; env {variable}" if variable else ""),
+        )
+
+
+def limits_from(args: argparse.Namespace) -> ConnectionLimits:
+    """The limits :func:`add_limit_options` parsed; SystemExit naming a bad value."""
+    try:
+        return ConnectionLimits(
+            max_connections=args.max_connections,
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
+            max_header_bytes=args.max_header_bytes,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"connection limits: {exc}") from exc
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -56,16 +107,19 @@ async def serve_forever(
     timeout_keep_alive: int = 30,
     ssl_context: ssl.SSLContext | None = None,
     proxy_headers: bool = True,
+    limits: ConnectionLimits | None = None,
 ) -> None:
     import uvicorn
 
     host, port = sock.getsockname()[:2]
     scheme = "https" if ssl_context is not None else "http"
-    extra: dict[str, Any] = {"http": _coalescing_protocol()}
+    protocol: type[Any] = _coalescing_protocol()
+    extra: dict[str, Any] = {}
     if ssl_context is not None:
         context = ssl_context
         extra["ssl_context_factory"] = lambda _config, _default: context
-        extra["http"] = _tls_identity_protocol(extra["http"])
+        protocol = _tls_identity_protocol(protocol)
+    extra["http"] = bounded_protocol(protocol, limits or ConnectionLimits())
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -76,6 +130,8 @@ async def serve_forever(
         proxy_headers=proxy_headers,
         **extra,
     )
+    if access_log:  # uvicorn's level above would hide its access lines (INFO)
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)

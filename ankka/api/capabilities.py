@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from ankka._kernel.errors import AnkkaError
+from ankka._kernel.redact import redact
 
 __all__ = [
     "Capability",
@@ -209,6 +210,7 @@ class ProbeError(AnkkaError):
     status = 502
 
     def __init__(self, model: str, reason: str) -> None:
+        reason = redact(reason)  # the reason may quote the server or a URL with credentials
         super().__init__(f"could not learn what model {model!r} can do: {reason}")
         self.model = model
         self.reason = reason

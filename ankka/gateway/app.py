@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from types import TracebackType
 from typing import Any
 
@@ -23,10 +24,12 @@ import httpx2
 from ankka._kernel.clock import Clock, SystemClock
 from ankka.api.capabilities import to_ollama_show
 from ankka.gateway import check
+from ankka.gateway.callers import UNIDENTIFIED, allowed
 from ankka.gateway.forward import Exchange
 from ankka.gateway.limits import QueueFull
 from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
 from ankka.gateway.models_file import Models, ModelsFile
+from ankka.gateway.openapi import DOCUMENT
 from ankka.gateway.registry import Registry, Upstream
 from ankka.gateway.upstream import Pool
 from ankka.gateway.wire import (
@@ -45,6 +48,13 @@ __all__ = ["DEFAULT_MAX_BODY", "Gateway"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024  # room for a few inline images; past it, 413
 _OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics"})
+_METHODS = {  # every path the gateway serves and its one method (for 405's Allow)
+    "/v1/chat/completions": "POST",
+    "/v1/models": "GET",
+    "/api/show": "POST",
+    "/openapi.json": "GET",
+    **{path: "GET" for path in _OPERATIONS},
+}
 
 
 class Gateway:
@@ -104,10 +114,7 @@ class Gateway:
             return  # lifespan and websockets: nothing to do
         path: str = scope["path"]
         method: str = scope["method"]
-        if path == "/v1/chat/completions":
-            if method != "POST":
-                await send_error(send, 405, "use POST", code="method_not_allowed")
-                return
+        if path == "/v1/chat/completions" and method == "POST":
             await self._chat(scope, receive, send)
         elif path == "/v1/models" and method == "GET":
             await send_json(send, 200, self._list_models())
@@ -116,6 +123,17 @@ class Gateway:
         elif path in _OPERATIONS and method == "GET":
             status, content_type, body = self.operations(path)
             await send_bytes(send, status, body, content_type=content_type)
+        elif path == "/openapi.json" and method == "GET":
+            await send_json(send, 200, DOCUMENT)
+        elif path in _METHODS:
+            allowed_method = _METHODS[path]
+            await send_error(
+                send,
+                405,
+                f"{method} is not served at {path}; use {allowed_method}",
+                code="method_not_allowed",
+                headers=[(b"allow", allowed_method.encode())],
+            )
         else:
             await send_error(
                 send,
@@ -127,6 +145,16 @@ class Gateway:
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = caller_of(scope)
+        if caller == UNIDENTIFIED:
+            self.metrics.refused(UNKNOWN_MODEL, caller, "caller_unidentified")
+            await send_error(
+                send,
+                403,
+                "the client certificate names no ankka:// identity (a URI SAN such as "
+                "ankka://service/<namespace>/<agent>); use a certificate the platform issued",
+                code="caller_unidentified",
+            )
+            return
         try:
             raw = await read_body(scope, receive, self.max_body)
         except TooLarge as exc:
@@ -139,7 +167,8 @@ class Gateway:
                 code="request_too_large",
             )
             return
-        except ConnectionResetError:
+        except ConnectionResetError:  # the caller left mid-body: normal, counted, not traced
+            self.metrics.caller_left(UNKNOWN_MODEL, caller)
             return
         try:
             request = check.inspect(raw)
@@ -160,9 +189,27 @@ class Gateway:
             )
             return
         self.metrics.of(upstream.name, caller).requests.inc()
+        if not allowed(upstream.spec.callers, caller):
+            self.metrics.refused(upstream.name, caller, "caller_not_allowed")
+            await send_error(
+                send,
+                403,
+                f"caller {caller!r} may not use model {upstream.name!r}: the models file lists "
+                "who may (its 'callers', rendered from each Agent's spec.models); declare the "
+                "model in the calling Agent",
+                code="caller_not_allowed",
+                param="model",
+            )
+            return
         if await self._refused(upstream, request, caller, send):
             return
-        await self._send_upstream(upstream, raw, request, caller, receive, send)
+        try:
+            sent = check.forward_body(raw, request, upstream_model=upstream.spec.upstream_model)
+        except check.BadRequest as exc:
+            self.metrics.refused(upstream.name, caller, exc.code)
+            await send_error(send, 400, exc.message, code=exc.code, param=exc.param)
+            return
+        await self._send_upstream(upstream, sent, request, caller, receive, send)
 
     async def _refused(
         self, upstream: Upstream, request: check.Inspected, caller: str, send: Send
@@ -200,7 +247,7 @@ class Gateway:
     async def _send_upstream(
         self,
         upstream: Upstream,
-        raw: bytes,
+        body: bytes,
         request: check.Inspected,
         caller: str,
         receive: Receive,
@@ -208,9 +255,35 @@ class Gateway:
     ) -> None:
         spec = upstream.spec
         limit = upstream.limit
+        per_caller = upstream.callers_in_flight
+        wait = upstream.token_budget.retry_after(caller)
+        if wait is not None:
+            self.metrics.refused(spec.name, caller, "caller_over_token_budget")
+            await send_error(
+                send,
+                429,
+                f"caller {caller!r} spent its {spec.tokens_per_minute_per_caller} tokens per "
+                f"minute on model {spec.name!r} (tokens_per_minute_per_caller); retry in "
+                f"{math.ceil(wait)} s",
+                code="caller_over_token_budget",
+                headers=[(b"retry-after", str(max(1, math.ceil(wait))).encode())],
+            )
+            return
+        if not per_caller.enter(caller):
+            self.metrics.refused(spec.name, caller, "caller_busy")
+            await send_error(
+                send,
+                429,
+                f"caller {caller!r} already has {per_caller.limit} request(s) in flight on "
+                f"model {spec.name!r} (max_in_flight_per_caller); retry after a second",
+                code="caller_busy",
+                headers=[(b"retry-after", b"1")],
+            )
+            return
         try:
             await limit.acquire()
         except QueueFull as exc:
+            per_caller.leave(caller)
             self.metrics.refused(spec.name, caller, "queue_full")
             await send_error(
                 send,
@@ -221,6 +294,9 @@ class Gateway:
                 headers=[(b"retry-after", b"1")],
             )
             return
+        except BaseException:  # cancelled while waiting in line: the caller left
+            per_caller.leave(caller)
+            raise
         gauge = self.metrics.in_flight_of(spec.name)
         gauge.inc()
         try:
@@ -228,7 +304,7 @@ class Gateway:
                 pool=self._pool,
                 spec=spec,
                 endpoint=upstream.endpoint,
-                body=check.forward_body(raw, request, upstream_model=spec.upstream_model),
+                body=body,
                 stream=request.stream,
                 receive=receive,
                 send=send,
@@ -237,11 +313,13 @@ class Gateway:
                 clock=self._clock,
             )
             await exchange.run()
+            upstream.token_budget.spend(caller, exchange.tokens)
             if exchange.upstream_failed:
                 self.registry.upstream_failed(upstream)
         finally:
             gauge.dec()
             limit.release()
+            per_caller.leave(caller)
 
     def _list_models(self) -> dict[str, Any]:
         data = []
@@ -260,7 +338,7 @@ class Gateway:
     async def _show(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             body = json.loads(await read_body(scope, receive, 64 * 1024))
-        except (ValueError, TooLarge, ConnectionResetError):
+        except (ValueError, RecursionError, TooLarge, ConnectionResetError):
             await send_json(send, 400, {"error": 'send a JSON object {"model": "<name>"}'})
             return
         name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None

@@ -6,6 +6,14 @@ exactly what its decisions need: ``model``, ``stream``, whether ``tools`` are de
 reasoning effort (``reasoning_effort`` or ``reasoning.effort``) and whether any message carries
 an image part. Everything else passes through byte for byte.
 
+Every decision is made on the decoded values, so a key spelt with JSON escapes
+(``"\\u0069mage_url"``) is the key it decodes to. The one shortcut, skipping the search for
+image parts, is taken only when the raw bytes contain neither ``image`` nor a backslash: a
+decoded string can differ from its raw spelling only through an escape, so without one no
+image part can exist. A value a decision reads but cannot understand (an effort that is an
+object, a part whose ``type`` is not a string) is a 400 naming the field; deeper nesting than
+the JSON decoder takes is a 400 ``invalid_json``.
+
 Called by :mod:`ankka.gateway.app` once per request; no I/O, so the unit tests are exhaustive.
 """
 
@@ -56,20 +64,37 @@ class Refusal:
     param: str
 
 
+def _may_hold_images(raw: bytes) -> bool:
+    """False only when no decoded string of ``raw`` can contain ``image`` (see the docstring)."""
+    return b"image" in raw or b"\\" in raw
+
+
+def _is_image(part: Mapping[str, Any]) -> bool:
+    kind = part.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise BadRequest(
+            "invalid_content_part",
+            f"a content part's 'type' must be a string such as 'text' or 'image_url', "
+            f"not {type(kind).__name__}",
+            param="messages",
+        )
+    return kind in _IMAGE_PART_TYPES or "image_url" in part
+
+
 def _has_images(body: Mapping[str, Any]) -> bool:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return False
+    found = False
     for message in messages:
         content = message.get("content") if isinstance(message, Mapping) else None
         if not isinstance(content, list):
             continue
         for part in content:
-            if isinstance(part, Mapping) and (
-                part.get("type") in _IMAGE_PART_TYPES or "image_url" in part
-            ):
-                return True
-    return False
+            # Every part is read, so a malformed one is refused wherever it stands.
+            if isinstance(part, Mapping) and _is_image(part):
+                found = True
+    return found
 
 
 def _effort(body: Mapping[str, Any]) -> str | bool | None:
@@ -78,13 +103,16 @@ def _effort(body: Mapping[str, Any]) -> str | bool | None:
         reasoning = body.get("reasoning")
         if isinstance(reasoning, Mapping):
             effort = reasoning.get("effort")
-    if effort is None or effort in _NO_EFFORT or effort is False:
+    if effort is None or effort is False:
         return None
-    if isinstance(effort, bool | str):
+    if isinstance(effort, str):
+        return None if effort in _NO_EFFORT else effort
+    if effort is True:
         return effort
+    shown = effort if isinstance(effort, int | float) else type(effort).__name__
     raise BadRequest(
         "invalid_reasoning_effort",
-        f"reasoning_effort must be a string such as 'low' or 'high', not {effort!r}",
+        f"reasoning_effort must be a string such as 'low' or 'high', not {shown!r}",
         param="reasoning_effort",
     )
 
@@ -97,6 +125,8 @@ def inspect(raw: bytes) -> Inspected:
         raise BadRequest(
             "invalid_json", f"the request body is not valid JSON: {exc}; send a JSON object"
         ) from exc
+    except RecursionError as exc:
+        raise _too_deep() from exc
     if not isinstance(body, dict):
         raise BadRequest("invalid_json", "the request body must be a JSON object")
     model = body.get("model")
@@ -113,7 +143,14 @@ def inspect(raw: bytes) -> Inspected:
         stream=body.get("stream") is True,
         tools=bool(tools),
         effort=_effort(body),
-        images=b"image" in raw and _has_images(body),
+        images=_may_hold_images(raw) and _has_images(body),
+    )
+
+
+def _too_deep() -> BadRequest:
+    return BadRequest(
+        "invalid_json",
+        "the request body is nested too deeply for the gateway to read; flatten it",
     )
 
 
@@ -157,4 +194,7 @@ def forward_body(raw: bytes, request: Inspected, *, upstream_model: str) -> byte
         merged = dict(options) if isinstance(options, Mapping) else {}
         merged["include_usage"] = True
         changed["stream_options"] = merged
-    return json.dumps(changed, separators=(",", ":")).encode()
+    try:
+        return json.dumps(changed, separators=(",", ":")).encode()
+    except RecursionError as exc:  # decoded, but too deep to encode again from here
+        raise _too_deep() from exc

@@ -96,6 +96,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=16 * 1024 * 1024,
         help="largest request body accepted; larger ones get 413 (%(default)s)",
     )
+    serve.add_limit_options(parser, env_prefix="ANKKA_GATEWAY_")
     parser.add_argument(
         "--tls-reload-interval",
         type=float,
@@ -147,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except AnkkaError as exc:  # a bad models file or TLS directory
         return _refuse(str(exc))
+    limits = serve.limits_from(args)
     host = args.host or ("0.0.0.0" if tls is not None else "127.0.0.1")
     sock = serve.bind(host, port)
     health_sock = serve.bind(host, health_port) if health_port >= 0 else None
@@ -156,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(gateway)
             if health_sock is not None:
-                await stack.enter_async_context(HealthPort(health_sock, gateway.operations))
+                await stack.enter_async_context(
+                    HealthPort(health_sock, gateway.operations, limits=limits)
+                )
                 shown, port = health_sock.getsockname()[:2]
                 print(f"ankka gateway: health on http://{shown}:{port}", flush=True)
             if tls is not None:
@@ -167,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
                 name="ankka gateway",
                 ssl_context=tls.context if tls is not None else None,
                 proxy_headers=False,  # callers are known by certificate, not by headers
+                limits=limits,
             )
         return 0
 

@@ -18,9 +18,11 @@ import logging
 import re
 
 from ankka._kernel.clock import Clock
+from ankka._kernel.redact import MIN_SECRET, REDACTED, redact_bytes
 from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
 from ankka.gateway.models_file import ModelSpec
 from ankka.gateway.upstream import (
+    AnswerTooLarge,
     ConnectFailed,
     Endpoint,
     Pool,
@@ -44,17 +46,35 @@ _STREAM_HEADERS = [
 ]
 
 
-def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> None:
+def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> int:
+    """Count the answer's tokens in the metrics; return how many (prompt + completion)."""
     at = tail.rfind(b'"usage"')
     if at < 0:
-        return
+        return 0
     usage = tail[at:]
     prompt = _PROMPT.search(usage)
     completion = _COMPLETION.search(usage)
+    total = 0
     if prompt:
+        total += int(prompt.group(1))
         metrics.prompt_tokens.inc(int(prompt.group(1)))
     if completion:
+        total += int(completion.group(1))
         metrics.completion_tokens.inc(int(completion.group(1)))
+    return total
+
+
+def _without_secrets(content: bytes, spec: ModelSpec, *, error: bool) -> bytes:
+    """The answer without the model's key; an error body also without credential shapes.
+
+    Servers that refuse a key often quote it back. An answer is only searched for the exact
+    key (a model's own text may well mention ``sk-`` or ``Bearer``)."""
+    key = spec.bearer().encode()
+    if error:
+        return redact_bytes(content, (key,))
+    if len(key) >= MIN_SECRET and key in content:
+        return content.replace(key, REDACTED.encode())
+    return content
 
 
 def _failure(spec: ModelSpec, exc: UpstreamError) -> tuple[int, str, str, str]:
@@ -66,6 +86,15 @@ def _failure(spec: ModelSpec, exc: UpstreamError) -> tuple[int, str, str, str]:
             "upstream_unavailable",
             f"model {name!r} is unavailable: its server cannot be reached; try again later",
             "unavailable",
+        )
+    if isinstance(exc, AnswerTooLarge):
+        return (
+            502,
+            "upstream_answer_too_large",
+            f"model {name!r} answered more than the gateway's limit of {exc.limit} bytes for a "
+            "whole answer; ask for fewer tokens, stream the answer, or raise its "
+            "max_answer_bytes in the models file",
+            "too_large",
         )
     if isinstance(exc, UpstreamTimeout):
         return (
@@ -106,6 +135,7 @@ class Exchange:
         "send",
         "spec",
         "stream",
+        "tokens",
         "upstream_failed",
     )
 
@@ -141,6 +171,7 @@ class Exchange:
         self.answered = False
         self.caller_left = False
         self._started = 0.0
+        self.tokens = 0  # prompt + completion, from the upstream's usage (0 when it gave none)
 
     async def run(self) -> None:
         """Send the body to the model's server and relay its answer.
@@ -212,7 +243,7 @@ class Exchange:
 
     async def _relay_whole(self, response: Response) -> None:
         try:
-            content = await response.read()
+            content = await response.read(limit=self.spec.max_answer_bytes)
         except UpstreamError as exc:
             status, code, message = self._failed(exc)
             await send_error(self.send, status, message, code=code)
@@ -220,7 +251,8 @@ class Exchange:
         if response.status >= 500:
             self.metrics.upstream_error(self.spec.name, self.caller, f"http_{response.status}")
         elif response.status == 200:
-            _count_usage(content[-2048:], self.of)
+            self.tokens = _count_usage(content[-2048:], self.of)
+        content = _without_secrets(content, self.spec, error=response.status != 200)
         content_type = response.header(b"content-type", b"application/json")
         self.answered = True
         await send_bytes(self.send, response.status, content, content_type=content_type)
@@ -241,4 +273,4 @@ class Exchange:
             return
         self.answered = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-        _count_usage(previous + last, self.of)
+        self.tokens = _count_usage(previous + last, self.of)

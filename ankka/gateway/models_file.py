@@ -12,7 +12,7 @@ that list, beside optional settings::
     models:
       - name: smollm2             # the name callers put in "model"
         kind: llamacpp            # ollama | llamacpp | openai
-        url: http://127.0.0.1:8080  # the server's base address, without /v1
+        url: http://127.0.0.1:8080  # the server's base address; a trailing /v1 is dropped
         upstream_model: SmolLM2-135M-Instruct.Q4_1.gguf  # optional: the name the server uses
         capabilities: [completion, tools]   # required for openai; ignored for the others
         thinking: [low, high]               # optional, openai only: the efforts offered
@@ -20,6 +20,10 @@ that list, beside optional settings::
         max_queue: 64             # optional: requests waiting beyond that (default 100)
         timeout_s: 600            # optional: upstream read timeout (default 600)
         api_key_env: VENDOR_KEY   # optional: the environment variable holding the bearer key
+        callers: [ankka://service/team-a/helper]  # optional: only these may use it
+        max_in_flight_per_caller: 4  # optional: one caller's requests in flight at once
+        max_answer_bytes: 33554432  # optional: largest whole answer buffered (default 32 MiB)
+        tokens_per_minute_per_caller: 20000  # optional: one caller's tokens per minute
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ import yaml
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import UpstreamKind
+from ankka.gateway.callers import caller_names
 
-__all__ = ["ModelSpec", "Models", "ModelsFile", "ModelsFileError", "parse_models"]
+__all__ = ["ModelSpec", "Models", "ModelsFile", "ModelsFileError", "base_address", "parse_models"]
 
 _KINDS: tuple[UpstreamKind, ...] = ("ollama", "llamacpp", "openai")
 _ENTRY_KEYS = {
@@ -49,8 +54,16 @@ _ENTRY_KEYS = {
     "max_queue",
     "timeout_s",
     "api_key_env",
+    "callers",
+    "max_in_flight_per_caller",
+    "max_answer_bytes",
+    "tokens_per_minute_per_caller",
 }
 _TOP_KEYS = {"models", "probe_interval_s"}
+# A whole (non-stream) answer is buffered to be relayed; past this it is a 502. Streams are
+# relayed chunk by chunk and never buffered, so they have no such cap.
+DEFAULT_MAX_ANSWER = 32 * 1024 * 1024
+_TPM = "tokens_per_minute_per_caller"
 
 
 class ModelsFileError(ConfigurationError):
@@ -71,6 +84,11 @@ class ModelSpec:
     max_queue: int = 100
     timeout_s: float = 600.0
     api_key_env: str | None = None
+    # Who may use the model (caller_name forms); None: every authenticated caller.
+    callers: frozenset[str] | None = None
+    max_in_flight_per_caller: int | None = None
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER
+    tokens_per_minute_per_caller: int | None = None
 
     def probe_identity(self) -> tuple[object, ...]:
         """What decides the capabilities: a reload that keeps it keeps the probed answer."""
@@ -153,7 +171,7 @@ def _entry(raw: object, index: int) -> ModelSpec:
     return ModelSpec(
         name=name,
         kind=cast(UpstreamKind, kind),
-        url=url.rstrip("/"),
+        url=base_address(url),
         upstream_model=upstream,
         capabilities=capabilities,
         thinking=tuple(thinking_raw),
@@ -167,7 +185,44 @@ def _entry(raw: object, index: int) -> ModelSpec:
             _positive_number(raw["timeout_s"], where, "timeout_s") if "timeout_s" in raw else 600.0
         ),
         api_key_env=key_env,
+        callers=_callers(raw, where),
+        max_answer_bytes=(
+            _positive_int(raw["max_answer_bytes"], where, "max_answer_bytes")
+            if "max_answer_bytes" in raw
+            else DEFAULT_MAX_ANSWER
+        ),
+        tokens_per_minute_per_caller=(
+            _positive_int(raw[_TPM], where, _TPM) if _TPM in raw else None
+        ),
+        max_in_flight_per_caller=(
+            _positive_int(raw["max_in_flight_per_caller"], where, "max_in_flight_per_caller")
+            if "max_in_flight_per_caller" in raw
+            else None
+        ),
     )
+
+
+def _callers(raw: Mapping[str, Any], where: str) -> frozenset[str] | None:
+    if "callers" not in raw:
+        return None
+    listed = raw["callers"]
+    if not isinstance(listed, list) or not all(isinstance(c, str) and c for c in listed):
+        raise ModelsFileError(
+            f"{where}: 'callers' must be a list of caller identities, e.g. "
+            "[ankka://service/team-a/helper]"
+        )
+    return caller_names(listed)
+
+
+def base_address(url: str) -> str:
+    """The one rule for ``url``: the server's base address, so a trailing ``/v1`` is dropped.
+
+    OpenAI-compatible base URLs are usually written with ``/v1`` (the runtime's own
+    ``ANKKA_MODEL_<NAME>_URL`` is), while the gateway adds ``/v1/chat/completions`` and probes
+    ``/api/show`` and ``/props`` at the base; both spellings therefore name the same server.
+    """
+    url = url.rstrip("/")
+    return url.removesuffix("/v1")
 
 
 def parse_models(data: Any) -> Models:
@@ -224,11 +279,13 @@ class ModelsFile:
             raise ModelsFileError(
                 f"cannot read the models file {self.path}: {exc.strerror}"
             ) from exc
+        # Seen, whether or not it parses: a broken file is reported once per change, not on
+        # every poll until someone fixes it.
+        self._seen = stamp
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ModelsFileError(f"the models file {self.path} is not YAML: {exc}") from exc
-        self._seen = stamp
         try:
             return parse_models(data)
         except ModelsFileError as exc:

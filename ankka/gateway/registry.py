@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ankka._kernel.clock import Clock, SystemClock
 from ankka.api.capabilities import HTTPClient, ModelCapabilities, ProbeError, probe
+from ankka.gateway.callers import CallersInFlight, TokenBudget
 from ankka.gateway.limits import ConcurrencyLimit
 from ankka.gateway.models_file import Models, ModelsFile, ModelsFileError, ModelSpec
 from ankka.gateway.upstream import Endpoint
@@ -44,12 +45,16 @@ class Upstream:
     next_probe: float = 0.0
     failures: int = field(default=0, repr=False)
     endpoint: Endpoint = field(init=False, repr=False)
+    callers_in_flight: CallersInFlight = field(init=False, repr=False)
+    token_budget: TokenBudget = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Parsed once: the request path only appends the body's length and the body.
         self.endpoint = Endpoint.of(
             f"{self.spec.url}/v1/chat/completions", bearer=self.spec.bearer()
         )
+        self.callers_in_flight = CallersInFlight(self.spec.max_in_flight_per_caller)
+        self.token_budget = TokenBudget(self.spec.tokens_per_minute_per_caller)
 
     @property
     def name(self) -> str:

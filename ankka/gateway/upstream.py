@@ -30,6 +30,7 @@ import httptools
 from ankka._kernel.errors import AnkkaError
 
 __all__ = [
+    "AnswerTooLarge",
     "ConnectFailed",
     "Endpoint",
     "Pool",
@@ -60,6 +61,14 @@ class UpstreamTimeout(UpstreamError):
 
 class ProtocolFailure(UpstreamError):
     pass
+
+
+class AnswerTooLarge(UpstreamError):
+    """A whole (non-stream) answer larger than the gateway buffers."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit} bytes")
+        self.limit = limit
 
 
 class _StaleConnection(UpstreamError):
@@ -233,8 +242,18 @@ class Response:
             else:
                 await connection.wait(self._timeout)
 
-    async def read(self) -> bytes:
-        parts = [chunk async for chunk in self.chunks()]
+    async def read(self, *, limit: int | None = None) -> bytes:
+        """The whole body; :class:`AnswerTooLarge` as soon as it is known to pass ``limit``."""
+        declared = self.header(b"content-length")
+        if limit is not None and declared.isdigit() and int(declared) > limit:
+            raise AnswerTooLarge(limit)
+        parts: list[bytes] = []
+        total = 0
+        async for chunk in self.chunks():
+            total += len(chunk)
+            if limit is not None and total > limit:
+                raise AnswerTooLarge(limit)
+            parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMappi
 from typing import Any
 
 from ankka._kernel.errors import RequestError
+from ankka.gateway.callers import ANONYMOUS, caller_name
 
 __all__ = [
     "Receive",
@@ -31,11 +32,10 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-ANONYMOUS = "anonymous"
-_SERVICE_PREFIX = "ankka://service/"
 
 _TYPES = {
     400: "invalid_request_error",
+    403: "permission_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
@@ -127,7 +127,8 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
 
 
 def caller_of(scope: Mapping[str, Any]) -> str:
-    """The caller's identity from its client certificate: ``namespace/agent`` for a service.
+    """The caller's identity from its client certificate: ``namespace/agent`` for a service
+    (see :func:`ankka.gateway.callers.caller_name`).
 
     The TLS layer (:mod:`ankka._kernel.serve`) puts the certificate's URI SANs in
     ``scope["extensions"]["tls"]["peer_uri_sans"]``. Without TLS there is no identity.
@@ -136,8 +137,4 @@ def caller_of(scope: Mapping[str, Any]) -> str:
     tls = extensions.get("tls") if extensions else None
     if not tls:
         return ANONYMOUS
-    uris: tuple[str, ...] = tls.get("peer_uri_sans", ())
-    for uri in uris:
-        if uri.startswith(_SERVICE_PREFIX):
-            return uri[len(_SERVICE_PREFIX) :]
-    return uris[0] if uris else "unidentified"
+    return caller_name(tls.get("peer_uri_sans", ()))

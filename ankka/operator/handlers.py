@@ -115,13 +115,19 @@ async def stop(memo: kopf.Memo) -> None:
 @kopf.on.resume(GROUP, VERSION, "installationmodels")
 @kopf.on.create(GROUP, VERSION, "installationmodels")
 @kopf.on.update(GROUP, VERSION, "installationmodels", field="spec")
-async def model_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile.reconcile_model(platform(memo), dict(body))
+async def model_changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    await reconcile.reconcile_model(platform(memo), dict(body), _callers(kwargs))
 
 
 @kopf.on.delete(GROUP, VERSION, "installationmodels", optional=True)
-async def model_deleted(memo: kopf.Memo, **_: Any) -> None:
-    await reconcile.render_models_file(platform(memo))
+async def model_deleted(memo: kopf.Memo, **kwargs: Any) -> None:
+    await reconcile.render_models_file(platform(memo), _callers(kwargs))
+
+
+def _callers(kwargs: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
+    """The agents_by_model index as a plain mapping, for the models file's callers."""
+    index: kopf.Index[tuple[str, str], str] = kwargs["agents_by_model"]
+    return {key: list(index[key]) for key in index}
 
 
 @kopf.index(GROUP, VERSION, "agents")
@@ -165,8 +171,16 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
 @kopf.on.resume(GROUP, VERSION, "agents")
 @kopf.on.create(GROUP, VERSION, "agents")
 @kopf.on.update(GROUP, VERSION, "agents", field="spec")
-async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-    await reconcile.reconcile_agent(platform(memo), str(namespace), name)
+async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+    p = platform(memo)
+    await reconcile.reconcile_agent(p, str(namespace), name)
+    # The models it names may have gained (or lost) a caller.
+    await reconcile.render_models_file(p, _callers(kwargs))
+
+
+@kopf.on.delete(GROUP, VERSION, "agents", optional=True)
+async def agent_deleted(memo: kopf.Memo, **kwargs: Any) -> None:
+    await reconcile.render_models_file(platform(memo), _callers(kwargs))
 
 
 # --- tasks ----------------------------------------------------------------------------------

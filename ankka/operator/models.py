@@ -8,7 +8,7 @@ cluster (``tests/unit/test_operator_models.py``).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from ankka.api.resources import (
     ModelServer,
     ServerKind,
 )
+from ankka.operator.certs import agent_uri
 from ankka.operator.objects import (
     Obj,
     condition,
@@ -35,6 +36,7 @@ from ankka.operator.settings import Settings
 __all__ = [
     "DEFAULT_PORTS",
     "ServedModel",
+    "callers_of",
     "deployed_condition",
     "models_configmap",
     "models_file",
@@ -73,6 +75,8 @@ class ServedModel:
     # The model's name on its server (an Ollama tag, a vLLM path); runtimes address the
     # gateway by the InstallationModel's name, and the gateway renames the request upstream.
     upstream_model: str | None = None
+    # Who may use it (the service identities of the Agents that name it); None: not rendered.
+    callers: tuple[str, ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind, "url": self.url}
@@ -82,15 +86,35 @@ class ServedModel:
             out["capabilities"] = list(self.capabilities)
         if self.max_concurrency is not None:
             out["max_concurrency"] = self.max_concurrency
+        if self.callers is not None:
+            out["callers"] = list(self.callers)
         return out
+
+
+def callers_of(
+    namespace: str, name: str, agents_by_model: Mapping[tuple[str, str], Iterable[str]]
+) -> tuple[str, ...]:
+    """The service identities of the Agents in ``namespace`` that name this model, sorted.
+
+    The gateway serves the model to these callers only (an Agent's ``spec.models`` is what
+    its runtime may use); a model no Agent names is rendered with ``callers: []``.
+    """
+    agents = agents_by_model.get((namespace, name), ())
+    return tuple(sorted({agent_uri(namespace, agent) for agent in agents}))
 
 
 def _port(server: ModelServer) -> int:
     return server.port or DEFAULT_PORTS[server.kind]
 
 
-def probe_target(namespace: str, name: str, spec: InstallationModelSpec) -> ServedModel:
-    """Where the gateway (and the probe) reaches this model, and how."""
+def probe_target(
+    namespace: str,
+    name: str,
+    spec: InstallationModelSpec,
+    *,
+    callers: tuple[str, ...] | None = None,
+) -> ServedModel:
+    """Where the gateway (and the probe) reaches this model, how, and for whom."""
     if spec.endpoint is not None:
         kind: UpstreamKind = spec.endpoint.kind.value
         url = spec.endpoint.url.rstrip("/")
@@ -106,6 +130,7 @@ def probe_target(namespace: str, name: str, spec: InstallationModelSpec) -> Serv
         capabilities=declared,
         max_concurrency=spec.max_concurrency,
         upstream_model=spec.model,
+        callers=callers,
     )
 
 

@@ -12,8 +12,8 @@ import asyncio
 import datetime as dt
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeAlias
 
 import httpx2
 from pydantic import ValidationError
@@ -239,8 +239,14 @@ def _model_spec(body: Obj) -> InstallationModelSpec:
     return InstallationModelSpec.model_validate(body.get("spec") or {})
 
 
-async def render_models_file(p: Platform) -> None:
-    """Render every InstallationModel into the gateway's models-file ConfigMap."""
+AgentsByModel: TypeAlias = Mapping[tuple[str, str], Iterable[str]]
+
+
+async def render_models_file(p: Platform, agents_by_model: AgentsByModel | None = None) -> None:
+    """Render every InstallationModel into the gateway's models-file ConfigMap.
+
+    With ``agents_by_model`` ((namespace, model) → the Agents that name it) each model lists
+    its ``callers``, so the gateway serves it to those Agents only."""
     served = []
     for item in await p.kube.list(API_VERSION, "InstallationModel"):
         meta = item["metadata"]
@@ -250,17 +256,23 @@ async def render_models_file(p: Platform) -> None:
             spec = _model_spec(item)
         except ValidationError:
             continue
-        served.append(models.probe_target(meta["namespace"], meta["name"], spec))
+        namespace, name = meta["namespace"], meta["name"]
+        callers = (
+            None if agents_by_model is None else models.callers_of(namespace, name, agents_by_model)
+        )
+        served.append(models.probe_target(namespace, name, spec, callers=callers))
     await p.apply(models.models_configmap(p.settings, served))
 
 
-async def reconcile_model(p: Platform, body: Obj) -> None:
+async def reconcile_model(
+    p: Platform, body: Obj, agents_by_model: AgentsByModel | None = None
+) -> None:
     """Apply a deployed model's Deployment and Service, re-render the models file, probe."""
     meta = body["metadata"]
     spec = _model_spec(body)
     for child in models.server_children(meta["namespace"], meta["name"], meta["uid"], spec):
         await p.apply(child)
-    await render_models_file(p)
+    await render_models_file(p, agents_by_model)
     await probe_model(p, body)
 
 

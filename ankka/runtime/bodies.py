@@ -1,4 +1,10 @@
-"""Reading a JSON request body into a pydantic model, with errors that name what was wrong."""
+"""Reading a JSON request body into a pydantic model, with errors that name what was wrong.
+
+The body's size is bounded in front of every route (:mod:`ankka.runtime.bounds`); what got
+through is refused when it is not JSON or is nested deeper than the decoder takes (both 400
+``invalid_json``), or does not fit the model (422 ``invalid_request``, naming each field and the
+shape expected).
+"""
 
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ def parse_body(raw: bytes, model: type[M], shape: str, *, limit: int | None = No
         data = json.loads(raw)
     except ValueError as exc:
         raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidJSON(f"the body is nested too deeply to read; send {shape}") from exc
     try:
         return model.model_validate(data)
     except ValidationError as exc:

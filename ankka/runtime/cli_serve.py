@@ -14,9 +14,14 @@ import contextlib
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ankka._kernel import serve
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka.runtime.identity import Identify, is_loopback, load_tokens
+
+if TYPE_CHECKING:
+    from ankka._kernel.tls import ReloadingServerTLS
 
 __all__ = ["CONSOLE_VARIABLE", "configure", "run"]
 
@@ -37,6 +42,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="largest request body accepted; larger ones get 413 (%(default)s)",
+    )
+    parser.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (reloaded on change): "
+        "callers present a client certificate from that CA and are known by its ankka:// URI SAN",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="callers send Authorization: Bearer TOKEN; FILE has one 'CALLER TOKEN' per line",
+    )
+    parser.add_argument(
+        "--trust-network",
+        action="store_true",
+        help="on a non-loopback address, serve without identifying callers (every caller is "
+        "'local'); only where the network itself admits only trusted callers",
+    )
     parser.add_argument(
         "--lease-seconds",
         type=float,
@@ -64,12 +92,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="how long before an approval's limit approval_expiring is sent (%(default)s)",
     )
     parser.add_argument(
-        "--tls-dir",
-        metavar="DIR",
-        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (client certificates "
-        "required; reloaded on change)",
-    )
-    parser.add_argument(
         "--notification-buffer",
         type=int,
         default=256,
@@ -82,6 +104,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"serve the console at /console, to loopback callers only (default off; "
         f"env {CONSOLE_VARIABLE}=on|off; `ankka up` turns it on)",
     )
+    serve.add_limit_options(parser)
 
 
 def load_service(target: str) -> object:
@@ -105,8 +128,37 @@ def load_service(target: str) -> object:
         raise SystemExit(f"ankka serve: module {module_name!r} has no {attr!r}") from None
 
 
+def _identity(args: argparse.Namespace) -> tuple[Identify, ReloadingServerTLS | None]:
+    """How callers are identified, by the rule in :mod:`ankka.runtime.identity`; says so."""
+    from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
+
+    tokens = load_tokens(args.token_file) if args.token_file else None
+    tls = None
+    if args.tls_dir:
+        try:
+            tls = ReloadingServerTLS(args.tls_dir)
+        except TLSFilesError as exc:
+            raise ConfigurationError(str(exc)) from exc
+    local = is_loopback(args.host)
+    if tls is None and tokens is None and not local and not args.trust_network:
+        raise ConfigurationError(
+            f"listening on {args.host} needs a way to identify callers: pass --tls-dir DIR "
+            "(client certificates) or --token-file FILE (bearer tokens); only a loopback "
+            "address trusts its callers as 'local' (--trust-network overrides this)"
+        )
+    if tls is not None:
+        how = f"callers are identified by client certificate (CA in {args.tls_dir}/ca.crt)"
+    elif tokens is not None:
+        how = f"callers are identified by bearer token ({len(tokens)} caller(s))"
+    elif local:
+        how = "on loopback without TLS or tokens: every caller is trusted as 'local'"
+    else:
+        how = "WARNING: --trust-network: callers are NOT identified; every caller is 'local'"
+    print(f"ankka serve: {how}", file=sys.stderr)
+    return Identify(tls=tls is not None, tokens=tokens, trust=True), tls
+
+
 def run(args: argparse.Namespace) -> int:
-    from ankka._kernel.tls import ReloadingServerTLS
     from ankka.runtime.agents import Service
     from ankka.runtime.approvals.index import ApprovalIndex
     from ankka.runtime.compaction.leases import open_leases
@@ -134,7 +186,12 @@ def run(args: argparse.Namespace) -> int:
         providers = providers_from_environment(os.environ)
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
-        tls = ReloadingServerTLS(args.tls_dir) if args.tls_dir else None
+    except AnkkaError as exc:
+        print(f"ankka serve: {exc}", file=sys.stderr)
+        return 2
+    limits = serve.limits_from(args)
+    try:
+        identify, tls = _identity(args)
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
@@ -198,12 +255,15 @@ def run(args: argparse.Namespace) -> int:
                     create_app(
                         runtime,
                         tasks,
+                        max_body=args.max_body_bytes,
+                        identify=identify,
                         approver_header=args.approver_header,
                         console=args.console == "on",
                     ),
                     sock,
                     name="ankka serve",
                     access_log=args.access_log,
+                    limits=limits,
                     ssl_context=tls.context if tls is not None else None,
                 )
         finally:

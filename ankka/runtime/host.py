@@ -6,7 +6,9 @@ For one turn: plan it (:mod:`ankka.runtime.planning`: the agent's
 bring the session's folded conversation up to date from the journal, run the loop, append the
 turn's messages through the :class:`~ankka.runtime.journal.journal.Journal` in one atomic
 batch, and only then answer. A failed turn writes nothing, so nothing committed before it is
-lost or half-overwritten.
+lost or half-overwritten, but the model calls it made are journaled as an accounting record
+(:mod:`ankka.runtime.accounting`). A session's first batch records who created it
+(:class:`~ankka.runtime.identity.SessionOpened`); only that caller and the platform may use it.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,7 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
 from ankka.runtime import planning
+from ankka.runtime.accounting import NOT_WRITTEN, SessionUsage, UnwrittenCalls, session_usage
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.approvals.desk import ApprovalDesk, Notify
 from ankka.runtime.approvals.index import ApprovalIndex
@@ -38,7 +41,8 @@ from ankka.runtime.compaction.leases import CompactionLeases
 from ankka.runtime.compaction.metrics import CompactionMetrics
 from ankka.runtime.compaction.settings import Compaction, CompactionOverride
 from ankka.runtime.compaction.view import SentView
-from ankka.runtime.journal.events import Record
+from ankka.runtime.identity import LOCAL, NotPermitted, SessionOpened, may_use
+from ankka.runtime.journal.events import Entry, Record
 from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import JournalStore
@@ -52,11 +56,13 @@ from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.judgments.verify import ask
 from ankka.runtime.loop import Emit, TurnOutcome, TurnSuspension, run_turn
 from ankka.runtime.mcp.listing import McpToolsRecord
-from ankka.runtime.messages import AssistantMessage, Message, Usage
+from ankka.runtime.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.config import env_name, find_model
 from ankka.runtime.sessions import SessionQueue
+from ankka.runtime.tasks.records import TASK_SESSION_PREFIX
 
 if TYPE_CHECKING:
     from ankka.runtime.mcp.servers import McpServers
@@ -64,6 +70,13 @@ if TYPE_CHECKING:
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
 log = logging.getLogger("ankka.runtime")
+
+
+def _creator_of(records: Iterable[Record]) -> str | None:
+    """Who created the session: its first record says (sessions older than the record: None)."""
+    for record in records:
+        return record.caller if isinstance(record, SessionOpened) else None
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +102,26 @@ class TurnResult:
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
+    """A session at a glance; ``tally`` splits its tokens between the turns written and the
+    calls of turns that were not (:mod:`ankka.runtime.accounting`)."""
+
     session: str
     messages: int
-    turns: int
     pending: int
-    usage: Usage
+    tally: SessionUsage
     compactions: int = 0
     compaction_rejections: int = 0
     compaction_usage: Usage = field(default_factory=Usage)
     awaiting: tuple[ApprovalRequest, ...] = ()
     judgment_usage: Usage = field(default_factory=Usage)
+
+    @property
+    def turns(self) -> int:
+        return self.tally.turns
+
+    @property
+    def usage(self) -> Usage:
+        return self.tally.written
 
 
 @dataclass(slots=True)
@@ -109,6 +132,7 @@ class _Folded:
 
     view: SentView
     mcp_digests: dict[str, str]
+    creator: str | None = None
     approvals: ApprovalState = field(default_factory=ApprovalState)
 
     @property
@@ -118,6 +142,8 @@ class _Folded:
     def add(self, seq: int, record: Record) -> None:
         if isinstance(record, McpToolsRecord):
             self.mcp_digests[record.server] = record.digest
+        elif isinstance(record, SessionOpened):
+            self.creator = record.caller
         self.approvals.add(seq, record)
         self.view.add(seq, record)
 
@@ -228,27 +254,39 @@ class Runtime:
     def _check_summariser(self, planned: PlannedTurn) -> PlannedTurn:
         settings = self.compaction(planned.agent, planned.effect)
         model = settings.model if settings is not None else None
-        if model is not None and model not in self.compactor.providers:
+        if model is not None and find_model(self.compactor.providers, model) is None:
             configured = ", ".join(sorted(self.compactor.providers)) or "none"
-            env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
+            env = env_name(model, "PRESET")
             raise ConfigurationError(
                 f"agent {planned.agent!r} is summarised by model {model!r}, which is not "
                 f"configured (configured: {configured}); set {env} and its settings"
             )
         return planned
 
-    async def run(self, planned: PlannedTurn, *, emit: Emit | None = None) -> TurnResult:
+    async def run(
+        self, planned: PlannedTurn, *, emit: Emit | None = None, caller: str = LOCAL
+    ) -> TurnResult:
         """Run one planned turn: wait for the session's turn, bring its conversation up to
-        date, run the loop, append the turn's messages, and only then return."""
+        date, run the loop, append the turn's messages, and only then return. ``caller``
+        must be allowed to use the session (:func:`~ankka.runtime.identity.may_use`); a
+        session's first batch records it as the creator."""
         agent, session, effect = planned.agent, planned.session, planned.effect
+        if session.startswith(TASK_SESSION_PREFIX):
+            raise NotPermitted(
+                f"session {session!r} is a task's: only its task writes it (read it, or send "
+                "the agent a message in a session of your own)"
+            )
         started = self.clock.monotonic()
+        spent: list[ModelCall] = []
         judging = Judging(self.judges)
         try:
             async with self.queue.turn(session):
                 folded = await self._conversations.load(session)
+                self._check(session, caller, folded.creator)
                 # A turn waiting for approval refuses this one (409 naming its requests); one
                 # cut off after its last decision is ended first.
                 await self.approvals.settle_cut_off(session, folded)
+                opening = (SessionOpened(caller),) if folded.position == 0 else ()
                 turn_id = new_id("turn")
                 try:
                     effect, listings = await self.with_mcp_tools(planned, turn_id, folded)
@@ -260,32 +298,111 @@ class Runtime:
                         provider=planned.provider,
                         clock=self.clock,
                         emit=emit,
+                        spent=spent,
                         judging=judging,
                     )
+                except AnkkaError as exc:
+                    unwritten = self._unwritten(planned, turn_id, exc.kind, spent, judging)
+                    await self._account(session, folded, opening, unwritten)
+                    raise
                 except BaseException:
-                    await self._judgment_usage_alone(planned, turn_id, judging)
+                    # Cancelled (the caller left): what it spent, best effort.
+                    unwritten = self._unwritten(planned, turn_id, "cancelled", spent, judging)
+                    await self._account(session, folded, opening, unwritten, quietly=True)
                     raise
                 if isinstance(outcome, TurnSuspension):
-                    before: tuple[Record, ...] = (*listings, *self.spent(planned, turn_id, judging))
+                    # Who opened the session goes first, with the tool listings.
+                    before: tuple[Record, ...] = (
+                        *opening,
+                        *listings,
+                        *self.spent(planned, turn_id, judging),
+                    )
                     awaiting = await self.approvals.suspend(planned, folded, before, outcome)
                     return TurnResult(None, awaiting)
                 if effect.write_memory:
-                    # The tool listings the turn used go first, in the turn's own batch; the
-                    # tokens its judged guardrails spent last.
+                    # Who opened the session and the tool listings the turn used go first,
+                    # in the turn's own batch; the tokens its judged guardrails spent last.
                     records = (
+                        *opening,
                         *listings,
                         *outcome.messages,
                         *self.spent(planned, turn_id, judging),
                     )
                     await self.record(session, folded, records)
                 else:
-                    await self._judgment_usage_alone(planned, turn_id, judging)
+                    unwritten = self._unwritten(
+                        planned, turn_id, NOT_WRITTEN, outcome.calls, judging
+                    )
+                    await self._account(session, folded, opening, unwritten)
         except AnkkaError as exc:
             self.metrics.turn_failed(agent, exc.kind)
+            self.metrics.calls_made(agent, spent)
             raise
         self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
         self.committed(planned)
         return TurnResult(outcome)
+
+    def _unwritten(
+        self,
+        planned: PlannedTurn,
+        turn_id: str,
+        reason: str,
+        calls: Iterable[ModelCall],
+        judging: Judging,
+    ) -> tuple[Record, ...]:
+        """What a turn that writes no messages still records: its model calls (as
+        :class:`UnwrittenCalls`) and its judged guardrails' tokens; empty when neither."""
+        made = tuple(calls)
+        unwritten = (UnwrittenCalls(turn_id, planned.agent, reason, made),) if made else ()
+        return (*unwritten, *self.spent(planned, turn_id, judging))
+
+    async def _account(
+        self,
+        session: str,
+        folded: _Folded,
+        opening: tuple[SessionOpened, ...],
+        records: tuple[Record, ...],
+        *,
+        quietly: bool = False,
+    ) -> None:
+        """Journal the accounting of a turn that writes no messages (when there is any),
+        after who opened the session when it is new, so a session never starts unowned.
+        ``quietly``: best effort, for a cancelled turn (not worth a new error over it)."""
+        if not records:
+            return
+        try:
+            await self.record(session, folded, (*opening, *records))
+        except Exception:
+            if not quietly:
+                raise
+            log.warning("the accounting of a cancelled turn was not recorded", exc_info=True)
+
+    @staticmethod
+    def _check(session: str, caller: str, creator: str | None) -> None:
+        if not may_use(caller, creator):
+            raise NotPermitted(
+                f"caller {caller!r} may not use session {session!r}: another caller created "
+                "it (a session is its creator's and the platform's)"
+            )
+
+    async def _entries(self, session: str, caller: str) -> list[Entry]:
+        """The session's journal entries, for a caller allowed to read them."""
+        entries = await self.journal.read(session)
+        self._check(session, caller, _creator_of(e.record for e in entries))
+        return entries
+
+    async def calls(
+        self, session: str, *, caller: str = LOCAL
+    ) -> list[tuple[ModelCall, str, str | None]]:
+        """Every model call of the session in order: (call, turn, why it was not written)."""
+        found: list[tuple[ModelCall, str, str | None]] = []
+        for entry in await self._entries(session, caller):
+            record = entry.record
+            if isinstance(record, AssistantMessage) and record.call is not None:
+                found.append((record.call, record.turn, None))
+            elif isinstance(record, UnwrittenCalls):
+                found.extend((call, record.turn, record.reason) for call in record.calls)
+        return found
 
     async def load(self, session: str) -> _Folded:
         """The session's folded state, brought up to date (call with its turn lock held)."""
@@ -346,20 +463,6 @@ class Runtime:
         self.metrics.judgment_tokens_used(judging.usage)
         return (JudgmentUsage(judging.usage, planned.agent, turn_id),)
 
-    async def _judgment_usage_alone(
-        self, planned: PlannedTurn, turn_id: str, judging: Judging
-    ) -> None:
-        """Record a turn's judgment tokens when it wrote no messages; best effort."""
-        spent = self.spent(planned, turn_id, judging)
-        if not spent:
-            return
-        try:
-            folded = await self._conversations.load(planned.session)
-            await self.journal.append(planned.session, spent, expected=folded.position)
-        except Exception:
-            log.warning("the judgment usage of turn %s was not recorded", turn_id, exc_info=True)
-        self._conversations.forget(planned.session)
-
     async def judge(self, name: str, text: str) -> Judgment:
         """Ask a judgment handler's questions about ``text``; the verified judgment."""
         plan, judge = plan_judgment(
@@ -369,40 +472,36 @@ class Runtime:
         self.metrics.judgment_finished(name, judgment.usage)
         return judgment
 
-    async def messages(self, session: str, *, as_sent: bool = False) -> list[Message]:
+    async def messages(
+        self, session: str, *, as_sent: bool = False, caller: str = LOCAL
+    ) -> list[Message]:
         """The session's whole conversation as committed (compaction never removes a
         message), or with ``as_sent`` what the model is now shown from it (the summary, then
         the rest). Read from the journal, not the turn cache, so a reader never waits behind
         the session's queue."""
+        entries = await self._entries(session, caller)
         if as_sent:
-            return SentView().apply_all(await self.journal.read(session)).messages
-        return await self.journal.conversation(session)
+            return SentView().apply_all(entries).messages
+        return fold(e.record for e in entries)
 
-    async def summary(self, session: str) -> SessionSummary:
+    async def summary(self, session: str, *, caller: str = LOCAL) -> SessionSummary:
         pending = self.queue.pending(session)
-        entries = await self.journal.read(session)
-        conversation = fold(e.record for e in entries)
+        entries = await self._entries(session, caller)
+        records = [e.record for e in entries]
         view = SentView().apply_all(entries)
-        usage = Usage()
-        turns = 0
-        for message in conversation:
-            if isinstance(message, AssistantMessage) and message.turn_usage is not None:
-                usage = usage + message.turn_usage
-                turns += 1
         state = ApprovalState()
         for e in entries:
             state.add(e.seq, e.record)
         awaiting = state.current.undecided if state.current is not None else ()
         judged = Usage()
-        for entry in entries:
-            if isinstance(entry.record, JudgmentUsage):
-                judged = judged + entry.record.usage
+        for record in records:
+            if isinstance(record, JudgmentUsage):
+                judged = judged + record.usage
         return SessionSummary(
             session,
-            len(conversation),
-            turns,
+            len(fold(records)),
             pending,
-            usage,
+            session_usage(records),
             judgment_usage=judged,
             compactions=view.compactions,
             compaction_rejections=view.rejected,

@@ -7,19 +7,25 @@
   ``{"answers": {QUESTION: {"probabilities", "coverage", "measured"}}, "usage"}``.
 - ``GET /v1/sessions/{session}/messages``: the whole conversation (compaction removes
   nothing); ``?as_sent=true``: what the model is now shown (the summary, then the rest).
-- ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart),
-  compactions, requests pending, the approvals its suspended turn waits for.
+- ``GET /v1/sessions/{session}``: counts, token totals (turns' and compaction's apart, and
+  the calls of turns that wrote nothing), compactions, requests pending, the approvals its
+  suspended turn waits for.
+- ``GET /v1/sessions/{session}/calls``: every model call of the session, written or not.
 - ``POST /v1/approvals/{id}``, ``GET /v1/approvals``: :mod:`ankka.runtime.approvals.http`.
   A turn that waits for approval is answered 202 ``{"status": "awaiting_approval",
   "approvals": [...]}`` (a stream ends with an ``awaiting_approval`` event).
-- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``.
+- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
+  (:mod:`ankka.runtime.openapi`).
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
 - ``GET /console``, ``/console/sessions/{session}``, ``/console/tasks`` and
   ``/console/tasks/{task}``: the console's pages, when enabled
   (:mod:`ankka.runtime.console`).
 
-Every error is ``{"error": {"type", "message"}}`` with the status of its class.
+Every error is ``{"error": {"type", "message"}}`` with the status of its class, a 404 or
+405 from routing included (a 405 names the allowed methods in ``Allow``). Input is bounded
+in front of the routes (:mod:`ankka.runtime.bounds`): body size, session-id form, and a
+caller who leaves mid-body is counted, not logged as a failure.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
@@ -42,9 +49,12 @@ from starlette.routing import BaseRoute, Route
 from ankka._kernel.errors import AnkkaError, RequestError
 from ankka.runtime.approvals.http import approval_routes, awaiting_json
 from ankka.runtime.bodies import parse_body
+from ankka.runtime.bounds import DEFAULT_MAX_BODY, BoundedInput
 from ankka.runtime.host import Runtime, TurnResult
+from ankka.runtime.identity import Identify, caller_of
 from ankka.runtime.loop import LoopEvent, TurnOutcome
 from ankka.runtime.messages import ToolCall
+from ankka.runtime.openapi import document
 from ankka.runtime.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
 from ankka.runtime.tasks.host import TaskHost
@@ -62,10 +72,18 @@ class TurnBody(BaseModel):
     message: str = Field(min_length=1)
 
 
+_ROUTING = {404: "not_found", 405: "method_not_allowed"}
+
+
 def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
     """The one mapping from an exception to the API's error: its status and its body."""
     if isinstance(exc, AnkkaError):
         return exc.status, {"error": {"type": exc.kind, "message": str(exc)}}
+    if isinstance(exc, HTTPException) and exc.status_code in _ROUTING:
+        kind = _ROUTING[exc.status_code]
+        allow = (exc.headers or {}).get("Allow")
+        message = f"use {allow} here" if allow else "no such endpoint; see GET /openapi.json"
+        return exc.status_code, {"error": {"type": kind, "message": message}}
     log.error("unexpected failure", exc_info=exc)
     message = "the runtime failed unexpectedly; see its log"
     return 500, {"error": {"type": "internal_error", "message": message}}
@@ -73,7 +91,8 @@ def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
 
 async def _error_response(request: Request, exc: Exception) -> Response:
     status, body = error_json(exc)
-    return JSONResponse(body, status_code=status)
+    headers = exc.headers if isinstance(exc, HTTPException) else None  # Allow, on a 405
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 # Every route's errors are answered here. An ExceptionMiddleware of our own, not Starlette's
@@ -133,14 +152,22 @@ def _event_bytes(event: LoopEvent) -> bytes:
     return _sse("tool_result", event.as_dict())
 
 
+def _caller(request: Request) -> str:
+    """Who is calling, as the identity layer named them (:mod:`ankka.runtime.identity`)."""
+    return caller_of(request.scope)
+
+
 def create_app(
     runtime: Runtime,
     tasks: TaskHost | None = None,
     *,
+    max_body: int = DEFAULT_MAX_BODY,
+    identify: Identify | None = None,
     approver_header: str | None = None,
     console: bool = False,
-) -> Starlette:
-    """The runtime's app; with ``tasks``, also the task routes (``ankka.runtime.tasks.http``).
+) -> BoundedInput:
+    """The API of ``runtime``; with ``tasks``, also the task routes
+    (:mod:`ankka.runtime.tasks.http`). Without ``identify`` every caller is ``local``.
     ``approver_header`` names the header a trusted proxy sets to say who decides an approval
     (``ankka.runtime.approvals.http``). With ``console``, the console's pages at ``/console``
     (:mod:`ankka.runtime.console`)."""
@@ -150,9 +177,10 @@ def create_app(
         planned = runtime.plan(
             request.path_params["agent"], request.path_params["session"], body.message
         )
+        caller = _caller(request)
         if planned.streams:
-            return await _stream(runtime, planned, request)
-        result = await runtime.run(planned)
+            return await _stream(runtime, planned, request, caller)
+        result = await runtime.run(planned, caller=caller)
         if result.outcome is None:
             return JSONResponse(awaiting_json(result.awaiting), status_code=202)
         return JSONResponse(_turn_json(result))
@@ -165,7 +193,7 @@ def create_app(
     async def messages(request: Request) -> Response:
         session = request.path_params["session"]
         as_sent = _flag(request, "as_sent")
-        conversation = await runtime.messages(session, as_sent=as_sent)
+        conversation = await runtime.messages(session, as_sent=as_sent, caller=_caller(request))
         return JSONResponse(
             {
                 "session": session,
@@ -175,7 +203,7 @@ def create_app(
         )
 
     async def session_summary(request: Request) -> Response:
-        summary = await runtime.summary(request.path_params["session"])
+        summary = await runtime.summary(request.path_params["session"], caller=_caller(request))
         return JSONResponse(
             {
                 "session": summary.session,
@@ -183,12 +211,28 @@ def create_app(
                 "turns": summary.turns,
                 "pending": summary.pending,
                 "usage": summary.usage.as_dict(),
+                "unwritten_turns": summary.tally.unwritten_turns,
+                "unwritten_usage": summary.tally.unwritten.as_dict(),
+                "total_usage": summary.tally.total.as_dict(),
                 "judgment_usage": summary.judgment_usage.as_dict(),
                 "cost": COST_UNKNOWN,
                 "compactions": summary.compactions,
                 "compaction_rejections": summary.compaction_rejections,
                 "compaction_usage": summary.compaction_usage.as_dict(),
                 "awaiting_approval": [a.shown() for a in summary.awaiting],
+            }
+        )
+
+    async def calls(request: Request) -> Response:
+        session = request.path_params["session"]
+        found = await runtime.calls(session, caller=_caller(request))
+        return JSONResponse(
+            {
+                "session": session,
+                "calls": [
+                    {**call.as_dict(), "turn": turn, "written": why is None, "reason": why}
+                    for call, turn, why in found
+                ],
             }
         )
 
@@ -222,6 +266,16 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
+    service = runtime.service
+    published = document(
+        service.agents,
+        service.autonomous_agents if tasks is not None else None,
+        service.judgments,
+    )
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(published)
+
     async def readyz(request: Request) -> Response:
         # Not ready while a declared MCP server has no session: its tools would be missing.
         missing = runtime.missing()
@@ -237,7 +291,7 @@ def create_app(
         from ankka.runtime.console.routes import console_routes
 
         pages = console_routes(runtime, tasks)
-    return Starlette(
+    routes = Starlette(
         routes=[
             *pages,
             *(task_routes(tasks) if tasks is not None else ()),
@@ -246,12 +300,19 @@ def create_app(
             Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
             Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
+            Route("/v1/sessions/{session}/calls", calls, methods=["GET"]),
             Route("/v1/agents", agents, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
         ],
         middleware=[_ERRORS],
+        # Routing's 404 and 405 are answered by Starlette's own inner handler: ours, in shape.
+        exception_handlers={HTTPException: _error_response},
+    )
+    return BoundedInput(
+        routes, max_body=max_body, on_caller_left=runtime.metrics.caller_left, identify=identify
     )
 
 
@@ -259,11 +320,13 @@ _DONE = object()  # the turn ended (its result or its failure is the task's)
 _LEFT = object()  # the caller disconnected
 
 
-async def _stream(runtime: Runtime, planned: PlannedTurn, request: Request) -> Response:
+async def _stream(
+    runtime: Runtime, planned: PlannedTurn, request: Request, caller: str
+) -> Response:
     """Answer a stream-shaped agent as SSE. A failure before the first event is answered as an
     ordinary JSON error (a guardrail refusal is a 403, not a 200 with an error inside). A
     caller who leaves before the first event takes the turn with them: it is cancelled and
-    nothing of it is written."""
+    none of its messages are written (what it spent is accounted, as for any unwritten turn)."""
     queue: asyncio.Queue[LoopEvent | object] = asyncio.Queue()
 
     async def emit(event: LoopEvent) -> None:
@@ -274,7 +337,7 @@ async def _stream(runtime: Runtime, planned: PlannedTurn, request: Request) -> R
             pass
         queue.put_nowait(_LEFT)
 
-    task = asyncio.create_task(runtime.run(planned, emit=emit))
+    task = asyncio.create_task(runtime.run(planned, emit=emit, caller=caller))
     task.add_done_callback(lambda _: queue.put_nowait(_DONE))
     watcher = asyncio.create_task(watch())
     try:

@@ -127,14 +127,18 @@ async def run_turn(
     provider: ModelProvider,
     clock: Clock,
     emit: Emit | None = None,
+    spent: list[ModelCall] | None = None,
     resume: Resume | None = None,
     judging: Judging | None = None,
 ) -> TurnOutcome | TurnSuspension:
     """Run a turn, or go on with a suspended one (``resume``: its input guardrails passed
-    when it started, and the calls of its last answer are settled first)."""
+    when it started, and the calls of its last answer are settled first). Every model call is
+    appended to ``spent`` as it returns, so a caller can account for the calls of a turn that
+    then fails (see :mod:`ankka.runtime.accounting`); ``judging`` collects what its judged
+    guardrails spend."""
     context = tuple(memory.select(history, effect.memory))
     tools = {t.name: t for t in effect.tools}
-    calls: list[ModelCall] = []
+    calls: list[ModelCall] = spent if spent is not None else []
     usage = Usage()
     rounds = 0
     if resume is None:

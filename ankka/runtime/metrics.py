@@ -6,10 +6,12 @@ message text, keys or session ids.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from ankka.runtime.loop import TurnOutcome
-from ankka.runtime.messages import Usage
+from ankka.runtime.messages import ModelCall, Usage
 
 __all__ = ["RuntimeMetrics"]
 
@@ -43,6 +45,11 @@ class RuntimeMetrics:
         self.tool_calls = Counter(
             "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"], registry=r
         )
+        self.caller_disconnects = Counter(
+            "ankka_caller_disconnects",
+            "Requests whose caller left before sending them whole",
+            registry=r,
+        )
         self.tokens = Counter(
             "ankka_tokens",
             "Tokens used, by kind (input, output, cache_read, cache_write)",
@@ -62,7 +69,13 @@ class RuntimeMetrics:
     def turn_finished(self, agent: str, outcome: TurnOutcome, seconds: float) -> None:
         self.turns.labels(agent, "ok").inc()
         self.turn_seconds.labels(agent).observe(seconds)
-        for call in outcome.calls:
+        self.calls_made(agent, outcome.calls)
+        for result in outcome.tool_results:
+            self.tool_calls.labels(agent, result.name, "error" if result.is_error else "ok").inc()
+
+    def calls_made(self, agent: str, calls: Iterable[ModelCall]) -> None:
+        """Count model calls and their tokens, whether or not their turn was written."""
+        for call in calls:
             self.model_calls.labels(agent, call.provider, call.model).inc()
             self.model_seconds.labels(call.provider, call.model).observe(call.latency_ms / 1000)
             for kind, count in call.usage.as_dict().items():
@@ -70,8 +83,10 @@ class RuntimeMetrics:
                     self.tokens.labels(agent, call.provider, kind.removesuffix("_tokens")).inc(
                         count
                     )
-        for result in outcome.tool_results:
-            self.tool_calls.labels(agent, result.name, "error" if result.is_error else "ok").inc()
+
+    def caller_left(self) -> None:
+        """A caller disconnected before its request arrived whole (a normal event)."""
+        self.caller_disconnects.inc()
 
     def judgment_finished(self, handler: str, usage: Usage) -> None:
         self.judgments.labels(handler).inc()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ankka._kernel.errors import ConfigurationError, NotFound
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.config import env_name, find_model
 
 __all__ = ["PlannedTurn", "plan", "plan_effect", "provider_for"]
 
@@ -78,10 +79,10 @@ def plan_effect(
 def provider_for(providers: Mapping[str, ModelProvider], agent: str, model: str) -> ModelProvider:
     """The configured provider named ``model``; a clear error naming the setting if none.
     Task iterations (``ankka.runtime.tasks.prompt``) find their model here too."""
-    provider = providers.get(model)
+    provider = find_model(providers, model)
     if provider is None:
         configured = ", ".join(sorted(providers)) or "none"
-        env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
+        env = env_name(model, "PRESET")
         raise ConfigurationError(
             f"agent {agent!r} asks for model {model!r}, which is not configured "
             f"(configured: {configured}); set {env} and its settings"

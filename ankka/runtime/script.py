@@ -7,11 +7,16 @@ A script is a JSON list of turns, served in order, or an object
 ``{"tool_calls": [{"name": "...", "arguments": {...}}]}``, optionally with
 ``"usage": {"input_tokens": N, "output_tokens": N, "cache_read_tokens": N,
 "cache_write_tokens": N}`` and ``"delay_ms": N`` (the stand-in waits that long before
-answering) and ``"when": "user" | "tool"`` (the turn answers only a request whose last message
-is from that role) and ``"call": N`` (the turn answers only the N-th model call of a
-conversation, counted from 1 by the model's answers the request carries; the first unserved
-turn that fits is served, so sessions running at once can
-share one script). Parsing is strict: a mistake in a script names the turn and the key.
+answering; the scripted provider waits on its injected clock), ``"status": N`` (answered as
+that HTTP error: the stand-in in the endpoint's error shape, the scripted provider by raising
+what an HTTP provider raises for it; ``text`` is then the error's message),
+``"reasoning": "..."`` (the stand-in sends it as a Responses reasoning item or an Anthropic
+thinking block; the scripted provider returns it as the answer's provider state),
+``"when": "user" | "tool"`` (the turn answers only a request whose last message is from that
+role) and ``"call": N`` (the turn answers only the N-th model call of a conversation, counted
+from 1 by the model's answers the request carries). The first unserved turn that fits is
+served, so sessions running at once can share one script; :class:`TurnQueue` is that rule, for
+both doubles. Parsing is strict: a mistake in a script names the turn and the key.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ __all__ = [
     "ScriptTurn",
     "ScriptedCall",
     "ScriptedModel",
+    "TurnQueue",
     "load_script",
     "parse_script",
     "parse_turns",
@@ -101,8 +107,8 @@ def parse_turn(raw: object, where: str) -> ScriptTurn:
         )
     text = raw.get("text")
     calls_raw = raw.get("tool_calls", [])
-    if text is None and not calls_raw:
-        raise ScriptError(f"{where}: needs 'text' or 'tool_calls'")
+    if text is None and not calls_raw and "status" not in raw:
+        raise ScriptError(f"{where}: needs 'text', 'tool_calls' or 'status'")
     if text is not None and not isinstance(text, str):
         raise ScriptError(f"{where}: 'text' must be a string")
     if not isinstance(calls_raw, list):
@@ -125,6 +131,31 @@ def parse_turn(raw: object, where: str) -> ScriptTurn:
     if call is not None and (not isinstance(call, int) or isinstance(call, bool) or call < 1):
         raise ScriptError(f"{where}: 'call' must be a whole number ≥ 1")
     return ScriptTurn(text, calls, usage, float(delay), when, reasoning, status, call)
+
+
+class TurnQueue:
+    """A script's turns in serving order: the first unserved turn that fits a request is next.
+
+    Shared by the stand-in and the scripted provider, so ``when`` means the same to both.
+    """
+
+    def __init__(self, turns: list[ScriptTurn]) -> None:
+        self.turns = turns
+        self.served = 0
+        self._used = [False] * len(turns)
+        self._first_unserved = 0
+
+    def take(self, last_role: str | None, call: int | None = None) -> ScriptTurn | None:
+        """The first unserved turn that fits a request whose last message is ``last_role``'s
+        and which is the ``call``-th model call of its conversation."""
+        while self._first_unserved < len(self.turns) and self._used[self._first_unserved]:
+            self._first_unserved += 1
+        for index in range(self._first_unserved, len(self.turns)):
+            if not self._used[index] and self.turns[index].fits(last_role, call):
+                self._used[index] = True
+                self.served += 1
+                return self.turns[index]
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -280,6 +280,7 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
         lambda: (
             (c := kubectl.get("configmap", "ankka-models", PLATFORM_NS))
             and "smollm" in c["data"]["models.yaml"]
+            and "ankka://service/shop/cart" in c["data"]["models.yaml"]
             and c
         ),
     )
@@ -289,7 +290,10 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
         "kind": "ollama",
         "url": "http://qwen.shop.svc:11434",
         "upstream_model": "qwen3:0.6b",
+        "callers": [],  # no Agent names it: the gateway serves it to nobody
     }
+    # The Agents that name smollm may use it, and only they (issue 13, defect 12).
+    assert "ankka://service/shop/cart" in rows["smollm"]["callers"]
     assert (
         rows["smollm"]["url"]
         == kubectl.get(  # type: ignore[index]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +55,12 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         *,
         store: str | None = None,
         target: str = "tests.integration.services:service",
+        args: Sequence[str] = (),
         env: dict[str, str] | None = None,
     ) -> Server:
         store = store or f"sqlite:///{tmp_path / 'sessions.sqlite3'}"
         server = start(
-            ankka_command("serve", target, "--port", "0", "--store", store),
+            ankka_command("serve", target, "--port", "0", "--store", store, *args),
             env={**model_env(standin_url), **(env or {})},
         )
         servers.append(server)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ankka.runtime.agents import Turn, TurnRequest
+from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.guardrails import Guardrail
 from ankka.runtime.judgments import YesNo, refuse_if_yes
 from examples.weather import get_weather, service
@@ -50,4 +50,12 @@ def guarded(request: TurnRequest) -> Turn:
     return Turn(message=request.message, input_guardrails=[_ANYTHING])
 
 
-__all__ = ["service"]
+# The schemathesis target: every agent above but the judged one. Its judge must be a model
+# that returns logprobs, which the stand-in is not, and a judged guardrail without a judge is
+# a configuration error answered 500 by design (docs/judgments.md).
+unjudged = Service("integration-unjudged")
+for _name, _declared in service.agents.items():
+    if _name != "guarded":
+        unjudged.agent(_name, description=_declared.description)(_declared.handler)
+
+__all__ = ["service", "unjudged"]

@@ -128,6 +128,7 @@ async def test_approve_runs_the_call_once_with_the_recorded_arguments(make: Make
     assert RAN == [("A1", 250.0)]
     kinds = [type(e.record).__name__ for e in await runtime.journal.read("s")]
     assert kinds == [
+        "SessionOpened",  # who opened the session: the first record of every session
         "TurnSuspended",
         "ApprovalDecided",
         "ApprovedCallStarted",
@@ -139,7 +140,7 @@ async def test_approve_runs_the_call_once_with_the_recorded_arguments(make: Make
     sent = provider.requests[1].messages[-1]
     assert isinstance(sent, ToolResult) and sent.content == "refunded 250.0 on A1"
     entries = await runtime.journal.read("s")
-    decision = entries[1].record
+    decision = entries[2].record
     assert isinstance(decision, ApprovalDecided) and decision.decided_by == "spiffe://people/ann"
 
 
@@ -276,7 +277,7 @@ async def test_a_turn_cut_off_after_its_last_decision_is_ended_not_resumed(make:
 
 
 def request_turn(entries: Sequence[Any]) -> str:
-    first = entries[0].record
+    first = entries[1].record  # after the session's session_opened
     assert isinstance(first, TurnSuspended)
     return first.turn
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 
+from ankka.runtime.accounting import SessionUsage
 from ankka.runtime.agents import Service
 from ankka.runtime.console.charts import Bar, budget_bar, stacked_bars
 from ankka.runtime.console.pages import session_page
@@ -40,7 +41,7 @@ MESSAGES: list[Message] = [
     UserMessage("again", "b", "t2"),
     AssistantMessage("ok", (), "b", "t2", _call("b", "n", 3), Usage(3, 1)),
 ]
-SUMMARY = SessionSummary("s", 6, 2, 0, Usage(15, 3))
+SUMMARY = SessionSummary("s", 6, 0, SessionUsage(turns=2, written=Usage(15, 3)))
 
 
 def test_a_sessions_messages_are_grouped_by_turn_with_tokens_per_agent_and_model() -> None:

@@ -13,12 +13,13 @@ import yaml
 from ankka._kernel.clock import ManualClock
 from ankka._kernel.tls import peer_uri_sans
 from ankka.api.capabilities import Capability, ModelCapabilities
+from ankka.gateway.callers import CallersInFlight, TokenBudget, allowed
 from ankka.gateway.limits import ConcurrencyLimit, QueueFull
 from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
 from ankka.gateway.registry import Registry
 from ankka.gateway.upstream import Endpoint
 from ankka.gateway.wire import caller_of
-from ankka.operator.models import ServedModel
+from ankka.operator.models import ServedModel, callers_of
 from ankka.operator.models import models_file as operator_models_file
 
 OLLAMA = {"name": "small", "kind": "ollama", "url": "http://127.0.0.1:11434/"}
@@ -173,3 +174,122 @@ def test_the_file_the_operator_renders_is_read_as_it_is_rendered() -> None:
     ]
     assert [s.upstream_model for s in models.specs] == ["hosted", "qwen3:4b"]
     assert parse_models(yaml.safe_load(operator_models_file([]))).specs == ()
+
+
+# The models file's small defects (issue 13, defect 7).
+
+
+def _poll(registry: Registry, models_file: ModelsFile) -> None:
+    """What the maintenance loop does each poll."""
+    if models_file.changed():
+        registry.reload(models_file)
+
+
+def test_a_broken_models_file_is_logged_once_per_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": [OLLAMA]}))
+    models_file = ModelsFile(path)
+    registry = Registry(models_file.load(), NoClient())
+    path.write_text("models: [ {name: small\n")  # a YAML syntax error
+
+    with caplog.at_level("ERROR", logger="ankka.gateway"):
+        for _ in range(5):
+            _poll(registry, models_file)
+    assert len([r for r in caplog.records if "not YAML" in r.getMessage()]) == 1
+    assert list(registry.upstreams) == ["small"], "the models read before stay in service"
+
+    path.write_text("models: [ {name: another\n")  # a different mistake is a change: logged again
+    with caplog.at_level("ERROR", logger="ankka.gateway"):
+        _poll(registry, models_file)
+    assert len([r for r in caplog.records if "not YAML" in r.getMessage()]) == 2
+
+
+@pytest.mark.parametrize(
+    "url", ["http://h:8080", "http://h:8080/", "http://h:8080/v1", "http://h:8080/v1/"]
+)
+def test_a_url_with_or_without_v1_is_the_same_server(url: str) -> None:
+    [spec] = parse_models({"models": [{**OLLAMA, "url": url}]}).specs
+    assert spec.url == "http://h:8080"
+    registry = Registry(parse_models({"models": [{**OLLAMA, "url": url}]}), NoClient())
+    assert registry.upstreams["small"].endpoint.path == "/v1/chat/completions"
+
+
+def test_a_url_with_a_path_keeps_it() -> None:
+    [spec] = parse_models({"models": [{**OLLAMA, "url": "http://h/ollama/v1"}]}).specs
+    assert spec.url == "http://h/ollama"
+
+
+# Who may use a model (issue 13, defect 12).
+
+
+def test_callers_are_read_in_the_form_the_caller_is_named() -> None:
+    entry = {
+        **OLLAMA,
+        "callers": ["ankka://service/team-a/helper", "ankka://platform/operator", "team-b/x"],
+        "max_in_flight_per_caller": 2,
+    }
+    [spec] = parse_models({"models": [entry]}).specs
+    assert spec.callers == frozenset({"team-a/helper", "ankka://platform/operator", "team-b/x"})
+    assert spec.max_in_flight_per_caller == 2
+    [open_model] = parse_models({"models": [OLLAMA]}).specs
+    assert open_model.callers is None
+
+
+@pytest.mark.parametrize("callers", ["team-a/helper", [""], [3]])
+def test_callers_must_be_a_list_of_identities(callers: object) -> None:
+    with pytest.raises(ModelsFileError, match="'callers' must be a list"):
+        parse_models({"models": [{**OLLAMA, "callers": callers}]})
+
+
+@pytest.mark.parametrize(
+    ("uris", "caller"),
+    [
+        (("ankka://service/ns/agent",), "ns/agent"),
+        (("spiffe://x", "ankka://platform/operator"), "ankka://platform/operator"),
+        (("spiffe://x",), "unidentified"),
+        ((), "unidentified"),
+    ],
+)
+def test_a_caller_is_named_by_its_ankka_uri_only(uris: tuple[str, ...], caller: str) -> None:
+    assert caller_of({"extensions": {"tls": {"peer_uri_sans": uris}}}) == caller
+
+
+def test_one_callers_requests_in_flight_are_counted_apart() -> None:
+    counts = CallersInFlight(1)
+    assert counts.enter("a") and not counts.enter("a") and counts.enter("b")
+    counts.leave("a")
+    assert counts.enter("a")
+    assert allowed(None, "anyone") and not allowed(frozenset({"a"}), "b")
+
+
+def test_the_operator_renders_each_models_callers_from_the_agents_that_name_it() -> None:
+    agents_by_model = {("shop", "smollm"): ["cart", "cart", "helper"], ("other", "smollm"): ["x"]}
+    served = [
+        ServedModel(
+            "smollm", "ollama", "http://s", callers=callers_of("shop", "smollm", agents_by_model)
+        ),
+        ServedModel(
+            "qwen", "ollama", "http://q", callers=callers_of("shop", "qwen", agents_by_model)
+        ),
+    ]
+
+    models = parse_models(yaml.safe_load(operator_models_file(served))).by_name()
+
+    assert models["smollm"].callers == frozenset({"shop/cart", "shop/helper"})
+    assert models["qwen"].callers == frozenset(), "a model no Agent names serves nobody"
+
+
+def test_a_callers_token_budget_slides_over_a_minute() -> None:
+    now = [0.0]
+    budget = TokenBudget(100, clock=lambda: now[0])
+    assert budget.retry_after("a") is None
+    budget.spend("a", 60)
+    now[0] = 30.0
+    budget.spend("a", 50)  # over the budget: the next request waits
+    assert budget.retry_after("a") == 30.0, "until the first spend leaves the window"
+    assert budget.retry_after("b") is None, "another caller has its own budget"
+    now[0] = 60.0
+    assert budget.retry_after("a") is None
+    assert TokenBudget(None).retry_after("a") is None

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from ankka._kernel.errors import StoreError
+from ankka.runtime.accounting import UnwrittenCalls
 from ankka.runtime.compaction.records import CompactionRejected, HistoryCompacted
 from ankka.runtime.journal import events
 from ankka.runtime.journal.fold import fold
@@ -252,3 +253,17 @@ async def test_a_postgres_server_that_is_not_there_is_a_clear_error() -> None:
     with pytest.raises(StoreError, match="cannot open the PostgreSQL session store") as error:
         await open_store("postgresql://ankka:hunter2@127.0.0.1:9/db")
     assert "hunter2" not in str(error.value)
+
+
+def test_an_accounting_record_is_stored_beside_the_messages_and_leaves_the_fold_alone() -> None:
+    call = ModelCall("p", "m", "a", 2.0, Usage(5, 6))
+    record = UnwrittenCalls("t2", "a", "turn_failed", (call,))
+    kind, body = events.encode(record)
+    assert kind == "unwritten_calls"
+    assert body == (
+        '{"turn":"t2","agent":"a","reason":"turn_failed","calls":[{"provider":"p","model":"m",'
+        '"agent":"a","latency_ms":2.0,"usage":{"input_tokens":5,"output_tokens":6,'
+        '"cache_read_tokens":0,"cache_write_tokens":0}}]}'
+    )
+    assert events.decode(kind, body) == record
+    assert fold([*TURN, record]) == list(TURN)

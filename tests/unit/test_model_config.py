@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
-from ankka.runtime.providers.config import parse_environment
+from ankka.runtime.providers.config import env_name, parse_environment, settings_name
 from ankka.runtime.providers.registry import providers_from_environment
 
 BASE = {
@@ -54,3 +57,45 @@ def test_a_wrong_variable_is_refused_naming_it(extra: dict[str, str], message: s
 def test_the_key_never_appears_in_a_settings_repr() -> None:
     models = parse_environment({**BASE, "ANKKA_MODEL_DEFAULT_API_KEY": "sk-very-secret"})
     assert "sk-very-secret" not in repr(models)
+
+
+# One mapping from a model's name to its settings' <NAME> (issue 13, defect 9).
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [("my-model", "MY_MODEL"), ("my_model", "MY_MODEL"), ("gpt-4.1", "GPT_4_1"), ("a", "A")],
+)
+def test_a_model_name_maps_to_one_settings_name(model: str, name: str) -> None:
+    assert settings_name(model) == name
+    assert env_name(model, "PRESET") == f"ANKKA_MODEL_{name}_PRESET"
+
+
+async def test_a_dashed_model_name_finds_its_settings(make_runtime: Any) -> None:
+    service = Service("s")
+
+    @service.agent("a")
+    def agent(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, model="my-model")
+
+    env = {k.replace("DEFAULT", "MY_MODEL"): v for k, v in BASE.items()}
+    [(configured, _)] = parse_environment(env).items()
+    runtime, _ = await make_runtime(service, ["hi"], model=configured)
+
+    planned = runtime.plan("a", "s1", "hello")
+
+    assert planned.provider.name == configured
+
+
+async def test_an_unconfigured_model_names_the_variable_to_set(make_runtime: Any) -> None:
+    service = Service("s")
+
+    @service.agent("a")
+    def agent(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, model="other-model.v2")
+
+    runtime, _ = await make_runtime(service, ["hi"])
+
+    with pytest.raises(ConfigurationError) as missing:
+        runtime.plan("a", "s1", "hello")
+    assert "ANKKA_MODEL_OTHER_MODEL_V2_PRESET" in str(missing.value)

@@ -119,6 +119,7 @@ def test_the_runtime_container_serves_the_agents_module_on_its_port() -> None:
     # `ankka serve MODULE --host 0.0.0.0 --port 8080`, MODULE expanded by Kubernetes from env.
     assert container["args"][:3] == ["ankka", "serve", "$(ANKKA_MODULE)"]
     assert container["args"][3:7] == ["--host", "0.0.0.0", "--port", "8080"]
+    assert "--trust-network" in container["args"][7:]
     assert env_of(spec())["ANKKA_MODULE"] == "shop.agents"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
 

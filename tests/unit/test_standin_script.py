@@ -6,7 +6,7 @@ import pytest
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.local.standin.server import StandinState
-from ankka.runtime.script import parse_script
+from ankka.runtime.script import TurnQueue, parse_script
 
 
 @pytest.mark.parametrize(
@@ -14,7 +14,7 @@ from ankka.runtime.script import parse_script
     [
         ({"turn": []}, "unknown top-level key(s) ['turn']"),
         ([{"txt": "hi"}], "turn 0: unknown key(s) ['txt']"),
-        ([{"text": "a"}, {}], "turn 1: needs 'text' or 'tool_calls'"),
+        ([{"text": "a"}, {}], "turn 1: needs 'text', 'tool_calls' or 'status'"),
         ([{"tool_calls": [{"arguments": {}}]}], "turn 0, tool call 0: each tool call needs"),
         ([{"text": "a", "usage": {"input_tokens": -1}}], "usage 'input_tokens' must be"),
         ([{"text": "a", "when": "assistant"}], "'when' must be one of"),
@@ -33,7 +33,7 @@ def test_arguments_given_as_a_string_are_sent_verbatim() -> None:
 
 
 def test_turns_are_served_in_order_then_none() -> None:
-    state = StandinState(parse_script(["a", "b"]).turns)
+    state = StandinState(TurnQueue(parse_script(["a", "b"]).turns))
     assert [state.take(None)[1].text for _ in range(2)] == ["a", "b"]  # type: ignore[union-attr]
     assert state.take(None) == (3, None)
 
@@ -45,7 +45,7 @@ def test_a_conditional_turn_answers_only_the_role_it_names() -> None:
         {"tool_calls": [{"name": "f"}], "when": "user"},
         {"text": "done", "when": "tool"},
     ]
-    state = StandinState(parse_script(script).turns)
+    state = StandinState(TurnQueue(parse_script(script).turns))
     first, second = state.take("user")[1], state.take("user")[1]
     assert first is not None and second is not None
     assert first.tool_calls and second.tool_calls
@@ -58,7 +58,7 @@ def test_a_turn_can_answer_only_the_nth_call_of_a_conversation() -> None:
     from ankka.runtime.script import ScriptError, parse_turns
 
     turns = parse_turns([{"text": "third", "call": 3}, {"text": "first", "call": 1}])
-    state = StandinState(turns)
+    state = StandinState(TurnQueue(turns))
     first = {"messages": [{"role": "user", "content": "q"}]}
     third = {
         "messages": [

@@ -4,7 +4,8 @@
   Responses) and ``POST /v1/messages`` (Anthropic Messages): the next turn of the one script,
   as JSON or (``"stream": true``) as SSE in that endpoint's shape. A turn with ``status``
   answers that HTTP error in the endpoint's error shape. Given an ``api_key``, a request
-  whose bearer or ``x-api-key`` differs is answered 401. A Responses request that replays a
+  whose bearer or ``x-api-key`` differs is answered 401, quoting the credential it was sent (as
+  some real servers do, so tests prove ankka hides it). A Responses request that replays a
   reasoning item from before its last user message is answered 400, as OpenAI holds a replay
   to the current turn.
 - ``GET /_standin/requests``: what it received, in order (path, selected headers, body, and
@@ -30,7 +31,7 @@ from starlette.routing import Route
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.local.standin import anthropic_messages, chat_completions, responses
-from ankka.runtime.script import Script, ScriptedModel, ScriptTurn, parse_script
+from ankka.runtime.script import Script, ScriptedModel, ScriptTurn, TurnQueue, parse_script
 
 __all__ = ["StandinState", "create_app"]
 
@@ -40,16 +41,18 @@ _SHAPES = ("chat", "responses", "anthropic")
 
 @dataclass
 class StandinState:
-    turns: list[ScriptTurn]
+    queue: TurnQueue
     models: dict[str, ScriptedModel] = field(default_factory=dict)
-    served: int = 0
     tick: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
-    used: list[bool] = field(default_factory=list)
-    first_unserved: int = 0
 
-    def __post_init__(self) -> None:
-        self.used = [False] * len(self.turns)
+    @property
+    def turns(self) -> list[ScriptTurn]:
+        return self.queue.turns
+
+    @property
+    def served(self) -> int:
+        return self.queue.served
 
     def next_tick(self) -> int:
         self.tick += 1
@@ -57,21 +60,11 @@ class StandinState:
 
     def take(self, last_role: str | None, call: int | None = None) -> tuple[int, ScriptTurn | None]:
         """The first unserved turn that fits the request, and its number (1-based)."""
-        number = self.served + 1
-        while self.first_unserved < len(self.turns) and self.used[self.first_unserved]:
-            self.first_unserved += 1
-        for index in range(self.first_unserved, len(self.turns)):
-            if not self.used[index] and self.turns[index].fits(last_role, call):
-                self.used[index] = True
-                self.served += 1
-                return number, self.turns[index]
-        return number, None
+        number = self.queue.served + 1
+        return number, self.queue.take(last_role, call)
 
     def reset(self, turns: list[ScriptTurn]) -> None:
-        self.turns = turns
-        self.used = [False] * len(turns)
-        self.first_unserved = 0
-        self.served = 0
+        self.queue = TurnQueue(turns)
         self.requests.clear()
 
 
@@ -206,7 +199,7 @@ def ollama_show(model: ScriptedModel) -> dict[str, Any]:
 
 
 def create_app(script: Script, *, model: str = "standin", api_key: str | None = None) -> Starlette:
-    state = StandinState(list(script.turns), dict(script.models))
+    state = StandinState(TurnQueue(list(script.turns)), dict(script.models))
 
     async def chat(request: Request) -> Response:
         return await answer(request, "chat")
@@ -234,7 +227,9 @@ def create_app(script: Script, *, model: str = "standin", api_key: str | None = 
         if not _authorized(request, api_key):
             record["answered"] = state.next_tick()
             kind = "authentication_error"
-            return _error(401, kind, "the stand-in was given a different API key", shape)
+            # Echoed on purpose, as some real servers do: ankka must hide it (issue 13).
+            sent = request.headers.get("authorization") or request.headers.get("x-api-key")
+            return _error(401, kind, f"the stand-in was given a different API key: {sent}", shape)
         if shape == "responses" and _stale_reasoning(body):
             record["answered"] = state.next_tick()
             return _error(

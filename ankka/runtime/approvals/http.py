@@ -6,7 +6,8 @@
 - ``GET /v1/approvals?session=&agent=&state=pending``: the requests, newest state first.
 
 Who decided: the URI SAN of the client certificate when the runtime serves mTLS
-(``ankka serve --tls-dir``), else the header a trusted proxy sets (``--approver-header``),
+(``ankka serve --tls-dir``), else the caller a bearer token names (``--token-file``,
+:mod:`ankka.runtime.identity`), else the header a trusted proxy sets (``--approver-header``),
 else ``anonymous``.
 """
 
@@ -25,6 +26,7 @@ from ankka.runtime.approvals.desk import Decided
 from ankka.runtime.approvals.records import Decision
 from ankka.runtime.bodies import parse_body
 from ankka.runtime.host import Runtime
+from ankka.runtime.identity import LOCAL, caller_of
 
 __all__ = ["approval_routes", "decider", "awaiting_json"]
 
@@ -41,11 +43,15 @@ class DecisionBody(BaseModel):
 
 
 def decider(request: Request, header: str | None) -> str:
-    """Who is deciding: the mTLS client's URI SAN, a trusted proxy's header, or anonymous."""
+    """Who is deciding: the mTLS client's URI SAN, the caller a token names, a trusted
+    proxy's header, or anonymous."""
     tls = (request.scope.get("extensions") or {}).get("tls") or {}
     sans = tls.get("peer_uri_sans") or ()
     if sans:
         return str(sans[0])
+    caller = caller_of(request.scope)
+    if caller != LOCAL:
+        return caller
     if header is not None:
         value = request.headers.get(header, "").strip()
         if value:

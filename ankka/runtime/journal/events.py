@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ankka.runtime.accounting import UnwrittenCalls
 from ankka.runtime.approvals.records import APPROVAL_RECORD_TYPES, ApprovalRecord
 from ankka.runtime.compaction.records import CompactionRecord, CompactionRejected, HistoryCompacted
+from ankka.runtime.identity import SessionOpened
 from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import (
@@ -37,12 +39,22 @@ from ankka.runtime.messages import (
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
-Record = Message | McpToolsRecord | CompactionRecord | JudgmentUsage | ApprovalRecord
+Record = (
+    Message
+    | McpToolsRecord
+    | CompactionRecord
+    | UnwrittenCalls
+    | SessionOpened
+    | JudgmentUsage
+    | ApprovalRecord
+)
 """What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
 decision, an approved call's start or a turn's end (:mod:`ankka.runtime.approvals.records`). An
 :class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
-changed); it is not part of the conversation, nor are the compaction records, nor a
-:class:`JudgmentUsage` (the tokens a turn's judged guardrails spent)."""
+changed); it is not part of the conversation, nor are the compaction records, the accounting
+of a turn that wrote no messages (:class:`UnwrittenCalls`), who opened the session
+(:class:`SessionOpened`) or the tokens a turn's judged guardrails spent
+(:class:`JudgmentUsage`)."""
 
 RECORD_TYPES: tuple[type[Record], ...] = (
     UserMessage,
@@ -51,6 +63,8 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     McpToolsRecord,
     HistoryCompacted,
     CompactionRejected,
+    UnwrittenCalls,
+    SessionOpened,
     JudgmentUsage,
     *APPROVAL_RECORD_TYPES,
 )

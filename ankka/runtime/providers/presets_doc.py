@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ankka.runtime.providers.config import PRESETS, SETTINGS, env_name
+from ankka.runtime.providers.config import PREFIX, PRESETS, SETTINGS
 
 __all__ = ["BEGIN", "DOC", "END", "render", "updated"]
 
@@ -53,7 +53,7 @@ def render() -> str:
     lines += ["", "| Setting | Meaning |", "|---|---|"]
     for setting in SETTINGS.values():
         secret = " (a secret: never logged or shown)" if setting.secret else ""
-        lines.append(f"| `{env_name('<name>', setting.suffix)}` | {setting.meaning}{secret} |")
+        lines.append(f"| `{PREFIX}<NAME>_{setting.suffix}` | {setting.meaning}{secret} |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,21 +8,30 @@
   ``GET /v1/agents/{agent}/instances/{instance}``;
 - ``GET /v1/agents/{agent}/instances/{instance}/notifications`` and
   ``GET /v1/tasks/{task}/notifications``: server-sent events, a ``snapshot`` first.
+
+The app's bounds (:mod:`ankka.runtime.bounds`) stand in front: the body's size and who the
+caller is. A task is its creator's and the platform's, like a session
+(:func:`~ankka.runtime.identity.may_use`); an instance is the platform's and that of whoever
+created a task it holds now.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ankka._kernel.errors import InvalidJSON, RequestError
+from ankka._kernel.errors import NotFound, RequestError
+from ankka._kernel.identity import is_platform
+from ankka.runtime.bodies import parse_body
+from ankka.runtime.identity import NotPermitted, caller_of, may_use
 from ankka.runtime.tasks.host import InstanceView, TaskHost
 from ankka.runtime.tasks.notify import Dropped, Subscription
 from ankka.runtime.tasks.records import (
@@ -35,11 +44,11 @@ from ankka.runtime.tasks.records import (
     InstanceState,
     TaskRecord,
     TaskSpec,
+    check_id,
 )
 
 __all__ = ["instance_json", "task_json", "task_routes"]
 
-MAX_BODY = 8 * 1024 * 1024
 MAX_WAIT = 300.0
 KEEP_ALIVE = 15.0
 COST_UNKNOWN = "unknown"
@@ -87,24 +96,11 @@ def _spec(agent: str, body: TaskBody) -> TaskSpec:
 
 
 async def _body(request: Request) -> TaskBody:
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise RequestError(f"the body is larger than {MAX_BODY} bytes")
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidJSON(f"the body is not valid JSON: {exc}") from exc
-    try:
-        return TaskBody.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
-        raise RequestError(
-            'the body does not fit {"type", "instructions", "attachments"?, "depends_on"?, '
-            f'"instance"?}}: {problems}'
-        ) from exc
+    return parse_body(
+        await request.body(),
+        TaskBody,
+        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?}',
+    )
 
 
 def task_json(record: TaskRecord) -> dict[str, Any]:
@@ -139,11 +135,28 @@ def instance_json(view: InstanceView) -> dict[str, Any]:
     }
 
 
-def _caller(request: Request) -> str:
-    """Who is asking: the client certificate's URI SAN under mTLS, else ``local``."""
-    tls = request.scope.get("extensions", {}).get("tls", {})
-    sans = tls.get("peer_uri_sans") or ()
-    return str(sans[0]) if sans else "local"
+def _permitted(request: Request, record: TaskRecord) -> TaskRecord:
+    """``record``, when the caller may see and act on it: its creator or the platform."""
+    caller = caller_of(request.scope)
+    if not may_use(caller, record.created_by):
+        raise NotPermitted(
+            f"caller {caller!r} may not use task {record.id!r}: another caller created it "
+            "(a task is its creator's and the platform's)"
+        )
+    return record
+
+
+def _instance_permitted(request: Request, view: InstanceView) -> InstanceView:
+    """``view``, when the caller may see and act on the instance: the platform, or whoever
+    created a task it holds now (an instance holding none is anyone's)."""
+    caller = caller_of(request.scope)
+    creators = {t.created_by for t in view.queue}
+    if creators and not is_platform(caller) and caller not in creators:
+        raise NotPermitted(
+            f"caller {caller!r} may not use instance {view.record.id!r} of agent "
+            f"{view.record.agent!r}: it holds only other callers' tasks"
+        )
+    return view
 
 
 def _wait_seconds(request: Request) -> float:
@@ -188,20 +201,32 @@ def task_routes(host: TaskHost) -> list[Route]:
 
     async def put_task(request: Request) -> Response:
         agent, task = request.path_params["agent"], request.path_params["task"]
+        check_id(task, "task")
         body = await _body(request)
+        with contextlib.suppress(NotFound):
+            _permitted(request, await host.get(task))  # another caller's id is not reused
         record, created = await host.put(
-            agent, task, _spec(agent, body), instance=body.instance, created_by=_caller(request)
+            agent,
+            task,
+            _spec(agent, body),
+            instance=body.instance,
+            created_by=caller_of(request.scope),
         )
-        return JSONResponse(task_json(record), status_code=201 if created else 200)
+        return JSONResponse(
+            task_json(_permitted(request, record)), status_code=201 if created else 200
+        )
 
     async def get_task(request: Request) -> Response:
-        task = request.path_params["task"]
+        task = check_id(request.path_params["task"], "task")
         seconds = _wait_seconds(request)
+        _permitted(request, await host.get(task))
         record = await (host.wait(task, seconds) if seconds else host.get(task))
         return JSONResponse(task_json(record))
 
     async def cancel_task(request: Request) -> Response:
-        return JSONResponse(task_json(await host.cancel(request.path_params["task"])))
+        task = check_id(request.path_params["task"], "task")
+        _permitted(request, await host.get(task))
+        return JSONResponse(task_json(await host.cancel(task)))
 
     async def operate(request: Request) -> Response:
         operation = request.path_params["operation"]
@@ -210,13 +235,17 @@ def task_routes(host: TaskHost) -> list[Route]:
             raise RequestError(
                 f"{operation!r} is not an instance operation: suspend, resume or terminate"
             )
-        view = await host.set_instance(
-            request.path_params["agent"], request.path_params["instance"], state
-        )
+        agent = request.path_params["agent"]
+        instance = check_id(request.path_params["instance"], "instance")
+        with contextlib.suppress(NotFound):
+            _instance_permitted(request, await host.instance(agent, instance))
+        view = await host.set_instance(agent, instance, state)
         return JSONResponse(instance_json(view))
 
     async def get_instance(request: Request) -> Response:
-        view = await host.instance(request.path_params["agent"], request.path_params["instance"])
+        agent = request.path_params["agent"]
+        instance = check_id(request.path_params["instance"], "instance")
+        view = _instance_permitted(request, await host.instance(agent, instance))
         return JSONResponse(instance_json(view))
 
     async def notifications(
@@ -245,7 +274,8 @@ def task_routes(host: TaskHost) -> list[Route]:
         )
 
     async def task_notifications(request: Request) -> Response:
-        task = request.path_params["task"]
+        task = check_id(request.path_params["task"], "task")
+        _permitted(request, await host.get(task))
 
         async def snapshot() -> tuple[bytes, bool]:
             record = await host.get(task)
@@ -254,7 +284,9 @@ def task_routes(host: TaskHost) -> list[Route]:
         return await notifications(("task", task), snapshot)
 
     async def instance_notifications(request: Request) -> Response:
-        agent, instance = request.path_params["agent"], request.path_params["instance"]
+        agent = request.path_params["agent"]
+        instance = check_id(request.path_params["instance"], "instance")
+        _instance_permitted(request, await host.instance(agent, instance))
 
         async def snapshot() -> tuple[bytes, bool]:
             view = await host.instance(agent, instance)

@@ -30,6 +30,7 @@ from ankka._kernel.errors import (
 from ankka.runtime.approvals.index import ApprovalIndex
 from ankka.runtime.approvals.tasks import CUT_OFF_RUN, Gate, gate
 from ankka.runtime.guardrails import first_refusal
+from ankka.runtime.identity import SessionOpened
 from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.fold import apply
 from ankka.runtime.journal.journal import Journal
@@ -273,11 +274,14 @@ async def _iterate(
     _tell(bench, "iteration_started", agent, task, iteration=number, budget=task.budget)
     response, call = await _call(bench, agent, plan, failures)
     turn = f"{task.id}#{number}"
-    recorded: list[Message] = [
+    recorded: list[Record] = [
         AssistantMessage(response.content, response.tool_calls, agent.name, turn, call)
     ]
     if not response.tool_calls:
         recorded.append(UserMessage(NUDGE, agent.name, turn))
+    if position == 0:
+        # The session is its task's creator's (and the platform's), as the task is.
+        recorded.insert(0, SessionOpened(task.created_by))
     await _append(bench.journal, task.session, recorded, position)
     await bench.store.write(
         lambda tx: statements.complete_iteration(

@@ -27,6 +27,7 @@ __all__ = [
     "Conflict",
     "InstanceRecord",
     "InstanceState",
+    "TASK_SESSION_PREFIX",
     "TaskRecord",
     "TaskSpec",
     "TaskState",
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 MAX_ID = 128
+TASK_SESSION_PREFIX = "task:"  # a task's journal session; only its task writes there
 MAX_INSTRUCTIONS = 100_000
 MAX_ATTACHMENTS = 32
 MAX_ATTACHMENT = 200_000
@@ -170,7 +172,7 @@ class TaskRecord:
     @property
     def session(self) -> str:
         """The journal session that holds what was done on this task."""
-        return f"task:{self.id}"
+        return f"{TASK_SESSION_PREFIX}{self.id}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,7 +147,7 @@ async def test_judgment_tokens_are_recorded_with_the_turns_messages(make: Make) 
     assert summary.usage == Usage(input_tokens=7)
     assert summary.messages == 2  # the record is no message: the conversation is unchanged
     kinds = [e.kind for e in await runtime.journal.store.read("s")]
-    assert kinds == ["user_message", "assistant_message", "judgment_usage"]
+    assert kinds == ["session_opened", "user_message", "assistant_message", "judgment_usage"]
 
 
 async def test_judgment_tokens_of_a_refused_turn_are_recorded_alone(make: Make) -> None:
@@ -192,3 +192,27 @@ async def test_an_output_guardrail_judges_the_answer(make: Make) -> None:
 
     assert judge.inquiries[0].text == "Go away."
     assert await runtime.messages("s") == []
+
+
+async def test_a_judged_refusal_of_the_answer_keeps_the_call_and_the_judgment_together(
+    make: Make,
+) -> None:
+    service = Service("test")
+
+    @service.agent("helper")
+    def helper(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, output_guardrails=[NO_ABUSE])
+
+    judge = ScriptedJudgmentProvider({"abusive": "yes"}, usage=SPENT)
+    answer = {"text": "Go away.", "usage": {"input_tokens": 9}}
+    runtime, _ = await make(service, judge, [answer])
+
+    with pytest.raises(Refused):
+        await runtime.run(runtime.plan("helper", "s", "Hi"), caller="alice")
+
+    entries = await runtime.journal.store.read("s")
+    assert [e.kind for e in entries] == ["session_opened", "unwritten_calls", "judgment_usage"]
+    summary = await runtime.summary("s", caller="alice")
+    assert summary.judgment_usage == SPENT
+    assert summary.tally.unwritten == Usage(input_tokens=9)
+    assert summary.messages == 0

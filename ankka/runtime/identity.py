@@ -1,0 +1,157 @@
+"""Who is calling the runtime, and whether they may touch a session.
+
+Three ways to know a caller, chosen by how ``ankka serve`` is started:
+
+- **client certificates** (``--tls-dir DIR``): mTLS with the platform's CA; the caller is the
+  certificate's ``ankka://`` URI SAN (:func:`ankka._kernel.identity.caller_name`), and a
+  certificate without one is refused (403);
+- **static tokens** (``--token-file FILE``): each line ``CALLER TOKEN``; a request sends
+  ``Authorization: Bearer TOKEN`` and is that caller, or is refused (401);
+- **loopback**: a server bound to a loopback address with neither trusts its callers as
+  :data:`LOCAL` (the laptop default, so the README's curl commands work). Bound to any other
+  address it refuses to start without one of the two (``--trust-network`` overrides that,
+  loudly, for a network that is itself the boundary).
+
+Sessions record the caller that created them (a ``session_opened`` journal record); the policy
+(:func:`may_use`) lets the creator and the platform's own parts (``ankka://platform/...``)
+read and write a session, and nobody else. Pure, except :func:`load_tokens` reading its file.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.identity import UNIDENTIFIED, caller_name, is_platform
+
+__all__ = [
+    "LOCAL",
+    "Identify",
+    "NotPermitted",
+    "SessionOpened",
+    "Unauthenticated",
+    "caller_of",
+    "is_loopback",
+    "load_tokens",
+    "may_use",
+]
+
+LOCAL = "local"
+MIN_TOKEN = 16
+
+
+class Unauthenticated(AnkkaError):
+    kind = "unauthenticated"
+    status = 401
+
+
+class NotPermitted(AnkkaError):
+    kind = "not_permitted"
+    status = 403
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOpened:
+    """The first record of a session: who created it."""
+
+    kind: ClassVar[str] = "session_opened"
+
+    caller: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"caller": self.caller}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionOpened:
+        return cls(str(data["caller"]))
+
+
+def may_use(caller: str, creator: str | None) -> bool:
+    """Whether ``caller`` may read or write a session ``creator`` created (None: new)."""
+    return creator is None or caller == creator or is_platform(caller)
+
+
+def caller_of(scope: Mapping[str, Any]) -> str:
+    """Who is calling, as :class:`Identify` named them in front of the routes."""
+    return str(scope.get("ankka.caller", LOCAL))
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_tokens(path: str | Path) -> dict[str, str]:
+    """token → caller, from lines ``CALLER TOKEN`` (``#`` starts a comment)."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the token file {path}: {exc.strerror}") from exc
+    tokens: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or len(parts[1]) < MIN_TOKEN:
+            raise ConfigurationError(
+                f"{path}, line {number}: write CALLER TOKEN, with a token of at least "
+                f"{MIN_TOKEN} characters"
+            )
+        tokens[parts[1]] = parts[0]
+    if not tokens:
+        raise ConfigurationError(f"the token file {path} names no caller")
+    return tokens
+
+
+Scope = MutableMapping[str, Any]
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+class Identify:
+    """Names the caller of each request (``scope["ankka.caller"]``), or refuses it."""
+
+    def __init__(self, *, tls: bool, tokens: Mapping[str, str] | None, trust: bool) -> None:
+        self._tls = tls
+        self._tokens = dict(tokens or {})
+        self._trust = trust
+
+    def caller(self, scope: Scope) -> str:
+        if self._tls:
+            extensions = scope.get("extensions") or {}
+            uris = (extensions.get("tls") or {}).get("peer_uri_sans", ())
+            name = caller_name(uris)
+            if name == UNIDENTIFIED:
+                raise NotPermitted(
+                    "the client certificate names no ankka:// identity (a URI SAN such as "
+                    "ankka://service/<namespace>/<agent>)"
+                )
+            return name
+        if self._tokens:
+            sent = _bearer(scope)
+            if sent is not None:
+                for token, caller in self._tokens.items():
+                    if hmac.compare_digest(sent.encode(), token.encode()):
+                        return caller
+            raise Unauthenticated(
+                "send Authorization: Bearer <token> with a token this runtime was given"
+            )
+        if self._trust:
+            return LOCAL
+        raise Unauthenticated("this runtime knows no way to identify callers")

@@ -1,0 +1,92 @@
+"""Hostile connections for the connection-bound tests: sockets that send nothing, stop
+mid-head or stop mid-body, held open until the test lets go, and a way to see a server
+close one (bounded: a read that waits past ``within`` seconds fails the test)."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = [
+    "MID_BODY",
+    "MID_HEAD",
+    "SILENT",
+    "closed_count",
+    "hold",
+    "is_closed",
+    "read_until_closed",
+]
+
+SILENT = b""
+MID_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+MID_BODY = (
+    b"POST /v1/agents/polite/sessions/held HTTP/1.1\r\nHost: x\r\n"
+    b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"message": '
+)
+
+
+@contextmanager
+def hold(
+    host: str,
+    port: int,
+    count: int,
+    *,
+    send: bytes = SILENT,
+    tls: ssl.SSLContext | None = None,
+) -> Iterator[list[socket.socket]]:
+    """Open ``count`` connections that send ``send`` and then nothing; closed on exit."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            raw = socket.create_connection((host, port), timeout=10)
+            sock = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
+            held.append(sock)
+            if send:
+                sock.sendall(send)
+        yield held
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def read_until_closed(sock: socket.socket, *, within: float = 20.0) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    sock.settimeout(within)
+    received = b""
+    while True:
+        try:
+            chunk = sock.recv(4096)
+        except (ConnectionResetError, ssl.SSLError):
+            return received
+        if not chunk:
+            return received
+        received += chunk
+
+
+def closed_count(socks: list[socket.socket], at_least: int, *, within: float = 10.0) -> int:
+    """How many of ``socks`` the server has closed, waiting (bounded) until ``at_least`` are:
+    a server closes an evicted connection on its next loop turn, maybe after it answered."""
+    end = time.monotonic() + within
+    while True:
+        count = sum(is_closed(s) for s in socks)
+        if count >= at_least or time.monotonic() > end:
+            return count
+        time.sleep(0.02)
+
+
+def is_closed(sock: socket.socket) -> bool:
+    """True when the server has closed ``sock`` (reading it would return at once)."""
+    sock.settimeout(0.0)
+    try:
+        if isinstance(sock, ssl.SSLSocket):  # TLS cannot peek; nothing is due on these anyway
+            return sock.recv(1) == b""
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return False
+    except (ConnectionResetError, ssl.SSLError):
+        return True
+    finally:
+        sock.settimeout(10)
