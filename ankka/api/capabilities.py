@@ -269,9 +269,12 @@ async def probe(
         raise ProbeError(model, f"{type(exc).__name__}: {exc}") from exc
 
 
+# Greedy, so the one token is the model's likeliest and never a sampled end of text (an answer
+# with no token carries no logprobs and would read as a model without them).
 LOGPROBS_PROBE: dict[str, Any] = {
     "messages": [{"role": "user", "content": "Say yes."}],
     "max_tokens": 1,
+    "temperature": 0,
     "logprobs": True,
     "top_logprobs": 1,
 }

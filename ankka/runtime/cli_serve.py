@@ -101,8 +101,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--console",
         choices=["on", "off"],
         default=os.environ.get(CONSOLE_VARIABLE, "off").strip().lower() or "off",
-        help=f"serve the console at /console, to loopback callers only (default off; "
-        f"env {CONSOLE_VARIABLE}=on|off; `ankka up` turns it on)",
+        help=f"serve the console at /console, to loopback callers or checked platform "
+        f"identities (default off; env {CONSOLE_VARIABLE}=on|off; `ankka up` turns it on)",
     )
     serve.add_limit_options(parser)
 
@@ -239,7 +239,11 @@ def run(args: argparse.Namespace) -> int:
         agents = [*service.agents, *service.autonomous_agents]
         print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
         if args.console == "on":
-            print("ankka serve: the console is at /console (loopback callers)", file=sys.stderr)
+            print(
+                "ankka serve: the console is at /console (loopback callers, or checked "
+                "platform identities)",
+                file=sys.stderr,
+            )
         try:
             async with runtime, contextlib.AsyncExitStack() as stack:
                 if mcp is not None:

@@ -209,6 +209,8 @@ def test_on_postgresql_another_process_takes_over_a_killed_one_s_instances(
     two = serve_tasks(model, store, lease=2.0, max_instances=10)
     servers.extend([one, two])
     put_tasks(one, dict.fromkeys(TASKS, BODY))
+    # Both processes hold instances (the second may start claiming a little later under load).
+    wait_until(lambda: len(_lease_owners(store)) == 2, "both processes holding instances")
     wait_until(lambda: len(model_requests(model)) >= 15, "both processes working")
     owners = _lease_owners(store)
     assert len(owners) == 2, f"the instances were not shared by both processes: {owners}"

@@ -9,13 +9,14 @@ import httpx
 
 from ankka.runtime.accounting import SessionUsage
 from ankka.runtime.agents import Service
+from ankka.runtime.console.access import is_loopback
 from ankka.runtime.console.charts import Bar, budget_bar, stacked_bars
 from ankka.runtime.console.pages import session_page
-from ankka.runtime.console.routes import is_loopback
 from ankka.runtime.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.console.views import session_view
 from ankka.runtime.host import Runtime, SessionSummary
 from ankka.runtime.http import create_app
+from ankka.runtime.identity import Identify
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.messages import (
     AssistantMessage,
@@ -96,6 +97,32 @@ async def test_a_caller_off_loopback_is_refused(tmp_path: Path) -> None:
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
                 assert (await http.get("/console")).status_code == status
                 assert (await http.get("/console/static/console.js")).status_code == status
+
+
+async def test_off_loopback_only_a_platform_identity_the_runtime_checked_may_use_it(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteStore.open(str(tmp_path / "s.sqlite3"))
+    tokens = {"admin-token": "ankka://platform/console", "shop-token": "ankka://service/a/shop"}
+    async with store, Runtime(Service("x"), store=store, providers={}) as runtime:
+        checked = create_app(
+            runtime, console=True, identify=Identify(tls=False, tokens=tokens, trust=False)
+        )
+        trusting = create_app(
+            runtime, console=True, identify=Identify(tls=False, tokens=None, trust=True)
+        )
+        far = ("10.1.2.3", 5000)
+        cases = [
+            (checked, {"Authorization": "Bearer admin-token"}, 200),  # the platform's identity
+            (checked, {"Authorization": "Bearer shop-token"}, 403),  # a service: not every session
+            (checked, {}, 401),  # unidentified: refused before the console
+            (trusting, {}, 403),  # --trust-network identifies nobody
+        ]
+        for app, headers, status in cases:
+            transport = httpx.ASGITransport(app=app, client=far)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                answer = await http.get("/console", headers=headers)
+                assert answer.status_code == status, (headers, answer.text[:200])
 
 
 def test_the_budget_bar_fills_the_share_used_and_never_past_the_whole() -> None:

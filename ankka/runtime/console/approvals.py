@@ -3,8 +3,9 @@
 ``GET /console/approvals`` lists the pending approvals (as ``GET /v1/approvals?state=pending``
 shows them); each has a form that posts its decision with the digest it was shown, so the
 decision goes through the same desk and the same digest check as the API's
-``POST /v1/approvals/{id}``. The decider is ``local``: the console answers loopback callers
-only. A form posted from another site is refused: its ``Origin`` must be this server's.
+``POST /v1/approvals/{id}``. The decider is the console's caller: ``local`` on loopback, else
+the platform identity the runtime identified (:mod:`.access`). A form posted from another site
+is refused: its ``Origin`` must be this server's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ankka._kernel.errors import AnkkaError
 from ankka.runtime.approvals.records import Decision
+from ankka.runtime.console.access import console_caller
 from ankka.runtime.console.pages import page
 from ankka.runtime.host import Runtime
 
@@ -88,7 +90,10 @@ async def decide_from_form(runtime: Runtime, request: Request, headers: dict[str
         return HTMLResponse(body, status_code=400, headers=headers)
     try:
         await runtime.approvals.decide(
-            request.path_params["approval"], _DECISIONS[decision], digest, decided_by="local"
+            request.path_params["approval"],
+            _DECISIONS[decision],
+            digest,
+            decided_by=console_caller(request) or "local",
         )
     except AnkkaError as exc:  # a stale digest, a second decision, an unknown approval
         body = approvals_page(await pending(runtime), problem=str(exc))

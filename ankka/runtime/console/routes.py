@@ -2,14 +2,16 @@
 
 Reads only through the runtime's own read API (:meth:`Runtime.messages`,
 :meth:`Runtime.summary`, the journal's session list; :meth:`TaskHost.get` and
-:meth:`TaskHost.recent` for tasks), renders with :mod:`.pages` and :mod:`.tasks_pages`. Access is
-loopback only: the runtime's API has no client identity off loopback yet, so a console bound
-elsewhere answers 403 to every other caller rather than show sessions to anyone.
+:meth:`TaskHost.recent` for tasks), renders with :mod:`.pages` and :mod:`.tasks_pages`. Access:
+callers on this machine (loopback), and elsewhere only a caller the runtime identified (a client
+certificate with ``--tls-dir`` or a token with ``--token-file``, as for the API) whose identity
+is the platform's (``ankka://platform/...``): the console shows every session, which the
+session policy allows the platform only. Anyone else, including every caller of a runtime run
+with ``--trust-network``, is answered 403.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from importlib import resources
 
 from starlette.requests import Request
@@ -17,6 +19,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import NotFound
+from ankka.runtime.console.access import console_caller, is_loopback
 from ankka.runtime.console.approvals import approvals_page, decide_from_form, pending
 from ankka.runtime.console.pages import not_found, session_page, sessions_page
 from ankka.runtime.console.tasks_pages import task_page, tasks_page
@@ -36,22 +39,13 @@ _HEADERS = {
 }
 
 
-def is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _refused(request: Request) -> Response | None:
-    host = request.client.host if request.client else None
-    if is_loopback(host):
+    if console_caller(request) is not None:
         return None
     return HTMLResponse(
         "<!doctype html><title>refused</title><p>The ankka console answers callers on this "
-        "machine (loopback) only.</p>",
+        "machine (loopback), and elsewhere a platform identity (ankka://platform/...) given by "
+        "a client certificate or token the runtime checks (--tls-dir, --token-file).</p>",
         status_code=403,
         headers=_HEADERS,
     )
