@@ -1,7 +1,7 @@
 """The README's main job: ``ankka up``, then a question answered through the whole path.
 
 Starts ``ankka up`` (the stand-in model, the gateway over mTLS, the runtime serving
-examples.platform, the console on), asks the weather agent one question over HTTP, prints the
+examples.up_service, the console on), asks the weather agent one question over HTTP, prints the
 conversation as the journal holds it and how long it took from the install command to the
 first answer, gives the researcher (an autonomous agent) one task and prints its result, then
 stops everything. When the real local model is installed

@@ -226,7 +226,7 @@ def test_over_mtls_the_decider_is_the_client_certificate_s_uri_san(
     tls_dir = write_tls_dir(
         tmp_path / "tls", leaf=ca.issue("ankka://service/shop/refunds", server=True), ca_pem=ca.pem
     )
-    person = client_context(ca, ca.issue("spiffe://people/ann"), tmp_path, stem="ann")
+    person = client_context(ca, ca.issue("ankka://person/ann"), tmp_path, stem="ann")
     model, store, _, log, env = setup(standin, tmp_path)
     command = ankka_command("serve", TARGET, "--port", "0", "--store", store)
     servers.append(
@@ -244,5 +244,5 @@ def test_over_mtls_the_decider_is_the_client_certificate_s_uri_san(
             headers={"X-Ankka-Approver": "mallory"},  # no header is trusted: none configured
         )
     assert decided.status_code == 200, decided.text
-    assert decided.json()["decided_by"] == "spiffe://people/ann"
+    assert decided.json()["decided_by"] == "ankka://person/ann"
     assert runs(log) == ["A1 250.0"]

@@ -18,7 +18,7 @@ NOW = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
 
 def _options(model: ModelChoice = ModelChoice.STANDIN) -> Options:
     return Options(
-        target="examples.platform:service",
+        target="examples.up_service:service",
         service="platform",
         model=model,
         port=8000,

@@ -37,7 +37,7 @@ from ankka.local.up.supervise import (
 
 __all__ = ["configure_up", "down", "run_up", "status"]
 
-DEFAULT_TARGET = "examples.platform:service"
+DEFAULT_TARGET = "examples.up_service:service"
 DEFAULT_SCRIPT = Path("examples") / "up-standin.json"
 _PORT_FLAGS = {"runtime": "--port", "gateway": "--gateway-port", "model": "--model-port"}
 

@@ -1,6 +1,6 @@
 """Start the platform on this machine: the model, the gateway over mTLS and the runtime.
 
-MODULE:ATTR names the Service (default examples.platform:service:
+MODULE:ATTR names the Service (default examples.up_service:service:
 the weather agent and the researcher, an autonomous agent). Progress is shown per part
 (what, how long, which address); a part that fails stops the others and names its log. Stays
 in the foreground: Ctrl-C, or `ankka down` from another shell, stops everything. State (the
