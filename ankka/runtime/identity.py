@@ -3,9 +3,8 @@
 Three ways to know a caller, chosen by how ``ankka serve`` is started:
 
 - **client certificates** (``--tls-dir DIR``): mTLS with the platform's CA; the caller is the
-  certificate's ``ankka://`` URI SAN (:func:`ankka._kernel.identity.caller_name`), else its
-  first other URI SAN whole (a person's, such as ``spiffe://people/ann``), and a certificate
-  with no URI SAN is refused (403);
+  certificate's ``ankka://`` URI SAN (:func:`ankka._kernel.identity.caller_name`), and a
+  certificate without one is refused (403);
 - **static tokens** (``--token-file FILE``): each line ``CALLER TOKEN``; a request sends
   ``Authorization: Bearer TOKEN`` and is that caller, or is refused (401);
 - **loopback**: a server bound to a loopback address with neither trusts its callers as
@@ -138,17 +137,12 @@ class Identify:
             extensions = scope.get("extensions") or {}
             uris = (extensions.get("tls") or {}).get("peer_uri_sans", ())
             name = caller_name(uris)
-            if name != UNIDENTIFIED:
-                return name
-            # A person's certificate from the same CA (spiffe://people/ann, say) is named by
-            # its whole URI: it cannot pass for the platform, nor for a service's short name.
-            others = [u for u in uris if "://" in u and not u.startswith("ankka://")]
-            if others:
-                return str(others[0])
-            raise NotPermitted(
-                "the client certificate names no identity (a URI SAN such as "
-                "ankka://service/<namespace>/<agent>)"
-            )
+            if name == UNIDENTIFIED:
+                raise NotPermitted(
+                    "the client certificate names no ankka:// identity (a URI SAN such as "
+                    "ankka://service/<namespace>/<agent>)"
+                )
+            return name
         if self._tokens:
             sent = _bearer(scope)
             if sent is not None:
