@@ -355,7 +355,7 @@ class Gateway:
     def operations(self, path: str) -> tuple[int, bytes, bytes]:
         """(status, content type, body) for /healthz, /readyz or /metrics.
 
-        Shared by the app and the plain-HTTP health port (:mod:`ankka.gateway.health`), which
+        Shared by the app and the plain-HTTP health port (:mod:`ankka._kernel.health`), which
         kubelet probes and Prometheus scrape without a client certificate.
         """
         if path == "/metrics":

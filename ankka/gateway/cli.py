@@ -112,9 +112,9 @@ def _refuse(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
     from ankka.gateway.app import Gateway
-    from ankka.gateway.health import HealthPort
     from ankka.gateway.models_file import ModelsFile
 
     try:

@@ -20,7 +20,9 @@ from ankka.operator.settings import Settings
 
 __all__ = [
     "CERT_DIR",
+    "PROBE_PORT",
     "RUNTIME_PORT",
+    "SERVICE_PORT",
     "agent_children",
     "awaited_models",
     "certificate_secret_name",
@@ -31,7 +33,12 @@ __all__ = [
     "runtime_env",
 ]
 
+# The runtime serves its API over mTLS on RUNTIME_PORT with the Agent's certificate (which
+# names the Service's DNS names), behind the Service's SERVICE_PORT; kubelet, which has no
+# client certificate, probes /healthz and /readyz on the plain PROBE_PORT (nothing else there).
 RUNTIME_PORT = 8080
+PROBE_PORT = 8081
+SERVICE_PORT = 443
 CERT_DIR = "/var/run/ankka/tls"
 # The runtime's session store: SQLite on a volume of the pod's own (an emptyDir, kept while
 # the pod lives), since the image's working directory is not the runtime user's to write.
@@ -197,7 +204,7 @@ def agent_children(
         "metadata": meta(),
         "spec": {
             "selector": labels,
-            "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
+            "ports": [{"name": "https", "port": SERVICE_PORT, "targetPort": "https"}],
         },
     }
     runtime = {
@@ -212,20 +219,23 @@ def agent_children(
             "0.0.0.0",
             "--port",
             str(RUNTIME_PORT),
-            # Not yet identified in a cluster: the agent's certificate is a client one, and
-            # kubelet probes without one (issue 13, defect 11 is open until runtimes get server
-            # certificates, a plain probe port and NetworkPolicies).
-            "--trust-network",
+            "--tls-dir",
+            CERT_DIR,
+            "--probe-port",
+            str(PROBE_PORT),
             "--store",
             STORE,
         ],
-        "ports": [{"name": "http", "containerPort": RUNTIME_PORT}],
+        "ports": [
+            {"name": "https", "containerPort": RUNTIME_PORT},
+            {"name": "probe", "containerPort": PROBE_PORT},
+        ],
         "env": runtime_env(spec, settings),
         "volumeMounts": [
             {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
             {"name": "data", "mountPath": DATA_DIR},
         ],
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "probe"}},
     }
     deployment: Obj = {
         "apiVersion": "apps/v1",

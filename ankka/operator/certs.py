@@ -1,11 +1,14 @@
-"""The platform's certificates: a CA, agents' client certificates, the gateway's server one.
+"""The platform's certificates: a CA, agents' certificates, the gateway's, the operator's.
 
 Pure functions of their inputs (the clock is passed in), so issuance and the renewal decision
 are tested without a cluster. The operator's handlers write what these return into Secrets in
 one update, so a reader never sees one certificate's key with another's certificate.
 
-Identities are URI SANs: ``ankka://service/<namespace>/<agent>`` for an agent (a client
-certificate) and ``ankka://platform/models`` for the gateway (a server certificate).
+Identities are URI SANs: ``ankka://service/<namespace>/<agent>`` for an agent's runtime (a
+client certificate towards the gateway and a server certificate for its own Service, so it
+also names the Service's DNS names), ``ankka://platform/models`` for the gateway (a server
+certificate) and ``ankka://platform/operator`` for the operator (a client certificate, held in
+memory: see :mod:`ankka.operator.identity`).
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from ankka._kernel.errors import ConfigurationError
 
 __all__ = [
     "GATEWAY_URI",
+    "OPERATOR_URI",
     "KeyPair",
+    "agent_dns_names",
     "agent_uri",
+    "dns_names_of",
     "issue",
     "matches",
     "needs_renewal",
@@ -35,6 +41,7 @@ __all__ = [
 ]
 
 GATEWAY_URI = "ankka://platform/models"
+OPERATOR_URI = "ankka://platform/operator"
 DEFAULT_LIFETIME = dt.timedelta(hours=24)
 CA_LIFETIME = dt.timedelta(days=3650)
 # Issued a little in the past so a peer whose clock lags slightly accepts a fresh certificate.
@@ -43,6 +50,12 @@ _BACKDATE = dt.timedelta(minutes=1)
 
 def agent_uri(namespace: str, agent: str) -> str:
     return f"ankka://service/{namespace}/{agent}"
+
+
+def agent_dns_names(namespace: str, agent: str) -> tuple[str, ...]:
+    """The names an Agent's Service answers to, which its runtime's certificate serves."""
+    svc = f"{agent}.{namespace}.svc"
+    return (agent, f"{agent}.{namespace}", svc, f"{svc}.cluster.local")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +121,13 @@ def issue(
     now: dt.datetime,
     lifetime: dt.timedelta = DEFAULT_LIFETIME,
     server: bool = False,
+    client: bool | None = None,
     dns_names: tuple[str, ...] = (),
 ) -> KeyPair:
-    """A leaf certificate for ``uri`` signed by ``ca``; a server one also names ``dns_names``."""
+    """A leaf certificate for ``uri`` signed by ``ca``, also naming ``dns_names``.
+
+    Its extended key usage is serverAuth with ``server``, clientAuth with ``client`` (which
+    defaults to ``not server``): an agent's runtime is both."""
     if now.tzinfo is None:
         raise ValueError("issue() needs an aware datetime (UTC); got a naive one")
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
@@ -120,7 +137,9 @@ def issue(
     key = _new_key()
     sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(uri)]
     sans += [x509.DNSName(n) for n in dns_names]
-    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+    if (not server) if client is None else client:
+        usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, uri[:64])]))
@@ -131,7 +150,7 @@ def issue(
         .not_valid_after(now + lifetime)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return KeyPair(cert_pem=_cert_pem(cert), key_pem=_key_pem(key))
@@ -144,8 +163,17 @@ def renew_at(cert_pem: str) -> dt.datetime:
     return start + (end - start) * 2 / 3
 
 
-def needs_renewal(pair: KeyPair | None, *, ca: KeyPair, uri: str, now: dt.datetime) -> str | None:
-    """Why ``pair`` must be (re)issued, or None when it is still good."""
+def needs_renewal(
+    pair: KeyPair | None,
+    *,
+    ca: KeyPair,
+    uri: str,
+    now: dt.datetime,
+    dns_names: tuple[str, ...] = (),
+    server: bool = False,
+) -> str | None:
+    """Why ``pair`` must be (re)issued, or None when it is still good: it must name ``uri``
+    and every one of ``dns_names``, and serve (serverAuth) when ``server``."""
     if pair is None:
         return "no certificate yet"
     try:
@@ -156,6 +184,11 @@ def needs_renewal(pair: KeyPair | None, *, ca: KeyPair, uri: str, now: dt.dateti
         return "the stored key does not match the certificate"
     if uri not in uris_of(pair.cert_pem):
         return f"the certificate does not name {uri}"
+    missing = [n for n in dns_names if n not in dns_names_of(pair.cert_pem)]
+    if missing:
+        return f"the certificate does not name {missing[0]}"
+    if server and ExtendedKeyUsageOID.SERVER_AUTH not in _usages(cert):
+        return "the certificate is not a server certificate"
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
     try:
         cert.verify_directly_issued_by(ca_cert)
@@ -178,13 +211,28 @@ def matches(pair: KeyPair) -> bool:
     return bool(cert.public_key().public_bytes(enc, raw) == key.public_key().public_bytes(enc, raw))
 
 
-def uris_of(cert_pem: str) -> list[str]:
+def _sans(cert_pem: str, kind: type[x509.UniformResourceIdentifier | x509.DNSName]) -> list[str]:
     cert = x509.load_pem_x509_certificate(cert_pem.encode())
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except x509.ExtensionNotFound:
         return []
-    return [str(u) for u in san.value.get_values_for_type(x509.UniformResourceIdentifier)]
+    return [str(v) for v in san.value.get_values_for_type(kind)]
+
+
+def uris_of(cert_pem: str) -> list[str]:
+    return _sans(cert_pem, x509.UniformResourceIdentifier)
+
+
+def dns_names_of(cert_pem: str) -> list[str]:
+    return _sans(cert_pem, x509.DNSName)
+
+
+def _usages(cert: x509.Certificate) -> list[x509.ObjectIdentifier]:
+    try:
+        return list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    except x509.ExtensionNotFound:
+        return []
 
 
 def not_after(cert_pem: str) -> dt.datetime:

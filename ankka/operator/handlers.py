@@ -31,7 +31,6 @@ import contextlib
 import logging
 from typing import Any
 
-import httpx2
 import kopf
 
 from ankka._kernel.errors import ConfigurationError
@@ -39,6 +38,7 @@ from ankka.api.resources import GROUP, VERSION
 from ankka.operator import periodic, reconcile, task_reconcile
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import condition_status
+from ankka.operator.runtime_client import RuntimeClients
 from ankka.operator.settings import Settings
 
 log = logging.getLogger("ankka.operator")
@@ -194,10 +194,11 @@ async def task_followed(
 ) -> None:
     """Hand the Task to its runtime and mirror its record until it is final. One daemon per
     Task; started again for every unfinished Task when the operator starts."""
-    async with httpx2.AsyncClient(timeout=30.0) as client:
+    p = platform(memo)
+    async with RuntimeClients(p.identity(), timeout=30.0) as clients:
         while not stopped:
             try:
-                if await task_reconcile.follow(platform(memo), str(namespace), name, client):
+                if await task_reconcile.follow(p, str(namespace), name, clients):
                     return
             except KubeError as exc:
                 log.warning("Task %s/%s: %s", namespace, name, exc)
@@ -207,5 +208,6 @@ async def task_followed(
 @kopf.on.delete(GROUP, VERSION, "tasks")
 async def task_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Deleting a Task cancels it at its runtime."""
-    async with httpx2.AsyncClient(timeout=10.0) as client:
-        await task_reconcile.cancel(platform(memo), dict(body), client)
+    p = platform(memo)
+    async with RuntimeClients(p.identity(), timeout=10.0) as clients:
+        await task_reconcile.cancel(p, dict(body), clients)

@@ -23,6 +23,7 @@ from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
 from ankka.operator import agents, certs, events, models, tlssecrets
+from ankka.operator.identity import OperatorIdentity
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
 from ankka.operator.settings import Settings
@@ -51,6 +52,7 @@ class Platform:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
         self.ca: certs.KeyPair | None = None
+        self._identity: OperatorIdentity | None = None
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         # What this process applied, and the certificates it knows to be good until their
         # renewal time. Both only save requests; the periodic resync forgets them, so a child
@@ -79,6 +81,14 @@ class Platform:
         if self.ca is None:
             raise RuntimeError("the platform CA is not loaded; ensure_ca() runs at startup")
         return self.ca
+
+    def identity(self) -> OperatorIdentity:
+        """The operator's own client identity (``ankka://platform/operator``), from the CA."""
+        if self._identity is None:
+            self._identity = OperatorIdentity(
+                self.require_ca(), lifetime=self.settings.certificate_lifetime, clock=self.clock
+            )
+        return self._identity
 
 
 async def record(p: Platform, involved: dict[str, Any], happening: events.Happening) -> None:
@@ -146,7 +156,9 @@ async def _ensure_leaf(
     if fetch:
         secret = await p.kube.get("v1", "Secret", namespace, name)
     pair = tlssecrets.pair_of(secret)
-    reason = certs.needs_renewal(pair, ca=ca, uri=uri, now=now)
+    # The gateway serves; an agent's runtime serves its Service and calls the gateway.
+    server, client = role in ("gateway", "agent"), role != "gateway"
+    reason = certs.needs_renewal(pair, ca=ca, uri=uri, now=now, dns_names=dns_names, server=server)
     if reason is not None:
         log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
         renewed = pair is not None
@@ -155,7 +167,8 @@ async def _ensure_leaf(
             uri=uri,
             now=now,
             lifetime=p.settings.certificate_lifetime,
-            server=role == "gateway",
+            server=server,
+            client=client,
             dns_names=dns_names,
         )
         await p.kube.apply(
@@ -410,6 +423,7 @@ async def reconcile_agent(
             name=agents.certificate_secret_name(name),
             uri=certs.agent_uri(namespace, name),
             role="agent",
+            dns_names=certs.agent_dns_names(namespace, name),
             owners=[owner_reference("Agent", name, uid)],
         )
         children = agents.agent_children(

@@ -8,7 +8,9 @@ or after S seconds (5), so a Task is followed with one request held open at a ti
 status is at most a few seconds behind. A Task whose Agent is missing, held for its models
 or failed, or whose dependencies are not yet handed over, stays ``Pending`` with a condition
 naming the wait.
-The runtime is reached over plain HTTP at its Service, or at ``spec.runtime.address``.
+The runtime is reached at its Service, or at ``spec.runtime.address``, over mTLS as
+``ankka://platform/operator`` (plain HTTP only for an ``http://`` address), and accepted only
+when its certificate names the Task's Agent (:mod:`ankka.operator.runtime_client`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import httpx2
 from pydantic import ValidationError
 
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, TaskPhase, TaskSpec
-from ankka.operator import events, tasks
+from ankka.operator import certs, events, tasks
 from ankka.operator.objects import Obj, condition, condition_status, set_condition
 from ankka.operator.reconcile import Platform, _involved, record
+from ankka.operator.runtime_client import RuntimeClients, unreachable
 
 __all__ = ["cancel", "follow"]
 
@@ -127,7 +130,7 @@ def _error_message(answer: httpx2.Response) -> str:
 
 
 async def follow(
-    p: Platform, namespace: str, name: str, client: httpx2.AsyncClient, *, wait: float = 5.0
+    p: Platform, namespace: str, name: str, clients: RuntimeClients, *, wait: float = 5.0
 ) -> bool:
     """One round for the Task ``namespace/name``; True once it is final (or gone)."""
     body = await p.kube.get(API_VERSION, "Task", namespace, name)
@@ -155,6 +158,7 @@ async def follow(
         HANDED, ConditionStatus.TRUE, "Accepted", f"handed to {address} as task {uid}", now=now
     )
     try:
+        client = await clients.get(address, certs.agent_uri(namespace, spec.agent))
         answer = await client.put(
             f"{address}/v1/agents/{agent}/tasks/{uid}",
             json=tasks.runtime_body(spec, dependency_uids),
@@ -169,11 +173,9 @@ async def follow(
                 f"{address}/v1/tasks/{uid}", params={"wait": wait}, timeout=wait + 10
             )
     except httpx2.HTTPError as exc:
-        message = f"cannot reach the runtime at {address}: {type(exc).__name__}: {exc}"
-        unreachable = condition(
-            HANDED, ConditionStatus.FALSE, "RuntimeUnreachable", message, now=now
-        )
-        await _write(p, body, {"phase": TaskPhase.PENDING.value}, unreachable)
+        why, message = unreachable(exc, address=address, namespace=namespace, agent=spec.agent)
+        failed = condition(HANDED, ConditionStatus.FALSE, why, message, now=now)
+        await _write(p, body, {"phase": TaskPhase.PENDING.value}, failed)
         return False
     if answer.status_code >= 500:
         message = (
@@ -223,7 +225,7 @@ def _named(fields: dict[str, Any], spec: TaskSpec, uids: list[str]) -> dict[str,
     return fields
 
 
-async def cancel(p: Platform, body: Obj, client: httpx2.AsyncClient) -> None:
+async def cancel(p: Platform, body: Obj, clients: RuntimeClients) -> None:
     """Cancel a deleted Task at its runtime (best effort: a runtime that cannot be reached is
     logged, and the Task is deleted anyway)."""
     status = body.get("status") or {}
@@ -234,6 +236,7 @@ async def cancel(p: Platform, body: Obj, client: httpx2.AsyncClient) -> None:
     try:
         spec = TaskSpec.model_validate(body.get("spec") or {})
         address = await _runtime_of(p, meta["namespace"], spec)
+        client = await clients.get(address, certs.agent_uri(meta["namespace"], spec.agent))
         answer = await client.post(f"{address}/v1/tasks/{uid}/cancel")
         if answer.status_code >= 400:
             log.warning("cancelling task %s answered %s", uid, answer.status_code)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ankka.api.resources import AgentSpec, TaskPhase, TaskSpec
+from ankka.operator.agents import SERVICE_PORT
 from ankka.operator.objects import Obj
 
 __all__ = [
@@ -29,7 +30,6 @@ __all__ = [
 
 MAX_RESULT_BYTES = 16 * 1024
 MAX_REASON = 1024
-RUNTIME_SERVICE_PORT = 80  # the port of the Service the operator renders for an Agent
 
 _PHASES = {
     "pending": TaskPhase.PENDING,
@@ -46,10 +46,11 @@ FINAL_PHASES = frozenset({TaskPhase.COMPLETED, TaskPhase.FAILED, TaskPhase.CANCE
 
 def runtime_address(namespace: str, agent_name: str, spec: AgentSpec) -> str:
     """The runtime's base URL: ``spec.runtime.address`` when set (a runtime outside the
-    cluster), else the Agent's own Service."""
+    cluster: ``https://`` for one served with the Agent's certificate, ``http://`` for a
+    loopback development loop), else the Agent's own Service, over mTLS."""
     if spec.runtime is not None and spec.runtime.address:
         return spec.runtime.address.rstrip("/")
-    return f"http://{agent_name}.{namespace}.svc:{RUNTIME_SERVICE_PORT}"
+    return f"https://{agent_name}.{namespace}.svc:{SERVICE_PORT}"
 
 
 def autonomous_agent(spec: TaskSpec) -> str:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import json
 import os
+import socket
 import sys
 from typing import TYPE_CHECKING
 
@@ -21,7 +23,9 @@ from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka.runtime.identity import Identify, is_loopback, load_tokens
 
 if TYPE_CHECKING:
+    from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
+    from ankka.runtime.host import Runtime
 
 __all__ = ["CONSOLE_VARIABLE", "configure", "run"]
 
@@ -53,6 +57,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (reloaded on change): "
         "callers present a client certificate from that CA and are known by its ankka:// URI SAN",
+    )
+    parser.add_argument(
+        "--probe-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="also answer /healthz and /readyz (only) over plain HTTP on PORT, for kubelet's "
+        "probes, which have no client certificate (off by default; 0 picks a free one)",
     )
     parser.add_argument(
         "--token-file",
@@ -158,6 +170,23 @@ def _identity(args: argparse.Namespace) -> tuple[Identify, ReloadingServerTLS | 
     return Identify(tls=tls is not None, tokens=tokens, trust=True), tls
 
 
+def _probe_port(
+    sock: socket.socket, runtime: Runtime, limits: serve.ConnectionLimits
+) -> HealthPort:
+    """The plain probe port: /healthz, and /readyz as the API answers it (503 naming a
+    declared MCP server without a session). Says where it listens."""
+    from ankka._kernel.health import HealthPort
+
+    def answer(path: str) -> tuple[int, bytes, bytes]:
+        missing = runtime.missing() if path == "/readyz" else []
+        body = {"ok": False, "missing": missing} if missing else {"ok": True}
+        return (503 if missing else 200), b"application/json", json.dumps(body).encode()
+
+    shown, port = sock.getsockname()[:2]
+    print(f"ankka serve: probes on http://{shown}:{port} (/healthz, /readyz)", file=sys.stderr)
+    return HealthPort(sock, answer, limits=limits, paths=("/healthz", "/readyz"))
+
+
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.agents import Service
     from ankka.runtime.approvals.index import ApprovalIndex
@@ -196,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
     sock = serve.bind(args.host, args.port)
+    probe_sock = serve.bind(args.host, args.probe_port) if args.probe_port is not None else None
 
     async def main() -> int:
         try:
@@ -255,6 +285,8 @@ def run(args: argparse.Namespace) -> int:
                 await stack.enter_async_context(tasks)
                 if tls is not None:
                     await stack.enter_async_context(tls)
+                if probe_sock is not None:
+                    await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
                 await serve.serve_forever(
                     create_app(
                         runtime,

@@ -119,9 +119,26 @@ def test_the_runtime_container_serves_the_agents_module_on_its_port() -> None:
     # `ankka serve MODULE --host 0.0.0.0 --port 8080`, MODULE expanded by Kubernetes from env.
     assert container["args"][:3] == ["ankka", "serve", "$(ANKKA_MODULE)"]
     assert container["args"][3:7] == ["--host", "0.0.0.0", "--port", "8080"]
-    assert "--trust-network" in container["args"][7:]
     assert env_of(spec())["ANKKA_MODULE"] == "shop.agents"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_the_runtime_serves_mtls_with_the_agent_s_certificate_and_probes_on_a_plain_port() -> None:
+    children = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )
+    service, deployment = children[1], children[2]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert "--trust-network" not in args
+    mount = container["volumeMounts"][0]
+    assert (mount["name"], args[args.index("--tls-dir") + 1]) == ("tls", mount["mountPath"])
+    assert args[args.index("--probe-port") + 1] == "8081"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"https": 8080, "probe": 8081}
+    # kubelet has no client certificate: it probes the plain port, which answers nothing else.
+    assert container["readinessProbe"] == {"httpGet": {"path": "/readyz", "port": "probe"}}
+    # The Service reaches the TLS port only.
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https"}]
 
 
 def test_the_runtime_pod_gets_no_service_link_variables() -> None:

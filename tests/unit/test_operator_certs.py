@@ -66,3 +66,30 @@ def test_secret_round_trips_the_pair_and_its_identity() -> None:
 def test_naive_datetimes_are_refused() -> None:
     with pytest.raises(ValueError, match="aware"):
         certs.issue(CA, uri="ankka://x", now=dt.datetime(2026, 1, 1))
+
+
+def test_an_agent_s_certificate_serves_its_service_names_and_calls_as_a_client() -> None:
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    uri, dns = certs.agent_uri("shop", "cart"), certs.agent_dns_names("shop", "cart")
+    assert dns == ("cart", "cart.shop", "cart.shop.svc", "cart.shop.svc.cluster.local")
+    pair = certs.issue(CA, uri=uri, now=NOW, server=True, client=True, dns_names=dns)
+    assert certs.uris_of(pair.cert_pem) == [uri]
+    assert certs.dns_names_of(pair.cert_pem) == list(dns)
+    cert = x509.load_pem_x509_certificate(pair.cert_pem.encode())
+    usages = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    assert usages == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+    good = certs.needs_renewal(pair, ca=CA, uri=uri, now=NOW, dns_names=dns, server=True)
+    assert good is None
+
+
+def test_an_agent_s_client_only_certificate_is_reissued_as_a_server_one() -> None:
+    # A certificate issued before runtimes served TLS: no DNS names, clientAuth only.
+    uri, dns = certs.agent_uri("shop", "cart"), certs.agent_dns_names("shop", "cart")
+    old = certs.issue(CA, uri=uri, now=NOW)
+    why = certs.needs_renewal(old, ca=CA, uri=uri, now=NOW, dns_names=dns, server=True)
+    assert why == "the certificate does not name cart"
+    no_eku = certs.issue(CA, uri=uri, now=NOW, dns_names=dns)
+    why = certs.needs_renewal(no_eku, ca=CA, uri=uri, now=NOW, dns_names=dns, server=True)
+    assert why == "the certificate is not a server certificate"

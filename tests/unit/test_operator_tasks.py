@@ -11,7 +11,7 @@ def test_a_runtime_outside_the_cluster_is_reached_at_its_address() -> None:
     outside = AgentSpec.model_validate(
         {"image": "i", "module": "m", "runtime": {"address": "http://127.0.0.1:8000/"}}
     )
-    assert tasks.runtime_address("shop", "cart", inside) == "http://cart.shop.svc:80"
+    assert tasks.runtime_address("shop", "cart", inside) == "https://cart.shop.svc:443"
     assert tasks.runtime_address("shop", "cart", outside) == "http://127.0.0.1:8000"
 
 

@@ -1,16 +1,18 @@
-"""A plain-HTTP port answering only /healthz, /readyz and /metrics.
+"""A plain-HTTP port answering only a few read-only paths (/healthz, /readyz, /metrics).
 
 With mTLS every connection without a platform client certificate is refused at the handshake,
 which is what callers must meet, but kubelet's probes and a Prometheus scrape present no client
-certificate. They get this second, read-only listener instead (``--health-port``): it serves the
-same three answers as the main port (:meth:`ankka.gateway.app.Gateway.operations`) and nothing
-else, so no model can be reached through it.
+certificate. They get this second, read-only listener instead: the gateway's ``--health-port``
+(/healthz, /readyz, /metrics, the same answers as its main port:
+:meth:`ankka.gateway.app.Gateway.operations`) and the runtime's ``--probe-port`` (/healthz and
+/readyz only). Nothing else is served, so no model, session or task can be reached through it.
 
 Deliberately tiny: one request per connection (``Connection: close``), GET only, a 64 KiB cap on
 the request head. Bounded like every listener (:class:`ankka._kernel.bounded.ConnectionLimits`):
 a head must arrive within the header timeout, and past ``max_connections`` a new connection
 closes the oldest one still waiting for its head, so idle sockets cannot keep a probe out.
-Started and stopped by ``ankka gateway`` (:mod:`ankka.gateway.cli`).
+Started and stopped by ``ankka gateway`` (:mod:`ankka.gateway.cli`) and ``ankka serve``
+(:mod:`ankka.runtime.cli_serve`).
 """
 
 from __future__ import annotations
@@ -18,26 +20,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 
 from ankka._kernel.bounded import ConnectionLimits
 
-__all__ = ["HealthPort"]
+__all__ = ["OPERATIONS", "HealthPort"]
 
 Answer = Callable[[str], tuple[int, bytes, bytes]]
 _REASONS = {200: b"OK", 404: b"Not Found", 405: b"Method Not Allowed", 503: b"Service Unavailable"}
-_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+OPERATIONS = ("/healthz", "/readyz", "/metrics")
 
 
 class HealthPort:
-    """``async with HealthPort(sock, answer)``: serves until the block ends."""
+    """``async with HealthPort(sock, answer)``: serves ``paths`` until the block ends."""
 
     def __init__(
-        self, sock: socket.socket, answer: Answer, *, limits: ConnectionLimits | None = None
+        self,
+        sock: socket.socket,
+        answer: Answer,
+        *,
+        limits: ConnectionLimits | None = None,
+        paths: Iterable[str] = OPERATIONS,
     ) -> None:
         self._sock = sock
         self._answer = answer
+        self._paths = tuple(paths)
+        self._not_found = (", ".join(self._paths) + "\n").encode()
         self._limits = limits or ConnectionLimits()
         self._server: asyncio.Server | None = None
         # Connections still waiting for their head, oldest first (dicts keep insertion order).
@@ -61,8 +70,8 @@ class HealthPort:
             if method != b"GET":
                 status, content_type, body = 405, b"text/plain", b"GET only\n"
                 allow = b"Allow: GET\r\n"
-            elif target not in _PATHS:
-                status, content_type, body = 404, b"text/plain", b"/healthz, /readyz, /metrics\n"
+            elif target not in self._paths:
+                status, content_type, body = 404, b"text/plain", self._not_found
             else:
                 status, content_type, body = self._answer(target)
             writer.write(
