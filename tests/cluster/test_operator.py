@@ -272,6 +272,10 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
     assert "subPath" not in runtime["volumeMounts"][0]
     secret = poll("cart's certificate", lambda: kubectl.get("secret", "cart-tls", NS))
     assert certs.uris_of(secret_pair(secret).cert_pem) == ["ankka://service/shop/cart"]
+    # It also serves the runtime's Service: every name the Service answers to.
+    assert certs.dns_names_of(secret_pair(secret).cert_pem) == [
+        "cart", "cart.shop", "cart.shop.svc", "cart.shop.svc.cluster.local"
+    ]  # fmt: skip
     # The deployed model's server and the gateway's models file.
     assert kubectl.get("deployment", "qwen", NS) is not None
     assert kubectl.get("service", "qwen", NS) is not None

@@ -2,7 +2,10 @@
 operator handing it to an ``ankka serve`` runtime, and the result read back with kubectl.
 
 Pods do not run in this control plane, so the runtime runs on loopback and the Agent names it
-with ``spec.runtime.address``, the documented way for a runtime outside the cluster.
+with ``spec.runtime.address``, the documented way for a runtime outside the cluster. It serves
+mTLS with the Agent's own certificate (the Secret the operator renders, copied as the kubelet
+would mount it) at ``https://127.0.0.1:PORT``; the operator hands it Tasks as
+``ankka://platform/operator`` and refuses a runtime whose certificate names another Agent.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.cluster.agent_tls import MountedSecret, platform_client
 from tests.cluster.conftest import Kubectl, Operator, poll
 from tests.cluster.controlplane import ControlPlane
 from tests.support.processes import Server, ankka_command, start
@@ -28,11 +32,18 @@ FAIL = {"tool_calls": [{"name": "fail_task", "arguments": {"reason": "nothing to
 
 
 class Lab:
-    def __init__(self, kubectl: Kubectl, model: Server, runtime: Server, workdir: Path) -> None:
+    def __init__(
+        self, kubectl: Kubectl, model: Server, runtime: Server, workdir: Path, client: httpx.Client
+    ) -> None:
         self.kubectl = kubectl
         self.model = model
         self.runtime = runtime
         self.workdir = workdir
+        self.client = client  # mTLS, as a platform identity of the tests' own
+
+    def record(self, uid: str) -> httpx.Response:
+        """The runtime's own record of a task, read over mTLS."""
+        return self.client.get(f"{self.runtime.url}/v1/tasks/{uid}")
 
     def script(self, turns: list[dict[str, Any]]) -> None:
         httpx.put(f"{self.model.url}/_standin/script", json=turns).raise_for_status()
@@ -89,23 +100,30 @@ def lab(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> Ite
         "ANKKA_MODEL_DEFAULT_MODEL": "standin",
     }
     store = f"sqlite:///{workdir / 'tasks.sqlite3'}"
-    runtime = start(
-        ankka_command("serve", "examples.tasks:service", "--port", "0", "--store", store),
-        env=env,
-    )
     kubectl.run("create", "namespace", NS, check=False)
-    here = Lab(kubectl, model, runtime, workdir)
-    here.apply(agent("research", runtime={"address": runtime.url}))
-    poll(
-        "the research Agent to be Ready",
-        lambda: (
-            (kubectl.get("agent", "research", NS) or {}).get("status", {}).get("phase") == "Ready"
-        ),
-        timeout=60,
-    )
-    yield here
-    runtime.stop()
-    model.stop()
+    # The Agent first: its Secret is what the runtime serves; then where the runtime listens.
+    objects = workdir / "research.yaml"
+    objects.write_text(yaml.safe_dump(agent("research")))
+    kubectl.run("apply", "-f", str(objects))
+    with MountedSecret(kubectl, NS, "research-tls", workdir / "research-tls") as mounted:
+        command = ankka_command("serve", "examples.tasks:service", "--port", "0")
+        tls = ["--tls-dir", str(mounted.directory), "--store", store]
+        runtime = start([*command, *tls], env=env)
+        assert runtime.url.startswith("https://127.0.0.1:"), runtime.url
+        here = Lab(kubectl, model, runtime, workdir, platform_client(kubectl, workdir / "tests"))
+        here.apply(agent("research", runtime={"address": runtime.url}))
+        poll(
+            "the research Agent to be Ready",
+            lambda: (
+                (kubectl.get("agent", "research", NS) or {}).get("status", {}).get("phase")
+                == "Ready"
+            ),
+            timeout=60,
+        )
+        yield here
+        here.client.close()
+        runtime.stop()
+        model.stop()
 
 
 def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab: Lab) -> None:
@@ -123,8 +141,10 @@ def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab
     assert status["runtimeTask"] == uid
     handed = [c for c in status["conditions"] if c["type"] == "Handed"]
     assert handed and handed[0]["status"] == "True"
-    record = httpx.get(f"{lab.runtime.url}/v1/tasks/{uid}").json()
+    record = lab.record(uid).json()
     assert record["state"] == "completed" and record["version"] == status["lastEvent"]
+    # Handed over mTLS, by the operator's own identity.
+    assert record["created_by"] == "ankka://platform/operator"
     table = lab.kubectl.run("get", "tasks", "-n", NS).stdout
     header, row = (
         table.splitlines()[0],
@@ -182,10 +202,7 @@ def test_deleting_a_running_task_cancels_it(lab: Lab) -> None:
     lab.kubectl.run("delete", "task", "doomed", "-n", NS, "--wait=true", "--timeout=60s")
     record = poll(
         "the runtime to cancel the task",
-        lambda: (
-            (r := httpx.get(f"{lab.runtime.url}/v1/tasks/{uid}").json())["state"] == "cancelled"
-            and r
-        ),
+        lambda: (r := lab.record(uid).json())["state"] == "cancelled" and r,
         timeout=60,
     )
     assert record["iterations"]["used"] == 1  # it stopped at the end of its iteration
@@ -241,3 +258,24 @@ def test_kubectl_explain_documents_every_field_of_a_task_s_spec(lab: Lab) -> Non
         assert f"{field}\t" in text or f"  {field} " in text or f"{field} <" in text, field
     assert "The Agent (resource) whose runtime works the task." in text
     assert "must complete first" in text
+
+
+def test_a_runtime_whose_certificate_names_another_agent_is_refused(lab: Lab) -> None:
+    # The impostor Agent points at research's runtime, which serves research's certificate.
+    lab.apply(agent("impostor", runtime={"address": lab.runtime.url}))
+    lab.apply(task("misled", agent="impostor"))
+
+    def refused() -> dict[str, Any] | None:
+        conditions = lab.status_of("misled").get("conditions") or []
+        found = [c for c in conditions if c.get("reason") == "WrongRuntimeIdentity"]
+        return found[0] if found else None
+
+    handed = poll("the operator to refuse the runtime", refused, timeout=60)
+    assert handed["type"] == "Handed" and handed["status"] == "False"
+    assert "ankka://service/lab/research, not ankka://service/lab/impostor" in handed["message"]
+    assert "lab/impostor-tls" in handed["message"]  # what the runtime should serve instead
+    assert lab.status_of("misled")["phase"] == "Pending"
+    # Nothing reached the runtime: refused in the handshake, before the request was sent.
+    uid = lab.task("misled")["metadata"]["uid"]
+    assert lab.record(uid).status_code == 404
+    lab.kubectl.run("delete", "task", "misled", "-n", NS, "--wait=true", "--timeout=60s")
