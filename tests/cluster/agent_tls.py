@@ -73,8 +73,13 @@ class MountedSecret:
         self._thread.join(timeout=30)
 
 
-def platform_client(kubectl: Kubectl, workdir: Path) -> httpx.Client:
-    """An mTLS client as ``ankka://platform/tests``, issued from the platform CA's Secret."""
+def platform_client(
+    kubectl: Kubectl, workdir: Path, *, check_hostname: bool = False
+) -> httpx.Client:
+    """An mTLS client as ``ankka://platform/tests``, issued from the platform CA's Secret.
+
+    With ``check_hostname`` the runtime's certificate must also name the host the request
+    gives as ``extensions={"sni_hostname": "<agent>.<ns>.svc"}`` (a Service reached by IP)."""
     secret = kubectl.get("secret", "ankka-ca", PLATFORM_NS)
     assert secret is not None, "the operator has not created the platform CA"
     ca = certs.KeyPair(
@@ -86,6 +91,6 @@ def platform_client(kubectl: Kubectl, workdir: Path) -> httpx.Client:
     (workdir / "tests.crt").write_text(pair.cert_pem)
     (workdir / "tests.key").write_text(pair.key_pem)
     context = ssl.create_default_context(cadata=ca.cert_pem)
-    context.check_hostname = False  # the runtime is at 127.0.0.1; its names are the Service's
+    context.check_hostname = check_hostname  # off: a runtime on 127.0.0.1 has the Service's names
     context.load_cert_chain(workdir / "tests.crt", workdir / "tests.key")
     return httpx.Client(verify=context, timeout=30)

@@ -38,6 +38,86 @@ def installation_model(namespace: str = NS) -> dict[str, Any]:
     }
 
 
+TASK_RESULT = {
+    "title": "ankka",
+    "points": ["ankka is an agent platform for Kubernetes, in Python."],
+}
+STANDIN_PORT = 8080
+STANDIN_ARGS = [
+    "ankka", "standin", "--script", "/app/examples/tasks-standin.json",
+    "--host", "0.0.0.0", "--port", str(STANDIN_PORT),
+]  # fmt: skip
+
+
+def standin(namespace: str = NS) -> list[dict[str, Any]]:
+    """The stand-in model server as a pod, answering examples/tasks-standin.json once."""
+    labels = {"app.kubernetes.io/instance": "standin"}
+    meta = {"name": "standin", "namespace": namespace, "labels": labels}
+    container = {
+        "name": "standin",
+        "image": image("weather"),
+        "args": STANDIN_ARGS,
+        "ports": [{"name": "http", "containerPort": STANDIN_PORT}],
+        "readinessProbe": {"tcpSocket": {"port": "http"}},
+    }
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {
+                "selector": labels,
+                "ports": [{"name": "http", "port": STANDIN_PORT, "targetPort": "http"}],
+            },
+        },
+    ]
+
+
+def task_agent(namespace: str = NS) -> dict[str, Any]:
+    """examples.tasks (the autonomous agent researcher) in a pod, its model the stand-in."""
+    model = {
+        "name": "default",
+        "preset": "openai-compatible",
+        "address": f"http://standin.{namespace}.svc:{STANDIN_PORT}/v1",
+        "model": "standin",
+    }
+    return {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": "research", "namespace": namespace},
+        "spec": {
+            "image": image("weather"),
+            "module": "examples.tasks",
+            "replicas": 1,
+            "models": [model],
+        },
+    }
+
+
+def task(name: str, namespace: str = NS) -> dict[str, Any]:
+    return {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "Task",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "agent": "research",
+            "autonomousAgent": "researcher",
+            "type": "summary",
+            "instructions": "Summarise ankka.",
+        },
+    }
+
+
 def agent(name: str, module: str, namespace: str = NS) -> dict[str, Any]:
     return {
         "apiVersion": "ankka.dev/v1alpha1",

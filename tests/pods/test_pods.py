@@ -1,6 +1,12 @@
 """The whole path in pods: the chart's operator and gateway, a llama.cpp model server, and
 Agents, on a real node, with ankka's own images.
 
+Runtimes in pods serve mTLS only (kubelet probes their plain probe port). The tests reach
+them as a platform identity of their own: a client certificate ``ankka://platform/tests``
+issued from the platform CA's Secret (``tests/cluster/agent_tls.py``), checking the runtime's
+certificate against that CA and the Service's DNS name (``<agent>.shop.svc``, sent as SNI to
+the Service's cluster IP). A Task is handed to its runtime pod by the operator pod, over mTLS.
+
 The tests run in order and share the cluster: each step builds on the one before (pytest runs
 a module's tests in file order).
 """
@@ -10,13 +16,27 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.cluster.agent_tls import platform_client
 from tests.pods.conftest import PLATFORM_NS, Cluster, poll
-from tests.pods.manifests import MODEL, NS, QUESTION, agent, installation_model
+from tests.pods.manifests import (
+    MODEL,
+    NS,
+    QUESTION,
+    TASK_RESULT,
+    agent,
+    installation_model,
+    standin,
+    task,
+    task_agent,
+)
+
+_CALLER: list[httpx.Client] = []  # the tests' mTLS client, made once the CA exists
 
 
 def phase(cluster: Cluster, name: str) -> str | None:
@@ -31,15 +51,40 @@ def wait_phase(cluster: Cluster, name: str, wanted: str, *, timeout: float = 60)
 def service_url(cluster: Cluster, name: str) -> str:
     svc = cluster.kubectl.get("service", name, NS)
     assert svc is not None, f"no Service {NS}/{name}"
-    return f"http://{svc['spec']['clusterIP']}:80"
+    return f"https://{svc['spec']['clusterIP']}:443"
+
+
+def caller(cluster: Cluster) -> httpx.Client:
+    if not _CALLER:
+        _CALLER.append(
+            platform_client(cluster.kubectl, cluster.cp.workdir / "tests-tls", check_hostname=True)
+        )
+    return _CALLER[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_caller() -> Iterator[None]:
+    yield
+    while _CALLER:
+        _CALLER.pop().close()
+
+
+def call(cluster: Cluster, name: str, method: str, path: str, **kw: Any) -> httpx.Response:
+    """A request to the runtime of Agent ``name``, through its Service (kube-proxy), over
+    mTLS: the runtime's certificate must name ``<name>.shop.svc``."""
+    return caller(cluster).request(
+        method,
+        f"{service_url(cluster, name)}{path}",
+        extensions={"sni_hostname": f"{name}.{NS}.svc"},
+        timeout=180,
+        **kw,
+    )
 
 
 def ask(cluster: Cluster, agent_name: str, session: str) -> httpx.Response:
     """One turn, through the agent's Service (kube-proxy) to its runtime pod."""
-    return httpx.post(
-        f"{service_url(cluster, agent_name)}/v1/agents/{agent_name}/sessions/{session}",
-        json=QUESTION,
-        timeout=180,
+    return call(
+        cluster, agent_name, "POST", f"/v1/agents/{agent_name}/sessions/{session}", json=QUESTION
     )
 
 
@@ -130,7 +175,18 @@ def test_the_weather_agent_is_refused_tools_the_model_cannot_call(cluster: Clust
 def test_kubectl_logs_reads_a_runtime_pod(cluster: Cluster) -> None:
     pod = runtime_pod(cluster, "chat")["metadata"]["name"]
     out = cluster.kubectl.run("logs", pod, "-n", NS)
-    assert "ankka serve: listening on http://0.0.0.0:8080" in out.stdout, out.stdout
+    assert "ankka serve: listening on https://0.0.0.0:8080" in out.stdout, out.stdout
+    assert "ankka serve: probes on http://0.0.0.0:8081" in out.stdout, out.stdout
+
+
+def test_a_runtime_pod_admits_no_caller_without_a_platform_certificate(cluster: Cluster) -> None:
+    try:
+        status: int | None = httpx.get(
+            f"{service_url(cluster, 'chat')}/v1/sessions/first", verify=False, timeout=30
+        ).status_code
+    except httpx.HTTPError:
+        status = None  # refused in the handshake
+    assert status in (None, 401)
 
 
 def test_certificates_renew_with_the_pods_running(cluster: Cluster) -> None:
@@ -152,6 +208,41 @@ def test_certificates_renew_with_the_pods_running(cluster: Cluster) -> None:
     after = runtime_pod(cluster, "chat")
     assert after["metadata"]["uid"] == pod["metadata"]["uid"]
     assert after["status"]["containerStatuses"][0]["restartCount"] == 0
+
+
+def test_an_applied_task_is_handed_to_its_runtime_pod_by_the_operator_pod_over_mtls(
+    cluster: Cluster,
+) -> None:
+    # The model is a stand-in pod (SmolLM2 calls no tools, and a task ends through a tool).
+    for doc in standin():
+        cluster.apply(doc)
+    cluster.wait_ready("the stand-in model pod", NS, "app.kubernetes.io/instance=standin")
+    cluster.apply(task_agent())
+    wait_phase(cluster, "research", "Ready")
+    cluster.wait_ready("research's runtime pod", NS, "app.kubernetes.io/instance=research")
+    cluster.apply(task("summary-1"))
+    status = poll(
+        "the Task to complete",
+        lambda: (
+            (s := ((cluster.kubectl.get("task", "summary-1", NS) or {}).get("status") or {})).get(
+                "phase"
+            )
+            == "Completed"
+            and s
+        ),
+        timeout=180,
+        interval=1,
+    )
+    assert status["result"] == TASK_RESULT
+    assert status["iterationsUsed"] == 2 and status["iterationBudget"] == 5
+    assert status["tokens"]["output"] == 54 and status["tokens"]["input"] > 0
+    handed = next(c for c in status["conditions"] if c["type"] == "Handed")
+    assert handed["status"] == "True"
+    assert "https://research.shop.svc:443" in handed["message"]
+    # The runtime pod recorded who handed it: the operator pod's own identity.
+    record = call(cluster, "research", "GET", f"/v1/tasks/{status['runtimeTask']}").json()
+    assert record["state"] == "completed"
+    assert record["created_by"] == "ankka://platform/operator"
 
 
 def wait_replaced(cluster: Cluster, what: str, selector: str, old: dict[str, Any]) -> None:
