@@ -147,6 +147,7 @@ def pods_mode(agents: int) -> int:
     """Agents on the real node: apply → runtime pods Ready, and Served → first answer."""
     import httpx
 
+    from tests.cluster.agent_tls import platform_client
     from tests.pods import conftest as pods
     from tests.pods.manifests import MODEL, QUESTION, agent, installation_model
 
@@ -166,17 +167,23 @@ def pods_mode(agents: int) -> int:
             timeout=300,
         )
 
+        # Runtimes serve mTLS only: ask as a platform identity from the CA's Secret.
+        caller = platform_client(cluster.kubectl, Path(tmp) / "tls", check_hostname=True)
+
         def first_answer() -> bool:
             svc = cluster.kubectl.get("service", "first", ns)
             if svc is None:
                 return False
-            url = f"http://{svc['spec']['clusterIP']}/v1/agents/chat/sessions/bench"
+            url = f"https://{svc['spec']['clusterIP']}:443/v1/agents/chat/sessions/bench"
+            sni = {"sni_hostname": f"first.{ns}.svc"}
             try:
-                return httpx.post(url, json=QUESTION, timeout=120).status_code == 200
+                answer = caller.post(url, json=QUESTION, timeout=120, extensions=sni)
             except httpx.TransportError:
                 return False
+            return answer.status_code == 200
 
         t_answer = poll_until(first_answer, timeout=300)
+        caller.close()
         # Apply → Ready: every Agent at once, on the served model.
         t0 = time.monotonic()
         docs = [agent(f"a{j}", "chat_agent", ns) for j in range(agents)]
