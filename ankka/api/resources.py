@@ -292,7 +292,9 @@ class AgentRuntime(_Wire):
         description=(
             "The base URL of a runtime that runs outside the cluster (a development loop, or a "
             "cluster without pods): the operator hands this Agent's Tasks to it instead of to "
-            "the Agent's Service."
+            "the Agent's Service. https:// (the runtime serves --tls-dir with this Agent's "
+            "certificate Secret; the operator checks its identity, not its host name) or "
+            "http:// (plain, for loopback only; the runtime then trusts callers as local)."
         ),
     )
 
