@@ -11,6 +11,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from ankka._kernel.clock import ManualClock
 from ankka.operator import certs
 from ankka.operator.identity import OperatorIdentity
+from ankka.operator.runtime_client import RuntimeClients
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 CA = certs.new_ca(now=NOW)
@@ -44,3 +45,17 @@ def test_a_runtime_is_checked_by_the_ca_and_its_uri_not_by_host_name() -> None:
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.check_hostname is False  # https://127.0.0.1:PORT works for a dev runtime
     assert "ankka platform CA" in str(context.get_ca_certs())
+
+
+async def test_a_daemon_s_mtls_client_is_built_again_once_the_certificate_is_renewed() -> None:
+    clock = ManualClock(NOW)
+    identity = OperatorIdentity(CA, lifetime=dt.timedelta(hours=3), clock=clock)
+    research = certs.agent_uri("lab", "research")
+    async with RuntimeClients(identity, timeout=5) as clients:
+        first = await clients.get("https://127.0.0.1:8443", research)
+        assert await clients.get("https://127.0.0.1:8443", research) is first
+        plain = await clients.get("http://127.0.0.1:8000", research)
+        assert plain is not first  # no certificate for a plain-HTTP development runtime
+        clock.advance(2 * 3600 + 60)
+        renewed = await clients.get("https://127.0.0.1:8443", research)
+        assert renewed is not first and first.is_closed and identity.generation == 2
