@@ -25,14 +25,22 @@ from pathlib import Path
 from typing import ClassVar
 
 from ankka._kernel.clock import Clock
+from ankka._kernel.errors import AnkkaError
 from ankka._kernel.tls import peer_uri_sans
 from ankka.operator import certs
 
 __all__ = ["OperatorIdentity", "WrongRuntimeIdentity", "client_context"]
 
 
-class WrongRuntimeIdentity(ssl.SSLCertVerificationError):
-    """The runtime's certificate is the platform's, but names someone else."""
+class WrongRuntimeIdentity(ssl.SSLCertVerificationError, AnkkaError):
+    """The runtime's certificate is the platform's, but names someone else.
+
+    An ``ssl`` error because it is raised inside the handshake (so nothing is sent), and an
+    ``AnkkaError`` so whoever catches ankka's root sees it.
+    """
+
+    kind = "wrong_runtime_identity"
+    status = 502
 
     def __init__(self, expected: str, presented: tuple[str, ...]) -> None:
         self.expected = expected
