@@ -22,7 +22,7 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
-from ankka.operator import agents, certs, events, models, tlssecrets
+from ankka.operator import agents, certs, events, models, netpol, tlssecrets
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
 from ankka.operator.settings import Settings
@@ -36,6 +36,7 @@ __all__ = [
     "reconcile_agent",
     "reconcile_model",
     "render_models_file",
+    "render_token_review_binding",
     "renew_certificate",
 ]
 
@@ -262,6 +263,23 @@ async def render_models_file(p: Platform, agents_by_model: AgentsByModel | None 
         )
         served.append(models.probe_target(namespace, name, spec, callers=callers))
     await p.apply(models.models_configmap(p.settings, served))
+
+
+async def render_token_review_binding(p: Platform, accounts: Iterable[tuple[str, str]]) -> None:
+    """Name every Agent's ServiceAccount, (namespace, name), in the chart's TokenReview
+    ClusterRoleBinding; nothing when TokenReview is switched off. A refusal is logged, not
+    raised: runtimes then answer 503 to token callers, and the Agents are still rendered."""
+    if not p.settings.token_review_url:
+        return
+    try:
+        await p.apply(netpol.token_review_binding(accounts, p.settings))
+    except KubeError as exc:
+        log.warning(
+            "cannot name the Agents' ServiceAccounts in ClusterRoleBinding %s (installed by "
+            "the chart with tokenReview.enabled): %s",
+            p.settings.token_review_binding,
+            exc,
+        )
 
 
 async def reconcile_model(
