@@ -26,6 +26,7 @@ __all__ = [
     "agent_network_policy",
     "caller_peer",
     "invalid_caller",
+    "model_server_policy",
     "runtime_pods",
     "token_review_binding",
 ]
@@ -69,31 +70,71 @@ def caller_peer(caller: AgentCaller, *, namespace: str) -> dict[str, Any]:
     return {"namespaceSelector": {"matchLabels": {_NAMESPACE_NAME: where}}}
 
 
-def agent_network_policy(
-    *, namespace: str, name: str, uid: str, spec: AgentSpec, settings: Settings, port: int
+def _policy(
+    *,
+    namespace: str,
+    name: str,
+    labels: dict[str, str],
+    owner: dict[str, Any],
+    peers: list[dict[str, Any]],
+    port: int,
 ) -> Obj:
-    """Ingress to the Agent's runtime pods: the gateway, the operator and ``spec.callers``, on
-    ``port`` (the runtime's serving port) only. Egress is not restricted."""
-    peers = [
-        _in_namespace(settings.namespace, GATEWAY_POD),
-        _in_namespace(settings.namespace, OPERATOR_POD),
-        *(caller_peer(c, namespace=namespace) for c in spec.callers),
-    ]
+    """Ingress to the pods of ``name`` (picked by name and instance labels) from ``peers`` on
+    ``port`` only; egress is not restricted."""
+    pods = {k: labels[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": labels_for("agent", name),
-            "ownerReferences": [owner_reference("Agent", name, uid)],
+            "labels": labels,
+            "ownerReferences": [owner],
         },
         "spec": {
-            "podSelector": {"matchLabels": runtime_pods(name)},
+            "podSelector": {"matchLabels": pods},
             "policyTypes": ["Ingress"],
             "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": port}]}],
         },
     }
+
+
+def _platform(settings: Settings) -> list[dict[str, Any]]:
+    return [
+        _in_namespace(settings.namespace, GATEWAY_POD),
+        _in_namespace(settings.namespace, OPERATOR_POD),
+    ]
+
+
+def agent_network_policy(
+    *, namespace: str, name: str, uid: str, spec: AgentSpec, settings: Settings, port: int
+) -> Obj:
+    """Ingress to the Agent's runtime pods: the gateway, the operator and ``spec.callers``, on
+    ``port`` (the runtime's serving port) only."""
+    callers = [caller_peer(c, namespace=namespace) for c in spec.callers]
+    return _policy(
+        namespace=namespace,
+        name=name,
+        labels=labels_for("agent", name),
+        owner=owner_reference("Agent", name, uid),
+        peers=[*_platform(settings), *callers],
+        port=port,
+    )
+
+
+def model_server_policy(
+    *, namespace: str, name: str, uid: str, port: int, settings: Settings
+) -> Obj:
+    """Ingress to a model server the operator deploys: the gateway (which serves it) and the
+    operator (which probes it) only, on its serving port; runtimes go through the gateway."""
+    return _policy(
+        namespace=namespace,
+        name=name,
+        labels=labels_for("model-server", name),
+        owner=owner_reference("InstallationModel", name, uid),
+        peers=_platform(settings),
+        port=port,
+    )
 
 
 def token_review_binding(accounts: Iterable[tuple[str, str]], settings: Settings) -> Obj:

@@ -288,7 +288,8 @@ async def reconcile_model(
     """Apply a deployed model's Deployment and Service, re-render the models file, probe."""
     meta = body["metadata"]
     spec = _model_spec(body)
-    for child in models.server_children(meta["namespace"], meta["name"], meta["uid"], spec):
+    name, uid = meta["name"], meta["uid"]
+    for child in models.server_children(meta["namespace"], name, uid, spec, p.settings):
         await p.apply(child)
     await render_models_file(p, agents_by_model)
     await probe_model(p, body)

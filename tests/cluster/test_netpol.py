@@ -111,6 +111,34 @@ def test_the_chart_lets_only_runtimes_reach_the_gateways_tls_port(
     assert health == {"ports": [{"protocol": "TCP", "port": 9090}]}  # probes, Prometheus
 
 
+def test_a_deployed_model_servers_policy_admits_only_the_gateway_and_the_operator(
+    kubectl: Kubectl, operator: Operator
+) -> None:
+    kubectl.run("create", "namespace", NS, check=False)
+    model = {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "InstallationModel",
+        "metadata": {"name": "served-here", "namespace": NS},
+        "spec": {"model": "qwen3:0.6b", "server": {"kind": "llamacpp", "image": "llama:1"}},
+    }
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(model))
+    policy = poll(
+        "the model server's policy", lambda: kubectl.get("networkpolicy", "served-here", NS)
+    )
+    (owner,) = policy["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("InstallationModel", "served-here")
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
+    assert rule["from"] == [
+        in_ns(PLATFORM_NS, {"app.kubernetes.io/name": "ankka-gateway"}),
+        in_ns(PLATFORM_NS, {"app.kubernetes.io/name": "ankka-operator"}),
+    ]
+    server = kubectl.get("deployment", "served-here", NS)
+    assert server is not None
+    labels = server["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+
+
 def test_the_models_files_callers_are_the_agents_naming_each_model(
     kubectl: Kubectl, operator: Operator, controlplane: ControlPlane
 ) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ankka.api.resources import AgentSpec
+from ankka.api.resources import AgentSpec, InstallationModelSpec
 from ankka.operator.agents import RUNTIME_PORT, agent_children, invalid_reason, runtime_env
+from ankka.operator.models import server_children
 from ankka.operator.netpol import agent_network_policy, token_review_binding
 from ankka.operator.settings import Settings
 
@@ -139,3 +140,23 @@ def test_the_binding_names_every_agents_account_once_sorted() -> None:
         {"kind": "ServiceAccount", "name": "cart", "namespace": "shop"},
     ]
     assert token_review_binding([], SETTINGS)["subjects"] == []
+
+
+def test_a_deployed_model_server_admits_only_the_gateway_and_the_operator() -> None:
+    spec = InstallationModelSpec.model_validate(
+        {"model": "qwen3:0.6b", "server": {"kind": "ollama", "image": "ollama/ollama:0.6"}}
+    )
+    children = server_children("models", "qwen", "u2", spec, SETTINGS)
+    (p,) = [c for c in children if c["kind"] == "NetworkPolicy"]
+    assert p["spec"]["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "model-server",
+        "app.kubernetes.io/instance": "qwen",
+    }
+    (rule,) = p["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 11434}]
+    assert rule["from"] == [
+        in_ns("platform", {"app.kubernetes.io/name": "ankka-gateway"}),
+        in_ns("platform", {"app.kubernetes.io/name": "ankka-operator"}),
+    ]
+    off = Settings(namespace="platform", network_policies=False)
+    assert "NetworkPolicy" not in [c["kind"] for c in server_children("m", "q", "u", spec, off)]
