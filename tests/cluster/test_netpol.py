@@ -10,12 +10,13 @@ enforce them either), so these tests check the objects the API server holds, not
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import yaml
 
 from ankka.operator.agents import RUNTIME_PORT
-from tests.cluster.conftest import PLATFORM_NS, Kubectl, Operator, poll
+from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator, poll
 from tests.cluster.controlplane import ControlPlane
 
 NS = "netpol"
@@ -180,3 +181,32 @@ def test_the_models_files_callers_are_the_agents_naming_each_model(
         return (got, want) if got == want and want.get("tiny") == tiny else None
 
     assert poll("the models file's callers to match the Agents' spec.models", compare)
+
+
+def test_the_chart_switches_policies_and_token_review_off(controlplane: ControlPlane) -> None:
+    def kinds(*values: str) -> list[tuple[str, str]]:
+        out = subprocess.run(
+            [
+                str(controlplane.bin / "helm"), "template", "ankka", str(ROOT / "charts" / "ankka"),
+                "--kube-version", "1.37.2", *(a for v in values for a in ("--set", v)),
+            ],
+            env=controlplane.env(), capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+        operator_env = next(
+            c["env"]
+            for d in docs
+            if d["kind"] == "Deployment" and d["metadata"]["name"] == "ankka-operator"
+            for c in d["spec"]["template"]["spec"]["containers"]
+        )
+        settings = [(e["name"], str(e.get("value"))) for e in operator_env if "value" in e]
+        return [(d["kind"], d["metadata"]["name"]) for d in docs] + settings
+
+    on = kinds()
+    assert ("NetworkPolicy", "ankka-gateway") in on
+    assert ("ClusterRoleBinding", "ankka-runtime-token-review") in on
+    assert ("ANKKA_TOKEN_REVIEW_URL", "https://kubernetes.default.svc") in on
+    off = kinds("networkPolicies.enabled=false", "tokenReview.enabled=false")
+    assert not [k for k in off if k[0] == "NetworkPolicy" or "token-review" in k[1]]
+    assert ("ANKKA_OPERATOR_NETWORK_POLICIES", "false") in off
+    assert ("ANKKA_TOKEN_REVIEW_URL", "") in off
