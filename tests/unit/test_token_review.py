@@ -5,6 +5,7 @@ Against a real kube-apiserver: tests/cluster/test_token_review.py."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from ankka._kernel.clock import ManualClock
+from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.cli_serve import _identity, configure
 from ankka.runtime.identity import Identify, Unauthenticated
 from ankka.runtime.tokenreview import (
     MAX_TOKEN,
@@ -157,3 +160,28 @@ def test_a_static_token_is_not_sent_for_review(tmp_path: Path) -> None:
     scope = {"type": "http", "headers": [(b"authorization", f"Bearer {TOKEN}".encode())]}
     assert asyncio.run(identify.resolve(scope)) == "alice"
     assert reviewer.reviews == 0
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    return parser.parse_args(["m:service", *argv])
+
+
+def test_serve_refuses_a_plain_http_api_server(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ConfigurationError, match="https:// only"):
+        _identity(_args("--host", "0.0.0.0", "--token-review-url", "http://10.0.0.1"))
+
+
+def test_token_review_alone_lets_serve_listen_off_loopback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = _args(
+        "--host", "0.0.0.0", "--token-review-url", "https://10.0.0.1:6443",
+        "--token-review-audience", "ankka://service/shop/cart",
+    )  # fmt: skip
+    _, tls, reviewer = _identity(args)
+    assert tls is None and reviewer is not None
+    assert reviewer.settings.audience == "ankka://service/shop/cart"
+    said = capsys.readouterr().err
+    assert "service-account token" in said and "TokenReview at https://10.0.0.1:6443" in said
