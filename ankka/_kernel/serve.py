@@ -206,8 +206,12 @@ def _tls_identity_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protoco
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             # The application protocol is connected after the handshake: the peer is verified.
+            peercert = transport.get_extra_info("peercert")
             self._tls_extension = {
-                "peer_uri_sans": peer_uri_sans(transport.get_extra_info("peercert"))
+                # Whether a (verified) client certificate was sent at all: a server that only
+                # asks for one (CERT_OPTIONAL) then identifies the caller another way.
+                "peer_certificate": bool(peercert),
+                "peer_uri_sans": peer_uri_sans(peercert),
             }
 
         def on_message_begin(self) -> None:

@@ -63,9 +63,15 @@ def peer_uri_sans(peercert: Any) -> tuple[str, ...]:
 class ReloadingServerTLS:
     """A server-side mTLS context over a directory of PEM files that may change at any time."""
 
-    def __init__(self, directory: str | Path, *, interval_s: float = 1.0) -> None:
+    def __init__(
+        self, directory: str | Path, *, interval_s: float = 1.0, require_client: bool = True
+    ) -> None:
+        """``require_client=False`` asks for a client certificate but lets a client without
+        one finish the handshake (it must then be identified another way, e.g. a token); a
+        certificate that is sent is verified against the CA either way."""
         self.directory = Path(directory)
         self.interval_s = interval_s
+        self.require_client = require_client
         self._paths = tuple(self.directory / name for name in (CERT_FILE, KEY_FILE, CA_FILE))
         self._stamps = self._read_stamps()
         self.current = self._build()
@@ -88,7 +94,7 @@ class ReloadingServerTLS:
         cert, key, ca = self._paths
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.verify_mode = ssl.CERT_REQUIRED
+        context.verify_mode = ssl.CERT_REQUIRED if self.require_client else ssl.CERT_OPTIONAL
         try:
             context.load_cert_chain(cert, key)
             context.load_verify_locations(cafile=ca)

@@ -18,6 +18,7 @@ __all__ = [
     "GROUP",
     "VERSION",
     "Agent",
+    "AgentCaller",
     "AgentModel",
     "AgentSpec",
     "AgentStatus",
@@ -29,6 +30,7 @@ __all__ = [
     "InstallationModel",
     "InstallationModelSpec",
     "InstallationModelStatus",
+    "LabelSelector",
     "McpApproval",
     "McpHeader",
     "McpServer",
@@ -299,6 +301,44 @@ class AgentRuntime(_Wire):
     )
 
 
+class LabelSelector(_Wire):
+    """Pods chosen by their labels, as in a NetworkPolicy's podSelector (matchLabels only)."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    """Labels a pod must carry, every one of them; empty chooses every pod of the namespace."""
+
+
+class AgentCaller(_Wire):
+    """Pods allowed to reach the Agent's runtime over the network (its NetworkPolicy's ingress).
+
+    Name another Agent (agent), or pods by their labels (podSelector), or a whole namespace
+    (namespace alone). namespace defaults to the Agent's own. The gateway and the operator in
+    the platform namespace are always allowed; this list adds to them.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!(has(self.agent) && has(self.podSelector))",
+                    "message": "a caller names an agent or a podSelector, not both",
+                },
+                {
+                    "rule": "has(self.agent) || has(self.podSelector) || has(self.__namespace__)",
+                    "message": "a caller names an agent, a podSelector or a namespace",
+                },
+            ]
+        }
+    )
+
+    namespace: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=63)
+    """The callers' namespace (default: the Agent's); alone, every pod in it may call."""
+    agent: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=63)
+    """Another Agent, by name, whose runtime pods may call."""
+    pod_selector: LabelSelector | None = None
+    """Pods, chosen by their labels, that may call."""
+
+
 class AgentSpec(_Wire):
     """A service's agents: the image and module to run, and the models they use."""
 
@@ -320,6 +360,11 @@ class AgentSpec(_Wire):
     runtime: AgentRuntime | None = Field(
         default=None, description="How the operator reaches the runtime (see runtime.address)."
     )
+    callers: list[AgentCaller] = Field(default_factory=list, max_length=32)
+    """Who else may reach the runtime's port over the network, besides the platform's gateway
+    and operator (rendered as the Agent's NetworkPolicy). Callers still identify themselves to
+    the runtime (certificate or token).
+    """
 
 
 class AgentStatus(_Wire):

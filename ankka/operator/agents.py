@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ankka.api.resources import AgentSpec, ConditionStatus
+from ankka.operator import netpol
+from ankka.operator.certs import agent_uri
 from ankka.operator.objects import Obj, condition, labels_for, owner_reference, set_condition
 from ankka.operator.settings import Settings
 
@@ -31,6 +33,7 @@ __all__ = [
     "invalid_reason",
     "rendered_status",
     "runtime_env",
+    "token_review_env",
 ]
 
 # The runtime serves its API over mTLS on RUNTIME_PORT with the Agent's certificate (which
@@ -80,7 +83,7 @@ def invalid_reason(spec: AgentSpec) -> str | None:
                 f"{field}: model {model.name!r} names neither an installation model "
                 "(installation) nor a hosted preset (preset)"
             )
-    return _invalid_mcp(spec)
+    return _invalid_mcp(spec) or netpol.invalid_caller(spec)
 
 
 def _mcp_env(name: str) -> str:
@@ -124,12 +127,27 @@ def compaction_env(spec: AgentSpec) -> list[dict[str, Any]]:
     return [{"name": f"ANKKA_COMPACTION_{k.upper()}", "value": str(v)} for k, v in fields.items()]
 
 
-def runtime_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
+def token_review_env(namespace: str, name: str, settings: Settings) -> list[dict[str, Any]]:
+    """Where the runtime checks service-account tokens; the audience is the Agent's own
+    identity, so a token meant for one runtime cannot be replayed to another."""
+    if not settings.token_review_url:
+        return []
+    return [
+        {"name": "ANKKA_TOKEN_REVIEW_URL", "value": settings.token_review_url},
+        {"name": "ANKKA_TOKEN_REVIEW_AUDIENCE", "value": agent_uri(namespace, name)},
+    ]
+
+
+def runtime_env(
+    spec: AgentSpec, settings: Settings, *, namespace: str = "", name: str = ""
+) -> list[dict[str, Any]]:
     """The runtime container's environment: platform settings, models, MCP, then the user's."""
     env: list[dict[str, Any]] = [
         {"name": "ANKKA_MODULE", "value": spec.module},
         {"name": "ANKKA_TLS_DIR", "value": CERT_DIR},
     ]
+    if name:
+        env += token_review_env(namespace, name, settings)
     if any(m.installation is not None for m in spec.models):
         env.append({"name": "ANKKA_MODELS_ADDRESS", "value": settings.models_address})
     for model in spec.models:
@@ -184,7 +202,8 @@ def agent_children(
     settings: Settings,
     held: bool,
 ) -> list[Obj]:
-    """ServiceAccount, Service and Deployment; a held Agent's Deployment has no replicas."""
+    """ServiceAccount, Service, Deployment and (unless switched off) NetworkPolicy; a held
+    Agent's Deployment has no replicas."""
     labels = labels_for("agent", name)
     owner = [owner_reference("Agent", name, uid)]
 
@@ -230,7 +249,7 @@ def agent_children(
             {"name": "https", "containerPort": RUNTIME_PORT},
             {"name": "probe", "containerPort": PROBE_PORT},
         ],
-        "env": runtime_env(spec, settings),
+        "env": runtime_env(spec, settings, namespace=namespace, name=name),
         "volumeMounts": [
             {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
             {"name": "data", "mountPath": DATA_DIR},
@@ -263,7 +282,19 @@ def agent_children(
             },
         },
     }
-    return [service_account, service, deployment]
+    children = [service_account, service, deployment]
+    if settings.network_policies:
+        children.append(
+            netpol.agent_network_policy(
+                namespace=namespace,
+                name=name,
+                uid=uid,
+                spec=spec,
+                settings=settings,
+                port=RUNTIME_PORT,
+            )
+        )
+    return children
 
 
 # --- status ---------------------------------------------------------------------------------

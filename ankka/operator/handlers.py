@@ -142,6 +142,18 @@ def agents_by_model(
     return out
 
 
+@kopf.index(GROUP, VERSION, "agents")
+def agent_accounts(namespace: str | None, name: str, **_: Any) -> dict[None, tuple[str, str]]:
+    """Every Agent's ServiceAccount (namespace, name), under one key, for the TokenReview
+    ClusterRoleBinding."""
+    return {None: (str(namespace), name)}
+
+
+def _accounts(kwargs: dict[str, Any]) -> list[tuple[str, str]]:
+    index: kopf.Index[None, tuple[str, str]] = kwargs["agent_accounts"]
+    return list(index.get(None, []))
+
+
 @kopf.on.event(GROUP, VERSION, "installationmodels")
 async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: Any) -> None:
     index: kopf.Index[tuple[str, str], str] = kwargs["agents_by_model"]
@@ -176,11 +188,13 @@ async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwa
     await reconcile.reconcile_agent(p, str(namespace), name)
     # The models it names may have gained (or lost) a caller.
     await reconcile.render_models_file(p, _callers(kwargs))
+    await reconcile.render_token_review_binding(p, _accounts(kwargs))
 
 
 @kopf.on.delete(GROUP, VERSION, "agents", optional=True)
 async def agent_deleted(memo: kopf.Memo, **kwargs: Any) -> None:
     await reconcile.render_models_file(platform(memo), _callers(kwargs))
+    await reconcile.render_token_review_binding(platform(memo), _accounts(kwargs))
 
 
 # --- tasks ----------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ _PLURALS = {
     "InstallationModel": "installationmodels",
     "Task": "tasks",
     "Event": "events",
+    "NetworkPolicy": "networkpolicies",
+    "ClusterRoleBinding": "clusterrolebindings",
 }
 
 

@@ -23,6 +23,7 @@ from ankka.api.resources import (
     ServerKind,
 )
 from ankka.operator.certs import agent_uri
+from ankka.operator.netpol import model_server_policy
 from ankka.operator.objects import (
     Obj,
     condition,
@@ -153,8 +154,15 @@ def models_configmap(settings: Settings, models: Iterable[ServedModel]) -> Obj:
     }
 
 
-def server_children(namespace: str, name: str, uid: str, spec: InstallationModelSpec) -> list[Obj]:
-    """The Deployment and Service serving a model the operator deploys (none when adopted)."""
+def server_children(
+    namespace: str,
+    name: str,
+    uid: str,
+    spec: InstallationModelSpec,
+    settings: Settings | None = None,
+) -> list[Obj]:
+    """The Deployment, Service and (with ``settings.network_policies``) NetworkPolicy serving
+    a model the operator deploys (none when adopted)."""
     server = spec.server
     if server is None:
         return []
@@ -209,7 +217,14 @@ def server_children(namespace: str, name: str, uid: str, spec: InstallationModel
             "ports": [{"name": "http", "port": port, "targetPort": "http"}],
         },
     }
-    return [deployment, service]
+    children = [deployment, service]
+    if settings is not None and settings.network_policies:
+        children.append(
+            model_server_policy(
+                namespace=namespace, name=name, uid=uid, port=port, settings=settings
+            )
+        )
+    return children
 
 
 def deployed_condition(spec: InstallationModelSpec, *, now: dt.datetime) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
-from ankka.operator import agents, certs, events, models, tlssecrets
+from ankka.operator import agents, certs, events, models, netpol, tlssecrets
 from ankka.operator.identity import OperatorIdentity
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
@@ -37,6 +37,7 @@ __all__ = [
     "reconcile_agent",
     "reconcile_model",
     "render_models_file",
+    "render_token_review_binding",
     "renew_certificate",
 ]
 
@@ -277,13 +278,31 @@ async def render_models_file(p: Platform, agents_by_model: AgentsByModel | None 
     await p.apply(models.models_configmap(p.settings, served))
 
 
+async def render_token_review_binding(p: Platform, accounts: Iterable[tuple[str, str]]) -> None:
+    """Name every Agent's ServiceAccount, (namespace, name), in the chart's TokenReview
+    ClusterRoleBinding; nothing when TokenReview is switched off. A refusal is logged, not
+    raised: runtimes then answer 503 to token callers, and the Agents are still rendered."""
+    if not p.settings.token_review_url:
+        return
+    try:
+        await p.apply(netpol.token_review_binding(accounts, p.settings))
+    except KubeError as exc:
+        log.warning(
+            "cannot name the Agents' ServiceAccounts in ClusterRoleBinding %s (installed by "
+            "the chart with tokenReview.enabled): %s",
+            p.settings.token_review_binding,
+            exc,
+        )
+
+
 async def reconcile_model(
     p: Platform, body: Obj, agents_by_model: AgentsByModel | None = None
 ) -> None:
     """Apply a deployed model's Deployment and Service, re-render the models file, probe."""
     meta = body["metadata"]
     spec = _model_spec(body)
-    for child in models.server_children(meta["namespace"], meta["name"], meta["uid"], spec):
+    name, uid = meta["name"], meta["uid"]
+    for child in models.server_children(meta["namespace"], name, uid, spec, p.settings):
         await p.apply(child)
     await render_models_file(p, agents_by_model)
     await probe_model(p, body)

@@ -34,6 +34,12 @@ class Settings:
     probe_timeout_seconds: float = 5.0
     agent_resync_seconds: float = 60.0
     field_manager: str = "ankka-operator"
+    # A NetworkPolicy per Agent (the chart's networkPolicies.enabled).
+    network_policies: bool = True
+    # The API server runtimes send TokenReviews to ("" renders no TokenReview settings), and
+    # the chart's ClusterRole and ClusterRoleBinding that allow it (tokenReview.enabled).
+    token_review_url: str = "https://kubernetes.default.svc"
+    token_review_binding: str = "ankka-runtime-token-review"
 
     @property
     def models_address(self) -> str:
@@ -61,8 +67,19 @@ class Settings:
         lifetime = number(
             "ANKKA_OPERATOR_CERT_LIFETIME_SECONDS", defaults.certificate_lifetime.total_seconds()
         )
+
+        def switch(name: str, default: bool) -> bool:
+            raw = env.get(name)
+            if raw is None:
+                return default
+            if raw.strip().lower() not in ("true", "false"):
+                raise ConfigurationError(f"{name}={raw[:20]!r} is neither true nor false")
+            return raw.strip().lower() == "true"
+
         return cls(
             namespace=env.get("ANKKA_NAMESPACE", defaults.namespace),
+            network_policies=switch("ANKKA_OPERATOR_NETWORK_POLICIES", defaults.network_policies),
+            token_review_url=env.get("ANKKA_TOKEN_REVIEW_URL", defaults.token_review_url),
             gateway_service=env.get("ANKKA_GATEWAY_SERVICE", defaults.gateway_service),
             certificate_lifetime=dt.timedelta(seconds=lifetime),
             certificate_check_seconds=number(

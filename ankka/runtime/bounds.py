@@ -139,7 +139,7 @@ class BoundedInput:
             scope["ankka.caller"] = LOCAL
         else:
             try:
-                scope["ankka.caller"] = self._identify.caller(scope)
+                scope["ankka.caller"] = await self._identify.resolve(scope)
             except AnkkaError as exc:
                 await _refuse(send, exc)
                 return

@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ankka._kernel import serve
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
     from ankka.runtime.host import Runtime
+    from ankka.runtime.tokenreview import TokenReviewer
 
 __all__ = ["CONSOLE_VARIABLE", "configure", "run"]
 
@@ -70,6 +72,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--token-file",
         metavar="FILE",
         help="callers send Authorization: Bearer TOKEN; FILE has one 'CALLER TOKEN' per line",
+    )
+    review = parser.add_argument_group("Kubernetes service-account tokens (TokenReview)")
+    review.add_argument(
+        "--token-review-url",
+        metavar="URL",
+        default=os.environ.get("ANKKA_TOKEN_REVIEW_URL") or None,
+        help="check bearer tokens with the TokenReview API of the Kubernetes API server at URL "
+        "(env ANKKA_TOKEN_REVIEW_URL); callers are system:serviceaccount:<ns>:<name>",
+    )
+    review.add_argument(
+        "--token-review-audience",
+        metavar="AUDIENCE",
+        default=os.environ.get("ANKKA_TOKEN_REVIEW_AUDIENCE") or None,
+        help="accept only tokens issued for AUDIENCE (env ANKKA_TOKEN_REVIEW_AUDIENCE)",
+    )
+    review.add_argument(
+        "--token-review-credential",
+        metavar="FILE",
+        default=None,
+        help="this runtime's own token for the API server (default: the pod's service-account "
+        "token, /var/run/secrets/kubernetes.io/serviceaccount/token, re-read per review)",
+    )
+    review.add_argument(
+        "--token-review-ca",
+        metavar="FILE",
+        default=None,
+        help="the CA the API server's certificate is checked with (default: the pod's "
+        "service-account ca.crt)",
     )
     parser.add_argument(
         "--trust-network",
@@ -140,34 +170,75 @@ def load_service(target: str) -> object:
         raise SystemExit(f"ankka serve: module {module_name!r} has no {attr!r}") from None
 
 
-def _identity(args: argparse.Namespace) -> tuple[Identify, ReloadingServerTLS | None]:
+def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
+    if not args.token_review_url:
+        return None
+    from pathlib import Path
+
+    from ankka.runtime.tokenreview import ReviewSettings, TokenReviewer
+
+    if not args.token_review_url.startswith("https://"):
+        raise ConfigurationError(
+            f"--token-review-url {args.token_review_url[:80]!r}: the API server is reached "
+            "over https:// only (tokens travel in the request)"
+        )
+    settings = ReviewSettings(url=args.token_review_url, audience=args.token_review_audience)
+    if args.token_review_credential:
+        settings = replace(settings, credential_file=Path(args.token_review_credential))
+    if args.token_review_ca:
+        settings = replace(settings, ca_file=Path(args.token_review_ca))
+    return TokenReviewer(settings)
+
+
+def _identity(
+    args: argparse.Namespace,
+) -> tuple[Identify, ReloadingServerTLS | None, TokenReviewer | None]:
     """How callers are identified, by the rule in :mod:`ankka.runtime.identity`; says so."""
     from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
 
     tokens = load_tokens(args.token_file) if args.token_file else None
+    reviewer = _reviewer(args)
     tls = None
     if args.tls_dir:
         try:
-            tls = ReloadingServerTLS(args.tls_dir)
+            # With tokens too, a client without a certificate finishes the handshake and
+            # must send a token (the rule in ankka.runtime.identity).
+            optional = tokens is not None or reviewer is not None
+            tls = ReloadingServerTLS(args.tls_dir, require_client=not optional)
         except TLSFilesError as exc:
             raise ConfigurationError(str(exc)) from exc
     local = is_loopback(args.host)
-    if tls is None and tokens is None and not local and not args.trust_network:
+    if tls is None and tokens is None and reviewer is None and not local and not args.trust_network:
         raise ConfigurationError(
             f"listening on {args.host} needs a way to identify callers: pass --tls-dir DIR "
-            "(client certificates) or --token-file FILE (bearer tokens); only a loopback "
+            "(client certificates), --token-file FILE (bearer tokens) or --token-review-url "
+            "URL (Kubernetes service-account tokens); only a loopback "
             "address trusts its callers as 'local' (--trust-network overrides this)"
         )
     if tls is not None:
         how = f"callers are identified by client certificate (CA in {args.tls_dir}/ca.crt)"
+        if not tls.require_client:
+            how += ", or else by bearer token"
     elif tokens is not None:
         how = f"callers are identified by bearer token ({len(tokens)} caller(s))"
+    elif reviewer is not None and not args.trust_network:
+        how = "callers are identified by Kubernetes service-account token"
     elif local:
         how = "on loopback without TLS or tokens: every caller is trusted as 'local'"
     else:
         how = "WARNING: --trust-network: callers are NOT identified; every caller is 'local'"
     print(f"ankka serve: {how}", file=sys.stderr)
-    return Identify(tls=tls is not None, tokens=tokens, trust=True), tls
+    if reviewer is not None:
+        audience = reviewer.settings.audience or "the API server's own"
+        print(
+            f"ankka serve: bearer tokens are checked with TokenReview at "
+            f"{reviewer.settings.url} (audience {audience})",
+            file=sys.stderr,
+        )
+    # Tokens to review make an unidentified caller a 401, unless the network is trusted.
+    trust = args.trust_network or reviewer is None
+    identify = Identify(tls=tls is not None, tokens=tokens, trust=trust, reviewer=reviewer)
+    return identify, tls, reviewer
 
 
 def _probe_port(
@@ -220,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     limits = serve.limits_from(args)
     try:
-        identify, tls = _identity(args)
+        identify, tls, reviewer = _identity(args)
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
@@ -287,6 +358,8 @@ def run(args: argparse.Namespace) -> int:
                     await stack.enter_async_context(tls)
                 if probe_sock is not None:
                     await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
+                if reviewer is not None:
+                    await stack.enter_async_context(reviewer)
                 await serve.serve_forever(
                     create_app(
                         runtime,

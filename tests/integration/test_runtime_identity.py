@@ -112,6 +112,42 @@ def test_client_certificates_name_callers_over_real_mtls(
     assert [m["content"] for m in read(alice).json()["messages"]] == ["hello", "hi alice"]
 
 
+def test_with_certificates_and_tokens_a_caller_without_a_certificate_sends_a_token(
+    standin: Callable[[Script], Server], serve: Serve, tmp_path: Path
+) -> None:
+    """The runtime in a cluster: it asks for a client certificate but does not require one,
+    because reviewed or static tokens are accepted too; a certificate that is sent decides."""
+    ca = new_ca()
+    tls_dir = tmp_path / "tls"
+    write_tls_dir(
+        tls_dir, leaf=ca.issue("ankka://service/shop/runtime", server=True), ca_pem=ca.pem
+    )
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\n")
+    nobody = client_context(ca, None, tmp_path)
+    nameless = client_context(ca, ca.leaf("x", client=True), tmp_path, stem="nameless")
+    agent = client_context(ca, ca.issue("ankka://service/shop/alice"), tmp_path, stem="agent")
+    model = standin(["hi alice"])
+    server = serve(model.url, args=["--tls-dir", str(tls_dir), "--token-file", str(tokens)])
+    url = server.url.replace("http://", "https://")
+
+    def turn(context: ssl.SSLContext, token: str | None = None) -> httpx.Response:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        with httpx.Client(verify=context, timeout=30) as client:
+            return client.post(
+                f"{url}/v1/agents/polite/sessions/s", json={"message": "hello"}, headers=headers
+            )
+
+    unidentified = turn(nobody)
+    assert unidentified.status_code == 401
+    assert unidentified.json()["error"]["type"] == "unauthenticated"
+    assert turn(nobody, ALICE).status_code == 200, "no certificate: the token names the caller"
+    # A certificate that is sent names the caller, whatever token comes with it.
+    assert turn(nameless, ALICE).status_code == 403
+    assert turn(agent, ALICE).status_code == 403, "shop/alice is not the token's 'alice'"
+    assert ALICE not in server.stop()
+
+
 def test_loopback_without_identity_trusts_callers_as_local(
     standin: Callable[[Script], Server], serve: Serve
 ) -> None:

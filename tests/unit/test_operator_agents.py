@@ -92,7 +92,7 @@ def test_held_agent_renders_a_deployment_with_no_replicas() -> None:
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
     )
     kinds = [o["kind"] for o in held]
-    assert kinds == ["ServiceAccount", "Service", "Deployment"]
+    assert kinds == ["ServiceAccount", "Service", "Deployment", "NetworkPolicy"]
     assert held[2]["spec"]["replicas"] == 0
     assert released[2]["spec"]["replicas"] == 2
 

@@ -24,6 +24,16 @@ def test_a_setting_that_is_not_a_number_is_refused_by_name() -> None:
         Settings.from_env({"ANKKA_OPERATOR_PROBE_TICK_SECONDS": "soon"})
 
 
+def test_network_policies_and_token_review_can_be_switched_off() -> None:
+    s = Settings.from_env(
+        {"ANKKA_OPERATOR_NETWORK_POLICIES": "false", "ANKKA_TOKEN_REVIEW_URL": ""}
+    )
+    assert (s.network_policies, s.token_review_url) == (False, "")
+    assert Settings.from_env({}).network_policies is True
+    with pytest.raises(ConfigurationError, match="ANKKA_OPERATOR_NETWORK_POLICIES='off'"):
+        Settings.from_env({"ANKKA_OPERATOR_NETWORK_POLICIES": "off"})
+
+
 def model(served: str | None, last: str | None, interval: int = 60) -> dict[str, object]:
     status: dict[str, object] = {}
     if served is not None:
