@@ -10,9 +10,11 @@
   ``GET /v1/tasks/{task}/notifications``: server-sent events, a ``snapshot`` first.
 
 The app's bounds (:mod:`ankka.runtime.bounds`) stand in front: the body's size and who the
-caller is. A task is its creator's and the platform's, like a session
-(:func:`~ankka.runtime.identity.may_use`); an instance is the platform's and that of whoever
-created a task it holds now.
+caller is. A task is its creator's, the platform's and whoever its agent's access names
+(read: its record and notifications; write: create it again, cancel it), like a session
+(:mod:`ankka.runtime.policy`); an instance is its creator's (whoever's first assignment
+created it) and the platform's. An instance from a store older than that record is the
+platform's and that of whoever created a task it holds now.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from starlette.routing import Route
 from ankka._kernel.errors import NotFound, RequestError
 from ankka._kernel.identity import is_platform
 from ankka.runtime.bodies import parse_body
-from ankka.runtime.identity import NotPermitted, caller_of, may_use
+from ankka.runtime.identity import NotPermitted, caller_of
+from ankka.runtime.policy import Right, SessionPolicy
 from ankka.runtime.tasks.host import InstanceView, TaskHost
 from ankka.runtime.tasks.notify import Dropped, Subscription
 from ankka.runtime.tasks.records import (
@@ -135,28 +138,37 @@ def instance_json(view: InstanceView) -> dict[str, Any]:
     }
 
 
-def _permitted(request: Request, record: TaskRecord) -> TaskRecord:
-    """``record``, when the caller may see and act on it: its creator or the platform."""
+_TASK_VERBS: dict[Right, str] = {"read": "read", "write": "create or cancel", "decide": "decide"}
+
+
+def _permitted(
+    request: Request, record: TaskRecord, policy: SessionPolicy, right: Right
+) -> TaskRecord:
+    """``record``, when the caller holds ``right`` over it (:mod:`ankka.runtime.policy`)."""
     caller = caller_of(request.scope)
-    if not may_use(caller, record.created_by):
+    if not policy.allows(caller, right, creator=record.created_by, agent=record.spec.agent):
         raise NotPermitted(
-            f"caller {caller!r} may not use task {record.id!r}: another caller created it "
-            "(a task is its creator's and the platform's)"
+            f"caller {caller!r} may not {_TASK_VERBS[right]} task {record.id!r}: it is its "
+            "creator's, the platform's, and of whoever its agent's access names"
         )
     return record
 
 
 def _instance_permitted(request: Request, view: InstanceView) -> InstanceView:
-    """``view``, when the caller may see and act on the instance: the platform, or whoever
-    created a task it holds now (an instance holding none is anyone's)."""
+    """``view``, when the caller may see and act on the instance: its creator or the platform
+    (an instance from an older store, with no creator: whoever created a task it holds now,
+    and anyone while it holds none)."""
     caller = caller_of(request.scope)
+    creator = view.record.created_by
+    if is_platform(caller) or caller == creator:
+        return view
     creators = {t.created_by for t in view.queue}
-    if creators and not is_platform(caller) and caller not in creators:
-        raise NotPermitted(
-            f"caller {caller!r} may not use instance {view.record.id!r} of agent "
-            f"{view.record.agent!r}: it holds only other callers' tasks"
-        )
-    return view
+    if creator is None and (not creators or caller in creators):
+        return view
+    raise NotPermitted(
+        f"caller {caller!r} may not use instance {view.record.id!r} of agent "
+        f"{view.record.agent!r}: an instance is its creator's and the platform's"
+    )
 
 
 def _wait_seconds(request: Request) -> float:
@@ -196,15 +208,22 @@ async def _events(
             return
 
 
-def task_routes(host: TaskHost) -> list[Route]:
-    """The routes; their errors are answered by the app's one error handler."""
+def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Route]:
+    """The routes; their errors are answered by the app's one error handler. ``policy``: who
+    may act on a task besides its creator and the platform (default: nobody)."""
+    policy = policy or SessionPolicy()
 
     async def put_task(request: Request) -> Response:
         agent, task = request.path_params["agent"], request.path_params["task"]
         check_id(task, "task")
         body = await _body(request)
         with contextlib.suppress(NotFound):
-            _permitted(request, await host.get(task))  # another caller's id is not reused
+            # Another caller's id is not reused, nor another caller's instance given work.
+            _permitted(request, await host.get(task), policy, "write")
+        if body.instance is not None:
+            check_id(body.instance, "instance")
+            with contextlib.suppress(NotFound):
+                _instance_permitted(request, await host.instance(agent, body.instance))
         record, created = await host.put(
             agent,
             task,
@@ -213,19 +232,20 @@ def task_routes(host: TaskHost) -> list[Route]:
             created_by=caller_of(request.scope),
         )
         return JSONResponse(
-            task_json(_permitted(request, record)), status_code=201 if created else 200
+            task_json(_permitted(request, record, policy, "write")),
+            status_code=201 if created else 200,
         )
 
     async def get_task(request: Request) -> Response:
         task = check_id(request.path_params["task"], "task")
         seconds = _wait_seconds(request)
-        _permitted(request, await host.get(task))
+        _permitted(request, await host.get(task), policy, "read")
         record = await (host.wait(task, seconds) if seconds else host.get(task))
         return JSONResponse(task_json(record))
 
     async def cancel_task(request: Request) -> Response:
         task = check_id(request.path_params["task"], "task")
-        _permitted(request, await host.get(task))
+        _permitted(request, await host.get(task), policy, "write")
         return JSONResponse(task_json(await host.cancel(task)))
 
     async def operate(request: Request) -> Response:
@@ -275,7 +295,7 @@ def task_routes(host: TaskHost) -> list[Route]:
 
     async def task_notifications(request: Request) -> Response:
         task = check_id(request.path_params["task"], "task")
-        _permitted(request, await host.get(task))
+        _permitted(request, await host.get(task), policy, "read")
 
         async def snapshot() -> tuple[bytes, bool]:
             record = await host.get(task)

@@ -280,8 +280,8 @@ async def _iterate(
     if not response.tool_calls:
         recorded.append(UserMessage(NUDGE, agent.name, turn))
     if position == 0:
-        # The session is its task's creator's (and the platform's), as the task is.
-        recorded.insert(0, SessionOpened(task.created_by))
+        # The session is its task's creator's, under its agent's policy, as the task is.
+        recorded.insert(0, SessionOpened(task.created_by, task.spec.agent))
     await _append(bench.journal, task.session, recorded, position)
     await bench.store.write(
         lambda tx: statements.complete_iteration(
