@@ -37,6 +37,7 @@ from ankka.runtime.tasks.store import (
 )
 
 __all__ = [
+    "add_usage",
     "cancel",
     "claim",
     "complete_iteration",
@@ -247,6 +248,15 @@ def complete_iteration(
         return current
     total = current.usage + usage
     return update(tx, task, now, iterations_used=number, usage=json.dumps(total.as_dict()))
+
+
+def add_usage(tx: Transaction, task: str, usage: Usage, now: datetime) -> TaskRecord | None:
+    """Add tokens spent outside the iterations' model calls (judged guardrails)."""
+    current = get(tx, task)
+    if current is None:
+        return None
+    total = current.usage + usage
+    return update(tx, task, now, usage=json.dumps(total.as_dict()))
 
 
 def finish(
