@@ -148,7 +148,7 @@ async def test_approve_runs_the_call_once_with_the_recorded_arguments(make: Make
 
 async def test_a_resumed_turn_that_fails_is_accounted_as_unwritten_calls(make: Make) -> None:
     spent = {"input_tokens": 30, "output_tokens": 4}
-    script = [
+    script: list[dict[str, Any] | str] = [
         {"tool_calls": [refund_call("A1", 250)]},
         {"tool_calls": [refund_call("A2", 20)], "usage": spent},  # spent after the decision
         {"status": 503},  # then the model fails: the resumed turn writes no message

@@ -17,6 +17,7 @@ from ankka.runtime.console.views import session_view
 from ankka.runtime.host import Runtime, SessionSummary
 from ankka.runtime.http import create_app
 from ankka.runtime.identity import Identify, SessionOpened
+from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.messages import (
     AssistantMessage,
@@ -109,7 +110,10 @@ async def test_off_loopback_a_checked_caller_sees_only_what_the_policy_lets_it_r
             ("shops-own", "ankka://service/a/shop"),
             ("someone-elses", "b/web"),
         ):
-            opened = [SessionOpened(creator, "x"), UserMessage(f"said in {session}", "x", "t1")]
+            opened: list[Record] = [
+                SessionOpened(creator, "x"),
+                UserMessage(f"said in {session}", "x", "t1"),
+            ]
             await runtime.journal.append(session, opened, expected=0)
         checked = create_app(
             runtime, console=True, identify=Identify(tls=False, tokens=tokens, trust=False)
