@@ -7,7 +7,9 @@
 - ``POST /v1/agents/{agent}/instances/{instance}/{suspend|resume|terminate}``,
   ``GET /v1/agents/{agent}/instances/{instance}``;
 - ``GET /v1/agents/{agent}/instances/{instance}/notifications`` and
-  ``GET /v1/tasks/{task}/notifications``: server-sent events, a ``snapshot`` first.
+  ``GET /v1/tasks/{task}/notifications``: server-sent events, a ``snapshot`` first; a task's
+  stream ends with the task, an instance's never by itself; ``?wait=S`` ends either after S
+  seconds (0 to 300).
 
 The app's bounds (:mod:`ankka.runtime.bounds`) stand in front: the body's size and who the
 caller is. A task is its creator's, the platform's and whoever its agent's access names
@@ -190,15 +192,22 @@ def _sse(event: str, data: object, number: int | None = None) -> bytes:
 
 
 async def _events(
-    subscription: Subscription, snapshot: bytes, *, ends_with_task: bool
+    subscription: Subscription, snapshot: bytes, *, ends_with_task: bool, seconds: float | None
 ) -> AsyncIterator[bytes]:
+    """The stream: ``snapshot``, then the events; for ``seconds`` when given."""
     yield snapshot
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds if seconds is not None else None
     while True:
+        left = until - loop.time() if until is not None else KEEP_ALIVE
+        if left <= 0:
+            return
         try:
-            async with asyncio.timeout(KEEP_ALIVE):
+            async with asyncio.timeout(min(KEEP_ALIVE, left)):
                 item = await subscription.next()
         except TimeoutError:
-            yield b": keep-alive\n\n"
+            if until is None or loop.time() < until:
+                yield b": keep-alive\n\n"
             continue
         if isinstance(item, Dropped):
             yield _sse("dropped", {"count": item.count})
@@ -269,8 +278,11 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
         return JSONResponse(instance_json(view))
 
     async def notifications(
-        key: tuple[str, ...], snapshot: Callable[[], Awaitable[tuple[bytes, bool]]]
+        request: Request,
+        key: tuple[str, ...],
+        snapshot: Callable[[], Awaitable[tuple[bytes, bool]]],
     ) -> Response:
+        seconds = _wait_seconds(request) if "wait" in request.query_params else None
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = host.notifier.add(key)
         try:
@@ -284,7 +296,10 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
                 if done:
                     yield first
                     return
-                async for chunk in _events(subscription, first, ends_with_task=key[0] == "task"):
+                events = _events(
+                    subscription, first, ends_with_task=key[0] == "task", seconds=seconds
+                )
+                async for chunk in events:
                     yield chunk
             finally:
                 host.notifier.remove(key, subscription)
@@ -301,7 +316,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
             record = await host.get(task)
             return _sse("snapshot", task_json(record)), record.final
 
-        return await notifications(("task", task), snapshot)
+        return await notifications(request, ("task", task), snapshot)
 
     async def instance_notifications(request: Request) -> Response:
         agent = request.path_params["agent"]
@@ -312,7 +327,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
             view = await host.instance(agent, instance)
             return _sse("snapshot", instance_json(view)), False
 
-        return await notifications(("instance", agent, instance), snapshot)
+        return await notifications(request, ("instance", agent, instance), snapshot)
 
     return [
         Route("/v1/agents/{agent}/tasks/{task}", put_task, methods=["PUT"]),
