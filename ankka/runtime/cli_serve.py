@@ -253,8 +253,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
         if args.console == "on":
             print(
-                "ankka serve: the console is at /console (loopback callers, or checked "
-                "platform identities)",
+                "ankka serve: the console is at /console (loopback callers, or callers "
+                "identified off loopback; each sees what the session policy allows)",
                 file=sys.stderr,
             )
         try:
