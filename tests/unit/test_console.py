@@ -144,6 +144,7 @@ async def test_off_loopback_a_checked_caller_sees_only_what_the_policy_lets_it_r
         assert "someone-elses" in pages["Bearer admin-token"]
         assert "shops-own" in pages["Bearer shop-token"]
         assert "someone-elses" not in pages["Bearer shop-token"]
+        assert "Showing" not in pages["Bearer shop-token"], "no count of others' sessions"
 
 
 def test_the_budget_bar_fills_the_share_used_and_never_past_the_whole() -> None:

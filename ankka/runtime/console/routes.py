@@ -33,6 +33,7 @@ from ankka.runtime.tasks.records import TaskRecord
 __all__ = ["MAX_SESSIONS", "console_routes", "is_loopback"]
 
 MAX_SESSIONS = 200  # the list shows the last ones; a session's own page is always reachable
+MAX_SCANNED = 2000  # the most recent sessions looked at for the ones the caller may read
 MAX_TASKS = 200
 _SCRIPT = resources.files("ankka.runtime.console").joinpath("static/console.js").read_bytes()
 _HEADERS = {
@@ -65,14 +66,15 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             return _refused()
         names = await runtime.journal.sessions()
         readable = []
-        for name in reversed(names):
+        for name in reversed(names[-MAX_SCANNED:]):
             try:
                 readable.append(await runtime.summary(name, caller=caller))
             except NotPermitted:
                 continue
             if len(readable) == MAX_SESSIONS:
                 break
-        return HTMLResponse(sessions_page(readable, shown_of=len(names)), headers=_HEADERS)
+        more = len(readable) == MAX_SESSIONS or len(names) > MAX_SCANNED
+        return HTMLResponse(sessions_page(readable, more=more), headers=_HEADERS)
 
     async def session(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
