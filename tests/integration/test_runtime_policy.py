@@ -137,6 +137,7 @@ def test_an_instance_is_its_creators_and_the_platforms(
     given = {**body, "instructions": "Summarise something else."}
     assert call("PUT", "/v1/agents/researcher/tasks/t2", bob, json=given).status_code == 403
     assert call("GET", inbox, alice).json()["state"] == "active"
+    assert call("GET", inbox, alice).json()["created_by"] == "alice"
     assert call("POST", f"{inbox}/suspend", admin).json()["state"] == "suspended"
     assert call("POST", f"{inbox}/resume", alice).json()["state"] == "active"
     server.stop()

@@ -135,6 +135,7 @@ def instance_json(view: InstanceView) -> dict[str, Any]:
         "agent": view.record.agent,
         "id": view.record.id,
         "state": view.record.state.value,
+        "created_by": view.record.created_by,
         "current": view.current,
         "queue": [{"task": t.id, "state": t.state.value} for t in view.queue],
     }
