@@ -1,42 +1,30 @@
 """The gateway's OpenAPI document, written by hand and served at ``GET /openapi.json``.
 
 The gateway is a raw ASGI app (no framework to generate one), so the document is this value.
-It describes what the gateway itself reads and answers, not every field the upstream accepts:
-a chat body is an object with ``model`` and ``messages`` whose other fields pass through. The
-schemathesis run in the tests generates requests from it and asserts no 5xx.
+The frame (head, error answer, plain answers) is :mod:`ankka._kernel.openapi`, shared with
+the runtime's. It describes what the gateway itself reads and answers, not every field the
+upstream accepts: a chat body is an object with ``model`` and ``messages`` whose other fields
+pass through. The schemathesis run in the tests generates requests from it and asserts no 5xx.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ankka._kernel.openapi import JSON, TEXT, answers, document, error_answer, get, json_body
+
 __all__ = ["DOCUMENT"]
 
-_ERROR: dict[str, Any] = {
-    "description": "an error in OpenAI's shape",
-    "content": {
-        "application/json": {
-            "schema": {
-                "type": "object",
-                "required": ["error"],
-                "properties": {
-                    "error": {
-                        "type": "object",
-                        "required": ["message", "type", "code"],
-                        "properties": {
-                            "message": {"type": "string"},
-                            "type": {"type": "string"},
-                            "param": {"type": ["string", "null"]},
-                            "code": {"type": "string"},
-                        },
-                    }
-                },
-            }
-        }
+_ERROR = error_answer(
+    "an error in OpenAI's shape",
+    {
+        "message": {"type": "string"},
+        "type": {"type": "string"},
+        "param": {"type": ["string", "null"]},
+        "code": {"type": "string"},
     },
-}
-_ANY_JSON: dict[str, Any] = {"description": "JSON", "content": {"application/json": {}}}
-_TEXT: dict[str, Any] = {"description": "text", "content": {"text/plain": {}}}
+    ["message", "type", "code"],
+)
 
 # The fields the gateway's checks read are typed as OpenAI types them, so schemathesis's coverage
 # phase also sends each one wrongly typed (an object for an effort, ...): every such request
@@ -72,52 +60,32 @@ _CHAT: dict[str, Any] = {
 }
 
 
-def _responses(*statuses: int) -> dict[str, Any]:
-    answers: dict[str, Any] = {"200": _ANY_JSON}
-    for status in statuses:
-        answers[str(status)] = _ERROR
-    return answers
-
-
 def _get(summary: str, answer: dict[str, Any], *extra: int) -> dict[str, Any]:
-    responses = {"200": answer, **{str(s): _ANY_JSON for s in extra}}
-    return {"get": {"summary": summary, "responses": responses}}
+    return get(summary, answers(answer, JSON, *extra))
 
 
-DOCUMENT: dict[str, Any] = {
-    "openapi": "3.1.0",
-    "info": {"title": "ankka gateway", "version": "1"},
-    "paths": {
+DOCUMENT: dict[str, Any] = document(
+    "ankka gateway",
+    {
         "/v1/chat/completions": {
             "post": {
                 "summary": "A chat completion, checked against what the model can do",
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": _CHAT}},
-                },
-                "responses": _responses(400, 404, 405, 413, 429, 502, 503, 504),
+                "requestBody": json_body(_CHAT),
+                "responses": answers(JSON, _ERROR, 400, 404, 405, 413, 429, 502, 503, 504),
             }
         },
-        "/v1/models": _get("The models served and what each can do", _ANY_JSON),
+        "/v1/models": _get("The models served and what each can do", JSON),
         "/api/show": {
             "post": {
                 "summary": "Ollama's show: one model's capabilities",
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "properties": {"model": {"type": "string"}},
-                            }
-                        }
-                    },
-                },
-                "responses": {"200": _ANY_JSON, "400": _ANY_JSON, "404": _ANY_JSON},
+                "requestBody": json_body(
+                    {"type": "object", "properties": {"model": {"type": "string"}}}
+                ),
+                "responses": answers(JSON, JSON, 400, 404),
             }
         },
-        "/healthz": _get("Alive", _ANY_JSON),
-        "/readyz": _get("Every model probed", _ANY_JSON, 503),
-        "/metrics": _get("Prometheus metrics", _TEXT),
+        "/healthz": _get("Alive", JSON),
+        "/readyz": _get("Every model probed", JSON, 503),
+        "/metrics": _get("Prometheus metrics", TEXT),
     },
-}
+)

@@ -28,6 +28,7 @@ from ankka.runtime.compaction.settings import Compaction
 from ankka.runtime.guardrails import AnyGuardrail, Guardrail
 from ankka.runtime.judgments.plan import JudgmentDeclaration, JudgmentHandler
 from ankka.runtime.mcp.declaration import McpServer, normalise
+from ankka.runtime.policy import Access, SessionPolicy
 from ankka.runtime.tasks.declare import AutonomousAgent
 from ankka.runtime.tools import RunnableTool
 
@@ -146,17 +147,21 @@ class AgentDeclaration:
     description: str = ""
     mcp_servers: tuple[McpServer, ...] = ()
     compaction: Compaction | None = None
+    access: Access | None = None
 
 
 class Service:
     """A named set of agents; ``ankka serve MODULE:ATTR`` serves one.
 
     Request agents (:meth:`agent`) answer a caller who waits; autonomous agents
-    (:meth:`autonomous`) work durable tasks. Their names share one namespace.
+    (:meth:`autonomous`) work durable tasks. Their names share one namespace. ``access``
+    says who besides a session's creator and the platform may act on the service's sessions
+    (:mod:`ankka.runtime.policy`); an agent's own ``access`` replaces it for that agent.
     """
 
-    def __init__(self, name: str = "ankka") -> None:
+    def __init__(self, name: str = "ankka", *, access: Access | None = None) -> None:
         self.name = name
+        self.access = access
         self._agents: dict[str, AgentDeclaration] = {}
         self._judgments: dict[str, JudgmentDeclaration] = {}
         self._autonomous: dict[str, AutonomousAgent] = {}
@@ -187,18 +192,23 @@ class Service:
         description: str = "",
         mcp_servers: Sequence[str | McpServer] = (),
         compaction: Compaction | None = None,
+        access: Access | None = None,
     ) -> Callable[[Handler], Handler]:
         """Declare an agent whose handler builds each :class:`Turn`.
 
         ``mcp_servers`` names the MCP servers whose tools join every turn of the agent (as
         ``mcp__<server>__<tool>``); where they are comes from ``ANKKA_MCP_<SERVER>_URL``.
         ``compaction`` is the agent's compaction default for turns that set none.
+        ``access``: who else may read, write or decide for its sessions
+        (:class:`~ankka.runtime.policy.Access`).
         """
         servers = normalise(mcp_servers, agent=name)
 
         def register(handler: Handler) -> Handler:
             doc = self._check_new(f"agent {name!r}", name, handler, description)
-            self._agents[name] = AgentDeclaration(name, handler, doc, servers, compaction)
+            self._agents[name] = AgentDeclaration(
+                name, handler, doc, servers, compaction, _access(access, f"agent {name!r}")
+            )
             return handler
 
         return register
@@ -238,3 +248,16 @@ class Service:
 
     def declaration(self, name: str) -> AgentDeclaration | None:
         return self._agents.get(name)
+
+    def policy(self) -> SessionPolicy:
+        """The session policy as declared (``ankka serve --access-file`` may override it)."""
+        agents = {n: d.access for n, d in self._agents.items() if d.access is not None}
+        agents.update({n: a.access for n, a in self._autonomous.items() if a.access is not None})
+        service = _access(self.access, f"service {self.name!r}") or SessionPolicy().service
+        return SessionPolicy(service, agents)
+
+
+def _access(access: object, where: str) -> Access | None:
+    if access is not None and not isinstance(access, Access):
+        raise ConfigurationError(f"{where}: access= takes an Access(read=, write=, decide=)")
+    return access

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from ankka._kernel import serve
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka.runtime.identity import Identify, is_loopback, load_tokens
+from ankka.runtime.policy import load_policy
 
 if TYPE_CHECKING:
     from ankka._kernel.health import HealthPort
@@ -143,8 +144,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--console",
         choices=["on", "off"],
         default=os.environ.get(CONSOLE_VARIABLE, "off").strip().lower() or "off",
-        help=f"serve the console at /console, to loopback callers or checked platform "
-        f"identities (default off; env {CONSOLE_VARIABLE}=on|off; `ankka up` turns it on)",
+        help=f"serve the console at /console, to loopback callers or checked identities, "
+        f"under the session policy (default off; env {CONSOLE_VARIABLE}=on|off; `ankka up` "
+        "turns it on)",
+    )
+    parser.add_argument(
+        "--access-file",
+        metavar="FILE",
+        help="the session policy (YAML or JSON: service and agents, each read/write/decide "
+        "caller patterns) in place of the declared one, entry by entry; see docs/security.md",
     )
     serve.add_limit_options(parser)
 
@@ -292,6 +300,10 @@ def run(args: argparse.Namespace) -> int:
     limits = serve.limits_from(args)
     try:
         identify, tls, reviewer = _identity(args)
+        policy = service.policy()
+        if args.access_file is not None:
+            named = [*service.agents, *service.autonomous_agents]
+            policy = load_policy(args.access_file, policy, named)
     except AnkkaError as exc:
         print(f"ankka serve: {exc}", file=sys.stderr)
         return 2
@@ -323,6 +335,7 @@ def run(args: argparse.Namespace) -> int:
             compaction_leases=leases,
             approvals=index,
             approval_notice_seconds=args.approval_notice_seconds,
+            policy=policy,
         )
         tasks = TaskHost(
             service,
@@ -341,8 +354,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
         if args.console == "on":
             print(
-                "ankka serve: the console is at /console (loopback callers, or checked "
-                "platform identities)",
+                "ankka serve: the console is at /console (loopback callers, or callers "
+                "identified off loopback; each sees what the session policy allows)",
                 file=sys.stderr,
             )
         try:

@@ -8,7 +8,9 @@ turn's messages through the :class:`~ankka.runtime.journal.journal.Journal` in o
 batch, and only then answer. A failed turn writes nothing, so nothing committed before it is
 lost or half-overwritten, but the model calls it made are journaled as an accounting record
 (:mod:`ankka.runtime.accounting`). A session's first batch records who created it
-(:class:`~ankka.runtime.identity.SessionOpened`); only that caller and the platform may use it.
+(:class:`~ankka.runtime.identity.SessionOpened`, with its agent); the session policy
+(:mod:`ankka.runtime.policy`) says who may read or write it: its creator, the platform, and
+whoever the agent's or the service's access names.
 
 Folded conversations are cached and brought up to date by reading only the events after the
 cached position, so a turn costs one small read and one write, not a replay of the session.
@@ -41,7 +43,7 @@ from ankka.runtime.compaction.leases import CompactionLeases
 from ankka.runtime.compaction.metrics import CompactionMetrics
 from ankka.runtime.compaction.settings import Compaction, CompactionOverride
 from ankka.runtime.compaction.view import SentView
-from ankka.runtime.identity import LOCAL, NotPermitted, SessionOpened, may_use
+from ankka.runtime.identity import LOCAL, NotPermitted, SessionOpened, opened_by
 from ankka.runtime.journal.events import Entry, Record
 from ankka.runtime.journal.fold import fold
 from ankka.runtime.journal.journal import Journal
@@ -59,6 +61,7 @@ from ankka.runtime.mcp.listing import McpToolsRecord
 from ankka.runtime.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.metrics import RuntimeMetrics
 from ankka.runtime.planning import PlannedTurn
+from ankka.runtime.policy import Right, SessionPolicy
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.providers.config import env_name, find_model
 from ankka.runtime.sessions import SessionQueue
@@ -71,12 +74,11 @@ __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
 log = logging.getLogger("ankka.runtime")
 
-
-def _creator_of(records: Iterable[Record]) -> str | None:
-    """Who created the session: its first record says (sessions older than the record: None)."""
-    for record in records:
-        return record.caller if isinstance(record, SessionOpened) else None
-    return None
+_VERBS: dict[Right, str] = {
+    "read": "read",
+    "write": "send turns to",
+    "decide": "decide the approvals of",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +134,7 @@ class _Folded:
 
     view: SentView
     mcp_digests: dict[str, str]
-    creator: str | None = None
+    opened: SessionOpened | None = None
     approvals: ApprovalState = field(default_factory=ApprovalState)
 
     @property
@@ -143,7 +145,7 @@ class _Folded:
         if isinstance(record, McpToolsRecord):
             self.mcp_digests[record.server] = record.digest
         elif isinstance(record, SessionOpened):
-            self.creator = record.caller
+            self.opened = record
         self.approvals.add(seq, record)
         self.view.add(seq, record)
 
@@ -200,12 +202,15 @@ class Runtime:
         approval_tick_seconds: float = 1.0,
         notify: Notify | None = None,
         judges: Mapping[str, JudgmentProvider] | None = None,
+        policy: SessionPolicy | None = None,
     ) -> None:
         """``compaction_providers`` are the models summaries are asked of (default: the
         same ``providers``; tests give the summariser its own scripted provider).
         ``approvals`` is the approval index (:mod:`ankka.runtime.approvals`), needed by a
-        service whose tools require approval; ``notify`` receives the approval events."""
+        service whose tools require approval; ``notify`` receives the approval events.
+        ``policy``: who may act on a session (default: as the service declares it)."""
         self.service = service
+        self.policy = policy if policy is not None else service.policy()
         self.journal = Journal(store)
         self.providers = dict(providers)
         # One judgment provider per model that can answer judgments, over its transport.
@@ -268,8 +273,8 @@ class Runtime:
     ) -> TurnResult:
         """Run one planned turn: wait for the session's turn, bring its conversation up to
         date, run the loop, append the turn's messages, and only then return. ``caller``
-        must be allowed to use the session (:func:`~ankka.runtime.identity.may_use`); a
-        session's first batch records it as the creator."""
+        must be allowed to write the session (:mod:`ankka.runtime.policy`); a session's first
+        batch records it as the creator."""
         agent, session, effect = planned.agent, planned.session, planned.effect
         if session.startswith(TASK_SESSION_PREFIX):
             raise NotPermitted(
@@ -282,11 +287,11 @@ class Runtime:
         try:
             async with self.queue.turn(session):
                 folded = await self._conversations.load(session)
-                self._check(session, caller, folded.creator)
+                self.check(session, caller, "write", folded.opened)
                 # A turn waiting for approval refuses this one (409 naming its requests); one
                 # cut off after its last decision is ended first.
                 await self.approvals.settle_cut_off(session, folded)
-                opening = (SessionOpened(caller),) if folded.position == 0 else ()
+                opening = (SessionOpened(caller, agent),) if folded.position == 0 else ()
                 turn_id = new_id("turn")
                 try:
                     effect, listings = await self.with_mcp_tools(planned, turn_id, folded)
@@ -302,12 +307,12 @@ class Runtime:
                         judging=judging,
                     )
                 except AnkkaError as exc:
-                    unwritten = self._unwritten(planned, turn_id, exc.kind, spent, judging)
+                    unwritten = self.unwritten(planned, turn_id, exc.kind, spent, judging)
                     await self._account(session, folded, opening, unwritten)
                     raise
                 except BaseException:
                     # Cancelled (the caller left): what it spent, best effort.
-                    unwritten = self._unwritten(planned, turn_id, "cancelled", spent, judging)
+                    unwritten = self.unwritten(planned, turn_id, "cancelled", spent, judging)
                     await self._account(session, folded, opening, unwritten, quietly=True)
                     raise
                 if isinstance(outcome, TurnSuspension):
@@ -330,7 +335,7 @@ class Runtime:
                     )
                     await self.record(session, folded, records)
                 else:
-                    unwritten = self._unwritten(
+                    unwritten = self.unwritten(
                         planned, turn_id, NOT_WRITTEN, outcome.calls, judging
                     )
                     await self._account(session, folded, opening, unwritten)
@@ -342,7 +347,7 @@ class Runtime:
         self.committed(planned)
         return TurnResult(outcome)
 
-    def _unwritten(
+    def unwritten(
         self,
         planned: PlannedTurn,
         turn_id: str,
@@ -377,18 +382,27 @@ class Runtime:
                 raise
             log.warning("the accounting of a cancelled turn was not recorded", exc_info=True)
 
-    @staticmethod
-    def _check(session: str, caller: str, creator: str | None) -> None:
-        if not may_use(caller, creator):
+    def allows(self, caller: str, right: Right, opened: SessionOpened | None) -> bool:
+        """Whether ``caller`` holds ``right`` over a session ``opened`` says who created."""
+        creator, agent = (opened.caller, opened.agent) if opened is not None else (None, None)
+        return self.policy.allows(caller, right, creator=creator, agent=agent)
+
+    def check(self, session: str, caller: str, right: Right, opened: SessionOpened | None) -> None:
+        """Refuse (403) a caller without ``right`` over the session, naming caller and right."""
+        if not self.allows(caller, right, opened):
             raise NotPermitted(
-                f"caller {caller!r} may not use session {session!r}: another caller created "
-                "it (a session is its creator's and the platform's)"
+                f"caller {caller!r} may not {_VERBS[right]} session {session!r}: it is its "
+                "creator's, the platform's, and of whoever its agent's access names"
             )
+
+    async def opener(self, session: str) -> SessionOpened | None:
+        """Who opened ``session`` (its first journal record), for the policy's checks."""
+        return opened_by(e.record for e in await self.journal.read(session))
 
     async def _entries(self, session: str, caller: str) -> list[Entry]:
         """The session's journal entries, for a caller allowed to read them."""
         entries = await self.journal.read(session)
-        self._check(session, caller, _creator_of(e.record for e in entries))
+        self.check(session, caller, "read", opened_by(e.record for e in entries))
         return entries
 
     async def calls(

@@ -294,7 +294,7 @@ def create_app(
     routes = Starlette(
         routes=[
             *pages,
-            *(task_routes(tasks) if tasks is not None else ()),
+            *(task_routes(tasks, runtime.policy) if tasks is not None else ()),
             *approval_routes(runtime, _outcome_json, approver_header=approver_header),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),

@@ -18,22 +18,22 @@ The ways to know a caller, chosen by how ``ankka serve`` is started:
   address it refuses to start without one of the two (``--trust-network`` overrides that,
   loudly, for a network that is itself the boundary).
 
-Sessions record the caller that created them (a ``session_opened`` journal record); the policy
-(:func:`may_use`) lets the creator and the platform's own parts (``ankka://platform/...``)
-read and write a session, and nobody else. Pure, except :func:`load_tokens` reading its file.
+Sessions record the caller that created them and their agent (a ``session_opened`` journal
+record); :mod:`ankka.runtime.policy` says who else may act on one. Pure, except
+:func:`load_tokens` reading its file.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
-from ankka._kernel.identity import UNIDENTIFIED, caller_name, is_platform
+from ankka._kernel.identity import UNIDENTIFIED, caller_name
 
 if TYPE_CHECKING:
     from ankka.runtime.tokenreview import TokenReviewer
@@ -47,7 +47,7 @@ __all__ = [
     "caller_of",
     "is_loopback",
     "load_tokens",
-    "may_use",
+    "opened_by",
 ]
 
 LOCAL = "local"
@@ -71,18 +71,26 @@ class SessionOpened:
     kind: ClassVar[str] = "session_opened"
 
     caller: str
+    agent: str | None = None  # whose session it is (the policy in force); None: older record
 
     def as_dict(self) -> dict[str, Any]:
-        return {"caller": self.caller}
+        data: dict[str, Any] = {"caller": self.caller}
+        if self.agent is not None:
+            data["agent"] = self.agent
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionOpened:
-        return cls(str(data["caller"]))
+        agent = data.get("agent")
+        return cls(str(data["caller"]), str(agent) if agent is not None else None)
 
 
-def may_use(caller: str, creator: str | None) -> bool:
-    """Whether ``caller`` may read or write a session ``creator`` created (None: new)."""
-    return creator is None or caller == creator or is_platform(caller)
+def opened_by(records: Iterable[object]) -> SessionOpened | None:
+    """Who created a session, for which agent: its first record says (a session older than
+    the record: None)."""
+    for record in records:
+        return record if isinstance(record, SessionOpened) else None
+    return None
 
 
 def caller_of(scope: Mapping[str, Any]) -> str:

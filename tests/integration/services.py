@@ -7,6 +7,8 @@ from pydantic import BaseModel
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.guardrails import Guardrail
 from ankka.runtime.judgments import YesNo, refuse_if_yes
+from ankka.runtime.tasks import Accepts, AutonomousAgent
+from examples.tasks import summary
 from examples.weather import get_weather, service
 
 
@@ -57,5 +59,8 @@ unjudged = Service("integration-unjudged")
 for _name, _declared in service.agents.items():
     if _name != "guarded":
         unjudged.agent(_name, description=_declared.description)(_declared.handler)
+# And an autonomous agent, so the task routes and their streams are generated against too (a
+# budget of 2: a task the stand-in's text never completes fails soon).
+unjudged.autonomous(AutonomousAgent(name="researcher", accepts=[Accepts(summary, budget=2)]))
 
 __all__ = ["service", "unjudged"]

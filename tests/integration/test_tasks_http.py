@@ -129,3 +129,28 @@ def test_instances_are_suspended_resumed_and_read(
     assert httpx.post(f"{base}/fly").status_code == 422
     cancel = httpx.post(f"{server.url}/v1/tasks/t1/cancel").json()
     assert cancel["state"] == "completed"  # final states never change
+
+
+def test_wait_ends_a_notification_stream_and_the_document_lists_the_streams(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    server = serve(standin(TASKS_SCRIPT).url, target=TARGET)
+    assert put(server, "t1", {**BODY, "instance": "desk"}).status_code == 201
+    done = httpx.get(f"{server.url}/v1/tasks/t1", params={"wait": 20}, timeout=30).json()
+    assert done["state"] == "completed"
+    # An instance's stream never ends by itself; with ?wait= it ends after the snapshot.
+    path = "/v1/agents/researcher/instances/desk/notifications"
+    with httpx.stream("GET", f"{server.url}{path}", params={"wait": 0.2}, timeout=30) as answer:
+        assert answer.status_code == 200
+        lines = list(answer.iter_lines())  # returns: the server ended the stream
+    assert "event: snapshot" in lines
+    bad = httpx.get(f"{server.url}{path}", params={"wait": "soon"}, timeout=30)
+    assert bad.status_code == 422 and "wait" in bad.json()["error"]["message"]
+    paths = httpx.get(f"{server.url}/openapi.json").json()["paths"]
+    for listed in (
+        "/v1/tasks/{task}/notifications",
+        "/v1/agents/{agent}/instances/{instance}/notifications",
+        "/v1/approvals",
+        "/v1/approvals/{approval}",
+    ):
+        assert listed in paths

@@ -80,7 +80,7 @@ async def test_a_failed_turns_calls_are_journaled_counted_and_summed_apart(
         await runtime.run(runtime.plan(agent, "s", "hello"))
 
     [opened, entry] = await runtime.journal.read("s")
-    assert opened.record == SessionOpened(LOCAL), "the session records who created it"
+    assert opened.record == SessionOpened(LOCAL, agent), "the session records who created it"
     record = entry.record
     assert isinstance(record, UnwrittenCalls)
     assert (record.agent, record.reason, len(record.calls)) == (agent, failed.value.kind, calls)

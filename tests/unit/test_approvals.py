@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from ankka._kernel.clock import ManualClock
+from ankka._kernel.errors import AnkkaError
+from ankka.runtime.accounting import UnwrittenCalls
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.approvals.errors import ApprovalConflict, HandlerGone
 from ankka.runtime.approvals.index import ApprovalIndex
@@ -29,7 +31,7 @@ from ankka.runtime.host import Runtime
 from ankka.runtime.http import create_app
 from ankka.runtime.journal.events import Record, decode, encode
 from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import AssistantMessage, ToolCall, ToolResult, UserMessage
+from ankka.runtime.messages import AssistantMessage, ToolCall, ToolResult, Usage, UserMessage
 from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
 from ankka.runtime.testing import ScriptedProvider
 from ankka.runtime.tools import tool
@@ -142,6 +144,31 @@ async def test_approve_runs_the_call_once_with_the_recorded_arguments(make: Make
     entries = await runtime.journal.read("s")
     decision = entries[2].record
     assert isinstance(decision, ApprovalDecided) and decision.decided_by == "spiffe://people/ann"
+
+
+async def test_a_resumed_turn_that_fails_is_accounted_as_unwritten_calls(make: Make) -> None:
+    spent = {"input_tokens": 30, "output_tokens": 4}
+    script: list[dict[str, Any] | str] = [
+        {"tool_calls": [refund_call("A1", 250)]},
+        {"tool_calls": [refund_call("A2", 20)], "usage": spent},  # spent after the decision
+        {"status": 503},  # then the model fails: the resumed turn writes no message
+    ]
+    runtime, _ = await make(service(), script)
+    (request,) = await suspend(runtime)
+    with pytest.raises(AnkkaError):
+        await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="ann")
+
+    records = [e.record for e in await runtime.journal.read("s")]
+    [unwritten] = [r for r in records if isinstance(r, UnwrittenCalls)]
+    [suspended] = [r for r in records if isinstance(r, TurnSuspended)]
+    # The turn's every call, from before its suspension (in no other count) and after it.
+    assert (unwritten.agent, unwritten.turn, len(unwritten.calls)) == ("refunds", suspended.turn, 2)
+    assert unwritten.calls[1].usage == Usage(30, 4)
+    assert unwritten.reason == "model_unavailable"  # the kind of the failure, as for any turn
+    assert isinstance(records[-1], TurnEnded) and records[-1].cause == "failed"
+    summary = await runtime.summary("s")
+    assert summary.tally.unwritten == unwritten.usage and summary.usage == Usage()
+    assert [c for c, _, why in await runtime.calls("s") if why is not None] == list(unwritten.calls)
 
 
 async def test_refuse_tells_the_model_a_person_refused_and_why(make: Make) -> None:

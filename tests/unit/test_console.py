@@ -16,7 +16,8 @@ from ankka.runtime.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.console.views import session_view
 from ankka.runtime.host import Runtime, SessionSummary
 from ankka.runtime.http import create_app
-from ankka.runtime.identity import Identify
+from ankka.runtime.identity import Identify, SessionOpened
+from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.messages import (
     AssistantMessage,
@@ -99,12 +100,21 @@ async def test_a_caller_off_loopback_is_refused(tmp_path: Path) -> None:
                 assert (await http.get("/console/static/console.js")).status_code == status
 
 
-async def test_off_loopback_only_a_platform_identity_the_runtime_checked_may_use_it(
+async def test_off_loopback_a_checked_caller_sees_only_what_the_policy_lets_it_read(
     tmp_path: Path,
 ) -> None:
     store = await SqliteStore.open(str(tmp_path / "s.sqlite3"))
     tokens = {"admin-token": "ankka://platform/console", "shop-token": "ankka://service/a/shop"}
     async with store, Runtime(Service("x"), store=store, providers={}) as runtime:
+        for session, creator in (
+            ("shops-own", "ankka://service/a/shop"),
+            ("someone-elses", "b/web"),
+        ):
+            opened: list[Record] = [
+                SessionOpened(creator, "x"),
+                UserMessage(f"said in {session}", "x", "t1"),
+            ]
+            await runtime.journal.append(session, opened, expected=0)
         checked = create_app(
             runtime, console=True, identify=Identify(tls=False, tokens=tokens, trust=False)
         )
@@ -114,15 +124,27 @@ async def test_off_loopback_only_a_platform_identity_the_runtime_checked_may_use
         far = ("10.1.2.3", 5000)
         cases = [
             (checked, {"Authorization": "Bearer admin-token"}, 200),  # the platform's identity
-            (checked, {"Authorization": "Bearer shop-token"}, 403),  # a service: not every session
+            (checked, {"Authorization": "Bearer shop-token"}, 200),  # a service: its own only
             (checked, {}, 401),  # unidentified: refused before the console
             (trusting, {}, 403),  # --trust-network identifies nobody
         ]
+        pages = {}
         for app, headers, status in cases:
             transport = httpx.ASGITransport(app=app, client=far)
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
                 answer = await http.get("/console", headers=headers)
                 assert answer.status_code == status, (headers, answer.text[:200])
+                pages[headers.get("Authorization")] = answer.text
+                if headers.get("Authorization") == "Bearer shop-token":
+                    theirs = await http.get("/console/sessions/someone-elses", headers=headers)
+                    assert theirs.status_code == 403
+                    assert "a/shop" in theirs.text and "said in" not in theirs.text
+                    mine = await http.get("/console/sessions/shops-own", headers=headers)
+                    assert mine.status_code == 200 and "said in shops-own" in mine.text
+        assert "someone-elses" in pages["Bearer admin-token"]
+        assert "shops-own" in pages["Bearer shop-token"]
+        assert "someone-elses" not in pages["Bearer shop-token"]
+        assert "Showing" not in pages["Bearer shop-token"], "no count of others' sessions"
 
 
 def test_the_budget_bar_fills_the_share_used_and_never_past_the_whole() -> None:

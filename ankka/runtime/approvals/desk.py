@@ -41,10 +41,11 @@ from ankka.runtime.approvals.records import (
 )
 from ankka.runtime.approvals.state import ApprovalState, Suspension
 from ankka.runtime.approvals.tasks import suspension_holding
+from ankka.runtime.identity import opened_by
 from ankka.runtime.journal.events import Record
 from ankka.runtime.judgments.guardrail import Judging
 from ankka.runtime.loop import Resume, TurnOutcome, TurnSuspension, Verdict, run_turn
-from ankka.runtime.messages import ToolCall
+from ankka.runtime.messages import ModelCall, ToolCall
 from ankka.runtime.tools import approval_of
 
 if TYPE_CHECKING:
@@ -183,9 +184,17 @@ class ApprovalDesk:
         return {a: d.decision for a, d in current.decisions.items()}
 
     async def _end(
-        self, session: str, folded: _Folded, current: Suspension, cause: str, reason: str
+        self,
+        session: str,
+        folded: _Folded,
+        current: Suspension,
+        cause: str,
+        reason: str,
+        spent: tuple[Record, ...] = (),
     ) -> None:
-        await self._runtime.record(session, folded, (TurnEnded(current.turn, cause, reason),))
+        """End the suspended turn; ``spent``: the accounting of what it spent resumed."""
+        ended = TurnEnded(current.turn, cause, reason)
+        await self._runtime.record(session, folded, (*spent, ended))
         if self.index is not None:
             await self.index.close_session(session, self._states(current))
         log.warning("session %s: turn %s ended (%s): %s", session, current.turn, cause, reason)
@@ -200,7 +209,10 @@ class ApprovalDesk:
         *,
         reason: str = "",
         decided_by: str,
+        caller: str | None = None,
     ) -> Decided:
+        """Record a decision; ``caller`` (None: the platform itself) must hold the decide
+        right over the approval's session (:mod:`ankka.runtime.policy`)."""
         if self.index is None:
             raise NotFound(f"there is no approval {approval!r} (this runtime has no index)")
         row = await self.index.get(approval)
@@ -208,6 +220,8 @@ class ApprovalDesk:
             raise NotFound(f"there is no approval {approval!r}")
         rt = self._runtime
         session = row.session
+        if caller is not None:
+            rt.check(session, caller, "decide", await rt.opener(session))
         if session.startswith(TASK_SESSION):
             return await self._decide_task(
                 row, decision, given_digest, reason=reason, decided_by=decided_by
@@ -327,9 +341,10 @@ class ApprovalDesk:
                 (ApprovedCallStarted(request.id, current.turn, call.id, request.digest),),
             )
 
+        made: list[ModelCall] = []
+        judging = Judging(rt.judges)
         try:
             effect, listings = await rt.with_mcp_tools(planned, current.turn, folded)
-            judging = Judging(rt.judges)
             outcome = await run_turn(
                 effect,
                 history=folded.view.messages,
@@ -339,6 +354,7 @@ class ApprovalDesk:
                 clock=rt.clock,
                 resume=Resume(suspended.messages, verdicts, start),
                 judging=judging,
+                spent=made,
             )
             spent = rt.spent(planned, current.turn, judging)
             if isinstance(outcome, TurnSuspension):
@@ -354,25 +370,39 @@ class ApprovalDesk:
                     if isinstance(exc, AnkkaError)
                     else (f"the resumed turn failed unexpectedly ({type(exc).__name__})")
                 )
+                # What the resumed turn spent is accounted, as for any turn that failed.
+                kind = exc.kind if isinstance(exc, AnkkaError) else "internal_error"
+                accounted = rt.unwritten(planned, current.turn, kind, made, judging)
                 with contextlib.suppress(AnkkaError):
-                    await self._end(session, folded, current, "failed", reason)
+                    await self._end(session, folded, current, "failed", reason, accounted)
+                rt.metrics.calls_made(planned.agent, made)
             raise
         if self.index is not None:
             await self.index.close_session(session, self._states(current))
         rt.committed(planned)
         return Decided(last, "completed", outcome=outcome)
 
-    async def shown(self, rows: Sequence[IndexRow]) -> list[dict[str, Any]]:
+    async def shown(
+        self, rows: Sequence[IndexRow], caller: str | None = None
+    ) -> list[dict[str, Any]]:
         """The rows as the API shows them, read from each session's journal (once per
-        session); a row whose suspension was never recorded is left out."""
-        states: dict[str, ApprovalState] = {}
+        session); a row whose suspension was never recorded is left out, and so is one of a
+        session ``caller`` (None: the platform itself) may not read."""
+        states: dict[str, ApprovalState | None] = {}
         out = []
         for row in rows:
-            state = states.get(row.session)
+            if row.session not in states:
+                entries = await self._runtime.journal.read(row.session)
+                opened = opened_by(e.record for e in entries)
+                if caller is not None and not self._runtime.allows(caller, "read", opened):
+                    states[row.session] = None
+                    continue
+                states[row.session] = ApprovalState()
+                for entry in entries:
+                    states[row.session].add(entry.seq, entry.record)  # type: ignore[union-attr]
+            state = states[row.session]
             if state is None:
-                state = states[row.session] = ApprovalState()
-                for entry in await self._runtime.journal.read(row.session):
-                    state.add(entry.seq, entry.record)
+                continue
             request = state.requested.get(row.id)
             if request is None:
                 continue

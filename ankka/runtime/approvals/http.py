@@ -5,6 +5,10 @@
   answers with the turn. 409 on a digest that does not match or a second decision.
 - ``GET /v1/approvals?session=&agent=&state=pending``: the requests, newest state first.
 
+Both follow the session policy (:mod:`ankka.runtime.policy`): the listing shows only the
+approvals of sessions (and tasks) the caller may read, and deciding needs the decide right
+(by default the session's creator and the platform), else 403 naming the caller.
+
 Who decided: the URI SAN of the client certificate when the runtime serves mTLS
 (``ankka serve --tls-dir``), else the caller a bearer token names (``--token-file``,
 :mod:`ankka.runtime.identity`), else the header a trusted proxy sets (``--approver-header``),
@@ -84,6 +88,7 @@ def approval_routes(
             body.digest,
             reason=body.reason,
             decided_by=decider(request, approver_header),
+            caller=caller_of(request.scope),
         )
         answer: dict[str, Any] = {
             "approval": decided.decision.approval,
@@ -109,7 +114,7 @@ def approval_routes(
         rows = await desk.index.find(
             session=query.get("session"), agent=query.get("agent"), state=state
         )
-        return JSONResponse({"approvals": await desk.shown(rows)})
+        return JSONResponse({"approvals": await desk.shown(rows, caller_of(request.scope))})
 
     return [
         Route("/v1/approvals", listing, methods=["GET"]),

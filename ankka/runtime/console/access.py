@@ -1,10 +1,11 @@
-"""Who may use the console: loopback callers, and elsewhere a platform identity.
+"""Who is using the console: the caller the runtime identified, as for the API.
 
-Off loopback the runtime's own identification (a client certificate with ``--tls-dir`` or a
-token with ``--token-file``) names the caller; the console shows every session, which the
-session policy allows only the platform's identities (``ankka://platform/...``), so those are
-the ones it answers. A runtime run with ``--trust-network`` identifies nobody: its console
-answers loopback callers only.
+The console shows a caller what the session policy lets it read (:mod:`ankka.runtime.policy`)
+and lets it decide what the policy lets it decide. On loopback that is the caller the
+runtime's identification named (``local`` without one); off loopback only a caller the runtime
+identified (a client certificate with ``--tls-dir`` or a token with ``--token-file``): a
+runtime run with ``--trust-network`` identifies nobody, so its console answers loopback
+callers only.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import ipaddress
 
 from starlette.requests import Request
 
-from ankka._kernel.identity import is_platform
-from ankka.runtime.identity import caller_of
+from ankka.runtime.identity import LOCAL, caller_of
 
 __all__ = ["console_caller", "is_loopback"]
 
@@ -29,10 +29,10 @@ def is_loopback(host: str | None) -> bool:
 
 
 def console_caller(request: Request) -> str | None:
-    """Who may use the console for this request, or None: loopback callers (as ``local``)
-    and, elsewhere, a platform identity the runtime's identification established."""
+    """Who uses the console for this request, or None (refused): on loopback the caller the
+    runtime named (``local`` when it identifies nobody), elsewhere an identified caller."""
+    caller = caller_of(request.scope)
     host = request.client.host if request.client else None
     if is_loopback(host):
-        return "local"
-    caller = caller_of(request.scope)
-    return caller if is_platform(caller) else None
+        return caller
+    return caller if caller != LOCAL else None

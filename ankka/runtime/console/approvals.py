@@ -3,9 +3,10 @@
 ``GET /console/approvals`` lists the pending approvals (as ``GET /v1/approvals?state=pending``
 shows them); each has a form that posts its decision with the digest it was shown, so the
 decision goes through the same desk and the same digest check as the API's
-``POST /v1/approvals/{id}``. The decider is the console's caller: ``local`` on loopback, else
-the platform identity the runtime identified (:mod:`.access`). A form posted from another site
-is refused: its ``Origin`` must be this server's.
+``POST /v1/approvals/{id}``. The decider is the console's caller (:mod:`.access`), who must
+hold the decide right over the session (:mod:`ankka.runtime.policy`); the list shows only the
+approvals of sessions it may read. A form posted from another site is refused: its ``Origin``
+must be this server's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ankka._kernel.errors import AnkkaError
 from ankka.runtime.approvals.records import Decision
-from ankka.runtime.console.access import console_caller
 from ankka.runtime.console.pages import page
 from ankka.runtime.host import Runtime
 
@@ -60,11 +60,13 @@ def _arguments(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-async def pending(runtime: Runtime) -> list[dict[str, Any]]:
+async def pending(runtime: Runtime, caller: str) -> list[dict[str, Any]]:
+    """The pending approvals of the sessions ``caller`` may read."""
     desk = runtime.approvals
     if desk.index is None:
         return []
-    return await desk.shown(await desk.index.find(session=None, agent=None, state="pending"))
+    rows = await desk.index.find(session=None, agent=None, state="pending")
+    return await desk.shown(rows, caller)
 
 
 def _same_origin(request: Request) -> bool:
@@ -73,7 +75,10 @@ def _same_origin(request: Request) -> bool:
     return origin is not None and host is not None and origin == f"{request.url.scheme}://{host}"
 
 
-async def decide_from_form(runtime: Runtime, request: Request, headers: dict[str, str]) -> Response:
+async def decide_from_form(
+    runtime: Runtime, request: Request, caller: str, headers: dict[str, str]
+) -> Response:
+    """Decide as ``caller`` (who must hold the decide right), from the console's own page."""
     if not _same_origin(request):
         return HTMLResponse(
             page("refused", "<p>A decision is taken only from this console's own page.</p>"),
@@ -86,16 +91,17 @@ async def decide_from_form(runtime: Runtime, request: Request, headers: dict[str
     digest = (form.get("digest") or [""])[0]
     if decision not in _DECISIONS or not digest:
         problem = "the form needs a decision (approve or refuse) and the digest it was shown"
-        body = approvals_page(await pending(runtime), problem=problem)
+        body = approvals_page(await pending(runtime, caller), problem=problem)
         return HTMLResponse(body, status_code=400, headers=headers)
     try:
         await runtime.approvals.decide(
             request.path_params["approval"],
             _DECISIONS[decision],
             digest,
-            decided_by=console_caller(request) or "local",
+            decided_by=caller,
+            caller=caller,
         )
-    except AnkkaError as exc:  # a stale digest, a second decision, an unknown approval
-        body = approvals_page(await pending(runtime), problem=str(exc))
+    except AnkkaError as exc:  # a stale digest, a second decision, not permitted, unknown
+        body = approvals_page(await pending(runtime, caller), problem=str(exc))
         return HTMLResponse(body, status_code=exc.status, headers=headers)
     return RedirectResponse("/console/approvals", status_code=303, headers=headers)

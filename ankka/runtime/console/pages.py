@@ -50,7 +50,9 @@ USAGE_HEAD = (
 )
 
 
-def sessions_page(rows: Sequence[SessionSummary], *, shown_of: int) -> str:
+def sessions_page(rows: Sequence[SessionSummary], *, more: bool) -> str:
+    """The sessions list; ``more``: there may be older ones the caller may read (the count of
+    sessions it may not read is not shown)."""
     if not rows:
         table = '<p class="empty">No sessions yet: ask an agent and this page shows it.</p>'
     else:
@@ -66,14 +68,14 @@ def sessions_page(rows: Sequence[SessionSummary], *, shown_of: int) -> str:
             f'<th class="n">messages</th>{USAGE_HEAD}<th>cost</th></tr></thead>'
             f"<tbody>{body}</tbody></table>"
         )
-    more = (
-        f'<p class="muted">Showing {len(rows)} of {shown_of} sessions.</p>'
-        if shown_of > len(rows)
+    note = (
+        f'<p class="muted">Showing the {len(rows)} most recent sessions you may read.</p>'
+        if more
         else ""
     )
     return page(
         "sessions",
-        f'<h1>Sessions</h1><div data-refresh="5">{table}{more}</div>',
+        f'<h1>Sessions</h1><div data-refresh="5">{table}{note}</div>',
     )
 
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.guardrails import AnyGuardrail
+from ankka.runtime.policy import Access
 from ankka.runtime.tools import Tool
 
 __all__ = [
@@ -138,9 +139,12 @@ class AutonomousAgent:
     model: str = "default"
     reasoning_effort: str | None = None
     max_consecutive_failures: int = DEFAULT_MAX_CONSECUTIVE_FAILURES
+    access: Access | None = None  # who besides a task's creator and the platform may act
 
     def __post_init__(self) -> None:
         where = f"autonomous agent {self.name!r}"
+        if self.access is not None and not isinstance(self.access, Access):
+            raise ConfigurationError(f"{where}: access= takes an Access(read=, write=, decide=)")
         for attribute in ("accepts", "tools", "input_guardrails", "output_guardrails"):
             object.__setattr__(self, attribute, tuple(getattr(self, attribute)))
         if not self.accepts:

@@ -7,12 +7,16 @@
 - ``POST /v1/agents/{agent}/instances/{instance}/{suspend|resume|terminate}``,
   ``GET /v1/agents/{agent}/instances/{instance}``;
 - ``GET /v1/agents/{agent}/instances/{instance}/notifications`` and
-  ``GET /v1/tasks/{task}/notifications``: server-sent events, a ``snapshot`` first.
+  ``GET /v1/tasks/{task}/notifications``: server-sent events, a ``snapshot`` first; a task's
+  stream ends with the task, an instance's never by itself; ``?wait=S`` ends either after S
+  seconds (0 to 300).
 
 The app's bounds (:mod:`ankka.runtime.bounds`) stand in front: the body's size and who the
-caller is. A task is its creator's and the platform's, like a session
-(:func:`~ankka.runtime.identity.may_use`); an instance is the platform's and that of whoever
-created a task it holds now.
+caller is. A task is its creator's, the platform's and whoever its agent's access names
+(read: its record and notifications; write: create it again, cancel it), like a session
+(:mod:`ankka.runtime.policy`); an instance is its creator's (whoever's first assignment
+created it) and the platform's. An instance from a store older than that record is the
+platform's and that of whoever created a task it holds now.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from starlette.routing import Route
 from ankka._kernel.errors import NotFound, RequestError
 from ankka._kernel.identity import is_platform
 from ankka.runtime.bodies import parse_body
-from ankka.runtime.identity import NotPermitted, caller_of, may_use
+from ankka.runtime.identity import NotPermitted, caller_of
+from ankka.runtime.policy import Right, SessionPolicy
 from ankka.runtime.tasks.host import InstanceView, TaskHost
 from ankka.runtime.tasks.notify import Dropped, Subscription
 from ankka.runtime.tasks.records import (
@@ -130,33 +135,43 @@ def instance_json(view: InstanceView) -> dict[str, Any]:
         "agent": view.record.agent,
         "id": view.record.id,
         "state": view.record.state.value,
+        "created_by": view.record.created_by,
         "current": view.current,
         "queue": [{"task": t.id, "state": t.state.value} for t in view.queue],
     }
 
 
-def _permitted(request: Request, record: TaskRecord) -> TaskRecord:
-    """``record``, when the caller may see and act on it: its creator or the platform."""
+_TASK_VERBS: dict[Right, str] = {"read": "read", "write": "create or cancel", "decide": "decide"}
+
+
+def _permitted(
+    request: Request, record: TaskRecord, policy: SessionPolicy, right: Right
+) -> TaskRecord:
+    """``record``, when the caller holds ``right`` over it (:mod:`ankka.runtime.policy`)."""
     caller = caller_of(request.scope)
-    if not may_use(caller, record.created_by):
+    if not policy.allows(caller, right, creator=record.created_by, agent=record.spec.agent):
         raise NotPermitted(
-            f"caller {caller!r} may not use task {record.id!r}: another caller created it "
-            "(a task is its creator's and the platform's)"
+            f"caller {caller!r} may not {_TASK_VERBS[right]} task {record.id!r}: it is its "
+            "creator's, the platform's, and of whoever its agent's access names"
         )
     return record
 
 
 def _instance_permitted(request: Request, view: InstanceView) -> InstanceView:
-    """``view``, when the caller may see and act on the instance: the platform, or whoever
-    created a task it holds now (an instance holding none is anyone's)."""
+    """``view``, when the caller may see and act on the instance: its creator or the platform
+    (an instance from an older store, with no creator: whoever created a task it holds now,
+    and anyone while it holds none)."""
     caller = caller_of(request.scope)
+    creator = view.record.created_by
+    if is_platform(caller) or caller == creator:
+        return view
     creators = {t.created_by for t in view.queue}
-    if creators and not is_platform(caller) and caller not in creators:
-        raise NotPermitted(
-            f"caller {caller!r} may not use instance {view.record.id!r} of agent "
-            f"{view.record.agent!r}: it holds only other callers' tasks"
-        )
-    return view
+    if creator is None and (not creators or caller in creators):
+        return view
+    raise NotPermitted(
+        f"caller {caller!r} may not use instance {view.record.id!r} of agent "
+        f"{view.record.agent!r}: an instance is its creator's and the platform's"
+    )
 
 
 def _wait_seconds(request: Request) -> float:
@@ -178,15 +193,22 @@ def _sse(event: str, data: object, number: int | None = None) -> bytes:
 
 
 async def _events(
-    subscription: Subscription, snapshot: bytes, *, ends_with_task: bool
+    subscription: Subscription, snapshot: bytes, *, ends_with_task: bool, seconds: float | None
 ) -> AsyncIterator[bytes]:
+    """The stream: ``snapshot``, then the events; for ``seconds`` when given."""
     yield snapshot
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds if seconds is not None else None
     while True:
+        left = until - loop.time() if until is not None else KEEP_ALIVE
+        if left <= 0:
+            return
         try:
-            async with asyncio.timeout(KEEP_ALIVE):
+            async with asyncio.timeout(min(KEEP_ALIVE, left)):
                 item = await subscription.next()
         except TimeoutError:
-            yield b": keep-alive\n\n"
+            if until is None or loop.time() < until:
+                yield b": keep-alive\n\n"
             continue
         if isinstance(item, Dropped):
             yield _sse("dropped", {"count": item.count})
@@ -196,15 +218,22 @@ async def _events(
             return
 
 
-def task_routes(host: TaskHost) -> list[Route]:
-    """The routes; their errors are answered by the app's one error handler."""
+def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Route]:
+    """The routes; their errors are answered by the app's one error handler. ``policy``: who
+    may act on a task besides its creator and the platform (default: nobody)."""
+    policy = policy or SessionPolicy()
 
     async def put_task(request: Request) -> Response:
         agent, task = request.path_params["agent"], request.path_params["task"]
         check_id(task, "task")
         body = await _body(request)
         with contextlib.suppress(NotFound):
-            _permitted(request, await host.get(task))  # another caller's id is not reused
+            # Another caller's id is not reused, nor another caller's instance given work.
+            _permitted(request, await host.get(task), policy, "write")
+        if body.instance is not None:
+            check_id(body.instance, "instance")
+            with contextlib.suppress(NotFound):
+                _instance_permitted(request, await host.instance(agent, body.instance))
         record, created = await host.put(
             agent,
             task,
@@ -213,19 +242,20 @@ def task_routes(host: TaskHost) -> list[Route]:
             created_by=caller_of(request.scope),
         )
         return JSONResponse(
-            task_json(_permitted(request, record)), status_code=201 if created else 200
+            task_json(_permitted(request, record, policy, "write")),
+            status_code=201 if created else 200,
         )
 
     async def get_task(request: Request) -> Response:
         task = check_id(request.path_params["task"], "task")
         seconds = _wait_seconds(request)
-        _permitted(request, await host.get(task))
+        _permitted(request, await host.get(task), policy, "read")
         record = await (host.wait(task, seconds) if seconds else host.get(task))
         return JSONResponse(task_json(record))
 
     async def cancel_task(request: Request) -> Response:
         task = check_id(request.path_params["task"], "task")
-        _permitted(request, await host.get(task))
+        _permitted(request, await host.get(task), policy, "write")
         return JSONResponse(task_json(await host.cancel(task)))
 
     async def operate(request: Request) -> Response:
@@ -249,8 +279,11 @@ def task_routes(host: TaskHost) -> list[Route]:
         return JSONResponse(instance_json(view))
 
     async def notifications(
-        key: tuple[str, ...], snapshot: Callable[[], Awaitable[tuple[bytes, bool]]]
+        request: Request,
+        key: tuple[str, ...],
+        snapshot: Callable[[], Awaitable[tuple[bytes, bool]]],
     ) -> Response:
+        seconds = _wait_seconds(request) if "wait" in request.query_params else None
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = host.notifier.add(key)
         try:
@@ -264,7 +297,10 @@ def task_routes(host: TaskHost) -> list[Route]:
                 if done:
                     yield first
                     return
-                async for chunk in _events(subscription, first, ends_with_task=key[0] == "task"):
+                events = _events(
+                    subscription, first, ends_with_task=key[0] == "task", seconds=seconds
+                )
+                async for chunk in events:
                     yield chunk
             finally:
                 host.notifier.remove(key, subscription)
@@ -275,13 +311,13 @@ def task_routes(host: TaskHost) -> list[Route]:
 
     async def task_notifications(request: Request) -> Response:
         task = check_id(request.path_params["task"], "task")
-        _permitted(request, await host.get(task))
+        _permitted(request, await host.get(task), policy, "read")
 
         async def snapshot() -> tuple[bytes, bool]:
             record = await host.get(task)
             return _sse("snapshot", task_json(record)), record.final
 
-        return await notifications(("task", task), snapshot)
+        return await notifications(request, ("task", task), snapshot)
 
     async def instance_notifications(request: Request) -> Response:
         agent = request.path_params["agent"]
@@ -292,7 +328,7 @@ def task_routes(host: TaskHost) -> list[Route]:
             view = await host.instance(agent, instance)
             return _sse("snapshot", instance_json(view)), False
 
-        return await notifications(("instance", agent, instance), snapshot)
+        return await notifications(request, ("instance", agent, instance), snapshot)
 
     return [
         Route("/v1/agents/{agent}/tasks/{task}", put_task, methods=["PUT"]),

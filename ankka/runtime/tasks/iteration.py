@@ -37,6 +37,7 @@ from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.store import ConcurrentAppend
 from ankka.runtime.judgments.guardrail import Judging
 from ankka.runtime.judgments.seam import JudgmentProvider
+from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.loop import decided_result
 from ankka.runtime.messages import AssistantMessage, Message, ModelCall, ToolResult, UserMessage
 from ankka.runtime.providers.base import ModelProvider, ModelResponse
@@ -280,8 +281,8 @@ async def _iterate(
     if not response.tool_calls:
         recorded.append(UserMessage(NUDGE, agent.name, turn))
     if position == 0:
-        # The session is its task's creator's (and the platform's), as the task is.
-        recorded.insert(0, SessionOpened(task.created_by))
+        # The session is its task's creator's, under its agent's policy, as the task is.
+        recorded.insert(0, SessionOpened(task.created_by, task.spec.agent))
     await _append(bench.journal, task.session, recorded, position)
     await bench.store.write(
         lambda tx: statements.complete_iteration(
@@ -368,21 +369,50 @@ async def _call(
 async def _input_guardrails(
     bench: Workbench, agent: AutonomousAgent, task: TaskRecord, failures: _Failures
 ) -> None:
-    while True:
-        try:
-            await first_refusal(
-                agent.input_guardrails,
-                task.spec.instructions,
-                stage="input",
-                judging=Judging(bench.judges),
-            )
-            return
-        except Refused as exc:
-            raise _End(TaskState.FAILED, str(exc)) from exc
-        except Exception as exc:
-            # A guardrail that raised refused nothing: check again, as a failed iteration.
-            error = f"an input guardrail raised {type(exc).__name__}: {exc}"
-            await failures.failed(error, condition="checks_failing")
+    judging = Judging(bench.judges)
+    try:
+        while True:
+            try:
+                await first_refusal(
+                    agent.input_guardrails,
+                    task.spec.instructions,
+                    stage="input",
+                    judging=judging,
+                )
+                return
+            except Refused as exc:
+                raise _End(TaskState.FAILED, str(exc)) from exc
+            except Exception as exc:
+                # A guardrail that raised refused nothing: check again, as a failed iteration.
+                error = f"an input guardrail raised {type(exc).__name__}: {exc}"
+                await failures.failed(error, condition="checks_failing")
+    finally:
+        if judging.spent:
+            position, _ = await _history(bench.journal, task.session)
+            await _judged(bench, agent, task, judging, f"{task.id}#input", position)
+
+
+async def _judged(
+    bench: Workbench,
+    agent: AutonomousAgent,
+    task: TaskRecord,
+    judging: Judging,
+    turn: str,
+    position: int,
+) -> int:
+    """Record what judged guardrails spent on ``task``: a ``judgment_usage`` record on its
+    session (as a request turn's), summed on the task's ``usage``; the session's position."""
+    if not judging.spent:
+        return position
+    records: list[Record] = [JudgmentUsage(judging.usage, agent.name, turn)]
+    if position == 0:
+        records.insert(0, SessionOpened(task.created_by, task.spec.agent))
+    position = await _append(bench.journal, task.session, records, position)
+    await bench.store.write(
+        lambda tx: statements.add_usage(tx, task.id, judging.usage, bench.clock.now()),
+        serial=False,
+    )
+    return position
 
 
 async def _run_tools(
@@ -405,9 +435,11 @@ async def _run_tools(
         end: _End | None = None
         rejected: str | None = None
         if call.name == COMPLETE_TASK:
+            judging = Judging(bench.judges)
             content, is_error, end, rejected = await _judge(
-                bench, agent, task_type, call.arguments, failures
+                bench, agent, task_type, call.arguments, failures, judging
             )
+            position = await _judged(bench, agent, task, judging, turn, position)
         elif call.name == FAIL_TASK:
             reason = decode_fail(call.arguments)
             if isinstance(reason, Malformed):
@@ -496,6 +528,7 @@ async def _judge(
     task_type: TaskType,
     arguments: str,
     failures: _Failures,
+    judging: Judging,
 ) -> tuple[str, bool, _End | None, str | None]:
     """(tool result, is_error, the task's end, a rejection's reason) for a complete_task."""
     decoded = decode_result(task_type, arguments)
@@ -510,7 +543,7 @@ async def _judge(
                     agent.output_guardrails,
                     decoded.value.model_dump_json(),
                     stage="output",
-                    judging=Judging(bench.judges),
+                    judging=judging,
                 )
             break
         except Refused as exc:

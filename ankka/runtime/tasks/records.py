@@ -184,6 +184,7 @@ class InstanceRecord:
     created_at: datetime | None = None
     lease_owner: str | None = None
     lease_until: float | None = None
+    created_by: str | None = None  # the caller of its first assignment (None: older store)
 
 
 def next_task(

@@ -37,6 +37,7 @@ from ankka.runtime.tasks.store import (
 )
 
 __all__ = [
+    "add_usage",
     "cancel",
     "claim",
     "complete_iteration",
@@ -70,8 +71,9 @@ def recent(tx: Transaction, limit: int) -> list[TaskRecord]:
 
 def get_instance(tx: Transaction, agent: str, instance: str) -> InstanceRecord | None:
     found = tx.rows(
-        "SELECT agent, id, state, own, created_at, lease_owner, lease_until "
-        "FROM ankka_instances WHERE agent = ? AND id = ?",
+        "SELECT i.agent, i.id, i.state, i.own, i.created_at, i.lease_owner, i.lease_until, "
+        "c.created_by FROM ankka_instances i LEFT JOIN ankka_instance_creators c "
+        "ON c.agent = i.agent AND c.id = i.id WHERE i.agent = ? AND i.id = ?",
         (agent, instance),
     )
     return instance_from_row(found[0]) if found else None
@@ -117,7 +119,7 @@ def put(
 ) -> tuple[TaskRecord, bool, list[Ended]]:
     existing = get(tx, task)
     if existing is not None:
-        return _again(tx, existing, spec, instance, now)
+        return _again(tx, existing, spec, instance, now, created_by)
     missing = sorted(set(spec.depends_on) - set(_states(tx, spec.depends_on)))
     if missing:
         raise RequestError(
@@ -127,7 +129,7 @@ def put(
     own = instance is None
     where = own_instance_id(task) if own else instance
     assert where is not None
-    _ensure_instance(tx, spec.agent, where, own=own, now=now)
+    _ensure_instance(tx, spec.agent, where, own=own, now=now, created_by=created_by)
     stamp = now.isoformat()
     tx.rows(
         f"INSERT INTO ankka_tasks ({TASK_COLUMNS}, agent, type, digest) VALUES "
@@ -168,6 +170,7 @@ def _again(
     spec: TaskSpec,
     instance: str | None,
     now: datetime,
+    created_by: str,
 ) -> tuple[TaskRecord, bool, list[Ended]]:
     if existing.spec.digest() != spec.digest():
         raise Conflict(
@@ -181,7 +184,7 @@ def _again(
             f"task {existing.id!r} is assigned to instance {existing.instance!r}; it can "
             f"be assigned to {instance!r} only once it is pending again"
         )
-    _ensure_instance(tx, spec.agent, instance, own=False, now=now)
+    _ensure_instance(tx, spec.agent, instance, own=False, now=now, created_by=created_by)
     tx.rows(
         "UPDATE ankka_tasks SET state = ?, instance = ?, own_instance = 0, "
         "assigned_seq = ?, version = version + 1, updated_at = ? WHERE id = ?",
@@ -204,7 +207,7 @@ def _next_seq(tx: Transaction) -> int:
 
 
 def _ensure_instance(
-    tx: Transaction, agent: str, instance: str, *, own: bool, now: datetime
+    tx: Transaction, agent: str, instance: str, *, own: bool, now: datetime, created_by: str
 ) -> None:
     found = get_instance(tx, agent, instance)
     if found is None:
@@ -212,6 +215,10 @@ def _ensure_instance(
             "INSERT INTO ankka_instances (agent, id, state, own, created_at) "
             "VALUES (?, ?, ?, ?, ?)",
             (agent, instance, InstanceState.ACTIVE.value, int(own), now.isoformat()),
+        )
+        tx.rows(
+            "INSERT INTO ankka_instance_creators (agent, id, created_by) VALUES (?, ?, ?)",
+            (agent, instance, created_by),
         )
     elif found.state in (InstanceState.TERMINATED, InstanceState.ENDED):
         raise Conflict(
@@ -241,6 +248,15 @@ def complete_iteration(
         return current
     total = current.usage + usage
     return update(tx, task, now, iterations_used=number, usage=json.dumps(total.as_dict()))
+
+
+def add_usage(tx: Transaction, task: str, usage: Usage, now: datetime) -> TaskRecord | None:
+    """Add tokens spent outside the iterations' model calls (judged guardrails)."""
+    current = get(tx, task)
+    if current is None:
+        return None
+    total = current.usage + usage
+    return update(tx, task, now, usage=json.dumps(total.as_dict()))
 
 
 def finish(

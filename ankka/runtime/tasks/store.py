@@ -80,6 +80,14 @@ SCHEMA = (
     lease_until DOUBLE PRECISION,
     PRIMARY KEY (agent, id)
 )""",
+    # Who created each instance (its first assignment's caller); a table of its own, so a
+    # store written before it needs no migration (its instances have no creator).
+    """CREATE TABLE IF NOT EXISTS ankka_instance_creators (
+    agent TEXT NOT NULL,
+    id TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    PRIMARY KEY (agent, id)
+)""",
 )
 
 TASK_COLUMNS = (
@@ -144,6 +152,7 @@ def instance_from_row(row: tuple[Any, ...]) -> InstanceRecord:
         created_at=datetime.fromisoformat(row[4]),
         lease_owner=row[5],
         lease_until=row[6],
+        created_by=row[7] if len(row) > 7 else None,
     )
 
 

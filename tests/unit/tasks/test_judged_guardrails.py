@@ -4,8 +4,11 @@ iteration (never a refusal, never a pass)."""
 
 from __future__ import annotations
 
+from ankka.runtime.identity import SessionOpened
 from ankka.runtime.judgments import YesNo
 from ankka.runtime.judgments.guardrail import refuse_if_yes
+from ankka.runtime.judgments.usage import JudgmentUsage
+from ankka.runtime.messages import Usage
 from ankka.runtime.tasks.records import TaskState
 from ankka.runtime.testing import ScriptedJudgmentProvider, ScriptedProvider
 from tests.unit.tasks.conftest import MakeHost, finished, put
@@ -59,3 +62,26 @@ async def test_a_judged_guardrail_whose_judge_fails_is_a_failed_iteration_not_a_
     # One failed check (counted), then the judge answers and the task completes.
     assert record.state == TaskState.COMPLETED
     assert len(judge.inquiries) == 2
+
+
+async def test_tokens_judged_guardrails_spend_are_the_tasks_judgment_usage_and_in_its_usage(
+    make_host: MakeHost,
+) -> None:
+    spent = Usage(40, 2)
+    judge = ScriptedJudgmentProvider({"abusive": {"yes": 0.1, "no": 0.9}}, usage=spent)
+    provider = ScriptedProvider(
+        [complete(GOOD, usage={"input_tokens": 5, "output_tokens": 1})], name="default"
+    )
+    service = agent_service(input_guardrails=[NO_ABUSE], output_guardrails=[NO_ABUSE])
+    host = await make_host(service, provider, judges={"default": judge})
+    await put(host, "t1")
+    record = await finished(host, "t1")
+
+    assert record.state == TaskState.COMPLETED
+    assert len(judge.inquiries) == 2  # the instructions, then the result
+    entries = await host.bench.journal.read("task:t1")
+    assert entries[0].record == SessionOpened("local", "researcher")  # opened before anything
+    judged = [e.record for e in entries if isinstance(e.record, JudgmentUsage)]
+    assert [(j.usage, j.turn) for j in judged] == [(spent, "t1#input"), (spent, "t1#1")]
+    # Summed on the record beside the model call's tokens, once each.
+    assert record.usage == Usage(5, 1) + spent + spent

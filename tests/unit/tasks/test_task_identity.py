@@ -24,7 +24,7 @@ async def test_a_tasks_session_opens_in_its_creators_name(make_host: MakeHost) -
 
     entries = await host.bench.journal.read("task:t1")
 
-    assert entries[0].record == SessionOpened("local")
+    assert entries[0].record == SessionOpened("local", "researcher")
     assert [e.record.kind for e in entries[1:]] == ["assistant_message", "tool_result"]
 
 
