@@ -89,6 +89,7 @@ async def test_concurrent_appends_of_many_sessions_each_commit_at_their_position
     sessions = [f"s{n}" for n in range(32)]
     first = await asyncio.gather(*(store.append(s, [("user", "{}")], expected=0) for s in sessions))
     assert first == [1] * 32
+    assert store.commits == 2  # the first alone; the 31 queued behind it, together
     again = await asyncio.gather(
         *(store.append(s, [("user", "{}"), ("user", "{}")], expected=1) for s in sessions),
         store.append("s0", [("user", "{}")], expected=1),  # behind the one above: refused

@@ -78,6 +78,7 @@ class GroupWriter:
         self._busy = False
         self._idle: asyncio.Event | None = None
         self._closed = False
+        self.commits = 0  # batches committed: writes ÷ commits is how well they grouped
 
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in a transaction that is committed before this returns."""
@@ -104,6 +105,7 @@ class GroupWriter:
     ) -> None:
         self._busy = False
         error = None if done.cancelled() else done.exception()
+        self.commits += error is None and not done.cancelled()
         for index, (_, future) in enumerate(batch):
             if future.done():
                 continue  # its caller was cancelled; the write committed all the same

@@ -142,6 +142,11 @@ class SqliteStore:
 
         return await self._run(work)
 
+    @property
+    def commits(self) -> int:
+        """Transactions committed by this store's writer so far (appends share them)."""
+        return self._writer.commits
+
     def session_lock(self) -> SharedSessionLock | None:
         """None: no lock across processes. A second process on the same file is still safe:
         ``expected`` refuses a turn written on top of a history it did not see."""
