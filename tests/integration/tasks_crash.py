@@ -27,6 +27,7 @@ __all__ = [
 TARGET = "tests.integration.task_services:service"
 Key = tuple[str, int]  # (task, how many recorded messages the request carried)
 _TASK = re.compile(r"^Task (\S+) \(type ")
+_MESSAGE_KINDS = frozenset({"user_message", "assistant_message", "tool_result"})
 
 
 def serve_tasks(
@@ -62,7 +63,8 @@ def _keys(rows: Iterable[tuple[str, str]]) -> set[Key]:
         task = session.removeprefix("task:")
         if kind == "assistant_message":
             keys.add((task, counts.get(task, 0)))
-        counts[task] = counts.get(task, 0) + 1
+        if kind in _MESSAGE_KINDS:  # the request carries messages, not the other records
+            counts[task] = counts.get(task, 0) + 1
     return keys
 
 

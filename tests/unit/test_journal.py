@@ -34,6 +34,7 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
+from ankka.runtime.tasks.marks import IterationCompleted, IterationStarted
 
 TURN = (
     UserMessage("hi", "a", "t1"),
@@ -102,7 +103,7 @@ REJECTED = CompactionRejected(
     usage=Usage(9, 0),
     at=datetime(2026, 12, 1, 8, 0, tzinfo=UTC),
 )
-RECORDS = (*TURN, COMPACTED, REJECTED)
+RECORDS = (*TURN, COMPACTED, REJECTED, IterationStarted(2), IterationCompleted(2, Usage(7, 3)))
 
 # The stored format, byte for byte, as sessions already on disk hold it.
 STORED = [
@@ -136,6 +137,12 @@ STORED = [
         '{"first":1,"through":4,"reason":"empty","detail":"no text","provider":"p","model":"m",'
         '"usage":{"input_tokens":9,"output_tokens":0,"cache_read_tokens":0,'
         '"cache_write_tokens":0},"at":"2026-12-01T08:00:00+00:00"}',
+    ),
+    ("iteration_started", '{"number":2}'),
+    (
+        "iteration_completed",
+        '{"number":2,"usage":{"input_tokens":7,"output_tokens":3,"cache_read_tokens":0,'
+        '"cache_write_tokens":0}}',
     ),
 ]
 

@@ -36,6 +36,7 @@ from ankka.runtime.messages import (
     ToolResult,
     UserMessage,
 )
+from ankka.runtime.tasks.marks import IterationCompleted, IterationStarted
 
 __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode"]
 
@@ -47,14 +48,17 @@ Record = (
     | SessionOpened
     | JudgmentUsage
     | ApprovalRecord
+    | IterationStarted
+    | IterationCompleted
 )
 """What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
 decision, an approved call's start or a turn's end (:mod:`ankka.runtime.approvals.records`). An
 :class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
 changed); it is not part of the conversation, nor are the compaction records, the accounting
 of a turn that wrote no messages (:class:`UnwrittenCalls`), who opened the session
-(:class:`SessionOpened`) or the tokens a turn's judged guardrails spent
-(:class:`JudgmentUsage`)."""
+(:class:`SessionOpened`), the tokens a turn's judged guardrails spent
+(:class:`JudgmentUsage`) or a task iteration's marks (:class:`IterationStarted`,
+:class:`IterationCompleted`, recorded with its model's response)."""
 
 RECORD_TYPES: tuple[type[Record], ...] = (
     UserMessage,
@@ -67,6 +71,8 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     SessionOpened,
     JudgmentUsage,
     *APPROVAL_RECORD_TYPES,
+    IterationStarted,
+    IterationCompleted,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}

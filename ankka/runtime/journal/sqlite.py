@@ -1,8 +1,11 @@
 """The embedded journal store: one SQLite file in WAL mode.
 
-Every call runs on one dedicated thread that owns the connection, so the event loop never
-blocks on disk and SQLite never sees two threads. ``synchronous=FULL``: a turn is on disk
-before the reply is sent.
+Appends go to one write connection owned by one thread (:class:`~.group_commit.GroupWriter`),
+so the event loop never blocks on disk: appends of different sessions that arrive while a
+commit is on its way to disk are committed together, in one transaction and one fsync, each
+in a savepoint of its own. ``synchronous=FULL``: a turn is on disk before its reply is sent.
+Reads have a connection and a thread of their own, so a reader never queues behind a commit
+(WAL lets it read the last committed state meanwhile).
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from typing import TypeVar
 
 from ankka._kernel.errors import StoreError
 from ankka.runtime.journal.events import StoredEvent
+from ankka.runtime.journal.group_commit import GroupWriter
 from ankka.runtime.journal.store import ConcurrentAppend, SharedSessionLock
 
-__all__ = ["SqliteStore", "connect"]
+__all__ = ["SqliteStore", "ThreadConnection", "connect", "open_writer"]
 
 T = TypeVar("T")
 
@@ -35,25 +39,56 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
+class ThreadConnection:
+    """One connection and the one thread that uses it (a store's reader)."""
+
+    def __init__(self, db: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
+        self.db = db
+        self.pool = pool
+
+    @classmethod
+    async def open(cls, path: Path, schema: Sequence[str], name: str) -> ThreadConnection:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        try:
+            db = await asyncio.get_running_loop().run_in_executor(pool, connect, path, schema)
+        except BaseException:
+            pool.shutdown(wait=False)
+            raise
+        return cls(db, pool)
+
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, work, self.db)
+
+    async def close(self) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.pool, self.db.close)
+        finally:
+            self.pool.shutdown(wait=True)
+
+
 class SqliteStore:
-    def __init__(self, path: Path, connection: sqlite3.Connection, pool: ThreadPoolExecutor):
+    def __init__(
+        self,
+        path: Path,
+        writer: GroupWriter,
+        reader: ThreadConnection,
+    ):
         self.path = path
-        self._db = connection
-        self._pool = pool
+        self._writer = writer
+        self._reader = reader
         self._closed = False
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteStore:
         """Open (creating if needed) the store at ``path``; a clear StoreError if it cannot."""
         target = Path(path)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ankka-sqlite")
-        loop = asyncio.get_running_loop()
+        writer = await open_writer(target, (_SCHEMA,), "ankka-sqlite", "session store")
         try:
-            connection = await loop.run_in_executor(pool, connect, target, (_SCHEMA,))
+            reader = await ThreadConnection.open(target, (_SCHEMA,), "ankka-sqlite-read")
         except BaseException:
-            pool.shutdown(wait=False)
+            await writer.close()
             raise
-        return cls(target, connection, pool)
+        return cls(target, writer, reader)
 
     async def __aenter__(self) -> SqliteStore:
         return self
@@ -62,9 +97,8 @@ class SqliteStore:
         await self.close()
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._pool, work, self._db)
+            return await self._reader.run(work)
         except sqlite3.Error as exc:
             raise StoreError(f"the session store {self.path} failed: {exc}") from exc
 
@@ -74,31 +108,23 @@ class SqliteStore:
         at = datetime.now(UTC).isoformat()
 
         def work(db: sqlite3.Connection) -> int:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session = ?", (session,)
-                ).fetchone()
-                last = int(row[0])
-                if last != expected:
-                    raise ConcurrentAppend(
-                        f"session {session!r} was written by another writer (at {last}, "
-                        f"expected {expected}); the turn was not written"
-                    )
-                db.executemany(
-                    "INSERT INTO events (session, seq, kind, body, at) VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (session, last + i, kind, body, at)
-                        for i, (kind, body) in enumerate(events, 1)
-                    ],
+            row = db.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session = ?", (session,)
+            ).fetchone()
+            last = int(row[0])
+            if last != expected:
+                raise ConcurrentAppend(
+                    f"session {session!r} was written by another writer (at {last}, "
+                    f"expected {expected}); the turn was not written"
                 )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            db.executemany(
+                "INSERT INTO events (session, seq, kind, body, at) VALUES (?, ?, ?, ?, ?)",
+                [(session, last + i, kind, body, at) for i, (kind, body) in enumerate(events, 1)],
+            )
             return last + len(events)
 
-        return await self._run(work)
+        # Appends of other sessions that finish meanwhile share this one's commit (and fsync).
+        return await self._writer.write(work)
 
     async def read(self, session: str, *, after: int = 0) -> list[StoredEvent]:
         def work(db: sqlite3.Connection) -> list[StoredEvent]:
@@ -116,6 +142,11 @@ class SqliteStore:
 
         return await self._run(work)
 
+    @property
+    def commits(self) -> int:
+        """Transactions committed by this store's writer so far (appends share them)."""
+        return self._writer.commits
+
     def session_lock(self) -> SharedSessionLock | None:
         """None: no lock across processes. A second process on the same file is still safe:
         ``expected`` refuses a turn written on top of a history it did not see."""
@@ -126,9 +157,9 @@ class SqliteStore:
             return
         self._closed = True
         try:
-            await self._run(lambda db: db.close())
+            await self._reader.close()
         finally:
-            self._pool.shutdown(wait=True)
+            await self._writer.close()
 
 
 def connect(path: Path, schema: Sequence[str]) -> sqlite3.Connection:
@@ -148,3 +179,16 @@ def connect(path: Path, schema: Sequence[str]) -> sqlite3.Connection:
             "writable directory (for example --store sqlite:///tmp/ankka.sqlite3)"
         ) from exc
     return db
+
+
+async def open_writer(path: Path, schema: Sequence[str], thread: str, what: str) -> GroupWriter:
+    """A group-committing writer on a new connection to ``path`` (see :func:`connect`);
+    ``what`` names the store in its errors."""
+    connection = await ThreadConnection.open(path, schema, thread)
+
+    def failed(exc: Exception) -> Exception:
+        error = StoreError(f"the {what} {path} failed: {exc}")
+        error.__cause__ = exc
+        return error
+
+    return GroupWriter(connection.db, connection.pool, failed)

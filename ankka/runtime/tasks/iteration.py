@@ -1,11 +1,14 @@
 """The iteration loop: one task, worked until it ends. The platform's, not the agent's.
 
-Every iteration records, in order: that it started (the task record), the model's response
-(the journal session ``task:<id>``), that it completed (the task record, with the call's
-usage, once), then each tool result (the journal, one append per tool). The loop re-reads the
-records at every boundary and resumes from the last one (:func:`.decide.resume_point`), so an
-instance stopped anywhere in that sequence carries on with no recorded model call made again;
-a tool whose result was not recorded runs again (tools run at least once).
+Every iteration records, in order: the model's response in the journal session ``task:<id>``,
+in one append with the iteration's marks (:mod:`.marks`: started, completed with the call's
+usage); then the completion on the task record (its count and usage, once); then each tool
+result (the journal, one append per tool). Three commits an iteration, two without tools.
+The loop re-reads the records at every boundary and resumes from the last one
+(:func:`.decide.resume_point`), so an instance stopped anywhere in that sequence carries on
+with no recorded model call made again; a completion recorded in the journal but not on the
+task record is carried over from the journal; a tool whose result was not recorded runs
+again (tools run at least once).
 
 Failures that decide nothing (a model call that failed, a rule or guardrail that raised) are
 retried after a growing pause without spending budget, and counted: ``max_consecutive_failures``
@@ -39,7 +42,14 @@ from ankka.runtime.judgments.guardrail import Judging
 from ankka.runtime.judgments.seam import JudgmentProvider
 from ankka.runtime.judgments.usage import JudgmentUsage
 from ankka.runtime.loop import decided_result
-from ankka.runtime.messages import AssistantMessage, Message, ModelCall, ToolResult, UserMessage
+from ankka.runtime.messages import (
+    AssistantMessage,
+    Message,
+    ModelCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
 from ankka.runtime.providers.base import ModelProvider, ModelResponse
 from ankka.runtime.tasks import statements
 from ankka.runtime.tasks.decide import (
@@ -58,6 +68,7 @@ from ankka.runtime.tasks.decide import (
     resume_point,
 )
 from ankka.runtime.tasks.declare import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
+from ankka.runtime.tasks.marks import IterationCompleted, IterationStarted
 from ankka.runtime.tasks.notify import Notifier
 from ankka.runtime.tasks.prompt import NEAR_END, NUDGE, IterationPlan, plan_iteration
 from ankka.runtime.tasks.records import InstanceState, TaskRecord, TaskState
@@ -210,8 +221,8 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
         current: TaskRecord | None = await bench.store.read(lambda tx: statements.get(tx, task.id))
         if current is None or current.final or current.instance != instance:
             return  # ended elsewhere, or its instance was terminated
-        position, history = await _history(bench.journal, current.session)
-        if await _complete_recorded(bench, current, history):
+        position, history, completed = await _history(bench.journal, current.session)
+        if await _complete_recorded(bench, current, completed):
             continue  # read the record again, with those iterations counted
         point = resume_point(history)
         if isinstance(point, Ends):
@@ -261,13 +272,13 @@ async def _iterate(
     failures: _Failures,
 ) -> None:
     number = plan.iteration
-    if task.iteration_started < number or task.state != TaskState.IN_PROGRESS:
+    if task.state != TaskState.IN_PROGRESS:
+        # Back to work after a rejected result (the start itself is a journal mark below).
         await bench.store.write(
-            lambda tx: statements.update(
-                tx,
-                task.id,
-                bench.clock.now(),
-                iteration_started=number,
+            partial(
+                statements.update,
+                task=task.id,
+                now=bench.clock.now(),
                 state=TaskState.IN_PROGRESS.value,
             ),
             serial=False,
@@ -276,10 +287,12 @@ async def _iterate(
     response, call = await _call(bench, agent, plan, failures)
     turn = f"{task.id}#{number}"
     recorded: list[Record] = [
-        AssistantMessage(response.content, response.tool_calls, agent.name, turn, call)
+        IterationStarted(number),
+        AssistantMessage(response.content, response.tool_calls, agent.name, turn, call),
     ]
     if not response.tool_calls:
         recorded.append(UserMessage(NUDGE, agent.name, turn))
+    recorded.append(IterationCompleted(number, response.usage))
     if position == 0:
         # The session is its task's creator's, under its agent's policy, as the task is.
         recorded.insert(0, SessionOpened(task.created_by, task.spec.agent))
@@ -303,16 +316,14 @@ async def _iterate(
         _tell(bench, "budget_approaching", agent, task, used=number, budget=task.budget)
 
 
-async def _complete_recorded(bench: Workbench, task: TaskRecord, history: list[Message]) -> bool:
-    """Record as completed every iteration whose response is recorded but whose completion
-    is not (the process stopped between the two), with its call's usage: once each."""
+async def _complete_recorded(
+    bench: Workbench, task: TaskRecord, completed: dict[int, Usage]
+) -> bool:
+    """Record on the task every iteration the journal holds as completed and the task record
+    does not (the process stopped between the two commits), with its usage: once each."""
     changed = False
-    for message in history:
-        if not isinstance(message, AssistantMessage) or message.call is None:
-            continue
-        number = _iteration_of(message.turn)
-        if number is not None and number > task.iterations_used:
-            usage = message.call.usage
+    for number, usage in sorted(completed.items()):
+        if number > task.iterations_used:
             await bench.store.write(
                 partial(
                     statements.complete_iteration,
@@ -388,7 +399,7 @@ async def _input_guardrails(
                 await failures.failed(error, condition="checks_failing")
     finally:
         if judging.spent:
-            position, _ = await _history(bench.journal, task.session)
+            position, _, _ = await _history(bench.journal, task.session)
             await _judged(bench, agent, task, judging, f"{task.id}#input", position)
 
 
@@ -581,13 +592,23 @@ async def _dependency_results(bench: Workbench, task: TaskRecord) -> dict[str, A
     return results
 
 
-async def _history(journal: Journal, session: str) -> tuple[int, list[Message]]:
+async def _history(journal: Journal, session: str) -> tuple[int, list[Message], dict[int, Usage]]:
+    """The session's last position, its conversation, and each completed iteration's usage:
+    from its mark, or (a session recorded before the marks) from its response's model call."""
     position = 0
     conversation: list[Message] = []
+    completed: dict[int, Usage] = {}
     for entry in await journal.read(session):
-        apply(conversation, entry.record)
+        record = entry.record
+        apply(conversation, record)
         position = entry.seq
-    return position, conversation
+        if isinstance(record, IterationCompleted):
+            completed[record.number] = record.usage
+        elif isinstance(record, AssistantMessage) and record.call is not None:
+            number = _iteration_of(record.turn)
+            if number is not None:
+                completed.setdefault(number, record.call.usage)
+    return position, conversation, completed
 
 
 async def _append(journal: Journal, session: str, messages: Sequence[Record], position: int) -> int:

@@ -1,22 +1,23 @@
 """The task store on the embedded SQLite file (the journal's file, tables of its own).
 
-Writes go to one connection owned by one thread, as the journal's store does: ``BEGIN
-IMMEDIATE`` makes every write transaction the only writer, ``synchronous=FULL`` puts it on disk
-before the caller hears of it. Reads have a connection and a thread of their own, so a reader
-never queues behind a writer's fsync (WAL lets it read the last committed state meanwhile).
+Writes go to one connection owned by one thread, as the journal's store does, and are
+group-committed the same way (:class:`~ankka.runtime.journal.group_commit.GroupWriter`): writes
+of different tasks that arrive together share one ``BEGIN IMMEDIATE`` transaction, each in a
+savepoint of its own, and ``synchronous=FULL`` puts it on disk before any caller hears of it.
+Reads have a connection and a thread of their own, so a reader never queues behind a writer's
+fsync (WAL lets it read the last committed state meanwhile).
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ankka._kernel.errors import StoreError
-from ankka.runtime.journal.sqlite import connect
+from ankka.runtime.journal.group_commit import GroupWriter
+from ankka.runtime.journal.sqlite import ThreadConnection, open_writer
 from ankka.runtime.tasks.store import SCHEMA, Transaction
 
 __all__ = ["SqliteTaskStore"]
@@ -30,32 +31,8 @@ class _Tx:
         return list(self._db.execute(sql, tuple(params)).fetchall())
 
 
-class _Connection:
-    """One connection and the one thread that uses it."""
-
-    def __init__(self, db: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
-        self.db = db
-        self.pool = pool
-
-    @classmethod
-    async def open(cls, path: Path, name: str) -> _Connection:
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        try:
-            db = await asyncio.get_running_loop().run_in_executor(pool, connect, path, SCHEMA)
-        except BaseException:
-            pool.shutdown(wait=False)
-            raise
-        return cls(db, pool)
-
-    async def close(self) -> None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(self.pool, self.db.close)
-        finally:
-            self.pool.shutdown(wait=True)
-
-
 class SqliteTaskStore:
-    def __init__(self, path: Path, writer: _Connection, reader: _Connection) -> None:
+    def __init__(self, path: Path, writer: GroupWriter, reader: ThreadConnection) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
@@ -64,9 +41,9 @@ class SqliteTaskStore:
     @classmethod
     async def open(cls, path: str | Path) -> SqliteTaskStore:
         target = Path(path)
-        writer = await _Connection.open(target, "ankka-tasks")
+        writer = await open_writer(target, SCHEMA, "ankka-tasks", "task store")
         try:
-            reader = await _Connection.open(target, "ankka-tasks-read")
+            reader = await ThreadConnection.open(target, SCHEMA, "ankka-tasks-read")
         except BaseException:
             await writer.close()
             raise
@@ -76,11 +53,9 @@ class SqliteTaskStore:
     def shared(self) -> bool:
         return False
 
-    async def _run(
-        self, connection: _Connection, work: Callable[[Transaction], Any], begin: str
-    ) -> Any:
+    async def read(self, work: Callable[[Transaction], Any]) -> Any:
         def transaction(db: sqlite3.Connection) -> Any:
-            db.execute(begin)
+            db.execute("BEGIN")
             try:
                 value = work(_Tx(db))
             except BaseException:
@@ -90,18 +65,13 @@ class SqliteTaskStore:
             return value
 
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                connection.pool, transaction, connection.db
-            )
+            return await self._reader.run(transaction)
         except sqlite3.Error as exc:
             raise StoreError(f"the task store {self.path} failed: {exc}") from exc
 
     async def write(self, work: Callable[[Transaction], Any], *, serial: bool = True) -> Any:
         # One writer at a time is SQLite's own rule, so ``serial`` changes nothing here.
-        return await self._run(self._writer, work, "BEGIN IMMEDIATE")
-
-    async def read(self, work: Callable[[Transaction], Any]) -> Any:
-        return await self._run(self._reader, work, "BEGIN")
+        return await self._writer.write(lambda db: work(_Tx(db)))
 
     async def close(self) -> None:
         if self._closed:

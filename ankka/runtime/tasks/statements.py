@@ -247,7 +247,14 @@ def complete_iteration(
     if current is None or current.iterations_used >= number:
         return current
     total = current.usage + usage
-    return update(tx, task, now, iterations_used=number, usage=json.dumps(total.as_dict()))
+    return update(
+        tx,
+        task,
+        now,
+        iterations_used=number,
+        iteration_started=max(number, current.iteration_started),
+        usage=json.dumps(total.as_dict()),
+    )
 
 
 def add_usage(tx: Transaction, task: str, usage: Usage, now: datetime) -> TaskRecord | None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from ankka._kernel.errors import ModelAuthenticationError, ModelUnavailable
 from ankka.runtime.agents import Service
 from ankka.runtime.guardrails import Guardrail
+from ankka.runtime.journal.events import Record
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.journal.sqlite import SqliteStore
 from ankka.runtime.messages import (
@@ -27,6 +28,7 @@ from ankka.runtime.providers.base import ModelRequest, ModelResponse
 from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType, statements
 from ankka.runtime.tasks.host import TaskHost
 from ankka.runtime.tasks.iteration import RetryPolicy
+from ankka.runtime.tasks.marks import IterationCompleted, IterationStarted
 from ankka.runtime.tasks.records import InstanceState, TaskSpec, TaskState
 from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
 from ankka.runtime.testing import ScriptedProvider
@@ -504,10 +506,9 @@ async def test_a_restarted_host_never_repeats_a_recorded_model_call_and_reruns_a
     assert record.iterations_used == 2
 
 
-async def test_a_response_recorded_without_its_completion_is_counted_once_on_resume(
-    make_host: MakeHost, tmp_path: Path
-) -> None:
-    # What a process killed between recording a response and its completion leaves behind.
+async def recorded_without_completion(tmp_path: Path, marked: bool) -> None:
+    """What a process killed between recording a response and its completion on the task
+    record leaves behind: iteration 1's lookup response (with its marks when ``marked``)."""
     now = datetime.now(UTC)
     journal = Journal(await SqliteStore.open(tmp_path / "store.sqlite3"))
     store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
@@ -525,9 +526,19 @@ async def test_a_response_recorded_without_its_completion_is_counted_once_on_res
     call = ModelCall("default", "scripted", "researcher", 1.0, Usage(10, 2))
     lookup_call = ToolCall("c1", "lookup", '{"topic": "ankka"}')
     response = AssistantMessage(None, (lookup_call,), "researcher", "t1#1", call)
-    await journal.append("task:t1", [response], expected=0)
+    records: list[Record] = [response]
+    if marked:
+        records = [IterationStarted(1), response, IterationCompleted(1, Usage(7, 3))]
+    await journal.append("task:t1", records, expected=0)
     await store.close()
     await journal.close()
+
+
+async def test_a_response_recorded_without_its_completion_is_counted_once_on_resume(
+    make_host: MakeHost, tmp_path: Path
+) -> None:
+    # A session recorded before the marks existed: the response's model call is the mark.
+    await recorded_without_completion(tmp_path, marked=False)
     provider = ScriptedProvider([complete(GOOD, usage={"input_tokens": 5})], name="default")
     host = await make_host(example, provider)
     record = await finished(host, "t1")
@@ -547,3 +558,20 @@ async def test_an_agent_whose_model_is_not_configured_fails_its_task_naming_the_
     record = await finished(host, "t1")
     assert record.state == TaskState.FAILED
     assert record.reason is not None and "ANKKA_MODEL_BIG_PRESET" in record.reason
+
+
+async def test_a_completion_marked_in_the_journal_only_is_counted_once_with_its_usage(
+    make_host: MakeHost, tmp_path: Path
+) -> None:
+    # The mark's usage is what the task is charged.
+    await recorded_without_completion(tmp_path, marked=True)
+    provider = ScriptedProvider([complete(GOOD, usage={"input_tokens": 5})], name="default")
+    host = await make_host(example, provider)
+    record = await finished(host, "t1")
+    assert record.state == TaskState.COMPLETED
+    assert record.iterations_used == 2 and record.usage == Usage(12, 3)
+    assert len(provider.requests) == 1  # the recorded call was not made again
+    kinds = [e.record.kind for e in await host.bench.journal.read("task:t1")]
+    assert kinds[:3] == ["iteration_started", "assistant_message", "iteration_completed"]
+    # the second iteration's response and marks went in one append, after the tool result
+    assert kinds[4:7] == ["iteration_started", "assistant_message", "iteration_completed"]

@@ -25,7 +25,12 @@ async def test_a_tasks_session_opens_in_its_creators_name(make_host: MakeHost) -
     entries = await host.bench.journal.read("task:t1")
 
     assert entries[0].record == SessionOpened("local", "researcher")
-    assert [e.record.kind for e in entries[1:]] == ["assistant_message", "tool_result"]
+    assert [e.record.kind for e in entries[1:]] == [
+        "iteration_started",
+        "assistant_message",
+        "iteration_completed",
+        "tool_result",
+    ]
 
 
 async def test_a_turn_sent_into_a_tasks_session_is_refused_and_leaves_nothing(
