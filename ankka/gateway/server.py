@@ -1,0 +1,711 @@
+"""The gateway's own HTTP/1.1 server: httptools' parser on a raw asyncio protocol.
+
+The gateway sits on every model call, and under uvicorn its generic ASGI layer (message
+validation, a request-response cycle object with its events and flow control, header checks per
+send) was about a fifth of the gateway's CPU per request (docs/benchmarks.md, "Where the
+gateway's CPU goes"). This module is what replaces it: one protocol object per connection that
+feeds httptools, builds the scope the gateway reads, hands the body over whole, and writes each
+answer with pre-built status lines, one ``write`` for a whole answer, and a stream's chunks
+gathered within one loop turn. The app it runs is :class:`ankka.gateway.app.Gateway`, called
+with the ASGI convention unchanged (so the rare paths and the hot path are the same code, and
+uvicorn remains a setting away: ``--server uvicorn``).
+
+Every bound uvicorn and :mod:`ankka._kernel.bounded` gave is kept here:
+
+- a request head must arrive within ``header_timeout_s`` (408), be at most
+  ``max_header_bytes`` (431), and a body must keep arriving (``body_timeout_s`` between
+  pieces; past it the connection closes and the app hears a disconnect);
+- at most ``max_body`` bytes of a body are held; past it the rest is discarded, the app's own
+  check answers (413), and the connection closes after the answer;
+- ``max_connections`` per listener: a newcomer closes the oldest idle connection (one between
+  requests, else one still sending its head), or gets 503 when every one is working;
+- keep-alive (HTTP/1.1 by default, HTTP/1.0 when asked) with an idle timeout; pipelined
+  requests are answered in order, reading paused while one waits; ``Expect: 100-continue``
+  is answered before the body is read (not when the declared body passes ``max_body``);
+- a request that cannot be parsed gets 400 in the gateway's error shape and the connection
+  closes; a client that goes away (or half-closes) is a disconnect for the request in flight,
+  which is how the gateway cancels its upstream request;
+- with TLS, each request's scope carries the verified client certificate's URI SANs in
+  ``scope["extensions"]["tls"]["peer_uri_sans"]`` (read once per connection).
+
+SIGTERM (and SIGINT) stop it gracefully: the listener closes, idle connections close, requests
+in flight get ``grace_s`` to finish, then are cancelled. Started by ``ankka gateway``
+(:mod:`ankka.gateway.cli`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import unquote
+
+import httptools
+
+from ankka._kernel.bounded import ConnectionLimits
+from ankka._kernel.tls import peer_uri_sans
+from ankka.gateway.wire import Receive, Scope, Send, error_body
+
+__all__ = ["RawServer", "serve_raw"]
+
+log = logging.getLogger("ankka.gateway")
+
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_IDLE, _HEAD, _BODY = 0, 1, 2  # where the parser is in the connection's next request
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_ASGI = {"version": "3.0", "spec_version": "2.3"}
+
+
+def _status_line(status: int) -> bytes:
+    try:
+        phrase = HTTPStatus(status).phrase.encode()
+    except ValueError:
+        phrase = b""
+    return b"HTTP/1.1 %d %s\r\n" % (status, phrase)
+
+
+_STATUS_LINES = {status.value: _status_line(status.value) for status in HTTPStatus}
+
+
+def _refusal(status: int, message: str, code: str, extra: bytes = b"") -> bytes:
+    """A whole answer, in the gateway's error shape, after which the connection closes."""
+    body = error_body(status, message, code=code)
+    return (
+        _STATUS_LINES[status]
+        + b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n"
+        % len(body)
+        + extra
+        + b"\r\n"
+        + body
+    )
+
+
+_TIMEOUT = _refusal(
+    408, "the request head did not arrive in time; send it whole, promptly", "request_timeout"
+)
+_FULL = _refusal(
+    503,
+    "the gateway holds as many connections as it may, all working; retry in a second",
+    "too_many_connections",
+    b"retry-after: 1\r\n",
+)
+
+
+def _too_large_head(limit: int) -> bytes:
+    return _refusal(
+        431,
+        f"the request head (request line and headers) is larger than {limit} bytes; "
+        "send fewer or shorter headers",
+        "request_header_too_large",
+    )
+
+
+def _malformed(why: str) -> bytes:
+    return _refusal(400, f"the request is not valid HTTP/1.1 ({why})", "invalid_http")
+
+
+class _Dates:
+    """The ``date`` header line, made once per second."""
+
+    def __init__(self) -> None:
+        self._second = 0
+        self._line = b""
+
+    def line(self) -> bytes:
+        now = int(time.time())
+        if now != self._second:
+            self._second = now
+            self._line = b"date: " + formatdate(now, usegmt=True).encode() + b"\r\n"
+        return self._line
+
+
+class _Cycle:
+    """One request and its answer: the ASGI ``receive`` and ``send`` the app is given."""
+
+    __slots__ = (
+        "body_done",
+        "chunked",
+        "complete",
+        "conn",
+        "expect",
+        "head",
+        "head_only",
+        "http10",
+        "keep_alive",
+        "message_done",
+        "over",
+        "parts",
+        "returned",
+        "scope",
+        "size",
+        "started",
+        "waiter",
+    )
+
+    def __init__(self, conn: _Connection, scope: Scope, *, keep_alive: bool, expect: bool) -> None:
+        self.conn = conn
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.expect = expect
+        self.head_only = scope["method"] == "HEAD"
+        self.http10 = scope["http_version"] == "1.0"
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.over = False  # more than max_body arrived: the rest is discarded
+        self.body_done = False
+        self.message_done = False
+        self.returned = False
+        self.started = False
+        self.complete = False
+        self.chunked = False
+        self.head = b""
+        self.waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _wait(self) -> None:
+        self.waiter = self.conn.loop.create_future()
+        await self.waiter
+
+    async def receive(self) -> dict[str, Any]:
+        conn = self.conn
+        if not self.returned:
+            if not self.body_done and not conn.lost:
+                await self._wait()
+            if not self.body_done:
+                return {"type": "http.disconnect"}
+            self.returned = True
+            parts = self.parts
+            body = parts[0] if len(parts) == 1 else b"".join(parts)
+            return {"type": "http.request", "body": body, "more_body": False}
+        while not (conn.lost or self.complete):
+            await self._wait()
+        return {"type": "http.disconnect"}
+
+    def _start(self, status: int, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+        conn = self.conn
+        lines = [_STATUS_LINES.get(status) or _status_line(status), conn.server.dates.line()]
+        length = False
+        for name, value in headers:
+            if b"\n" in name or b"\r" in name or b"\n" in value or b"\r" in value:
+                raise ValueError(f"a response header may not hold a line break: {name!r}")
+            lowered = name.lower()
+            if lowered == b"content-length":
+                length = True
+            elif lowered == b"connection":
+                if value.lower() == b"close":
+                    self.keep_alive = False
+                continue  # decided below
+            lines.append(name + b": " + value + b"\r\n")
+        if not self.message_done or conn.server.stopping:
+            self.keep_alive = False  # a body still arriving, or going down: close after
+        if not length:
+            if self.http10:
+                self.keep_alive = False  # no chunked encoding in HTTP/1.0: the close ends it
+            else:
+                self.chunked = True
+                lines.append(b"transfer-encoding: chunked\r\n")
+        if not self.keep_alive:
+            lines.append(b"connection: close\r\n")
+        elif self.http10:
+            lines.append(b"connection: keep-alive\r\n")
+        lines.append(b"\r\n")
+        return b"".join(lines)
+
+    async def send(self, message: Any) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            if self.started:
+                raise RuntimeError("the answer was already started")
+            self.started = True
+            self.head = self._start(message["status"], message.get("headers", ()))
+            return
+        if kind != "http.response.body" or not self.started or self.complete:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} for this answer")
+        conn = self.conn
+        if conn.lost:
+            return  # nobody left to answer; the app hears the disconnect from receive()
+        out = conn.out
+        if self.head:
+            out.append(self.head)
+            self.head = b""
+        body = message.get("body", b"")
+        if body and not self.head_only:
+            if self.chunked:
+                out.append(b"%x\r\n" % len(body))
+                out.append(body)
+                out.append(b"\r\n")
+            else:
+                out.append(body)
+        if message.get("more_body", False):
+            if conn.write_paused:
+                conn.flush()
+                await conn.drain()
+            else:
+                conn.schedule_flush()
+            return
+        if self.chunked and not self.head_only:
+            out.append(b"0\r\n\r\n")
+        self.complete = True
+        conn.flush()
+        conn.answered(self)
+
+    async def run(self, app: App) -> None:
+        try:
+            await app(self.scope, self.receive, self.send)
+        except Exception:
+            log.exception("failed answering %s %s", self.scope["method"], self.scope["path"])
+            self._fail()
+        else:
+            if not self.complete:
+                self._fail()
+        finally:
+            self.conn.finished(self)
+
+    def _fail(self) -> None:
+        """The app raised or ended without a whole answer: 500 if nothing was sent, else close."""
+        conn = self.conn
+        if self.complete or conn.lost:
+            return
+        if not self.started:
+            conn.write(_refusal(500, "the gateway failed answering; try again", "internal_error"))
+        self.complete = True
+        conn.transport.close()
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parse, bound, dispatch in order, write."""
+
+    def __init__(self, server: RawServer) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.limits = server.limits
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set on connect
+        self.lost = False
+        self.state = _IDLE
+        self.since = 0.0
+        self.head_bytes = 0
+        self.served = 0
+        self.timer: asyncio.TimerHandle | None = None
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.parsing: _Cycle | None = None  # the request whose head or body is arriving
+        self.last: _Cycle | None = None  # the request parsed last
+        self.active: _Cycle | None = None  # the request being answered
+        self.pipeline: deque[_Cycle] = deque()
+        self.reading_paused = False
+        self.out: list[bytes] = []
+        self.flush_handle: asyncio.Handle | None = None
+        self.write_paused = False
+        self.drain_waiter: asyncio.Future[None] | None = None
+        self.extensions: dict[str, Any] = {}
+        self.client: tuple[str, int] | None = None
+        self.local: tuple[str, int] | None = None
+
+    # connection events
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        self.transport = transport = cast(asyncio.Transport, transport)
+        server = self.server
+        server.connections[self] = None
+        self.since = self.loop.time()
+        self.client = _address(transport.get_extra_info("peername"))
+        self.local = _address(transport.get_extra_info("sockname"))
+        if server.tls:  # connected after the handshake: the peer is verified
+            sans = peer_uri_sans(transport.get_extra_info("peercert"))
+            self.extensions = {"tls": {"peer_uri_sans": sans}}
+        if len(server.connections) > self.limits.max_connections and not server.make_room(self):
+            transport.write(_FULL)
+            transport.close()
+            return
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.server.connections.pop(self, None)
+        self._disarm()
+        for cycle in (self.parsing, self.active, *self.pipeline):
+            if cycle is not None:
+                cycle.wake()
+        self.pipeline.clear()
+        self.out.clear()
+        self.resume_writing()
+
+    def data_received(self, data: bytes) -> None:
+        if self.state == _BODY:
+            self.since = self.loop.time()
+        else:  # the head ends at the first blank line; what follows it is body
+            end = data.find(b"\r\n\r\n")
+            self.head_bytes += len(data) if end < 0 else end
+            if self.head_bytes > self.limits.max_header_bytes:
+                self._refuse(_too_large_head(self.limits.max_header_bytes))
+                return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # No protocol switch is offered: the request parsed so far is answered as
+            # HTTP/1.1, and the connection closes after it.
+            if self.last is not None and self.last.message_done:
+                self.last.keep_alive = False
+                self._pause_reading()
+            else:
+                self._refuse(_malformed("an upgrade the gateway does not offer"))
+        except httptools.HttpParserCallbackError as exc:
+            self._refuse(_malformed(str(exc.__context__ or exc)))
+        except httptools.HttpParserError as exc:
+            self._refuse(_malformed(str(exc) or type(exc).__name__))
+
+    def eof_received(self) -> bool | None:
+        return None  # a half-closed client has left: close, and the request in flight hears it
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        waiter, self.drain_waiter = self.drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # httptools callbacks
+
+    def on_message_begin(self) -> None:
+        self.state = _HEAD
+        self.since = self.loop.time()
+        self.url = b""
+        self.headers = []
+        self._arm()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        self.state = _BODY
+        self.head_bytes = 0
+        self.since = self.loop.time()
+        parser = self.parser
+        headers = self.headers
+        expect = False
+        declared = 0
+        for name, value in headers:
+            if name == b"content-length":
+                with contextlib.suppress(ValueError):
+                    declared = int(value)
+            elif name == b"expect":
+                expect = value.lower() == b"100-continue"
+        scope = self._scope(parser.get_method().decode("ascii"), parser.get_http_version())
+        cycle = _Cycle(
+            self,
+            scope,
+            keep_alive=parser.should_keep_alive(),
+            expect=expect and declared <= self.server.max_body,
+        )
+        self.parsing = self.last = cycle
+        if self.active is None:
+            self._begin(cycle)
+        else:  # pipelined: answered after the one before; read no further until then
+            self.pipeline.append(cycle)
+            self._pause_reading()
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self.parsing
+        if cycle is None or cycle.over:
+            return
+        cycle.size += len(body)
+        cycle.parts.append(body)
+        if cycle.size > self.server.max_body:  # the app refuses it; the rest is dropped
+            cycle.over = cycle.body_done = True
+            cycle.wake()
+
+    def on_message_complete(self) -> None:
+        cycle = self.parsing
+        self.parsing = None
+        self.state = _IDLE
+        self.since = self.loop.time()
+        if cycle is not None:
+            cycle.message_done = True
+            if not cycle.over:
+                cycle.body_done = True
+                cycle.wake()
+
+    # requests and answers
+
+    def _scope(self, method: str, version: str) -> Scope:
+        url = self.url
+        if url.startswith(b"/") and b"?" not in url and b"%" not in url:
+            raw_path, query = url, b""
+        else:
+            parsed = httptools.parse_url(url)  # HttpParserInvalidURLError: a 400
+            raw_path, query = parsed.path or b"/", parsed.query or b""
+        path = raw_path.decode("latin-1")
+        if "%" in path:
+            path = unquote(path)
+        return {
+            "type": "http",
+            "asgi": _ASGI,
+            "http_version": version,
+            "method": method,
+            "scheme": "https" if self.server.tls else "http",
+            "path": path,
+            "raw_path": raw_path,
+            "query_string": query,
+            "root_path": "",
+            "headers": self.headers,
+            "client": self.client,
+            "server": self.local,
+            "extensions": self.extensions,
+        }
+
+    def _begin(self, cycle: _Cycle) -> None:
+        self.active = cycle
+        if cycle.expect and not cycle.body_done:
+            self.write(_CONTINUE)
+        self.server.spawn(cycle.run(self.server.app))
+
+    def answered(self, cycle: _Cycle) -> None:
+        """``cycle``'s answer is out: close the connection unless it is kept alive."""
+        cycle.wake()
+        if not cycle.keep_alive or self.lost:
+            self.transport.close()
+
+    def finished(self, cycle: _Cycle) -> None:
+        """``cycle``'s app returned: serve what is next on the connection.
+
+        The next request waits for the app to return, not only for its answer to be out, so
+        what the app does after answering (releasing the caller's slot) is done before the
+        caller's next request on this connection is decided.
+        """
+        if self.active is cycle:
+            self.active = None
+        if self.lost or self.transport.is_closing():
+            return
+        self.served += 1
+        self.since = self.loop.time()
+        if self.pipeline:
+            self._resume_reading()
+            self._begin(self.pipeline.popleft())
+        else:
+            self._arm()
+
+    def _refuse(self, answer: bytes) -> None:
+        """Answer a request the gateway cannot read (unless an answer is under way) and close."""
+        if not self.transport.is_closing():
+            if self.active is None:
+                self.write(answer)
+            self.transport.close()
+
+    # writing
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+        self.flush()
+
+    def schedule_flush(self) -> None:
+        if self.flush_handle is None:
+            self.flush_handle = self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Send what was gathered as one ``write``."""
+        if self.flush_handle is not None:
+            self.flush_handle.cancel()
+            self.flush_handle = None
+        out = self.out
+        if out and not self.lost:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+
+    async def drain(self) -> None:
+        if self.write_paused and not self.lost:
+            self.drain_waiter = self.loop.create_future()
+            await self.drain_waiter
+
+    def _pause_reading(self) -> None:
+        if not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self.reading_paused:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    # time
+
+    def _arm(self) -> None:
+        if self.timer is None and not self.lost:
+            self.timer = self.loop.call_later(self._limit(), self._expired)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _limit(self) -> float:
+        if self.state == _BODY:
+            return self.limits.body_timeout_s
+        if self.state == _IDLE and self.served:
+            return self.server.keep_alive_s
+        return self.limits.header_timeout_s
+
+    def _expired(self) -> None:
+        """Checked against the last activity, so the hot path never re-arms a timer."""
+        self.timer = None
+        if self.lost or self.transport.is_closing():
+            return
+        if self.state == _IDLE and self.active is not None:
+            return  # answering: re-armed when the answer is out
+        if self.state == _BODY and self.reading_paused:
+            self._arm()  # we stopped reading (pipelining), not the client
+            return
+        left = self.since + self._limit() - self.loop.time()
+        if left > 0:
+            self.timer = self.loop.call_later(max(left, 0.05), self._expired)
+            return
+        if self.state == _HEAD and self.active is None:
+            self.write(_TIMEOUT)
+        self.transport.close()
+
+    def evictable(self) -> bool:
+        return (
+            self.active is None
+            and not self.pipeline
+            and self.state != _BODY
+            and not self.transport.is_closing()
+        )
+
+
+def _address(value: Any) -> tuple[str, int] | None:
+    if isinstance(value, tuple) and len(value) >= 2:
+        return str(value[0]), int(value[1])
+    return None
+
+
+class RawServer:
+    """Serves ``app`` on a bound socket until :meth:`stop`; owns every request's task."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        limits: ConnectionLimits,
+        max_body: int,
+        ssl_context: ssl.SSLContext | None = None,
+        keep_alive_s: float = 30.0,
+        grace_s: float = 10.0,
+    ) -> None:
+        self.app = app
+        self.limits = limits
+        self.max_body = max_body
+        self.ssl_context = ssl_context
+        self.tls = ssl_context is not None
+        self.keep_alive_s = keep_alive_s
+        self.grace_s = grace_s
+        self.dates = _Dates()
+        self.connections: dict[_Connection, None] = {}  # oldest first
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.stopping = False
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set in serve
+        self._stop: asyncio.Event | None = None
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def make_room(self, newcomer: _Connection) -> bool:
+        """Close the oldest idle connection (one sending its head if none is idle)."""
+        victim: _Connection | None = None
+        best: tuple[bool, float] | None = None
+        for other in self.connections:
+            if other is newcomer or not other.evictable():
+                continue
+            key = (other.state != _IDLE, other.since)
+            if best is None or key < best:
+                victim, best = other, key
+        if victim is None:
+            return False
+        victim.transport.close()
+        return True
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    async def serve(self, sock: socket.socket) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await self.loop.create_server(
+            lambda: _Connection(self), sock=sock, ssl=self.ssl_context, backlog=2048
+        )
+        try:
+            await self._stop.wait()
+        finally:
+            await self._shut_down(server)
+
+    async def _shut_down(self, server: asyncio.Server) -> None:
+        self.stopping = True
+        server.close()
+        for conn in list(self.connections):
+            if conn.active is None and not conn.pipeline:
+                conn.transport.close()
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=self.grace_s)
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        for conn in list(self.connections):
+            conn.transport.close()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await server.wait_closed()
+
+
+async def serve_raw(
+    app: App,
+    sock: socket.socket,
+    *,
+    name: str,
+    limits: ConnectionLimits,
+    max_body: int,
+    ssl_context: ssl.SSLContext | None = None,
+) -> None:
+    """Serve ``app`` on ``sock`` until SIGTERM or SIGINT, announcing where it listens."""
+    server = RawServer(app, limits=limits, max_body=max_body, ssl_context=ssl_context)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    scheme = "https" if ssl_context is not None else "http"
+    print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    handled = threading.current_thread() is threading.main_thread()
+    if handled:
+        for number in signals:
+            loop.add_signal_handler(number, server.stop)
+    try:
+        await server.serve(sock)
+    finally:
+        if handled:
+            for number in signals:
+                loop.remove_signal_handler(number)
