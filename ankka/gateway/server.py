@@ -20,7 +20,7 @@ Every bound uvicorn and :mod:`ankka._kernel.bounded` gave is kept here:
 - ``max_connections`` per listener: a newcomer closes the oldest idle connection (one between
   requests, else one still sending its head), or gets 503 when every one is working;
 - keep-alive (HTTP/1.1 by default, HTTP/1.0 when asked) with an idle timeout; pipelined
-  requests are answered in order, reading paused while one waits; ``Expect: 100-continue``
+  requests are answered in order, reading paused while two wait; ``Expect: 100-continue``
   is answered before the body is read (not when the declared body passes ``max_body``);
 - a request that cannot be parsed gets 400 in the gateway's error shape and the connection
   closes; a client that goes away (or half-closes) is a disconnect for the request in flight,
@@ -424,9 +424,13 @@ class _Connection(asyncio.Protocol):
         self.parsing = self.last = cycle
         if self.active is None:
             self._begin(cycle)
-        else:  # pipelined: answered after the one before; read no further until then
+        else:  # pipelined: answered after the one before
             self.pipeline.append(cycle)
-            self._pause_reading()
+            # A keep-alive client often sends its next request as soon as the answer is out,
+            # before the app has returned: one waiting request is read on; past it, reading
+            # pauses, so a pipelining client cannot make the gateway hold unbounded requests.
+            if len(self.pipeline) > 1:
+                self._pause_reading()
 
     def on_body(self, body: bytes) -> None:
         cycle = self.parsing
@@ -503,8 +507,9 @@ class _Connection(asyncio.Protocol):
         self.served += 1
         self.since = self.loop.time()
         if self.pipeline:
-            self._resume_reading()
             self._begin(self.pipeline.popleft())
+            if len(self.pipeline) <= 1:
+                self._resume_reading()
         else:
             self._arm()
 
