@@ -4,9 +4,10 @@ The gateway sits on every model call, and under uvicorn its generic ASGI layer (
 validation, a request-response cycle object with its events and flow control, header checks per
 send) was about a fifth of the gateway's CPU per request (docs/benchmarks.md, "Where the
 gateway's CPU goes"). This module is what replaces it: one protocol object per connection that
-feeds httptools, builds the scope the gateway reads, hands the body over whole, and writes each
-answer with pre-built status lines, one ``write`` for a whole answer, and a stream's chunks
-gathered within one loop turn. The app it runs is :class:`ankka.gateway.app.Gateway`, called
+feeds httptools, builds the scope the gateway reads and runs each request as a
+:class:`ankka.gateway.cycle.Cycle` (the body handed over whole; each answer written with
+pre-built status lines, one ``write`` for a whole answer, a stream's chunks gathered within one
+loop turn). The app it runs is :class:`ankka.gateway.app.Gateway`, called
 with the ASGI convention unchanged (so the rare paths and the hot path are the same code, and
 uvicorn remains a setting away: ``--server uvicorn``).
 
@@ -37,16 +38,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 import socket
 import ssl
 import threading
-import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from email.utils import formatdate
-from http import HTTPStatus
+from collections.abc import Coroutine
 from typing import Any, cast
 from urllib.parse import unquote
 
@@ -54,47 +51,20 @@ import httptools
 
 from ankka._kernel.bounded import ConnectionLimits
 from ankka._kernel.tls import peer_uri_sans
-from ankka.gateway.wire import Receive, Scope, Send, error_body
+from ankka.gateway.cycle import App, Cycle, Dates, refusal
+from ankka.gateway.wire import Scope
 
 __all__ = ["RawServer", "serve_raw"]
-
-log = logging.getLogger("ankka.gateway")
-
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _IDLE, _HEAD, _BODY = 0, 1, 2  # where the parser is in the connection's next request
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _ASGI = {"version": "3.0", "spec_version": "2.3"}
 
 
-def _status_line(status: int) -> bytes:
-    try:
-        phrase = HTTPStatus(status).phrase.encode()
-    except ValueError:
-        phrase = b""
-    return b"HTTP/1.1 %d %s\r\n" % (status, phrase)
-
-
-_STATUS_LINES = {status.value: _status_line(status.value) for status in HTTPStatus}
-
-
-def _refusal(status: int, message: str, code: str, extra: bytes = b"") -> bytes:
-    """A whole answer, in the gateway's error shape, after which the connection closes."""
-    body = error_body(status, message, code=code)
-    return (
-        _STATUS_LINES[status]
-        + b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n"
-        % len(body)
-        + extra
-        + b"\r\n"
-        + body
-    )
-
-
-_TIMEOUT = _refusal(
+_TIMEOUT = refusal(
     408, "the request head did not arrive in time; send it whole, promptly", "request_timeout"
 )
-_FULL = _refusal(
+_FULL = refusal(
     503,
     "the gateway holds as many connections as it may, all working; retry in a second",
     "too_many_connections",
@@ -103,7 +73,7 @@ _FULL = _refusal(
 
 
 def _too_large_head(limit: int) -> bytes:
-    return _refusal(
+    return refusal(
         431,
         f"the request head (request line and headers) is larger than {limit} bytes; "
         "send fewer or shorter headers",
@@ -112,181 +82,7 @@ def _too_large_head(limit: int) -> bytes:
 
 
 def _malformed(why: str) -> bytes:
-    return _refusal(400, f"the request is not valid HTTP/1.1 ({why})", "invalid_http")
-
-
-class _Dates:
-    """The ``date`` header line, made once per second."""
-
-    def __init__(self) -> None:
-        self._second = 0
-        self._line = b""
-
-    def line(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._line = b"date: " + formatdate(now, usegmt=True).encode() + b"\r\n"
-        return self._line
-
-
-class _Cycle:
-    """One request and its answer: the ASGI ``receive`` and ``send`` the app is given."""
-
-    __slots__ = (
-        "body_done",
-        "chunked",
-        "complete",
-        "conn",
-        "expect",
-        "head",
-        "head_only",
-        "http10",
-        "keep_alive",
-        "message_done",
-        "over",
-        "parts",
-        "returned",
-        "scope",
-        "size",
-        "started",
-        "waiter",
-    )
-
-    def __init__(self, conn: _Connection, scope: Scope, *, keep_alive: bool, expect: bool) -> None:
-        self.conn = conn
-        self.scope = scope
-        self.keep_alive = keep_alive
-        self.expect = expect
-        self.head_only = scope["method"] == "HEAD"
-        self.http10 = scope["http_version"] == "1.0"
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.over = False  # more than max_body arrived: the rest is discarded
-        self.body_done = False
-        self.message_done = False
-        self.returned = False
-        self.started = False
-        self.complete = False
-        self.chunked = False
-        self.head = b""
-        self.waiter: asyncio.Future[None] | None = None
-
-    def wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def _wait(self) -> None:
-        self.waiter = self.conn.loop.create_future()
-        await self.waiter
-
-    async def receive(self) -> dict[str, Any]:
-        conn = self.conn
-        if not self.returned:
-            if not self.body_done and not conn.lost:
-                await self._wait()
-            if not self.body_done:
-                return {"type": "http.disconnect"}
-            self.returned = True
-            parts = self.parts
-            body = parts[0] if len(parts) == 1 else b"".join(parts)
-            return {"type": "http.request", "body": body, "more_body": False}
-        while not (conn.lost or self.complete):
-            await self._wait()
-        return {"type": "http.disconnect"}
-
-    def _start(self, status: int, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
-        conn = self.conn
-        lines = [_STATUS_LINES.get(status) or _status_line(status), conn.server.dates.line()]
-        length = False
-        for name, value in headers:
-            if b"\n" in name or b"\r" in name or b"\n" in value or b"\r" in value:
-                raise ValueError(f"a response header may not hold a line break: {name!r}")
-            lowered = name.lower()
-            if lowered == b"content-length":
-                length = True
-            elif lowered == b"connection":
-                if value.lower() == b"close":
-                    self.keep_alive = False
-                continue  # decided below
-            lines.append(name + b": " + value + b"\r\n")
-        if not self.message_done or conn.server.stopping:
-            self.keep_alive = False  # a body still arriving, or going down: close after
-        if not length:
-            if self.http10:
-                self.keep_alive = False  # no chunked encoding in HTTP/1.0: the close ends it
-            else:
-                self.chunked = True
-                lines.append(b"transfer-encoding: chunked\r\n")
-        if not self.keep_alive:
-            lines.append(b"connection: close\r\n")
-        elif self.http10:
-            lines.append(b"connection: keep-alive\r\n")
-        lines.append(b"\r\n")
-        return b"".join(lines)
-
-    async def send(self, message: Any) -> None:
-        kind = message["type"]
-        if kind == "http.response.start":
-            if self.started:
-                raise RuntimeError("the answer was already started")
-            self.started = True
-            self.head = self._start(message["status"], message.get("headers", ()))
-            return
-        if kind != "http.response.body" or not self.started or self.complete:
-            raise RuntimeError(f"unexpected ASGI message {kind!r} for this answer")
-        conn = self.conn
-        if conn.lost:
-            return  # nobody left to answer; the app hears the disconnect from receive()
-        out = conn.out
-        if self.head:
-            out.append(self.head)
-            self.head = b""
-        body = message.get("body", b"")
-        if body and not self.head_only:
-            if self.chunked:
-                out.append(b"%x\r\n" % len(body))
-                out.append(body)
-                out.append(b"\r\n")
-            else:
-                out.append(body)
-        if message.get("more_body", False):
-            if conn.write_paused:
-                conn.flush()
-                await conn.drain()
-            else:
-                conn.schedule_flush()
-            return
-        if self.chunked and not self.head_only:
-            out.append(b"0\r\n\r\n")
-        self.complete = True
-        conn.flush()
-        conn.answered(self)
-
-    async def run(self, app: App) -> None:
-        try:
-            await app(self.scope, self.receive, self.send)
-        except Exception:
-            log.exception("failed answering %s %s", self.scope["method"], self.scope["path"])
-            self._fail()
-        else:
-            if not self.complete:
-                self._fail()
-        finally:
-            self.conn.finished(self)
-
-    def _fail(self) -> None:
-        """The app raised or ended without a whole answer: 500 if nothing was sent, else close."""
-        conn = self.conn
-        if self.complete or conn.lost:
-            return
-        if not self.started:
-            conn.write(_refusal(500, "the gateway failed answering; try again", "internal_error"))
-        self.complete = True
-        conn.transport.close()
+    return refusal(400, f"the request is not valid HTTP/1.1 ({why})", "invalid_http")
 
 
 class _Connection(asyncio.Protocol):
@@ -306,10 +102,10 @@ class _Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
-        self.parsing: _Cycle | None = None  # the request whose head or body is arriving
-        self.last: _Cycle | None = None  # the request parsed last
-        self.active: _Cycle | None = None  # the request being answered
-        self.pipeline: deque[_Cycle] = deque()
+        self.parsing: Cycle | None = None  # the request whose head or body is arriving
+        self.last: Cycle | None = None  # the request parsed last
+        self.active: Cycle | None = None  # the request being answered
+        self.pipeline: deque[Cycle] = deque()
         self.reading_paused = False
         self.out: list[bytes] = []
         self.flush_handle: asyncio.Handle | None = None
@@ -415,7 +211,7 @@ class _Connection(asyncio.Protocol):
             elif name == b"expect":
                 expect = value.lower() == b"100-continue"
         scope = self._scope(parser.get_method().decode("ascii"), parser.get_http_version())
-        cycle = _Cycle(
+        cycle = Cycle(
             self,
             scope,
             keep_alive=parser.should_keep_alive(),
@@ -481,19 +277,19 @@ class _Connection(asyncio.Protocol):
             "extensions": self.extensions,
         }
 
-    def _begin(self, cycle: _Cycle) -> None:
+    def _begin(self, cycle: Cycle) -> None:
         self.active = cycle
         if cycle.expect and not cycle.body_done:
             self.write(_CONTINUE)
         self.server.spawn(cycle.run(self.server.app))
 
-    def answered(self, cycle: _Cycle) -> None:
+    def answered(self, cycle: Cycle) -> None:
         """``cycle``'s answer is out: close the connection unless it is kept alive."""
         cycle.wake()
         if not cycle.keep_alive or self.lost:
             self.transport.close()
 
-    def finished(self, cycle: _Cycle) -> None:
+    def finished(self, cycle: Cycle) -> None:
         """``cycle``'s app returned: serve what is next on the connection.
 
         The next request waits for the app to return, not only for its answer to be out, so
@@ -626,7 +422,7 @@ class RawServer:
         self.tls = ssl_context is not None
         self.keep_alive_s = keep_alive_s
         self.grace_s = grace_s
-        self.dates = _Dates()
+        self.dates = Dates()
         self.connections: dict[_Connection, None] = {}  # oldest first
         self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
