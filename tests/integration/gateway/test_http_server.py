@@ -6,11 +6,8 @@ real ``ankka gateway`` in front of a real stand-in."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,10 +18,8 @@ from tests.integration.gateway.conftest import (
     StartGateway,
     StartStandin,
     standin_model,
-    write_models,
 )
 from tests.support.hold import read_until_closed
-from tests.support.processes import ankka_command
 
 pytestmark = pytest.mark.integration
 
@@ -239,18 +234,3 @@ def test_the_uvicorn_server_is_a_setting_away(
 
     assert answer.status_code == 200
     assert answer.headers["server"] == "uvicorn"
-
-
-def test_an_unknown_server_in_the_environment_is_refused_by_name(tmp_path: Path) -> None:
-    models = tmp_path / "models.yaml"
-    write_models(models, [])
-
-    done = subprocess.run(
-        ankka_command("gateway", "--models", str(models), "--insecure"),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "ANKKA_GATEWAY_SERVER": "hypercorn"},
-    )
-
-    assert done.returncode == 2
-    assert "ANKKA_GATEWAY_SERVER='hypercorn': choose raw or uvicorn" in done.stderr
