@@ -98,6 +98,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     serve.add_limit_options(parser, env_prefix="ANKKA_GATEWAY_")
     parser.add_argument(
+        "--server",
+        choices=("raw", "uvicorn"),
+        default=_env("ANKKA_GATEWAY_SERVER") or "raw",
+        help="the HTTP server: the gateway's own (raw: httptools on an asyncio protocol) or "
+        "uvicorn's (%(default)s); env ANKKA_GATEWAY_SERVER",
+    )
+    parser.add_argument(
         "--tls-reload-interval",
         type=float,
         default=1.0,
@@ -116,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from ankka._kernel.tls import ReloadingServerTLS
     from ankka.gateway.app import Gateway
     from ankka.gateway.models_file import ModelsFile
+    from ankka.gateway.server import serve_raw
 
     try:
         port = (
@@ -130,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except ConfigurationError as exc:
         return _refuse(str(exc))
+    if args.server not in ("raw", "uvicorn"):
+        return _refuse(f"ANKKA_GATEWAY_SERVER={args.server!r}: choose raw or uvicorn")
     if not args.models:
         return _refuse("no models file: pass --models FILE (or set ANKKA_GATEWAY_MODELS_FILE)")
     if bool(args.tls_dir) == bool(args.insecure):
@@ -165,14 +175,25 @@ def run(args: argparse.Namespace) -> int:
                 print(f"ankka gateway: health on http://{shown}:{port}", flush=True)
             if tls is not None:
                 await stack.enter_async_context(tls)
-            await serve.serve_forever(
-                gateway,
-                sock,
-                name="ankka gateway",
-                ssl_context=tls.context if tls is not None else None,
-                proxy_headers=False,  # callers are known by certificate, not by headers
-                limits=limits,
-            )
+            context = tls.context if tls is not None else None
+            if args.server == "raw":
+                await serve_raw(
+                    gateway,
+                    sock,
+                    name="ankka gateway",
+                    limits=limits,
+                    max_body=args.max_body_bytes,
+                    ssl_context=context,
+                )
+            else:
+                await serve.serve_forever(
+                    gateway,
+                    sock,
+                    name="ankka gateway",
+                    ssl_context=context,
+                    proxy_headers=False,  # callers are known by certificate, not by headers
+                    limits=limits,
+                )
         return 0
 
     return serve.run(main)

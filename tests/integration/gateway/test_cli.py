@@ -90,7 +90,24 @@ def test_every_subcommand_starts_with_service_links_in_the_environment() -> None
         assert done.returncode == 0, f"ankka {command} --help: {done.stderr}"
 
 
-def test_a_listen_port_that_is_not_a_number_is_refused_by_name(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        (
+            "ANKKA_GATEWAY_LISTEN_PORT",
+            "https",
+            "ANKKA_GATEWAY_LISTEN_PORT='https' is not a port number",
+        ),
+        (
+            "ANKKA_GATEWAY_SERVER",
+            "hypercorn",
+            "ANKKA_GATEWAY_SERVER='hypercorn': choose raw or uvicorn",
+        ),
+    ],
+)
+def test_a_setting_from_the_environment_that_is_wrong_is_refused_by_name(
+    tmp_path: Path, variable: str, value: str, says: str
+) -> None:
     models = tmp_path / "models.yaml"
     write_models(models, [])
 
@@ -98,8 +115,8 @@ def test_a_listen_port_that_is_not_a_number_is_refused_by_name(tmp_path: Path) -
         ankka_command("gateway", "--models", str(models), "--insecure"),
         capture_output=True,
         text=True,
-        env={**os.environ, "ANKKA_GATEWAY_LISTEN_PORT": "https"},
+        env={**os.environ, variable: value},
     )
 
     assert done.returncode == 2
-    assert "ANKKA_GATEWAY_LISTEN_PORT='https' is not a port number" in done.stderr
+    assert says in done.stderr
