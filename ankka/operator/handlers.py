@@ -123,7 +123,6 @@ async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
         raise kopf.PermanentError(str(exc)) from exc
     p = reconcile.Platform(Kube.from_environment(field_manager=ours.field_manager), ours)
     try:
-        # The startup render lists the models: the view is filled only once kopf watches.
         await reconcile.ensure_ca(p)
         await reconcile.ensure_gateway_certificate(p)
         # The gateway pod mounts this ConfigMap (not optional): render it now, even empty, so
@@ -135,7 +134,7 @@ async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
     except BaseException:  # kopf retries the startup handler; that attempt builds its own
         p.kube.close()
         raise
-    p.view = view
+    p.view = view  # after the render above, which lists: kopf fills the view once it watches
     memo[_PLATFORM] = p
     memo[_PERIODIC] = asyncio.create_task(periodic.run(p), name="ankka-periodic")
     log.info("ankka operator started; platform namespace %s", ours.namespace)
