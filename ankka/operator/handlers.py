@@ -218,8 +218,10 @@ async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwa
 
 
 @kopf.on.delete(GROUP, VERSION, "agents", optional=True)
-async def agent_deleted(memo: kopf.Memo, **kwargs: Any) -> None:
-    await reconcile.render_models_file(platform(memo), kwargs["agents_by_model"])
+async def agent_deleted(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+    p = platform(memo)
+    p.statuses.pop((str(namespace), name), None)
+    await reconcile.render_models_file(p, kwargs["agents_by_model"])
 
 
 # --- tasks ----------------------------------------------------------------------------------
