@@ -175,6 +175,12 @@ def request_kinds(text: str) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU time so far, from ``/proc/PID/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def memory_mib(pid: int) -> tuple[float, float]:
     """A process's peak and current resident set (MiB), from ``/proc/PID/status``."""
     fields = dict(
@@ -325,6 +331,7 @@ def main() -> int:
                 for j in range(args.agents)
             ]
             before = operator_requests(log)
+            cpu_start = cpu_seconds(op.pid)
             start_kinds = request_kinds(log.read_text(errors="replace"))
             t0 = time.monotonic()
             kubectl(cp, "apply", "-f", "-", stdin=yaml.safe_dump_all(models + agents))
@@ -348,6 +355,7 @@ def main() -> int:
                     return 1
                 time.sleep(0.5)
             reconcile_all = time.monotonic() - t0
+            cpu_held = cpu_seconds(op.pid)
             first_kinds = settled_kinds(log)
             per_reconcile = (operator_requests(log) - before) / args.agents
 
@@ -368,12 +376,14 @@ def main() -> int:
                 t.start()
             time.sleep(2)
             before_release = operator_requests(log)
+            cpu_before_release = cpu_seconds(op.pid)
             stand_in.serving = True
             released_at = time.monotonic()
             deadline = time.monotonic() + 300
             while len(deploy_seen) < args.agents and time.monotonic() < deadline:
                 time.sleep(0.2)
             release_all = time.monotonic() - released_at
+            cpu_released = cpu_seconds(op.pid)
             all_kinds = settled_kinds(log)
             per_release = (operator_requests(log) - before_release) / args.agents
             peak_mib, rss_mib = memory_mib(op.pid)
@@ -415,6 +425,12 @@ def main() -> int:
     print(
         f"API requests per Agent through the operator's seam, probes included: first "
         f"reconcile {per_reconcile:.1f}, release {per_release:.1f}"
+    )
+    print(
+        f"operator CPU: {cpu_held - cpu_start:.1f} s until every Agent was Held "
+        f"({(cpu_held - cpu_start) / reconcile_all:.2f} cores), "
+        f"{cpu_released - cpu_before_release:.1f} s until every Agent was released "
+        f"({(cpu_released - cpu_before_release) / release_all:.2f} cores)"
     )
     print(f"operator resident memory: peak {peak_mib:.0f} MiB, at the end {rss_mib:.0f} MiB")
     print("requests by kind, until every Agent is Held / in the release (from the client's log):")
