@@ -11,6 +11,9 @@ What triggers what:
 - InstallationModel's ``Served`` changes (any watch event, compared with the last one seen) →
   every Agent that names it, found through the ``agents_by_model`` index, is reconciled, so a
   held Agent is released by the operator alone within a watch round-trip.
+- Two more indexes, ``agent_bodies`` and ``model_bodies``, hold each Agent and
+  InstallationModel as last watched: the reconciles read them (``KopfView``) instead of
+  fetching the objects again.
 - Agent created, changed (spec) or seen at start → rendered (or failed, or held); ``periodic``
   re-reconciles every Agent slowly as a backstop and renews each certificate Secret (label
   ``ankka.dev/certificate``) at two thirds of its life.
@@ -55,8 +58,52 @@ def platform(memo: kopf.Memo) -> reconcile.Platform:
     return p
 
 
+class KopfView:
+    """``reconcile.View`` over kopf's indexes (updated before any handler of the same event)."""
+
+    def __init__(self, agents: kopf.Index[Key, Any], models: kopf.Index[Key, Any]) -> None:
+        self._agents = agents
+        self._models = models
+
+    @staticmethod
+    def _one(index: kopf.Index[Key, Any], key: Key) -> dict[str, Any] | None:
+        for value in index.get(key, ()):
+            return dict(value)
+        return None
+
+    def agent(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._one(self._agents, (namespace, name))
+
+    def model(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._one(self._models, (namespace, name))
+
+    def models(self) -> list[dict[str, Any]]:
+        return [dict(value) for key in self._models for value in self._models[key]]
+
+
+Key = tuple[str, str]
+
+
+@kopf.index(GROUP, VERSION, "agents")
+def agent_bodies(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return _snapshot(body)
+
+
+@kopf.index(GROUP, VERSION, "installationmodels")
+def model_bodies(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return _snapshot(body)
+
+
+def _snapshot(body: kopf.Body) -> dict[Key, dict[str, Any]]:
+    # The watch event's own parsed JSON, which kopf replaces (never edits) on the next event;
+    # kopf's managedFields are left out, they are most of an object and nobody reads them.
+    raw = {k: body[k] for k in ("apiVersion", "kind", "spec", "status") if k in body}
+    raw["metadata"] = {k: v for k, v in body["metadata"].items() if k != "managedFields"}
+    return {(str(body.metadata.namespace), str(body.metadata.name)): raw}
+
+
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     # Progress and diff-base in annotations under our own prefix: the structural schema prunes
     # unknown status fields, so kopf's default status storage would be silently dropped.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -65,10 +112,10 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     )
     settings.posting.enabled = False  # kopf's per-handler Events; ours are in reconcile.record
     settings.watching.server_timeout = 300
-    await start(memo)
+    await start(memo, KopfView(kwargs["agent_bodies"], kwargs["model_bodies"]))
 
 
-async def start(memo: kopf.Memo) -> None:
+async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
     """Read the settings, build the platform, load the CA, start the periodic loop."""
     try:
         ours = Settings.from_env()
@@ -87,6 +134,7 @@ async def start(memo: kopf.Memo) -> None:
     except BaseException:  # kopf retries the startup handler; that attempt builds its own
         p.kube.close()
         raise
+    p.view = view  # after the render above, which lists: kopf fills the view once it watches
     memo[_PLATFORM] = p
     memo[_PERIODIC] = asyncio.create_task(periodic.run(p), name="ankka-periodic")
     log.info("ankka operator started; platform namespace %s", ours.namespace)
@@ -116,18 +164,12 @@ async def stop(memo: kopf.Memo) -> None:
 @kopf.on.create(GROUP, VERSION, "installationmodels")
 @kopf.on.update(GROUP, VERSION, "installationmodels", field="spec")
 async def model_changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-    await reconcile.reconcile_model(platform(memo), dict(body), _callers(kwargs))
+    await reconcile.reconcile_model(platform(memo), dict(body), kwargs["agents_by_model"])
 
 
 @kopf.on.delete(GROUP, VERSION, "installationmodels", optional=True)
 async def model_deleted(memo: kopf.Memo, **kwargs: Any) -> None:
-    await reconcile.render_models_file(platform(memo), _callers(kwargs))
-
-
-def _callers(kwargs: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
-    """The agents_by_model index as a plain mapping, for the models file's callers."""
-    index: kopf.Index[tuple[str, str], str] = kwargs["agents_by_model"]
-    return {key: list(index[key]) for key in index}
+    await reconcile.render_models_file(platform(memo), kwargs["agents_by_model"])
 
 
 @kopf.index(GROUP, VERSION, "agents")
@@ -171,10 +213,7 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
         return
     log.info("InstallationModel %s/%s served=%s: reconciling %s", *key, served, dependents)
     p = platform(memo)
-    known = {key[1]: served}
-    await asyncio.gather(
-        *(reconcile.reconcile_agent(p, key[0], a, served=known) for a in dependents)
-    )
+    await asyncio.gather(*(reconcile.reconcile_agent(p, key[0], a) for a in dependents))
 
 
 # --- agents ---------------------------------------------------------------------------------
@@ -187,14 +226,16 @@ async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwa
     p = platform(memo)
     await reconcile.reconcile_agent(p, str(namespace), name)
     # The models it names may have gained (or lost) a caller.
-    await reconcile.render_models_file(p, _callers(kwargs))
+    await reconcile.render_models_file(p, kwargs["agents_by_model"])
     await reconcile.render_token_review_binding(p, _accounts(kwargs))
 
 
 @kopf.on.delete(GROUP, VERSION, "agents", optional=True)
-async def agent_deleted(memo: kopf.Memo, **kwargs: Any) -> None:
-    await reconcile.render_models_file(platform(memo), _callers(kwargs))
-    await reconcile.render_token_review_binding(platform(memo), _accounts(kwargs))
+async def agent_deleted(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+    p = platform(memo)
+    p.statuses.pop((str(namespace), name), None)
+    await reconcile.render_models_file(p, kwargs["agents_by_model"])
+    await reconcile.render_token_review_binding(p, _accounts(kwargs))
 
 
 # --- tasks ----------------------------------------------------------------------------------

@@ -7,14 +7,20 @@ into :class:`KubeError`, which says what was asked and what the API server answe
 Children are written with server-side apply (one field manager, forced), so a reconcile run
 twice, or by a restarted operator, converges on the same objects and never duplicates them.
 The synchronous ``kubernetes`` client does the transport (kubeconfig, TLS, tokens); its calls
-run in worker threads.
+run in worker threads, at most ``_PARALLEL`` at once, handed out by priority: what releases or
+renders something first, then Agents' status patches, then Events (notices nobody waits on),
+so a burst of releases is not queued behind its own bookkeeping.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import heapq
+import itertools
 import json
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode
@@ -25,9 +31,10 @@ from kubernetes import config as k8s_config
 from ankka._kernel.errors import AnkkaError
 from ankka.operator.objects import Obj
 
-__all__ = ["Kube", "KubeError", "plural_of"]
+__all__ = ["BACKGROUND", "FIRST", "LATER", "Kube", "KubeError", "plural_of"]
 
 _PARALLEL = 32  # requests in flight at once (threads and pooled connections)
+FIRST, LATER, BACKGROUND = 0, 1, 2  # request priorities: lower goes first
 
 _PLURALS = {
     "ConfigMap": "configmaps",
@@ -72,6 +79,41 @@ def _path(api_version: str, plural: str, namespace: str | None, name: str | None
     return base + (f"/{name}" if name else "")
 
 
+class _Gate:
+    """At most ``slots`` holders at once; waiters are let in by (priority, arrival)."""
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, priority: int) -> AsyncIterator[None]:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+        else:
+            granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            heapq.heappush(self._waiting, (priority, next(self._order), granted))
+            try:
+                await granted
+            except asyncio.CancelledError:
+                if granted.done() and not granted.cancelled():
+                    self._release()  # let in, but cancelled before it could go: pass it on
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiting:
+            granted = heapq.heappop(self._waiting)[2]
+            if not granted.done():  # a cancelled waiter is skipped
+                granted.set_result(None)
+                return
+        self._free += 1
+
+
 class Kube:
     """Async calls over a ``kubernetes`` ``ApiClient``; ``requests`` counts what was sent."""
 
@@ -81,6 +123,7 @@ class Kube:
         # Its own threads: asyncio's default pool has cores+4 threads, which serialised the
         # release of many held Agents at once (bench/operator_scale.py).
         self._threads = ThreadPoolExecutor(max_workers=_PARALLEL, thread_name_prefix="kube")
+        self._gate = _Gate(_PARALLEL)
         self.requests = 0
 
     @classmethod
@@ -138,9 +181,10 @@ class Kube:
             raise KubeError(what, response.status, message)
         return data
 
-    async def _run(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _run(self, method: str, path: str, *, priority: int = FIRST, **kwargs: Any) -> Any:
         call = functools.partial(self._call, method, path, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
+        async with self._gate.slot(priority):
+            return await asyncio.get_running_loop().run_in_executor(self._threads, call)
 
     async def apply(self, obj: Obj) -> Obj:
         """Server-side apply ``obj`` (creating or updating it) and return what is stored."""
@@ -157,7 +201,13 @@ class Kube:
         meta = obj["metadata"]
         path = _path(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"))
         try:
-            result: Obj = await self._run("POST", path, body=obj)
+            result: Obj = await self._run(
+                "POST",
+                path,
+                query={"fieldManager": self._field_manager},
+                body=obj,
+                priority=BACKGROUND if obj["kind"] == "Event" else FIRST,
+            )
         except KubeError as exc:
             if exc.http_status == 409:
                 return None
@@ -190,12 +240,23 @@ class Kube:
         return result
 
     async def patch_status(
-        self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        priority: int = FIRST,
     ) -> None:
         """Merge ``status`` into the status subresource (absent fields are left alone)."""
         path = _path(api_version, plural_of(kind), namespace, name) + "/status"
         await self._run(
-            "PATCH", path, body={"status": status}, content_type="application/merge-patch+json"
+            "PATCH",
+            path,
+            body={"status": status},
+            content_type="application/merge-patch+json",
+            priority=priority,
         )
 
     async def scale_to_zero(self, namespace: str, name: str) -> bool:

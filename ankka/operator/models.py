@@ -294,7 +294,8 @@ def status_worth_writing(
     """
 
     def essence(status: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in status.items() if k != "lastProbeTime"}
+        # A null field is not stored (the merge patch removes it), so None equals absent.
+        return {k: v for k, v in status.items() if k != "lastProbeTime" and v is not None}
 
     if essence(previous) != essence(new):
         return True

@@ -55,7 +55,9 @@ async def resync_agents(p: reconcile.Platform) -> None:
     agents = await p.kube.list(reconcile.API_VERSION, "Agent")
     await _bounded(
         [
-            reconcile.reconcile_agent(p, a["metadata"]["namespace"], a["metadata"]["name"])
+            reconcile.reconcile_agent(
+                p, a["metadata"]["namespace"], a["metadata"]["name"], fetch=True
+            )
             for a in agents
         ]
     )

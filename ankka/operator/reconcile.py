@@ -4,6 +4,11 @@
 what should be, and server-side-applies it, so running it twice, concurrently with a timer, or
 after a restart converges on the same objects. Reconciles of one Agent are serialised by a lock
 so a stale read cannot re-hold an Agent another reconcile just released.
+
+What is there is read from the :class:`View` (kopf's watches, through indexes kopf updates
+before it runs a handler), not fetched again; a view only moves forward and is read under the
+Agent's lock, and what this process wrote since (a status, a certificate) it remembers itself.
+Without a view (before the startup handler, or in a script) the same reconciles GET instead.
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ import asyncio
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeAlias
 
 import httpx2
 from pydantic import ValidationError
@@ -24,12 +29,13 @@ from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
 from ankka.operator import agents, certs, events, models, netpol, tlssecrets
 from ankka.operator.identity import OperatorIdentity
-from ankka.operator.kube import Kube, KubeError
+from ankka.operator.kube import LATER, Kube, KubeError
 from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
 from ankka.operator.settings import Settings
 
 __all__ = [
     "Platform",
+    "View",
     "ensure_ca",
     "ensure_gateway_certificate",
     "probe_is_due",
@@ -45,6 +51,17 @@ API_VERSION = f"{GROUP}/{VERSION}"
 log = logging.getLogger("ankka.operator")
 
 
+class View(Protocol):
+    """The objects as kopf's watches last saw them (``handlers.KopfView``): never older than
+    the event whose handler reads them, possibly older than a write this process just made."""
+
+    def agent(self, namespace: str, name: str) -> Obj | None: ...
+
+    def model(self, namespace: str, name: str) -> Obj | None: ...
+
+    def models(self) -> list[Obj]: ...
+
+
 class Platform:
     """What every reconcile shares: the API seam, settings, the clock and the CA."""
 
@@ -54,12 +71,17 @@ class Platform:
         self.clock: Clock = clock or SystemClock()
         self.ca: certs.KeyPair | None = None
         self._identity: OperatorIdentity | None = None
+        self.view: View | None = None  # set by the startup handler
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-        # What this process applied, and the certificates it knows to be good until their
-        # renewal time. Both only save requests; the periodic resync forgets them, so a child
-        # changed or deleted behind the operator's back is restored within that period.
+        # What this process applied and the certificates it knows to be good until their
+        # renewal time: they only save requests, and the periodic resync forgets them, so a
+        # child changed or deleted behind the operator's back is restored within that period.
+        # Each Agent's status as last written (or confirmed) by this process, the one writer:
+        # newer than the view until the watch catches up; the resync reads it fresh instead.
         self.applied: dict[tuple[str, str, str, str], str] = {}
         self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
+        self.statuses: dict[tuple[str, str], tuple[str, Obj]] = {}  # (ns, name) → (uid, status)
+        self._models_file = _Coalesced()
 
     def forget(self) -> None:
         self.applied.clear()
@@ -90,6 +112,26 @@ class Platform:
                 self.require_ca(), lifetime=self.settings.certificate_lifetime, clock=self.clock
             )
         return self._identity
+
+
+class _Coalesced:
+    """Single flight for one idempotent job: a caller returns once a run that started after
+    its call has finished, so calls arriving during a run share the next one."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._asked = 0
+        self._done = 0
+
+    async def run(self, job: Callable[[], Awaitable[None]]) -> None:
+        self._asked += 1
+        mine = self._asked
+        async with self._lock:
+            if self._done >= mine:
+                return
+            upto = self._asked
+            await job()
+            self._done = upto
 
 
 async def record(p: Platform, involved: dict[str, Any], happening: events.Happening) -> None:
@@ -147,20 +189,32 @@ async def _ensure_leaf(
     owners: list[dict[str, Any]] | None = None,
     secret: Obj | None = None,
     fetch: bool = True,
+    absent: bool = False,
 ) -> str:
-    """Issue or renew one certificate Secret when needed; returns its notAfter (RFC 3339)."""
+    """Issue or renew one certificate Secret when needed; returns its notAfter (RFC 3339).
+
+    ``absent``: the Secret is believed not to exist (its Agent was never rendered), so it is
+    created without reading it first; if it exists after all (a reconcile cut short before
+    the status was written), it is read and judged as usual."""
     ca = p.require_ca()
     now = p.clock.now()
     known = p.good_certificates.get((namespace, name))
-    if fetch and known is not None and known[0] == uri and now < known[1]:
+    if fetch and not absent and known is not None and known[0] == uri and now < known[1]:
         return known[2]
-    if fetch:
+    create = fetch and absent
+    if fetch and not absent:
         secret = await p.kube.get("v1", "Secret", namespace, name)
     pair = tlssecrets.pair_of(secret)
     # The gateway serves; an agent's runtime serves its Service and calls the gateway.
     server, client = role in ("gateway", "agent"), role != "gateway"
-    reason = certs.needs_renewal(pair, ca=ca, uri=uri, now=now, dns_names=dns_names, server=server)
-    if reason is not None:
+
+    def judge(pair: certs.KeyPair | None) -> str | None:
+        return certs.needs_renewal(
+            pair, ca=ca, uri=uri, now=now, dns_names=dns_names, server=server
+        )
+
+    reason = judge(pair)
+    while reason is not None:
         log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
         renewed = pair is not None
         pair = certs.issue(
@@ -172,26 +226,34 @@ async def _ensure_leaf(
             client=client,
             dns_names=dns_names,
         )
-        await p.kube.apply(
-            tlssecrets.certificate_secret(
-                namespace=namespace,
-                name=name,
-                pair=pair,
-                ca_cert_pem=ca.cert_pem,
-                uri=uri,
-                role=role,
-                dns_names=dns_names,
-                owners=owners,
-            )
+        body = tlssecrets.certificate_secret(
+            namespace=namespace,
+            name=name,
+            pair=pair,
+            ca_cert_pem=ca.cert_pem,
+            uri=uri,
+            role=role,
+            dns_names=dns_names,
+            owners=owners,
         )
+        if create:
+            create = False
+            if await p.kube.create(body) is None:  # there after all: judge what is stored
+                pair = tlssecrets.pair_of(await p.kube.get("v1", "Secret", namespace, name))
+                reason = judge(pair)
+                continue
+        else:
+            await p.kube.apply(body)
+        reason_words = reason
+        reason = None
         about = (
             {**owners[0], "namespace": namespace}
             if owners
             else {"apiVersion": "v1", "kind": "Secret", "name": name, "namespace": namespace}
         )
         words = (
-            f"certificate {name} for {uri} {'renewed' if renewed else 'issued'} ({reason}); "
-            f"valid until {timestamp(certs.not_after(pair.cert_pem))}"
+            f"certificate {name} for {uri} {'renewed' if renewed else 'issued'} "
+            f"({reason_words}); valid until {timestamp(certs.not_after(pair.cert_pem))}"
         )
         await record(
             p,
@@ -259,23 +321,34 @@ AgentsByModel: TypeAlias = Mapping[tuple[str, str], Iterable[str]]
 async def render_models_file(p: Platform, agents_by_model: AgentsByModel | None = None) -> None:
     """Render every InstallationModel into the gateway's models-file ConfigMap.
 
-    With ``agents_by_model`` ((namespace, model) → the Agents that name it) each model lists
-    its ``callers``, so the gateway serves it to those Agents only."""
-    served = []
-    for item in await p.kube.list(API_VERSION, "InstallationModel"):
-        meta = item["metadata"]
-        if meta.get("deletionTimestamp"):
-            continue
-        try:
-            spec = _model_spec(item)
-        except ValidationError:
-            continue
-        namespace, name = meta["namespace"], meta["name"]
-        callers = (
-            None if agents_by_model is None else models.callers_of(namespace, name, agents_by_model)
-        )
-        served.append(models.probe_target(namespace, name, spec, callers=callers))
-    await p.apply(models.models_configmap(p.settings, served))
+    With ``agents_by_model`` ((namespace, model) → the Agents that name it; kopf's live index)
+    each model lists its ``callers``, so the gateway serves it to those Agents only. Renders
+    asked for while one runs share the next one, which reads the view then (a burst of new
+    Agents is a few renders, not one each); an unchanged file is not applied again."""
+
+    async def render() -> None:
+        items = p.view.models() if p.view is not None else None
+        if items is None:
+            items = await p.kube.list(API_VERSION, "InstallationModel")
+        served = []
+        for item in items:
+            meta = item["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            try:
+                spec = _model_spec(item)
+            except ValidationError:
+                continue
+            namespace, name = meta["namespace"], meta["name"]
+            callers = (
+                None
+                if agents_by_model is None
+                else models.callers_of(namespace, name, agents_by_model)
+            )
+            served.append(models.probe_target(namespace, name, spec, callers=callers))
+        await p.apply(models.models_configmap(p.settings, served))
+
+    await p._models_file.run(render)
 
 
 async def render_token_review_binding(p: Platform, accounts: Iterable[tuple[str, str]]) -> None:
@@ -372,52 +445,65 @@ async def probe_model(p: Platform, body: Obj) -> bool:
 # --- agents ---------------------------------------------------------------------------------
 
 
-async def _served(
-    p: Platform, namespace: str, names: set[str], known: Mapping[str, bool]
-) -> dict[str, bool]:
+async def _served(p: Platform, namespace: str, names: set[str]) -> dict[str, bool]:
     out: dict[str, bool] = {}
     for name in sorted(names):
-        if name in known:
-            out[name] = known[name]
-            continue
-        im = await p.kube.get(API_VERSION, "InstallationModel", namespace, name)
+        if p.view is not None:
+            im = p.view.model(namespace, name)
+        else:
+            im = await p.kube.get(API_VERSION, "InstallationModel", namespace, name)
         out[name] = im is not None and condition_status(im.get("status"), "Served") == "True"
     return out
 
 
-async def _write_agent_status(p: Platform, body: Obj, status: Obj) -> str:
-    """Write the status; post an Event when the phase changed (held, released, failed)."""
+async def _write_agent_status(p: Platform, body: Obj, previous: Obj | None, status: Obj) -> str:
+    """Write the status unless it is what is stored already; post an Event when the phase
+    changed (held, released, failed)."""
     meta = body["metadata"]
-    await p.kube.patch_status(API_VERSION, "Agent", meta["namespace"], meta["name"], status)
+    key = (meta["namespace"], meta["name"])
+    stored = previous or {}
+    if any(stored.get(field) != value for field, value in status.items()):
+        await p.kube.patch_status(API_VERSION, "Agent", *key, status, priority=LATER)
+    # A merge patch leaves absent fields alone. By uid: an Agent made again is another object.
+    p.statuses[key] = (meta["uid"], {**stored, **status})
     phase: str = status["phase"]
-    previous = (body.get("status") or {}).get("phase")
     words = "; ".join(
         str(c.get("message"))
         for kind in ("ModelsServed", "Ready")
         for c in status.get("conditions") or []
         if c.get("type") == kind and c.get("message")
     )
-    happening = events.agent_happening(previous, phase, words)
+    happening = events.agent_happening((previous or {}).get("phase"), phase, words)
     if happening is not None:
         await record(p, _involved(body, "Agent"), happening)
     return phase
 
 
 async def reconcile_agent(
-    p: Platform, namespace: str, name: str, *, served: Mapping[str, bool] | None = None
+    p: Platform, namespace: str, name: str, *, fetch: bool = False
 ) -> str | None:
-    """Render one Agent (read fresh from the API); returns its phase, None if it is gone.
+    """Render one Agent; returns its phase, None if it is gone.
 
-    ``served`` gives InstallationModels' Served state already known from the watch event that
-    caused this reconcile (by name, in the Agent's namespace), so they are not read again: a
-    release is then three requests (the Agent, its Deployment, its status), not four. A newer
-    change to such a model comes as its own event and reconciles again."""
+    The Agent and its InstallationModels come from the view, read under the Agent's lock:
+    kopf updates its indexes before it runs the handler of the event that changed them, so a
+    reconcile that takes the lock after another sees at least what that one saw. The status
+    compared and transitioned from is the one this process last wrote, else the view's. A
+    write is skipped when the rendered object is unchanged; a release is then the Deployment
+    and the status. ``fetch`` (the resync) reads the Agent from the API instead, under the
+    lock, so it is newer than any write made before."""
     async with p.lock(namespace, name):
-        body = await p.kube.get(API_VERSION, "Agent", namespace, name)
+        if fetch or p.view is None:
+            body = await p.kube.get(API_VERSION, "Agent", namespace, name)
+        else:
+            body = p.view.agent(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
+            p.statuses.pop((namespace, name), None)
             return None
         now = p.clock.now()
-        previous = body.get("status")
+        stored = body.get("status")
+        uid = body["metadata"]["uid"]
+        known = p.statuses.get((namespace, name))
+        previous = known[1] if known is not None and known[0] == uid and not fetch else stored
         generation = body["metadata"].get("generation")
         try:
             spec = AgentSpec.model_validate(body.get("spec") or {})
@@ -430,12 +516,9 @@ async def reconcile_agent(
             await p.kube.scale_to_zero(namespace, name)
             p.applied.pop(("apps/v1", "Deployment", namespace, name), None)
             failed = agents.failed_status(previous, reason=reason, generation=generation, now=now)
-            return await _write_agent_status(p, body, failed)
+            return await _write_agent_status(p, body, previous, failed)
         installations = {m.installation for m in spec.models if m.installation}
-        awaited = agents.awaited_models(
-            spec, await _served(p, namespace, installations, served or {})
-        )
-        uid = body["metadata"]["uid"]
+        awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
         not_after = await _ensure_leaf(
             p,
             namespace=namespace,
@@ -444,6 +527,8 @@ async def reconcile_agent(
             role="agent",
             dns_names=certs.agent_dns_names(namespace, name),
             owners=[owner_reference("Agent", name, uid)],
+            # Never rendered: its certificate Secret is created, not read first.
+            absent=not (previous or {}).get("certificateNotAfter"),
         )
         children = agents.agent_children(
             namespace=namespace,
@@ -463,4 +548,4 @@ async def reconcile_agent(
             generation=generation,
             now=now,
         )
-        return await _write_agent_status(p, body, status)
+        return await _write_agent_status(p, body, previous, status)

@@ -135,3 +135,19 @@ def test_an_identical_failed_probe_is_not_rewritten_until_the_interval_passes() 
         now=NOW + dt.timedelta(seconds=1),
     )
     assert status_worth_writing(first, other, spec=s, now=NOW + dt.timedelta(seconds=1))
+
+
+def test_a_failed_probe_is_compared_with_the_status_as_stored_without_its_null_fields() -> None:
+    s = spec(endpoint={"url": "http://o:11434"}, probeIntervalSeconds=60)
+    target = probe_target("m", "q", s)
+    written = served_status(
+        {}, spec=s, target=target, probed=None, error="HTTP 503", generation=1, now=NOW
+    )
+    # The merge patch removes a null field, so what is read back lacks contextLength.
+    stored = {k: v for k, v in written.items() if v is not None}
+    assert "contextLength" not in stored
+    later = NOW + dt.timedelta(seconds=1)
+    again = served_status(
+        stored, spec=s, target=target, probed=None, error="HTTP 503", generation=1, now=later
+    )
+    assert not status_worth_writing(stored, again, spec=s, now=later)
