@@ -12,9 +12,10 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import httptools
 import pytest
 
-from ankka.gateway.upstream import (
+from ankka._kernel.upstream import (
     ConnectFailed,
     Endpoint,
     Pool,
@@ -72,7 +73,7 @@ async def post(pool: Pool, endpoint: Endpoint, *, read_timeout: float = 10.0) ->
 
 async def test_answers_read_whole_reuse_one_connection(start_standin: StartStandin) -> None:
     standin = start_standin({"turns": [{"text": "a"}, {"text": "b"}, {"text": "c"}]})
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     endpoint = Endpoint.of(f"{standin.url}/v1/chat/completions", bearer="none")
     try:
         answers = [await post(pool, endpoint) for _ in range(3)]
@@ -98,7 +99,7 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced_unseen() ->
         await writer.drain()
         writer.close()
 
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     async with upstream(answer_once_then_close) as endpoint:
         try:
             first = await post(pool, endpoint)
@@ -115,7 +116,7 @@ async def test_a_server_that_never_answers_is_a_timeout() -> None:
         await read_request(reader)
         await asyncio.sleep(30)
 
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     async with upstream(silent) as endpoint:
         try:
             with pytest.raises(UpstreamTimeout):
@@ -131,7 +132,7 @@ async def test_a_server_that_speaks_nonsense_is_a_protocol_failure() -> None:
         await writer.drain()
         await asyncio.sleep(1)
 
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     async with upstream(nonsense) as endpoint:
         try:
             with pytest.raises(ProtocolFailure):
@@ -146,7 +147,7 @@ async def test_nothing_listening_is_a_connect_failure() -> None:
 
     async with upstream(unused) as endpoint:
         pass  # closed again: nothing listens on that port now
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     try:
         with pytest.raises(ConnectFailed):
             await post(pool, endpoint)
