@@ -56,21 +56,38 @@ _wire_time: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
 )
 
 
-class TimedTransport(httpx2.AsyncHTTPTransport):
-    """Adds each request's time on the wire (to the last byte) to the current turn's total."""
+class TimedTransport(httpx2.AsyncBaseTransport):
+    """Adds each request's time on the wire (to the last byte) to the current turn's total,
+    around the transport the framework uses (httpx2's own, or ankka's lean one)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self._inner = inner or httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         started_at = time.perf_counter()
-        response = await super().handle_async_request(request)
+        response = await self._inner.handle_async_request(request)
         await response.aread()
         spent = _wire_time.get()
         if spent is not None:
             spent[0] += time.perf_counter() - started_at
         return response
 
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
-def timed_client() -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(transport=TimedTransport(), timeout=60)
+
+def timed_client(inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(transport=TimedTransport(inner), timeout=60)
+
+
+def ankka_transport() -> httpx2.AsyncBaseTransport | None:
+    """The transport ankka's providers use by default: its lean one where the checkout has it
+    (issue 11), else httpx2's (an older checkout measured as the baseline)."""
+    try:
+        from ankka.runtime.providers.lean_http import LeanTransport
+    except ImportError:
+        return None
+    return LeanTransport()
 
 
 Turn = Callable[[str, str], Awaitable[None]]  # (session, message)
@@ -187,7 +204,10 @@ async def ankka_turn(base_url: str, workdir: Path) -> tuple[Turn, Callable[[], A
 
     store = await SqliteStore.open(workdir / f"ankka-{time.monotonic_ns()}.sqlite3")
     provider = ChatCompletionsProvider(
-        name="default", model="standin", base_url=f"{base_url}/v1", http_client=timed_client()
+        name="default",
+        model="standin",
+        base_url=f"{base_url}/v1",
+        http_client=timed_client(ankka_transport()),
     )
     runtime = Runtime(service, store=store, providers={"default": provider})
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httptools
@@ -24,43 +24,18 @@ from ankka._kernel.upstream import (
 )
 from tests.integration.gateway.conftest import StartStandin
 from tests.integration.gateway.test_upstream_failures import connections_to
+from tests.support.raw_server import Handler, read_request, serve
 
 pytestmark = pytest.mark.integration
 
 BODY = b'{"model": "small", "messages": []}'
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 @asynccontextmanager
 async def upstream(handler: Handler) -> AsyncIterator[Endpoint]:
-    """Serve ``handler`` on loopback; on exit, its connections' handlers still running (a
-    server that never answers) are cancelled and awaited, which ``Server.close`` does not do."""
-    handlers: set[asyncio.Task[None]] = set()
-
-    async def owned(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        handlers.add(task)
-        await handler(reader, writer)
-
-    server = await asyncio.start_server(owned, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
+    async with serve(handler) as port:
         yield Endpoint.of(f"http://127.0.0.1:{port}/v1/chat/completions", bearer="none")
-    finally:
-        server.close()
-        for task in handlers:
-            task.cancel()
-        if handlers:
-            await asyncio.wait(handlers)
-        await server.wait_closed()
-
-
-async def read_request(reader: asyncio.StreamReader) -> None:
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    await reader.readexactly(length)
 
 
 async def post(pool: Pool, endpoint: Endpoint, *, read_timeout: float = 10.0) -> bytes:
