@@ -3,7 +3,13 @@
 The SDK is the transport only. Building the JSON here (instead of handing the SDK typed
 params it would walk and transform) keeps a request's bytes stable from call to call, so a
 server's prompt cache keeps hitting, and keeps a long session's request cheap to build.
-Pure functions; no I/O.
+
+Splicing: requests are prefix-stable by design (a session's earlier messages are the same
+objects from call to call, see :class:`~ankka.runtime.compaction.view.SentView`), so with an
+:class:`EncodedMessages` each message is encoded once, the first time it is sent, and a request
+is its messages' bytes joined into the body's frame. The bytes are the same as a whole
+encoding's (one fixed encoder, the same separators; ``tests/unit/test_chat_splice.py`` compares
+them over many turns). No I/O.
 """
 
 from __future__ import annotations
@@ -24,7 +30,13 @@ from ankka.runtime.messages import (
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
 
-__all__ = ["StreamAccumulator", "encode_request", "read_response", "read_usage"]
+__all__ = [
+    "EncodedMessages",
+    "StreamAccumulator",
+    "encode_request",
+    "read_response",
+    "read_usage",
+]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -64,10 +76,77 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
     return wire
 
 
+class EncodedMessages:
+    """The wire bytes of the messages a provider has sent, by the message object's identity.
+
+    A message object is frozen, so its bytes never change; an entry holds the message itself,
+    so its id cannot be reused while the entry lives. At most ``limit`` bytes are kept, the
+    oldest dropped first (a message dropped is encoded again if it is sent again)."""
+
+    def __init__(self, *, limit: int = 32 * 1024 * 1024) -> None:
+        self._entries: dict[int, tuple[Message, bytes]] = {}
+        self._bytes = 0
+        self._limit = limit
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def of(self, message: Message) -> bytes:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        encoded = _dumps(_message(message)).encode()
+        self._keep(message, encoded)
+        return encoded
+
+    def _keep(self, message: Message, encoded: bytes) -> None:
+        old = self._entries.pop(id(message), None)
+        if old is not None:
+            self._bytes -= len(old[1])
+        self._entries[id(message)] = (message, encoded)
+        self._bytes += len(encoded)
+        while self._bytes > self._limit and self._entries:
+            _, dropped = self._entries.pop(next(iter(self._entries)))
+            self._bytes -= len(dropped)
+
+
+def _spliced_messages(request: ModelRequest, memo: EncodedMessages) -> list[bytes]:
+    """The messages array's items as bytes: as :func:`_messages` would build them, each
+    message's bytes from ``memo``, except a summary that the next user message rides on."""
+    parts: list[bytes] = []
+    if request.instructions:
+        parts.append(_dumps({"role": "system", "content": request.instructions}).encode())
+    messages = request.messages
+    skip = False
+    for index, message in enumerate(messages):
+        if skip:
+            skip = False
+            continue
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        if isinstance(message, SummaryMessage) and isinstance(following, UserMessage):
+            wire = _message(message)
+            wire["content"] += "\n\n" + following.content
+            parts.append(_dumps(wire).encode())
+            skip = True
+        else:
+            parts.append(memo.of(message))
+    return parts
+
+
 def encode_request(
-    request: ModelRequest, *, model: str, stream: bool, extra: Mapping[str, Any] | None = None
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool,
+    extra: Mapping[str, Any] | None = None,
+    memo: EncodedMessages | None = None,
 ) -> bytes:
-    body: dict[str, Any] = {"model": model, "messages": _messages(request)}
+    """The request's body. With ``memo``, the messages sent before are spliced in as the bytes
+    they were encoded to then (byte-identical to encoding them again)."""
+    spliced = memo is not None and not (extra and ("model" in extra or "messages" in extra))
+    body: dict[str, Any] = {"model": model}
+    if not spliced:
+        body["messages"] = _messages(request)
     if request.tools:
         body["tools"] = [
             {
@@ -94,7 +173,22 @@ def encode_request(
         body["stream_options"] = {"include_usage": True}
     if extra:
         body.update(extra)
-    return _dumps(body).encode()
+    if not spliced:
+        return _dumps(body).encode()
+    assert memo is not None
+    del body["model"]
+    rest = _dumps(body).encode()[1:-1]  # the other keys, in order, without the braces
+    return b"".join(
+        (
+            b'{"model":',
+            _dumps(model).encode(),
+            b',"messages":[',
+            b",".join(_spliced_messages(request, memo)),
+            b"]",
+            b"," + rest if rest else b"",
+            b"}",
+        )
+    )
 
 
 def read_usage(raw: Mapping[str, Any] | None) -> Usage:
