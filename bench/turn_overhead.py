@@ -16,6 +16,10 @@ openai-agents uses its SQLiteSession; pydantic-ai carries the history in memory 
 session store of its own), so it writes nothing.
 
 Run: ``python bench/turn_overhead.py`` (``make bench`` installs the peers, extra ``bench``).
+
+Before and after: ``--baseline DIR`` measures ankka only, from DIR's checkout (the "before")
+and from this one (the "after"), each in a process of its own, alternated for ``--rounds``
+rounds (the order flips every round), and prints each shape's figures side by side.
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ from typing import Any
 import httpx
 import httpx2
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# --baseline runs this file against another checkout's ankka: ANKKA_FROM names it.
+sys.path.insert(0, os.environ.get("ANKKA_FROM") or str(Path(__file__).resolve().parents[1]))
 
 from tests.support.processes import ankka_command, started
+
+ROOT = Path(__file__).resolve().parents[1]
 
 INSTRUCTIONS = "You answer questions about the weather. Use get_weather, then answer briefly."
 QUESTION = "What is the weather in Helsinki?"
@@ -469,7 +476,11 @@ def main() -> int:
     parser.add_argument(
         "--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS)
     )
+    parser.add_argument("--baseline", type=Path, help="a checkout to compare ankka against")
+    parser.add_argument("--rounds", type=int, default=2, help="with --baseline: rounds")
     args = parser.parse_args()
+    if args.baseline is not None:
+        return compare(args)
     load = os.getloadavg()
     results = asyncio.run(run(args))
     print(
@@ -478,6 +489,55 @@ def main() -> int:
         f"interleaved {args.slice} turns at a time"
     )
     print(report(results, args.growing_turns, args.slice))
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    """ankka from ``--baseline`` and from this checkout, alternated, one process per run."""
+    import subprocess
+
+    forwarded = [
+        f"--turns={args.turns}",
+        f"--growing-turns={args.growing_turns}",
+        f"--slice={args.slice}",
+        f"--sessions={args.sessions}",
+        f"--concurrent-turns={args.concurrent_turns}",
+        "--frameworks=ankka",
+    ]
+    checkouts = {"before": args.baseline.resolve(), "after": ROOT}
+    rows: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    load = os.getloadavg()
+    for round_ in range(args.rounds):
+        order = ["before", "after"] if round_ % 2 == 0 else ["after", "before"]
+        for which in order:
+            env = {**os.environ, "ANKKA_FROM": str(checkouts[which])}
+            out = subprocess.run(
+                [sys.executable, __file__, *forwarded],
+                cwd=checkouts[which],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=1800,
+            ).stdout
+            for line in out.splitlines():
+                cells = [c.strip() for c in line.strip("|").split("|")]
+                if len(cells) >= 6 and cells[1] == "ankka":
+                    # own time p50 and CPU per turn
+                    rows.setdefault(cells[0], {}).setdefault(which, []).append((cells[2], cells[4]))
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; before = "
+        f"{checkouts['before']}, after = {checkouts['after']}, {args.rounds} rounds alternated"
+    )
+    print("| shape | own p50 (ms), before | after | CPU per turn (ms), before | after |")
+    print("|---|---|---|---|---|")
+    for shape, by in rows.items():
+        before, after = by.get("before", []), by.get("after", [])
+        print(
+            f"| {shape} | {', '.join(o for o, _ in before)} | {', '.join(o for o, _ in after)} "
+            f"| {', '.join(c for _, c in before)} | {', '.join(c for _, c in after)} |"
+        )
     return 0
 
 
