@@ -4,11 +4,13 @@ A real runtime on SQLite, answered by the scripted provider, runs sessions the w
 many turns, tool rounds, a compaction, a turn suspended for approval and resumed, a typed
 answer, a restart (every message read back as a new object) and a memo too small to keep
 everything. Every request the loop made is then encoded twice, in the order it was made: once
-spliced (:class:`EncodedMessages` across all of them, as a provider keeps it) and once whole.
+spliced (one :class:`EncodedPrefixes` across all of them, as a provider keeps it) and once
+whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,9 +25,9 @@ from ankka.runtime.approvals.index import ApprovalIndex
 from ankka.runtime.compaction import Compaction
 from ankka.runtime.host import Runtime
 from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import SummaryMessage, UserMessage
+from ankka.runtime.messages import AssistantMessage, Message, SummaryMessage, UserMessage
 from ankka.runtime.providers.base import ModelRequest
-from ankka.runtime.providers.chat_wire import EncodedMessages, encode_request
+from ankka.runtime.providers.chat_wire import EncodedPrefixes, encode_request
 from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
 from ankka.runtime.testing import ScriptedProvider
 from ankka.runtime.tools import tool
@@ -137,13 +139,13 @@ async def sessions(tmp_path: Path) -> list[ModelRequest]:
     return requests + await close(again)
 
 
-@pytest.mark.parametrize("limit", [32 * 1024 * 1024, 600])
+@pytest.mark.parametrize("limit", [64 * 1024 * 1024, 3000])
 @pytest.mark.parametrize("stream", [False, True])
 async def test_spliced_bodies_equal_whole_encodings_over_growing_sessions(
     tmp_path: Path, limit: int, stream: bool
 ) -> None:
     requests = await sessions(tmp_path)
-    memo = EncodedMessages(limit=limit)
+    memo = EncodedPrefixes(limit=limit)
 
     for request in requests:
         spliced = encode_request(request, model="m", stream=stream, memo=memo)
@@ -153,29 +155,63 @@ async def test_spliced_bodies_equal_whole_encodings_over_growing_sessions(
     assert len(requests) >= 20 and summarised  # the run did reach compaction and tool rounds
 
 
-def test_a_message_sent_again_is_not_encoded_again() -> None:
-    memo = EncodedMessages()
-    message = UserMessage("hello")
-    assert memo.of(message) is memo.of(message)
-    assert memo.of(UserMessage("hello")) == memo.of(message)  # an equal copy: its own entry
-    assert len(memo) == 2
+def grown(request: ModelRequest, *more: Message) -> ModelRequest:
+    return ModelRequest(request.instructions, (*request.messages, *more))
 
 
-def test_the_memo_keeps_at_most_its_limit_dropping_the_oldest() -> None:
-    messages = [UserMessage(f"message {n} " + "x" * 30) for n in range(10)]
-    size = len(EncodedMessages().of(messages[0]))  # every one encodes to this many bytes
-    memo = EncodedMessages(limit=2 * size)
-    first = [memo.of(m) for m in messages]
+def test_a_growing_session_encodes_only_its_new_messages() -> None:
+    memo = EncodedPrefixes()
+    first = ModelRequest("Be brief.", (UserMessage("hello"),))
+    encode_request(first, model="m", stream=False, memo=memo)
+    answer = AssistantMessage("hi")
+    second = grown(first, answer, UserMessage("again"))
 
+    # the kept bytes are spliced, not re-encoded: a message whose encoding would now differ
+    # (it cannot, messages are frozen; here the kept bytes are forged) shows which is used
+    memo._entries[id(first.messages[0])] = dataclasses.replace(
+        memo._entries[id(first.messages[0])], encoded=b'"kept"'
+    )
+    body = encode_request(second, model="m", stream=False, memo=memo)
+    assert body.startswith(b'{"model":"m","messages":["kept",{"role":"assistant"')
+
+
+def test_a_request_that_does_not_continue_the_kept_one_is_encoded_whole() -> None:
+    memo = EncodedPrefixes()
+    opening = UserMessage("hello")
+    first = ModelRequest("Be brief.", (opening, AssistantMessage("hi")))
+    encode_request(first, model="m", stream=False, memo=memo)
+    rewritten = ModelRequest("Be brief.", (opening, AssistantMessage("hi there")))
+    other_instructions = ModelRequest("Be long.", first.messages)
+
+    for request in (rewritten, other_instructions):
+        assert encode_request(request, model="m", stream=False, memo=memo) == encode_request(
+            request, model="m", stream=False
+        )
+
+
+def test_a_user_message_after_a_summary_rides_on_it_when_spliced_too() -> None:
+    memo = EncodedPrefixes()
+    summary = SummaryMessage("they talked about Oslo")
+    ending_in_summary = ModelRequest("Be brief.", (UserMessage("hello"), summary))
+    encode_request(ending_in_summary, model="m", stream=False, memo=memo)
+    after = grown(ending_in_summary, UserMessage("and Turku?"))
+
+    body = encode_request(after, model="m", stream=False, memo=memo)
+    assert body == encode_request(after, model="m", stream=False)
+    assert b"Oslo\\n\\nand Turku?" in body
+
+
+def test_at_most_the_limits_are_kept_dropping_the_least_recently_used() -> None:
+    memo = EncodedPrefixes(sessions=2)
+    requests = [ModelRequest("", (UserMessage(f"session {n}"),)) for n in range(3)]
+    for request in (requests[0], requests[1], requests[0], requests[2]):
+        encode_request(request, model="m", stream=False, memo=memo)
     assert len(memo) == 2
-    assert memo.of(messages[-1]) is first[-1]  # kept
-    again = memo.of(messages[0])  # dropped long ago: encoded anew, to the same bytes
-    assert again == first[0] and again is not first[0]
-    assert len(memo) == 2
+    assert set(memo._entries) == {id(requests[0].messages[0]), id(requests[2].messages[0])}
 
 
 def test_extra_keys_that_would_replace_the_frame_are_encoded_whole() -> None:
-    memo = EncodedMessages()
+    memo = EncodedPrefixes()
     request = ModelRequest("Be brief.", (UserMessage("hi"),))
     body = encode_request(request, model="m", stream=False, memo=memo, extra={"model": "other"})
     assert body == encode_request(request, model="m", stream=False, extra={"model": "other"})

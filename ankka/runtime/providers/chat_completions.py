@@ -14,7 +14,7 @@ import httpx2
 from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_wire import (
-    EncodedMessages,
+    EncodedPrefixes,
     StreamAccumulator,
     encode_request,
     read_response,
@@ -40,7 +40,7 @@ class ChatCompletionsProvider:
         self._model = model
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
-        self._encoded = EncodedMessages()  # each message encoded once: requests are spliced
+        self._encoded = EncodedPrefixes()  # a session's sent prefix, spliced into its next
         self._transport = OpenAITransport(
             provider=name,
             base_url=self.base_url,
