@@ -169,12 +169,21 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if not self.complete and self.error is None:
+        if not self.complete and self.error is None and exc is None and self._delimited_by_close():
+            self.complete = True  # HTTP/1.0 framing: the body ends where the connection does
+        elif not self.complete and self.error is None:
             if not self.received_any and self.reused:
                 self._fail(_StaleConnection("the pooled connection was closed by the server"))
             else:
                 self._fail(ProtocolFailure("the server closed the connection mid-answer"))
         self._wake()
+
+    def _delimited_by_close(self) -> bool:
+        """An answer whose headers arrived with neither a length nor chunked framing."""
+        if not self.headers_done:
+            return False
+        names = {name for name, _ in self.headers}
+        return b"content-length" not in names and b"transfer-encoding" not in names
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:

@@ -138,3 +138,38 @@ async def test_every_wire_streams_through_the_transport(
     texts = [item async for item in model.stream(HELLO)]
 
     assert texts[-1].content == "streamed words"  # type: ignore[union-attr]
+
+
+async def test_an_answer_delimited_by_closing_the_connection_is_read_whole() -> None:
+    async def http_10(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + ANSWER)
+        await writer.drain()
+        writer.close()
+
+    async with server(http_10) as url:
+        model = provider(url, retries=0)
+        try:
+            response = await model.complete(HELLO)
+        finally:
+            await model.aclose()
+
+    assert response.content == "hi"
+
+
+async def test_an_answer_cut_before_its_declared_length_is_unavailable() -> None:
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(answer(ANSWER)[:-10])
+        await writer.drain()
+        writer.close()
+
+    async with server(cut) as url:
+        model = provider(url, retries=0)
+        try:
+            with pytest.raises(ModelUnavailable) as caught:
+                await model.complete(HELLO)
+        finally:
+            await model.aclose()
+
+    assert "closed the connection mid-answer" in str(caught.value)
