@@ -16,6 +16,10 @@ openai-agents uses its SQLiteSession; pydantic-ai carries the history in memory 
 session store of its own), so it writes nothing.
 
 Run: ``python bench/turn_overhead.py`` (``make bench`` installs the peers, extra ``bench``).
+
+Before and after: ``--baseline DIR`` measures ankka only, from DIR's checkout (the "before")
+and from this one (the "after"), each in a process of its own, alternated for ``--rounds``
+rounds (the order flips every round), and prints each shape's figures side by side.
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ from typing import Any
 import httpx
 import httpx2
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# --baseline runs this file against another checkout's ankka: ANKKA_FROM names it.
+sys.path.insert(0, os.environ.get("ANKKA_FROM") or str(Path(__file__).resolve().parents[1]))
 
 from tests.support.processes import ankka_command, started
+
+ROOT = Path(__file__).resolve().parents[1]
 
 INSTRUCTIONS = "You answer questions about the weather. Use get_weather, then answer briefly."
 QUESTION = "What is the weather in Helsinki?"
@@ -56,21 +63,38 @@ _wire_time: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
 )
 
 
-class TimedTransport(httpx2.AsyncHTTPTransport):
-    """Adds each request's time on the wire (to the last byte) to the current turn's total."""
+class TimedTransport(httpx2.AsyncBaseTransport):
+    """Adds each request's time on the wire (to the last byte) to the current turn's total,
+    around the transport the framework uses (httpx2's own, or ankka's lean one)."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self._inner = inner or httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         started_at = time.perf_counter()
-        response = await super().handle_async_request(request)
+        response = await self._inner.handle_async_request(request)
         await response.aread()
         spent = _wire_time.get()
         if spent is not None:
             spent[0] += time.perf_counter() - started_at
         return response
 
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
-def timed_client() -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(transport=TimedTransport(), timeout=60)
+
+def timed_client(inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(transport=TimedTransport(inner), timeout=60)
+
+
+def ankka_transport() -> httpx2.AsyncBaseTransport | None:
+    """The transport ankka's providers use by default: its lean one where the checkout has it
+    (issue 11), else httpx2's (an older checkout measured as the baseline)."""
+    try:
+        from ankka.runtime.providers.lean_http import LeanTransport
+    except ImportError:
+        return None
+    return LeanTransport()
 
 
 Turn = Callable[[str, str], Awaitable[None]]  # (session, message)
@@ -187,7 +211,10 @@ async def ankka_turn(base_url: str, workdir: Path) -> tuple[Turn, Callable[[], A
 
     store = await SqliteStore.open(workdir / f"ankka-{time.monotonic_ns()}.sqlite3")
     provider = ChatCompletionsProvider(
-        name="default", model="standin", base_url=f"{base_url}/v1", http_client=timed_client()
+        name="default",
+        model="standin",
+        base_url=f"{base_url}/v1",
+        http_client=timed_client(ankka_transport()),
     )
     runtime = Runtime(service, store=store, providers={"default": provider})
 
@@ -449,7 +476,11 @@ def main() -> int:
     parser.add_argument(
         "--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS)
     )
+    parser.add_argument("--baseline", type=Path, help="a checkout to compare ankka against")
+    parser.add_argument("--rounds", type=int, default=2, help="with --baseline: rounds")
     args = parser.parse_args()
+    if args.baseline is not None:
+        return compare(args)
     load = os.getloadavg()
     results = asyncio.run(run(args))
     print(
@@ -458,6 +489,55 @@ def main() -> int:
         f"interleaved {args.slice} turns at a time"
     )
     print(report(results, args.growing_turns, args.slice))
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    """ankka from ``--baseline`` and from this checkout, alternated, one process per run."""
+    import subprocess
+
+    forwarded = [
+        f"--turns={args.turns}",
+        f"--growing-turns={args.growing_turns}",
+        f"--slice={args.slice}",
+        f"--sessions={args.sessions}",
+        f"--concurrent-turns={args.concurrent_turns}",
+        "--frameworks=ankka",
+    ]
+    checkouts = {"before": args.baseline.resolve(), "after": ROOT}
+    rows: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    load = os.getloadavg()
+    for round_ in range(args.rounds):
+        order = ["before", "after"] if round_ % 2 == 0 else ["after", "before"]
+        for which in order:
+            env = {**os.environ, "ANKKA_FROM": str(checkouts[which])}
+            out = subprocess.run(
+                [sys.executable, __file__, *forwarded],
+                cwd=checkouts[which],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=1800,
+            ).stdout
+            for line in out.splitlines():
+                cells = [c.strip() for c in line.strip("|").split("|")]
+                if len(cells) >= 6 and cells[1] == "ankka":
+                    # own time p50 and CPU per turn
+                    rows.setdefault(cells[0], {}).setdefault(which, []).append((cells[2], cells[4]))
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; before = "
+        f"{checkouts['before']}, after = {checkouts['after']}, {args.rounds} rounds alternated"
+    )
+    print("| shape | own p50 (ms), before | after | CPU per turn (ms), before | after |")
+    print("|---|---|---|---|---|")
+    for shape, by in rows.items():
+        before, after = by.get("before", []), by.get("after", [])
+        print(
+            f"| {shape} | {', '.join(o for o, _ in before)} | {', '.join(o for o, _ in after)} "
+            f"| {', '.join(c for _, c in before)} | {', '.join(c for _, c in after)} |"
+        )
     return 0
 
 

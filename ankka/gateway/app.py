@@ -19,9 +19,11 @@ import math
 from types import TracebackType
 from typing import Any
 
+import httptools
 import httpx2
 
 from ankka._kernel.clock import Clock, SystemClock
+from ankka._kernel.upstream import Pool
 from ankka.api.capabilities import to_ollama_show
 from ankka.gateway import check
 from ankka.gateway.callers import UNIDENTIFIED, allowed
@@ -31,7 +33,6 @@ from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
 from ankka.gateway.models_file import Models, ModelsFile
 from ankka.gateway.openapi import DOCUMENT
 from ankka.gateway.registry import Registry, Upstream
-from ankka.gateway.upstream import Pool
 from ankka.gateway.wire import (
     Receive,
     Scope,
@@ -74,7 +75,7 @@ class Gateway:
         self._models_file = models_file
         self._initial = models
         self._client: httpx2.AsyncClient | None = None  # probes only: rare, not on the hot path
-        self._pool = Pool()
+        self._pool = Pool(parser=httptools.HttpResponseParser)
         self._registry: Registry | None = None
         self._maintainer: asyncio.Task[None] | None = None
 

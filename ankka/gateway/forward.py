@@ -1,6 +1,6 @@
 """Send one checked request to its model's server and relay the answer as it arrives.
 
-Over the gateway's pooled upstream client (:mod:`ankka.gateway.upstream`); its failures are
+Over the gateway's pooled upstream client (:mod:`ankka._kernel.upstream`); its failures are
 turned here into the gateway's answers (503 when the server cannot be reached, 504 when it does
 not answer in time, 502 for anything else), each naming the model. A stream is relayed chunk by
 chunk as the upstream sends it, never buffered; if the caller goes away mid-stream the upstream
@@ -19,9 +19,7 @@ import re
 
 from ankka._kernel.clock import Clock
 from ankka._kernel.redact import MIN_SECRET, REDACTED, redact_bytes
-from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
-from ankka.gateway.models_file import ModelSpec
-from ankka.gateway.upstream import (
+from ankka._kernel.upstream import (
     AnswerTooLarge,
     ConnectFailed,
     Endpoint,
@@ -30,6 +28,8 @@ from ankka.gateway.upstream import (
     UpstreamError,
     UpstreamTimeout,
 )
+from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
+from ankka.gateway.models_file import ModelSpec
 from ankka.gateway.wire import Receive, Send, error_body, send_bytes, send_error
 
 __all__ = ["Exchange"]

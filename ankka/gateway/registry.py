@@ -18,11 +18,11 @@ import logging
 from dataclasses import dataclass, field
 
 from ankka._kernel.clock import Clock, SystemClock
+from ankka._kernel.upstream import Endpoint
 from ankka.api.capabilities import HTTPClient, ModelCapabilities, ProbeError, probe
 from ankka.gateway.callers import CallersInFlight, TokenBudget
 from ankka.gateway.limits import ConcurrencyLimit
 from ankka.gateway.models_file import Models, ModelsFile, ModelsFileError, ModelSpec
-from ankka.gateway.upstream import Endpoint
 
 __all__ = ["Registry", "Upstream"]
 

@@ -12,12 +12,12 @@ import yaml
 
 from ankka._kernel.clock import ManualClock
 from ankka._kernel.tls import peer_uri_sans
+from ankka._kernel.upstream import Endpoint
 from ankka.api.capabilities import Capability, ModelCapabilities
 from ankka.gateway.callers import CallersInFlight, TokenBudget, allowed
 from ankka.gateway.limits import ConcurrencyLimit, QueueFull
 from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
 from ankka.gateway.registry import Registry
-from ankka.gateway.upstream import Endpoint
 from ankka.gateway.wire import caller_of
 from ankka.operator.models import ServedModel, callers_of
 from ankka.operator.models import models_file as operator_models_file

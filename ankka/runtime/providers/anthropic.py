@@ -1,10 +1,10 @@
 """The Anthropic Messages provider, over the official ``anthropic`` SDK as transport only.
 
 ankka builds the request bytes and reads the answers itself (:mod:`.anthropic_wire`); the
-SDK brings connection pooling, retries, SSE framing and the ``x-api-key`` and version
-headers. Its exceptions are translated here, in one place, into errors naming the provider
-the service configured. The SDK is an optional extra (``ankka[anthropic]``) imported only when
-an Anthropic model is configured.
+SDK brings retries, SSE framing and the ``x-api-key`` and version headers, over ankka's lean
+HTTP transport (:mod:`.lean_http`). Its exceptions are translated here, in one place, into
+errors naming the provider the service configured. The SDK is an optional extra
+(``ankka[anthropic]``) imported only when an Anthropic model is configured.
 """
 
 from __future__ import annotations
@@ -66,16 +66,20 @@ class AnthropicProvider:
         sdk = _sdk()
         import httpx2
 
+        from ankka.runtime.providers.lean_http import lean_client
+
         self._sdk = sdk
         self._name = name
         self._model = model
         self.timeout = timeout
         self.max_tokens = max_tokens
+        limits = httpx2.Timeout(timeout, connect=min(timeout, 10.0))
         self._client: anthropic.AsyncAnthropic = sdk.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url.rstrip("/"),
-            timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
+            timeout=limits,
             max_retries=max_retries,
+            http_client=lean_client(limits),
         )
 
     @property

@@ -13,7 +13,12 @@ import httpx2
 
 from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
-from ankka.runtime.providers.chat_wire import StreamAccumulator, encode_request, read_response
+from ankka.runtime.providers.chat_wire import (
+    EncodedPrefixes,
+    StreamAccumulator,
+    encode_request,
+    read_response,
+)
 from ankka.runtime.providers.openai_transport import NO_KEY, OpenAITransport, translate_error
 
 __all__ = ["NO_KEY", "ChatCompletionsProvider", "translate_error"]
@@ -35,6 +40,7 @@ class ChatCompletionsProvider:
         self._model = model
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self._encoded = EncodedPrefixes()  # a session's sent prefix, spliced into its next
         self._transport = OpenAITransport(
             provider=name,
             base_url=self.base_url,
@@ -53,7 +59,7 @@ class ChatCompletionsProvider:
         return self._model
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        body = encode_request(request, model=self._model, stream=False)
+        body = encode_request(request, model=self._model, stream=False, memo=self._encoded)
         data = await self._transport.post_json("/chat/completions", body)
         try:
             return read_response(data, model=self._model)
@@ -63,7 +69,7 @@ class ChatCompletionsProvider:
             ) from exc
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
-        body = encode_request(request, model=self._model, stream=True)
+        body = encode_request(request, model=self._model, stream=True, memo=self._encoded)
         accumulator = StreamAccumulator(self._model)
         async for chunk in self._transport.post_events("/chat/completions", body):
             text = accumulator.add(chunk)

@@ -23,6 +23,7 @@ from ankka.api.capabilities import ModelCapabilities, probe
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
 from ankka.runtime.providers.checked import CapabilityCheck
+from ankka.runtime.providers.lean_http import lean_client
 from ankka.runtime.providers.mtls import MODELS_URI, RotatingClientTLS
 
 __all__ = ["InstallationProvider", "installation_model"]
@@ -64,9 +65,8 @@ class InstallationProvider:
         if self._current is None or self.tls.generation != self._generation:
             # One timeout for the whole client: no shorter transport default in front of
             # the model's own (httpx2's is 5 s).
-            http = httpx2.AsyncClient(
-                verify=context,
-                timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+            http = lean_client(
+                httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)), tls=context
             )
             inner = ChatCompletionsProvider(
                 name=self._name,

@@ -2,9 +2,10 @@
 
 Both OpenAI-wire providers (Chat Completions for any compatible server, Responses for OpenAI's
 own API) build their request bytes and read their answers themselves; what they share is this:
-one SDK client (connection pooling, retries, SSE framing, the bearer `none` for keyless
-servers), one deadline over a whole call, and one translation of the SDK's exceptions into
-errors naming the provider the service configured, never the SDK's vendor.
+one SDK client (retries, SSE framing, the bearer `none` for keyless servers) over ankka's lean
+HTTP transport (:mod:`.lean_http`, pooled keep-alive connections), one deadline over a whole
+call, and one translation of the SDK's exceptions into errors naming the provider the service
+configured, never the SDK's vendor.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ankka.runtime.providers.failures import (
     timed_out,
     unreachable,
 )
+from ankka.runtime.providers.lean_http import lean_client
 
 __all__ = ["NO_KEY", "OpenAITransport", "translate_error"]
 
@@ -44,12 +46,13 @@ class OpenAITransport:
     ) -> None:
         self.provider = provider
         self.timeout = timeout
+        limits = httpx2.Timeout(timeout, connect=min(timeout, 10.0))
         self.client = openai.AsyncOpenAI(
             api_key=api_key or NO_KEY,
             base_url=base_url.rstrip("/"),
-            timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
+            timeout=limits,
             max_retries=max_retries,
-            http_client=http_client,
+            http_client=http_client if http_client is not None else lean_client(limits),
         )
 
     async def post_json(self, path: str, body: bytes) -> dict[str, Any]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httptools
 import pytest
 
-from ankka.gateway.upstream import (
+from ankka._kernel.upstream import (
     ConnectFailed,
     Endpoint,
     Pool,
@@ -23,43 +24,18 @@ from ankka.gateway.upstream import (
 )
 from tests.integration.gateway.conftest import StartStandin
 from tests.integration.gateway.test_upstream_failures import connections_to
+from tests.support.raw_server import Handler, read_request, serve
 
 pytestmark = pytest.mark.integration
 
 BODY = b'{"model": "small", "messages": []}'
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 @asynccontextmanager
 async def upstream(handler: Handler) -> AsyncIterator[Endpoint]:
-    """Serve ``handler`` on loopback; on exit, its connections' handlers still running (a
-    server that never answers) are cancelled and awaited, which ``Server.close`` does not do."""
-    handlers: set[asyncio.Task[None]] = set()
-
-    async def owned(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        handlers.add(task)
-        await handler(reader, writer)
-
-    server = await asyncio.start_server(owned, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
+    async with serve(handler) as port:
         yield Endpoint.of(f"http://127.0.0.1:{port}/v1/chat/completions", bearer="none")
-    finally:
-        server.close()
-        for task in handlers:
-            task.cancel()
-        if handlers:
-            await asyncio.wait(handlers)
-        await server.wait_closed()
-
-
-async def read_request(reader: asyncio.StreamReader) -> None:
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    await reader.readexactly(length)
 
 
 async def post(pool: Pool, endpoint: Endpoint, *, read_timeout: float = 10.0) -> bytes:
@@ -72,7 +48,7 @@ async def post(pool: Pool, endpoint: Endpoint, *, read_timeout: float = 10.0) ->
 
 async def test_answers_read_whole_reuse_one_connection(start_standin: StartStandin) -> None:
     standin = start_standin({"turns": [{"text": "a"}, {"text": "b"}, {"text": "c"}]})
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     endpoint = Endpoint.of(f"{standin.url}/v1/chat/completions", bearer="none")
     try:
         answers = [await post(pool, endpoint) for _ in range(3)]
@@ -98,7 +74,7 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced_unseen() ->
         await writer.drain()
         writer.close()
 
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     async with upstream(answer_once_then_close) as endpoint:
         try:
             first = await post(pool, endpoint)
@@ -115,7 +91,7 @@ async def test_a_server_that_never_answers_is_a_timeout() -> None:
         await read_request(reader)
         await asyncio.sleep(30)
 
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     async with upstream(silent) as endpoint:
         try:
             with pytest.raises(UpstreamTimeout):
@@ -131,7 +107,7 @@ async def test_a_server_that_speaks_nonsense_is_a_protocol_failure() -> None:
         await writer.drain()
         await asyncio.sleep(1)
 
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     async with upstream(nonsense) as endpoint:
         try:
             with pytest.raises(ProtocolFailure):
@@ -146,7 +122,7 @@ async def test_nothing_listening_is_a_connect_failure() -> None:
 
     async with upstream(unused) as endpoint:
         pass  # closed again: nothing listens on that port now
-    pool = Pool()
+    pool = Pool(parser=httptools.HttpResponseParser)
     try:
         with pytest.raises(ConnectFailed):
             await post(pool, endpoint)

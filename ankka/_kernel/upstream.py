@@ -1,18 +1,22 @@
-"""The gateway's HTTP/1.1 client for model servers: pooled keep-alive connections, streamed bodies.
+"""ankka's lean HTTP/1.1 client: pooled keep-alive connections, streamed bodies.
 
-Why not httpx here: the gateway sits on every model call, and measured on the benchmark's
-machine an ``httpx.AsyncClient`` request cost about 1.2 ms of CPU (aiohttp about 0.3 ms), more
-than the whole upstream answer; at concurrency 64 it capped the gateway at a tenth of the
-upstream's rate. This client does only what the gateway needs (POST a body, read the status and
-headers, hand the body on chunk by chunk) over asyncio protocols and httptools' parser (a
-declared dependency; uvicorn uses it too), at a small fraction of that cost. Probes, which are
-rare, use httpx2, the one HTTP client library of the rest of ankka (the vendors' SDKs bring it).
+Shared by the gateway (its upstream client, :mod:`ankka.gateway.forward`) and the runtime (the
+transport under the vendors' SDKs, :mod:`ankka.runtime.providers.lean_http`): both sit on every
+model call. Measured on the benchmark's machine an ``httpx.AsyncClient`` request through its
+default transport (httpcore, h11, anyio) cost about 1.2 ms of CPU (aiohttp about 0.3 ms), more
+than a whole stand-in answer. This client does only what a model call needs (send a request,
+read the status and headers, hand the body on chunk by chunk) over asyncio protocols, at a
+small fraction of that cost.
 
-Failures are translated here, once: :class:`ConnectFailed` (the server cannot be reached),
-:class:`UpstreamTimeout` (no byte within the read timeout), :class:`ProtocolFailure` (anything
-else). Timeouts are timer callbacks, not ``wait_for`` tasks, so an idle wait costs nothing.
-Closing a :class:`Response` early (a caller left) closes its connection, which the server sees
-as a cancelled request; a response read to its end returns its connection to the pool.
+The response parser is handed in (``Pool(parser=httptools.HttpResponseParser)``): this package
+imports nothing heavy (``.importlinter``), so the deployables, which declare httptools, bring it.
+
+Failures are translated here, once: :class:`ConnectFailed` (the server cannot be reached; its
+subclass :class:`ConnectTimedOut` when connecting took too long), :class:`UpstreamTimeout` (no
+byte within the read timeout), :class:`ProtocolFailure` (anything else). Timeouts are timer
+callbacks, not ``wait_for`` tasks, so an idle wait costs nothing. Closing a :class:`Response`
+early (a caller left) closes its connection, which the server sees as a cancelled request; a
+response read to its end returns its connection to the pool.
 """
 
 from __future__ import annotations
@@ -20,22 +24,23 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
-
-import httptools
 
 from ankka._kernel.errors import AnkkaError
 
 __all__ = [
     "AnswerTooLarge",
     "ConnectFailed",
+    "ConnectTimedOut",
     "Endpoint",
     "Pool",
+    "Origin",
     "ProtocolFailure",
     "Response",
+    "ResponseParser",
     "UpstreamError",
     "UpstreamTimeout",
 ]
@@ -52,6 +57,10 @@ class UpstreamError(AnkkaError):
 
 
 class ConnectFailed(UpstreamError):
+    pass
+
+
+class ConnectTimedOut(ConnectFailed):
     pass
 
 
@@ -73,6 +82,24 @@ class AnswerTooLarge(UpstreamError):
 
 class _StaleConnection(UpstreamError):
     """A pooled connection the server had closed; the request is retried on a new one."""
+
+
+class ResponseParser(Protocol):
+    """What the client needs of an HTTP/1.1 response parser (httptools' has it). It is built
+    with the connection, whose ``on_header``, ``on_headers_complete``, ``on_body`` and
+    ``on_message_complete`` it calls; ``feed_data`` raises on malformed HTTP."""
+
+    def feed_data(self, data: bytes) -> None: ...
+
+    def get_status_code(self) -> int: ...
+
+    def should_keep_alive(self) -> bool: ...
+
+
+ParserFactory = Callable[[Any], ResponseParser]
+
+Origin = tuple[str, int, bool]
+"""Where connections go and are pooled: (host, port, tls)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +131,12 @@ class Endpoint:
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, pool: Pool, key: tuple[str, int, bool]) -> None:
+    def __init__(self, pool: Pool, key: Origin) -> None:
         self.pool = pool
         self.key = key
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser = pool._parser(self)
         self.closed = False
         self.reused = False
         self._reset()
@@ -137,17 +164,26 @@ class _Connection(asyncio.Protocol):
         self.received_any = True
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
+        except Exception as exc:  # the parser's own error type (httptools: HttpParserError)
             self._fail(ProtocolFailure(f"the server sent malformed HTTP: {exc}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if not self.complete and self.error is None:
+        if not self.complete and self.error is None and exc is None and self._delimited_by_close():
+            self.complete = True  # HTTP/1.0 framing: the body ends where the connection does
+        elif not self.complete and self.error is None:
             if not self.received_any and self.reused:
                 self._fail(_StaleConnection("the pooled connection was closed by the server"))
             else:
                 self._fail(ProtocolFailure("the server closed the connection mid-answer"))
         self._wake()
+
+    def _delimited_by_close(self) -> bool:
+        """An answer whose headers arrived with neither a length nor chunked framing."""
+        if not self.headers_done:
+            return False
+        names = {name for name, _ in self.headers}
+        return b"content-length" not in names and b"transfer-encoding" not in names
 
     # httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -269,15 +305,21 @@ class Response:
 
 
 class Pool:
-    """Keep-alive connections per (host, port, tls); as many as there are requests in flight."""
+    """Keep-alive connections per (host, port, tls); as many as there are requests in flight.
 
-    def __init__(self, *, max_idle: int = 256) -> None:
-        self._idle: dict[tuple[str, int, bool], list[_Connection]] = {}
+    ``tls`` is the context for ``https`` origins (a client certificate's, for mTLS); without
+    one, the system's default trust is used."""
+
+    def __init__(
+        self, *, parser: ParserFactory, tls: ssl.SSLContext | None = None, max_idle: int = 256
+    ) -> None:
+        self._parser = parser
+        self._idle: dict[Origin, list[_Connection]] = {}
         self._max_idle = max_idle
-        self._tls: ssl.SSLContext | None = None
+        self._tls = tls
         self._closed = False
 
-    async def _connect(self, key: tuple[str, int, bool], seconds: float) -> _Connection:
+    async def _connect(self, key: Origin, seconds: float) -> _Connection:
         host, port, tls = key
         if tls and self._tls is None:
             self._tls = ssl.create_default_context()
@@ -291,12 +333,12 @@ class Pool:
                     ssl=self._tls if tls else None,
                 )
         except TimeoutError as exc:
-            raise ConnectFailed(f"connecting to {host}:{port} took over {seconds:g}s") from exc
+            raise ConnectTimedOut(f"connecting to {host}:{port} took over {seconds:g}s") from exc
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
         return protocol
 
-    def _take_idle(self, key: tuple[str, int, bool]) -> _Connection | None:
+    def _take_idle(self, key: Origin) -> _Connection | None:
         idle = self._idle.get(key)
         while idle:
             connection = idle.pop()
@@ -318,10 +360,21 @@ class Pool:
         self, endpoint: Endpoint, body: bytes, *, connect_timeout: float, read_timeout: float
     ) -> Response:
         """Send ``body``; answer once the status and headers have arrived."""
-        key = (endpoint.host, endpoint.port, endpoint.tls)
         payload = endpoint.head + str(len(body)).encode() + b"\r\n\r\n" + body
+        return await self.send(
+            (endpoint.host, endpoint.port, endpoint.tls),
+            payload,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
+
+    async def send(
+        self, origin: Origin, payload: bytes, *, connect_timeout: float, read_timeout: float
+    ) -> Response:
+        """Write ``payload`` (a whole HTTP/1.1 request: head and body) to a connection to
+        ``origin``; answer once the status and headers have arrived."""
         for _ in range(2):
-            connection = self._take_idle(key) or await self._connect(key, connect_timeout)
+            connection = self._take_idle(origin) or await self._connect(origin, connect_timeout)
             try:
                 assert connection.transport is not None
                 connection.transport.write(payload)

@@ -1,0 +1,162 @@
+"""The providers' HTTP transport (ankka's lean client under the SDKs) against real sockets.
+
+The SDK builds the request and keeps its retries; the transport sends what it built, reuses
+keep-alive connections, and hands httpx2's errors
+back so the SDK's retry and error paths are the ones it always had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from ankka._kernel.errors import ModelUnavailable
+from ankka.runtime.messages import UserMessage
+from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
+from tests.integration.gateway.test_upstream_failures import connections_to
+from tests.integration.providers.conftest import WIRES, Build, Standin, settings_for
+from tests.support.raw_server import Handler, read_request, serve
+
+pytestmark = pytest.mark.integration
+
+HELLO = ModelRequest("", [UserMessage("Hello?")])
+ANSWER = (
+    b'{"choices":[{"message":{"role":"assistant","content":"hi"}}],'
+    b'"usage":{"prompt_tokens":1,"completion_tokens":1},"model":"m"}'
+)
+
+
+@asynccontextmanager
+async def server(handler: Handler) -> AsyncIterator[str]:
+    async with serve(handler) as port:
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+def answer(body: bytes, status: bytes = b"200 OK") -> bytes:
+    return (
+        b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+
+
+def provider(url: str, *, key: str | None = None, retries: int = 2) -> ChatCompletionsProvider:
+    return ChatCompletionsProvider(
+        name="lean", model="m", base_url=url, api_key=key, timeout=10.0, max_retries=retries
+    )
+
+
+async def complete_against(
+    handler: Handler, *, key: str | None = None, retries: int = 0
+) -> ModelResponse:
+    """One ``complete`` of a provider at ``handler``'s server; the provider closed after."""
+    async with server(handler) as url:
+        model = provider(url, key=key, retries=retries)
+        try:
+            return await model.complete(HELLO)
+        finally:
+            await model.aclose()
+
+
+async def test_the_request_the_sdk_built_is_sent_as_built() -> None:
+    seen: list[tuple[bytes, bytes]] = []
+
+    async def capture(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await read_request(reader))
+        writer.write(answer(ANSWER))
+        await writer.drain()
+
+    response = await complete_against(capture, key="sk-lean-0123")
+
+    head, body = seen[0]
+    lines = head.decode().split("\r\n")
+    headers = {k.lower(): v for k, _, v in (line.partition(": ") for line in lines[1:] if line)}
+    assert lines[0] == "POST /v1/chat/completions HTTP/1.1"
+    assert headers["host"].startswith("127.0.0.1:")
+    assert headers["authorization"] == "Bearer sk-lean-0123"
+    assert headers["content-type"] == "application/json"
+    assert "x-stainless-retry-count" in headers  # the SDK's own headers ride along
+    assert body == b'{"model":"m","messages":[{"role":"user","content":"Hello?"}]}'
+    assert response.content == "hi"
+
+
+async def test_calls_in_a_row_reuse_one_connection(standin: Standin) -> None:
+    standin.script([{"text": "a"}, {"text": "b"}, {"text": "c"}])
+    model = provider(f"{standin.url}/v1")
+    try:
+        texts = [(await model.complete(HELLO)).content for _ in range(3)]
+        connections = await asyncio.to_thread(connections_to, standin.url)
+    finally:
+        await model.aclose()
+
+    assert texts == ["a", "b", "c"]
+    assert connections == 1
+
+
+async def test_the_sdk_still_retries_a_503_over_the_transport() -> None:
+    statuses = [b"503 Service Unavailable", b"200 OK"]
+
+    async def busy_then_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while statuses:
+            await read_request(reader)
+            status = statuses.pop(0)
+            body = ANSWER if status == b"200 OK" else b'{"error":{"message":"busy"}}'
+            writer.write(answer(body, status))
+            await writer.drain()
+
+    response = await complete_against(busy_then_ok, retries=1)
+
+    assert response.content == "hi"
+    assert statuses == []
+
+
+async def test_a_server_that_answers_nonsense_is_unavailable_naming_the_provider() -> None:
+    async def nonsense(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"this is not HTTP\r\n\r\n")
+        await writer.drain()
+
+    with pytest.raises(ModelUnavailable) as caught:
+        await complete_against(nonsense)
+
+    assert caught.value.provider == "lean"
+    assert "cannot reach the server" in str(caught.value)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_every_wire_streams_through_the_transport(
+    wire: str, standin: Standin, build: Build
+) -> None:
+    standin.script([{"text": "streamed words"}])
+    model = build("lean", **settings_for(wire, standin))
+    texts = [item async for item in model.stream(HELLO)]
+
+    assert texts[-1].content == "streamed words"  # type: ignore[union-attr]
+
+
+async def test_an_answer_delimited_by_closing_the_connection_is_read_whole() -> None:
+    async def http_10(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + ANSWER)
+        await writer.drain()
+        writer.close()
+
+    response = await complete_against(http_10)
+
+    assert response.content == "hi"
+
+
+async def test_an_answer_cut_before_its_declared_length_is_unavailable() -> None:
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(answer(ANSWER)[:-10])
+        await writer.drain()
+        writer.close()
+
+    with pytest.raises(ModelUnavailable) as caught:
+        await complete_against(cut)
+
+    assert "closed the connection mid-answer" in str(caught.value)
