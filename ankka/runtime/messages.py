@@ -178,11 +178,12 @@ class AssistantMessage:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AssistantMessage:
-        call, usage = data.get("model_call"), data.get("usage")
+        call, usage, calls = data.get("model_call"), data.get("usage"), data.get("tool_calls", ())
         return cls(
             data["content"],
-            tuple(ToolCall.from_dict(c) for c in data.get("tool_calls", ())),
-            *_author(data),
+            tuple([ToolCall.from_dict(c) for c in calls]),
+            str(data.get("agent", "")),
+            str(data.get("turn", "")),
             ModelCall.from_dict(call) if call is not None else None,
             Usage.from_dict(usage) if usage is not None else None,
         )

@@ -1,0 +1,158 @@
+"""The cold fold: a session's fold built from nothing (after a restart or a fold-cache miss).
+
+A session of N messages (weather-agent turns: the question, an answer calling a tool, the
+tool's result, the final answer with the turn's usage; about 250 bytes each) is written to a
+SQLite store, then the host folds it from position 0, as it does when the session is not in
+its fold cache. Printed per size: the fold's p50 (the store's read, decoding the records into
+values, the host's bookkeeping), and each part's p50 on its own.
+
+With ``--before PATH`` (a checkout of the baseline, e.g. ``git worktree add --detach
+/tmp/cf-before main``) the same measurement runs in that tree and this one, alternated round
+by round in fresh processes so outside load falls on both, and the two are printed side by side.
+
+Run: ``python bench/cold_fold.py [--before /tmp/cf-before]`` from a checkout (it imports ankka
+from the current directory; ``--worker`` is the measuring process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    sys.path.insert(0, os.getcwd())
+
+
+def _turn_records(n: int) -> list[Any]:
+    from ankka.runtime.messages import (
+        AssistantMessage,
+        ModelCall,
+        ToolCall,
+        ToolResult,
+        Usage,
+        UserMessage,
+    )
+
+    turn = f"turn-{n:05d}"
+    usage = Usage(412 + n, 23, 384, 0)
+    call = ModelCall("openai", "gpt-4.1-mini", "weather", 231.457, usage)
+    asked = ToolCall(f"call_{n:08d}", "get_weather", '{"city": "Helsinki", "unit": "celsius"}')
+    return [
+        UserMessage(f"What is the weather in Helsinki today? (question {n})", "weather", turn),
+        AssistantMessage(None, (asked,), "weather", turn, call),
+        ToolResult(
+            asked.id,
+            "get_weather",
+            '{"temperature": -3, "sky": "snow", "wind_ms": 4.5}',
+            False,
+            "weather",
+            turn,
+        ),
+        AssistantMessage(
+            "It is −3 °C in Helsinki with light snow and a 4.5 m/s wind: dress warmly.",
+            (),
+            "weather",
+            turn,
+            call,
+            usage + usage,
+        ),
+    ]
+
+
+async def _write(path: Path, messages: int) -> None:
+    from ankka.runtime.journal.journal import Journal
+    from ankka.runtime.journal.sqlite import SqliteStore
+
+    async with Journal(await SqliteStore.open(path)) as journal:
+        position = 0
+        for n in range(messages // 4):
+            position = await journal.append("s", _turn_records(n), expected=position)
+
+
+async def _measure(path: Path, rounds: int) -> dict[str, float]:
+    from ankka.runtime.host import _Conversations
+    from ankka.runtime.journal.journal import Journal
+    from ankka.runtime.journal.sqlite import SqliteStore
+
+    parts: dict[str, list[float]] = {"fold": [], "read": [], "decode": []}
+    async with Journal(await SqliteStore.open(path)) as journal:
+        store = journal.store
+        for _ in range(rounds):
+            began = time.perf_counter()
+            await _Conversations(journal, 1).load("s")
+            parts["fold"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            await store.read("s")
+            parts["read"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            await journal.read("s")
+            parts["decode"].append(time.perf_counter() - began - parts["read"][-1])
+    return {k: statistics.median(v) * 1000 for k, v in parts.items()}
+
+
+def worker(messages: int, rounds: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="ankka-cold-fold-") as directory:
+        path = Path(directory) / "journal.sqlite3"
+        asyncio.run(_write(path, messages))
+        print(json.dumps(asyncio.run(_measure(path, rounds))))
+
+
+def _run(tree: Path, messages: int, rounds: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    args = [sys.executable, __file__, "--worker", "--messages", str(messages)]
+    out = subprocess.run(
+        [*args, "--rounds", str(rounds)],
+        cwd=tree,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    result: dict[str, float] = json.loads(out.stdout)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100,800,1600", help="messages per session")
+    parser.add_argument("--rounds", type=int, default=30, help="folds measured per process")
+    parser.add_argument("--repeat", type=int, default=3, help="processes per tree and size")
+    parser.add_argument("--before", type=Path, help="a baseline checkout to compare with")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--messages", type=int, default=800, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.messages, args.rounds)
+        return
+    trees = {"after": Path.cwd()}
+    if args.before is not None:
+        trees = {"before": args.before.resolve(), **trees}
+    header = "messages | " + " | ".join(f"{name} fold (read + decode) ms" for name in trees)
+    print(header + (" | after ÷ before" if len(trees) == 2 else ""))
+    for size in (int(s) for s in args.sizes.split(",")):
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        for _ in range(args.repeat):  # alternate: outside load falls on both trees
+            for name, tree in trees.items():
+                runs[name].append(_run(tree, size, args.rounds))
+        cells, folds = [], []
+        for name in trees:
+            part = {k: statistics.median(r[k] for r in runs[name]) for k in runs[name][0]}
+            folds.append(part["fold"])
+            cells.append(f"{part['fold']:6.2f} ({part['read']:.2f} + {part['decode']:.2f})")
+        ratio = f" | {folds[1] / folds[0]:.2f}" if len(folds) == 2 else ""
+        print(f"{size:>8} | " + " | ".join(cells) + ratio)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
