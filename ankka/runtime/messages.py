@@ -6,6 +6,9 @@ translate them to and from their wire formats, and the HTTP API renders them.
 Each message has one rendering, ``as_dict()`` (its ``role`` first, then its fields, then
 ``agent`` and ``turn``), and its inverse, ``from_dict()``. The HTTP API shows that rendering
 as is; the journal stores it under the message's ``kind`` (:mod:`ankka.runtime.journal.events`).
+``from_dict`` reads ``agent`` and ``turn`` as empty when absent: records written before either
+existed have neither. It is on a cold fold's path (every message of a session not in the fold
+cache), so it builds the values directly, positionally.
 """
 
 from __future__ import annotations
@@ -84,11 +87,11 @@ class ModelCall:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelCall:
         return cls(
-            provider=str(data["provider"]),
-            model=str(data["model"]),
-            agent=str(data["agent"]),
-            latency_ms=float(data["latency_ms"]),
-            usage=Usage.from_dict(data["usage"]),
+            str(data["provider"]),
+            str(data["model"]),
+            str(data["agent"]),
+            float(data["latency_ms"]),
+            Usage.from_dict(data["usage"]),
         )
 
 
@@ -138,7 +141,7 @@ class UserMessage:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> UserMessage:
-        return cls(data["content"], *_author(data))
+        return cls(data["content"], str(data.get("agent", "")), str(data.get("turn", "")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +225,8 @@ class ToolResult:
             data["name"],
             data["content"],
             bool(data["is_error"]),
-            *_author(data),
+            str(data.get("agent", "")),
+            str(data.get("turn", "")),
         )
 
 
@@ -249,7 +253,7 @@ class SummaryMessage:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SummaryMessage:
-        agent, turn = _author(data)
+        turn, agent = str(data.get("turn", "")), str(data.get("agent", ""))
         return cls(data["content"], int(data.get("replaces", 0)), turn, agent)
 
 
@@ -261,8 +265,3 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     ToolResult,
     SummaryMessage,
 )
-
-
-def _author(data: dict[str, Any]) -> tuple[str, str]:
-    """``(agent, turn)``; records written before either existed have neither."""
-    return str(data.get("agent", "")), str(data.get("turn", ""))
