@@ -12,8 +12,11 @@ With ``--before PATH`` (a checkout of the baseline, e.g. ``git worktree add --de
 /tmp/cf-before main``) the same measurement runs in that tree and this one, alternated round
 by round in fresh processes so outside load falls on both, and the two are printed side by side.
 
-Run: ``python bench/cold_fold.py [--before /tmp/cf-before]`` from a checkout (it imports ankka
-from the current directory; ``--worker`` is the measuring process).
+With ``--postgres`` the store is PostgreSQL (a private cluster, as the tests start; its
+server's CPU is not counted, only this process's).
+
+Run: ``python bench/cold_fold.py [--before /tmp/cf-before] [--postgres]`` from a checkout (it
+imports ankka from the current directory; ``--worker`` is the measuring process).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -70,49 +74,53 @@ def _turn_records(n: int) -> list[Any]:
     ]
 
 
-async def _write(path: Path, messages: int) -> None:
+async def _open(store: str) -> Any:
     from ankka.runtime.journal.journal import Journal
-    from ankka.runtime.journal.sqlite import SqliteStore
+    from ankka.runtime.journal.open import open_store
 
-    async with Journal(await SqliteStore.open(path)) as journal:
+    return Journal(await open_store(store))
+
+
+async def _write(store: str, session: str, messages: int) -> None:
+    async with await _open(store) as journal:
         position = 0
         for n in range(messages // 4):
-            position = await journal.append("s", _turn_records(n), expected=position)
+            position = await journal.append(session, _turn_records(n), expected=position)
 
 
-async def _measure(path: Path, rounds: int) -> dict[str, float]:
+async def _measure(store_url: str, session: str, rounds: int) -> dict[str, float]:
     from ankka.runtime.host import _Conversations
-    from ankka.runtime.journal.journal import Journal
-    from ankka.runtime.journal.sqlite import SqliteStore
 
     parts: dict[str, list[float]] = {"wall": [], "fold": [], "read": [], "decode": []}
     cpu = time.process_time  # the process's CPU, every thread's: the store's reader is one
-    async with Journal(await SqliteStore.open(path)) as journal:
+    async with await _open(store_url) as journal:
         store = journal.store
         for _ in range(rounds):
             began, began_cpu = time.perf_counter(), cpu()
-            await _Conversations(journal, 1).load("s")
+            await _Conversations(journal, 1).load(session)
             parts["fold"].append(cpu() - began_cpu)
             parts["wall"].append(time.perf_counter() - began)
             began = cpu()
-            await store.read("s")
+            await store.read(session)
             parts["read"].append(cpu() - began)
             began = cpu()
-            await journal.read("s")
+            await journal.read(session)
             parts["decode"].append(cpu() - began - parts["read"][-1])
     return {k: statistics.median(v) * 1000 for k, v in parts.items()}
 
 
-def worker(messages: int, rounds: int) -> None:
+def worker(messages: int, rounds: int, dsn: str | None) -> None:
+    session = f"cold-fold-{uuid.uuid4().hex}"  # workers may share one PostgreSQL database
     with tempfile.TemporaryDirectory(prefix="ankka-cold-fold-") as directory:
-        path = Path(directory) / "journal.sqlite3"
-        asyncio.run(_write(path, messages))
-        print(json.dumps(asyncio.run(_measure(path, rounds))))
+        store = dsn or f"sqlite:///{Path(directory) / 'journal.sqlite3'}"
+        asyncio.run(_write(store, session, messages))
+        print(json.dumps(asyncio.run(_measure(store, session, rounds))))
 
 
-def _run(tree: Path, messages: int, rounds: int) -> dict[str, float]:
+def _run(tree: Path, messages: int, rounds: int, dsn: str | None) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     args = [sys.executable, __file__, "--worker", "--messages", str(messages)]
+    args += ["--dsn", dsn] if dsn else []
     out = subprocess.run(
         [*args, "--rounds", str(rounds)],
         cwd=tree,
@@ -132,12 +140,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30, help="folds measured per process")
     parser.add_argument("--repeat", type=int, default=3, help="processes per tree and size")
     parser.add_argument("--before", type=Path, help="a baseline checkout to compare with")
+    parser.add_argument(
+        "--postgres", action="store_true", help="fold from a private PostgreSQL cluster instead"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--dsn", help=argparse.SUPPRESS)
     parser.add_argument("--messages", type=int, default=800, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.messages, args.rounds)
+        worker(args.messages, args.rounds, args.dsn)
         return
+    if args.postgres:
+        sys.path.insert(0, os.getcwd())
+        from tests.support.postgres import postgres_cluster
+
+        with postgres_cluster() as dsn:
+            compare(args, dsn)
+    else:
+        compare(args, None)
+
+
+def compare(args: argparse.Namespace, dsn: str | None) -> None:
     trees = {"after": Path.cwd()}
     if args.before is not None:
         trees = {"before": args.before.resolve(), **trees}
@@ -153,7 +176,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         for _ in range(args.repeat):  # alternate: outside load falls on both trees
             for name, tree in trees.items():
-                runs[name].append(_run(tree, size, args.rounds))
+                runs[name].append(_run(tree, size, args.rounds, dsn))
         part = {n: {k: statistics.median(r[k] for r in runs[n]) for k in runs[n][0]} for n in names}
         cells = [f"{p['fold']:6.2f} ({p['read']:.2f} + {p['decode']:.2f})" for p in part.values()]
         if len(names) == 2:
