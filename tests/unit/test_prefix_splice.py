@@ -1,19 +1,25 @@
-"""Spliced Chat Completions bodies are byte-identical to whole encodings.
+"""Spliced request bodies are byte-identical to whole encodings, on every wire.
 
 A real runtime on SQLite, answered by the scripted provider, runs sessions the way they grow:
 many turns, tool rounds, a compaction, a turn suspended for approval and resumed, a typed
 answer, a restart (every message read back as a new object) and a memo too small to keep
-everything. Every request the loop made is then encoded twice, in the order it was made: once
-spliced (one :class:`EncodedPrefixes` across all of them, as a provider keeps it) and once
-whole.
+everything, with reasoning on the answers of tool rounds. Every request the loop made is then
+encoded twice on each wire (Chat Completions, Responses, Anthropic), in the order it was made:
+once spliced (one :class:`EncodedPrefixes` across all of them, as a provider keeps it) and once
+whole. The scripted reasoning is carried over to the wire under test (keeping each message's
+identity, which the splice relies on), so Responses replays reasoning items and Anthropic
+thinking blocks in the turn in flight and drops them once a user message follows; Anthropic
+merges the tool results of a round, and a user message after a tool result, into one message.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pydantic
@@ -25,11 +31,21 @@ from ankka.runtime.approvals.index import ApprovalIndex
 from ankka.runtime.compaction import Compaction
 from ankka.runtime.host import Runtime
 from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import AssistantMessage, Message, SummaryMessage, UserMessage
+from ankka.runtime.messages import (
+    AssistantMessage,
+    Message,
+    ProviderState,
+    SummaryMessage,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from ankka.runtime.providers import anthropic_wire, chat_wire, responses_wire
 from ankka.runtime.providers.base import ModelRequest
-from ankka.runtime.providers.chat_wire import EncodedPrefixes, encode_request
+from ankka.runtime.providers.chat_wire import encode_request
+from ankka.runtime.providers.prefixes import EncodedPrefixes, Items
 from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.testing import REASONING_WIRE, ScriptedProvider
 from ankka.runtime.tools import tool
 
 COMPACTION = Compaction(limit_chars=1200, keep_messages=4)
@@ -73,11 +89,13 @@ def service() -> Service:
 
 
 def weather(*cities: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "get_weather", "arguments": {"city": c}} for c in cities]}
+    calls = [{"name": "get_weather", "arguments": {"city": c}} for c in cities]
+    return {"tool_calls": calls, "reasoning": f"look up {' and '.join(cities)}"}
 
 
 def refund_call(order: str, amount: float) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "refund", "arguments": {"order": order, "amount": amount}}]}
+    calls = [{"name": "refund", "arguments": {"order": order, "amount": amount}}]
+    return {"tool_calls": calls, "reasoning": "a refund over 100 needs approval"}
 
 
 async def runtime_on(path: Path, script: Sequence[dict[str, Any] | str]) -> Runtime:
@@ -139,40 +157,80 @@ async def sessions(tmp_path: Path) -> list[ModelRequest]:
     return requests + await close(again)
 
 
-@pytest.mark.parametrize("limit", [64 * 1024 * 1024, 3000])
+Encode = Callable[..., bytes]
+
+
+def anthropic_encode(request: ModelRequest, **kwargs: Any) -> bytes:
+    return anthropic_wire.encode_request(request, max_tokens=1024, **kwargs)
+
+
+WIRES: dict[str, tuple[ModuleType, Encode]] = {
+    "chat": (chat_wire, chat_wire.encode_request),
+    "responses": (responses_wire, responses_wire.encode_request),
+    "anthropic": (anthropic_wire, anthropic_encode),
+}
+
+
+def on_wire(requests: Sequence[ModelRequest], wire: str) -> list[ModelRequest]:
+    """The requests with the scripted reasoning made ``wire``'s, one new object per message
+    (so a message is the same object in every request that carries it, as in the loop's)."""
+    seen: dict[int, tuple[Message, Message]] = {}
+
+    def convert(message: Message) -> Message:
+        hit = seen.get(id(message))
+        if hit is None:
+            state = getattr(message, "provider_state", None)
+            new = message
+            if isinstance(message, AssistantMessage) and state and state.wire == REASONING_WIRE:
+                items = tuple(
+                    {**item, "signature": "sig", "encrypted_content": "e"} for item in state.items
+                )
+                new = dataclasses.replace(message, provider_state=ProviderState(wire, items))
+            hit = seen[id(message)] = (message, new)
+        return hit[1]
+
+    return [
+        dataclasses.replace(r, messages=tuple(convert(m) for m in r.messages)) for r in requests
+    ]
+
+
+@pytest.mark.parametrize("wire", sorted(WIRES))
+@pytest.mark.parametrize("limit", [64 * 1024 * 1024, 3000, 0])
 @pytest.mark.parametrize("stream", [False, True])
 async def test_spliced_bodies_equal_whole_encodings_over_growing_sessions(
-    tmp_path: Path, limit: int, stream: bool
+    tmp_path: Path, limit: int, stream: bool, wire: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    requests = await sessions(tmp_path)
+    module, encode = WIRES[wire]
+    requests = on_wire(await sessions(tmp_path), wire)
+    begins: list[int] = []
+    whole_items: Callable[[ModelRequest, int], Items] = module.items
+
+    def counted(request: ModelRequest, begin: int) -> Items:
+        begins.append(begin)
+        return whole_items(request, begin)
+
+    monkeypatch.setattr(module, "items", counted)
     memo = EncodedPrefixes(limit=limit)
 
     for request in requests:
-        spliced = encode_request(request, model="m", stream=stream, memo=memo)
-        assert spliced == encode_request(request, model="m", stream=stream)
+        spliced = encode(request, model="m", stream=stream, memo=memo)
+        assert spliced == encode(request, model="m", stream=stream)
 
     summarised = [r for r in requests if any(isinstance(m, SummaryMessage) for m in r.messages)]
     assert len(requests) >= 20 and summarised  # the run did reach compaction and tool rounds
+    replayed = [r for r in requests if b'"sig"' in encode(r, model="m", stream=False)]
+    assert wire == "chat" or replayed  # reasoning went back in a tool round
+    spliced_count = sum(b > 0 for b in begins)
+    if limit == 0:
+        assert spliced_count == 0 and len(memo) == 0  # a cache too small keeps nothing
+    else:
+        # splices did happen (chat and Responses 10-11 of 20, Anthropic 6-7: it never keeps
+        # the last wire message, and a session's first two calls are all last or replayed)
+        assert spliced_count >= len(requests) // 4
 
 
 def grown(request: ModelRequest, *more: Message) -> ModelRequest:
     return ModelRequest(request.instructions, (*request.messages, *more))
-
-
-def test_a_growing_session_encodes_only_its_new_messages() -> None:
-    memo = EncodedPrefixes()
-    first = ModelRequest("Be brief.", (UserMessage("hello"),))
-    encode_request(first, model="m", stream=False, memo=memo)
-    answer = AssistantMessage("hi")
-    second = grown(first, answer, UserMessage("again"))
-
-    # the kept bytes are spliced, not re-encoded: a message whose encoding would now differ
-    # (it cannot, messages are frozen; here the kept bytes are forged) shows which is used
-    memo._entries[id(first.messages[0])] = dataclasses.replace(
-        memo._entries[id(first.messages[0])], encoded=b'"kept"'
-    )
-    body = encode_request(second, model="m", stream=False, memo=memo)
-    assert body.startswith(b'{"model":"m","messages":["kept",{"role":"assistant"')
 
 
 def test_a_request_that_does_not_continue_the_kept_one_is_encoded_whole() -> None:
@@ -216,3 +274,58 @@ def test_extra_keys_that_would_replace_the_frame_are_encoded_whole() -> None:
     body = encode_request(request, model="m", stream=False, memo=memo, extra={"model": "other"})
     assert body == encode_request(request, model="m", stream=False, extra={"model": "other"})
     assert body.startswith(b'{"model":"other","messages":')
+
+
+def thinking(wire: str, text: str | None, *calls: ToolCall) -> AssistantMessage:
+    state = ProviderState(wire, ({"type": "thinking", "thinking": "hm", "signature": "sig"},))
+    return AssistantMessage(text, calls, provider_state=state)
+
+
+@pytest.mark.parametrize("wire", ["responses", "anthropic"])
+def test_reasoning_of_the_turn_in_flight_is_re_encoded_and_dropped_after_it(wire: str) -> None:
+    _, encode = WIRES[wire]
+    memo = EncodedPrefixes()
+    call = ToolCall("c1", "get_weather", '{"city": "Oslo"}')
+    first = ModelRequest("Be brief.", (UserMessage("Oslo?"),))
+    in_flight = grown(first, thinking(wire, None, call), ToolResult("c1", "get_weather", "sun"))
+    answered = grown(in_flight, AssistantMessage("Sunny."))
+    after = grown(answered, UserMessage("Thanks"))
+
+    bodies = [encode(r, model="m", stream=False, memo=memo) for r in (first, in_flight, answered)]
+    bodies.append(encode(after, model="m", stream=False, memo=memo))
+    assert bodies == [
+        encode(r, model="m", stream=False) for r in (first, in_flight, answered, after)
+    ]
+    assert [b'"sig"' in body for body in bodies] == [False, True, True, False]
+
+
+def test_anthropic_neighbours_merge_across_an_answer_whose_thinking_is_dropped() -> None:
+    memo = EncodedPrefixes()
+    opening = ModelRequest("", (UserMessage("a"), AssistantMessage("b"), UserMessage("c")))
+    thought = grown(opening, thinking("anthropic", None))  # thinking only: empty once dropped
+    after = grown(thought, ToolResult("c1", "t", "r"), UserMessage("d"))
+
+    for request in (opening, thought, after):
+        body = anthropic_encode(request, model="m", stream=False, memo=memo)
+        assert body == anthropic_encode(request, model="m", stream=False)
+    messages = json.loads(body)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert [b["type"] for b in messages[-1]["content"]] == ["text", "tool_result", "text"]
+
+
+@pytest.mark.parametrize("wire", sorted(WIRES))
+def test_the_kept_bytes_are_spliced_not_re_encoded(wire: str) -> None:
+    _, encode = WIRES[wire]
+    memo = EncodedPrefixes()
+    first = ModelRequest(
+        "Be brief.", (UserMessage("hello"), AssistantMessage("hi"), UserMessage("more"))
+    )
+    encode(first, model="m", stream=False, memo=memo)
+    second = grown(first, AssistantMessage("sure"), UserMessage("again"))
+
+    # the kept bytes are forged: a body carrying them shows they were spliced, not re-encoded
+    key = id(first.messages[0])
+    memo._entries[key] = dataclasses.replace(memo._entries[key], encoded=b'"kept"')
+    body = encode(second, model="m", stream=False, memo=memo)
+    assert b'["kept",' in body
+    assert body != encode(second, model="m", stream=False)
