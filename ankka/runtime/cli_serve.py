@@ -319,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
         try:
-            leases = await open_leases(args.store)
+            leases = await open_leases(task_store)
         except AnkkaError as exc:
             await store.close()
             await task_store.close()
