@@ -10,12 +10,15 @@ whole. The scripted reasoning is carried over to the wire under test (keeping ea
 identity, which the splice relies on), so Responses replays reasoning items and Anthropic
 thinking blocks in the turn in flight and drops them once a user message follows; Anthropic
 merges the tool results of a round, and a user message after a tool result, into one message.
+Seeded random sessions (every kind of message, answers whose only content is thinking, state of
+another wire) check the same at every step, interleaved in a cache that keeps three of four.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -329,3 +332,37 @@ def test_the_kept_bytes_are_spliced_not_re_encoded(wire: str) -> None:
     body = encode(second, model="m", stream=False, memo=memo)
     assert b'["kept",' in body
     assert body != encode(second, model="m", stream=False)
+
+
+def random_message(rng: random.Random, wire: str, n: int) -> Message:
+    kind = rng.choice(["user", "user", "summary", "tool", "tool", "answer", "answer", "empty"])
+    if kind == "user":
+        return UserMessage(f"question {n}")
+    if kind == "summary":
+        return SummaryMessage(f"summary {n}")
+    if kind == "tool":
+        return ToolResult(f"c{n}", "t", f"result {n}", is_error=rng.random() < 0.2)
+    state_wire = rng.choice([wire, wire, "other"])
+    state = ProviderState(state_wire, ({"type": "thinking", "signature": f"sig{n}"},))
+    if kind == "empty":  # thinking only: nothing at all once it is no longer replayed
+        return AssistantMessage(None, provider_state=state)
+    calls = tuple(ToolCall(f"c{n}_{i}", "t", '{"a": 1}') for i in range(rng.randint(0, 2)))
+    text = rng.choice([None, f"answer {n}"]) if calls else f"answer {n}"
+    return AssistantMessage(text, calls, provider_state=state if rng.random() < 0.6 else None)
+
+
+@pytest.mark.parametrize("wire", sorted(WIRES))
+@pytest.mark.parametrize("seed", range(6))
+def test_random_growing_sessions_splice_to_the_whole_bytes(wire: str, seed: int) -> None:
+    _, encode = WIRES[wire]
+    rng = random.Random(seed)
+    memo = EncodedPrefixes(sessions=3)
+    sessions: list[list[Message]] = [[UserMessage(f"opening {s}")] for s in range(4)]
+    for step in range(240):  # four sessions interleaved, one or two messages a request
+        messages = rng.choice(sessions)
+        for _ in range(rng.randint(1, 2)):
+            messages.append(random_message(rng, wire, step))
+        request = ModelRequest("Be brief.", tuple(messages))
+        assert encode(request, model="m", stream=False, memo=memo) == encode(
+            request, model="m", stream=False
+        ), f"step {step}"
