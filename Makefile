@@ -66,6 +66,7 @@ bench: install
 	$(BIN)/python bench/turn_overhead.py
 	$(BIN)/python bench/turn_cpu.py
 	$(BIN)/python bench/provider_overhead.py
+	$(BIN)/python bench/request_encoding.py
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/mcp_overhead.py
 

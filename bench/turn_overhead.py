@@ -16,6 +16,8 @@ openai-agents uses its SQLiteSession; pydantic-ai carries the history in memory 
 session store of its own), so it writes nothing.
 
 Run: ``python bench/turn_overhead.py`` (``make bench`` installs the peers, extra ``bench``).
+``--wire responses`` or ``--wire anthropic`` has ankka speak that wire to the stand-in (its
+provider for OpenAI's own API, or Anthropic's); the peers always speak Chat Completions.
 
 Before and after: ``--baseline DIR`` measures ankka only, from DIR's checkout (the "before")
 and from this one (the "after"), each in a process of its own, alternated for ``--rounds``
@@ -194,12 +196,52 @@ async def run_slice(shape: Shape, turn: Turn, first: int, count: int) -> Slice:
 # The frameworks --------------------------------------------------------------------------
 
 
-async def ankka_turn(base_url: str, workdir: Path) -> tuple[Turn, Callable[[], Awaitable[None]]]:
+def ankka_provider(wire: str, base_url: str) -> Any:
+    """ankka's provider for ``wire`` against the stand-in, every call through the timed
+    transport. Responses and Anthropic take no HTTP client in an older checkout, so theirs is
+    set after construction (the same client either way)."""
+    from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
+
+    client = timed_client(ankka_transport())
+    if wire == "chat":
+        return ChatCompletionsProvider(
+            name="default", model="standin", base_url=f"{base_url}/v1", http_client=client
+        )
+    if wire == "responses":
+        from ankka.runtime.providers.openai_transport import OpenAITransport
+        from ankka.runtime.providers.responses import ResponsesProvider
+
+        url = f"{base_url}/v1"
+        provider: Any = ResponsesProvider(
+            name="default", model="standin", api_key="k", base_url=url
+        )
+        provider._transport = OpenAITransport(
+            provider="default",
+            base_url=url,
+            api_key="k",
+            timeout=120,
+            max_retries=2,
+            http_client=client,
+        )
+        return provider
+    import anthropic
+
+    from ankka.runtime.providers.anthropic import AnthropicProvider
+
+    provider = AnthropicProvider(name="default", model="standin", api_key="k", base_url=base_url)
+    provider._client = anthropic.AsyncAnthropic(
+        api_key="k", base_url=base_url, max_retries=2, http_client=client
+    )
+    return provider
+
+
+async def ankka_turn(
+    base_url: str, workdir: Path, wire: str = "chat"
+) -> tuple[Turn, Callable[[], Awaitable[None]]]:
     from ankka.runtime.agents import Service
     from ankka.runtime.agents import Turn as Effect
     from ankka.runtime.host import Runtime
     from ankka.runtime.journal.sqlite import SqliteStore
-    from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
     from ankka.runtime.tools import tool
 
     service = Service("bench")
@@ -210,12 +252,7 @@ async def ankka_turn(base_url: str, workdir: Path) -> tuple[Turn, Callable[[], A
         return Effect(message=request.message, instructions=INSTRUCTIONS, tools=[weather_tool])
 
     store = await SqliteStore.open(workdir / f"ankka-{time.monotonic_ns()}.sqlite3")
-    provider = ChatCompletionsProvider(
-        name="default",
-        model="standin",
-        base_url=f"{base_url}/v1",
-        http_client=timed_client(ankka_transport()),
-    )
+    provider = ankka_provider(wire, base_url)
     runtime = Runtime(service, store=store, providers={"default": provider})
 
     async def turn(session: str, message: str) -> None:
@@ -395,7 +432,10 @@ async def run(args: argparse.Namespace) -> list[Result]:
             closers: list[Callable[[], Awaitable[None]]] = []
             try:
                 for name in args.frameworks:
-                    turns[name], close = await FRAMEWORKS[name](standin.url, Path(workdir))
+                    if name == "ankka":
+                        turns[name], close = await ankka_turn(standin.url, Path(workdir), args.wire)
+                    else:
+                        turns[name], close = await FRAMEWORKS[name](standin.url, Path(workdir))
                     closers.append(close)
                     await turns[name](f"warm-up-{name}-{shape.name}", QUESTION)
                 by_name = {name: Result(name, shape.name) for name in args.frameworks}
@@ -476,6 +516,12 @@ def main() -> int:
     parser.add_argument(
         "--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS)
     )
+    parser.add_argument(
+        "--wire",
+        choices=["chat", "responses", "anthropic"],
+        default="chat",
+        help="the wire ankka speaks to the stand-in (the peers always speak Chat Completions)",
+    )
     parser.add_argument("--baseline", type=Path, help="a checkout to compare ankka against")
     parser.add_argument("--rounds", type=int, default=2, help="with --baseline: rounds")
     args = parser.parse_args()
@@ -503,6 +549,7 @@ def compare(args: argparse.Namespace) -> int:
         f"--sessions={args.sessions}",
         f"--concurrent-turns={args.concurrent_turns}",
         "--frameworks=ankka",
+        f"--wire={args.wire}",
     ]
     checkouts = {"before": args.baseline.resolve(), "after": ROOT}
     rows: dict[str, dict[str, list[tuple[str, str]]]] = {}
@@ -528,7 +575,8 @@ def compare(args: argparse.Namespace) -> int:
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
         f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; before = "
-        f"{checkouts['before']}, after = {checkouts['after']}, {args.rounds} rounds alternated"
+        f"{checkouts['before']}, after = {checkouts['after']}, {args.rounds} rounds alternated, "
+        f"wire {args.wire}"
     )
     print("| shape | own p50 (ms), before | after | CPU per turn (ms), before | after |")
     print("|---|---|---|---|---|")

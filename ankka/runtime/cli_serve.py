@@ -59,7 +59,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--tls-dir",
         metavar="DIR",
         help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (reloaded on change): "
-        "callers present a client certificate from that CA and are known by its ankka:// URI SAN",
+        "callers present a client certificate from that CA and are known by its ankka:// URI SAN "
+        "(with --token-file or --token-review-url too, a caller without one sends a token)",
     )
     parser.add_argument(
         "--probe-port",
@@ -318,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
         try:
-            leases = await open_leases(args.store)
+            leases = await open_leases(task_store)
         except AnkkaError as exc:
             await store.close()
             await task_store.close()

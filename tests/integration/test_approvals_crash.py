@@ -24,8 +24,12 @@ from tests.support.processes import Server, ankka_command, start
 pytestmark = pytest.mark.integration
 
 TARGET = "tests.integration.approval_services:service"
+SPENT = {"input_tokens": 11, "output_tokens": 5}  # by the call that suspends the turn
 SCRIPT: Script = [
-    {"tool_calls": [{"name": "refund", "arguments": {"order": "A1", "amount": 250}}]},
+    {
+        "tool_calls": [{"name": "refund", "arguments": {"order": "A1", "amount": 250}}],
+        "usage": SPENT,
+    },
     {"text": "Refunded A1."},
     {"text": "Hello again."},
 ]
@@ -127,8 +131,9 @@ def test_sigkill_after_the_decision_before_the_start_ends_the_turn_and_runs_noth
     assert "approved_call_started" not in kinds(db, "s1")
     pause.unlink()
     servers.append(serve(model, store, env))
-    assert kinds(db, "s1")[-1] == "turn_ended"
+    assert kinds(db, "s1")[-2:] == ["unwritten_calls", "turn_ended"]
     assert runs(log) == []
+    assert_cut_off_accounted(servers[-1], counted=True)
     again = decide(servers[-1], request)
     assert again.status_code == 409 and "already decided" in again.text
     session = httpx.get(f"{servers[-1].url}/v1/sessions/s1").json()
@@ -139,6 +144,29 @@ def test_sigkill_after_the_decision_before_the_start_ends_the_turn_and_runs_noth
     )
     assert answer.status_code == 200, answer.text
     assert runs(log) == []
+    kill(servers[-1])  # and once more: the ended turn is accounted once, not again
+    servers.append(serve(model, store, env))
+    assert kinds(db, "s1").count("unwritten_calls") == 1
+    assert_cut_off_accounted(servers[-1], counted=False)
+
+
+def assert_cut_off_accounted(server: Server, *, counted: bool) -> None:
+    """The cut-off turn's call (made before it suspended) in the session's unwritten usage and
+    its calls; in the metrics of the process that ended it only."""
+    session = httpx.get(f"{server.url}/v1/sessions/s1", timeout=10).json()
+    assert session["unwritten_turns"] == 1
+    assert session["unwritten_usage"]["input_tokens"] == SPENT["input_tokens"]
+    assert session["unwritten_usage"]["output_tokens"] == SPENT["output_tokens"]
+    calls = httpx.get(f"{server.url}/v1/sessions/s1/calls", timeout=10).json()["calls"]
+    unwritten = [c for c in calls if not c["written"]]
+    assert [(c["reason"], c["agent"]) for c in unwritten] == [("cut_off", "refunds")]
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    spent = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith('ankka_tokens_total{agent="refunds",kind="input"')
+    ]
+    assert [line.rsplit(" ", 1)[1] for line in spent] == (["11.0"] if counted else [])
 
 
 def test_sigkill_after_the_start_before_the_result_never_runs_the_tool_again(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import psycopg
 import pytest
@@ -13,12 +12,14 @@ import pytest
 from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.compaction import Compaction
 from ankka.runtime.compaction.consumer import Job
-from ankka.runtime.compaction.leases import PostgresLeases
+from ankka.runtime.compaction.leases import StoreLeases, open_leases
 from ankka.runtime.compaction.records import COMPACTED
 from ankka.runtime.host import Runtime
 from ankka.runtime.journal.postgres import PostgresStore
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.tasks.postgres_store import PostgresTaskStore
 from ankka.runtime.testing import ScriptedProvider
+from tests.support.leases import check_the_session_lease_rule
 
 pytestmark = pytest.mark.integration
 
@@ -65,14 +66,21 @@ def service() -> Service:
     return svc
 
 
-async def pod(dsn: str, agent: ScriptedProvider, summariser: object) -> Runtime:
+async def pod(
+    dsn: str, agent: ScriptedProvider, summariser: object, task_stores: list[PostgresTaskStore]
+) -> Runtime:
+    """A runtime as ``ankka serve`` opens one: its compaction leases in its task store."""
     store = await PostgresStore.open(dsn)
+    task_store = await PostgresTaskStore.open(dsn, connections=2)
+    task_stores.append(task_store)
+    leases = await open_leases(task_store)
+    assert isinstance(leases, StoreLeases)
     runtime = Runtime(
         service(),
         store=store,
         providers={"default": agent},
         compaction_providers={"default": summariser},  # type: ignore[dict-item]
-        compaction_leases=await PostgresLeases.open(dsn),
+        compaction_leases=leases,
     )
     return await runtime.__aenter__()
 
@@ -81,8 +89,9 @@ async def test_two_pods_never_both_summarise_one_session(postgres_server: str) -
     dsn = await database(postgres_server)
     first = GatedSummariser("they chatted")
     second = ScriptedProvider(["never asked"], name="default")
-    a = await pod(dsn, ScriptedProvider(["a" * 50] * 4, name="default"), first)
-    b = await pod(dsn, ScriptedProvider([], name="default"), second)
+    task_stores: list[PostgresTaskStore] = []
+    a = await pod(dsn, ScriptedProvider(["a" * 50] * 4, name="default"), first, task_stores)
+    b = await pod(dsn, ScriptedProvider([], name="default"), second, task_stores)
     try:
         for n in range(4):
             await a.run(a.plan("chat", "shared", f"question {chr(97 + n)} ".ljust(50, "q")))
@@ -100,16 +109,13 @@ async def test_two_pods_never_both_summarise_one_session(postgres_server: str) -
     finally:
         await a.aclose()
         await b.aclose()
+        for task_store in task_stores:
+            await task_store.close()
 
 
 async def test_a_lease_is_exclusive_until_it_expires(postgres_server: str) -> None:
-    leases = await PostgresLeases.open(await database(postgres_server))
+    store = await PostgresTaskStore.open(await database(postgres_server), connections=2)
     try:
-        assert await leases.acquire("s", "pod-a", timedelta(minutes=5))
-        assert not await leases.acquire("s", "pod-b", timedelta(minutes=5))
-        assert await leases.acquire("s", "pod-a", timedelta(minutes=5))  # renewed by its holder
-        await leases.release("s", "pod-a")
-        assert await leases.acquire("s", "pod-b", timedelta(seconds=0))
-        assert await leases.acquire("s", "pod-a", timedelta(minutes=5))  # b's had expired
+        await check_the_session_lease_rule(store)
     finally:
-        await leases.close()
+        await store.close()

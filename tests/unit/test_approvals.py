@@ -3,6 +3,7 @@ expire, and the refusals (wrong digest, second decision, a new turn, a handler g
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -81,12 +82,13 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
         path = tmp_path / "journal.sqlite3"
         store = await SqliteStore.open(path)
         index = ApprovalIndex(await SqliteTaskStore.open(path))
-        provider = ScriptedProvider(script, name="default")
+        clock = ManualClock(START)
+        provider = ScriptedProvider(script, name="default", clock=clock)
         runtime = Runtime(
             service,
             store=store,
             providers={"default": provider},
-            clock=ManualClock(START),
+            clock=clock,
             approvals=index,
             approval_tick_seconds=3600,  # the tests expire by hand
         )
@@ -301,6 +303,136 @@ async def test_a_turn_cut_off_after_its_last_decision_is_ended_not_resumed(make:
     assert RAN == []
     with pytest.raises(ApprovalConflict, match="already decided"):
         await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
+
+
+SPENT = {"input_tokens": 11, "output_tokens": 5}  # the call that suspended the turn
+SUSPENDING = {"tool_calls": [refund_call("A1", 250)], "usage": SPENT}
+
+
+async def record_decision(runtime: Runtime, request: ApprovalRequest) -> None:
+    """The decision recorded, then the process died before the resume (none ran)."""
+    entries = await runtime.journal.read("s")
+    decision = ApprovalDecided(request.id, request_turn(entries), "approved", "", "a", START)
+    await runtime.journal.append("s", [decision], expected=entries[-1].seq)
+
+
+async def assert_accounted_once(
+    runtime: Runtime, reason: str, calls: int = 1, *, counted: bool = True
+) -> UnwrittenCalls:
+    """The ended turn's calls: one unwritten_calls record, right before its turn_ended, in
+    the session's unwritten usage, in /calls and (``counted``: this process ended it) in the
+    metrics; else in no metric of this process."""
+    records = [e.record for e in await runtime.journal.read("s")]
+    [unwritten] = [r for r in records if isinstance(r, UnwrittenCalls)]
+    [suspended] = [r for r in records if isinstance(r, TurnSuspended)]
+    ended = records[records.index(unwritten) + 1]
+    assert isinstance(ended, TurnEnded) and ended.turn == suspended.turn
+    assert (unwritten.turn, unwritten.agent, unwritten.reason) == (ended.turn, "refunds", reason)
+    assert len(unwritten.calls) == calls and unwritten.calls[0].usage == Usage(11, 5)
+    summary = await runtime.summary("s")
+    assert summary.tally.unwritten == unwritten.usage
+    assert summary.tally.unwritten_turns == 1
+    assert [c for c, _, why in await runtime.calls("s") if why == reason] == list(unwritten.calls)
+    metrics = runtime.metrics.render().decode()
+    total = unwritten.usage.input_tokens
+    line = f'ankka_tokens_total{{agent="refunds",kind="input",provider="default"}} {total:.1f}'
+    assert (line in metrics) is counted
+    assert ("ankka_model_calls_total{" in metrics) is counted
+    return unwritten
+
+
+async def test_a_turn_cut_off_and_ended_at_a_restart_accounts_its_calls_once(make: Make) -> None:
+    runtime, _ = await make(service(), [SUSPENDING])
+    (request,) = await suspend(runtime)
+    await record_decision(runtime, request)
+    runtime, _ = await make(service(), [])  # the restart: recovery ends the turn
+    await assert_accounted_once(runtime, "cut_off")
+    runtime, _ = await make(service(), [])  # and again: nothing more is recorded or counted
+    await assert_accounted_once(runtime, "cut_off", counted=False)
+    with pytest.raises(ApprovalConflict, match="already decided"):
+        await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
+    await assert_accounted_once(runtime, "cut_off", counted=False)
+
+
+async def test_a_turn_cut_off_found_by_the_next_turn_accounts_its_calls_once(make: Make) -> None:
+    runtime, _ = await make(service(), [SUSPENDING, "Hello."])
+    (request,) = await suspend(runtime)
+    await record_decision(runtime, request)  # in this process: no recovery ran
+    result = await runtime.run(runtime.plan("refunds", "s", "hi"))
+    assert result.reply == "Hello."
+    await assert_accounted_once(runtime, "cut_off")
+    summary = await runtime.summary("s")
+    assert (summary.turns, summary.tally.unwritten_turns) == (1, 1)
+
+
+async def test_a_turn_whose_handler_is_gone_accounts_its_calls_once(make: Make) -> None:
+    runtime, _ = await make(service(), [SUSPENDING])
+    (request,) = await suspend(runtime)
+    renamed = Service("refunds")
+
+    @renamed.agent("refunds-v2")
+    def other(request: TurnRequest) -> Turn:
+        return Turn(message=request.message, tools=[refund])
+
+    runtime, _ = await make(renamed, [])
+    with pytest.raises(HandlerGone):
+        await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
+    await assert_accounted_once(runtime, "internal_error")
+    with pytest.raises(ApprovalConflict):  # the ending is not tried again
+        await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
+    await assert_accounted_once(runtime, "internal_error")
+
+
+async def test_an_expired_turn_whose_model_then_fails_accounts_every_call_once(
+    make: Make,
+) -> None:
+    runtime, _ = await make(service(), [SUSPENDING, {"status": 503}])
+    await suspend(runtime)
+    assert isinstance(runtime.clock, ManualClock)
+    runtime.clock.advance(61)
+    assert await runtime.approvals.expire_due() == 1
+    await assert_accounted_once(runtime, "model_unavailable")
+    assert await runtime.approvals.expire_due() == 0
+    runtime, _ = await make(service(), [])  # a restart finds nothing left to end
+    assert await runtime.approvals.expire_due() == 0
+    records = [e.record for e in await runtime.journal.read("s")]
+    assert len([r for r in records if isinstance(r, UnwrittenCalls)]) == 1
+
+
+async def test_a_cancelled_resume_is_ended_with_every_call_it_made(make: Make) -> None:
+    small = {"tool_calls": [refund_call("B2", 20)], "usage": {"input_tokens": 3}}
+    runtime, _ = await make(service(), [SUSPENDING, small, {"delay_ms": 5000, "text": "late"}])
+    (request,) = await suspend(runtime)
+    deciding = asyncio.ensure_future(
+        runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
+    )
+    clock = runtime.clock
+    assert isinstance(clock, ManualClock)
+    for _ in range(10_000):  # until the resumed turn waits on its third model call
+        if clock.sleeping:
+            break
+        await asyncio.sleep(0)
+    assert clock.sleeping
+    deciding.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await deciding
+    assert RAN == [("A1", 250.0), ("B2", 20.0)]
+    unwritten = await assert_accounted_once(runtime, "cancelled", calls=2)
+    assert unwritten.calls[1].usage == Usage(3)
+    runtime, _ = await make(service(), [])  # recovery finds the turn ended
+    await assert_accounted_once(runtime, "cancelled", calls=2, counted=False)
+
+
+async def test_a_resumed_turn_that_completes_is_in_the_metrics(make: Make) -> None:
+    runtime, _ = await make(service(), [SUSPENDING, {"text": "Refunded.", "usage": SPENT}])
+    (request,) = await suspend(runtime)
+    assert "ankka_model_calls_total{" not in runtime.metrics.render().decode()
+    await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
+    metrics = runtime.metrics.render().decode()
+    assert 'ankka_model_calls_total{agent="refunds",model="scripted",provider="default"} 2.0' in (
+        metrics
+    )
+    assert 'ankka_turns_total{agent="refunds",outcome="ok"} 1.0' in metrics
 
 
 def request_turn(entries: Sequence[Any]) -> str:

@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
+from ankka.runtime.accounting import UnwrittenCalls
 from ankka.runtime.approvals.errors import ApprovalConflict, HandlerGone
 from ankka.runtime.approvals.index import ApprovalIndex, IndexRow
 from ankka.runtime.approvals.records import (
@@ -61,6 +62,10 @@ TASK_SESSION = "task:"  # a task's records are the journal session task:<id>
 CUT_OFF = (
     "this turn was cut off after its last decision (the runtime stopped while resuming it); "
     "it is ended, not resumed, and no approved call of it is run again"
+)
+CANCELLED = (
+    "this turn's resume was cancelled (its caller left or the runtime stopped); it is ended, "
+    "not resumed again"
 )
 Notify = Callable[[str, dict[str, Any]], None]
 
@@ -190,11 +195,20 @@ class ApprovalDesk:
         current: Suspension,
         cause: str,
         reason: str,
-        spent: tuple[Record, ...] = (),
+        spent: tuple[Record, ...] | None = None,
     ) -> None:
-        """End the suspended turn; ``spent``: the accounting of what it spent resumed."""
+        """End the suspended turn. ``spent``: the accounting of what it spent resumed; None
+        (it never resumed): the calls it made before suspending, as :class:`UnwrittenCalls`
+        in the same append as its end, so they are counted once however often the ending is
+        tried, and in the metrics once it is recorded."""
+        made = current.calls if spent is None else ()
+        if spent is None:
+            spent = (
+                (UnwrittenCalls(current.turn, current.record.agent, cause, made),) if made else ()
+            )
         ended = TurnEnded(current.turn, cause, reason)
         await self._runtime.record(session, folded, (*spent, ended))
+        self._runtime.metrics.calls_made(current.record.agent, made)
         if self.index is not None:
             await self.index.close_session(session, self._states(current))
         log.warning("session %s: turn %s ended (%s): %s", session, current.turn, cause, reason)
@@ -343,6 +357,7 @@ class ApprovalDesk:
 
         made: list[ModelCall] = []
         judging = Judging(rt.judges)
+        resumed = rt.clock.monotonic()
         try:
             effect, listings = await rt.with_mcp_tools(planned, current.turn, folded)
             outcome = await run_turn(
@@ -376,9 +391,21 @@ class ApprovalDesk:
                 with contextlib.suppress(AnkkaError):
                     await self._end(session, folded, current, "failed", reason, accounted)
                 rt.metrics.calls_made(planned.agent, made)
+            elif isinstance(exc, asyncio.CancelledError):
+                # The caller left: the turn cannot go on (every request is decided), so it is
+                # ended now with every call it made, best effort; else, cut off later, it is
+                # ended with the calls it made before suspending.
+                accounted = rt.unwritten(planned, current.turn, "cancelled", made, judging)
+                try:
+                    await self._end(session, folded, current, "cancelled", CANCELLED, accounted)
+                except Exception:
+                    log.warning("a cancelled resumed turn was not ended", exc_info=True)
+                else:
+                    rt.metrics.calls_made(planned.agent, made)
             raise
         if self.index is not None:
             await self.index.close_session(session, self._states(current))
+        rt.metrics.turn_finished(planned.agent, outcome, rt.clock.monotonic() - resumed)
         rt.committed(planned)
         return Decided(last, "completed", outcome=outcome)
 

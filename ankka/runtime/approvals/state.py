@@ -16,7 +16,7 @@ from ankka.runtime.approvals.records import (
     TurnEnded,
     TurnSuspended,
 )
-from ankka.runtime.messages import AssistantMessage, ToolResult, UserMessage
+from ankka.runtime.messages import AssistantMessage, ModelCall, ToolResult, UserMessage
 
 __all__ = ["ApprovalState", "Suspension"]
 
@@ -41,6 +41,15 @@ class Suspension:
     @property
     def all_decided(self) -> bool:
         return not self.undecided
+
+    @property
+    def calls(self) -> tuple[ModelCall, ...]:
+        """The model calls the turn made before it was suspended (on its recorded answers)."""
+        return tuple(
+            m.call
+            for m in self.record.messages
+            if isinstance(m, AssistantMessage) and m.call is not None
+        )
 
     def request(self, approval: str) -> ApprovalRequest | None:
         return next((r for r in self.record.requests if r.id == approval), None)

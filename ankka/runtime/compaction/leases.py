@@ -2,10 +2,11 @@
 
 In one process (the SQLite store) the consumer's own bookkeeping already runs one compaction
 per session, and :class:`LocalLeases` grants every lease. On PostgreSQL, where several pods
-serve the same sessions, :class:`PostgresLeases` keeps a row per session in
-``ankka_compaction_leases``: taking it succeeds when there is none, when it expired, or when
-the taker already holds it; it expires by itself (the database's clock decides) so a pod
-that died mid-compaction never blocks a session for longer than the lease.
+serve the same sessions, :class:`StoreLeases` takes the session's lease in the task store
+(table ``ankka_session_leases``, through the task store's transactions and pool), by the one
+lease rule of :mod:`ankka.runtime.leases` the task instances' owners follow too: taking it
+succeeds when there is none, when it ran out, or when the taker already holds it; it runs out
+by itself, so a pod that died mid-compaction never blocks a session for longer than the lease.
 
 A lease saves a second summariser call; it is not what keeps the journal consistent. The
 write of a compaction record checks, under the session's turn lock, that no other compaction
@@ -15,11 +16,14 @@ landed since the cut was made.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Protocol
+from functools import partial
+from typing import Protocol
 
-from ankka._kernel.errors import ConfigurationError, StoreError
+from ankka._kernel.clock import Clock, SystemClock
+from ankka.runtime import leases
+from ankka.runtime.tasks.store import TaskStore, Transaction
 
-__all__ = ["CompactionLeases", "LocalLeases", "PostgresLeases", "open_leases"]
+__all__ = ["CompactionLeases", "LocalLeases", "StoreLeases", "open_leases"]
 
 
 class CompactionLeases(Protocol):
@@ -46,69 +50,38 @@ class LocalLeases:
         return None
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS ankka_compaction_leases (
-    session TEXT PRIMARY KEY,
-    holder TEXT NOT NULL,
-    expires TIMESTAMPTZ NOT NULL
-)
-"""
+class StoreLeases:
+    """Session leases in the task store (which its opener owns and closes)."""
 
-_ACQUIRE = """
-INSERT INTO ankka_compaction_leases AS lease (session, holder, expires)
-VALUES (%s, %s, now() + %s)
-ON CONFLICT (session) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires
-WHERE lease.expires < now() OR lease.holder = EXCLUDED.holder
-RETURNING holder
-"""
+    def __init__(self, store: TaskStore, clock: Clock | None = None) -> None:
+        self._store = store
+        self._clock = clock or SystemClock()
 
+    async def create(self) -> None:
+        def work(tx: Transaction) -> None:
+            tx.rows(leases.SESSION_SCHEMA)
 
-class PostgresLeases:
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
-
-    @classmethod
-    async def open(cls, dsn: str) -> PostgresLeases:
-        try:
-            import psycopg
-            from psycopg_pool import AsyncConnectionPool
-        except ImportError as exc:  # pragma: no cover - exercised only without the extra
-            raise ConfigurationError(
-                "compaction leases on PostgreSQL need the 'postgres' extra: "
-                "pip install 'ankka[postgres]'"
-            ) from exc
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            dsn, min_size=1, max_size=2, open=False, kwargs={"autocommit": True}
-        )
-        try:
-            await pool.open(wait=True, timeout=10)
-            async with pool.connection() as conn:
-                await conn.execute(_SCHEMA)
-        except (psycopg.Error, TimeoutError) as exc:
-            await pool.close()
-            raise StoreError(
-                f"cannot open the compaction leases on PostgreSQL: {type(exc).__name__}"
-            ) from exc
-        return cls(pool)
+        await self._store.write(work)
 
     async def acquire(self, session: str, holder: str, ttl: timedelta) -> bool:
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(_ACQUIRE, (session, holder, ttl))
-            return await cursor.fetchone() is not None
+        now = self._clock.now().timestamp()
+        until = now + ttl.total_seconds()
+        take = partial(leases.take_session, session=session, owner=holder, until=until, now=now)
+        return bool(await self._store.write(take, serial=False))
 
     async def release(self, session: str, holder: str) -> None:
-        async with self._pool.connection() as conn:
-            await conn.execute(
-                "DELETE FROM ankka_compaction_leases WHERE session = %s AND holder = %s",
-                (session, holder),
-            )
+        drop = partial(leases.drop_session, session=session, owner=holder)
+        await self._store.write(drop, serial=False)
 
     async def close(self) -> None:
-        await self._pool.close()
+        return None  # the task store is its opener's
 
 
-async def open_leases(store_url: str) -> CompactionLeases:
-    """The leases that go with the store at ``store_url`` (``--store``)."""
-    if store_url.startswith(("postgresql://", "postgres://")):
-        return await PostgresLeases.open(store_url)
-    return LocalLeases()
+async def open_leases(store: TaskStore, clock: Clock | None = None) -> CompactionLeases:
+    """The compaction leases that go with the task store: in it when other processes share
+    it (PostgreSQL), else every lease granted."""
+    if not store.shared:
+        return LocalLeases()
+    found = StoreLeases(store, clock)
+    await found.create()
+    return found

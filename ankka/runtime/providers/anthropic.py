@@ -29,6 +29,7 @@ from ankka.runtime.providers.failures import (
     timed_out,
     unreachable,
 )
+from ankka.runtime.providers.prefixes import EncodedPrefixes
 
 if TYPE_CHECKING:
     import anthropic
@@ -73,6 +74,7 @@ class AnthropicProvider:
         self._model = model
         self.timeout = timeout
         self.max_tokens = max_tokens
+        self._encoded = EncodedPrefixes()  # a session's sent prefix, spliced into its next
         limits = httpx2.Timeout(timeout, connect=min(timeout, 10.0))
         self._client: anthropic.AsyncAnthropic = sdk.AsyncAnthropic(
             api_key=api_key,
@@ -94,7 +96,13 @@ class AnthropicProvider:
         return f"AnthropicProvider(name={self._name!r}, model={self._model!r})"
 
     def _body(self, request: ModelRequest, *, stream: bool) -> bytes:
-        return encode_request(request, model=self._model, max_tokens=self.max_tokens, stream=stream)
+        return encode_request(
+            request,
+            model=self._model,
+            max_tokens=self.max_tokens,
+            stream=stream,
+            memo=self._encoded,
+        )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         import httpx2

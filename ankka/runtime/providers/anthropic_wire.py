@@ -16,10 +16,14 @@ Choices made here:
 - ``input_tokens`` counts every input token: Anthropic reports cache reads and writes apart
   from its ``input_tokens``, ankka sums them (as Chat Completions' ``prompt_tokens`` does).
 - A typed answer is asked for in the system prompt with the schema; the loop decodes it.
+- Splicing (:mod:`.prefixes`): a session's stable wire messages (all but the last, and none
+  from the first answer whose thinking is replayed) are encoded once and spliced into its
+  next request.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,13 +42,15 @@ from ankka.runtime.messages import (
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
 from ankka.runtime.providers.failures import StreamFailed
-from ankka.runtime.providers.replay import current_turn_start, replayable
+from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
+from ankka.runtime.providers.replay import current_turn_start, first_replayed, replayable
 
 __all__ = [
     "THINKING_BUDGETS",
     "WIRE",
     "StreamAccumulator",
     "encode_request",
+    "items",
     "read_response",
     "read_usage",
 ]
@@ -53,7 +59,7 @@ WIRE = "anthropic"
 THINKING_BUDGETS: dict[str, int] = {"low": 1024, "medium": 4096, "high": 16384}
 _NO_THINKING = ("none", "minimal")
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_dumps = dumps
 
 
 def _input(arguments: str) -> dict[str, Any]:
@@ -79,10 +85,14 @@ def _assistant(message: AssistantMessage, replay: bool) -> list[dict[str, Any]]:
     return blocks
 
 
-def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _wire(messages: Sequence[Message], begin: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """The wire messages of ``messages[begin:]`` and the index of each one's first message;
+    replay is judged over the whole request."""
     start = current_turn_start(messages)
     wire: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
+    firsts: list[int] = []
+    for index in range(begin, len(messages)):
+        message = messages[index]
         role: str
         blocks: list[dict[str, Any]]
         if isinstance(message, UserMessage):
@@ -111,7 +121,29 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
-    return wire
+            firsts.append(index)
+    return wire, firsts
+
+
+def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return _wire(messages, 0)[0]
+
+
+def items(request: ModelRequest, begin: int) -> Items:
+    """The messages array's items from message ``begin`` on. A wire message can change in two
+    ways when messages are appended: the last one, as the next message of its role joins it,
+    and one holding an answer whose thinking is replayed (after the last user message), as a
+    later user message drops it. The stable prefix is every wire message that opens before
+    the first such answer, but the last of those."""
+    messages = request.messages
+    wire, firsts = _wire(messages, begin)
+    start = current_turn_start(messages)
+    replayed = first_replayed(messages, WIRE, begin, start)
+    count = bisect.bisect_left(firsts, replayed) - 1  # the last wire message opening before
+    encoded = [_dumps(m).encode() for m in wire]
+    if count < 0:
+        return Items(encoded, begin, 0)
+    return Items(encoded, firsts[count], count)
 
 
 def _system(request: ModelRequest) -> str:
@@ -131,14 +163,17 @@ def encode_request(
     max_tokens: int,
     stream: bool,
     extra: Mapping[str, Any] | None = None,
+    memo: EncodedPrefixes | None = None,
 ) -> bytes:
+    """The request's body. With ``memo``, the stable wire messages sent before are spliced in
+    as the bytes they were encoded to then (byte-identical to encoding them again)."""
     if request.max_output_tokens is not None:
         max_tokens = min(max_tokens, request.max_output_tokens)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     system = _system(request)
     if system:
         body["system"] = system
-    body["messages"] = _messages(request.messages)
+    body["messages"] = None
     if request.tools:
         body["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
@@ -157,9 +192,8 @@ def encode_request(
         body["max_tokens"] = max_tokens + budget
     if stream:
         body["stream"] = True
-    if extra:
-        body.update(extra)
-    return _dumps(body).encode()
+    spliced = None if memo is None else (memo, request, items)
+    return encode_body(body, "messages", extra, lambda: _messages(request.messages), spliced)
 
 
 def read_usage(raw: Mapping[str, Any] | None) -> Usage:

@@ -14,12 +14,12 @@ import httpx2
 from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_wire import (
-    EncodedPrefixes,
     StreamAccumulator,
     encode_request,
     read_response,
 )
 from ankka.runtime.providers.openai_transport import NO_KEY, OpenAITransport, translate_error
+from ankka.runtime.providers.prefixes import EncodedPrefixes
 
 __all__ = ["NO_KEY", "ChatCompletionsProvider", "translate_error"]
 

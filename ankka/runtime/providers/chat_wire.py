@@ -4,18 +4,14 @@ The SDK is the transport only. Building the JSON here (instead of handing the SD
 params it would walk and transform) keeps a request's bytes stable from call to call, so a
 server's prompt cache keeps hitting, and keeps a long session's request cheap to build.
 
-Splicing: requests are prefix-stable by design (a session's earlier messages are the same
-objects from call to call, see :class:`~ankka.runtime.compaction.view.SentView`), so with
+Splicing (:mod:`.prefixes`): :func:`items` encodes the messages array item by item; every
+item is stable but a trailing summary (the next user message rides on it), so with an
 :class:`EncodedPrefixes` a request encodes only the messages its session's previous request
-did not have, and splices them after the bytes kept from that one. The bytes are the same as a whole
-encoding's (one fixed encoder, the same separators; ``tests/unit/test_chat_splice.py`` compares
-them over many turns). No I/O.
+did not have, plus that summary. No I/O.
 """
 
 from __future__ import annotations
 
-import json
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,16 +26,18 @@ from ankka.runtime.messages import (
     UserMessage,
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
 
 __all__ = [
     "EncodedPrefixes",
     "StreamAccumulator",
     "encode_request",
+    "items",
     "read_response",
     "read_usage",
 ]
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_dumps = dumps
 
 
 def _message(message: Message) -> dict[str, Any]:
@@ -83,72 +81,15 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
     return _system(request.instructions) + _wire(request.messages)
 
 
-@dataclass(frozen=True, slots=True)
-class _Prefix:
-    instructions: str
-    messages: tuple[Message, ...]
-    encoded: bytes  # the messages array's items, joined with commas, without the brackets
-
-
-class EncodedPrefixes:
-    """The encoded messages of the last request of each session a provider has sent.
-
-    A session's next request starts with the same instructions and the same message objects
-    (its history only grows, :class:`~ankka.runtime.compaction.view.SentView`), then adds
-    its new messages: those alone are encoded, and spliced after the bytes kept. A session is
-    known by its first message object (an entry holds the messages, so their ids are not
-    reused while it lives); that the kept messages open the request is checked object by
-    object, at C speed, so a request that does not continue the kept one (a compaction, a
-    memory selection that dropped messages, a fold read back after a restart) is encoded
-    whole and kept in its place. At most ``sessions`` entries and ``limit`` bytes are kept,
-    the least recently used dropped first."""
-
-    def __init__(self, *, sessions: int = 1024, limit: int = 64 * 1024 * 1024) -> None:
-        self._entries: dict[int, _Prefix] = {}
-        self._bytes = 0
-        self._sessions = sessions
-        self._limit = limit
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def items(self, request: ModelRequest) -> bytes:
-        """The request's messages array without its brackets, byte for byte as a whole
-        encoding has it."""
-        messages = request.messages
-        if not messages:
-            return b",".join(_dumps(m).encode() for m in _system(request.instructions))
-        key = id(messages[0])
-        kept = self._entries.pop(key, None)
-        if kept is not None:
-            self._bytes -= len(kept.encoded)
-        parts: list[bytes]
-        if (
-            kept is not None
-            and kept.instructions == request.instructions
-            and len(kept.messages) <= len(messages)
-            and all(map(operator.is_, kept.messages, messages))
-        ):
-            start, parts = len(kept.messages), [kept.encoded]
-        else:
-            start, parts = 0, [_dumps(m).encode() for m in _system(request.instructions)]
-        new = [_dumps(m).encode() for m in _wire(messages[start:])]
-        if isinstance(messages[-1], SummaryMessage):
-            # A user message sent after it would ride on it: the prefix kept stops before it.
-            body = b",".join([*parts, *new])
-            if len(messages) > 1:
-                self._keep(key, request, len(messages) - 1, b",".join([*parts, *new[:-1]]))
-            return body
-        body = b",".join([*parts, *new])
-        self._keep(key, request, len(messages), body)
-        return body
-
-    def _keep(self, key: int, request: ModelRequest, count: int, encoded: bytes) -> None:
-        self._entries[key] = _Prefix(request.instructions, tuple(request.messages[:count]), encoded)
-        self._bytes += len(encoded)
-        while self._entries and (self._bytes > self._limit or len(self._entries) > self._sessions):
-            dropped = self._entries.pop(next(iter(self._entries)))
-            self._bytes -= len(dropped.encoded)
+def items(request: ModelRequest, begin: int) -> Items:
+    """The messages array's items from message ``begin`` on (with the system message when
+    ``begin`` is 0): all stable but a trailing summary, which the next user message rides on."""
+    messages = request.messages
+    lead = _system(request.instructions) if begin == 0 else []
+    encoded = [_dumps(m).encode() for m in lead + _wire(messages[begin:])]
+    if messages and isinstance(messages[-1], SummaryMessage):
+        return Items(encoded, len(messages) - 1, len(encoded) - 1)
+    return Items(encoded, len(messages), len(encoded))
 
 
 def encode_request(
@@ -161,10 +102,7 @@ def encode_request(
 ) -> bytes:
     """The request's body. With ``memo``, the messages sent before are spliced in as the bytes
     they were encoded to then (byte-identical to encoding them again)."""
-    spliced = memo is not None and not (extra and ("model" in extra or "messages" in extra))
-    body: dict[str, Any] = {"model": model}
-    if not spliced:
-        body["messages"] = _messages(request)
+    body: dict[str, Any] = {"model": model, "messages": None}
     if request.tools:
         body["tools"] = [
             {
@@ -189,24 +127,8 @@ def encode_request(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    if extra:
-        body.update(extra)
-    if not spliced:
-        return _dumps(body).encode()
-    assert memo is not None
-    del body["model"]
-    rest = _dumps(body).encode()[1:-1]  # the other keys, in order, without the braces
-    return b"".join(
-        (
-            b'{"model":',
-            _dumps(model).encode(),
-            b',"messages":[',
-            memo.items(request),
-            b"]",
-            b"," + rest if rest else b"",
-            b"}",
-        )
-    )
+    spliced = None if memo is None else (memo, request, items)
+    return encode_body(body, "messages", extra, lambda: _messages(request), spliced)
 
 
 def read_usage(raw: Mapping[str, Any] | None) -> Usage:

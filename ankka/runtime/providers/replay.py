@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ankka.runtime.messages import Message, ProviderState, UserMessage
+from ankka.runtime.messages import AssistantMessage, Message, ProviderState, UserMessage
 
-__all__ = ["current_turn_start", "replayable"]
+__all__ = ["current_turn_start", "first_replayed", "replayable"]
 
 
 def current_turn_start(messages: Sequence[Message]) -> int:
@@ -26,3 +26,15 @@ def current_turn_start(messages: Sequence[Message]) -> int:
 def replayable(state: ProviderState | None, wire: str, index: int, start: int) -> bool:
     """True when ``state`` (on the message at ``index``) goes back to a ``wire`` provider."""
     return state is not None and state.wire == wire and index > start
+
+
+def first_replayed(messages: Sequence[Message], wire: str, begin: int, start: int) -> int:
+    """Index of the first answer from ``begin`` on whose state goes back to ``wire`` (its
+    encoding changes once a user message follows), or ``len(messages)``."""
+    for index in range(max(begin, start + 1), len(messages)):
+        message = messages[index]
+        if isinstance(message, AssistantMessage) and replayable(
+            message.provider_state, wire, index, start
+        ):
+            return index
+    return len(messages)

@@ -15,6 +15,7 @@ from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.failures import StreamFailed
 from ankka.runtime.providers.openai_transport import OpenAITransport
+from ankka.runtime.providers.prefixes import EncodedPrefixes
 from ankka.runtime.providers.responses_wire import (
     StreamAccumulator,
     encode_request,
@@ -40,6 +41,7 @@ class ResponsesProvider:
         self._name = name
         self._model = model
         self.timeout = timeout
+        self._encoded = EncodedPrefixes()  # a session's sent prefix, spliced into its next
         self._transport = OpenAITransport(
             provider=name,
             base_url=base_url,
@@ -60,7 +62,7 @@ class ResponsesProvider:
         return f"ResponsesProvider(name={self._name!r}, model={self._model!r})"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        body = encode_request(request, model=self._model, stream=False)
+        body = encode_request(request, model=self._model, stream=False, memo=self._encoded)
         data = await self._transport.post_json("/responses", body)
         try:
             return read_response(data, model=self._model)
@@ -70,7 +72,7 @@ class ResponsesProvider:
             raise ModelError(self._name, f"the answer is not a Responses answer: {exc}") from exc
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
-        body = encode_request(request, model=self._model, stream=True)
+        body = encode_request(request, model=self._model, stream=True, memo=self._encoded)
         accumulator = StreamAccumulator(self._model)
         try:
             async for event in self._transport.post_events("/responses", body):

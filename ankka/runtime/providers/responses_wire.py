@@ -11,12 +11,13 @@ Choices made here:
   message). An earlier turn's calls go back without their reasoning, which was never kept.
 - A reasoning item without ``encrypted_content`` is not kept: OpenAI could not find it again.
 - Tool arguments are the JSON text the model wrote (Responses sends them as a string).
+- Splicing (:mod:`.prefixes`): a session's stable input items (all before the first answer
+  whose reasoning is replayed) are encoded once and spliced into its next request.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,43 +33,66 @@ from ankka.runtime.messages import (
 )
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
 from ankka.runtime.providers.failures import StreamFailed
-from ankka.runtime.providers.replay import current_turn_start, replayable
+from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
+from ankka.runtime.providers.replay import current_turn_start, first_replayed, replayable
 
 __all__ = [
     "WIRE",
     "StreamAccumulator",
     "encode_request",
+    "items",
     "read_response",
     "read_usage",
 ]
 
 WIRE = "responses"
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_dumps = dumps
 
 
-def _input(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _item_lists(messages: Sequence[Message], begin: int) -> Iterator[list[dict[str, Any]]]:
+    """Each message's items from ``begin`` on; replay is judged over the whole request."""
     start = current_turn_start(messages)
-    wire: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
+    for index in range(begin, len(messages)):
+        message = messages[index]
         if isinstance(message, UserMessage):
-            wire.append({"role": "user", "content": message.content})
+            yield [{"role": "user", "content": message.content}]
         elif isinstance(message, SummaryMessage):
             text = f"Summary of the earlier conversation:\n{message.content}"
-            wire.append({"role": "user", "content": text})
+            yield [{"role": "user", "content": text}]
         elif isinstance(message, ToolResult):
-            wire.append(
+            yield [
                 {
                     "type": "function_call_output",
                     "call_id": message.call_id,
                     "output": message.content,
                 }
-            )
+            ]
         else:
             state = message.provider_state
             if state is not None and replayable(state, WIRE, index, start):
-                wire.extend(state.items)
-            wire.extend(_assistant(message))
-    return wire
+                yield [*state.items, *_assistant(message)]
+            else:
+                yield _assistant(message)
+
+
+def _input(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [item for items in _item_lists(messages, 0) for item in items]
+
+
+def items(request: ModelRequest, begin: int) -> Items:
+    """The input array's items from message ``begin`` on. Every message's items stand alone;
+    only an answer whose reasoning is replayed (after the last user message) can change, when
+    a user message comes after it: the stable prefix ends before the first such answer."""
+    messages = request.messages
+    start = current_turn_start(messages)
+    stable = first_replayed(messages, WIRE, begin, start)
+    encoded: list[bytes] = []
+    count = 0
+    for index, wire in enumerate(_item_lists(messages, begin), begin):
+        if index == stable:
+            count = len(encoded)
+        encoded.extend(_dumps(item).encode() for item in wire)
+    return Items(encoded, stable, len(encoded) if stable == len(messages) else count)
 
 
 def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
@@ -88,12 +112,19 @@ def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
 
 
 def encode_request(
-    request: ModelRequest, *, model: str, stream: bool, extra: Mapping[str, Any] | None = None
+    request: ModelRequest,
+    *,
+    model: str,
+    stream: bool,
+    extra: Mapping[str, Any] | None = None,
+    memo: EncodedPrefixes | None = None,
 ) -> bytes:
+    """The request's body. With ``memo``, the stable items sent before are spliced in as the
+    bytes they were encoded to then (byte-identical to encoding them again)."""
     body: dict[str, Any] = {"model": model}
     if request.instructions:
         body["instructions"] = request.instructions
-    body["input"] = _input(request.messages)
+    body["input"] = None
     if request.tools:
         body["tools"] = [
             {
@@ -120,9 +151,8 @@ def encode_request(
     body["store"] = False
     if stream:
         body["stream"] = True
-    if extra:
-        body.update(extra)
-    return _dumps(body).encode()
+    spliced = None if memo is None else (memo, request, items)
+    return encode_body(body, "input", extra, lambda: _input(request.messages), spliced)
 
 
 def read_usage(raw: Mapping[str, Any] | None) -> Usage:

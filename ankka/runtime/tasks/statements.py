@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ankka._kernel.errors import NotFound, RequestError
+from ankka.runtime.leases import claim, release, renew
 from ankka.runtime.messages import Usage
 from ankka.runtime.tasks.records import (
     FINAL,
@@ -377,33 +378,6 @@ def with_work(tx: Transaction) -> list[tuple[str, str]]:
         "ORDER BY i.agent, i.id"
     )
     return [(r[0], r[1]) for r in rows]
-
-
-def claim(tx: Transaction, agent: str, instance: str, owner: str, until: float, now: float) -> bool:
-    """Take the instance's lease if it is free, expired, or already ``owner``'s."""
-    found = tx.rows(
-        "UPDATE ankka_instances SET lease_owner = ?, lease_until = ? WHERE agent = ? "
-        "AND id = ? AND state = 'active' AND (lease_owner IS NULL OR lease_owner = ? "
-        "OR lease_until < ?) RETURNING id",
-        (owner, until, agent, instance, owner, now),
-    )
-    return bool(found)
-
-
-def renew(tx: Transaction, owner: str, until: float) -> list[tuple[str, str]]:
-    rows = tx.rows(
-        "UPDATE ankka_instances SET lease_until = ? WHERE lease_owner = ? RETURNING agent, id",
-        (until, owner),
-    )
-    return [(r[0], r[1]) for r in rows]
-
-
-def release(tx: Transaction, agent: str, instance: str, owner: str) -> None:
-    tx.rows(
-        "UPDATE ankka_instances SET lease_owner = NULL, lease_until = NULL "
-        "WHERE agent = ? AND id = ? AND lease_owner = ?",
-        (agent, instance, owner),
-    )
 
 
 def _no_task(task: str) -> RequestError:
