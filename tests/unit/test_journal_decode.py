@@ -189,7 +189,7 @@ def test_any_json_decodes_to_what_json_loads_gives(value: Any, ascii_only: bool)
 
 @pytest.mark.parametrize(
     "body",
-    ['{"n":NaN}', '{"n":-Infinity}', '"\\ud800"'],
+    ['{"n":NaN}', '{"n":-Infinity}', '{"n":1E400}', '"\\ud800"'],
 )
 def test_what_orjson_refuses_still_decodes_through_json(body: str) -> None:
     with pytest.raises(orjson.JSONDecodeError):
@@ -205,7 +205,9 @@ def test_an_mcp_listing_keeps_an_integer_past_64_bits_exact() -> None:
     assert decoded.tools[0].input_schema["maximum"] == 2**64
 
 
-@pytest.mark.parametrize("body", ["", "{", '{"content": "x",}', "[1] [2]", "{'a': 1}"])
+@pytest.mark.parametrize(
+    "body", ["", "{", '{"content": "x",}', "[1] [2]", "{'a': 1}", "\ufeff{}", '{"a":"\x01"}']
+)
 def test_a_body_that_is_not_json_fails_with_the_error_it_always_did(body: str) -> None:
     with pytest.raises(json.JSONDecodeError) as old:
         json.loads(body)
