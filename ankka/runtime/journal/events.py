@@ -19,6 +19,7 @@ fold passes over records that are not messages.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -125,7 +126,7 @@ def decode(kind: str, body: str) -> Record:
     record_type = _BY_KIND.get(kind)
     if record_type is None:
         raise ValueError(f"unknown journal event kind {kind!r}")
-    data: dict[str, Any] = json.loads(body) if kind in _FREE_FORM_KINDS else loads(body)
+    data: dict[str, Any] = loads(body)
     if kind in _MESSAGE_KINDS:
         # In place: the dict is this call's own, and ``from_dict`` reads it by name only.
         for stored, shown in _RENDERED_NAMES.items():
@@ -134,19 +135,19 @@ def decode(kind: str, body: str) -> Record:
     return record_type.from_dict(data)
 
 
-# Records holding JSON that ankka did not shape (an MCP server's input schemas), where an
-# integer past 64 bits is plausible (``"maximum": 18446744073709551616``): orjson would read it
-# as a float. Every other record holds ankka's own numbers (token counts, positions), and these
-# listings are recorded only when they change, so the slower decoder costs nothing measurable.
-_FREE_FORM_KINDS = frozenset({McpToolsRecord.kind})
+# 19 digits in a row may be an integer past 64 bits, which orjson reads as a float: such a
+# body (rare: ankka's own numbers are token counts and positions) goes to ``json``, which
+# reads it exactly. A digit run inside a string costs only the slower decoder.
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
 
 
 def loads(body: str) -> Any:
     """``json.loads(body)``, through orjson: several times faster, and most of a cold fold is
-    decoding. Where orjson refuses what ``json`` accepts (``NaN``, ``Infinity``, an escaped
-    lone surrogate), ``json`` decodes it, so a body decodes to the values, or fails with the
-    error, it always did; the one difference left is an integer past 64 bits (below -2**63 or
-    above 2**64 - 1), which orjson reads as a float (see ``_FREE_FORM_KINDS``)."""
+    decoding. Where orjson would decode differently or refuses what ``json`` accepts (an
+    integer past 64 bits, ``NaN``, ``Infinity``, an escaped lone surrogate), ``json`` decodes
+    it, so a body decodes to the values, or fails with the error, it always did."""
+    if _LONG_DIGITS.search(body) is not None:
+        return json.loads(body)
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
