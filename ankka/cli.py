@@ -27,14 +27,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _chosen(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word not an option), if it is one of ours."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
         prog="ankka",
         description="ankka: agents on Kubernetes. Run `ankka COMMAND --help` for a command.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Only the chosen command's module is imported (and configured): the others cost a
+    # process that runs one command nothing, and `ankka --help` needs their one-line help only.
+    chosen = _chosen(words)
     modules = {}
     for name, (module_name, help_text) in COMMANDS.items():
+        if name != chosen:
+            sub.add_parser(name, help=help_text)
+            continue
         module = importlib.import_module(module_name)
         command = sub.add_parser(
             name,
@@ -50,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         module.configure(command)
         modules[name] = module
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     result: int = modules[args.command].run(args)
     return result
 

@@ -10,6 +10,7 @@ working directory. The first line printed is
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import importlib
 import json
@@ -267,13 +268,20 @@ def _probe_port(
     return HealthPort(sock, answer, limits=limits, paths=("/healthz", "/readyz"))
 
 
+def _import_http() -> None:
+    """Import what serving HTTP needs (the routes, starlette, uvicorn): none of it is needed
+    to resume the instances that had work."""
+    import uvicorn.protocols.http.httptools_impl  # noqa: F401
+
+    import ankka.runtime.http  # noqa: F401
+
+
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.agents import Service
     from ankka.runtime.approvals.index import ApprovalIndex
     from ankka.runtime.compaction.leases import open_leases
     from ankka.runtime.compaction.settings import from_environment
     from ankka.runtime.host import Runtime
-    from ankka.runtime.http import create_app
     from ankka.runtime.journal.open import open_store
     from ankka.runtime.mcp.setup import servers_from_environment
     from ankka.runtime.metrics import RuntimeMetrics
@@ -374,6 +382,12 @@ def run(args: argparse.Namespace) -> int:
                     await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
                 if reviewer is not None:
                     await stack.enter_async_context(reviewer)
+                # The HTTP stack is imported only now, off the event loop, so that resumed
+                # instances make their first model calls meanwhile; the socket is bound and
+                # listening already, so a caller who connects now waits, never is refused.
+                await asyncio.to_thread(_import_http)
+                from ankka.runtime.http import create_app
+
                 await serve.serve_forever(
                     create_app(
                         runtime,

@@ -15,6 +15,7 @@ The tools are the agent's own plus ``complete_task`` (its input is the task type
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,10 +53,23 @@ class FailTaskInput(BaseModel):
     reason: str = Field(min_length=1, description="Why the task cannot be done.")
 
 
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
+@functools.cache
+def _schema_json(model: type[BaseModel]) -> str:
+    """``model``'s JSON Schema (its title left out, pydantic's key order kept), built once a
+    type: pydantic builds it anew on every call, and every iteration shows it to the model."""
     schema = model.model_json_schema()
     schema.pop("title", None)
+    return json.dumps(schema)
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(_schema_json(model))  # a fresh copy for each caller
     return schema
+
+
+@functools.cache
+def _schema_shown(model: type[BaseModel]) -> str:
+    return json.dumps(_schema(model), sort_keys=True, ensure_ascii=False)
 
 
 def instructions(agent: AutonomousAgent, task_type: TaskType) -> str:
@@ -64,10 +78,7 @@ def instructions(agent: AutonomousAgent, task_type: TaskType) -> str:
         f"You are working a task of type {task_type.name!r}."
         + (f" {task_type.description.strip()}" if task_type.description.strip() else "")
     )
-    parts.append(
-        "Its result must follow this JSON Schema:\n"
-        + json.dumps(_schema(task_type.result), sort_keys=True, ensure_ascii=False)
-    )
+    parts.append("Its result must follow this JSON Schema:\n" + _schema_shown(task_type.result))
     parts.append(
         f"End the task only by calling {COMPLETE_TASK} with the result as its input, or "
         f"{FAIL_TASK} with a reason when it cannot be done. Each reply is one iteration of a "

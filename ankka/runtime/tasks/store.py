@@ -80,6 +80,14 @@ SCHEMA = (
     lease_until DOUBLE PRECISION,
     PRIMARY KEY (agent, id)
 )""",
+    # The hot reads' indexes, added after the tables: created on an existing store when it is
+    # next opened (IF NOT EXISTS), so a store written before them needs no migration. The
+    # next assignment number (MAX), the scheduler's instances with work (active ones only),
+    # and a process's lease renewal (its own instances only) each read one index range
+    # instead of every row.
+    "CREATE INDEX IF NOT EXISTS ankka_tasks_by_seq ON ankka_tasks (assigned_seq)",
+    "CREATE INDEX IF NOT EXISTS ankka_instances_by_state ON ankka_instances (state, agent, id)",
+    "CREATE INDEX IF NOT EXISTS ankka_instances_by_owner ON ankka_instances (lease_owner)",
     # Who created each instance (its first assignment's caller); a table of its own, so a
     # store written before it needs no migration (its instances have no creator).
     """CREATE TABLE IF NOT EXISTS ankka_instance_creators (

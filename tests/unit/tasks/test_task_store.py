@@ -24,7 +24,7 @@ from ankka.runtime.tasks.records import (
     own_instance_id,
 )
 from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
-from ankka.runtime.tasks.store import Ended, Picked, TaskStore
+from ankka.runtime.tasks.store import Ended, Picked, TaskStore, Transaction
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 OpenStore = Callable[[], Awaitable[TaskStore]]
@@ -97,6 +97,46 @@ async def test_a_task_survives_reopening_with_what_was_said(open_store: OpenStor
     try:
         again = await get(store, "t1")
         assert again.spec == spec() and again.budget == 5 and again.created_at == NOW
+    finally:
+        await store.close()
+
+
+NEW_INDEXES = ("ankka_tasks_by_seq", "ankka_instances_by_state", "ankka_instances_by_owner")
+
+
+def _indexes(tx: Transaction, postgres: bool) -> set[str]:
+    if postgres:
+        rows = tx.rows("SELECT indexname FROM pg_indexes WHERE tablename LIKE ?", ("ankka_%",))
+    else:
+        rows = tx.rows("SELECT name FROM sqlite_master WHERE type = 'index'")
+    return {str(r[0]) for r in rows}
+
+
+async def test_a_store_written_before_the_hot_indexes_opens_and_gains_them(
+    open_store: OpenStore,
+) -> None:
+    store = await open_store()
+    postgres = isinstance(store, PostgresTaskStore)
+    await put(store, "t1")
+    await put(store, "t2", instance="i2")
+
+    def as_before(tx: Transaction) -> None:  # the schema before the indexes
+        for name in NEW_INDEXES:
+            tx.rows(f"DROP INDEX {name}")
+
+    await store.write(as_before)
+    assert not set(NEW_INDEXES) & await store.read(lambda tx: _indexes(tx, postgres))
+    await store.close()
+    store = await open_store()
+    try:
+        assert set(NEW_INDEXES) <= await store.read(lambda tx: _indexes(tx, postgres))
+        assert (await get(store, "t1")).spec == spec()
+        work: list[Any] = await store.read(statements.with_work)
+        assert work == [("researcher", "i1"), ("researcher", "i2")]
+        third, _, _ = await put(store, "t3")
+        second = await get(store, "t2")
+        assert third.assigned_seq is not None and second.assigned_seq is not None
+        assert third.assigned_seq > second.assigned_seq
     finally:
         await store.close()
 
