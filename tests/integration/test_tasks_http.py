@@ -77,6 +77,15 @@ def test_a_task_is_created_once_and_read_with_its_typed_result(
     )
     history = httpx.get(f"{server.url}/v1/sessions/task:t1/messages").json()["messages"]
     assert [m["role"] for m in history] == ["assistant", "tool", "assistant", "tool"]
+    # Every model call a task made is in /metrics too, with its tokens.
+    metrics = httpx.get(f"{server.url}/metrics").text
+    calls = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("ankka_model_calls_total{") and 'agent="researcher"' in line
+    ]
+    assert len(calls) == 1 and calls[0].endswith(" 2.0"), calls
+    assert 'ankka_tokens_total{agent="researcher"' in metrics
 
 
 def test_bad_task_requests_are_named(

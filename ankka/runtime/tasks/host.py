@@ -33,6 +33,7 @@ from ankka.runtime.agents import Service
 from ankka.runtime.approvals.index import ApprovalIndex
 from ankka.runtime.journal.journal import Journal
 from ankka.runtime.judgments.seam import JudgmentProvider
+from ankka.runtime.messages import ModelCall
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.tasks import statements
 from ankka.runtime.tasks.declare import AutonomousAgent
@@ -88,6 +89,7 @@ class TaskHost:
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         approvals: ApprovalIndex | None = None,
+        calls_made: Callable[[str, Sequence[ModelCall]], None] | None = None,
     ) -> None:
         self.service = service
         self.store = store
@@ -103,6 +105,7 @@ class TaskHost:
             retry or RetryPolicy(),
             approvals=approvals,
             judges=dict(judges or {}),
+            calls_made=calls_made,
         )
         shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.owner = owner or (shared_owner if store.shared else "local")

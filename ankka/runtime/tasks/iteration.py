@@ -103,6 +103,9 @@ class Workbench:
     approvals: ApprovalIndex | None = None
     # The service's judgment providers, for judged guardrails (the request loop's Runtime.judges).
     judges: Mapping[str, JudgmentProvider] = field(default_factory=dict)
+    # Told of every model call the loop made (agent, call), e.g. the runtime's /metrics; a
+    # call counts when it is made, so a resumed iteration (whose call is recorded) adds none.
+    calls_made: Callable[[str, Sequence[ModelCall]], None] | None = None
 
 
 class LeaseLost(StoreError):
@@ -374,6 +377,8 @@ async def _call(
             latency_ms=(bench.clock.monotonic() - started) * 1000.0,
             usage=response.usage,
         )
+        if bench.calls_made is not None:
+            bench.calls_made(agent.name, (call,))
         return response, call
 
 
