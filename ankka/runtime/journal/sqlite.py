@@ -23,7 +23,7 @@ from ankka.runtime.journal.events import StoredEvent
 from ankka.runtime.journal.group_commit import GroupWriter
 from ankka.runtime.journal.store import ConcurrentAppend, SharedSessionLock
 
-__all__ = ["SqliteStore", "ThreadConnection", "connect", "open_writer"]
+__all__ = ["SqliteStore", "ThreadConnection", "connect", "open_connections", "open_writer"]
 
 T = TypeVar("T")
 
@@ -82,12 +82,7 @@ class SqliteStore:
     async def open(cls, path: str | Path) -> SqliteStore:
         """Open (creating if needed) the store at ``path``; a clear StoreError if it cannot."""
         target = Path(path)
-        writer = await open_writer(target, (_SCHEMA,), "ankka-sqlite", "session store")
-        try:
-            reader = await ThreadConnection.open(target, (_SCHEMA,), "ankka-sqlite-read")
-        except BaseException:
-            await writer.close()
-            raise
+        writer, reader = await open_connections(target, (_SCHEMA,), "ankka-sqlite", "session store")
         return cls(target, writer, reader)
 
     async def __aenter__(self) -> SqliteStore:
@@ -192,3 +187,18 @@ async def open_writer(path: Path, schema: Sequence[str], thread: str, what: str)
         return error
 
     return GroupWriter(connection.db, connection.pool, failed)
+
+
+async def open_connections(
+    path: Path, schema: Sequence[str], thread: str, what: str
+) -> tuple[GroupWriter, ThreadConnection]:
+    """A store's two connections to ``path``: the group-committing writer
+    (:func:`open_writer`) and a reader of its own (thread ``<thread>-read``), so reads do not
+    queue behind commits. The writer is closed again if the reader cannot be opened."""
+    writer = await open_writer(path, schema, thread, what)
+    try:
+        reader = await ThreadConnection.open(path, schema, f"{thread}-read")
+    except BaseException:
+        await writer.close()
+        raise
+    return writer, reader

@@ -17,7 +17,7 @@ from typing import Any
 
 from ankka._kernel.errors import StoreError
 from ankka.runtime.journal.group_commit import GroupWriter
-from ankka.runtime.journal.sqlite import ThreadConnection, open_writer
+from ankka.runtime.journal.sqlite import ThreadConnection, open_connections
 from ankka.runtime.tasks.store import SCHEMA, Transaction
 
 __all__ = ["SqliteTaskStore"]
@@ -41,12 +41,7 @@ class SqliteTaskStore:
     @classmethod
     async def open(cls, path: str | Path) -> SqliteTaskStore:
         target = Path(path)
-        writer = await open_writer(target, SCHEMA, "ankka-tasks", "task store")
-        try:
-            reader = await ThreadConnection.open(target, SCHEMA, "ankka-tasks-read")
-        except BaseException:
-            await writer.close()
-            raise
+        writer, reader = await open_connections(target, SCHEMA, "ankka-tasks", "task store")
         return cls(target, writer, reader)
 
     @property
