@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from ankka._kernel.exposition import CONTENT_TYPE, LATENCY_BUCKETS
+
 __all__ = ["CONTENT_TYPE", "GatewayMetrics", "ModelCallerMetrics", "UNKNOWN_MODEL"]
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UNKNOWN_MODEL = "(unknown)"
-_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ class GatewayMetrics:
             "ankka_gateway_request_seconds",
             "Time from request to the last byte of the answer, for requests sent upstream",
             ["model", "caller"],
-            buckets=_BUCKETS,
+            buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self._prompt = Counter(

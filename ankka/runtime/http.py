@@ -47,6 +47,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import AnkkaError, RequestError
+from ankka._kernel.exposition import CONTENT_TYPE
 from ankka.runtime.approvals.http import approval_routes, awaiting_json
 from ankka.runtime.bodies import parse_body
 from ankka.runtime.bounds import DEFAULT_MAX_BODY, BoundedInput
@@ -284,7 +285,7 @@ def create_app(
         return JSONResponse({"ok": True})
 
     async def metrics(request: Request) -> Response:
-        return Response(runtime.metrics.render(), media_type="text/plain; version=0.0.4")
+        return Response(runtime.metrics.render(), media_type=CONTENT_TYPE)
 
     pages: list[BaseRoute] = []
     if console:

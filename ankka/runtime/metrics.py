@@ -10,12 +10,11 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from ankka._kernel.exposition import LATENCY_BUCKETS
 from ankka.runtime.loop import TurnOutcome
 from ankka.runtime.messages import ModelCall, Usage
 
 __all__ = ["RuntimeMetrics"]
-
-_LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
 class RuntimeMetrics:
@@ -30,7 +29,7 @@ class RuntimeMetrics:
             "Time of a whole turn",
             ["agent"],
             registry=r,
-            buckets=_LATENCY_BUCKETS,
+            buckets=LATENCY_BUCKETS,
         )
         self.model_calls = Counter(
             "ankka_model_calls", "Model calls", ["agent", "provider", "model"], registry=r
@@ -40,7 +39,7 @@ class RuntimeMetrics:
             "Latency of model calls",
             ["provider", "model"],
             registry=r,
-            buckets=_LATENCY_BUCKETS,
+            buckets=LATENCY_BUCKETS,
         )
         self.tool_calls = Counter(
             "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"], registry=r

@@ -187,7 +187,9 @@ def test_metrics_count_turns_calls_tools_and_tokens(
     model = standin(WEATHER_SCRIPT)
     server = serve(model.url)
     turn(server, "Helsinki?")
-    text = httpx.get(f"{server.url}/metrics").text
+    metrics = httpx.get(f"{server.url}/metrics")
+    assert metrics.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    text = metrics.text
     assert 'ankka_turns_total{agent="weather",outcome="ok"} 1.0' in text
     assert 'ankka_model_calls_total{agent="weather",model="standin",provider="default"} 2.0' in text
     assert 'ankka_tool_calls_total{agent="weather",outcome="ok",tool="get_weather"} 1.0' in text

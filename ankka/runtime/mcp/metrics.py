@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["McpMetrics", "Outcome"]
+from ankka._kernel.exposition import LATENCY_BUCKETS
 
-_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+__all__ = ["McpMetrics", "Outcome"]
 
 Outcome = str  # ok | error (the server's isError) | failed (no answer) | invalid | refused
 
@@ -26,7 +26,7 @@ class McpMetrics:
             "Latency of MCP tool calls that reached the server",
             ["server", "tool"],
             registry=registry,
-            buckets=_BUCKETS,
+            buckets=LATENCY_BUCKETS,
         )
         self.connected = Gauge(
             "ankka_mcp_connected",
