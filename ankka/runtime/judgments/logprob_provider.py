@@ -17,6 +17,7 @@ way, after the fact, the first time.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ankka.api.capabilities import Capability, ModelCapabilities
@@ -35,67 +36,53 @@ class ChatTransport(Protocol):
     async def post_json(self, path: str, body: bytes) -> dict[str, Any]: ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LogprobJudgmentProvider:
-    def __init__(
-        self,
-        *,
-        name: str,
-        model: str,
-        transport: ChatTransport,
-        constraint: Constraint = "grammar",
-        measured: Measured = "before_constraint",
-        top_logprobs: int = 20,
-        capabilities: Callable[[], Awaitable[ModelCapabilities]] | None = None,
-    ) -> None:
-        if measured == "scripted":
+    """Named after its model's text provider, over that provider's transport: nothing of the
+    transport (pool, TLS, retries, error translation) is set up here."""
+
+    name: str
+    model: str
+    transport: ChatTransport = field(repr=False)
+    constraint: Constraint = field(default="grammar", repr=False)
+    measured: Measured = field(default="before_constraint", repr=False)
+    top_logprobs: int = field(default=20, repr=False)
+    capabilities: Callable[[], Awaitable[ModelCapabilities]] | None = field(
+        default=None, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.measured == "scripted":
             raise ValueError("a logprob provider measures before or after the constraint")
-        self._name = name
-        self._model = model
-        self._transport = transport
-        self._constraint: Constraint = constraint
-        self._measured: Measured = measured
-        self._top_logprobs = top_logprobs
-        self._capabilities = capabilities
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    def __repr__(self) -> str:
-        return f"LogprobJudgmentProvider(name={self._name!r}, model={self._model!r})"
 
     async def judge(self, inquiry: Inquiry) -> ProviderJudgment:
-        if self._capabilities is not None:
-            caps = await self._capabilities()
+        if self.capabilities is not None:
+            caps = await self.capabilities()
             if not caps.has(Capability.LOGPROBS):
-                raise LogprobsMissing(provider=self._name, model=self._model, sent=False)
+                raise LogprobsMissing(provider=self.name, model=self.model, sent=False)
         answers: dict[str, ProviderAnswer] = {}
         usage = Usage()
-        model = self._model
+        model = self.model
         for question in inquiry.questions:
             body = encode_question(
-                model=self._model,
+                model=self.model,
                 text=inquiry.text,
                 question=question,
                 instructions=inquiry.instructions,
-                constraint=self._constraint,
-                top_logprobs=self._top_logprobs,
+                constraint=self.constraint,
+                top_logprobs=self.top_logprobs,
             )
-            data = await self._transport.post_json("/chat/completions", body)
+            data = await self.transport.post_json("/chat/completions", body)
             usage = usage + read_usage(data.get("usage"))
             model = str(data.get("model") or model)
             try:
                 answers[question.id] = read_answer(
                     data,
                     question,
-                    constraint=self._constraint,
-                    measured=self._measured,
-                    provider=self._name,
-                    model=self._model,
+                    constraint=self.constraint,
+                    measured=self.measured,
+                    provider=self.name,
+                    model=self.model,
                 )
             except JudgmentFailed as exc:
                 exc.usage = usage  # spent all the same: the session's accounts keep it
