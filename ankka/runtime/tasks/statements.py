@@ -29,6 +29,7 @@ from ankka.runtime.tasks.records import (
     own_instance_id,
 )
 from ankka.runtime.tasks.store import (
+    LIVE_EXCLUDED,
     TASK_COLUMNS,
     Ended,
     Picked,
@@ -53,6 +54,7 @@ __all__ = [
     "renew",
     "set_instance",
     "update",
+    "WITH_WORK",
     "with_work",
 ]
 
@@ -370,13 +372,18 @@ def set_instance(
     return replace(found, state=state)
 
 
+WITH_WORK = (
+    "SELECT i.agent, i.id FROM ankka_instances i WHERE i.state = 'active' AND EXISTS ("
+    "SELECT 1 FROM ankka_tasks t WHERE t.agent = i.agent AND t.instance = i.id "
+    f"AND t.state NOT IN {LIVE_EXCLUDED}) ORDER BY i.agent, i.id"
+)
+
+
 def with_work(tx: Transaction) -> list[tuple[str, str]]:
-    rows = tx.rows(
-        "SELECT DISTINCT i.agent, i.id FROM ankka_instances i JOIN ankka_tasks t "
-        "ON t.agent = i.agent AND t.instance = i.id WHERE i.state = 'active' "
-        "AND t.state NOT IN ('completed', 'failed', 'cancelled', 'pending') "
-        "ORDER BY i.agent, i.id"
-    )
+    """Active instances with a task assigned or running, in (agent, instance) order. The tasks
+    side reads the partial index ``ankka_tasks_live`` (only tasks being worked), never the
+    whole table."""
+    rows = tx.rows(WITH_WORK)
     return [(r[0], r[1]) for r in rows]
 
 

@@ -31,6 +31,7 @@ from ankka.runtime.tasks.records import (
 __all__ = [
     "SCHEMA",
     "TASK_COLUMNS",
+    "LIVE_EXCLUDED",
     "Ended",
     "Picked",
     "TaskStore",
@@ -38,6 +39,10 @@ __all__ = [
     "instance_from_row",
     "task_from_row",
 ]
+
+# The states of a task no instance is working on: final, or not yet given to an instance. The
+# ``ankka_tasks_live`` index and the statement that uses it must spell them alike.
+LIVE_EXCLUDED = "('completed', 'failed', 'cancelled', 'pending')"
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS ankka_tasks (
@@ -88,6 +93,10 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS ankka_tasks_by_seq ON ankka_tasks (assigned_seq)",
     "CREATE INDEX IF NOT EXISTS ankka_instances_by_state ON ankka_instances (state, agent, id)",
     "CREATE INDEX IF NOT EXISTS ankka_instances_by_owner ON ankka_instances (lease_owner)",
+    # The scheduler's tasks being worked (assigned or running: what ``with_work`` asks for),
+    # a partial index, so that question reads those rows and not every task ever written.
+    "CREATE INDEX IF NOT EXISTS ankka_tasks_live ON ankka_tasks (agent, instance) "
+    f"WHERE state NOT IN {LIVE_EXCLUDED}",
     # Who created each instance (its first assignment's caller); a table of its own, so a
     # store written before it needs no migration (its instances have no creator).
     """CREATE TABLE IF NOT EXISTS ankka_instance_creators (

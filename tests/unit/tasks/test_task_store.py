@@ -101,7 +101,12 @@ async def test_a_task_survives_reopening_with_what_was_said(open_store: OpenStor
         await store.close()
 
 
-NEW_INDEXES = ("ankka_tasks_by_seq", "ankka_instances_by_state", "ankka_instances_by_owner")
+NEW_INDEXES = (
+    "ankka_tasks_by_seq",
+    "ankka_instances_by_state",
+    "ankka_instances_by_owner",
+    "ankka_tasks_live",
+)
 
 
 def _indexes(tx: Transaction, postgres: bool) -> set[str]:
@@ -264,6 +269,52 @@ async def test_only_active_instances_with_unfinished_tasks_have_work(store: Task
     await fail(store, "t3")
     work: list[Any] = await store.read(statements.with_work)
     assert work == [("researcher", "busy")]
+
+
+# with_work as it was written before the ankka_tasks_live index: a join over every task.
+JOINED_WITH_WORK = (
+    "SELECT DISTINCT i.agent, i.id FROM ankka_instances i JOIN ankka_tasks t "
+    "ON t.agent = i.agent AND t.instance = i.id WHERE i.state = 'active' "
+    "AND t.state NOT IN ('completed', 'failed', 'cancelled', 'pending') "
+    "ORDER BY i.agent, i.id"
+)
+
+
+async def test_with_work_answers_as_the_join_did_and_reads_the_live_tasks_index(
+    store: TaskStore,
+) -> None:
+    postgres = isinstance(store, PostgresTaskStore)
+    states = list(TaskState)
+
+    def fill(tx: Transaction) -> None:
+        for n in range(64):
+            task, instance = f"t{n}", f"i{n % 12}"
+            statements.put(
+                tx, task, spec(f"x{n}"), instance=instance, budget=5, created_by="local", now=NOW
+            )
+            statements.update(tx, task, NOW, state=states[n % len(states)].value)
+        for instance, state in (("i3", InstanceState.SUSPENDED), ("i5", InstanceState.ENDED)):
+            statements.set_instance(tx, "researcher", instance, state, NOW)
+
+    await store.write(fill)
+    work: list[Any] = await store.read(statements.with_work)
+    joined = await store.read(lambda tx: [(r[0], r[1]) for r in tx.rows(JOINED_WITH_WORK)])
+    assert work == joined
+    assert ("researcher", "i3") not in work and ("researcher", "i5") not in work
+    assert len(work) >= 6, work  # live tasks on most active instances, not an empty answer
+
+    def plan(tx: Transaction) -> str:
+        # Which indexes the query can use: with sequential scans priced out (this transaction
+        # only), a partial index whose predicate the query does not imply would not appear.
+        sql = statements.WITH_WORK
+        if postgres:
+            tx.rows("SET LOCAL enable_seqscan = off")
+            return "\n".join(str(r[0]) for r in tx.rows(f"EXPLAIN {sql}"))
+        return "\n".join(str(r[-1]) for r in tx.rows(f"EXPLAIN QUERY PLAN {sql}"))
+
+    shown = await store.read(plan)
+    assert "ankka_tasks_live" in shown, shown
+    assert "Seq Scan on ankka_tasks" not in shown and "SCAN t" not in shown, shown
 
 
 async def test_a_lease_is_held_by_one_owner_until_it_expires(store: TaskStore) -> None:
