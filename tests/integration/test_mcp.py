@@ -12,8 +12,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
@@ -42,38 +43,51 @@ def catalog_command(*args: str) -> list[str]:
     return [sys.executable, str(REPO / "examples" / "mcp_catalog.py"), *args]
 
 
-@pytest.fixture
-def catalog() -> Iterator[Callable[..., Server]]:
-    """Start the catalogue (``--port 0`` unless given); every one is stopped after the test."""
-    servers: list[Server] = []
+@dataclass(frozen=True)
+class Rig:
+    """The processes of one test: catalogues, stand-ins and ``ankka serve examples.shop:service``
+    (every one stopped after the test), and the test's folder, where the shop's store lives."""
 
-    def make(*args: str) -> Server:
+    tmp_path: Path
+    standin: Callable[[Script], Server]
+    started: list[Server] = field(default_factory=list)
+
+    def catalog(self, *args: str) -> Server:
+        """The catalogue (``--port 0`` unless given)."""
         extra = args if "--port" in args else ("--port", "0", *args)
-        server = start(catalog_command(*extra))
-        servers.append(server)
+        return self._keep(start(catalog_command(*extra)))
+
+    def shop(self, standin_url: str, mcp_env: dict[str, str]) -> Server:
+        """The shop with the stand-in as its model and ``mcp_env`` (ANKKA_MCP_* settings)."""
+        store = f"sqlite:///{self.tmp_path / 'shop.sqlite3'}"
+        command = ankka_command("serve", "examples.shop:service", "--port", "0", "--store", store)
+        return self._keep(start(command, env={**model_env(standin_url), **mcp_env}))
+
+    def open(self, script: Script, *catalog_args: str, **mcp_env: str) -> Opened:
+        """A catalogue, a stand-in on ``script`` and the shop with the catalogue configured;
+        ``mcp_env`` adds ANKKA_MCP_CATALOG_<KEY> settings."""
+        mcp = self.catalog(*catalog_args)
+        model = self.standin(script)
+        env = {f"ANKKA_MCP_CATALOG_{key.upper()}": value for key, value in mcp_env.items()}
+        server = self.shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url, **env})
+        return Opened(mcp, model, server)
+
+    def _keep(self, server: Server) -> Server:
+        self.started.append(server)
         return server
 
-    yield make
-    for server in servers:
-        server.stop()
+
+class Opened(NamedTuple):
+    mcp: Server
+    model: Server
+    server: Server
 
 
 @pytest.fixture
-def shop(tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    """``ankka serve examples.shop:service`` with the stand-in and ANKKA_MCP_* settings."""
-    servers: list[Server] = []
-
-    def make(standin_url: str, mcp_env: dict[str, str]) -> Server:
-        store = f"sqlite:///{tmp_path / 'shop.sqlite3'}"
-        server = start(
-            ankka_command("serve", "examples.shop:service", "--port", "0", "--store", store),
-            env={**model_env(standin_url), **mcp_env},
-        )
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
+def rig(tmp_path: Path, standin: Callable[[Script], Server]) -> Iterator[Rig]:
+    made = Rig(tmp_path, standin)
+    yield made
+    for server in made.started:
         server.stop()
 
 
@@ -123,15 +137,8 @@ def stop_cleanly(server: Server) -> str:
     return output
 
 
-def test_the_shop_agent_answers_with_the_catalogue_tool(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-    tmp_path: Path,
-) -> None:
-    mcp = catalog()
-    model = standin([*SHOP_SCRIPT, *search("kettle")])
-    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+def test_the_shop_agent_answers_with_the_catalogue_tool(rig: Rig) -> None:
+    _, model, server = rig.open([*SHOP_SCRIPT, *search("kettle")])
     assert httpx.get(f"{server.url}/readyz").json() == {"ok": True}
 
     answer = ask(server, "Do you have kettles?")
@@ -150,7 +157,7 @@ def test_the_shop_agent_answers_with_the_catalogue_tool(
     assert "Steel kettle" in tool_result["content"] and not tool_result["is_error"]
 
     assert ask(server, "And kettles again?").status_code == 200
-    records = [body for kind, body in journal(tmp_path) if kind == "mcp_tools"]
+    records = [body for kind, body in journal(rig.tmp_path) if kind == "mcp_tools"]
     assert len(records) == 2
     assert records[0]["digest"] == records[1]["digest"]
     assert [t["name"] for t in records[0]["tools"]] == ["search"]
@@ -162,54 +169,34 @@ def test_the_shop_agent_answers_with_the_catalogue_tool(
     stop_cleanly(server)
 
 
-def test_a_listing_recorded_by_another_process_is_not_recorded_again(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-    tmp_path: Path,
-) -> None:
-    mcp = catalog()
-    model = standin([{"text": "One."}, {"text": "Two."}])
-    first = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+def test_a_listing_recorded_by_another_process_is_not_recorded_again(rig: Rig) -> None:
+    mcp, model, first = rig.open([{"text": "One."}, {"text": "Two."}])
     assert ask(first, "Hello").status_code == 200
     stop_cleanly(first)
-    second = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})  # same store, new process
+    second = rig.shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})  # same store, new process
     assert ask(second, "Hello again").status_code == 200
-    records = [body for kind, body in journal(tmp_path) if kind == "mcp_tools"]
+    records = [body for kind, body in journal(rig.tmp_path) if kind == "mcp_tools"]
     assert [("tools" in r) for r in records] == [True, False]
     assert records[0]["digest"] == records[1]["digest"]
 
 
-def test_a_refused_result_reaches_neither_the_model_nor_the_journal(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-    tmp_path: Path,
-) -> None:
-    mcp = catalog()
-    model = standin(search("toaster", "I could not read that product."))
-    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+def test_a_refused_result_reaches_neither_the_model_nor_the_journal(rig: Rig) -> None:
+    _, model, server = rig.open(search("toaster", "I could not read that product."))
     answer = ask(server, "Is there a cheap toaster?")
     assert answer.status_code == 200, answer.text
     follow_up = json.dumps(received(model)[1]["body"]["messages"])
     assert "IGNORE PREVIOUS INSTRUCTIONS" not in follow_up
     assert "Budget toaster" not in follow_up
     assert "withheld" in follow_up and "no_instructions" in follow_up
-    stored = journal_text(tmp_path)
+    stored = journal_text(rig.tmp_path)
     assert "IGNORE PREVIOUS INSTRUCTIONS" not in stored and "Budget toaster" not in stored
     assert conversation(server)[2]["is_error"] is True
     metrics = httpx.get(f"{server.url}/metrics").text
     assert 'ankka_mcp_calls_total{outcome="refused",server="catalog",tool="search"} 1.0' in metrics
 
 
-def test_a_tool_whose_description_is_refused_is_not_offered(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-) -> None:
-    mcp = catalog("--poisoned-tool")
-    model = standin([{"text": "Hello."}])
-    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": mcp.url})
+def test_a_tool_whose_description_is_refused_is_not_offered(rig: Rig) -> None:
+    _, model, server = rig.open([{"text": "Hello."}], "--poisoned-tool")
     assert ask(server, "Hi").status_code == 200
     request = received(model)[0]
     assert offered_tools(request) == ["mcp__catalog__search"]
@@ -221,21 +208,15 @@ def test_a_tool_whose_description_is_refused_is_not_offered(
     assert "description guardrail 'no_instructions'" in output
 
 
-def test_a_restarted_server_is_re_initialised_and_the_next_call_succeeds(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-) -> None:
+def test_a_restarted_server_is_re_initialised_and_the_next_call_succeeds(rig: Rig) -> None:
     # --handshake-only: the client holds a session, which the restart ends (404 to its id).
-    first = catalog("--handshake-only")
+    first, _, server = rig.open([*search("mug"), *search("teapot")], "--handshake-only")
     port = port_of(first)
-    model = standin([*search("mug"), *search("teapot")])
-    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": first.url})
     assert ask(server, "A mug?").status_code == 200
 
     first.process.send_signal(signal.SIGKILL)
     first.process.wait()
-    catalog("--handshake-only", "--port", port)
+    rig.catalog("--handshake-only", "--port", port)
 
     answer = ask(server, "A teapot?")
     assert answer.status_code == 200, answer.text
@@ -249,16 +230,12 @@ def test_a_restarted_server_is_re_initialised_and_the_next_call_succeeds(
 
 @pytest.mark.parametrize("mode", ["negotiated", "handshake-only"])
 def test_a_call_in_flight_when_the_server_dies_is_a_tool_error_not_a_hang(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-    mode: str,
+    rig: Rig, mode: str
 ) -> None:
     flags = ("--handshake-only",) if mode == "handshake-only" else ()
-    slow = catalog("--delay", "30", *flags)
+    script = [*search("kettle", "The catalogue is down."), *search("mug")]
+    slow, _, server = rig.open(script, "--delay", "30", *flags)
     port = port_of(slow)
-    model = standin([*search("kettle", "The catalogue is down."), *search("mug")])
-    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": slow.url})
 
     answers: list[httpx.Response] = []
     asking = threading.Thread(target=lambda: answers.append(ask(server, "A kettle?")))
@@ -276,7 +253,7 @@ def test_a_call_in_flight_when_the_server_dies_is_a_tool_error_not_a_hang(
     assert broken["is_error"] is True
     assert "broke during tool 'search'" in broken["content"]
 
-    catalog("--port", port, *flags)
+    rig.catalog("--port", port, *flags)
     wait_ready(server)
     assert ask(server, "A mug?").status_code == 200
     result = conversation(server)[-2]
@@ -306,22 +283,18 @@ def test_an_unknown_mcp_variable_is_refused_at_start(tmp_path: Path) -> None:
     assert "ANKKA_MCP_CATALOG_HEADERS is not a setting" in done.stderr
 
 
-def test_an_unreachable_server_is_named_by_readyz_and_its_tools_come_when_it_does(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-) -> None:
+def test_an_unreachable_server_is_named_by_readyz_and_its_tools_come_when_it_does(rig: Rig) -> None:
     free = _free_port()
     url = f"http://127.0.0.1:{free}/mcp"
-    model = standin([{"text": "No catalogue right now."}, *search("kettle")])
-    server = shop(model.url, {"ANKKA_MCP_CATALOG_URL": url})
+    model = rig.standin([{"text": "No catalogue right now."}, *search("kettle")])
+    server = rig.shop(model.url, {"ANKKA_MCP_CATALOG_URL": url})
     ready = httpx.get(f"{server.url}/readyz")
     assert ready.status_code == 503
     assert "mcp server 'catalog'" in ready.json()["missing"]
     assert ask(server, "Kettles?").status_code == 200
     assert "mcp__catalog__search" not in offered_tools(received(model)[0])
 
-    catalog("--port", str(free))
+    rig.catalog("--port", str(free))
     wait_ready(server)
     assert ask(server, "Kettles now?").status_code == 200
     assert "mcp__catalog__search" in offered_tools(received(model)[1])
@@ -329,22 +302,12 @@ def test_an_unreachable_server_is_named_by_readyz_and_its_tools_come_when_it_doe
     stop_cleanly(server)
 
 
-def test_header_values_reach_the_server_and_nothing_else(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-    tmp_path: Path,
-) -> None:
-    mcp = catalog("--token", CANARY)
-    port = port_of(mcp)
-    model = standin([*search("kettle"), *search("mug")])
-    server = shop(
-        model.url,
-        {
-            "ANKKA_MCP_CATALOG_URL": mcp.url,
-            "ANKKA_MCP_CATALOG_HEADER_AUTHORIZATION": f"Bearer {CANARY}",
-        },
+def test_header_values_reach_the_server_and_nothing_else(rig: Rig) -> None:
+    script = [*search("kettle"), *search("mug")]
+    mcp, model, server = rig.open(
+        script, "--token", CANARY, header_authorization=f"Bearer {CANARY}"
     )
+    port = port_of(mcp)
     assert ask(server, "Kettles?").status_code == 200
     assert "Steel kettle" in conversation(server)[2]["content"], "the token was not sent"
 
@@ -352,7 +315,7 @@ def test_header_values_reach_the_server_and_nothing_else(
     mcp.process.send_signal(signal.SIGKILL)
     mcp.process.wait()
     assert ask(server, "Mugs?").status_code == 200
-    catalog("--token", "another", "--port", port)
+    rig.catalog("--token", "another", "--port", port)
     time.sleep(2)
 
     seen = [
@@ -360,7 +323,7 @@ def test_header_values_reach_the_server_and_nothing_else(
         httpx.get(f"{server.url}/readyz").text,
         json.dumps(conversation(server)),
         json.dumps(received(model)),
-        journal_text(tmp_path),
+        journal_text(rig.tmp_path),
     ]
     output = server.stop()
     for text in [*seen, output]:
@@ -382,17 +345,8 @@ def _environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("ANKKA_MCP_", "ANKKA_MODEL_"))}
 
 
-def test_a_tool_of_a_server_marked_requires_approval_waits_and_runs_once_approved(
-    standin: Callable[[Script], Server],
-    catalog: Callable[..., Server],
-    shop: Callable[..., Server],
-) -> None:
-    mcp = catalog()
-    model = standin(search("kettle", "Found kettles."))
-    server = shop(
-        model.url,
-        {"ANKKA_MCP_CATALOG_URL": mcp.url, "ANKKA_MCP_CATALOG_REQUIRES_APPROVAL": "search"},
-    )
+def test_a_tool_of_a_server_marked_requires_approval_waits_and_runs_once_approved(rig: Rig) -> None:
+    _, model, server = rig.open(search("kettle", "Found kettles."), requires_approval="search")
     wait_ready(server)
     answer = ask(server, "Do you have kettles?")
     assert answer.status_code == 202, answer.text
