@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -119,3 +120,51 @@ async def test_a_lease_is_exclusive_until_it_expires(postgres_server: str) -> No
         await check_the_session_lease_rule(store)
     finally:
         await store.close()
+
+
+OLD_LEASES = """CREATE TABLE ankka_compaction_leases (
+    session TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires TIMESTAMPTZ NOT NULL
+)"""  # as versions before ankka_session_leases created it
+
+
+async def _tables(dsn: str) -> set[str]:
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cursor = await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE 'ankka_%'"
+        )
+        return {str(row[0]) for row in await cursor.fetchall()}
+
+
+async def _open_as_serve(dsn: str) -> None:
+    """Open the stores as ``ankka serve`` does, take a compaction lease, close them."""
+    store = await PostgresStore.open(dsn)
+    task_store = await PostgresTaskStore.open(dsn, connections=2)
+    try:
+        leases = await open_leases(task_store)
+        assert await leases.acquire("s1", "new-pod", timedelta(minutes=1))
+    finally:
+        await task_store.close()
+        await store.close()
+
+
+async def test_a_new_store_has_no_old_compaction_leases_table(postgres_server: str) -> None:
+    dsn = await database(postgres_server)
+    await _open_as_serve(dsn)
+    tables = await _tables(dsn)
+    assert "ankka_session_leases" in tables and "ankka_events" in tables
+    assert "ankka_compaction_leases" not in tables
+
+
+async def test_an_old_stores_compaction_leases_are_left_as_they_were(postgres_server: str) -> None:
+    dsn = await database(postgres_server)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(OLD_LEASES)
+        await conn.execute(
+            "INSERT INTO ankka_compaction_leases VALUES ('s1', 'old-pod', now() + interval '1 h')"
+        )
+    await _open_as_serve(dsn)  # the session's lease is taken in the new table, not the old
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cursor = await conn.execute("SELECT session, holder FROM ankka_compaction_leases")
+        assert await cursor.fetchall() == [("s1", "old-pod")]
