@@ -1,9 +1,11 @@
 """The request agent of the approval crash tests: the example's refunds agent with a tool that
 says when it runs (a line per run in ``$ANKKA_TEST_TOOL_LOG``) and takes
-``$ANKKA_TEST_TOOL_SECONDS``, and a handler that pauses ``$ANKKA_TEST_PLAN_SECONDS`` while the
-file ``$ANKKA_TEST_PLAN_PAUSE`` exists, so a test can kill the runtime between a recorded
-decision and the approved call's recorded start (resuming plans the turn again first). The
-autonomous ``researcher`` has a ``publish`` tool every call of which waits for approval."""
+``$ANKKA_TEST_TOOL_SECONDS`` (``$ANKKA_TEST_SMALL_TOOL_SECONDS`` for one that needs no
+approval, so a test can kill the runtime after a resumed turn's model call), and a handler
+that pauses ``$ANKKA_TEST_PLAN_SECONDS`` while the file ``$ANKKA_TEST_PLAN_PAUSE`` exists, so
+a test can kill the runtime between a recorded decision and the approved call's recorded
+start (resuming plans the turn again first). The autonomous ``researcher`` has a ``publish``
+tool every call of which waits for approval."""
 
 from __future__ import annotations
 
@@ -29,7 +31,10 @@ def refund(order: str, amount: float) -> str:
     if log:
         with open(log, "a", encoding="utf-8") as runs:
             runs.write(f"{order} {amount}\n")
-    time.sleep(float(os.environ.get("ANKKA_TEST_TOOL_SECONDS", "0")))
+    seconds = os.environ.get("ANKKA_TEST_TOOL_SECONDS", "0")
+    if amount <= 100:  # a refund that needs no approval may take its own time
+        seconds = os.environ.get("ANKKA_TEST_SMALL_TOOL_SECONDS", seconds)
+    time.sleep(float(seconds))
     return f"refunded {amount} on {order}"
 
 

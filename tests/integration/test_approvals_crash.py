@@ -25,11 +25,12 @@ pytestmark = pytest.mark.integration
 
 TARGET = "tests.integration.approval_services:service"
 SPENT = {"input_tokens": 11, "output_tokens": 5}  # by the call that suspends the turn
+SUSPENDING = {
+    "tool_calls": [{"name": "refund", "arguments": {"order": "A1", "amount": 250}}],
+    "usage": SPENT,
+}
 SCRIPT: Script = [
-    {
-        "tool_calls": [{"name": "refund", "arguments": {"order": "A1", "amount": 250}}],
-        "usage": SPENT,
-    },
+    SUSPENDING,
     {"text": "Refunded A1."},
     {"text": "Hello again."},
 ]
@@ -191,6 +192,53 @@ def test_sigkill_after_the_start_before_the_result_never_runs_the_tool_again(
     assert json.loads(body)["cause"] == "cut_off"
     assert decide(servers[-1], request).status_code == 409
     assert runs(log) == ["A1 250.0"]  # once, never twice
+
+
+RESUMED = {"input_tokens": 7, "output_tokens": 3}  # by the resumed turn's model call
+
+
+def test_sigkill_after_a_resumed_call_accounts_it_once_with_the_cut_off_turn(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    small = {"tool_calls": [{"name": "refund", "arguments": {"order": "B2", "amount": 50}}]}
+    model = standin([SUSPENDING, {**small, "usage": RESUMED}, {"text": "Refunded both."}])
+    db, log = tmp_path / "store.sqlite3", tmp_path / "tool-runs.txt"
+    env = {"ANKKA_TEST_TOOL_LOG": str(log), "ANKKA_TEST_SMALL_TOOL_SECONDS": "30"}
+    servers.append(serve(model, f"sqlite:///{db}", env))
+    request = suspend(servers[-1])
+    caller = threading.Thread(target=lambda: _quietly(decide, servers[-1], request))
+    caller.start()
+    # The resumed turn's model call has returned and B2's refund runs: SIGKILL mid-resume.
+    wait_until(lambda: runs(log) == ["A1 250.0", "B2 50.0"], "the resumed turn's second tool")
+    assert "resumed_call" in kinds(db, "s1")
+    kill(servers[-1])
+    caller.join(timeout=30)
+    servers.append(serve(model, f"sqlite:///{db}", {**env, "ANKKA_TEST_SMALL_TOOL_SECONDS": "0"}))
+    assert kinds(db, "s1")[-2:] == ["unwritten_calls", "turn_ended"]
+    assert_resumed_accounted(servers[-1], counted=True)
+    kill(servers[-1])  # and once more: recorded and counted once, not again
+    servers.append(serve(model, f"sqlite:///{db}", env))
+    assert kinds(db, "s1").count("unwritten_calls") == 1
+    assert_resumed_accounted(servers[-1], counted=False)
+    assert runs(log) == ["A1 250.0", "B2 50.0"]  # the cut-off turn ran nothing again
+
+
+def assert_resumed_accounted(server: Server, *, counted: bool) -> None:
+    """Both calls of the cut-off turn (before its suspension, after its resume) in its
+    unwritten usage and calls; in the metrics of the process that ended it only."""
+    session = httpx.get(f"{server.url}/v1/sessions/s1", timeout=10).json()
+    assert session["unwritten_turns"] == 1 and session["turns"] == 0
+    spent = {k: SPENT[k] + RESUMED[k] for k in SPENT}
+    assert {k: session["unwritten_usage"][k] for k in spent} == spent
+    calls = httpx.get(f"{server.url}/v1/sessions/s1/calls", timeout=10).json()["calls"]
+    assert [(c["reason"], c["usage"]["input_tokens"]) for c in calls] == [
+        ("cut_off", SPENT["input_tokens"]),
+        ("cut_off", RESUMED["input_tokens"]),
+    ]
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    line = 'ankka_tokens_total{agent="refunds",kind="input",provider="default"}'
+    counts = [m.rsplit(" ", 1)[1] for m in metrics.splitlines() if m.startswith(line)]
+    assert counts == ([f"{float(spent['input_tokens'])}"] if counted else [])
 
 
 def _quietly(call: Callable[..., Any], *args: Any) -> None:

@@ -23,6 +23,7 @@ from ankka.runtime.approvals.records import (
     ApprovalDecided,
     ApprovalRequest,
     ApprovedCallStarted,
+    ResumedCall,
     TurnEnded,
     TurnSuspended,
     canonical_arguments,
@@ -32,7 +33,14 @@ from ankka.runtime.host import Runtime
 from ankka.runtime.http import create_app
 from ankka.runtime.journal.events import Record, decode, encode
 from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import AssistantMessage, ToolCall, ToolResult, Usage, UserMessage
+from ankka.runtime.messages import (
+    AssistantMessage,
+    ModelCall,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
 from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
 from ankka.runtime.testing import ScriptedProvider
 from ankka.runtime.tools import tool
@@ -136,6 +144,7 @@ async def test_approve_runs_the_call_once_with_the_recorded_arguments(make: Make
         "TurnSuspended",
         "ApprovalDecided",
         "ApprovedCallStarted",
+        "ResumedCall",  # the resumed call, journaled as it returned (accounting if cut off)
         "UserMessage",
         "AssistantMessage",
         "ToolResult",
@@ -408,10 +417,10 @@ async def test_a_cancelled_resume_is_ended_with_every_call_it_made(make: Make) -
     )
     clock = runtime.clock
     assert isinstance(clock, ManualClock)
-    for _ in range(10_000):  # until the resumed turn waits on its third model call
+    for _ in range(10_000):  # until the resumed turn waits on its third model call (≤ 10 s)
         if clock.sleeping:
             break
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.001)  # its calls are journaled as they return: real writes
     assert clock.sleeping
     deciding.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -421,6 +430,53 @@ async def test_a_cancelled_resume_is_ended_with_every_call_it_made(make: Make) -
     assert unwritten.calls[1].usage == Usage(3)
     runtime, _ = await make(service(), [])  # recovery finds the turn ended
     await assert_accounted_once(runtime, "cancelled", calls=2, counted=False)
+
+
+async def test_a_turn_cut_off_after_resumed_calls_accounts_them_once(make: Make) -> None:
+    runtime, _ = await make(service(), [SUSPENDING])
+    (request,) = await suspend(runtime)
+    await record_decision(runtime, request)
+    # What a resumer killed mid-resume leaves: its call's start and one call it made after.
+    entries = await runtime.journal.read("s")
+    turn = request_turn(entries)
+    after = ModelCall("default", "scripted", "refunds", 2.0, Usage(7, 2))
+    left: list[Record] = [
+        ApprovedCallStarted(request.id, turn, "c", request.digest),
+        ResumedCall(turn, after),
+    ]
+    await runtime.journal.append("s", left, expected=entries[-1].seq)
+    runtime, _ = await make(service(), [])  # the restart: recovery ends the turn
+    unwritten = await assert_accounted_once(runtime, "cut_off", calls=2)
+    assert unwritten.calls[1] == after
+    runtime, _ = await make(service(), [])  # and again: nothing more is recorded or counted
+    await assert_accounted_once(runtime, "cut_off", calls=2, counted=False)
+
+
+async def test_a_resumed_turn_written_or_suspended_again_counts_its_calls_once(
+    make: Make,
+) -> None:
+    again = {"tool_calls": [refund_call("A2", 300)], "usage": {"input_tokens": 7}}
+    script: list[dict[str, Any] | str] = [
+        SUSPENDING,
+        again,
+        {"text": "Both refunded.", "usage": {"input_tokens": 5}},
+    ]
+    runtime, _ = await make(service(), script)
+    (first,) = await suspend(runtime)
+    decided = await runtime.approvals.decide(first.id, "approved", first.digest, decided_by="a")
+    assert decided.status == "awaiting_approval"
+    (second,) = decided.pending
+    folded = await runtime.load("s")
+    current = folded.approvals.current
+    assert current is not None  # the new suspension carries the resumed call on its answers
+    assert [c.usage.input_tokens for c in current.all_calls] == [11, 7]
+    decided = await runtime.approvals.decide(second.id, "approved", second.digest, decided_by="a")
+    assert decided.status == "completed"
+    records = [e.record for e in await runtime.journal.read("s")]
+    assert [r.call.usage.input_tokens for r in records if isinstance(r, ResumedCall)] == [7, 5]
+    summary = await runtime.summary("s")
+    assert summary.tally.unwritten_turns == 0 and summary.usage.input_tokens == 23
+    assert [c.usage.input_tokens for c, _, _ in await runtime.calls("s")] == [11, 7, 5]
 
 
 async def test_a_resumed_turn_that_completes_is_in_the_metrics(make: Make) -> None:
@@ -498,6 +554,7 @@ def test_the_records_encodings_are_pinned() -> None:
         ApprovalDecided("apr_1", "t1", "refused", "no", "ann", START),
         ApprovedCallStarted("apr_1", "t1", "c1", "d" * 64),
         TurnEnded("t1", "cut_off", "why"),
+        ResumedCall("t1", ModelCall("default", "m", "refunds", 1.5, Usage(3, 1))),
     ]
     for record in records:
         kind, body = encode(record)

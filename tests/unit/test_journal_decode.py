@@ -20,6 +20,7 @@ from ankka.runtime.approvals.records import (
     ApprovalDecided,
     ApprovalRequest,
     ApprovedCallStarted,
+    ResumedCall,
     TurnEnded,
     TurnSuspended,
 )
@@ -87,6 +88,7 @@ EVERY_KIND: tuple[events.Record, ...] = (
     ApprovalDecided("ap2", "t3", "refused", "", "user:bob", AT),
     ApprovedCallStarted("ap1", "t3", "c9", "d" * 64),
     RESUMED,
+    ResumedCall("t3", CALL),
     AssistantMessage("done", (), "a", "t3", CALL, Usage(60, 8, 4, 2)),
     TurnEnded("t3", "answered", ""),
 )

@@ -33,6 +33,7 @@ from ankka.runtime.approvals.records import (
     ApprovalRequest,
     ApprovedCallStarted,
     Decision,
+    ResumedCall,
     TurnEnded,
     TurnSuspended,
     digest,
@@ -40,6 +41,7 @@ from ankka.runtime.approvals.records import (
     refuse_digest,
     requests_for,
 )
+from ankka.runtime.approvals.resumed import RecordingProvider
 from ankka.runtime.approvals.state import ApprovalState, Suspension
 from ankka.runtime.approvals.tasks import suspension_holding
 from ankka.runtime.identity import opened_by
@@ -198,10 +200,11 @@ class ApprovalDesk:
         spent: tuple[Record, ...] | None = None,
     ) -> None:
         """End the suspended turn. ``spent``: the accounting of what it spent resumed; None
-        (it never resumed): the calls it made before suspending, as :class:`UnwrittenCalls`
-        in the same append as its end, so they are counted once however often the ending is
+        (its resumer is gone or it never resumed): the calls it made before suspending and
+        those a resume recorded as they returned, as :class:`UnwrittenCalls` in the same
+        append as its end, so they are counted once however often the ending is
         tried, and in the metrics once it is recorded."""
-        made = current.calls if spent is None else ()
+        made = current.all_calls if spent is None else ()
         if spent is None:
             spent = (
                 (UnwrittenCalls(current.turn, current.record.agent, cause, made),) if made else ()
@@ -355,6 +358,10 @@ class ApprovalDesk:
                 (ApprovedCallStarted(request.id, current.turn, call.id, request.digest),),
             )
 
+        async def journaled(call: ModelCall) -> None:
+            await rt.record(session, folded, (ResumedCall(current.turn, call),))
+
+        model = RecordingProvider(planned.provider, planned.agent, journaled, rt.clock)
         made: list[ModelCall] = []
         judging = Judging(rt.judges)
         resumed = rt.clock.monotonic()
@@ -365,7 +372,7 @@ class ApprovalDesk:
                 history=folded.view.messages,
                 agent=planned.agent,
                 turn_id=current.turn,
-                provider=planned.provider,
+                provider=model,
                 clock=rt.clock,
                 resume=Resume(suspended.messages, verdicts, start),
                 judging=judging,

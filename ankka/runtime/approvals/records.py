@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from ankka._kernel.ids import new_id
 from ankka.runtime.approvals.errors import ApprovalConflict
-from ankka.runtime.messages import MESSAGE_TYPES, Message, ToolCall
+from ankka.runtime.messages import MESSAGE_TYPES, Message, ModelCall, ToolCall
 
 __all__ = [
     "APPROVAL_RECORD_TYPES",
@@ -28,6 +28,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovedCallStarted",
     "Decision",
+    "ResumedCall",
     "TurnEnded",
     "TurnSuspended",
     "canonical_arguments",
@@ -242,13 +243,35 @@ class TurnEnded:
         return cls(str(data["turn"]), str(data["cause"]), str(data["reason"]))
 
 
-ApprovalRecord = TurnSuspended | ApprovalDecided | ApprovedCallStarted | TurnEnded
+@dataclass(frozen=True, slots=True)
+class ResumedCall:
+    """A model call a resumed turn made, appended as its answer returned and before the turn
+    acts on it. Never summed by itself: a turn that is written carries its calls on its
+    answers, and one its resumer ends accounts for every call it made; only a turn cut off
+    while resuming (its process killed) is accounted from these, in its ``turn_ended``'s
+    append, so each call is counted once."""
+
+    kind: ClassVar[str] = "resumed_call"
+
+    turn: str
+    call: ModelCall
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "call": self.call.as_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ResumedCall:
+        return cls(str(data["turn"]), ModelCall.from_dict(data["call"]))
+
+
+ApprovalRecord = TurnSuspended | ApprovalDecided | ApprovedCallStarted | TurnEnded | ResumedCall
 
 APPROVAL_RECORD_TYPES: tuple[type[ApprovalRecord], ...] = (
     TurnSuspended,
     ApprovalDecided,
     ApprovedCallStarted,
     TurnEnded,
+    ResumedCall,
 )
 
 

@@ -13,6 +13,7 @@ from ankka.runtime.approvals.records import (
     ApprovalDecided,
     ApprovalRequest,
     ApprovedCallStarted,
+    ResumedCall,
     TurnEnded,
     TurnSuspended,
 )
@@ -23,12 +24,14 @@ __all__ = ["ApprovalState", "Suspension"]
 
 @dataclass(slots=True)
 class Suspension:
-    """The suspended turn: where it was recorded, what is decided, which calls started."""
+    """The suspended turn: where it was recorded, what is decided, which calls started, and
+    the model calls a resume of it recorded (:class:`~.records.ResumedCall`)."""
 
     position: int
     record: TurnSuspended
     decisions: dict[str, ApprovalDecided] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)
+    resumed: list[ModelCall] = field(default_factory=list)
 
     @property
     def turn(self) -> str:
@@ -50,6 +53,12 @@ class Suspension:
             for m in self.record.messages
             if isinstance(m, AssistantMessage) and m.call is not None
         )
+
+    @property
+    def all_calls(self) -> tuple[ModelCall, ...]:
+        """Every call the turn is known to have made: before its suspension and, recorded
+        as they returned, after its resume (what a cut-off turn is accounted with)."""
+        return (*self.calls, *self.resumed)
 
     def request(self, approval: str) -> ApprovalRequest | None:
         return next((r for r in self.record.requests if r.id == approval), None)
@@ -74,6 +83,9 @@ class ApprovalState:
         elif isinstance(record, ApprovedCallStarted):
             if current is not None and record.turn == current.turn:
                 current.started.add(record.approval)
+        elif isinstance(record, ResumedCall):
+            if current is not None and record.turn == current.turn:
+                current.resumed.append(record.call)
         elif isinstance(record, TurnEnded):
             if current is not None and record.turn == current.turn:
                 self.current = None
