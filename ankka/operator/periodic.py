@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ankka.operator import reconcile
+from ankka.operator.kube import SOONEST
 from ankka.operator.tlssecrets import CERT_LABEL
 
 __all__ = ["run"]
@@ -35,7 +36,7 @@ async def _bounded(jobs: list[Awaitable[object]]) -> None:
 
 
 async def probe_due_models(p: reconcile.Platform) -> None:
-    items = await p.kube.list(reconcile.API_VERSION, "InstallationModel")
+    items = await p.kube.list(reconcile.API_VERSION, "InstallationModel", priority=SOONEST)
     now = p.clock.now()
     due = [
         m
