@@ -154,7 +154,7 @@ async def stop(memo: kopf.Memo) -> None:
             await task
     p = memo.pop(_PLATFORM, None)
     if isinstance(p, reconcile.Platform):
-        p.kube.close()
+        await p.close()
 
 
 # --- installation models --------------------------------------------------------------------
