@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -483,7 +484,19 @@ def test_a_scale_by_patch_leaves_the_next_apply_in_charge(kubectl: Kubectl, shop
     }
 
     def deployment() -> dict[str, Any]:
-        return kubectl.get("deployment", "scaler", NS) or {"metadata": {}, "spec": {}}
+        out = kubectl.run(
+            "get",
+            "deployment",
+            "scaler",
+            "-n",
+            NS,
+            "-o",
+            "json",
+            "--show-managed-fields",
+            check=False,
+        )
+        found: dict[str, Any] = json.loads(out.stdout) if out.returncode == 0 else {}
+        return found or {"metadata": {}, "spec": {}}
 
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
     poll("scaler running", lambda: deployment()["spec"].get("replicas") == 1)
@@ -503,8 +516,9 @@ def test_a_scale_by_patch_leaves_the_next_apply_in_charge(kubectl: Kubectl, shop
         ),
     )
     assert applied["spec"]["replicas"] == 3
+    # The forced apply owns replicas again (shared with the patch's entry while the values
+    # agree: the API server does not take a field from a manager that set the same value).
     assert _owns_replicas(applied, "Apply")
-    assert not _owns_replicas(applied, "Update")
     # And the patch works again on top of that apply: the two never fight.
     doc["spec"]["replicas"] = 2  # type: ignore[index]
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
