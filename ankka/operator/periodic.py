@@ -20,10 +20,13 @@ __all__ = ["run"]
 
 log = logging.getLogger("ankka.operator")
 _CONCURRENCY = 16
+# Probes wait mostly on model servers and the models' status writes (first in the seam): 16 at
+# a time turned 50 models Served in four rounds ~0.6 s apart (bench/operator_scale.py).
+_PROBES = 64
 
 
-async def _bounded(jobs: list[Awaitable[object]]) -> None:
-    gate = asyncio.Semaphore(_CONCURRENCY)
+async def _bounded(jobs: list[Awaitable[object]], limit: int = _CONCURRENCY) -> None:
+    gate = asyncio.Semaphore(limit)
 
     async def one(job: Awaitable[object]) -> None:
         async with gate:
@@ -43,7 +46,7 @@ async def probe_due_models(p: reconcile.Platform) -> None:
         for m in items
         if not m["metadata"].get("deletionTimestamp") and reconcile.probe_is_due(m, now=now)
     ]
-    await _bounded([reconcile.probe_model(p, m) for m in due])
+    await _bounded([reconcile.probe_model(p, m) for m in due], _PROBES)
 
 
 async def renew_due_certificates(p: reconcile.Platform) -> None:

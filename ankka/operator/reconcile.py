@@ -85,6 +85,7 @@ class Platform:
         self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
         self.statuses: dict[tuple[str, str], tuple[str, Obj]] = {}  # (ns, name) → (uid, status)
         self._models_file = _Coalesced()
+        self._token_review_binding = _Coalesced()
         # One client for every probe: a client's TLS context costs ~15-30 ms of CPU to build,
         # which at one per probe (every unserved model, every tick) was most of the operator's
         # CPU and spread the models' Served over seconds.
@@ -406,21 +407,30 @@ async def render_models_file(p: Platform, agents_by_model: AgentsByModel | None 
     await p._models_file.run(render)
 
 
-async def render_token_review_binding(p: Platform, accounts: Iterable[tuple[str, str]]) -> None:
-    """Name every Agent's ServiceAccount, (namespace, name), in the chart's TokenReview
-    ClusterRoleBinding; nothing when TokenReview is switched off. A refusal is logged, not
-    raised: runtimes then answer 503 to token callers, and the Agents are still rendered."""
+async def render_token_review_binding(
+    p: Platform, accounts: Callable[[], Iterable[tuple[str, str]]]
+) -> None:
+    """Name every Agent's ServiceAccount, (namespace, name) from ``accounts()`` (kopf's live
+    index, read when the render runs), in the chart's TokenReview ClusterRoleBinding; nothing
+    when TokenReview is switched off. Single-flight like the models file: renders asked for
+    during one share the next (1,000 new Agents were ~650 applies of a growing list). A
+    refusal is logged, not raised: runtimes then answer 503 to token callers, and the Agents
+    are still rendered."""
     if not p.settings.token_review_url:
         return
-    try:
-        await p.apply(netpol.token_review_binding(accounts, p.settings))
-    except KubeError as exc:
-        log.warning(
-            "cannot name the Agents' ServiceAccounts in ClusterRoleBinding %s (installed by "
-            "the chart with tokenReview.enabled): %s",
-            p.settings.token_review_binding,
-            exc,
-        )
+
+    async def render() -> None:
+        try:
+            await p.apply(netpol.token_review_binding(accounts(), p.settings))
+        except KubeError as exc:
+            log.warning(
+                "cannot name the Agents' ServiceAccounts in ClusterRoleBinding %s (installed "
+                "by the chart with tokenReview.enabled): %s",
+                p.settings.token_review_binding,
+                exc,
+            )
+
+    await p._token_review_binding.run(render)
 
 
 async def reconcile_model(
