@@ -5,7 +5,9 @@ Why a seam: handlers stay thin and every request goes through one place that cou
 into :class:`KubeError`, which says what was asked and what the API server answered.
 
 Children are written with server-side apply (one field manager, forced), so a reconcile run
-twice, or by a restarted operator, converges on the same objects and never duplicates them.
+twice, or by a restarted operator, converges on the same objects and never duplicates them;
+a release's replicas alone are a merge patch (:meth:`Kube.patch`), which the next forced
+apply takes back.
 The synchronous ``kubernetes`` client does the transport (kubeconfig, TLS, tokens); its calls
 run in worker threads, at most ``_PARALLEL`` at once, handed out by priority: the models'
 probes' reads and status writes first (a model turning Served is what releases its Agents),
