@@ -106,24 +106,23 @@ def agent_deployment(name: str, *, held: bool) -> dict[str, Any]:
         {"image": "i", "module": "m", "models": [{"name": "local", "installation": "m0"}]}
     )
     children = agent_children(
-        namespace="default",
-        name=name,
-        uid=f"00000000-0000-0000-0000-{abs(hash(name)) % 10**12:012d}",
-        spec=spec,
-        settings=Settings(),
-        held=held,
+        namespace="default", name=name, uid="-", spec=spec, settings=Settings(), held=held
     )
-    return next(c for c in children if c["kind"] == "Deployment")
+    deployment = next(c for c in children if c["kind"] == "Deployment")
+    # No Agent owns it here: without the owner reference the garbage collector leaves it be.
+    del deployment["metadata"]["ownerReferences"]
+    return deployment
 
 
 async def release_writes(kube: Kube, kind: str, names: list[str], *, held: bool) -> None:
     """Write every Deployment's replicas (0 when ``held``) the way ``kind`` says."""
 
     async def one(name: str) -> None:
+        found = True
         if kind == "apply whole":
             await kube.apply(agent_deployment(name, held=held))
         elif kind == "merge replicas":
-            await kube.patch(
+            found = await kube.patch(
                 "apps/v1",
                 "Deployment",
                 "default",
@@ -134,7 +133,7 @@ async def release_writes(kube: Kube, kind: str, names: list[str], *, held: bool)
                 },
             )
         else:
-            await kube.patch(
+            found = await kube.patch(
                 "apps/v1",
                 "Deployment",
                 "default",
@@ -142,6 +141,8 @@ async def release_writes(kube: Kube, kind: str, names: list[str], *, held: bool)
                 {"spec": {"replicas": 0 if held else 1}},
                 subresource="scale",
             )
+        if kind != "apply whole" and not found:
+            raise RuntimeError(f"Deployment {name} is gone")
 
     await asyncio.gather(*(one(n) for n in names))
 
@@ -151,7 +152,7 @@ def write_kinds(cp: ControlPlane, kube: Kube, objects: int) -> None:
     names = [f"d{i}" for i in range(objects)]
     asyncio.run(release_writes(kube, "apply whole", names, held=True))  # created, held
     print(
-        f"  {'write':16} {'requests/s':>10} {'client':>8} {'apiserver':>10} {'etcd':>8}"
+        f"  {'write':22} {'rate':>8} {'client':>8} {'apiserver':>8} {'etcd':>8}"
         "  (ms CPU per request)"
     )
     for round_ in range(2):
