@@ -8,7 +8,14 @@ flight over at most 32 connections). Prints requests per second and this process
 request for each. If the asyncio client is not faster here, a faster client cannot shorten the
 operator's release, only its CPU.
 
-Run: ``PYTHONPATH=. python bench/kube_write_rate.py [--objects 600]`` (aiohttp: extra
+``--kinds`` compares instead what a release can write, through the seam: ``--objects``
+Deployments as the operator renders an Agent's (held, 0 replicas) are released and held again,
+two rounds, by a server-side apply of the whole Deployment (what a reconcile applies), a merge
+patch of ``spec.replicas`` (and the held annotation) alone, and the ``scale`` subresource.
+Besides requests per second it prints the CPU per request of kube-apiserver and etcd (from
+``/proc``), which is what the two cores spend for the API server's side of each write.
+
+Run: ``PYTHONPATH=. python bench/kube_write_rate.py [--objects 600] [--kinds]`` (aiohttp: extra
 ``bench-kube``; kopf already depends on it).
 """
 
@@ -31,8 +38,11 @@ from kubernetes.config import kube_config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ankka.api.resources import AgentSpec  # noqa: E402
+from ankka.operator.agents import agent_children  # noqa: E402
 from ankka.operator.kube import Kube  # noqa: E402
-from tests.cluster.controlplane import start  # noqa: E402
+from ankka.operator.settings import Settings  # noqa: E402
+from tests.cluster.controlplane import ControlPlane, start  # noqa: E402
 
 
 def deployment(name: str) -> dict[str, Any]:
@@ -84,9 +94,91 @@ async def through_aiohttp(kube: Kube, names: list[str]) -> tuple[float, float]:
         return len(names) / (time.monotonic() - t), (time.process_time() - cpu) / len(names)
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU time so far, from ``/proc/PID/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def agent_deployment(name: str, *, held: bool) -> dict[str, Any]:
+    """The Deployment the operator renders for an Agent (its other children left out)."""
+    spec = AgentSpec.model_validate(
+        {"image": "i", "module": "m", "models": [{"name": "local", "installation": "m0"}]}
+    )
+    children = agent_children(
+        namespace="default", name=name, uid="-", spec=spec, settings=Settings(), held=held
+    )
+    deployment = next(c for c in children if c["kind"] == "Deployment")
+    # No Agent owns it here: without the owner reference the garbage collector leaves it be.
+    del deployment["metadata"]["ownerReferences"]
+    return deployment
+
+
+async def release_writes(kube: Kube, kind: str, names: list[str], *, held: bool) -> None:
+    """Write every Deployment's replicas (0 when ``held``) the way ``kind`` says."""
+
+    async def one(name: str) -> None:
+        found = True
+        if kind == "apply whole":
+            await kube.apply(agent_deployment(name, held=held))
+        elif kind == "merge replicas":
+            found = await kube.patch(
+                "apps/v1",
+                "Deployment",
+                "default",
+                name,
+                {
+                    "metadata": {"annotations": {"ankka.dev/held": "true" if held else "false"}},
+                    "spec": {"replicas": 0 if held else 1},
+                },
+            )
+        else:
+            found = await kube.patch(
+                "apps/v1",
+                "Deployment",
+                "default",
+                name,
+                {"spec": {"replicas": 0 if held else 1}},
+                subresource="scale",
+            )
+        if kind != "apply whole" and not found:
+            raise RuntimeError(f"Deployment {name} is gone")
+
+    await asyncio.gather(*(one(n) for n in names))
+
+
+def write_kinds(cp: ControlPlane, kube: Kube, objects: int) -> None:
+    pids = dict(cp.pids)
+    names = [f"d{i}" for i in range(objects)]
+    asyncio.run(release_writes(kube, "apply whole", names, held=True))  # created, held
+    print(
+        f"  {'write':22} {'rate':>8} {'client':>8} {'apiserver':>8} {'etcd':>8}"
+        "  (ms CPU per request)"
+    )
+    for round_ in range(2):
+        for kind in ("apply whole", "merge replicas", "scale"):
+            for held in (False, True):  # release, then hold again: every write changes it
+                api, etcd = cpu_seconds(pids["kube-apiserver"]), cpu_seconds(pids["etcd"])
+                t, cpu = time.monotonic(), time.process_time()
+                asyncio.run(release_writes(kube, kind, names, held=held))
+                rate = objects / (time.monotonic() - t)
+                per = [
+                    (time.process_time() - cpu) / objects,
+                    (cpu_seconds(pids["kube-apiserver"]) - api) / objects,
+                    (cpu_seconds(pids["etcd"]) - etcd) / objects,
+                ]
+                what = f"{kind} {'hold' if held else 'release'}"
+                print(
+                    f"  {what:22} {rate:6.0f}/s "
+                    + " ".join(f"{x * 1e3:8.2f}" for x in per)
+                    + f"   round {round_ + 1}"
+                )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=600)
+    parser.add_argument("--kinds", action="store_true", help="compare a release's write kinds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d, start(Path(d)) as cp:
         # The client read $KUBECONFIG's default when it was imported, before there was one.
@@ -94,7 +186,9 @@ def main() -> int:
         kube = Kube.from_environment(field_manager="bench")
         print(f"objects={args.objects} cores={os.cpu_count()} load {os.getloadavg()[0]:.1f}")
         try:
-            for round_ in range(2):
+            if args.kinds:
+                write_kinds(cp, kube, args.objects)
+            for round_ in range(0 if args.kinds else 2):
                 seam = [f"s{round_}-{i}" for i in range(args.objects)]
                 aio = [f"a{round_}-{i}" for i in range(args.objects)]
                 for what, names, run in (

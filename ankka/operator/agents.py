@@ -259,7 +259,7 @@ def agent_children(
     deployment: Obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": meta(annotations={"ankka.dev/held": "true" if held else "false"}),
+        "metadata": meta(annotations={HELD_ANNOTATION: "true" if held else "false"}),
         "spec": {
             "replicas": 0 if held else spec.replicas,
             "selector": {"matchLabels": labels},
@@ -295,6 +295,33 @@ def agent_children(
             )
         )
     return children
+
+
+HELD_ANNOTATION = "ankka.dev/held"
+
+
+def release_patch(applied: Obj, rendered: Obj) -> Obj | None:
+    """The merge patch that turns the Deployment ``applied`` into ``rendered`` when they
+    differ only in what holding or releasing an Agent changes (``spec.replicas`` and the held
+    annotation); None when anything else differs, or nothing does."""
+
+    def rest(obj: Obj) -> Obj:
+        meta = obj.get("metadata") or {}
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items()}
+        annotations.pop(HELD_ANNOTATION, None)
+        spec = {k: v for k, v in (obj.get("spec") or {}).items() if k != "replicas"}
+        return {**obj, "metadata": {**meta, "annotations": annotations}, "spec": spec}
+
+    if applied.get("kind") != "Deployment" or rest(applied) != rest(rendered):
+        return None
+    patch: Obj = {}
+    held = ((rendered.get("metadata") or {}).get("annotations") or {}).get(HELD_ANNOTATION)
+    if held != ((applied.get("metadata") or {}).get("annotations") or {}).get(HELD_ANNOTATION):
+        patch["metadata"] = {"annotations": {HELD_ANNOTATION: held}}
+    replicas = (rendered.get("spec") or {}).get("replicas")
+    if replicas != (applied.get("spec") or {}).get("replicas"):
+        patch["spec"] = {"replicas": replicas}
+    return patch or None
 
 
 # --- status ---------------------------------------------------------------------------------

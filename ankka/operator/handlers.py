@@ -154,7 +154,7 @@ async def stop(memo: kopf.Memo) -> None:
             await task
     p = memo.pop(_PLATFORM, None)
     if isinstance(p, reconcile.Platform):
-        p.kube.close()
+        await p.close()
 
 
 # --- installation models --------------------------------------------------------------------
@@ -227,7 +227,7 @@ async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwa
     await reconcile.reconcile_agent(p, str(namespace), name)
     # The models it names may have gained (or lost) a caller.
     await reconcile.render_models_file(p, kwargs["agents_by_model"])
-    await reconcile.render_token_review_binding(p, _accounts(kwargs))
+    await reconcile.render_token_review_binding(p, lambda: _accounts(kwargs))
 
 
 @kopf.on.delete(GROUP, VERSION, "agents", optional=True)
@@ -235,7 +235,7 @@ async def agent_deleted(namespace: str | None, name: str, memo: kopf.Memo, **kwa
     p = platform(memo)
     p.statuses.pop((str(namespace), name), None)
     await reconcile.render_models_file(p, kwargs["agents_by_model"])
-    await reconcile.render_token_review_binding(p, _accounts(kwargs))
+    await reconcile.render_token_review_binding(p, lambda: _accounts(kwargs))
 
 
 # --- tasks ----------------------------------------------------------------------------------

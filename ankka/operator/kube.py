@@ -5,11 +5,15 @@ Why a seam: handlers stay thin and every request goes through one place that cou
 into :class:`KubeError`, which says what was asked and what the API server answered.
 
 Children are written with server-side apply (one field manager, forced), so a reconcile run
-twice, or by a restarted operator, converges on the same objects and never duplicates them.
+twice, or by a restarted operator, converges on the same objects and never duplicates them;
+a release's replicas alone are a merge patch (:meth:`Kube.patch`), which the next forced
+apply takes back.
 The synchronous ``kubernetes`` client does the transport (kubeconfig, TLS, tokens); its calls
-run in worker threads, at most ``_PARALLEL`` at once, handed out by priority: what releases or
-renders something first, then Agents' status patches, then Events (notices nobody waits on),
-so a burst of releases is not queued behind its own bookkeeping.
+run in worker threads, at most ``_PARALLEL`` at once, handed out by priority: the models'
+probes' reads and status writes first (a model turning Served is what releases its Agents),
+then what releases or renders something, then Agents' status patches, then Events (notices
+nobody waits on), so a burst of releases is not queued behind its own bookkeeping and the
+next model's Served is not queued behind the last one's releases.
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ from kubernetes import config as k8s_config
 from ankka._kernel.errors import AnkkaError
 from ankka.operator.objects import Obj
 
-__all__ = ["BACKGROUND", "FIRST", "LATER", "Kube", "KubeError", "plural_of"]
+__all__ = ["BACKGROUND", "FIRST", "LATER", "SOONEST", "Kube", "KubeError", "plural_of"]
 
 _PARALLEL = 32  # requests in flight at once (threads and pooled connections)
-FIRST, LATER, BACKGROUND = 0, 1, 2  # request priorities: lower goes first
+SOONEST, FIRST, LATER, BACKGROUND = -1, 0, 1, 2  # request priorities: lower goes first
 
 _PLURALS = {
     "ConfigMap": "configmaps",
@@ -196,8 +200,9 @@ class Kube:
         )
         return result
 
-    async def create(self, obj: Obj) -> Obj | None:
-        """Create ``obj``; None when it already exists (someone else created it first)."""
+    async def create(self, obj: Obj, *, priority: int | None = None) -> Obj | None:
+        """Create ``obj``; None when it already exists (someone else created it first).
+        Events go last unless ``priority`` says otherwise."""
         meta = obj["metadata"]
         path = _path(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"))
         try:
@@ -206,7 +211,13 @@ class Kube:
                 path,
                 query={"fieldManager": self._field_manager},
                 body=obj,
-                priority=BACKGROUND if obj["kind"] == "Event" else FIRST,
+                priority=(
+                    priority
+                    if priority is not None
+                    else BACKGROUND
+                    if obj["kind"] == "Event"
+                    else FIRST
+                ),
             )
         except KubeError as exc:
             if exc.http_status == 409:
@@ -226,10 +237,17 @@ class Kube:
         return result
 
     async def list(
-        self, api_version: str, kind: str, namespace: str | None = None, *, labels: str = ""
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        labels: str = "",
+        priority: int = FIRST,
     ) -> list[Obj]:
         query = {"labelSelector": labels} if labels else None
-        result = await self._run("GET", _path(api_version, plural_of(kind), namespace), query=query)
+        path = _path(api_version, plural_of(kind), namespace)
+        result = await self._run("GET", path, query=query, priority=priority)
         items: list[Obj] = result.get("items") or []
         return items
 
@@ -259,21 +277,40 @@ class Kube:
             priority=priority,
         )
 
-    async def scale_to_zero(self, namespace: str, name: str) -> bool:
-        """Set a Deployment's replicas to 0 (merge patch); False when there is none."""
-        path = _path("apps/v1", "deployments", namespace, name)
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str = "",
+        priority: int = FIRST,
+    ) -> bool:
+        """Merge-patch ``body`` into one object (or its ``subresource``, e.g. ``scale``) as
+        this field manager; False when there is no such object. Cheaper for the API server
+        than a server-side apply of the whole object (bench/kube_write_rate.py --kinds): the
+        release's replicas go this way, the next apply (forced) takes the fields back."""
+        path = _path(api_version, plural_of(kind), namespace, name)
         try:
             await self._run(
                 "PATCH",
-                path,
-                body={"spec": {"replicas": 0}},
+                path + (f"/{subresource}" if subresource else ""),
+                query={"fieldManager": self._field_manager},
+                body=body,
                 content_type="application/merge-patch+json",
+                priority=priority,
             )
         except KubeError as exc:
             if exc.http_status == 404:
                 return False
             raise
         return True
+
+    async def scale_to_zero(self, namespace: str, name: str) -> bool:
+        """Set a Deployment's replicas to 0 (merge patch); False when there is none."""
+        return await self.patch("apps/v1", "Deployment", namespace, name, {"spec": {"replicas": 0}})
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """Delete one object (children in the background); False when it was already gone."""

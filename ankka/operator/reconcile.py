@@ -14,10 +14,11 @@ Without a view (before the startup handler, or in a script) the same reconciles 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeAlias
 
 import httpx2
@@ -29,7 +30,7 @@ from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
 from ankka.operator import agents, certs, events, models, netpol, tlssecrets
 from ankka.operator.identity import OperatorIdentity
-from ankka.operator.kube import LATER, Kube, KubeError
+from ankka.operator.kube import LATER, SOONEST, Kube, KubeError
 from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
 from ankka.operator.settings import Settings
 
@@ -72,33 +73,82 @@ class Platform:
         self.ca: certs.KeyPair | None = None
         self._identity: OperatorIdentity | None = None
         self.view: View | None = None  # set by the startup handler
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # Only the locks in use (held or awaited): an idle one carries nothing, so it is
+        # dropped, and a deleted Agent leaves none behind.
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
         # What this process applied and the certificates it knows to be good until their
         # renewal time: they only save requests, and the periodic resync forgets them, so a
         # child changed or deleted behind the operator's back is restored within that period.
         # Each Agent's status as last written (or confirmed) by this process, the one writer:
         # newer than the view until the watch catches up; the resync reads it fresh instead.
-        self.applied: dict[tuple[str, str, str, str], str] = {}
+        self.applied: dict[tuple[str, str, str, str], tuple[str, Obj]] = {}  # (JSON, body)
         self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
         self.statuses: dict[tuple[str, str], tuple[str, Obj]] = {}  # (ns, name) → (uid, status)
         self._models_file = _Coalesced()
+        self._token_review_binding = _Coalesced()
+        # One client for every probe: a client's TLS context costs ~15-30 ms of CPU to build,
+        # which at one per probe (every unserved model, every tick) was most of the operator's
+        # CPU and spread the models' Served over seconds.
+        self._probes: httpx2.AsyncClient | None = None
+
+    def probe_client(self) -> httpx2.AsyncClient:
+        if self._probes is None:
+            # A fresh connection per probe as before (none kept alive): a model server that
+            # restarted must not fail a probe on a stale connection.
+            self._probes = httpx2.AsyncClient(
+                timeout=self.settings.probe_timeout_seconds,
+                limits=httpx2.Limits(max_keepalive_connections=0),
+            )
+        return self._probes
+
+    async def close(self) -> None:
+        """Close the probes' client and the API client."""
+        if self._probes is not None:
+            await self._probes.aclose()
+            self._probes = None
+        self.kube.close()
 
     def forget(self) -> None:
         self.applied.clear()
         self.good_certificates.clear()
 
     async def apply(self, obj: Obj) -> None:
-        """Server-side apply, skipped when this process applied the identical body already."""
+        """Server-side apply, skipped when this process applied the identical body already;
+        a Deployment that differs from the one it applied only by being held or released is
+        merge-patched instead (its replicas and held annotation): a cheaper write for the API
+        server than the whole object's apply (bench/kube_write_rate.py --kinds). The next
+        apply is forced, so it takes those two fields back from the patch's owner."""
         meta = obj["metadata"]
         key = (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
         text = json.dumps(obj, sort_keys=True)
-        if self.applied.get(key) == text:
+        last = self.applied.get(key)
+        if last is not None and last[0] == text:
             return
-        await self.kube.apply(obj)
-        self.applied[key] = text
+        change = agents.release_patch(last[1], obj) if last is not None else None
+        if change is None or not await self.kube.patch(*key, change):
+            await self.kube.apply(obj)  # no patch, or the object is gone: apply it whole
+        self.applied[key] = (text, obj)
 
-    def lock(self, namespace: str, name: str) -> asyncio.Lock:
-        return self._locks.setdefault((namespace, name), asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def lock(self, namespace: str, name: str) -> AsyncIterator[None]:
+        """Hold the Agent's lock: its reconciles run one at a time."""
+        key = (namespace, name)
+        lock, users = self._locks.get(key, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def locks_in_use(self) -> int:
+        return len(self._locks)
 
     def require_ca(self) -> certs.KeyPair:
         if self.ca is None:
@@ -134,10 +184,16 @@ class _Coalesced:
             self._done = upto
 
 
-async def record(p: Platform, involved: dict[str, Any], happening: events.Happening) -> None:
+async def record(
+    p: Platform,
+    involved: dict[str, Any],
+    happening: events.Happening,
+    *,
+    priority: int | None = None,
+) -> None:
     """Post an Event about ``involved``; a refused Event is logged, never fails a reconcile."""
     try:
-        await p.kube.create(events.event(involved, happening, now=p.clock.now()))
+        await p.kube.create(events.event(involved, happening, now=p.clock.now()), priority=priority)
     except KubeError as exc:
         log.warning("could not post Event %s on %s: %s", happening.reason, involved["name"], exc)
 
@@ -351,21 +407,30 @@ async def render_models_file(p: Platform, agents_by_model: AgentsByModel | None 
     await p._models_file.run(render)
 
 
-async def render_token_review_binding(p: Platform, accounts: Iterable[tuple[str, str]]) -> None:
-    """Name every Agent's ServiceAccount, (namespace, name), in the chart's TokenReview
-    ClusterRoleBinding; nothing when TokenReview is switched off. A refusal is logged, not
-    raised: runtimes then answer 503 to token callers, and the Agents are still rendered."""
+async def render_token_review_binding(
+    p: Platform, accounts: Callable[[], Iterable[tuple[str, str]]]
+) -> None:
+    """Name every Agent's ServiceAccount, (namespace, name) from ``accounts()`` (kopf's live
+    index, read when the render runs), in the chart's TokenReview ClusterRoleBinding; nothing
+    when TokenReview is switched off. Single-flight like the models file: renders asked for
+    during one share the next (1,000 new Agents were ~650 applies of a growing list). A
+    refusal is logged, not raised: runtimes then answer 503 to token callers, and the Agents
+    are still rendered."""
     if not p.settings.token_review_url:
         return
-    try:
-        await p.apply(netpol.token_review_binding(accounts, p.settings))
-    except KubeError as exc:
-        log.warning(
-            "cannot name the Agents' ServiceAccounts in ClusterRoleBinding %s (installed by "
-            "the chart with tokenReview.enabled): %s",
-            p.settings.token_review_binding,
-            exc,
-        )
+
+    async def render() -> None:
+        try:
+            await p.apply(netpol.token_review_binding(accounts(), p.settings))
+        except KubeError as exc:
+            log.warning(
+                "cannot name the Agents' ServiceAccounts in ClusterRoleBinding %s (installed "
+                "by the chart with tokenReview.enabled): %s",
+                p.settings.token_review_binding,
+                exc,
+            )
+
+    await p._token_review_binding.run(render)
 
 
 async def reconcile_model(
@@ -402,14 +467,13 @@ async def probe_model(p: Platform, body: Obj) -> bool:
     probed: ModelCapabilities | None = None
     error: str | None = None
     try:
-        async with httpx2.AsyncClient(timeout=p.settings.probe_timeout_seconds) as client:
-            probed = await probe(
-                client,
-                kind=target.kind,
-                url=target.url,
-                model=spec.model,
-                declared=spec.capabilities,
-            )
+        probed = await probe(
+            p.probe_client(),
+            kind=target.kind,
+            url=target.url,
+            model=spec.model,
+            declared=spec.capabilities,
+        )
     except ProbeError as exc:
         error = f"{exc} (at {target.url})"
     now = p.clock.now()
@@ -426,7 +490,7 @@ async def probe_model(p: Platform, body: Obj) -> bool:
     if not models.status_worth_writing(previous, status, spec=spec, now=now):
         return probed is not None
     await p.kube.patch_status(
-        API_VERSION, "InstallationModel", meta["namespace"], meta["name"], status
+        API_VERSION, "InstallationModel", meta["namespace"], meta["name"], status, priority=SOONEST
     )
     was = condition_status(previous, "Served")
     served_message = (
@@ -438,7 +502,9 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         None if was is None else was == "True", probed is not None, served_message
     )
     if happening is not None:
-        await record(p, _involved(body, "InstallationModel"), happening)
+        # As soon as the status: the probe loop's next model waits for this one's Event,
+        # which must not queue behind the releases this model's Served just started.
+        await record(p, _involved(body, "InstallationModel"), happening, priority=SOONEST)
     return probed is not None
 
 

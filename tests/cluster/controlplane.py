@@ -52,6 +52,9 @@ class ControlPlane:
     server: str
     bin: Path
     workdir: Path
+    # The control plane's processes by binary (etcd, kube-apiserver, kube-controller-manager):
+    # the benches read their CPU time from /proc.
+    pids: tuple[tuple[str, int], ...] = ()
 
     def env(self) -> dict[str, str]:
         """An environment for kubectl, helm and the operator: this cluster, these binaries."""
@@ -346,7 +349,7 @@ def start(workdir: Path, pods: PodNetwork | None = None) -> Iterator[ControlPlan
         _wait_ready(f"{server}/readyz", d, api, api_log)
         assert deadline_note.poll() is None, "etcd exited; see " + str(etcd_log)
         kcm_log = workdir / "kube-controller-manager.log"
-        stack.enter_context(
+        kcm = stack.enter_context(
             _process(
                 [
                     str(b / "kube-controller-manager"),
@@ -373,7 +376,12 @@ def start(workdir: Path, pods: PodNetwork | None = None) -> Iterator[ControlPlan
                 kcm_log,
             )
         )
-        yield ControlPlane(kubeconfig=kubeconfig, server=server, bin=b, workdir=workdir)
+        pids = (
+            ("etcd", etcd.pid),
+            ("kube-apiserver", api.pid),
+            ("kube-controller-manager", kcm.pid),
+        )
+        yield ControlPlane(kubeconfig=kubeconfig, server=server, bin=b, workdir=workdir, pids=pids)
 
 
 def have_helm_and_kubectl() -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -458,3 +459,69 @@ def test_deleting_an_agent_removes_what_it_owned(kubectl: Kubectl, shop: Path) -
         lambda: all(kubectl.get(kind, name, NS) is None for kind, name in owned),
         timeout=60,
     )
+
+
+def _owns_replicas(deployment: dict[str, Any], operation: str) -> bool:
+    return any(
+        entry.get("manager") == "ankka-operator"
+        and entry.get("operation") == operation
+        and "f:replicas" in (entry.get("fieldsV1") or {}).get("f:spec", {})
+        for entry in deployment["metadata"].get("managedFields") or []
+    )
+
+
+def test_a_scale_by_patch_leaves_the_next_apply_in_charge(kubectl: Kubectl, shop: Path) -> None:
+    doc = {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": "scaler", "namespace": NS},
+        "spec": {
+            "image": "i",
+            "module": "m",
+            "replicas": 1,
+            "models": [{"name": "local", "installation": "smollm"}],
+        },
+    }
+
+    def deployment() -> dict[str, Any]:
+        out = kubectl.run(
+            "get",
+            "deployment",
+            "scaler",
+            "-n",
+            NS,
+            "-o",
+            "json",
+            "--show-managed-fields",
+            check=False,
+        )
+        found: dict[str, Any] = json.loads(out.stdout) if out.returncode == 0 else {}
+        return found or {"metadata": {}, "spec": {}}
+
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    poll("scaler running", lambda: deployment()["spec"].get("replicas") == 1)
+    # Only the replicas change: merge-patched (an Update), not applied whole.
+    doc["spec"]["replicas"] = 3  # type: ignore[index]
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    scaled = poll("scaler at 3", lambda: (d := deployment())["spec"].get("replicas") == 3 and d)
+    assert _owns_replicas(scaled, "Update")
+    assert scaled["metadata"]["annotations"]["ankka.dev/held"] == "false"
+    # Anything else changes: the whole Deployment is applied, forced, and owns replicas again.
+    doc["spec"]["image"] = "i2"  # type: ignore[index]
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    applied = poll(
+        "scaler's new image",
+        lambda: (
+            (d := deployment())["spec"]["template"]["spec"]["containers"][0]["image"] == "i2" and d
+        ),
+    )
+    assert applied["spec"]["replicas"] == 3
+    # The forced apply owns replicas again (shared with the patch's entry while the values
+    # agree: the API server does not take a field from a manager that set the same value).
+    assert _owns_replicas(applied, "Apply")
+    # And the patch works again on top of that apply: the two never fight.
+    doc["spec"]["replicas"] = 2  # type: ignore[index]
+    kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    again = poll("scaler at 2", lambda: (d := deployment())["spec"].get("replicas") == 2 and d)
+    assert again["spec"]["template"]["spec"]["containers"][0]["image"] == "i2"
+    kubectl.run("delete", "agent", "scaler", "-n", NS, "--wait=true", "--timeout=60s")

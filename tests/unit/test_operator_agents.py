@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ankka.api.resources import AgentSpec
-from ankka.operator.agents import agent_children, awaited_models, invalid_reason, runtime_env
+from ankka.operator.agents import (
+    agent_children,
+    awaited_models,
+    invalid_reason,
+    release_patch,
+    runtime_env,
+)
 from ankka.operator.settings import Settings
 
 SETTINGS = Settings(namespace="platform")
@@ -170,3 +176,38 @@ def test_spec_compaction_reaches_the_runtime_as_its_compaction_settings() -> Non
     from ankka.runtime.compaction.settings import from_environment
 
     assert from_environment(env).apply(None) is not None
+
+
+def test_a_release_or_hold_alone_is_a_patch_of_replicas_and_the_held_annotation() -> None:
+    def deployment(*, held: bool, **overrides: Any) -> dict[str, Any]:
+        children = agent_children(
+            namespace="shop",
+            name="cart",
+            uid="u1",
+            spec=spec(**overrides),
+            settings=SETTINGS,
+            held=held,
+        )
+        return children[2]
+
+    held, released = deployment(held=True), deployment(held=False)
+    assert release_patch(held, released) == {
+        "metadata": {"annotations": {"ankka.dev/held": "false"}},
+        "spec": {"replicas": 2},
+    }
+    assert release_patch(released, held) == {
+        "metadata": {"annotations": {"ankka.dev/held": "true"}},
+        "spec": {"replicas": 0},
+    }
+    assert release_patch(released, deployment(held=False, replicas=3)) == {"spec": {"replicas": 3}}
+    assert release_patch(held, held) is None  # nothing to write
+    # Anything else changed: the whole object is applied.
+    assert release_patch(held, deployment(held=False, image="registry.example/shop:2")) is None
+    other_owner = agent_children(
+        namespace="shop", name="cart", uid="u2", spec=spec(), settings=SETTINGS, held=False
+    )[2]
+    assert release_patch(held, other_owner) is None
+    service = agent_children(
+        namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
+    )[1]
+    assert release_patch(service, service | {"spec": {}}) is None
