@@ -6,6 +6,10 @@ one SDK client (retries, SSE framing, the bearer `none` for keyless servers) ove
 HTTP transport (:mod:`.lean_http`, pooled keep-alive connections), one deadline over a whole
 call, and one translation of the SDK's exceptions into errors naming the provider the service
 configured, never the SDK's vendor.
+
+Each call names its absolute URL (the base URL joined once per path, here), so the SDK parses
+it once instead of joining it to its base URL again; a whole answer is decoded with orjson
+(``json`` where orjson refuses what ``json`` accepts).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import httpx2
 import openai
+import orjson
 
 from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.failures import (
@@ -46,6 +51,8 @@ class OpenAITransport:
     ) -> None:
         self.provider = provider
         self.timeout = timeout
+        self._base_url = base_url.rstrip("/")
+        self._urls: dict[str, str] = {}
         limits = httpx2.Timeout(timeout, connect=min(timeout, 10.0))
         self.client = openai.AsyncOpenAI(
             api_key=api_key or NO_KEY,
@@ -55,14 +62,23 @@ class OpenAITransport:
             http_client=http_client if http_client is not None else lean_client(limits),
         )
 
+    def _url(self, path: str) -> str:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = f"{self._base_url}/{path.lstrip('/')}"
+        return url
+
     async def post_json(self, path: str, body: bytes) -> dict[str, Any]:
         """POST ``body`` and return the JSON answer, within the model timeout."""
         try:
             async with deadline(self.provider, self.timeout):
                 response = await self.client.post(
-                    path, cast_to=httpx2.Response, content=body, options={"headers": _JSON}
+                    self._url(path),
+                    cast_to=httpx2.Response,
+                    content=body,
+                    options={"headers": _JSON},
                 )
-                data = json.loads(await response.aread())
+                data = _loads(await response.aread())
         except openai.OpenAIError as exc:
             raise translate_error(self.provider, exc, self.timeout) from exc
         except ValueError as exc:
@@ -79,7 +95,7 @@ class OpenAITransport:
         try:
             async with deadline(self.provider, self.timeout):
                 events = await self.client.post(
-                    path,
+                    self._url(path),
                     cast_to=dict[str, Any],
                     content=body,
                     options={"headers": _JSON},
@@ -94,6 +110,13 @@ class OpenAITransport:
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)  # what orjson refuses (NaN, an integer past 64 bits) or fails
 
 
 def translate_error(provider: str, exc: openai.OpenAIError, timeout: float) -> ModelError:
