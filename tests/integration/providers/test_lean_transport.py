@@ -241,3 +241,19 @@ async def test_the_lean_client_keeps_a_cookie_the_server_set_as_httpx2_does() ->
 
     assert b"cookie: lb=node-2" not in seen[0][0].lower()
     assert b"cookie: lb=node-2" in seen[1][0].lower()
+
+
+async def test_a_url_joined_once_follows_a_new_base_url() -> None:
+    first: list[tuple[bytes, bytes]] = []
+    second: list[tuple[bytes, bytes]] = []
+    async with server(capturing(first)) as one, server(capturing(second)) as other:
+        model = provider(one)
+        try:
+            await model.complete(HELLO)
+            model._transport.client.base_url = other  # the SDK's own setter
+            await model.complete(HELLO)
+        finally:
+            await model.aclose()
+
+    assert len(first) == len(second) == 1
+    assert second[0][0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
