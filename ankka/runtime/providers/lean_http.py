@@ -27,6 +27,7 @@ environment) goes through httpx2's own code unchanged.
 
 from __future__ import annotations
 
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -48,6 +49,7 @@ from ankka._kernel.upstream import (
 __all__ = ["LeanClient", "LeanTransport", "lean_client"]
 
 _DEFAULT_TIMEOUT = 60.0
+_LOG = logging.getLogger("httpx2")  # the line httpx2's client logs for every request, kept
 _TEMPLATES = 64  # header sets kept per client (an SDK sends one per retry count)
 
 
@@ -219,19 +221,29 @@ class LeanClient(httpx2.AsyncClient):
         assert isinstance(body, httpx2.AsyncByteStream)
         response.request = request
         response.stream = BoundAsyncStream(body, start=started)
-        if response.has_redirect_location:
-            # rare: let httpx2 follow it (and keep its history), from the redirect onwards
+        if "set-cookie" in response.headers:
+            self.cookies.extract_cookies(response)
+        if _LOG.isEnabledFor(logging.INFO):
+            _LOG.info(
+                'HTTP Request: %s %s "%s %d %s"',
+                request.method,
+                request.url,
+                response.http_version,
+                response.status_code,
+                response.reason_phrase,
+            )
+        if response.has_redirect_location:  # rare: as httpx2's client does, then its own code
+            following = self._build_redirect_request(request, response)
             if not (
                 self.follow_redirects
                 if isinstance(follow_redirects, UseClientDefault)
                 else follow_redirects
             ):
+                response.next_request = following
                 return await self._finish(response, stream)
-            following = self._build_redirect_request(request, response)
             await response.aclose()
+            # httpx2 follows from here (this first hop is not in the answer's history)
             return await super().send(following, stream=stream, follow_redirects=True)
-        if "set-cookie" in response.headers:
-            self.cookies.extract_cookies(response)
         return await self._finish(response, stream)
 
     @staticmethod
