@@ -19,6 +19,10 @@ Run: ``python bench/turn_overhead.py`` (``make bench`` installs the peers, extra
 ``--wire responses`` or ``--wire anthropic`` has ankka speak that wire to the stand-in (its
 provider for OpenAI's own API, or Anthropic's); the peers always speak Chat Completions.
 
+The event loop: ``--loop asyncio`` (the default: asyncio's own loop, as every earlier figure
+here) or ``--loop uvloop`` (what ``ankka serve`` runs on, ``ankka._kernel.serve.run``). The
+whole bench process runs on the loop chosen, so every framework measured gets the same one.
+
 Before and after: ``--baseline DIR`` measures ankka only, from DIR's checkout (the "before")
 and from this one (the "after"), each in a process of its own, alternated for ``--rounds``
 rounds (the order flips every round), and prints each shape's figures side by side.
@@ -97,6 +101,18 @@ def ankka_transport() -> httpx2.AsyncBaseTransport | None:
     except ImportError:
         return None
     return LeanTransport()
+
+
+def ankka_client() -> httpx2.AsyncClient:
+    """The HTTP client ankka's providers use by default, over the timed transport: its
+    ``lean_client`` where the checkout's takes a transport (``LeanClient``, issue 11), else
+    httpx2's own client over the checkout's transport (as those checkouts' providers built)."""
+    timed = TimedTransport(ankka_transport())
+    try:
+        from ankka.runtime.providers.lean_http import LeanClient
+    except ImportError:
+        return httpx2.AsyncClient(transport=timed, timeout=60, follow_redirects=True)
+    return LeanClient(transport=timed, timeout=httpx2.Timeout(60))
 
 
 Turn = Callable[[str, str], Awaitable[None]]  # (session, message)
@@ -202,7 +218,7 @@ def ankka_provider(wire: str, base_url: str) -> Any:
     set after construction (the same client either way)."""
     from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
 
-    client = timed_client(ankka_transport())
+    client = ankka_client()
     if wire == "chat":
         return ChatCompletionsProvider(
             name="default", model="standin", base_url=f"{base_url}/v1", http_client=client
@@ -522,17 +538,29 @@ def main() -> int:
         default="chat",
         help="the wire ankka speaks to the stand-in (the peers always speak Chat Completions)",
     )
+    parser.add_argument(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        default="asyncio",
+        help="the event loop every framework runs on (ankka serve runs uvloop)",
+    )
     parser.add_argument("--baseline", type=Path, help="a checkout to compare ankka against")
     parser.add_argument("--rounds", type=int, default=2, help="with --baseline: rounds")
     args = parser.parse_args()
     if args.baseline is not None:
         return compare(args)
     load = os.getloadavg()
-    results = asyncio.run(run(args))
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    if args.loop == "uvloop":
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        results = runner.run(run(args))
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
         f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; frameworks "
-        f"interleaved {args.slice} turns at a time"
+        f"interleaved {args.slice} turns at a time, on the {args.loop} loop"
     )
     print(report(results, args.growing_turns, args.slice))
     return 0
@@ -550,6 +578,7 @@ def compare(args: argparse.Namespace) -> int:
         f"--concurrent-turns={args.concurrent_turns}",
         "--frameworks=ankka",
         f"--wire={args.wire}",
+        f"--loop={args.loop}",
     ]
     checkouts = {"before": args.baseline.resolve(), "after": ROOT}
     rows: dict[str, dict[str, list[tuple[str, str]]]] = {}
@@ -576,7 +605,7 @@ def compare(args: argparse.Namespace) -> int:
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
         f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; before = "
         f"{checkouts['before']}, after = {checkouts['after']}, {args.rounds} rounds alternated, "
-        f"wire {args.wire}"
+        f"wire {args.wire}, {args.loop} loop"
     )
     print("| shape | own p50 (ms), before | after | CPU per turn (ms), before | after |")
     print("|---|---|---|---|---|")

@@ -11,12 +11,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx2
 import pytest
 
 from ankka._kernel.errors import ModelUnavailable
 from ankka.runtime.messages import UserMessage
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
+from ankka.runtime.providers.lean_http import LeanClient, LeanTransport
 from tests.integration.gateway.test_upstream_failures import connections_to
 from tests.integration.providers.conftest import WIRES, Build, Standin, settings_for
 from tests.support.raw_server import Handler, read_request, serve
@@ -160,3 +162,98 @@ async def test_an_answer_cut_before_its_declared_length_is_unavailable() -> None
         await complete_against(cut)
 
     assert "closed the connection mid-answer" in str(caught.value)
+
+
+def capturing(seen: list[tuple[bytes, bytes]], answers: list[bytes] | None = None) -> Handler:
+    """A handler that records every request on a connection and answers each in turn
+    (``answers``, then ``ANSWER`` whole)."""
+
+    async def capture(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                seen.append(await read_request(reader))
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(answers.pop(0) if answers else answer(ANSWER))
+            await writer.drain()
+
+    return capture
+
+
+async def test_the_lean_client_sends_byte_for_byte_what_httpx2s_own_client_sends() -> None:
+    seen: list[tuple[bytes, bytes]] = []
+    async with server(capturing(seen)) as url:
+        ours = provider(url, key="sk-lean-0123")
+        theirs = ChatCompletionsProvider(
+            name="lean",
+            model="m",
+            base_url=url,
+            api_key="sk-lean-0123",
+            timeout=10.0,
+            http_client=httpx2.AsyncClient(
+                transport=LeanTransport(),
+                timeout=httpx2.Timeout(10.0, connect=10.0),
+                follow_redirects=True,
+            ),
+        )
+        try:
+            for model in (ours, theirs, ours):  # the second of ours from the kept template
+                await model.complete(HELLO)
+        finally:
+            await ours.aclose()
+            await theirs.aclose()
+
+    assert isinstance(ours._transport.client._client, LeanClient)
+    assert seen[0] == seen[1] == seen[2]
+
+
+async def test_the_lean_client_follows_a_redirect_with_the_same_body() -> None:
+    seen: list[tuple[bytes, bytes]] = []
+    moved = b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /v2/chat\r\nContent-Length: 0\r\n\r\n"
+    async with server(capturing(seen, [moved])) as url:
+        model = provider(url)
+        try:
+            response = await model.complete(HELLO)
+        finally:
+            await model.aclose()
+
+    assert response.content == "hi"
+    assert [head.split(b"\r\n")[0] for head, _ in seen] == [
+        b"POST /v1/chat/completions HTTP/1.1",
+        b"POST /v2/chat HTTP/1.1",
+    ]
+    assert seen[0][1] == seen[1][1]
+
+
+async def test_the_lean_client_keeps_a_cookie_the_server_set_as_httpx2_does() -> None:
+    seen: list[tuple[bytes, bytes]] = []
+    with_cookie = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nSet-Cookie: lb=node-2; Path=/\r\n"
+        b"Content-Length: " + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER
+    )
+    async with server(capturing(seen, [with_cookie])) as url:
+        model = provider(url)
+        try:
+            await model.complete(HELLO)
+            await model.complete(HELLO)
+        finally:
+            await model.aclose()
+
+    assert b"cookie: lb=node-2" not in seen[0][0].lower()
+    assert b"cookie: lb=node-2" in seen[1][0].lower()
+
+
+async def test_a_url_joined_once_follows_a_new_base_url() -> None:
+    first: list[tuple[bytes, bytes]] = []
+    second: list[tuple[bytes, bytes]] = []
+    async with server(capturing(first)) as one, server(capturing(second)) as other:
+        model = provider(one)
+        try:
+            await model.complete(HELLO)
+            model._transport.client.base_url = other  # the SDK's own setter
+            await model.complete(HELLO)
+        finally:
+            await model.aclose()
+
+    assert len(first) == len(second) == 1
+    assert second[0][0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
