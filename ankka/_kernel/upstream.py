@@ -283,6 +283,18 @@ class Response:
         declared = self.header(b"content-length")
         if limit is not None and declared.isdigit() and int(declared) > limit:
             raise AnswerTooLarge(limit)
+        connection = self._connection
+        if connection.complete:  # the usual case: the whole answer came with its head
+            chunks = connection.chunks
+            if limit is not None and connection.buffered > limit:
+                raise AnswerTooLarge(limit)
+            whole = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+            chunks.clear()
+            connection.buffered = 0
+            if connection.paused and connection.transport is not None:
+                connection.paused = False
+                connection.transport.resume_reading()
+            return whole
         parts: list[bytes] = []
         total = 0
         async for chunk in self.chunks():
