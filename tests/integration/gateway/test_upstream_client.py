@@ -8,6 +8,7 @@ where ordinary answers are enough.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ import httptools
 import pytest
 
 from ankka._kernel.upstream import (
+    AnswerTooLarge,
     ConnectFailed,
     Endpoint,
     Pool,
@@ -84,6 +86,54 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced_unseen() ->
             await pool.aclose()
 
     assert (first, second, served) == (b"{}", b"{}", 2)
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b'5\r\n{"a":\r\n3\r\n"b"\r\n1\r\n}\r\n0\r\n\r\n'
+)
+
+
+@pytest.mark.parametrize("pieces", [1, 3], ids=["at-once", "head-then-body-in-pieces"])
+async def test_a_chunked_answer_is_read_whole_and_checked_against_the_limit(pieces: int) -> None:
+    # At once: the answer is complete when it is read (joined without waiting); in pieces, it
+    # is read as it arrives. Either way the same body, the same limit, the connection reused.
+    head = CHUNKED.index(b"\r\n\r\n") + 4
+    ends = [len(CHUNKED)] if pieces == 1 else [head, head + 12, len(CHUNKED)]
+    cut = [CHUNKED[:end] for end in [0, *ends]]
+    connections = 0
+
+    async def chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while not reader.at_eof():
+            try:
+                await read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            for a, b in itertools.pairwise(cut):
+                writer.write(CHUNKED[len(a) : len(b)])
+                await writer.drain()
+                await asyncio.sleep(0.02)
+
+    pool = Pool(parser=httptools.HttpResponseParser)
+    async with upstream(chunked) as endpoint:
+        try:
+            whole = await post(pool, endpoint)
+            response = await pool.post(endpoint, BODY, connect_timeout=5.0, read_timeout=10.0)
+            try:
+                with pytest.raises(AnswerTooLarge):
+                    await response.read(limit=4)
+            finally:
+                response.close()
+            again = await post(pool, endpoint)
+        finally:
+            await pool.aclose()
+
+    assert whole == again == b'{"a":"b"}'
+    # A refused answer that had arrived whole leaves its connection reusable; one refused
+    # while still arriving is closed.
+    assert connections == (1 if pieces == 1 else 2)
 
 
 async def test_a_server_that_never_answers_is_a_timeout() -> None:
