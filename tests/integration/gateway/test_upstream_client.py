@@ -178,3 +178,45 @@ async def test_nothing_listening_is_a_connect_failure() -> None:
             await post(pool, endpoint)
     finally:
         await pool.aclose()
+
+
+async def test_the_read_timeout_is_per_wait_not_per_answer_and_follows_each_request() -> None:
+    # The client's one timer per connection is re-armed lazily; what it must keep: a stream
+    # whose every piece comes within the timeout never times out however long it runs, and a
+    # request with a short timeout, after one with a long timeout on the same connection, gets
+    # its own.
+    requests = 0
+
+    async def three_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        await read_request(reader)
+        requests += 1
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(6):  # 0.1 s apart, 0.6 s in all
+            await asyncio.sleep(0.1)
+            writer.write(b"1\r\nx\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await read_request(reader)  # answered after 0.5 s: within its timeout
+        requests += 1
+        await asyncio.sleep(0.5)
+        writer.write(ANSWER)
+        await read_request(reader)  # answered after 1 s: past its timeout
+        requests += 1
+        await asyncio.sleep(1.0)
+        writer.write(ANSWER)
+        await writer.drain()
+        await asyncio.sleep(30)
+
+    pool = Pool(parser=httptools.HttpResponseParser)
+    async with upstream(three_answers) as endpoint:
+        try:
+            first = await post(pool, endpoint, read_timeout=0.3)
+            second = await post(pool, endpoint, read_timeout=5.0)
+            with pytest.raises(UpstreamTimeout):
+                await post(pool, endpoint, read_timeout=0.2)
+        finally:
+            await pool.aclose()
+
+    assert (first, second) == (b"x" * 6, b"{}")
+    assert requests == 3  # one connection, reused
