@@ -14,9 +14,10 @@ imports nothing heavy (``.importlinter``), so the deployables, which declare htt
 Failures are translated here, once: :class:`ConnectFailed` (the server cannot be reached; its
 subclass :class:`ConnectTimedOut` when connecting took too long), :class:`UpstreamTimeout` (no
 byte within the read timeout), :class:`ProtocolFailure` (anything else). Timeouts are timer
-callbacks, not ``wait_for`` tasks, so an idle wait costs nothing. Closing a :class:`Response`
-early (a caller left) closes its connection, which the server sees as a cancelled request; a
-response read to its end returns its connection to the pool.
+callbacks, not ``wait_for`` tasks (one per connection, re-armed only when it fires), so an idle
+wait costs nothing. Closing a :class:`Response` early (a caller left) closes its connection,
+which the server sees as a cancelled request; a response read to its end returns its
+connection to the pool.
 """
 
 from __future__ import annotations
@@ -139,6 +140,10 @@ class _Connection(asyncio.Protocol):
         self.parser = pool._parser(self)
         self.closed = False
         self.reused = False
+        # One timer per connection, re-armed lazily: see wait().
+        self.timer: asyncio.TimerHandle | None = None
+        self.due = 0.0  # when the timer fires (loop time)
+        self.deadline = 0.0  # when the wait under way times out (loop time)
         self._reset()
 
     def _reset(self) -> None:
@@ -153,7 +158,6 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.error: UpstreamError | None = None
         self.waiter: asyncio.Future[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -169,6 +173,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if not self.complete and self.error is None and exc is None and self._delimited_by_close():
             self.complete = True  # HTTP/1.0 framing: the body ends where the connection does
         elif not self.complete and self.error is None:
@@ -221,17 +228,32 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _on_timeout(self) -> None:
+    def _on_timer(self) -> None:
+        self.timer = None
+        if self.waiter is None or self.closed:
+            return  # nobody waits: the next wait arms it again
+        left = self.deadline - self.loop.time()
+        if left > 0:  # the wait under way began after the timer was armed
+            self.due = self.deadline
+            self.timer = self.loop.call_at(self.deadline, self._on_timer)
+            return
         self._fail(UpstreamTimeout("no answer within the read timeout"))
 
     async def wait(self, seconds: float) -> None:
-        # A timer callback, not asyncio.timeout: this runs once per body chunk.
-        self.waiter = self.loop.create_future()
-        self.timer = self.loop.call_later(seconds, self._on_timeout)
+        # A timer callback, not asyncio.timeout: this runs once per body chunk. The timer is
+        # armed once and checked against the wait under way when it fires, instead of made
+        # and cancelled for every wait; each wait still times out ``seconds`` after it began.
+        self.waiter = waiter = self.loop.create_future()
+        self.deadline = deadline = self.loop.time() + seconds
+        timer = self.timer
+        if timer is None or self.due > deadline:
+            if timer is not None:
+                timer.cancel()
+            self.due = deadline
+            self.timer = self.loop.call_at(deadline, self._on_timer)
         try:
-            await self.waiter
+            await waiter
         finally:
-            self.timer.cancel()
             self.waiter = None
         if self.error is not None:
             raise self.error
@@ -246,6 +268,9 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.transport is not None:
             self.transport.close()
 
@@ -283,6 +308,18 @@ class Response:
         declared = self.header(b"content-length")
         if limit is not None and declared.isdigit() and int(declared) > limit:
             raise AnswerTooLarge(limit)
+        connection = self._connection
+        if connection.complete:  # the usual case: the whole answer came with its head
+            chunks = connection.chunks
+            if limit is not None and connection.buffered > limit:
+                raise AnswerTooLarge(limit)
+            whole = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+            chunks.clear()
+            connection.buffered = 0
+            if connection.paused and connection.transport is not None:
+                connection.paused = False
+                connection.transport.resume_reading()
+            return whole
         parts: list[bytes] = []
         total = 0
         async for chunk in self.chunks():

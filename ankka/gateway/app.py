@@ -34,6 +34,7 @@ from ankka.gateway.models_file import Models, ModelsFile
 from ankka.gateway.openapi import DOCUMENT
 from ankka.gateway.registry import Registry, Upstream
 from ankka.gateway.wire import (
+    WATCH_DISCONNECT,
     Receive,
     Scope,
     Send,
@@ -210,7 +211,7 @@ class Gateway:
             self.metrics.refused(upstream.name, caller, exc.code)
             await send_error(send, 400, exc.message, code=exc.code, param=exc.param)
             return
-        await self._send_upstream(upstream, sent, request, caller, receive, send)
+        await self._send_upstream(upstream, sent, request, caller, scope, receive, send)
 
     async def _refused(
         self, upstream: Upstream, request: check.Inspected, caller: str, send: Send
@@ -251,6 +252,7 @@ class Gateway:
         body: bytes,
         request: check.Inspected,
         caller: str,
+        scope: Scope,
         receive: Receive,
         send: Send,
     ) -> None:
@@ -312,6 +314,7 @@ class Gateway:
                 metrics=self.metrics,
                 caller=caller,
                 clock=self._clock,
+                watch=scope.get(WATCH_DISCONNECT),
             )
             await exchange.run()
             upstream.token_budget.spend(caller, exchange.tokens)

@@ -84,12 +84,14 @@ class Cycle:
         "http10",
         "keep_alive",
         "message_done",
+        "on_gone",
         "over",
         "parts",
         "returned",
         "scope",
         "size",
         "started",
+        "task",
         "waiter",
     )
 
@@ -111,6 +113,25 @@ class Cycle:
         self.chunked = False
         self.head = b""
         self.waiter: asyncio.Future[None] | None = None
+        self.task: asyncio.Task[None] | None = None  # the one running the app
+        self.on_gone: Callable[[], bool] | None = None
+
+    def watch(self, on_gone: Callable[[], bool] | None) -> None:
+        """Call ``on_gone`` when the caller goes away (closes or half-closes) before the answer
+        is out, and cancel the app's task if it answers True; ``None`` stops watching.
+
+        What the app would otherwise learn from a second task waiting on :meth:`receive` for
+        the disconnect, told by the connection itself: no task, no wake-up per request."""
+        self.on_gone = on_gone
+        if on_gone is not None and self.conn.lost:
+            self.gone()
+
+    def gone(self) -> None:
+        """The connection is lost: tell the watcher (once), wake whoever waits."""
+        self.wake()
+        on_gone, self.on_gone = self.on_gone, None
+        if on_gone is not None and not self.complete and on_gone() and self.task is not None:
+            self.task.cancel()
 
     def wake(self) -> None:
         waiter = self.waiter

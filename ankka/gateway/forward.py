@@ -30,7 +30,7 @@ from ankka._kernel.upstream import (
 )
 from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
 from ankka.gateway.models_file import ModelSpec
-from ankka.gateway.wire import Receive, Send, error_body, send_bytes, send_error
+from ankka.gateway.wire import Receive, Send, WatchDisconnect, error_body, send_bytes, send_error
 
 __all__ = ["Exchange"]
 
@@ -137,6 +137,7 @@ class Exchange:
         "stream",
         "tokens",
         "upstream_failed",
+        "watch",
     )
 
     def __init__(
@@ -152,8 +153,10 @@ class Exchange:
         metrics: GatewayMetrics,
         caller: str,
         clock: Clock,
+        watch: WatchDisconnect | None = None,
     ) -> None:
         self.pool = pool
+        self.watch = watch
         self.spec = spec
         self.endpoint = endpoint
         self.body = body
@@ -176,19 +179,28 @@ class Exchange:
     async def run(self) -> None:
         """Send the body to the model's server and relay its answer.
 
-        For as long as it runs, a watcher waits for the caller's disconnect and cancels it, so
-        an abandoned request stops at once, whether it is waiting for the upstream's first byte
-        or relaying a stream; cancelling closes the upstream connection.
+        For as long as it runs, the caller's disconnect cancels it, so an abandoned request
+        stops at once, whether it is waiting for the upstream's first byte or relaying a
+        stream; cancelling closes the upstream connection. The gateway's own server tells of
+        the disconnect through ``watch`` (no task per request); under uvicorn a watcher task
+        waits on ``receive`` for it.
         """
-        me = asyncio.current_task()
-        assert me is not None
-        watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(me))
+        watch = self.watch
+        watcher: asyncio.Task[None] | None = None
+        if watch is not None:
+            watch(self._left)
+        else:
+            me = asyncio.current_task()
+            assert me is not None
+            watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(me))
         self._started = self.clock.monotonic()
         try:
             await self._exchange()
         except asyncio.CancelledError:
             if not self.caller_left:
                 raise
+            me = asyncio.current_task()
+            assert me is not None
             me.uncancel()
             self.metrics.caller_left(self.spec.name, self.caller)
             log.info(
@@ -196,17 +208,27 @@ class Exchange:
             )
         finally:
             self.answered = True
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            if watcher is None:
+                assert watch is not None
+                watch(None)
+            else:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             self.of.latency.observe(self.clock.monotonic() - self._started)
+
+    def _left(self) -> bool:
+        """The caller went away: True (cancel the exchange) unless it was already answered."""
+        if self.answered:
+            return False
+        self.caller_left = True
+        return True
 
     async def _watch_disconnect(self, me: asyncio.Task[object]) -> None:
         # The request body was read whole, so the next message is the disconnect.
         while (await self.receive())["type"] != "http.disconnect":
             pass
-        if not self.answered:
-            self.caller_left = True
+        if self._left():
             me.cancel()
 
     def _failed(self, exc: UpstreamError) -> tuple[int, str, str]:
@@ -248,14 +270,16 @@ class Exchange:
             status, code, message = self._failed(exc)
             await send_error(self.send, status, message, code=code)
             return
-        if response.status >= 500:
-            self.metrics.upstream_error(self.spec.name, self.caller, f"http_{response.status}")
-        elif response.status == 200:
-            self.tokens = _count_usage(content[-2048:], self.of)
-        content = _without_secrets(content, self.spec, error=response.status != 200)
+        status = response.status
+        answer = _without_secrets(content, self.spec, error=status != 200)
         content_type = response.header(b"content-type", b"application/json")
         self.answered = True
-        await send_bytes(self.send, response.status, content, content_type=content_type)
+        await send_bytes(self.send, status, answer, content_type=content_type)
+        # Counted once the answer is out: off the caller's wait, before anything else runs.
+        if status >= 500:
+            self.metrics.upstream_error(self.spec.name, self.caller, f"http_{status}")
+        elif status == 200:
+            self.tokens = _count_usage(content[-2048:], self.of)
 
     async def _relay_stream(self, response: Response) -> None:
         send = self.send

@@ -25,7 +25,9 @@ Every bound uvicorn and :mod:`ankka._kernel.bounded` gave is kept here:
   is answered before the body is read (not when the declared body passes ``max_body``);
 - a request that cannot be parsed gets 400 in the gateway's error shape and the connection
   closes; a client that goes away (or half-closes) is a disconnect for the request in flight,
-  which is how the gateway cancels its upstream request;
+  which is how the gateway cancels its upstream request: told through the watch each scope
+  carries (``scope[WATCH_DISCONNECT]``, :meth:`ankka.gateway.cycle.Cycle.watch`), so the
+  gateway needs no second task per request waiting on ``receive`` for it;
 - with TLS, each request's scope carries the verified client certificate's URI SANs in
   ``scope["extensions"]["tls"]["peer_uri_sans"]`` (read once per connection).
 
@@ -52,7 +54,7 @@ import httptools
 from ankka._kernel.bounded import ConnectionLimits
 from ankka._kernel.tls import peer_uri_sans
 from ankka.gateway.cycle import App, Cycle, Dates, refusal
-from ankka.gateway.wire import Scope
+from ankka.gateway.wire import WATCH_DISCONNECT, Scope
 
 __all__ = ["RawServer", "serve_raw"]
 
@@ -140,7 +142,7 @@ class _Connection(asyncio.Protocol):
         self._disarm()
         for cycle in (self.parsing, self.active, *self.pipeline):
             if cycle is not None:
-                cycle.wake()
+                cycle.gone()
         self.pipeline.clear()
         self.out.clear()
         self.resume_writing()
@@ -217,6 +219,7 @@ class _Connection(asyncio.Protocol):
             keep_alive=parser.should_keep_alive(),
             expect=expect and declared <= self.server.max_body,
         )
+        scope[WATCH_DISCONNECT] = cycle.watch
         self.parsing = self.last = cycle
         if self.active is None:
             self._begin(cycle)
@@ -281,7 +284,7 @@ class _Connection(asyncio.Protocol):
         self.active = cycle
         if cycle.expect and not cycle.body_done:
             self.write(_CONTINUE)
-        self.server.spawn(cycle.run(self.server.app))
+        cycle.task = self.server.spawn(cycle.run(self.server.app))
 
     def answered(self, cycle: Cycle) -> None:
         """``cycle``'s answer is out: close the connection unless it is kept alive."""
@@ -429,10 +432,11 @@ class RawServer:
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set in serve
         self._stop: asyncio.Event | None = None
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = self.loop.create_task(work)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
 
     def make_room(self, newcomer: _Connection) -> bool:
         """Close the oldest idle connection (one sending its head if none is idle)."""

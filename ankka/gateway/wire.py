@@ -19,7 +19,9 @@ __all__ = [
     "Receive",
     "Scope",
     "Send",
+    "WATCH_DISCONNECT",
     "TooLarge",
+    "WatchDisconnect",
     "caller_of",
     "error_body",
     "read_body",
@@ -31,6 +33,13 @@ __all__ = [
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+WATCH_DISCONNECT = "ankka.watch_disconnect"
+"""The scope key under which the gateway's own server (:mod:`ankka.gateway.server`) hands the
+app a :data:`WatchDisconnect` for the request: ``watch(on_gone)`` calls ``on_gone()`` when the
+caller goes away before the answer is out, and cancels the request's task if it answers True;
+``watch(None)`` stops it. Absent under uvicorn, where a task waits on ``receive`` instead."""
+WatchDisconnect = Callable[[Callable[[], bool] | None], None]
 
 
 _TYPES = {

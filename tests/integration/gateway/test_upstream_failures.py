@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import openai
 import pytest
 
 from tests.integration.gateway.conftest import (
+    Gateway,
     StartGateway,
     StartStandin,
     standin_model,
@@ -161,6 +163,50 @@ def test_a_caller_leaving_before_the_first_byte_cancels_the_upstream_request(
     assert len(standin.chats()) == 1  # it did reach the upstream before the caller left
     wait_until(lambda: bool(IDLE.search(gateway.metrics())), what="the request to be dropped")
     wait_until(lambda: connections_to(standin.url) == 0, what="the upstream connection to close")
+
+
+def _chat_request(gateway: Gateway) -> bytes:
+    body = json.dumps({"model": "small", "messages": HI}).encode()
+    url = httpx.URL(gateway.url)
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n" % (url.host.encode(), len(body))
+    ) + body
+
+
+@pytest.mark.parametrize("server", ["own", "uvicorn"])
+def test_a_caller_half_closing_while_a_whole_answer_is_awaited_cancels_it_and_is_counted(
+    start_standin: StartStandin, start_gateway: StartGateway, server: str
+) -> None:
+    # The gateway's own server tells the request of the disconnect from the connection; under
+    # uvicorn a watcher waits on receive(). Either way: cancelled upstream, counted, and the
+    # gateway serves the next request as before.
+    standin = start_standin(
+        {
+            "turns": [{"text": "too late", "delay_ms": 30_000}, {"text": "on time"}],
+            "models": models(["completion"]),
+        }
+    )
+    args = ["--server", "uvicorn"] if server == "uvicorn" else []
+    gateway = start_gateway([standin_model(standin.url)], args=args)
+    url = httpx.URL(gateway.url)
+
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(_chat_request(gateway))
+        wait_until(lambda: len(standin.chats()) == 1, what="the request to reach the upstream")
+        sock.shutdown(socket.SHUT_WR)  # the whole request was sent; the caller stops waiting
+        assert sock.recv(1) == b""  # the gateway closed its side, answering nothing
+
+    wait_until(lambda: bool(IDLE.search(gateway.metrics())), what="the request to be dropped")
+    wait_until(lambda: connections_to(standin.url) == 0, what="the upstream connection to close")
+    assert 'ankka_gateway_caller_disconnects_total{caller="anonymous",model="small"} 1.0' in (
+        gateway.metrics()
+    )
+    answer = httpx.post(
+        f"{gateway.openai_url}/chat/completions", json={"model": "small", "messages": HI}
+    )
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"] == "on time"
 
 
 def test_a_changed_models_file_is_served_without_restart(
