@@ -19,13 +19,11 @@ fold passes over records that are not messages.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
-
+from ankka._kernel.jsonload import loads
 from ankka.runtime.accounting import UnwrittenCalls
 from ankka.runtime.approvals.records import APPROVAL_RECORD_TYPES, ApprovalRecord
 from ankka.runtime.compaction.records import CompactionRecord, CompactionRejected, HistoryCompacted
@@ -133,22 +131,3 @@ def decode(kind: str, body: str) -> Record:
             if stored in data:
                 data[shown] = data.pop(stored)
     return record_type.from_dict(data)
-
-
-# 19 digits in a row may be an integer past 64 bits, which orjson reads as a float: such a
-# body (rare: ankka's own numbers are token counts and positions) goes to ``json``, which
-# reads it exactly. A digit run inside a string costs only the slower decoder.
-_LONG_DIGITS = re.compile(r"[0-9]{19}")
-
-
-def loads(body: str) -> Any:
-    """``json.loads(body)``, through orjson: several times faster, and most of a cold fold is
-    decoding. Where orjson would decode differently or refuses what ``json`` accepts (an
-    integer past 64 bits, ``NaN``, ``Infinity``, an escaped lone surrogate), ``json`` decodes
-    it, so a body decodes to the values, or fails with the error, it always did."""
-    if _LONG_DIGITS.search(body) is not None:
-        return json.loads(body)
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)

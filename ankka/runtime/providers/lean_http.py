@@ -21,12 +21,13 @@ call: the URL is parsed once per address and the merged headers once per set the
 SDK's headers change only with a retry), so a call builds one ``Request`` from those and its
 body and goes straight to the transport (py-spy, issue 11: httpx2's ``build_request`` and
 ``send`` were about 40 % of the SDK's own time per call). Anything it does not take the short
-way (query parameters, files, form data, cookies, auth, event hooks, a proxy from the
-environment) goes through httpx2's own code unchanged.
+way (query parameters, files, form data, cookies, auth, credentials in the URL, event hooks,
+a proxy from the environment) goes through httpx2's own code unchanged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import ssl
 import time
@@ -208,6 +209,7 @@ class LeanClient(httpx2.AsyncClient):
             self.is_closed
             or not isinstance(auth, UseClientDefault)
             or self.auth is not None
+            or request.url.userinfo  # httpx2 turns user:pass@ into Basic auth
             or self.event_hooks["request"]
             or self.event_hooks["response"]
             or self._transport_for_url(request.url) is not self._lean_transport
@@ -233,15 +235,19 @@ class LeanClient(httpx2.AsyncClient):
                 response.reason_phrase,
             )
         if response.has_redirect_location:  # rare: as httpx2's client does, then its own code
-            following = self._build_redirect_request(request, response)
             if not (
                 self.follow_redirects
                 if isinstance(follow_redirects, UseClientDefault)
                 else follow_redirects
             ):
-                response.next_request = following
+                with contextlib.suppress(httpx2.RemoteProtocolError):  # a bad Location
+                    response.next_request = self._build_redirect_request(request, response)
                 return await self._finish(response, stream)
-            await response.aclose()
+            try:
+                following = self._build_redirect_request(request, response)
+                await response.aread()  # as httpx2 does: the connection goes back to the pool
+            finally:
+                await response.aclose()
             # httpx2 follows from here (this first hop is not in the answer's history)
             return await super().send(following, stream=stream, follow_redirects=True)
         return await self._finish(response, stream)

@@ -9,20 +9,20 @@ configured, never the SDK's vendor.
 
 The client keeps each URL it has joined to its base URL (:class:`_Client`: the SDK parses and
 joins it again on every call, about a tenth of its own time per call), and a whole answer is
-decoded with orjson (``json`` where orjson refuses what ``json`` accepts).
+decoded through :func:`ankka._kernel.jsonload.loads` (orjson, and ``json`` wherever the two
+would read it differently, such as an integer past 64 bits).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
 import openai
-import orjson
 
 from ankka._kernel.errors import ModelError
+from ankka._kernel.jsonload import loads
 from ankka.runtime.providers.failures import (
     deadline,
     for_status,
@@ -87,7 +87,7 @@ class OpenAITransport:
                     content=body,
                     options={"headers": _JSON},
                 )
-                data = _loads(await response.aread())
+                data = loads(await response.aread())
         except openai.OpenAIError as exc:
             raise translate_error(self.provider, exc, self.timeout) from exc
         except ValueError as exc:
@@ -119,13 +119,6 @@ class OpenAITransport:
 
     async def aclose(self) -> None:
         await self.client.close()
-
-
-def _loads(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)  # what orjson refuses (NaN, an integer past 64 bits) or fails
 
 
 def translate_error(provider: str, exc: openai.OpenAIError, timeout: float) -> ModelError:

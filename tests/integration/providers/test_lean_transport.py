@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx2
 import pytest
@@ -257,3 +258,62 @@ async def test_a_url_joined_once_follows_a_new_base_url() -> None:
 
     assert len(first) == len(second) == 1
     assert second[0][0].startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+
+
+def _mock_clients(
+    handler: Any,
+) -> tuple[LeanClient, httpx2.AsyncClient]:
+    timeout = httpx2.Timeout(5.0)
+    ours = LeanClient(transport=httpx2.MockTransport(handler), timeout=timeout)
+    theirs = httpx2.AsyncClient(
+        transport=httpx2.MockTransport(handler), timeout=timeout, follow_redirects=True
+    )
+    return ours, theirs
+
+
+async def test_credentials_in_the_url_become_basic_auth_as_httpx2s_own_client_makes_them() -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, content=ANSWER)
+
+    ours, theirs = _mock_clients(handler)
+    url = "http://user:secret@127.0.0.1:9/v1/chat/completions"
+    for client in (ours, theirs):
+        request = client.build_request(
+            "POST", url, content=b"{}", headers=[("Authorization", "Bearer k")]
+        )
+        await client.send(request)
+        await client.aclose()
+
+    assert seen[0].headers["authorization"].startswith("Basic ")
+    assert seen[0].headers.raw == seen[1].headers.raw
+
+
+@pytest.mark.parametrize("follow", [False, True])
+async def test_a_redirect_to_a_bad_location_is_treated_as_httpx2_treats_it(follow: bool) -> None:
+    closed: list[bool] = []
+
+    class Body(httpx2.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b""
+
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(302, headers={"Location": "http://[::1"}, stream=Body())
+
+    ours, _ = _mock_clients(handler)
+    request = ours.build_request("POST", "http://127.0.0.1:9/v1/x", content=b"{}", headers=[])
+    try:
+        if follow:
+            with pytest.raises(httpx2.RemoteProtocolError):
+                await ours.send(request, follow_redirects=True)
+        else:
+            response = await ours.send(request, follow_redirects=False)
+            assert response.status_code == 302 and response.next_request is None
+    finally:
+        await ours.aclose()
+    assert closed  # never left holding its connection
