@@ -19,7 +19,7 @@ from email.utils import formatdate
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from ankka.gateway.wire import Receive, Scope, Send, error_body
+from ankka.gateway.wire import WATCH_DISCONNECT, Receive, Scope, Send, error_body
 
 if TYPE_CHECKING:
     from ankka.gateway.server import _Connection
@@ -237,6 +237,12 @@ class Cycle:
             if not self.complete:
                 self._fail()
         finally:
+            # The scope's watch is this cycle's bound method, and the task runs this method: let
+            # both go, so a finished cycle (its body included) is freed by reference counting,
+            # not left in a reference cycle for the collector.
+            self.scope.pop(WATCH_DISCONNECT, None)
+            self.on_gone = None
+            self.task = None
             self.conn.finished(self)
 
     def _fail(self) -> None:

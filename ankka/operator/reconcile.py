@@ -97,7 +97,9 @@ class Platform:
             # restarted must not fail a probe on a stale connection.
             self._probes = httpx2.AsyncClient(
                 timeout=self.settings.probe_timeout_seconds,
-                limits=httpx2.Limits(max_keepalive_connections=0),
+                # No cap of its own (httpx2 queues past 100, and a queued probe would time out as
+                # failed): probes are bounded by the models, all probed at once after a restart.
+                limits=httpx2.Limits(max_keepalive_connections=0, max_connections=None),
             )
         return self._probes
 
