@@ -10,6 +10,7 @@ on resumed turns only.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,8 @@ from ankka.runtime.providers.base import (
 )
 
 __all__ = ["RecordingProvider"]
+
+log = logging.getLogger("ankka.approvals")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,17 @@ class RecordingProvider:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         started = self.clock.monotonic()
         response = await self.inner.complete(request)
-        await self.record(self._call(response, started))
+        try:
+            await self.record(self._call(response, started))
+        except Exception as exc:
+            # The record only guards against a crash later in the resume; the call still
+            # reaches the loop, which accounts it when the turn ends. Failing the turn here
+            # would drop both the answer and that accounting.
+            log.warning(
+                "could not journal a resumed call of %s (%s); it is accounted at the turn's end",
+                self.agent,
+                type(exc).__name__,
+            )
         return response
 
     def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
