@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeAlias
@@ -81,7 +80,8 @@ class Platform:
         # child changed or deleted behind the operator's back is restored within that period.
         # Each Agent's status as last written (or confirmed) by this process, the one writer:
         # newer than the view until the watch catches up; the resync reads it fresh instead.
-        self.applied: dict[tuple[str, str, str, str], tuple[str, Obj]] = {}  # (JSON, body)
+        # Each body as applied (rendered afresh every reconcile, never changed after).
+        self.applied: dict[tuple[str, str, str, str], Obj] = {}
         self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
         self.statuses: dict[tuple[str, str], tuple[str, Obj]] = {}  # (ns, name) → (uid, status)
         self._models_file = _Coalesced()
@@ -122,14 +122,13 @@ class Platform:
         apply is forced, so it takes those two fields back from the patch's owner."""
         meta = obj["metadata"]
         key = (obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"])
-        text = json.dumps(obj, sort_keys=True)
         last = self.applied.get(key)
-        if last is not None and last[0] == text:
+        if last == obj:
             return
-        change = agents.release_patch(last[1], obj) if last is not None else None
+        change = agents.release_patch(last, obj) if last is not None else None
         if change is None or not await self.kube.patch(*key, change):
             await self.kube.apply(obj)  # no patch, or the object is gone: apply it whole
-        self.applied[key] = (text, obj)
+        self.applied[key] = obj
 
     @contextlib.asynccontextmanager
     async def lock(self, namespace: str, name: str) -> AsyncIterator[None]:
