@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp_types import DiscoverResult, ServerCapabilities
@@ -50,9 +52,21 @@ PRODUCTS = (
 
 
 def build(
-    *, delay: float = 0.0, handshake_only: bool = False, poisoned_tool: bool = False
+    *,
+    delay: float = 0.0,
+    handshake_only: bool = False,
+    poisoned_tool: bool = False,
+    auth: AuthSettings | None = None,
+    token_verifier: TokenVerifier | None = None,
 ) -> MCPServer:
-    server = MCPServer("catalog", instructions="Search the shop's product catalogue.")
+    """The catalogue server; ``auth`` and ``token_verifier`` make it an OAuth resource server
+    (examples/mcp_oauth_catalog.py)."""
+    server = MCPServer(
+        "catalog",
+        instructions="Search the shop's product catalogue.",
+        auth=auth,
+        token_verifier=token_verifier,
+    )
 
     @server.tool()
     async def search(query: str) -> str:

@@ -17,6 +17,8 @@
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
   (:mod:`ankka.runtime.openapi`).
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- ``GET /v1/mcp/oauth/callback``: an authorization server's answer to a person's consent
+  for an MCP server (:mod:`ankka.runtime.mcp.routes`).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
 - ``GET /console``, ``/console/sessions/{session}``, ``/console/tasks`` and
   ``/console/tasks/{task}``: the console's pages, when enabled
@@ -292,6 +294,10 @@ def create_app(
         from ankka.runtime.console.routes import console_routes
 
         pages = console_routes(runtime, tasks)
+    if runtime.mcp is not None:
+        from ankka.runtime.mcp.routes import mcp_routes
+
+        pages = [*pages, *mcp_routes(runtime.mcp, console=console)]
     routes = Starlette(
         routes=[
             *pages,

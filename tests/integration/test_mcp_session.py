@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ankka.runtime.mcp.config import McpServerSettings
-from ankka.runtime.mcp.servers import McpServers
+from ankka.runtime.mcp.servers import McpServers, McpServerUnavailable
 from tests.support.processes import REPO, Server, started
 
 pytestmark = pytest.mark.integration
@@ -75,7 +75,8 @@ async def test_a_server_down_at_start_is_missing_and_leaving_does_not_wait_for_i
             missing = servers.missing()
             assert list(missing) == ["catalog"]
             assert "ConnectError" in missing["catalog"]
-            assert (await servers.tools_for(["catalog"], agent="a", turn="t")).tools == ()
+            with pytest.raises(McpServerUnavailable, match="MCP server 'catalog' is not"):
+                await servers.tools_for(["catalog"], agent="a", turn="t")
 
 
 async def test_leaving_does_not_wait_for_a_server_that_never_answers_the_handshake() -> None:

@@ -32,6 +32,11 @@ EXTRA_PACKAGES = {
     # is imported lazily); listing.py and declaration.py, which the core imports, use no SDK.
     "ankka.runtime.mcp.connection": "mcp",
     "ankka.runtime.mcp.results": "mcp",
+    # OAuth: imported by servers.py (so, lazily) and by the MCP routes, mounted only when an
+    # agent lists a server.
+    "ankka.runtime.mcp.consent": "mcp",
+    "ankka.runtime.mcp.credentials": "mcp",
+    "ankka.runtime.mcp.oauth": "mcp",
 }
 # Import names of benchmark peers that may not be installed here (``make bench`` installs them)
 # and whose distribution is named otherwise.
