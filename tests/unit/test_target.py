@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ankka.runtime.target import TargetError, load_service, split_target
+from ankka.runtime.serve.target import TargetError, load_service, split_target
 
 
 @pytest.fixture

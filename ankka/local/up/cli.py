@@ -133,7 +133,7 @@ def _already(state: State) -> int:
 def _service(target: str, choice: ModelChoice) -> tuple[str, str]:
     """The Service's name and the agent the example request asks: ``chat`` (no tools) when
     the model is the local one and the service has it, else its first agent."""
-    from ankka.runtime.target import load_service
+    from ankka.runtime.serve.target import load_service
 
     service = load_service(target)
     agents = list(service.agents)

@@ -97,7 +97,8 @@ def test_the_wheel_holds_every_file_the_code_opens(wheel: Path) -> None:
     }
     opened = _opened_resources(REPO)
     # The scan finds the calls it must (else it would pass by finding nothing).
-    assert {"ankka/runtime/console/static/console.js", "ankka/local/demo/standin.json"} <= opened
+    console = "ankka/runtime/serve/console/static/console.js"
+    assert {console, "ankka/local/demo/standin.json"} <= opened
     assert sorted(p for p in opened if not (REPO / p).is_file()) == []
     assert sorted((data | opened) - shipped) == [], "add them to package-data in pyproject.toml"
 
@@ -177,7 +178,7 @@ def test_ankka_up_answers_and_its_console_works_from_the_installed_wheel(
         script = httpx.get(f"{up.url}/console/static/console.js", timeout=30)
         assert script.status_code == 200
         assert script.headers["content-type"].startswith("text/javascript")
-        packaged = REPO / "ankka" / "runtime" / "console" / "static" / "console.js"
+        packaged = REPO / "ankka" / "runtime" / "serve" / "console" / "static" / "console.js"
         assert script.content == packaged.read_bytes()
     finally:
         up.stop()
