@@ -6,7 +6,7 @@ The suite starts a test server per client scenario and runs this with the server
 scenario in ``MCP_CONFORMANCE_SCENARIO`` and, where the scenario hands the client credentials,
 JSON in ``MCP_CONFORMANCE_CONTEXT``. Everything goes through the code an agent's turns use: the
 scenario becomes ``ANKKA_MCP_CONFORMANCE_*`` settings read by the runtime's own parser, the
-session is :class:`~ankka.runtime.mcp.servers.McpServers`' (OAuth included), the tools come
+session is :class:`~ankka.runtime.features.mcp.servers.McpServers`' (OAuth included), the tools come
 from ``tools_for`` and are called with ``McpTool.run``, exactly as in a turn.
 
 What stands in for people and operators:
@@ -16,7 +16,7 @@ What stands in for people and operators:
   redirect and hands ``code`` and ``state`` to the consent desk, as the runtime's callback route
   does;
 - **the person who answers a form** (elicitation): accepts it without filling anything, so
-  the schema's defaults are what is sent (:func:`~ankka.runtime.mcp.elicitation.accepted`);
+  the schema's defaults are what is sent (:func:`~ankka.runtime.features.mcp.elicitation.accepted`);
 - **the operator** who configures a client-credentials or identity-assertion client names its
   authorization server (``OAUTH_ISSUER``); here it is read from the resource's metadata first.
 
@@ -38,10 +38,10 @@ import httpx2
 from mcp.client.context import ClientRequestContext
 from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitResult, ErrorData
 
-from ankka.runtime.mcp.config import parse_environment
-from ankka.runtime.mcp.consent import PendingConsent
-from ankka.runtime.mcp.elicitation import accepted
-from ankka.runtime.mcp.servers import McpServers
+from ankka.runtime.features.mcp.config import parse_environment
+from ankka.runtime.features.mcp.consent import PendingConsent
+from ankka.runtime.features.mcp.elicitation import accepted
+from ankka.runtime.features.mcp.servers import McpServers
 
 SERVER = "conformance"
 PREFIX = "ANKKA_MCP_CONFORMANCE_"

@@ -14,16 +14,16 @@ import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from ankka._kernel.errors import ConfigurationError, NotFound, RequestError
-from ankka.runtime.mcp.config import parse_environment
-from ankka.runtime.mcp.consent import ConsentDesk
-from ankka.runtime.mcp.credentials import (
+from ankka.runtime.features.mcp.config import parse_environment
+from ankka.runtime.features.mcp.consent import ConsentDesk
+from ankka.runtime.features.mcp.credentials import (
     FileStore,
     IssuerStorage,
     MemoryStore,
     SecretStore,
     store_from,
 )
-from ankka.runtime.mcp.elicitation import accepted
+from ankka.runtime.features.mcp.elicitation import accepted
 
 URL = "ANKKA_MCP_DOCS_URL"
 SECRET = "cs-canary-5d1e9a"

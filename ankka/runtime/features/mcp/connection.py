@@ -1,0 +1,389 @@
+"""One MCP session per server per runtime process, owned by one task (the official SDK).
+
+The SDK's client is an anyio context: it must be entered and left by the same task, or its
+teardown fails ("cancel scope in a different task"). So each server has a supervisor task
+(:meth:`McpConnection.run`, started by :class:`~.servers.McpServers` in its task group) that
+enters the client, holds it while the session is good, and leaves it in the same task. Request
+tasks only send through it.
+
+- **Connecting**: at start, and again with a growing pause (0.2 s doubling to 30 s) while the
+  server cannot be reached; :attr:`problem` says why it is missing (``/readyz`` shows it).
+- **A session the server no longer knows** (HTTP 404 on a request carrying the session id: the
+  server restarted): the server did not run that request, so the client re-initialises at once
+  and sends it again, once. A call whose connection broke while it was in flight may or may
+  not have run: it is a tool error, never sent twice, and the supervisor reconnects.
+- **Protocol**: as the SDK negotiates (``mode="auto"``: 2026-07-28 where the server speaks it,
+  else the initialize handshake at 2025-06-18 or newer).
+- **Headers** go on the HTTP client and nowhere else; nothing here logs them. An OAuth
+  ``auth`` (:mod:`.oauth`) goes there too: the SDK's provider answers a 401 or a 403
+  ``insufficient_scope`` itself; every token it obtains joins the values redacted from what
+  the server answers.
+- **Health**: while a session is held the supervisor pings the server every
+  ``ping_interval`` seconds (and at once after a request timed out); a ping that fails ends the
+  session, so :attr:`problem` says the server is down within one interval, and reconnecting
+  starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.session import ElicitationFnT, SamplingFnT
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthToken
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, Implementation
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ankka._kernel.errors import AnkkaError
+from ankka.runtime.features.mcp.config import McpServerSettings
+from ankka.runtime.features.mcp.results import redact
+
+__all__ = ["CallFailed", "McpConnection"]
+
+log = logging.getLogger("ankka.runtime.mcp")
+
+T = TypeVar("T")
+
+INITIAL_PAUSE = 0.2
+MAX_PAUSE = 30.0
+_CONNECT_TIMEOUT = 10.0
+_STREAM_READ_TIMEOUT = 300.0  # the server-to-client stream may stay quiet this long
+_LOST = (
+    httpx2.TransportError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    ConnectionError,
+)
+
+
+class CallFailed(AnkkaError):
+    """A request to the server did not give an answer; the text is the tool error's (the
+    turn goes on: the model sees it as the call's error result)."""
+
+    kind = "mcp_call_failed"
+    status = 502
+
+
+class McpConnection:
+    def __init__(
+        self,
+        settings: McpServerSettings,
+        *,
+        initial_pause: float = INITIAL_PAUSE,
+        max_pause: float = MAX_PAUSE,
+        on_change: Callable[[McpConnection], None] | None = None,
+        auth: httpx2.Auth | None = None,
+        elicitation: ElicitationFnT | None = None,
+        sampling: SamplingFnT | None = None,
+    ) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self.auth = auth
+        """The OAuth provider (:mod:`.oauth`), if the server has one; set before :meth:`run`."""
+        self._elicitation = elicitation
+        self._sampling = sampling
+        self._tokens: set[str] = set()
+        self._check = False  # the supervisor should ping now
+        self._refused_with: int | None = None  # the last 401/403 of the MCP endpoint
+        self.problem: str | None = "not connected yet"
+        self.protocol: str | None = None
+        self._initial_pause = initial_pause
+        self._max_pause = max_pause
+        self._on_change = on_change
+        self._client: Client | None = None
+        self._generation = 0
+        self._attempts = 0
+        self._session_gone = -1  # the generation whose session a 404 ended
+        self._leave = False  # the supervisor should leave the current session
+        self._now = False  # ... and try again without pausing
+        self._stopping = False
+        self._state = asyncio.Condition()
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every value to redact: the configured secrets and the tokens obtained so far."""
+        values = {*self.settings.secrets, *self._tokens}
+        return tuple(sorted(values, key=len, reverse=True))
+
+    def saw_tokens(self, tokens: OAuthToken) -> None:
+        for value in (tokens.access_token, tokens.refresh_token):
+            if value and len(self._tokens) < 64:
+                self._tokens.add(value)
+
+    # -- the supervisor ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, hold, reconnect; until :meth:`stop`. Runs in its owner's task group."""
+        pause = self._initial_pause
+        while not self._stopping:
+            try:
+                async with AsyncExitStack() as stack:
+                    client = await stack.enter_async_context(await self._open(stack))
+                    await self._hold(client)
+                    pause = self._initial_pause
+            except Exception as exc:
+                await self._set(problem=self._describe(exc))
+            now, self._now, self._leave = self._now, False, False
+            if self._stopping:
+                break
+            if not now:
+                log.warning(
+                    "MCP server %r is not connected (%s); next attempt in %.1fs",
+                    self.name,
+                    self.problem,
+                    pause,
+                )
+                await self._sleep(pause)
+                pause = min(pause * 2, self._max_pause)
+
+    async def _hold(self, client: Client) -> None:
+        self.protocol = client.protocol_version
+        await self._set(client=client)
+        log.info("connected to MCP server %r (protocol %s)", self.name, self.protocol)
+        problem = "the session ended; reconnecting"
+        try:
+            while True:
+                async with self._state:
+                    try:
+                        async with asyncio.timeout(self._ping_pause()):
+                            await self._state.wait_for(
+                                lambda: self._leave or self._stopping or self._check
+                            )
+                    except TimeoutError:
+                        pass
+                    if self._leave or self._stopping:
+                        return
+                    self._check = False
+                failure = await self._ping(client)
+                if failure is not None:
+                    problem = failure
+                    log.warning("MCP server %r is down: %s", self.name, failure)
+                    return
+        finally:
+            await self._set(client=None, problem=problem)
+
+    def _ping_pause(self) -> float | None:
+        interval = self.settings.ping_interval
+        return interval if interval > 0 else None
+
+    async def _ping(self, client: Client) -> str | None:
+        """None when the server answered in time, else why not. The cheapest request of the
+        protocol: ``ping`` on a handshake session, ``server/discover`` from 2026-07-28 on
+        (which has no ping)."""
+        wait = min(self.settings.timeout, max(self.settings.ping_interval, 1.0), 10.0)
+        try:
+            async with asyncio.timeout(wait):
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    await client.session.send_discover(client.protocol_version)
+                else:
+                    await client.send_ping()
+        except TimeoutError:
+            return f"it did not answer a ping within {wait:g}s"
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED or exc.code == INTERNAL_ERROR:
+                return self._describe(exc)
+            return None  # it answered, if with an error: it is up
+        except Exception as exc:  # any other failure to get an answer: it is down
+            return self._describe(exc)
+        return None
+
+    async def _open(self, stack: AsyncExitStack) -> Client:
+        generation = self._generation + 1
+
+        self._refused_with = None
+
+        async def on_response(response: httpx2.Response) -> None:
+            if response.status_code in (401, 403) and response.request.url == self.settings.url:
+                self._refused_with = response.status_code
+            # The spec's signal that the server no longer knows the session (it restarted):
+            # 404 to a request that carried the session id. That request was not run.
+            if response.status_code == 404 and response.request.headers.get("mcp-session-id"):
+                self._session_gone = generation
+
+        http = httpx2.AsyncClient(
+            auth=self.auth,
+            headers=dict(self.settings.headers),
+            timeout=httpx2.Timeout(
+                self.settings.timeout, connect=_CONNECT_TIMEOUT, read=_STREAM_READ_TIMEOUT
+            ),
+            event_hooks={"response": [on_response]},
+        )
+        # The SDK leaves a client it was given open; this stack closes it after the session.
+        await stack.enter_async_context(http)
+        return Client(
+            streamable_http_client(self.settings.url, http_client=http),
+            mode="auto",
+            read_timeout_seconds=self.settings.timeout,
+            client_info=Implementation(name="ankka", version="0.1.0"),
+            elicitation_callback=self._elicitation,
+            sampling_callback=self._sampling,
+        )
+
+    async def _set(self, *, client: Client | None = None, problem: str | None = None) -> None:
+        async with self._state:
+            self._client = client
+            if client is not None:
+                self._generation += 1
+                self.problem = None
+            else:
+                self.problem = problem
+                self._attempts += 1
+            self._state.notify_all()
+        if self._on_change is not None:
+            self._on_change(self)
+
+    async def _sleep(self, seconds: float) -> None:
+        async with self._state:
+            try:
+                async with asyncio.timeout(seconds):
+                    await self._state.wait_for(lambda: self._stopping or self._now)
+            except TimeoutError:
+                pass
+
+    async def check_soon(self) -> None:
+        """Ping the server now (a request failed without saying why)."""
+        async with self._state:
+            self._check = True
+            self._state.notify_all()
+
+    async def ping(self) -> None:
+        """One ping through the current session (:class:`CallFailed` when it fails)."""
+        await self._request("ping", lambda client: client.send_ping())
+
+    async def stop(self) -> None:
+        async with self._state:
+            self._stopping = True
+            self._state.notify_all()
+
+    async def first_attempt(self) -> None:
+        """Return once the first connection attempt has ended, either way."""
+        async with self._state:
+            await self._state.wait_for(lambda: self._client is not None or self._attempts > 0)
+
+    def _describe(self, exc: BaseException) -> str:
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        text = str(exc) or type(exc).__name__
+        status = self._refused_with
+        if isinstance(exc, httpx2.HTTPStatusError):
+            status = exc.response.status_code
+        if status in (401, 403):
+            text += f" (HTTP {status})"
+            if self.settings.oauth is None:
+                variable = f"ANKKA_MCP_{self.name.upper().replace('-', '_')}_OAUTH"
+                text += f"; if the server wants OAuth, set {variable} (docs/mcp.md, OAuth)"
+        return redact(f"{type(exc).__name__}: {text}"[:400], self.secrets)
+
+    # -- requests from turns ----------------------------------------------------------------
+
+    async def list_tools(self) -> list[Any]:
+        """Every tool the server lists (walking pages, at most 20)."""
+
+        async def walk(client: Client) -> list[Any]:
+            tools: list[Any] = []
+            cursor: str | None = None
+            for _ in range(20):
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            return tools
+
+        return await self._request("tools/list", walk)
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> Any:
+        return await self._request(
+            f"tool {tool!r}", lambda client: client.call_tool(tool, arguments)
+        )
+
+    async def _request(self, what: str, send: Callable[[Client], Awaitable[T]]) -> T:
+        for attempt in (1, 2):
+            client, generation = await self._current()
+            try:
+                async with asyncio.timeout(self.settings.timeout + 5.0):
+                    return await send(client)
+            except MCPError as exc:
+                if self._session_gone == generation and attempt == 1:
+                    # The server restarted and never ran this request: new session, once more.
+                    log.info("MCP server %r forgot the session; re-initialising", self.name)
+                    await self._reconnect(generation, now=True)
+                    continue
+                if exc.code == CONNECTION_CLOSED:
+                    await self._reconnect(generation)
+                    raise self._lost(what) from exc
+                message = redact(exc.message[:500], self.secrets)
+                raise CallFailed(
+                    f"MCP server {self.name!r} answered {what} with an error: {message}"
+                ) from exc
+            except TimeoutError as exc:
+                await self.check_soon()
+                raise CallFailed(
+                    f"MCP server {self.name!r} did not answer {what} within "
+                    f"{self.settings.timeout:g}s"
+                ) from exc
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                # The session was torn down under the request (its connection broke).
+                await self._reconnect(generation)
+                raise self._lost(what) from None
+            except _LOST as exc:
+                await self._reconnect(generation)
+                raise self._lost(what) from exc
+        raise CallFailed(f"MCP server {self.name!r} forgot its session twice in a row")
+
+    def _lost(self, what: str) -> CallFailed:
+        return CallFailed(
+            f"the connection to MCP server {self.name!r} broke during {what}; it may or may "
+            "not have run, and it is not sent again"
+        )
+
+    async def _current(self) -> tuple[Client, int]:
+        """The connected client, waiting briefly for a reconnection that is under way."""
+        async with self._state:
+            if self._client is None and self._now:
+                seen = self._attempts
+                try:
+                    async with asyncio.timeout(_CONNECT_TIMEOUT):
+                        await self._state.wait_for(
+                            lambda: self._client is not None or self._attempts > seen
+                        )
+                except TimeoutError:
+                    pass
+            if self._client is None:
+                raise CallFailed(f"MCP server {self.name!r} is not connected: {self.problem}")
+            return self._client, self._generation
+
+    async def _reconnect(self, generation: int, *, now: bool = False) -> None:
+        async with self._state:
+            if self._generation == generation and self._client is not None:
+                self._leave = True
+                self._now = now
+                self._state.notify_all()
+            if now:
+                try:
+                    async with asyncio.timeout(_CONNECT_TIMEOUT):
+                        await self._state.wait_for(
+                            lambda: (
+                                self._generation > generation
+                                or self._stopping
+                                or (self._client is None and not self._now)
+                            )
+                        )
+                except TimeoutError:
+                    pass

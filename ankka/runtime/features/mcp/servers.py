@@ -1,0 +1,367 @@
+"""Every MCP server of one runtime: their sessions, readiness, and the tools each turn gets.
+
+:class:`McpServers` is an async context manager owning one supervisor task per server (in
+its own task group, so no task outlives it); entering it connects every server (waiting at
+most :data:`START_WAIT` seconds: a server that is down does not stop the runtime from
+starting), leaving it ends every session in the task that opened it.
+
+For a turn, :meth:`McpServers.tools_for` lists the tools of each server the agent uses
+(``tools/list``, so the turn sees the server's tools as they are now), screens their
+descriptions with the turn's description guardrails, and gives back :class:`McpTool` values
+for the loop and one :class:`~.listing.McpToolsRecord` per server for the journal. A turn that
+needs a server that is not connected fails at once with :class:`McpServerUnavailable` naming
+it and why (nothing was sent to a model yet).
+
+A server with ``ANKKA_MCP_<SERVER>_OAUTH`` gets its tokens through :mod:`.oauth`; the
+credentials live in the one :class:`~.credentials.CredentialStore` of the runtime, and a
+person's consent waits at the :class:`~.consent.ConsentDesk`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from ankka._kernel.clock import Clock, SystemClock
+from ankka._kernel.errors import TurnFailed
+from ankka.runtime.declare.guardrails import Guardrail
+from ankka.runtime.declare.tools import ApprovalRule, ToolOutcome, ToolSpec
+from ankka.runtime.features.mcp.config import McpServerSettings
+from ankka.runtime.features.mcp.connection import CallFailed, McpConnection
+from ankka.runtime.features.mcp.consent import ConsentDesk
+from ankka.runtime.features.mcp.credentials import CredentialStore, MemoryStore
+from ankka.runtime.features.mcp.listing import listed, screen
+from ankka.runtime.features.mcp.logs import SecretsFilter, watched_loggers
+from ankka.runtime.features.mcp.metrics import McpMetrics
+from ankka.runtime.features.mcp.results import ArgumentCheck, guard, parse_arguments, redact, render
+from ankka.runtime.records.mcp import ListedTool, McpToolsRecord, ToolListing, offered_name
+
+WAITS = ApprovalRule(True, None, None)  # a marked MCP tool: every call waits
+
+__all__ = [
+    "START_WAIT",
+    "STOP_WAIT",
+    "McpServerUnavailable",
+    "McpServers",
+    "McpTool",
+    "TurnTools",
+]
+
+log = logging.getLogger("ankka.runtime.mcp")
+
+START_WAIT = 10.0
+STOP_WAIT = 5.0
+DEFAULT_REDIRECT_BASE = "http://127.0.0.1:8000"
+
+
+class McpServerUnavailable(TurnFailed):
+    """A turn needs an MCP server that has no session now; ``server`` names it."""
+
+    kind = "mcp_server_unavailable"
+    status = 503
+
+    def __init__(self, server: str, why: str) -> None:
+        super().__init__(f"MCP server {server!r} is not available: {why}")
+        self.server = server
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class McpTool:
+    """One MCP tool as one turn offers it (``mcp__<server>__<tool>``)."""
+
+    name: str
+    spec: ToolSpec
+    tool: str
+    connection: McpConnection
+    check: ArgumentCheck
+    result_guardrails: tuple[Guardrail, ...]
+    metrics: McpMetrics
+    clock: Clock
+    approval: ApprovalRule | None = None  # every call of the tool waits for a decision
+
+    async def run(self, raw_arguments: str) -> ToolOutcome:
+        server, secrets = self.connection.name, self.connection.secrets
+        arguments = parse_arguments(raw_arguments, self.name)
+        if isinstance(arguments, str):
+            problem: str | None = arguments
+        else:
+            problem = self.check.problem(arguments, self.name)
+        if problem is not None or isinstance(arguments, str):
+            self.metrics.call(server, self.tool, "invalid", None)
+            return ToolOutcome(redact(str(problem), secrets), is_error=True)
+        started = self.clock.monotonic()
+        try:
+            result = await self.connection.call_tool(self.tool, arguments)
+        except CallFailed as failure:
+            self.metrics.call(server, self.tool, "failed", self.clock.monotonic() - started)
+            return ToolOutcome(str(failure), is_error=True)
+        seconds = self.clock.monotonic() - started
+        rendered = render(result)
+        rendered = type(rendered)(redact(rendered.text, secrets), rendered.is_error)
+        checked = await guard(rendered, self.result_guardrails, self.name)
+        if checked is not rendered:
+            log.warning("a result guardrail withheld the result of %s", self.name)
+            outcome = "refused"
+        else:
+            outcome = "error" if rendered.is_error else "ok"
+        self.metrics.call(server, self.tool, outcome, seconds)
+        return ToolOutcome(checked.text, checked.is_error)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTools:
+    tools: tuple[McpTool, ...]
+    records: tuple[McpToolsRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    """A listing with each tool's argument check, compiled once per digest."""
+
+    listing: ToolListing
+    digest: str
+    checks: Mapping[str, ArgumentCheck]
+
+
+class McpServers:
+    def __init__(
+        self,
+        settings: Mapping[str, McpServerSettings],
+        *,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+        start_wait: float = START_WAIT,
+        initial_pause: float | None = None,
+        credentials: CredentialStore | None = None,
+        consent: ConsentDesk | None = None,
+        redirect_base: str = DEFAULT_REDIRECT_BASE,
+        connection_options: Mapping[str, Any] = {},
+    ) -> None:
+        """``connection_options`` go to every :class:`McpConnection` (e.g. ``elicitation``)."""
+        self.metrics = McpMetrics(registry or CollectorRegistry())
+        self.clock = clock or SystemClock()
+        self.consent = consent or ConsentDesk()
+        self.credentials = credentials or MemoryStore()
+        self._credentials_lock = asyncio.Lock()
+        self._start_wait = start_wait
+        self.redirect_base = redirect_base
+        """Where a person reaches this runtime (the OAuth callback's base), until entered."""
+        extra: dict[str, Any] = dict(connection_options)
+        if initial_pause is not None:
+            extra["initial_pause"] = initial_pause
+        self.connections = {
+            name: self._connection(s, extra) for name, s in sorted(settings.items())
+        }
+        for name in self.connections:
+            self.metrics.connected.labels(name).set(0)
+        self._group: asyncio.TaskGroup | None = None
+        self._filter = SecretsFilter(self.secrets)
+        self._filtered: list[logging.Logger] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._compiled: dict[str, _Compiled] = {}
+        self._screened: OrderedDict[tuple[str, tuple[Guardrail, ...]], tuple[str, ...]] = (
+            OrderedDict()
+        )
+
+    def _connection(self, settings: McpServerSettings, extra: dict[str, Any]) -> McpConnection:
+        return McpConnection(settings, on_change=self._changed, **extra)
+
+    def _authorise(self) -> None:
+        """Give each OAuth server its provider (now, so ``redirect_base`` may be set late)."""
+        from ankka.runtime.features.mcp.oauth import CALLBACK_PATH, build_auth
+
+        for connection in self.connections.values():
+            oauth = connection.settings.oauth
+            if oauth is None or connection.auth is not None:
+                continue
+            connection.auth = build_auth(
+                connection.name,
+                connection.settings.url,
+                oauth,
+                store=self.credentials,
+                lock=self._credentials_lock,
+                desk=self.consent,
+                redirect_uri=self.redirect_base.rstrip("/") + CALLBACK_PATH,
+                on_tokens=connection.saw_tokens,
+            )
+
+    def _changed(self, connection: McpConnection) -> None:
+        self.metrics.connected.labels(connection.name).set(1 if connection.connected else 0)
+        if connection.connected:
+            self.metrics.sessions.labels(connection.name).inc()
+
+    def secrets(self) -> list[str]:
+        """Every secret of every server now (configured, and the tokens obtained so far)."""
+        return [v for c in self.connections.values() for v in c.secrets]
+
+    async def __aenter__(self) -> McpServers:
+        self._authorise()
+        self._filtered = watched_loggers()
+        for logger in self._filtered:
+            logger.addFilter(self._filter)
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        self._tasks = [
+            group.create_task(c.run(), name=f"mcp:{c.name}") for c in self.connections.values()
+        ]
+        try:
+            async with asyncio.timeout(self._start_wait):
+                for connection in self.connections.values():
+                    await connection.first_attempt()
+        except TimeoutError:
+            pass
+        except BaseException:
+            await self.__aexit__(None, None, None)  # cancelled while connecting: end them all
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        group, self._group = self._group, None
+        if group is None:
+            return
+        try:
+            await self._leave(group)
+        finally:
+            for logger in self._filtered:
+                logger.removeFilter(self._filter)
+
+    async def _leave(self, group: asyncio.TaskGroup) -> None:
+        for connection in self.connections.values():
+            await connection.stop()
+        # A supervisor holding a session leaves it at once; one still in a handshake with a
+        # server that does not answer is cancelled (in its own task, so the SDK unwinds
+        # cleanly) rather than waited for.
+        _, slow = await asyncio.wait(self._tasks, timeout=STOP_WAIT)
+        for task in slow:
+            task.cancel()
+        await group.__aexit__(None, None, None)
+
+    def missing(self) -> dict[str, str]:
+        """Servers without a session, and why."""
+        return {
+            name: (
+                "waiting for a person's consent: open the console's MCP page (/console/mcp)"
+                if self.consent.waiting(name)
+                else c.problem or "not connected"
+            )
+            for name, c in self.connections.items()
+            if not c.connected
+        }
+
+    async def tools_for(
+        self,
+        servers: Iterable[str],
+        *,
+        agent: str,
+        turn: str,
+        recorded: Mapping[str, str] = {},
+        result_guardrails: Sequence[Guardrail] = (),
+        description_guardrails: Sequence[Guardrail] = (),
+        approvals: Mapping[str, Callable[[str], bool]] = {},
+    ) -> TurnTools:
+        """The turn's MCP tools; ``approvals`` maps a server to which of its tools (by the
+        server's own name) wait for a decision, beside its ``REQUIRES_APPROVAL`` setting."""
+        tools: list[McpTool] = []
+        records: list[McpToolsRecord] = []
+        for server in servers:
+            connection = self.connections[server]
+            if not connection.connected:
+                why = self.missing().get(server, "not connected")
+                raise McpServerUnavailable(server, why)
+            try:
+                raw = await connection.list_tools()
+            except CallFailed as failure:
+                raise McpServerUnavailable(server, str(failure)) from None
+            compiled = self._compile(server, raw)
+            kept = await self._screen(compiled, tuple(description_guardrails))
+            for listed_tool in compiled.listing.tools:
+                if listed_tool.name in kept:
+                    declared = approvals.get(server)
+                    waits = connection.settings.needs_approval(listed_tool.name) or bool(
+                        declared is not None and declared(listed_tool.name)
+                    )
+                    tool = self._tool(connection, compiled, listed_tool, result_guardrails)
+                    tools.append(replace(tool, approval=WAITS) if waits else tool)
+            changed = recorded.get(server) != compiled.digest
+            records.append(
+                McpToolsRecord(
+                    agent,
+                    turn,
+                    server,
+                    compiled.digest,
+                    compiled.listing.tools if changed else None,
+                )
+            )
+        return TurnTools(tuple(tools), tuple(records))
+
+    def _compile(self, server: str, raw: Sequence[Any]) -> _Compiled:
+        listing, problems = listed(server, raw)
+        digest = listing.digest
+        cached = self._compiled.get(server)
+        if cached is not None and cached.digest == digest:
+            return cached
+        checks: dict[str, ArgumentCheck] = {}
+        kept: list[ListedTool] = []
+        for tool in listing.tools:
+            problem = ArgumentCheck.compiles(tool.input_schema)
+            if problem is not None:
+                problems.append(f"tool {tool.name!r}: its input schema is invalid: {problem}")
+                continue
+            checks[tool.name] = ArgumentCheck(tool.input_schema)
+            kept.append(tool)
+        for problem in problems:
+            log.warning("MCP server %r: %s", server, problem)
+            self.metrics.tools_left_out.labels(server).inc()
+        listing = ToolListing(server, tuple(kept)) if len(kept) != len(listing.tools) else listing
+        compiled = _Compiled(listing, listing.digest, checks)
+        self._compiled[server] = compiled
+        return compiled
+
+    async def _screen(
+        self, compiled: _Compiled, guardrails: tuple[Guardrail, ...]
+    ) -> tuple[str, ...]:
+        key = (compiled.digest, guardrails)
+        cached = self._screened.get(key)
+        if cached is not None:
+            return cached
+        kept, refused = await screen(compiled.listing, guardrails)
+        for tool, refusal in refused:
+            log.warning(
+                "MCP server %r: tool %r is left out: %s", compiled.listing.server, tool, refusal
+            )
+            self.metrics.tools_left_out.labels(compiled.listing.server).inc()
+        names = tuple(t.name for t in kept)
+        self._screened[key] = names
+        while len(self._screened) > 256:
+            self._screened.popitem(last=False)
+        return names
+
+    def _tool(
+        self,
+        connection: McpConnection,
+        compiled: _Compiled,
+        tool: ListedTool,
+        result_guardrails: Sequence[Guardrail],
+    ) -> McpTool:
+        name = offered_name(connection.name, tool.name)
+        # The schema goes to the model as the server wrote it (a copy, so no provider can
+        # change the listing the digest was taken of).
+        spec = ToolSpec(name, tool.description, json.loads(json.dumps(tool.input_schema)))
+        return McpTool(
+            name=name,
+            spec=spec,
+            tool=tool.name,
+            connection=connection,
+            check=compiled.checks[tool.name],
+            result_guardrails=tuple(result_guardrails),
+            metrics=self.metrics,
+            clock=self.clock,
+        )
