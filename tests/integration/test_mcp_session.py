@@ -93,3 +93,17 @@ async def test_leaving_does_not_wait_for_a_server_that_never_answers_the_handsha
                 assert list(servers.missing()) == ["catalog"]
     finally:
         silent.close()
+
+
+async def test_a_servers_sampling_request_is_refused_with_an_mcp_error() -> None:
+    # On a handshake session the server can ask (from 2026-07-28 on it has no channel to).
+    command = [sys.executable, str(REPO / "examples" / "mcp_catalog.py"), "--port", "0"]
+    with started([*command, "--sampling-tool", "--handshake-only"]) as server:
+        settings = {"catalog": McpServerSettings("catalog", server.url)}
+        async with McpServers(settings) as servers:
+            listed = await servers.tools_for(["catalog"], agent="a", turn="t")
+            (describe,) = [t for t in listed.tools if t.tool == "describe"]
+            outcome = await describe.run('{"product": "kettle"}')
+    assert "the client refused sampling" in outcome.content, outcome.content
+    assert "Sampling not supported" in outcome.content
+    assert "the client's model wrote" not in outcome.content

@@ -7,8 +7,9 @@
 - ``GET /console/mcp`` (with ``--console on``): every server with its state, and a link for each
   consent that waits for a person.
 
-Mounted by :func:`ankka.runtime.serve.http.create_app` when the runtime has MCP servers. The console
-page is answered to console callers only (:func:`~ankka.runtime.serve.console.access.console_caller`).
+Mounted by :func:`ankka.runtime.serve.http.create_app` when the runtime has MCP servers. The
+console page is answered to console callers only
+(:func:`~ankka.runtime.serve.console.access.console_caller`).
 """
 
 from __future__ import annotations
