@@ -263,7 +263,9 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.drivers.tasks.host import TaskHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
+    from ankka.runtime.providers.judges import judges_for
     from ankka.runtime.providers.registry import providers_from_environment
+    from ankka.runtime.providers.retry import retrying
     from ankka.runtime.store.approval_index import ApprovalIndex
     from ankka.runtime.store.open import open_store, sqlite_path
     from ankka.runtime.store.open_tasks import open_task_store
@@ -322,7 +324,9 @@ def run(args: argparse.Namespace) -> int:
         runtime = Runtime(
             service,
             store=store,
-            providers=providers,
+            # A turn's calls are retried here; a task's by its iteration loop (retry.py).
+            providers=retrying(providers, retried=metrics.model_retried),
+            judges=judges_for(providers),
             metrics=metrics,
             mcp=mcp,
             compaction_override=compaction,
@@ -342,6 +346,7 @@ def run(args: argparse.Namespace) -> int:
             notification_buffer=args.notification_buffer,
             approvals=index,
             calls_made=metrics.calls_made,
+            retried=metrics.model_retried,
         )
         runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
