@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ankka._kernel.errors import ConfigurationError
 
 __all__ = [
+    "CALLBACK_PATH",
     "CREDENTIALS_VARIABLE",
     "HEADER_INFIX",
     "PREFIX",
@@ -26,6 +27,7 @@ __all__ = [
 
 PREFIX = "ANKKA_MCP_"
 CREDENTIALS_VARIABLE = "ANKKA_MCP_CREDENTIALS"  # no server's: where OAuth credentials live
+CALLBACK_PATH = "/v1/mcp/oauth/callback"  # where a person comes back after an OAuth consent
 HEADER_INFIX = "HEADER"
 SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 

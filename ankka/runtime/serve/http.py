@@ -61,6 +61,7 @@ from ankka.runtime.serve.approvals_http import approval_routes, awaiting_json
 from ankka.runtime.serve.bodies import parse_body
 from ankka.runtime.serve.bounds import DEFAULT_MAX_BODY, BoundedInput
 from ankka.runtime.serve.identity import Identify, caller_of
+from ankka.runtime.serve.mcp_routes import mcp_routes
 from ankka.runtime.serve.openapi import document
 from ankka.runtime.serve.tasks_http import task_routes
 
@@ -295,10 +296,7 @@ def create_app(
         from ankka.runtime.serve.console.routes import console_routes
 
         pages = console_routes(runtime, tasks)
-    if runtime.mcp is not None:
-        from ankka.runtime.serve.mcp_routes import mcp_routes
-
-        pages = [*pages, *mcp_routes(runtime.mcp, console=console)]
+    pages = [*pages, *mcp_routes(runtime.mcp, console=console)]
     routes = Starlette(
         routes=[
             *pages,

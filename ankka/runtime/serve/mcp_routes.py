@@ -7,22 +7,26 @@
 - ``GET /console/mcp`` (with ``--console on``): every server with its state, and a link for each
   consent that waits for a person.
 
-Mounted by :func:`ankka.runtime.serve.http.create_app` when the runtime has MCP servers. The
-console page is answered to console callers only
+Mounted by :func:`ankka.runtime.serve.http.create_app` on every runtime. The console page is
+answered to console callers only
 (:func:`~ankka.runtime.serve.console.access.console_caller`).
 """
 
 from __future__ import annotations
 
 from html import escape
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import NotFound
-from ankka.runtime.features.mcp.oauth import CALLBACK_PATH
-from ankka.runtime.features.mcp.servers import McpServers
+from ankka.runtime.declare.mcp import CALLBACK_PATH
+from ankka.runtime.serve.console.access import console_caller
+
+if TYPE_CHECKING:  # the MCP SDK is an extra: a runtime without MCP servers never imports it
+    from ankka.runtime.features.mcp.servers import McpServers
 
 __all__ = ["mcp_routes"]
 
@@ -42,9 +46,14 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(html, status_code=status, headers=_HEADERS)
 
 
-def mcp_routes(servers: McpServers, *, console: bool) -> list[BaseRoute]:
+def mcp_routes(servers: McpServers | None, *, console: bool) -> list[BaseRoute]:
+    """The routes; mounted on every runtime (one without MCP servers answers that it has
+    none), so the API is the same whatever the agents list."""
+
     async def callback(request: Request) -> Response:
         query = request.query_params
+        if servers is None:
+            return _page("not found", "<p>This runtime lists no MCP server.</p>", 404)
         state, code = query.get("state", ""), query.get("code")
         error, iss = query.get("error"), query.get("iss")
         if not state or any(len(v or "") > MAX_PARAM for v in (state, code, error, iss)):
@@ -63,10 +72,10 @@ def mcp_routes(servers: McpServers, *, console: bool) -> list[BaseRoute]:
         )
 
     async def page(request: Request) -> Response:
-        from ankka.runtime.serve.console.access import console_caller
-
         if console_caller(request) is None:
             return _page("refused", "<p>The console answers identified callers only.</p>", 403)
+        if servers is None:
+            return _page("MCP servers", "<h1>MCP servers</h1><p>This runtime lists none.</p>")
         rows = []
         missing = servers.missing()
         waiting = {p.server: p for p in servers.consent.pending()}

@@ -38,13 +38,13 @@ from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuth
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
+from ankka.runtime.declare.mcp import CALLBACK_PATH
 from ankka.runtime.features.mcp.consent import ConsentDesk
 from ankka.runtime.features.mcp.credentials import CredentialStore, IssuerStorage
 from ankka.runtime.features.mcp.oauth_settings import OAuthSettings
 
 __all__ = ["CALLBACK_PATH", "build_auth", "exchange_id_token"]
 
-CALLBACK_PATH = "/v1/mcp/oauth/callback"
 CLIENT_NAME = "ankka"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
