@@ -2,6 +2,10 @@
 
 Each subcommand lives with the deployable it runs and is imported only when chosen, so
 ``ankka standin`` never loads the operator's Kubernetes client and ``--help`` stays fast.
+
+Every command takes ``--log-format text|json`` (or ``ANKKA_LOG_FORMAT``): logging is
+configured here, once, before the command runs (:mod:`ankka._kernel.logs`), and a command that
+exits with a message says it in that format too.
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from ankka._kernel import logs
 
 __all__ = ["main"]
 
@@ -64,9 +70,17 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
         module.configure(command)
+        logs.add_option(command)
         modules[name] = module
     args = parser.parse_args(words)
-    result: int = modules[args.command].run(args)
+    logs.configure(args.log_format)
+    try:
+        result: int = modules[args.command].run(args)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise
+        logs.say(exc.code, stream=sys.stderr, level="ERROR")  # as Python would, in the format
+        return 1
     return result
 
 

@@ -88,7 +88,7 @@ base_layer() {
 lock() {
   check_python
   local report; report=$(mktemp)
-  "$PYTHON" -m pip install --quiet --dry-run --ignore-installed --report "$report" "$ROOT[operator]"
+  "$PYTHON" -m pip install --quiet --dry-run --ignore-installed --report "$report" "$ROOT[operator,tracing]"
   "$PYTHON" - "$report" > "$LOCK.tmp" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
@@ -97,7 +97,7 @@ pins = sorted(
     for i in report["install"]
     if i["metadata"]["name"].lower() != "ankka"
 )
-print("# ankka's dependencies with the operator extra, as scripts/image.sh installs them")
+print("# ankka's dependencies with the operator and tracing extras, as scripts/image.sh installs them")
 print("# into the image. Regenerate with: scripts/image.sh lock")
 print("\n".join(pins))
 PY

@@ -25,6 +25,7 @@ import httpx2
 from pydantic import ValidationError
 
 from ankka._kernel.errors import AnkkaError
+from ankka._kernel.logs import say
 from ankka.api.resources import GROUP, VERSION, AgentSpec, TaskSpec
 
 __all__ = ["APPROVER_HEADER", "configure", "run"]
@@ -127,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         answer = asyncio.run(_decide(args))
     except (_Refused, AnkkaError) as exc:
-        print(f"ankka approve: {exc}", file=sys.stderr)
+        say(f"ankka approve: {exc}", stream=sys.stderr, level="ERROR")
         return 1
     except httpx2.HTTPError as exc:
-        print(f"ankka approve: cannot reach the runtime: {exc}", file=sys.stderr)
+        say(f"ankka approve: cannot reach the runtime: {exc}", stream=sys.stderr, level="ERROR")
         return 1
     print(json.dumps(answer))
     return 0

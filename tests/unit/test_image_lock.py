@@ -1,4 +1,5 @@
-"""The image's dependency lock pins every dependency ankka declares (and the operator extra).
+"""The image's dependency lock pins every dependency ankka declares (and the operator and
+tracing extras: the image can trace once OTEL_EXPORTER_OTLP_ENDPOINT is set).
 
 A dependency added to pyproject.toml but not to image/requirements.lock would be missing from
 the image, and the pods tier would find out only at a pod's start; regenerate the lock with
@@ -23,7 +24,10 @@ def _name(requirement: str) -> str:
 def test_every_declared_dependency_is_pinned_in_the_image_lock() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = {
-        _name(r) for r in project["dependencies"] + project["optional-dependencies"]["operator"]
+        _name(r)
+        for r in project["dependencies"]
+        + project["optional-dependencies"]["operator"]
+        + project["optional-dependencies"]["tracing"]
     }
     lines = (ROOT / "image" / "requirements.lock").read_text().splitlines()
     pins = [line for line in lines if line and not line.startswith("#")]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ankka._kernel.errors import AnkkaError
+from ankka._kernel.logs import say
 from ankka.local.local_model import stop_signals_interrupt
 from ankka.local.up.pki import ensure_ca, issue_certificates
 from ankka.local.up.plan import ModelChoice, Options, models_yaml, plan
@@ -43,7 +44,7 @@ _PORT_FLAGS = {"runtime": "--port", "gateway": "--gateway-port", "model": "--mod
 
 
 def _say(text: str, *, out: TextIO = sys.stdout) -> None:
-    print(text, file=out, flush=True)
+    say(text, stream=out, level="ERROR" if out is sys.stderr else "INFO")
 
 
 def configure_up(parser: argparse.ArgumentParser) -> None:
