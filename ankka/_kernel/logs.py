@@ -80,7 +80,7 @@ class JsonFormatter(logging.Formatter):
 def _chosen(value: str | None) -> str:
     chosen = (value or os.environ.get(ENV) or "text").strip().lower()
     if chosen not in FORMATS:
-        raise SystemExit(f"ankka: {ENV}={chosen[:20]!r}: choose text or json")
+        raise SystemExit(f"{ENV}={chosen[:20]!r} is no log format: choose text or json")
     return chosen
 
 

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         answer = asyncio.run(_decide(args))
     except ConfigurationError as exc:  # no kubeconfig: the user must pass one
-        print(f"ankka approve: {exc}", file=sys.stderr)
+        say(f"ankka approve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
     except (_Refused, AnkkaError) as exc:
         say(f"ankka approve: {exc}", stream=sys.stderr, level="ERROR")

@@ -100,5 +100,5 @@ def test_an_unknown_format_in_the_environment_is_refused_naming_it(
     restored: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(logs.ENV, "yaml")
-    with pytest.raises(SystemExit, match="ANKKA_LOG_FORMAT='yaml'"):
+    with pytest.raises(SystemExit, match="ANKKA_LOG_FORMAT='yaml' is no log format"):
         logs.configure(None)
