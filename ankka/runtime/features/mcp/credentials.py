@@ -42,6 +42,7 @@ __all__ = [
     "IssuerStorage",
     "MemoryStore",
     "SecretStore",
+    "StoreConflict",
     "store_from",
 ]
 
@@ -54,6 +55,10 @@ class CredentialsUnavailable(StoreError):
     """The credential store could not be read or written."""
 
     kind = "mcp_credentials_unavailable"
+
+
+class StoreConflict(CredentialsUnavailable):
+    """Someone else wrote the store since it was read; read it again and redo the change."""
 
 
 class CredentialStore(Protocol):
@@ -192,6 +197,8 @@ class SecretStore:
                     response = await client.put(path, json=body)
             except httpx2.HTTPError as exc:
                 raise CredentialsUnavailable(f"{self._where()}: {type(exc).__name__}") from None
+        if response.status_code == 409:
+            raise StoreConflict(f"{self._where()} was written meanwhile by someone else")
         if response.status_code not in (200, 201):
             raise CredentialsUnavailable(
                 f"{self._where()}: the API server answered {response.status_code} to the write"
@@ -291,16 +298,25 @@ class IssuerStorage(TokenStorage):
         self, change: Callable[[dict[str, Any]], None], issuer: str | None = None
     ) -> None:
         async with self._lock:
-            document = await self._store.read()
-            resources = document.setdefault("resources", {})
-            issuer = self._issuer() or issuer or resources.get(self._resource)
-            if issuer is None:
-                issuer = f"unknown issuer of {self._resource}"
-            issuers = document.setdefault("issuers", {})
-            if resources.get(self._resource) != issuer:
-                # Another authorization server now: what this resource held elsewhere is not
-                # carried over (the tokens are that server's).
-                resources[self._resource] = issuer
-                issuers.setdefault(issuer, {}).get("tokens", {}).pop(self._resource, None)
-            change(issuers.setdefault(issuer, {}))
-            await self._store.write(document)
+            for attempt in range(3):
+                try:
+                    await self._change(change, issuer)
+                    return
+                except StoreConflict:
+                    if attempt == 2:
+                        raise
+
+    async def _change(self, change: Callable[[dict[str, Any]], None], issuer: str | None) -> None:
+        document = await self._store.read()
+        resources = document.setdefault("resources", {})
+        issuer = self._issuer() or issuer or resources.get(self._resource)
+        if issuer is None:
+            issuer = f"unknown issuer of {self._resource}"
+        issuers = document.setdefault("issuers", {})
+        if resources.get(self._resource) != issuer:
+            # Another authorization server now: what this resource held elsewhere is not
+            # carried over (the tokens are that server's).
+            resources[self._resource] = issuer
+            issuers.setdefault(issuer, {}).get("tokens", {}).pop(self._resource, None)
+        change(issuers.setdefault(issuer, {}))
+        await self._store.write(document)
