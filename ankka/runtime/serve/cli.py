@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import socket
 import sys
@@ -257,6 +258,18 @@ def _import_http() -> None:
     import ankka.runtime.serve.http  # noqa: F401
 
 
+def _hear_approvals() -> None:
+    """Approval notices (a request waits, was decided, expires soon) on stderr by default:
+    the person running the runtime hears of them without subscribing to a stream."""
+    notices = logging.getLogger("ankka.approvals")
+    if not notices.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("ankka serve: %(message)s"))
+        notices.addHandler(handler)
+        notices.setLevel(logging.INFO)
+        notices.propagate = False
+
+
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.declare.compaction import from_environment
     from ankka.runtime.drivers.request import Runtime
@@ -277,6 +290,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    _hear_approvals()
     metrics = RuntimeMetrics()
     try:
         service = load_service(args.target)
