@@ -111,7 +111,7 @@ def test_a_pending_approval_is_heard_on_the_stream_and_in_the_log(
         lambda: "".join(server.output) if "approval_decided" in "".join(server.output) else "",
         what="the approval notices in the runtime's log",
     )
-    assert f"ankka serve: approval_requested session=s1 agent=refunds id={pending['id']}" in log
+    assert f"ankka.approvals: approval_requested session=s1 agent=refunds id={pending['id']}" in log
     listener.join()
     late.join()
 

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import socket
 import sys
@@ -259,18 +258,6 @@ def _import_http() -> None:
     import ankka.runtime.serve.http  # noqa: F401
 
 
-def _hear_approvals() -> None:
-    """Approval notices (a request waits, was decided, expires soon) on stderr by default:
-    the person running the runtime hears of them without subscribing to a stream."""
-    notices = logging.getLogger("ankka.approvals")
-    if not notices.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("ankka serve: %(message)s"))
-        notices.addHandler(handler)
-        notices.setLevel(logging.INFO)
-        notices.propagate = False
-
-
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.declare.compaction import from_environment
     from ankka.runtime.drivers.request import Runtime
@@ -291,7 +278,6 @@ def run(args: argparse.Namespace) -> int:
             stream=sys.stderr,
         )
         return 2
-    _hear_approvals()
     metrics = RuntimeMetrics()
     try:
         traces = tracing.from_environment("ankka-runtime")
