@@ -92,13 +92,15 @@ def test_an_unattended_agent_gets_a_token_and_a_new_one_when_it_expires(rig: Rig
     eventually(lambda: ready(server), what="the shop ready with its OAuth server")
     assert ask(server, "Kettles?").status_code == 200
     assert "Steel kettle" in conversation(server)[2]["content"]
-    assert grants(mcp) == ["client_credentials"]
+    before = grants(mcp)
+    assert before and set(before) == {"client_credentials"}
 
     wait_until_expired(mcp)
     answered = ask(server, "Mugs?")
     assert answered.status_code == 200, answered.text
     assert "Stoneware mug" in conversation(server)[-2]["content"]
-    assert grants(mcp) == ["client_credentials", "client_credentials"]
+    after = grants(mcp)  # a new token for the expired one, by the same grant
+    assert len(after) > len(before) and set(after) == {"client_credentials"}
 
     tokens = issued_tokens(credentials)
     assert tokens, "the credentials file keeps the tokens"
@@ -142,13 +144,18 @@ def test_a_person_consents_on_the_console_and_the_refreshed_token_outlives_a_res
     assert thanked.status_code == 200 and "Thank you" in thanked.text
     assert httpx.get(back).status_code == 404  # a consent is answered once
     eventually(lambda: ready(server), what="the shop ready after the consent")
-    assert ask(server, "Kettles?").status_code == 200
-    assert grants(mcp) == ["authorization_code"]
+    kettles = ask(server, "Kettles?")
+    assert kettles.status_code == 200, "".join(server.output) + "".join(mcp.output)
+    assert grants(mcp)[0] == "authorization_code"
 
     wait_until_expired(mcp)
-    assert ask(server, "Mugs?").status_code == 200
+    mugs = ask(server, "Mugs?")
+    assert mugs.status_code == 200, "".join(server.output) + "".join(mcp.output)
     assert "Stoneware mug" in conversation(server)[-2]["content"]
-    assert grants(mcp) == ["authorization_code", "refresh_token"]
+    # Refreshed, never consented again (a token of two seconds may be refreshed twice a turn).
+    first_code, *refreshes = grants(mcp)
+    assert first_code == "authorization_code"
+    assert refreshes and set(refreshes) == {"refresh_token"}
     first = stop_cleanly(server)
 
     # A restart reads the stored refresh token: no second consent.
@@ -157,7 +164,9 @@ def test_a_person_consents_on_the_console_and_the_refreshed_token_outlives_a_res
     eventually(lambda: ready(again), what="the restarted shop ready without a consent")
     assert ask(again, "Teapots?").status_code == 200
     assert "Cast-iron teapot" in conversation(again)[-2]["content"]
-    assert grants(mcp) == ["authorization_code", "refresh_token", "refresh_token"]
+    after = grants(mcp)
+    assert after.count("authorization_code") == 1 and len(after) > 1 + len(refreshes)
+    assert set(after[1:]) == {"refresh_token"}
     assert "".join(mcp.output).count("consented for") == 1
 
     tokens = issued_tokens(credentials)

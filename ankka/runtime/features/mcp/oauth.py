@@ -16,7 +16,8 @@ ankka builds one of its providers per server from :class:`~.oauth_settings.OAuth
   leg the SDK leaves to its caller).
 
 What ankka adds: where tokens live (:mod:`.credentials`, per issuer), a stored token's expiry
-surviving a restart (so it is refreshed, not sent expired), and every token it sees given to
+surviving a restart (so it is refreshed, not sent expired), refreshing a little before the
+expiry the server gave (clocks and rounding differ), and every token it sees given to
 ``on_tokens`` so the connection can redact it from anything a server echoes.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -35,6 +37,7 @@ from mcp.client.auth.extensions.client_credentials import (
     SignedJWTParameters,
 )
 from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
+from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
@@ -46,15 +49,35 @@ from ankka.runtime.features.mcp.oauth_settings import OAuthSettings
 __all__ = ["CALLBACK_PATH", "build_auth", "exchange_id_token"]
 
 CLIENT_NAME = "ankka"
+EXPIRY_MARGIN = 30.0
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
 ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
 _SecretMethod = Literal["client_secret_basic", "client_secret_post"]
 
 
+@dataclass
+class _EarlyExpiry(OAuthContext):
+    """A token counts as expired a little before the authorization server says (at most
+    :data:`EXPIRY_MARGIN` seconds, half its life at most), so it is refreshed before a server
+    whose clock is ahead, or that rounds its expiry down, refuses it: a 401 sends the SDK to
+    the full flow, which for ``consent`` means asking the person again."""
+
+    def update_token_expiry(self, token: OAuthToken) -> None:
+        super().update_token_expiry(token)
+        if self.token_expiry_time is not None and token.expires_in:
+            self.token_expiry_time -= min(EXPIRY_MARGIN, token.expires_in / 2)
+
+
 class _ReloadsExpiry(OAuthClientProvider):
     """A token read back from the store keeps the time it expires (the SDK's own loading
-    forgets it, and would send an expired token instead of refreshing it)."""
+    forgets it, and would send an expired token instead of refreshing it), and every token
+    is refreshed a little early (:class:`_EarlyExpiry`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        context = self.context
+        self.context = _EarlyExpiry(**{f.name: getattr(context, f.name) for f in fields(context)})
 
     async def _initialize(self) -> None:
         await super()._initialize()
