@@ -217,9 +217,15 @@ def test_a_pending_call_is_approved_through_the_page_and_the_turn_resumes(
         row = page.locator(f'#approvals tr[data-approval="{approval["id"]}"]')
         assert "refund(" in row.inner_text()
         row.locator('button[value="approve"]').click()
-        page.wait_for_url(f"{url}/console/approvals")
+        # The decision lands on its session, which confirms it and shows who took it.
+        page.wait_for_url(f"{url}/console/sessions/r1?decided={approval['id']}")
+        assert page.locator("#confirmation").is_visible()
+        decided = page.locator(f'#decisions tr[data-decided="{approval["id"]}"]')
+        assert decided.get_attribute("data-decision") == "approved"
+        assert "local" in decided.inner_text()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "console-approvals.png"), full_page=True)
+        page.goto(f"{url}/console/approvals")
         return page.content()
 
     after = in_browser(approve)
