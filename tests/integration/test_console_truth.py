@@ -91,3 +91,10 @@ def test_a_tasks_session_counts_its_iterations_and_tokens_as_the_task_does(
     assert summary["usage"] == task["usage"]  # no judged guardrails here: the same tokens
     page = httpx.get(f"{server.url}/console/sessions/task:t1").text
     assert f"{task['iterations']['used']} turn(s)" in page
+    shown = httpx.get(f"{server.url}/console/tasks/t1").text
+    times = re.search(r'<p class="muted" id="times">(.*?)</p>', shown)
+    assert times is not None
+    stamps = re.findall(r'<time datetime="([^"]+)">', times.group(1))
+    assert stamps == [task["created_at"], task["updated_at"]]  # the record's own times
+    listed = httpx.get(f"{server.url}/console/tasks").text
+    assert f'<time datetime="{task["updated_at"]}">' in listed
