@@ -43,6 +43,7 @@ from ankka.runtime.drivers.judgments import plan_judgment
 from ankka.runtime.engine import planning
 from ankka.runtime.engine.approval_state import ApprovalState
 from ankka.runtime.engine.loop import Emit, TurnOutcome, TurnSuspension, run_turn
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
 from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.engine.session import SessionCache, SessionState
@@ -62,7 +63,7 @@ from ankka.runtime.records.accounting import (
 from ankka.runtime.records.approvals import ApprovalRequest
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import McpToolsRecord
+from ankka.runtime.records.mcp import McpListingRecord
 from ankka.runtime.records.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.records.registry import Entry, Record
 from ankka.runtime.records.session import SessionOpened, opened_by
@@ -144,6 +145,7 @@ class Runtime:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         cache_sessions: int = 1024,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         mcp: McpServers | None = None,
         compaction_override: CompactionOverride | None = None,
         compaction_providers: Mapping[str, ModelProvider] | None = None,
@@ -171,7 +173,8 @@ class Runtime:
         self.metrics = metrics or RuntimeMetrics()
         self.queue = SessionQueue(self.journal.session_lock())
         self.mcp = mcp
-        self._conversations = SessionCache(self.journal, cache_sessions)
+        self._conversations = SessionCache(self.journal, cache_sessions, max_bytes=cache_bytes)
+        self.metrics.watch_session_cache(lambda: self._conversations.bytes)
         self._override = compaction_override or CompactionOverride({})
         self.compactor = Compactor(
             journal=self.journal,
@@ -182,6 +185,7 @@ class Runtime:
             leases=compaction_leases,
             workers=compaction_workers,
             cache_sessions=cache_sessions,
+            cache_bytes=cache_bytes,
         )
         self.approvals = ApprovalDesk(
             self,
@@ -398,7 +402,7 @@ class Runtime:
 
     async def with_mcp_tools(
         self, planned: PlannedTurn, turn_id: str, folded: SessionState
-    ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
+    ) -> tuple[Turn, tuple[McpListingRecord, ...]]:
         """The effect with the tools its agent's MCP servers list now, and what to record."""
         effect = planned.effect
         declaration = self.service.declaration(planned.agent)
