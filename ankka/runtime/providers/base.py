@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ankka.runtime.declare.tools import ToolSpec
 from ankka.runtime.records.messages import Message, ProviderState, ToolCall, Usage
@@ -24,8 +24,13 @@ __all__ = [
     "ModelResponse",
     "OutputSchema",
     "TextDelta",
+    "ToolChoice",
     "stream_by_completing",
 ]
+
+ToolChoice = Literal["auto", "required"]
+"""Whether the model may answer in text (``auto``) or must call a tool (``required``: an
+autonomous agent's requests, since a task ends only through its tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,8 @@ class ModelRequest:
     max_output_tokens: int | None = None
     """The most tokens the answer may have, when the caller bounds it (the summariser does);
     ``None`` leaves it to the provider's own setting."""
+    tool_choice: ToolChoice = "auto"
+    """``required``: the answer must call one of ``tools`` (sent only when there are tools)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,8 +279,10 @@ def _import_http() -> None:
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.declare.agents import Service
     from ankka.runtime.declare.compaction import from_environment
+    from ankka.runtime.drivers.approvals import Timers
+    from ankka.runtime.drivers.context import CompactionSetup, Context
     from ankka.runtime.drivers.request import Runtime
-    from ankka.runtime.drivers.tasks.host import TaskHost
+    from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
@@ -334,29 +336,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"ankka serve: {exc}", file=sys.stderr)
             return 2
         index = ApprovalIndex(task_store)
-        runtime = Runtime(
+        context = Context.open(
             service,
             store=store,
             providers=providers,
             metrics=metrics,
             mcp=mcp,
-            compaction_override=compaction,
-            compaction_leases=leases,
+            compaction=CompactionSetup(override=compaction, leases=leases),
             approvals=index,
-            approval_notice_seconds=args.approval_notice_seconds,
             policy=policy,
         )
+        runtime = Runtime(context, timers=Timers(notice_seconds=args.approval_notice_seconds))
         tasks = TaskHost(
-            service,
+            context,
             store=task_store,
-            journal=runtime.journal,
-            providers=providers,
-            judges=runtime.judges,
-            lease_seconds=args.lease_seconds,
-            max_instances=args.max_instances,
-            notification_buffer=args.notification_buffer,
-            approvals=index,
-            calls_made=metrics.calls_made,
+            options=HostOptions(
+                lease_seconds=args.lease_seconds,
+                max_instances=args.max_instances,
+                notification_buffer=args.notification_buffer,
+            ),
         )
         runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"

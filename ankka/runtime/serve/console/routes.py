@@ -65,7 +65,7 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
     async def sessions(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
             return _refused()
-        names = await runtime.journal.sessions()
+        names = await runtime.context.journal.sessions()
         readable = []
         for name in reversed(names[-MAX_SCANNED:]):
             try:
