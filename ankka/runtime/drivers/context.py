@@ -24,7 +24,7 @@ from ankka.runtime.declare.judgments.seam import JudgmentProvider
 from ankka.runtime.declare.mcp import McpServer
 from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
 from ankka.runtime.declare.tools import RunnableTool
-from ankka.runtime.engine.executor import Executor
+from ankka.runtime.engine.executor import Executor, Retry
 from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.engine.session import SessionCache, SessionState
@@ -90,6 +90,7 @@ class Context:
     override: CompactionOverride
     mcp: McpServers | None = None
     approvals: ApprovalIndex | None = None
+    turn_retry: Retry | None = None
 
     @classmethod
     def open(
@@ -106,12 +107,15 @@ class Context:
         judges: Mapping[str, JudgmentProvider] | None = None,
         policy: SessionPolicy | None = None,
         cache_sessions: int = 1024,
+        turn_retry: Retry | None = None,
     ) -> Context:
         """The context of a runtime serving ``service`` on ``store`` with ``providers``.
         ``judges``: one judgment provider per model that answers judgments (default: built
         over the providers' own transports). ``policy``: who may act on a session (default:
         as the service declares it). ``approvals``: the approval index, needed by a service
-        whose tools require approval."""
+        whose tools require approval. ``turn_retry``: how a request turn's failed model call
+        is made again (``ankka serve``: :class:`~ankka.runtime.providers.retry.TurnRetry`;
+        default: never); a task's is its driver's own."""
         journal = Journal(store)
         clock = clock or SystemClock()
         metrics = metrics or RuntimeMetrics()
@@ -136,7 +140,7 @@ class Context:
             queue=queue,
             providers=providers,
             judges=judges,
-            executor=Executor(clock=clock, judges=judges),
+            executor=Executor(clock=clock, judges=judges, retried=metrics.model_retried),
             clock=clock,
             metrics=metrics,
             policy=policy if policy is not None else service.policy(),
@@ -144,6 +148,7 @@ class Context:
             override=setup.override,
             mcp=mcp,
             approvals=approvals,
+            turn_retry=turn_retry,
         )
 
     async def __aenter__(self) -> Context:

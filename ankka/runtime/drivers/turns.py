@@ -137,6 +137,7 @@ async def take_turn(
         ledger=ledger,
         emit=emit,
         stream=effect.streams,
+        retry=context.turn_retry,
     )
     if isinstance(end, AwaitDecision):
         return TurnSuspension(turn, tuple(state.produced), end.waiting)

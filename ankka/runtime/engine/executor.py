@@ -29,6 +29,7 @@ from ankka.runtime.declare.judgments.guardrail import Judging
 from ankka.runtime.declare.judgments.seam import JudgmentProvider
 from ankka.runtime.engine.steps import RunTool, Settle
 from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.providers.retry import Retried
 from ankka.runtime.records.messages import AssistantMessage, ModelCall, ToolCall, ToolResult, Usage
 
 __all__ = ["Emit", "Executor", "Ledger", "LoopEvent", "Retry", "decode"]
@@ -54,18 +55,27 @@ class Ledger:
 
 
 class Retry(Protocol):
-    """A driver's answer to a failed model call that may pass if made again: return to try
-    again (after its own pause), raise to give up."""
+    """A driver's answer to a failed model call that may pass if made again (the
+    ``attempt``-th failure of this call in a row): return to try again (after its own pause),
+    raise to give up."""
 
-    async def failed(self, error: ModelError) -> None: ...
+    async def failed(self, error: ModelError, attempt: int) -> None: ...
 
 
 class Executor:
     """Shared by every driver of a runtime; holds no turn's state (that is the ledger's)."""
 
-    def __init__(self, *, clock: Clock, judges: Mapping[str, JudgmentProvider]) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        judges: Mapping[str, JudgmentProvider],
+        retried: Retried | None = None,
+    ) -> None:
+        """``retried`` hears each call made again (provider, model, the error's kind)."""
         self.clock = clock
         self.judges = judges
+        self.retried = retried
 
     def ledger(self, calls: Sequence[ModelCall] = ()) -> Ledger:
         """A turn's ledger; ``calls``: those it made before (a resumed turn's)."""
@@ -89,15 +99,22 @@ class Executor:
         retry: Retry | None = None,
     ) -> AssistantMessage:
         """Ask the model; the answer, accounted in ``ledger``. The vendor's state rides on the
-        answer (never journaled), so the turn's next call can replay it."""
+        answer (never journaled), so the turn's next call can replay it. A failure that may
+        pass is given to ``retry`` (the one retry layer: the SDKs retry nothing), unless a
+        stream already showed the caller part of an answer."""
+        attempt = 0
         while True:
             started = self.clock.monotonic()
+            shown: list[bool] = []
             try:
-                response = await _ask(provider, request, emit)
+                response = await _ask(provider, request, emit, shown)
             except ModelError as exc:
-                if retry is None or not exc.retryable:
+                attempt += 1
+                if retry is None or not exc.retryable or shown:
                     raise
-                await retry.failed(exc)
+                await retry.failed(exc, attempt)
+                if self.retried is not None:
+                    self.retried(provider.name, provider.model, exc.kind)
                 continue
             call = ModelCall(
                 provider=provider.name,
@@ -129,12 +146,15 @@ class Executor:
         return result
 
 
-async def _ask(provider: ModelProvider, request: ModelRequest, emit: Emit | None) -> ModelResponse:
+async def _ask(
+    provider: ModelProvider, request: ModelRequest, emit: Emit | None, shown: list[bool]
+) -> ModelResponse:
     if emit is None:
         return await provider.complete(request)
     final: ModelResponse | None = None
     async for item in provider.stream(request):
         if isinstance(item, TextDelta):
+            shown.append(True)
             await emit(item)
         else:
             final = item

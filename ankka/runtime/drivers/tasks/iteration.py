@@ -150,7 +150,7 @@ class _Failures:
     task: TaskRecord
     count: int = 0
 
-    async def failed(self, error: ModelError) -> None:
+    async def failed(self, error: ModelError, attempt: int) -> None:
         await self.attempt(str(error), "model_calls_failing")
 
     async def attempt(self, error: str, condition: str) -> None:
