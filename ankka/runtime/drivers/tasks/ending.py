@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ankka._kernel.errors import Refused
-from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
+from ankka.runtime.declare.autonomous import COMPLETE_TASK, AutonomousAgent, TaskType
 from ankka.runtime.declare.tools import ApprovalRule, ToolOutcome, ToolSpec
 from ankka.runtime.drivers.tasks.decide import (
     ACCEPTED,
@@ -37,19 +37,15 @@ __all__ = ["CompleteTask", "FailTask"]
 Failed = Callable[[str, str], Awaitable[None]]  # (error, condition): pauses, or ends the task
 
 
-@dataclass(frozen=True, slots=True)
-class FailTask:
-    """``fail_task``: its input is a reason; the task ends failed with it."""
+class _Builtin:
+    """A built-in tool: named by its spec, and never waits for a person."""
 
+    __slots__ = ()
     spec: ToolSpec
-
-    @classmethod
-    def of(cls) -> FailTask:
-        return cls(fail_spec())
 
     @property
     def name(self) -> str:
-        return FAIL_TASK
+        return self.spec.name
 
     @property
     def approval(self) -> ApprovalRule | None:
@@ -57,6 +53,17 @@ class FailTask:
 
     def needs_approval(self, raw_arguments: str) -> bool:
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class FailTask(_Builtin):
+    """``fail_task``: its input is a reason; the task ends failed with it."""
+
+    spec: ToolSpec
+
+    @classmethod
+    def of(cls) -> FailTask:
+        return cls(fail_spec())
 
     async def run(self, raw_arguments: str) -> ToolOutcome:
         reason = decode_fail(raw_arguments)
@@ -66,7 +73,7 @@ class FailTask:
 
 
 @dataclass(frozen=True, slots=True)
-class CompleteTask:
+class CompleteTask(_Builtin):
     """``complete_task`` for one task of ``task_type``; ``rejected`` hears a refusal's reason
     (the task is ``result-rejected``), ``failed`` a check that raised."""
 
@@ -90,17 +97,6 @@ class CompleteTask:
         failed: Failed,
     ) -> CompleteTask:
         return cls(complete_spec(task_type), task_type, agent, executor, ledger, rejected, failed)
-
-    @property
-    def name(self) -> str:
-        return COMPLETE_TASK
-
-    @property
-    def approval(self) -> ApprovalRule | None:
-        return None
-
-    def needs_approval(self, raw_arguments: str) -> bool:
-        return False
 
     async def run(self, raw_arguments: str) -> ToolOutcome:
         decoded = decode_result(self.task_type, raw_arguments)
