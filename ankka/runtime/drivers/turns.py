@@ -63,6 +63,7 @@ def plan_of(effect: Turn, agent: str) -> TurnPlan:
         tools=tuple(effect.tools),
         output=output,
         reasoning_effort=effect.reasoning_effort,
+        max_output_tokens=effect.max_output_tokens,
         max_rounds=effect.max_tool_rounds,
     )
 

@@ -93,6 +93,7 @@ class TurnPlan:
     tools: tuple[RunnableTool, ...] = ()
     output: OutputSchema | None = None
     reasoning_effort: str | None = None
+    max_output_tokens: int | None = None
     tool_choice: ToolChoice = "auto"
     max_rounds: int | None = None
     ending: frozenset[str] = frozenset()
@@ -109,6 +110,7 @@ class TurnPlan:
             tuple(t.spec for t in self.tools),
             self.output,
             self.reasoning_effort,
+            max_output_tokens=self.max_output_tokens,
             tool_choice=self.tool_choice,
         )
 
