@@ -28,7 +28,9 @@ from ankka.runtime.policy import load_policy
 if TYPE_CHECKING:
     from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
+    from ankka.runtime.a2a import A2AService
     from ankka.runtime.host import Runtime
+    from ankka.runtime.tasks.host import TaskHost
     from ankka.runtime.tokenreview import TokenReviewer
 
 __all__ = ["CONSOLE_VARIABLE", "configure", "run"]
@@ -156,6 +158,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the session policy (YAML or JSON: service and agents, each read/write/decide "
         "caller patterns) in place of the declared one, entry by entry; see docs/security.md",
     )
+    a2a = parser.add_argument_group("A2A (docs/a2a.md)")
+    a2a.add_argument(
+        "--public-url",
+        metavar="URL",
+        default=os.environ.get("ANKKA_PUBLIC_URL") or None,
+        help="the address callers reach this runtime at (env ANKKA_PUBLIC_URL), for the URLs "
+        "in its A2A agent cards; default: the scheme and Host of each request",
+    )
+    a2a.add_argument(
+        "--a2a-default",
+        metavar="AGENT",
+        default=None,
+        help="the agent whose card is also served at /.well-known/agent-card.json (default: "
+        "the only agent, when there is one)",
+    )
+    a2a.add_argument(
+        "--a2a-push",
+        choices=["on", "off"],
+        default="on",
+        help="A2A push notifications (webhooks) (%(default)s)",
+    )
+    a2a.add_argument(
+        "--a2a-push-private",
+        choices=["on", "off"],
+        default=None,
+        help="allow webhooks at loopback and private addresses (default: on when listening on "
+        "loopback, else off)",
+    )
     serve.add_limit_options(parser)
 
 
@@ -268,11 +298,36 @@ def _probe_port(
     return HealthPort(sock, answer, limits=limits, paths=("/healthz", "/readyz"))
 
 
+def _a2a(
+    args: argparse.Namespace, runtime: Runtime, tasks: TaskHost, reviewer: TokenReviewer | None
+) -> A2AService:
+    """The A2A layer: its cards say how this runtime identifies callers."""
+    from ankka.runtime.a2a import A2AService, CardSettings, RuntimePort
+
+    settings = CardSettings(
+        public_url=args.public_url,
+        tls=bool(args.tls_dir),
+        mtls=bool(args.tls_dir),
+        bearer=bool(args.token_file) or reviewer is not None,
+        bearer_format="kubernetes-service-account" if reviewer is not None else "",
+        push=args.a2a_push == "on",
+    )
+    private = args.a2a_push_private
+    allow = is_loopback(args.host) if private is None else private == "on"
+    return A2AService(
+        RuntimePort(runtime, tasks),
+        settings=settings,
+        default_agent=args.a2a_default,
+        allow_private_webhooks=allow,
+    )
+
+
 def _import_http() -> None:
     """Import what serving HTTP needs (the routes, starlette, uvicorn): none of it is needed
     to resume the instances that had work."""
     import uvicorn.protocols.http.httptools_impl  # noqa: F401
 
+    import ankka.runtime.a2a
     import ankka.runtime.http  # noqa: F401
 
 
@@ -389,6 +444,8 @@ def run(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(_import_http)
                 from ankka.runtime.http import create_app
 
+                a2a = await stack.enter_async_context(_a2a(args, runtime, tasks, reviewer))
+
                 await serve.serve_forever(
                     create_app(
                         runtime,
@@ -397,6 +454,7 @@ def run(args: argparse.Namespace) -> int:
                         identify=identify,
                         approver_header=args.approver_header,
                         console=args.console == "on",
+                        a2a=a2a,
                     ),
                     sock,
                     name="ankka serve",

@@ -18,6 +18,8 @@
   (:mod:`ankka.runtime.openapi`).
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.tasks.http`.
+- ``/a2a/{agent}`` (and ``/.well-known/agent-card.json``): the agents over A2A v1.0, when
+  given an :class:`~ankka.runtime.a2a.A2AService` (:mod:`ankka.runtime.a2a`).
 - ``GET /console``, ``/console/sessions/{session}``, ``/console/tasks`` and
   ``/console/tasks/{task}``: the console's pages, when enabled
   (:mod:`ankka.runtime.console`).
@@ -48,6 +50,7 @@ from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import AnkkaError, RequestError
 from ankka._kernel.exposition import CONTENT_TYPE
+from ankka.runtime.a2a import A2AService
 from ankka.runtime.approvals.http import approval_routes, awaiting_json
 from ankka.runtime.bodies import parse_body
 from ankka.runtime.bounds import DEFAULT_MAX_BODY, BoundedInput
@@ -166,12 +169,14 @@ def create_app(
     identify: Identify | None = None,
     approver_header: str | None = None,
     console: bool = False,
+    a2a: A2AService | None = None,
 ) -> BoundedInput:
     """The API of ``runtime``; with ``tasks``, also the task routes
     (:mod:`ankka.runtime.tasks.http`). Without ``identify`` every caller is ``local``.
     ``approver_header`` names the header a trusted proxy sets to say who decides an approval
     (``ankka.runtime.approvals.http``). With ``console``, the console's pages at ``/console``
-    (:mod:`ankka.runtime.console`)."""
+    (:mod:`ankka.runtime.console`). With ``a2a`` (entered by its owner), every agent also at
+    ``/a2a/{agent}`` (:mod:`ankka.runtime.a2a`)."""
 
     async def turn(request: Request) -> Response:
         body = await _parse(request, TurnBody)
@@ -295,6 +300,7 @@ def create_app(
     routes = Starlette(
         routes=[
             *pages,
+            *(a2a.routes() if a2a is not None else ()),
             *(task_routes(tasks, runtime.policy) if tasks is not None else ()),
             *approval_routes(runtime, _outcome_json, approver_header=approver_header),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
