@@ -10,10 +10,10 @@ from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf import json_format, struct_pb2
 
 from ankka._kernel.errors import RequestError
-from ankka.runtime.a2a.card import CardSettings, agent_card, base_url
-from ankka.runtime.a2a.decisions import decisions_of
-from ankka.runtime.a2a.port import AgentInfo
-from ankka.runtime.a2a.wire import Said, TaskView, derived_id, message_text, to_task
+from ankka.runtime.serve.a2a.card import CardSettings, agent_card, base_url
+from ankka.runtime.serve.a2a.decisions import decisions_of
+from ankka.runtime.serve.a2a.port import AgentInfo
+from ankka.runtime.serve.a2a.wire import Said, TaskView, derived_id, message_text, to_task
 
 PENDING = [{"id": "apr_1", "digest": "d" * 64, "tool": "refund"}]
 
