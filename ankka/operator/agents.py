@@ -148,6 +148,8 @@ def runtime_env(
     ]
     if name:
         env += token_review_env(namespace, name, settings)
+        # The URLs in the runtime's A2A cards: its Service's, never the pod's bind address.
+        env.append({"name": "ANKKA_PUBLIC_URL", "value": service_url(namespace, name)})
     if any(m.installation is not None for m in spec.models):
         env.append({"name": "ANKKA_MODELS_ADDRESS", "value": settings.models_address})
     for model in spec.models:
@@ -167,6 +169,19 @@ def runtime_env(
             env.append(
                 {
                     "name": prefix + "API_KEY",
+                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+                }
+            )
+    for remote in spec.remote_agents:
+        # The runtime's contract (ankka/runtime/providers/a2a_remote.py): _CARD_URL, _TOKEN
+        # (only ever through valueFrom).
+        prefix = f"ANKKA_A2A_REMOTE_{_mcp_env(remote.name)}_"
+        env.append({"name": prefix + "CARD_URL", "value": remote.card_url})
+        if remote.token_secret is not None:
+            ref = remote.token_secret
+            env.append(
+                {
+                    "name": prefix + "TOKEN",
                     "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
                 }
             )
@@ -354,6 +369,16 @@ def failed_status(
     return _status(previous, [ready], generation=generation, fields={"phase": "Failed"})
 
 
+def service_url(namespace: str, name: str) -> str:
+    """The Agent's runtime as its callers in the cluster reach it (its Service, over TLS)."""
+    return f"https://{name}.{namespace}.svc:{SERVICE_PORT}"
+
+
+def a2a_card_url(namespace: str, name: str) -> str:
+    """Where the Agent's A2A card is (the host root: its only agent's, or its default's)."""
+    return f"{service_url(namespace, name)}/.well-known/agent-card.json"
+
+
 def rendered_status(
     previous: Mapping[str, Any] | None,
     *,
@@ -362,6 +387,7 @@ def rendered_status(
     certificate_not_after: str,
     generation: int | None,
     now: dt.datetime,
+    a2a_card_url: str | None = None,
 ) -> Obj:
     """A rendered Agent: ``Held`` while any InstallationModel it names is not served (named in
     ``ModelsServed`` and ``awaitingModels``), ``Ready`` once every one is. A condition whose
@@ -403,4 +429,6 @@ def rendered_status(
         "awaitingModels": list(awaited),
         "certificateNotAfter": certificate_not_after,
     }
+    if a2a_card_url is not None:
+        fields["a2aCardUrl"] = a2a_card_url
     return _status(previous, [served, ready], generation=generation, fields=fields)

@@ -118,3 +118,18 @@ def test_card_urls_come_from_the_public_url_or_the_host_never_the_bind_address()
     )
     with pytest.raises(RequestError, match="Host"):
         base_url(CardSettings(), scheme="http", host="evil/<script>", agent="e")
+
+
+def test_remote_agents_come_from_the_variables_the_operator_renders() -> None:
+    from ankka.runtime.providers.a2a_remote import remote_agents_from_environment
+
+    found = remote_agents_from_environment(
+        {
+            "ANKKA_A2A_REMOTE_HELPER_CARD_URL": "https://h/.well-known/agent-card.json",
+            "ANKKA_A2A_REMOTE_HELPER_TOKEN": "s3cret-token",
+            "ANKKA_MODEL_DEFAULT_URL": "http://m",
+        }
+    )
+    assert list(found) == ["helper"]
+    assert found["helper"].card_url == "https://h/.well-known/agent-card.json"
+    assert "s3cret" not in repr(found["helper"])
