@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ankka.api.resources import AgentSpec, ConditionStatus
+from ankka.api.resources import AgentSpec, ConditionStatus, SecretKeyRef
 from ankka.operator import netpol
 from ankka.operator.certs import agent_uri
 from ankka.operator.objects import Obj, condition, labels_for, owner_reference, set_condition
@@ -138,6 +138,11 @@ def token_review_env(namespace: str, name: str, settings: Settings) -> list[dict
     ]
 
 
+def _from_secret(name: str, ref: SecretKeyRef) -> dict[str, Any]:
+    """A variable whose value stays in its Secret (never in the Deployment)."""
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+
+
 def runtime_env(
     spec: AgentSpec, settings: Settings, *, namespace: str = "", name: str = ""
 ) -> list[dict[str, Any]]:
@@ -165,26 +170,14 @@ def runtime_env(
         if model.address is not None:
             env.append({"name": prefix + "URL", "value": model.address})
         if model.api_key_secret_ref is not None:
-            ref = model.api_key_secret_ref
-            env.append(
-                {
-                    "name": prefix + "API_KEY",
-                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
-                }
-            )
+            env.append(_from_secret(prefix + "API_KEY", model.api_key_secret_ref))
     for remote in spec.remote_agents:
         # The runtime's contract (ankka/runtime/providers/a2a_remote.py): _CARD_URL, _TOKEN
         # (only ever through valueFrom).
         prefix = f"ANKKA_A2A_REMOTE_{_mcp_env(remote.name)}_"
         env.append({"name": prefix + "CARD_URL", "value": remote.card_url})
         if remote.token_secret is not None:
-            ref = remote.token_secret
-            env.append(
-                {
-                    "name": prefix + "TOKEN",
-                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
-                }
-            )
+            env.append(_from_secret(prefix + "TOKEN", remote.token_secret))
     for server in spec.mcp_servers:
         # The runtime's contract (ankka/runtime/features/mcp/config.py): _URL, _HEADER_<NAME>;
         # header

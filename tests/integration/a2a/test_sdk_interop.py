@@ -117,6 +117,21 @@ async def test_a_message_sent_twice_is_answered_once(
     assert len(received(model)) == 1
 
 
+async def test_a_message_id_sent_twice_to_an_autonomous_agent_is_one_task(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    model = standin(_research_script(2))
+    server = serve(model.url, target=RESEARCH)
+    client = await _client(f"{server.url}/a2a/researcher", "JSONRPC", streaming=False)
+    async with client:
+        first = await _send(client, pb.SendMessageRequest(message=_message("ankka", "d-1")))
+        again = await _send(client, pb.SendMessageRequest(message=_message("other", "d-1")))
+        listed = await client.list_tasks(pb.ListTasksRequest())
+    assert first[0].task.id == again[0].task.id
+    assert again[0].task.status.state == pb.TASK_STATE_COMPLETED
+    assert [t.id for t in listed.tasks] == [first[0].task.id]
+
+
 def test_an_unsupported_version_is_refused_and_none_means_0_3(
     standin: Callable[[Script], Server], serve: Callable[..., Server]
 ) -> None:

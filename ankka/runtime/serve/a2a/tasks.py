@@ -25,6 +25,7 @@ from a2a.utils.errors import (
 from google.protobuf import json_format
 
 from ankka._kernel.clock import Clock
+from ankka._kernel.errors import NotFound
 from ankka.runtime.records.tasks import TaskState
 from ankka.runtime.serve.a2a.decisions import decisions_of
 from ankka.runtime.serve.a2a.index import A2AIndex, TaskRow
@@ -109,18 +110,25 @@ class Tasks:
     async def start(
         self, agent: AgentInfo, request: pb.SendMessageRequest, caller: str
     ) -> TaskView:
+        """The message's task: made now, or, for a ``messageId`` sent before, the task it made
+        then (whatever this message says: a message id names one message)."""
         message = request.message
+        task = derived_id("a2a", agent.name, caller, message.message_id)
+        there = await self.index.get(task)
+        if there is not None:
+            with contextlib.suppress(NotFound):
+                return task_view(await self.port.task(task), there)
         text = message_text(message)
         task_type = _task_type(agent, message, request)
-        task = derived_id("a2a", agent.name, caller, message.message_id)
         context = message.context_id or derived_id("ctx", agent.name, caller, message.message_id)
         stamp = self.clock.now().isoformat()
         row = TaskRow(
             task, agent.name, "task", context, message.message_id, caller, "submitted",
             {"type": task_type}, None, None, stamp, stamp,
         )  # fmt: skip
-        there = await self.index.claim(row, stale_before=float("inf"), now=0.0)
-        row = there or row
+        # The row first (its context), then the task: a restart between the two finds the row
+        # and makes the task on the message's next delivery.
+        row = await self.index.claim(row, stale_before=float("inf"), now=0.0) or row
         record = await self.port.put_task(agent.name, task, task_type, text, caller=caller)
         return task_view(TaskEnd(record), row)
 

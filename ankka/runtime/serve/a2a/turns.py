@@ -83,6 +83,15 @@ def _body(text: str, end: TurnEnd) -> dict[str, Any]:
     return {"text": text, "reply": end.reply, "reason": end.reason, "approvals": end.approvals}
 
 
+def _ended(row: TaskRow, end: TurnEnd, at: datetime) -> TaskRow:
+    """``row`` as ``end`` leaves it (nothing written)."""
+    body = _body(str(row.body.get("text", "")), end)
+    return TaskRow(
+        row.id, row.agent, row.kind, row.context_id, row.message_id, row.created_by,
+        end.state, body, row.owner, row.claimed_at, row.created_at, at.isoformat(),
+    )  # fmt: skip
+
+
 class Turns:
     """The request agents' side of the handler."""
 
@@ -153,14 +162,10 @@ class Turns:
         return turn_view(settled)
 
     async def _settle(self, row: TaskRow, end: TurnEnd) -> TaskRow:
-        now = self.clock.now()
-        body = _body(str(row.body.get("text", "")), end)
-        await self.index.settle(row.id, end.state, body, now)
+        settled = _ended(row, end, self.clock.now())
+        await self.index.settle(row.id, end.state, settled.body, self.clock.now())
         self._changed(row.id)
-        return TaskRow(
-            row.id, row.agent, row.kind, row.context_id, row.message_id, row.created_by,
-            end.state, body, row.owner, row.claimed_at, row.created_at, now.isoformat(),
-        )  # fmt: skip
+        return settled
 
     async def _run(self, row: TaskRow, live: Live, *, streaming: bool) -> None:
         pieces = 0
@@ -182,11 +187,14 @@ class Turns:
                 )
             except AnkkaError as exc:
                 end = TurnEnd("rejected", reason=f"{exc.kind}: {exc}")
-            settled = await self._settle(row, end)
-            view = turn_view(settled)
+            # The answer goes out first, the row after it: the turn is in the journal already,
+            # and a row still "submitted" (a restart in between) is settled from the journal.
+            # Until the row is written this Live answers for the task (it stays in self.live).
+            view = turn_view(_ended(row, end, self.clock.now()))
             if view.result is not None:
                 await live.add(artifact_event(view, append=False, last=True))
             await live.add(status_event(view), view=view, end=True)
+            await self._settle(row, end)
         except asyncio.CancelledError:
             view = turn_view(row)
             await live.finish(view)
@@ -248,7 +256,8 @@ class Turns:
                 message=f"task {row.id} is {view.state}: it takes no further messages; send a "
                 f"new message in context {row.context_id} for another turn"
             )
-        pending = tuple(row.body.get("approvals") or ())
+        status = view.status if isinstance(view.status, dict) else {}
+        pending = tuple(status.get("awaitingApproval") or ())
         end: TurnEnd | None = None
         for decision in decisions_of(message, pending):
             end = await self.port.decide(
@@ -260,7 +269,11 @@ class Turns:
             )
         if end is None:
             return view
-        return turn_view(await self._settle(row, end))
+        decided = turn_view(await self._settle(row, end))
+        live = self.live.get(row.id)
+        if live is not None:  # its row is still being written: it answers with this now
+            live.view = decided
+        return decided
 
     async def cancel(self, row: TaskRow) -> TaskView:
         run = self._runs.get(row.id)
