@@ -1,6 +1,7 @@
 """Prometheus metrics of one runtime: turns, model calls, tool calls, tokens, latency.
 
-Each runtime has its own registry (tests start many in one process). Labels never carry
+Each runtime has its own registry (tests start many in one process), with prometheus-client's
+process collector (``process_*``: CPU, memory, open files, start time). Labels never carry
 message text, keys or session ids.
 """
 
@@ -8,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 
 from ankka._kernel.exposition import LATENCY_BUCKETS
 from ankka.runtime.engine.loop import TurnOutcome
@@ -21,6 +28,7 @@ class RuntimeMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)
         self.turns = Counter(
             "ankka_turns", "Turns handled, by agent and outcome", ["agent", "outcome"], registry=r
         )
@@ -40,6 +48,13 @@ class RuntimeMetrics:
             ["provider", "model"],
             registry=r,
             buckets=LATENCY_BUCKETS,
+        )
+        self.model_retries = Counter(
+            "ankka_model_retries",
+            "Model calls made again after a retryable failure (ankka's one retry layer: a "
+            "turn's call, or a task's iteration), by the error that caused it",
+            ["provider", "model", "kind"],
+            registry=r,
         )
         self.tool_calls = Counter(
             "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"], registry=r
@@ -82,6 +97,10 @@ class RuntimeMetrics:
                     self.tokens.labels(agent, call.provider, kind.removesuffix("_tokens")).inc(
                         count
                     )
+
+    def model_retried(self, provider: str, model: str, kind: str) -> None:
+        """A model call failed retryably and is made again (providers/retry.py)."""
+        self.model_retries.labels(provider, model, kind).inc()
 
     def caller_left(self) -> None:
         """A caller disconnected before its request arrived whole (a normal event)."""

@@ -63,8 +63,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("API_KEY", "the key sent to the server", secret=True),
         Setting(
             "TIMEOUT",
-            "seconds one model call may take, retries included (default 120); separate from "
-            "how long a caller waits for the turn",
+            "seconds one attempt of a model call may take (default 120; a timed-out call is "
+            "not retried); separate from how long a caller waits for the turn",
         ),
         Setting("MAX_TOKENS", "the most tokens an answer may have (default 4096)"),
     )
