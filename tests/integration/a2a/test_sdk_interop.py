@@ -4,6 +4,7 @@ push notifications at a webhook this test runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -271,3 +272,99 @@ async def test_after_kill_9_a_new_subscription_gets_the_remaining_events_in_orde
         ]
         assert numbers == sorted(numbers)
         assert sorted(set(numbers)) == list(range(1, max(numbers) + 1)), numbers
+
+
+def test_with_tokens_the_card_is_open_says_bearer_and_a_call_needs_a_token(
+    standin: Callable[[Script], Server], serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("ann ann-token-0123456789abcdef\n")
+    model = standin([{"text": "Sunny."}])
+    server = serve(model.url, target=CHAT, args=["--token-file", str(tokens)])
+    card = httpx.get(f"{server.url}/a2a/echo/.well-known/agent-card.json").json()
+    assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "Hi"}]}},
+    }
+    refused = httpx.post(f"{server.url}/a2a/echo", json=body, headers=V1)
+    assert refused.status_code == 401
+    token = {**V1, "Authorization": "Bearer ann-token-0123456789abcdef"}
+    answer = httpx.post(f"{server.url}/a2a/echo", json=body, headers=token).json()
+    assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    other = {"jsonrpc": "2.0", "id": 2, "method": "ListTasks", "params": {}}
+    listed = httpx.post(f"{server.url}/a2a/echo", json=other, headers=token).json()
+    assert len(listed["result"]["tasks"]) == 1
+
+
+def _send_rpc(base: str, message_id: str, context: str) -> dict[str, Any]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": message_id,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": message_id,
+                "contextId": context,
+                "role": "ROLE_USER",
+                "parts": [{"text": "Weather?"}],
+            }
+        },
+    }
+    answer: dict[str, Any] = httpx.post(base, json=body, headers=V1, timeout=60).json()
+    return answer
+
+
+def test_a_turn_committed_just_before_a_crash_is_answered_from_the_journal(
+    standin: Callable[[Script], Server], serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    """The durable state of a kill -9 between the turn's commit and its row's update: the row
+    still says submitted, claimed by a process that is gone. The message sent again after the
+    restart is answered from the journal; the model is not asked again."""
+    import sqlite3
+
+    model = standin([{"text": "Sunny, once."}, {"text": "asked twice"}])
+    path = tmp_path / "crash.sqlite3"
+    first = serve(model.url, target=CHAT, store=f"sqlite:///{path}")
+    done = _send_rpc(f"{first.url}/a2a/echo", "c-1", "ctx-crash")
+    assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    os.kill(first.process.pid, signal.SIGKILL)
+    first.process.wait()
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "UPDATE ankka_a2a_tasks SET state = 'submitted', body = ?, owner = 'gone'",
+            (json.dumps({"text": "Weather?"}),),
+        )
+    second = serve(model.url, target=CHAT, store=f"sqlite:///{path}")
+    again = _send_rpc(f"{second.url}/a2a/echo", "c-1", "ctx-crash")
+    task = again["result"]["task"]
+    assert task["id"] == done["result"]["task"]["id"]
+    assert task["artifacts"][0]["parts"][0]["text"] == "Sunny, once."
+    assert len(received(model)) == 1
+    messages = httpx.get(f"{second.url}/v1/sessions/ctx-crash/messages").json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+
+
+def test_a_turn_cut_off_by_a_crash_runs_again_when_its_message_comes_again(
+    standin: Callable[[Script], Server], serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    model = standin([{"text": "never heard", "delay_ms": 20000}, {"text": "Sunny, at last."}])
+    store = f"sqlite:///{tmp_path / 'cut.sqlite3'}"
+    first = serve(model.url, target=CHAT, store=store)
+    body = {
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "cut-1", "contextId": "ctx-cut", "role": "ROLE_USER",
+                               "parts": [{"text": "Weather?"}]},
+                   "configuration": {"returnImmediately": True}},
+    }  # fmt: skip
+    httpx.post(f"{first.url}/a2a/echo", json=body, headers=V1, timeout=30)
+    eventually(lambda: len(received(model)) == 1, what="the model asked", timeout=30)
+    os.kill(first.process.pid, signal.SIGKILL)
+    first.process.wait()
+    second = serve(model.url, target=CHAT, store=store)
+    again = _send_rpc(f"{second.url}/a2a/echo", "cut-1", "ctx-cut")
+    assert again["result"]["task"]["artifacts"][0]["parts"][0]["text"] == "Sunny, at last."
+    messages = httpx.get(f"{second.url}/v1/sessions/ctx-cut/messages").json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]

@@ -133,3 +133,14 @@ def test_remote_agents_come_from_the_variables_the_operator_renders() -> None:
     assert list(found) == ["helper"]
     assert found["helper"].card_url == "https://h/.well-known/agent-card.json"
     assert "s3cret" not in repr(found["helper"])
+
+
+def test_the_cards_are_open_to_every_caller_and_nothing_else_of_a2a_is() -> None:
+    from ankka.runtime.serve.bounds import is_open
+
+    assert is_open("/.well-known/agent-card.json")
+    assert is_open("/a2a/echo/.well-known/agent-card.json")
+    assert not is_open("/a2a/echo")
+    assert not is_open("/a2a/echo/tasks")
+    assert not is_open("/a2a/x/y/.well-known/agent-card.json")
+    assert not is_open("/v1/sessions/s/.well-known/agent-card.json")

@@ -160,11 +160,14 @@ class A2AIndex:
 
     # -- tasks --------------------------------------------------------------------------------
 
-    async def claim(self, row: TaskRow, *, stale_before: float, now: float) -> TaskRow | None:
-        """Insert ``row``, claimed by its owner; None when it went in (or a stale claim of an
-        unfinished row was taken over), else the row already there."""
+    async def claim(
+        self, row: TaskRow, *, stale_before: float, now: float
+    ) -> tuple[TaskRow | None, bool]:
+        """Insert ``row``, claimed by its owner: (None, False) when it went in, (the row that
+        was there, True) when that row's claim was stale and is now ``row``'s owner's (whatever
+        its process did before it died must be looked up), else (the row there, False)."""
 
-        def work(tx: Transaction) -> TaskRow | None:
+        def work(tx: Transaction) -> tuple[TaskRow | None, bool]:
             found = tx.rows(f"SELECT {_TASK_COLUMNS} FROM ankka_a2a_tasks WHERE id = ?", (row.id,))
             if not found:
                 tx.rows(
@@ -176,7 +179,7 @@ class A2AIndex:
                         row.created_at, row.updated_at,
                     ),
                 )  # fmt: skip
-                return None
+                return None, False
             there = _task(found[0])
             claimed = there.claimed_at or 0.0
             if there.state == "submitted" and there.owner != row.owner and claimed < stale_before:
@@ -184,10 +187,10 @@ class A2AIndex:
                     "UPDATE ankka_a2a_tasks SET owner = ?, claimed_at = ? WHERE id = ?",
                     (row.owner, now, row.id),
                 )
-                return None
-            return there
+                return there, True
+            return there, False
 
-        result: TaskRow | None = await self.store.write(work)
+        result: tuple[TaskRow | None, bool] = await self.store.write(work)
         return result
 
     async def settle(self, task: str, state: str, body: dict[str, Any], at: datetime) -> None:

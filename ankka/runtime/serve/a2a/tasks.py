@@ -128,7 +128,7 @@ class Tasks:
         )  # fmt: skip
         # The row first (its context), then the task: a restart between the two finds the row
         # and makes the task on the message's next delivery.
-        row = await self.index.claim(row, stale_before=float("inf"), now=0.0) or row
+        row = (await self.index.claim(row, stale_before=float("inf"), now=0.0))[0] or row
         record = await self.port.put_task(agent.name, task, task_type, text, caller=caller)
         return task_view(TaskEnd(record), row)
 

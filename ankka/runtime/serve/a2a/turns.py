@@ -134,10 +134,15 @@ class Turns:
             {"text": text}, self.owner, None, stamp, stamp,
         )  # fmt: skip
         wall = now.timestamp()
-        there = await self.index.claim(row, stale_before=wall - self.stale, now=wall)
-        if there is not None:
-            if there.agent != agent:
-                raise InvalidParamsError(message=f"message {message.message_id!r} went elsewhere")
+        there, taken = await self.index.claim(row, stale_before=wall - self.stale, now=wall)
+        if there is not None and there.agent != agent:
+            raise InvalidParamsError(message=f"message {message.message_id!r} went elsewhere")
+        if taken and there is not None:
+            # Its process died: if it committed the turn, the journal says so; else run it.
+            recorded = await self.port.recorded_turn(there.context_id, task)
+            if recorded is not None:
+                return None, turn_view(await self._settle(there, recorded))
+        elif there is not None:
             return self.live.get(task), await self._replayed(there)
         view = TaskView(task, context, "working", now, history=[Said("user", text, row.message_id)])
         live = Live(view)
