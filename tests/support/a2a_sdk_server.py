@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)  # before the line that says so: a caller who connects then waits
     port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     server = uvicorn.Server(
