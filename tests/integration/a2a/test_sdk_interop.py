@@ -37,7 +37,12 @@ def _message(text: str, message_id: str, **fields: Any) -> pb.Message:
 
 
 async def _client(base: str, binding: str, *, streaming: bool) -> Any:
-    config = ClientConfig(streaming=streaming, supported_protocol_bindings=[binding])
+    config = ClientConfig(
+        streaming=streaming,
+        supported_protocol_bindings=[binding],
+        # A stream may be quiet for longer than httpx's default 5 s while a tool runs.
+        httpx_client=httpx.AsyncClient(timeout=60),
+    )
     return await create_client(base, client_config=config)
 
 
@@ -225,7 +230,9 @@ async def test_after_kill_9_a_new_subscription_gets_the_remaining_events_in_orde
     standin: Callable[[Script], Server], serve: Callable[..., Server], tmp_path: Path
 ) -> None:
     model = standin(_research_script(1))
-    env = {"ANKKA_TEST_TOOL_SECONDS": "3"}
+    # Long enough that the restarted runtime, which resumes the task (and runs its tool again)
+    # as it starts, is still at work when the new subscription comes, even on a loaded machine.
+    env = {"ANKKA_TEST_TOOL_SECONDS": "12"}
     store = f"sqlite:///{tmp_path / 'a2a.sqlite3'}"
     first = serve(model.url, target=RESEARCH, store=store, env=env)
     base = f"{first.url}/a2a/researcher"
@@ -242,7 +249,7 @@ async def test_after_kill_9_a_new_subscription_gets_the_remaining_events_in_orde
             await stream.aclose()
 
         def tool_running() -> bool:
-            # The runtime's own API: the model's first answer is recorded, its tool runs (3 s).
+            # The runtime's own API: the model's first answer is recorded, its tool runs.
             record = httpx.get(f"{first.url}/v1/tasks/{task.id}").json()
             return bool(record["state"] == "in-progress" and record["iterations"]["used"] >= 1)
 
