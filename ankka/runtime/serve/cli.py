@@ -302,6 +302,12 @@ def run(args: argparse.Namespace) -> int:
         say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
     sock = serve.bind(args.host, args.port)
+    if mcp is not None:
+        # Where a person's browser comes back to after an MCP server's OAuth consent.
+        host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        mcp.redirect_base = (
+            f"{'https' if tls is not None else 'http'}://{host}:{sock.getsockname()[1]}"
+        )
     probe_sock = serve.bind(args.host, args.probe_port) if args.probe_port is not None else None
 
     async def main() -> int:
