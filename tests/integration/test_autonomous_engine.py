@@ -55,7 +55,12 @@ def test_an_autonomous_agent_uses_mcp_tools_result_guardrails_and_compaction(
 ) -> None:
     catalog_script = str(REPO / "examples" / "mcp_catalog.py")
     catalog = start([sys.executable, catalog_script, "--port", "0", "--delay", "0.3"])
-    model = standin([search(q) for q in QUERIES] + [{"tool_calls": [DONE], "usage": USAGE}])
+    # The later answers take their time, so the compaction the first ones started (after
+    # their commits, never waited for) has landed before the last requests are made.
+    turns = [search(q) for q in QUERIES] + [{"tool_calls": [DONE], "usage": USAGE}]
+    for turn in turns[3:]:
+        turn["delay_ms"] = 1500
+    model = standin(turns)
     summariser = standin([{"text": SUMMARY, "usage": USAGE}] * 4)
     store = f"sqlite:///{tmp_path / 'store.sqlite3'}"
     env = {
@@ -91,7 +96,7 @@ def test_an_autonomous_agent_uses_mcp_tools_result_guardrails_and_compaction(
     assert "Steel kettle" in str(history) and "IGNORE PREVIOUS" not in str(history)
     # The task's session was compacted, and the requests after it carry the summary in the
     # task message (never a second user message).
-    assert session["compactions"] >= 1, session
+    assert session["compactions"] >= 1, (session, [m.get("content") for m in history])
     compacted = ["Summary of the work on this task so far" in str(messages_of(r)[1]["content"])
                  for r in requests]  # fmt: skip
     assert compacted[0] is False and compacted[-1] is True, compacted
