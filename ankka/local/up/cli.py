@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TextIO
 
 from ankka._kernel.errors import AnkkaError
-from ankka.local.local_model import stop_signals_interrupt
+from ankka.local.cli_local_model import stop_signals_interrupt
+from ankka.local.llama_fallback import exit_words
 from ankka.local.up.pki import ensure_ca, issue_certificates
 from ankka.local.up.plan import ModelChoice, Options, models_yaml, plan
 from ankka.local.up.state import PartRecord, RunRecord, State, alive, state_dir
@@ -30,6 +31,7 @@ from ankka.local.up.supervise import (
     PartFailed,
     Running,
     check_ports,
+    remark,
     start_part,
     stop,
     terminate,
@@ -186,6 +188,9 @@ def _up(args: argparse.Namespace, state: State, began: float) -> int:
                         f"ankka up: {part.name} ready in {item.started_s:.1f} s at "
                         f"{part.address} (PID {item.pid}, log {part.log})"
                     )
+                    note = remark(part.log, part.remark)
+                    if note is not None:
+                        _say(f"ankka up: {part.name}: {note}")
                 _ready(options, agent, time.monotonic() - began)
                 return _watch(running)
             except KeyboardInterrupt:
@@ -220,11 +225,8 @@ def _watch(running: list[Running]) -> int:
         for item in running:
             code = item.process.poll()
             if code is not None:
-                _say(
-                    f"ankka up: {PartFailed(item.part, f'stopped with code {code}')}; "
-                    "stopping the others",
-                    out=sys.stderr,
-                )
+                why = f"stopped: it {exit_words(code)}"
+                _say(f"ankka up: {PartFailed(item.part, why)}; stopping the others", out=sys.stderr)
                 return 1
         time.sleep(0.2)
 
