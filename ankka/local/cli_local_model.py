@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ankka._kernel.errors import AnkkaError
-from ankka.local import llama_fallback
+from ankka._kernel.exits import exit_words
 from ankka.local.local_model import (
     DEFAULT_CTX,
     INSTALL_COMMAND,
@@ -159,7 +159,7 @@ def _serve(server: LocalServer) -> int:
             print("\nstopping llama-server", file=sys.stderr)
             return 0
     print(
-        f"ankka local-model: llama-server {llama_fallback.exit_words(code)} while serving "
+        f"ankka local-model: llama-server {exit_words(code)} while serving "
         f"(started {server.started}); its log ({server.log_path}) ends:\n{server.log_tail()}",
         file=sys.stderr,
     )

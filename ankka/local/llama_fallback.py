@@ -12,13 +12,16 @@ with ``--no-repack`` (docs/local-model.md).
 Who uses it: :mod:`ankka.local.local_model` (``ankka local-model``, ``ankka up --model local``,
 the tests' fixture, ``bench/judgments.py``) for the decisions and the words; and the
 llama-server image, whose entrypoint is this file run by the image's own ``python3``
-(``scripts/image.sh`` copies it to ``/opt/llama/start.py``), so a model pod on such a node
-serves instead of crash-looping. It therefore imports nothing but the standard library.
+(``python3 -m ankka.local.llama_fallback``), so a model pod on such a node serves instead of
+crash-looping.
 
-The decisions and the words are pure functions; :func:`main` (the image's entrypoint) is the
-only I/O: it starts the server with the pod's arguments, waits for ``/health``, retries with
-``--no-repack`` when the first start dies of a crash signal, then stays the server's parent,
-passing it SIGTERM and SIGINT and exiting with its code.
+It imports nothing but the standard library and :mod:`ankka._kernel.exits` (the words for
+an exit, shared with the operator); the image carries those files alone
+(``scripts/image.sh llama-entrypoint``). The decisions and the words are pure functions;
+:func:`main` (the image's entrypoint) is the only I/O: it starts the server with the pod's
+arguments, waits for ``/health``, retries with ``--no-repack`` when the first start dies of a
+crash signal, then stays the server's parent, passing it SIGTERM and SIGINT and exiting with
+its code.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ankka._kernel.exits import exit_words, signal_of
+
 __all__ = [
     "AS_BUILT",
     "CRASH_SIGNALS",
@@ -43,13 +48,10 @@ __all__ = [
     "Way",
     "all_died",
     "exit_code_for",
-    "exit_words",
     "failed_words",
     "fell_back_words",
     "health_url",
     "main",
-    "signal_of",
-    "signal_words",
     "way_named",
     "ways_to_try",
     "worth_another_way",
@@ -98,34 +100,6 @@ def ways_to_try(remembered: str | None = None) -> tuple[Way, ...]:
     if first is None:
         return WAYS
     return (first, *(w for w in WAYS if w is not first))
-
-
-def signal_of(returncode: int) -> int | None:
-    """The signal a process died of: ``-N`` from :mod:`subprocess`, or ``128+N`` when a shell
-    (or a container runtime) reports it; None for an ordinary exit."""
-    if returncode < 0:
-        return -returncode
-    if 128 < returncode < 128 + signal.NSIG:
-        return returncode - 128
-    return None
-
-
-def signal_words(signum: int) -> str:
-    """``illegal instruction (SIGILL)``: what it means, then its name."""
-    try:
-        name = signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-    meaning = (signal.strsignal(signum) or name).split(":")[0].strip().lower()
-    return f"{meaning} ({name})"
-
-
-def exit_words(returncode: int) -> str:
-    """``died of illegal instruction (SIGILL)`` or ``exited with code 1``."""
-    signum = signal_of(returncode)
-    if signum is None:
-        return f"exited with code {returncode}"
-    return f"died of {signal_words(signum)}"
 
 
 def worth_another_way(returncode: int | None) -> bool:

@@ -38,6 +38,7 @@ from pathlib import Path
 import httpx2
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.exits import exit_words
 from ankka.local import llama_fallback as fallback
 from ankka.local import llama_memory
 from ankka.local.llama_fallback import Attempt, Way
@@ -530,7 +531,7 @@ def start(
             break
         if say is not None:
             say(
-                f"llama-server {fallback.exit_words(code)} before it was ready (started "
+                f"llama-server {exit_words(code)} before it was ready (started "
                 f"{way.words}); trying {plan.ways[number].words}"
             )
     raise StartError(f"{fallback.all_died(failed)}\n(the whole log: {log_path})")

@@ -1,15 +1,15 @@
-"""The llama-server image's entrypoint (``ankka/local/llama_fallback.py`` as
-``/opt/llama/start.py``): a pod on a node that refuses AMX serves instead of crash-looping.
+"""The llama-server image's entrypoint (``python3 -m ankka.local.llama_fallback``): a pod on a
+node that refuses AMX serves instead of crash-looping.
 
-The file is copied alone into a temporary folder and run with ``python -I``, as the image runs
-it (its python3, no ankka installed), in front of the fake servers of
-tests/support/fake_llama.py: one that dies of SIGILL unless given ``--no-repack``, one that
-dies on every start.
+The files are written by ``scripts/image.sh llama-entrypoint`` (what the image gets under
+``/opt/llama/start``) into a temporary folder and run from there with ``python -S`` (no
+site-packages: no ankka installed, none of its dependencies), as the image's python3 runs
+them, in front of the fake servers of tests/support/fake_llama.py: one that dies of SIGILL
+unless given ``--no-repack``, one that dies on every start.
 """
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,27 +18,30 @@ from pathlib import Path
 
 import pytest
 
+from ankka._kernel.exits import exit_words
 from ankka.local import llama_fallback
 from ankka.local.local_model import free_port
 from tests.support.eventually import eventually
 from tests.support.fake_llama import calls, fake_server
-
-ENTRYPOINT = Path(llama_fallback.__file__)
+from tests.support.processes import REPO
 
 
 def _entrypoint(tmp_path: Path, server: Path, port: int) -> subprocess.Popen[bytes]:
     """The entrypoint as the container runs it; its output (the pod's log) in ``pod.log``."""
-    start = tmp_path / "image" / "start.py"
-    start.parent.mkdir()
-    shutil.copy(ENTRYPOINT, start)
+    tree = tmp_path / "opt-llama-start"
+    subprocess.run(
+        ["bash", str(REPO / "scripts" / "image.sh"), "llama-entrypoint", str(tree)],
+        check=True,
+        timeout=60,
+    )
     args = ["--model", "/models/m.gguf", "--host", "0.0.0.0", "--port", str(port)]
     with (tmp_path / "pod.log").open("wb") as log:
         return subprocess.Popen(
-            [sys.executable, "-I", str(start), str(server), *args],
+            [sys.executable, "-S", "-m", "ankka.local.llama_fallback", str(server), *args],
             stdout=log,
             stderr=log,
-            cwd=tmp_path / "image",
-            env={"PATH": "/usr/bin:/bin"},
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)},
         )
 
 
@@ -160,7 +163,7 @@ def test_the_health_url_follows_the_server_s_arguments(
     ],
 )
 def test_exits_are_named_by_their_signal(returncode: int, words: str) -> None:
-    assert llama_fallback.exit_words(returncode) == words
+    assert exit_words(returncode) == words
 
 
 def test_only_crash_signals_are_worth_another_way() -> None:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TextIO
 
 from ankka._kernel.errors import AnkkaError
+from ankka._kernel.exits import exit_words
 from ankka.local.cli_local_model import stop_signals_interrupt
-from ankka.local.llama_fallback import exit_words
 from ankka.local.up.pki import ensure_ca, issue_certificates
 from ankka.local.up.plan import ModelChoice, Options, models_yaml, plan
 from ankka.local.up.state import PartRecord, RunRecord, State, alive, state_dir

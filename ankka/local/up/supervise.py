@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx2
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
-from ankka.local.llama_fallback import exit_words
+from ankka._kernel.exits import exit_words
 from ankka.local.up.plan import HOST, Part, Probe
 
 __all__ = [
