@@ -50,6 +50,7 @@ _PLURALS = {
     "InstallationModel": "installationmodels",
     "Task": "tasks",
     "Event": "events",
+    "Pod": "pods",
     "NetworkPolicy": "networkpolicies",
     "ClusterRoleBinding": "clusterrolebindings",
 }
