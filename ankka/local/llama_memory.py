@@ -1,5 +1,10 @@
-"""What ankka remembers about starting llama-server on this machine, so a start that needed
-``--no-repack`` once goes straight to it the next time (no crash, no second start).
+"""Which ways one start of llama-server tries, and what ankka remembers about this machine, so
+a start that needed ``--no-repack`` once goes straight to it the next time (no crash, no
+second start).
+
+:func:`plan` picks the ways (``--repack auto``: the remembered one first, then the others;
+``on``/``off``: one way, forced, nothing read or written) and :func:`record` keeps what worked
+and says how the server started.
 
 One small JSON file per (server program, CPU flags, kernel release) under
 ``<cache>/llama-server/``: another build, another CPU or another kernel (which may grant what
@@ -7,8 +12,9 @@ this one refused) is a fresh try. Files are written atomically (a temporary file
 the old one), so two starts at once never read half a file; a file that cannot be read is
 ignored (then every way is tried again, in order). Deleting the folder forgets everything.
 
-Called by :func:`ankka.local.local_model.start`. :func:`machine_key` and :func:`cpu_flags`
-are pure; :func:`recall`, :func:`remember` and :func:`forget` are the I/O.
+Called by :func:`ankka.local.local_model.start`. :func:`machine_key`, :func:`cpu_flags` and
+:func:`repack_mode` are pure; :func:`recall`, :func:`remember`, :func:`forget` (and so
+:func:`plan`, :func:`record`) are the I/O.
 """
 
 from __future__ import annotations
@@ -23,16 +29,30 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ankka._kernel.errors import ConfigurationError
+from ankka.local import llama_fallback as fallback
+from ankka.local.llama_fallback import Attempt, Way
+
 __all__ = [
+    "REPACK_MODES",
+    "REPACK_VARIABLE",
+    "Plan",
     "Remembered",
     "cpu_flags",
     "forget",
     "machine_key",
+    "plan",
     "read_cpu_flags",
     "recall",
+    "record",
     "record_path",
     "remember",
+    "repack_mode",
 ]
+
+# The setting that forces a way (``--repack`` on the command line wins).
+REPACK_VARIABLE = "ANKKA_LLAMA_REPACK"
+REPACK_MODES: dict[str, Way] = {"on": fallback.AS_BUILT, "off": fallback.NO_REPACK}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +114,7 @@ def recall(cache: Path, key: str) -> Remembered | None:
 def remember(cache: Path, key: str, *, way: str, because: str, program: Path) -> Remembered:
     path = record_path(cache, key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {
+    entry = {
         "way": way,
         "because": because,
         "program": str(program),
@@ -102,7 +122,7 @@ def remember(cache: Path, key: str, *, way: str, because: str, program: Path) ->
         "recorded_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)  # atomic: a concurrent start reads the old record or the new one
     return Remembered(way, because, path)
 
@@ -110,3 +130,51 @@ def remember(cache: Path, key: str, *, way: str, because: str, program: Path) ->
 def forget(cache: Path, key: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         record_path(cache, key).unlink()
+
+
+def repack_mode(value: str | None) -> str:
+    """``auto`` (as built, then ``--no-repack`` if that dies of a crash signal, remembered per
+    machine), ``on`` (as built only) or ``off`` (``--no-repack`` only); None means ``auto``."""
+    mode = (value or "auto").strip().lower()
+    if mode != "auto" and mode not in REPACK_MODES:
+        raise ConfigurationError(
+            f"repack must be auto, on or off (from --repack or {REPACK_VARIABLE}), not {value!r}"
+        )
+    return mode
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The ways one start tries, in order, and what this machine's record says."""
+
+    ways: tuple[Way, ...]
+    mode: str
+    key: str
+    remembered: Remembered | None
+
+
+def plan(cache: Path, programs: list[Path], mode: str) -> Plan:
+    """The ways to try for ``programs`` on this machine in ``mode`` (see :func:`repack_mode`)."""
+    key = machine_key(programs, read_cpu_flags())
+    if mode != "auto":
+        return Plan((REPACK_MODES[mode],), mode, key, None)
+    remembered = recall(cache, key)
+    return Plan(fallback.ways_to_try(remembered.way if remembered else None), mode, key, remembered)
+
+
+def record(cache: Path, chosen: Plan, way: Way, failed: list[Attempt], program: Path) -> str:
+    """Keep what worked for this machine (auto mode only) and say how the server started."""
+    if chosen.mode != "auto":
+        return f"{way.words}, as asked (--repack {chosen.mode} or {REPACK_VARIABLE})"
+    if way is fallback.WAYS[0]:
+        if chosen.remembered is not None:  # it was remembered otherwise; as built works now
+            forget(cache, chosen.key)
+        return fallback.fell_back_words(failed, way)
+    if chosen.remembered is not None and chosen.remembered.way == way.name and not failed:
+        return (
+            f"{way.words}, as remembered for this machine ({chosen.remembered.because}; "
+            f"delete {chosen.remembered.path} to try again as built)"
+        )
+    because = fallback.failed_words(failed)
+    saved = remember(cache, chosen.key, way=way.name, because=because, program=program)
+    return f"{fallback.fell_back_words(failed, way)}; remembered for this machine in {saved.path}"

