@@ -178,6 +178,9 @@ def server_children(
         "name": "server",
         "image": server.image,
         "ports": [{"name": "http", "containerPort": port}],
+        # A server that dies without writing a termination message (most do) leaves its log's
+        # last lines there instead, which the ServerRunning condition shows (server_pods.py).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if args:
         container["args"] = args

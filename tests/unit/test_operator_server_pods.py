@@ -10,7 +10,7 @@ import pytest
 
 from ankka.api.capabilities import ModelCapabilities
 from ankka.api.resources import InstallationModelSpec
-from ankka.operator.models import probe_target, served_status
+from ankka.operator.models import probe_target, served_status, server_children
 from ankka.operator.server_pods import (
     Trouble,
     pod_selector,
@@ -147,3 +147,10 @@ def test_a_model_whose_server_never_died_gets_no_server_running_condition() -> N
     )
     assert "ServerRunning" not in {c["type"] for c in status["conditions"]}
     assert running_condition([], None, served=True, now=NOW) is None
+
+
+def test_the_server_container_leaves_its_log_s_end_as_its_last_words() -> None:
+    deployment = server_children("shop", "smollm", "uid-1", SPEC)[0]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == "server"  # the name server_pods reads the statuses of
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
