@@ -36,6 +36,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ankka._kernel.exits import exit_words, signal_of
 
@@ -218,8 +219,16 @@ class _Child:
     def __init__(self) -> None:
         self.process: subprocess.Popen[bytes] | None = None
         self.stopping = False
+        self._before: dict[int, Any] = {}
+
+    def __enter__(self) -> _Child:
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._forward)
+            self._before[signum] = signal.signal(signum, self._forward)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._before.items():  # for a caller that goes on (a test)
+            signal.signal(signum, handler)
 
     def _forward(self, signum: int, frame: object) -> None:
         self.stopping = True
@@ -242,24 +251,40 @@ def main(
     env: Mapping[str, str] | None = None,
     launch: Callable[[list[str]], subprocess.Popen[bytes]] | None = None,
 ) -> int:
-    """``start.py BINARY ARGS...``: run ``BINARY ARGS``, again with ``--no-repack`` if it
-    dies of a crash signal before ``/health`` answers; then serve (see the module's doc)."""
+    """``python3 -m ankka.local.llama_fallback BINARY ARGS...``: run ``BINARY ARGS``, again
+    with ``--no-repack`` if it dies of a crash signal before ``/health`` answers; then serve
+    (see the module's doc)."""
     words = list(sys.argv[1:] if argv is None else argv)
     if not words:
-        print("usage: start.py LLAMA_SERVER [ARGS...]", file=sys.stderr)
+        print(
+            "usage: python3 -m ankka.local.llama_fallback LLAMA_SERVER [ARGS...]",
+            file=sys.stderr,
+        )
         return 2
     binary, args = words[0], words[1:]
     env = os.environ if env is None else env
     launch = launch or (lambda command: subprocess.Popen(command))  # the pod's stdout, stderr
     url = health_url(args, env)
-    forced = env.get("ANKKA_LLAMA_REPACK", "auto")
+    forced = env.get("ANKKA_LLAMA_REPACK", "auto").strip().lower()
     ways = {"on": (AS_BUILT,), "off": (NO_REPACK,)}.get(forced, WAYS)
+    if forced not in ("auto", "on", "off"):
+        _say(f"ANKKA_LLAMA_REPACK={forced!r} is not auto, on or off; trying every way (auto)")
     if NO_REPACK.flags[0] in args:
         ways = (AS_BUILT,)  # asked for already: nothing else to fall back to
-    child = _Child()
+    with _Child() as child:
+        return _start_and_serve(child, [binary, *args], ways, url, launch)
+
+
+def _start_and_serve(
+    child: _Child,
+    command: list[str],
+    ways: tuple[Way, ...],
+    url: str,
+    launch: Callable[[list[str]], subprocess.Popen[bytes]],
+) -> int:
     failed: list[Attempt] = []
     for number, way in enumerate(ways, 1):
-        child.process = launch([binary, *args, *way.flags])
+        child.process = launch([*command, *way.flags])
         code = _wait(child.process, url, time.monotonic() + _READY_TIMEOUT_S)
         if code is None:
             _say(f"llama-server started {fell_back_words(failed, way)}")

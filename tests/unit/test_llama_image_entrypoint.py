@@ -111,7 +111,8 @@ def test_a_pod_stopped_while_its_server_starts_stops_it_and_tries_nothing_else(
     calls_file = tmp_path / "calls.txt"
     server = tmp_path / "llama-server"  # loads for ever, exits 0 on SIGTERM
     server.write_text(
-        f"#!/bin/sh\necho \"$*\" >> {calls_file}\ntrap 'exit 0' TERM\nwhile :; do sleep 0.1; done\n"
+        # the trap first: the test stops the pod once the call is written
+        f"#!/bin/sh\ntrap 'exit 0' TERM\necho \"$*\" >> {calls_file}\nwhile :; do sleep 0.1; done\n"
     )
     server.chmod(0o755)
     entry = _entrypoint(tmp_path, server, free_port())
@@ -132,6 +133,21 @@ def test_a_server_given_no_repack_already_is_started_once(tmp_path: Path) -> Non
     )
     assert code == 128 + signal.SIGSEGV
     assert len(calls(calls_file)) == 1
+
+
+@pytest.mark.parametrize(("forced", "tried"), [("off", [True]), ("on", [False])])
+def test_the_environment_forces_one_way(tmp_path: Path, forced: str, tried: list[bool]) -> None:
+    calls_file = tmp_path / "calls.txt"
+    server = fake_server(tmp_path / "llama-server", calls_file, dies="SIGILL", always=True)
+    before = signal.getsignal(signal.SIGTERM)
+    code = llama_fallback.main(
+        [str(server), "--port", str(free_port())],
+        env={"ANKKA_LLAMA_REPACK": forced},
+        launch=lambda command: subprocess.Popen(command, stdout=subprocess.DEVNULL),
+    )
+    assert code == 128 + signal.SIGILL
+    assert ["--no-repack" in args for args in calls(calls_file)] == tried
+    assert signal.getsignal(signal.SIGTERM) == before  # the caller's handlers are back
 
 
 @pytest.mark.parametrize(
