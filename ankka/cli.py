@@ -15,7 +15,7 @@ __all__ = ["main"]
 # name → (module, one-line help). The module has configure(parser) and run(args) -> int, and
 # may set DESCRIPTION and EPILOG for its --help (its docstring is the description otherwise).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("ankka.runtime.cli_serve", "serve a service's agents over HTTP"),
+    "serve": ("ankka.runtime.serve.cli", "serve a service's agents over HTTP"),
     "standin": ("ankka.local.cli_standin", "run the scripted stand-in model server"),
     "gateway": ("ankka.gateway.cli", "run the checked model gateway (OpenAI-compatible, mTLS)"),
     "operator": ("ankka.operator.cli", "run the Kubernetes operator (extra 'operator')"),

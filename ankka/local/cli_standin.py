@@ -37,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ankka.local.standin.server import create_app
-    from ankka.runtime.script import load_script
+    from ankka.runtime.providers.script import load_script
 
     try:
         script = load_script(args.script)

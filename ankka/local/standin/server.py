@@ -31,7 +31,13 @@ from starlette.routing import Route
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.local.standin import anthropic_messages, chat_completions, responses
-from ankka.runtime.script import Script, ScriptedModel, ScriptTurn, TurnQueue, parse_script
+from ankka.runtime.providers.script import (
+    Script,
+    ScriptedModel,
+    ScriptTurn,
+    TurnQueue,
+    parse_script,
+)
 
 __all__ = ["StandinState", "create_app"]
 

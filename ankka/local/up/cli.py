@@ -102,8 +102,8 @@ def _already(state: State) -> int:
 
 def _service(target: str) -> tuple[str, str]:
     """The Service's name and its first agent's (for the example request)."""
-    from ankka.runtime.agents import Service
-    from ankka.runtime.cli_serve import load_service
+    from ankka.runtime.declare.agents import Service
+    from ankka.runtime.serve.cli import load_service
 
     service = load_service(target)
     if not isinstance(service, Service):

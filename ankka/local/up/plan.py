@@ -16,8 +16,8 @@ from pathlib import Path
 from ankka.local.local_model import MODEL_FILE
 from ankka.local.up.state import State
 from ankka.operator.models import ServedModel, models_file
-from ankka.runtime.cli_serve import CONSOLE_VARIABLE
 from ankka.runtime.providers.config import ADDRESS_VARIABLE, TLS_DIR_VARIABLE
+from ankka.runtime.serve.cli import CONSOLE_VARIABLE
 
 __all__ = ["ModelChoice", "Options", "Part", "Probe", "models_yaml", "plan"]
 

@@ -13,8 +13,8 @@ from ankka._kernel.errors import (
     ModelTimeout,
     ModelUnavailable,
 )
-from ankka.runtime.messages import UserMessage
 from ankka.runtime.providers.base import ModelProvider, ModelRequest
+from ankka.runtime.records.messages import UserMessage
 from tests.integration.providers.conftest import (
     STANDIN_KEY,
     WIRES,
