@@ -56,14 +56,13 @@ def test_a_model_whose_server_dies_of_sigill_every_start_says_so(
             },
         }
     )  # fmt: skip
-    running = eventually(
-        lambda: (
-            _condition(cluster, "ServerRunning").get("status") == "False"
-            and _condition(cluster, "ServerRunning")
-        ),
-        what="the model's ServerRunning=False",
-        timeout=180,
-    )
+
+    def dying() -> dict[str, Any] | None:
+        running = _condition(cluster, "ServerRunning")
+        return running if running.get("status") == "False" else None
+
+    running = eventually(dying, what="the model's ServerRunning=False", timeout=180)
+    assert running is not None
     message = running["message"]
     assert "the server container died of illegal instruction (SIGILL) (exit code 132)" in message
     # The entrypoint's report, as the container's termination message: both ways, by name.
