@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ankka._kernel.errors import AnkkaError
 from ankka._kernel.exits import exit_words
+from ankka._kernel.serve import port_number
 from ankka.local.local_model import (
     DEFAULT_CTX,
     INSTALL_COMMAND,
@@ -61,7 +62,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
     )
-    parser.add_argument("--port", type=int, default=8080, help="port (default: %(default)s)")
+    parser.add_argument(
+        "--port", type=port_number, default=8080, help="port (default: %(default)s)"
+    )
     parser.add_argument(
         "--ctx", type=int, default=DEFAULT_CTX,
         help="context length in tokens (default: %(default)s; the model was trained on 8192)",

@@ -25,7 +25,9 @@ __all__ = ["configure", "run"]
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--script", required=True, metavar="FILE", help="the JSON script")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
-    parser.add_argument("--port", type=int, default=8090, help="port; 0 picks a free one")
+    parser.add_argument(
+        "--port", type=serve.port_number, default=8090, help="port; 0 picks a free one"
+    )
     parser.add_argument("--model", default="standin", help="model name it reports")
     parser.add_argument(
         "--api-key-env",

@@ -41,6 +41,13 @@ class RuntimeMetrics:
             registry=r,
             buckets=LATENCY_BUCKETS,
         )
+        self.model_retries = Counter(
+            "ankka_model_retries",
+            "Model calls made again after a retryable failure (ankka's one retry layer: a "
+            "turn's call, or a task's iteration), by the error that caused it",
+            ["provider", "model", "kind"],
+            registry=r,
+        )
         self.tool_calls = Counter(
             "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"], registry=r
         )
@@ -82,6 +89,10 @@ class RuntimeMetrics:
                     self.tokens.labels(agent, call.provider, kind.removesuffix("_tokens")).inc(
                         count
                     )
+
+    def model_retried(self, provider: str, model: str, kind: str) -> None:
+        """A model call failed retryably and is made again (providers/retry.py)."""
+        self.model_retries.labels(provider, model, kind).inc()
 
     def caller_left(self) -> None:
         """A caller disconnected before its request arrived whole (a normal event)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import json
 import os
 import socket
@@ -24,6 +23,7 @@ from ankka._kernel import serve
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka.runtime.declare.policy import load_policy
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
+from ankka.runtime.serve.target import load_service
 
 if TYPE_CHECKING:
     from ankka._kernel.health import HealthPort
@@ -43,7 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "target", metavar="MODULE[:ATTR]", help="the Service to serve (ATTR defaults to service)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
-    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    parser.add_argument(
+        "--port", type=serve.port_number, default=8000, help="port; 0 picks a free one"
+    )
     parser.add_argument(
         "--store",
         default=DEFAULT_STORE,
@@ -65,7 +67,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--probe-port",
-        type=int,
+        type=serve.port_number,
         default=None,
         metavar="PORT",
         help="also answer /healthz and /readyz (only) over plain HTTP on PORT, for kubelet's "
@@ -157,27 +159,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "caller patterns) in place of the declared one, entry by entry; see docs/security.md",
     )
     serve.add_limit_options(parser)
-
-
-def load_service(target: str) -> object:
-    module_name, _, attr = target.partition(":")
-    attr = attr or "service"
-    if not module_name:
-        raise SystemExit(
-            f"ankka serve: {target!r} is not MODULE:ATTR (e.g. examples.weather:service)"
-        )
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise SystemExit(f"ankka serve: cannot import {module_name!r}: {exc}") from exc
-    except AnkkaError as exc:
-        raise SystemExit(f"ankka serve: {module_name}: {exc}") from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise SystemExit(f"ankka serve: module {module_name!r} has no {attr!r}") from None
 
 
 def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
@@ -277,15 +258,16 @@ def _import_http() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ankka.runtime.declare.agents import Service
     from ankka.runtime.declare.compaction import from_environment
     from ankka.runtime.drivers.request import Runtime
     from ankka.runtime.drivers.tasks.host import TaskHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
+    from ankka.runtime.providers.judges import judges_for
     from ankka.runtime.providers.registry import providers_from_environment
+    from ankka.runtime.providers.retry import retrying
     from ankka.runtime.store.approval_index import ApprovalIndex
-    from ankka.runtime.store.open import open_store
+    from ankka.runtime.store.open import open_store, sqlite_path
     from ankka.runtime.store.open_tasks import open_task_store
     from ankka.runtime.store.session_leases import open_leases
 
@@ -295,11 +277,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    service = load_service(args.target)
-    if not isinstance(service, Service):
-        raise SystemExit(f"ankka serve: {args.target} is a {type(service).__name__}, not a Service")
     metrics = RuntimeMetrics()
     try:
+        service = load_service(args.target)
+        sqlite_path(args.store)  # a store URL that is none is refused before anything is said
         providers = providers_from_environment(os.environ)
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
@@ -337,7 +318,9 @@ def run(args: argparse.Namespace) -> int:
         runtime = Runtime(
             service,
             store=store,
-            providers=providers,
+            # A turn's calls are retried here; a task's by its iteration loop (retry.py).
+            providers=retrying(providers, retried=metrics.model_retried),
+            judges=judges_for(providers),
             metrics=metrics,
             mcp=mcp,
             compaction_override=compaction,
@@ -357,6 +340,7 @@ def run(args: argparse.Namespace) -> int:
             notification_buffer=args.notification_buffer,
             approvals=index,
             calls_made=metrics.calls_made,
+            retried=metrics.model_retried,
         )
         runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"

@@ -41,6 +41,7 @@ from ankka.runtime.drivers.tasks.iteration import (
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
 from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.retry import Retried
 from ankka.runtime.records.messages import ModelCall
 from ankka.runtime.records.tasks import (
     InstanceRecord,
@@ -90,6 +91,7 @@ class TaskHost:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         approvals: ApprovalIndex | None = None,
         calls_made: Callable[[str, Sequence[ModelCall]], None] | None = None,
+        retried: Retried | None = None,
     ) -> None:
         self.service = service
         self.store = store
@@ -106,6 +108,7 @@ class TaskHost:
             approvals=approvals,
             judges=dict(judges or {}),
             calls_made=calls_made,
+            retried=retried,
         )
         shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.owner = owner or (shared_owner if store.shared else "local")

@@ -54,6 +54,7 @@ from ankka.runtime.drivers.tasks.prompt import NEAR_END, NUDGE, IterationPlan, p
 from ankka.runtime.engine.loop import decided_result
 from ankka.runtime.features.approval_gate import CUT_OFF_RUN, Gate, gate
 from ankka.runtime.providers.base import ModelProvider, ModelResponse
+from ankka.runtime.providers.retry import Retried
 from ankka.runtime.records.fold import apply
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
@@ -105,6 +106,9 @@ class Workbench:
     # Told of every model call the loop made (agent, call), e.g. the runtime's /metrics; a
     # call counts when it is made, so a resumed iteration (whose call is recorded) adds none.
     calls_made: Callable[[str, Sequence[ModelCall]], None] | None = None
+    # Told of each model call made again after a retryable failure (provider, model, kind):
+    # this loop is a task's one retry layer (the providers under it retry nothing).
+    retried: Retried | None = None
 
 
 class LeaseLost(StoreError):
@@ -358,6 +362,8 @@ async def _call(
             if not exc.retryable:
                 raise _End(TaskState.FAILED, str(exc)) from exc
             await failures.failed(str(exc), condition="model_calls_failing")
+            if bench.retried is not None:  # failed() raised when no attempt is left
+                bench.retried(provider.name, provider.model, exc.kind)
             continue
         failures.count = 0
         call = ModelCall(
