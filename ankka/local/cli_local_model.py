@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ankka._kernel.errors import AnkkaError
 from ankka._kernel.exits import exit_words
+from ankka._kernel.logs import say
 from ankka._kernel.serve import port_number
 from ankka.local.local_model import (
     DEFAULT_CTX,
@@ -116,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _progress(line: str) -> None:
-    print(f"ankka local-model: {line}", file=sys.stderr, flush=True)
+    say(f"ankka local-model: {line}", stream=sys.stderr, level="WARNING")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,13 +134,13 @@ def run(args: argparse.Namespace) -> int:
             say=_progress,
         )
     except AnkkaError as exc:  # not installed, did not start, or a bad argument
-        print(f"ankka local-model: {exc}", file=sys.stderr)
+        say(f"ankka local-model: {exc}", stream=sys.stderr, level="ERROR")
         return 1
     except KeyboardInterrupt:  # while waiting for readiness; start() has stopped the server
         return 130
     if args.check:
         with server:
-            print(
+            say(
                 f"ok: llama-server answered /health serving {server.model_name}; "
                 f"started {server.started}"
             )
@@ -149,21 +150,22 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(server: LocalServer) -> int:
     with server, stop_signals_interrupt():
-        print(f"llama-server started {server.started}")
-        print(f"llama-server is serving {server.model_name} at {server.base_url}")
-        print(f"its log: {server.log_path}")
-        print("Point an agent at it with:")
+        say(f"llama-server started {server.started}")
+        say(f"llama-server is serving {server.model_name} at {server.base_url}")
+        say(f"its log: {server.log_path}")
+        say("Point an agent at it with:")
         for line in env_lines(server.base_url, server.model_name):
-            print(f"  export {line}")
-        print("It cannot call tools. Ctrl-C stops it.", flush=True)
+            say(f"  export {line}")
+        say("It cannot call tools. Ctrl-C stops it.")
         try:
             code = server.process.wait()
         except KeyboardInterrupt:
-            print("\nstopping llama-server", file=sys.stderr)
+            say("\nstopping llama-server", stream=sys.stderr)
             return 0
-    print(
+    say(
         f"ankka local-model: llama-server {exit_words(code)} while serving "
         f"(started {server.started}); its log ({server.log_path}) ends:\n{server.log_tail()}",
-        file=sys.stderr,
+        stream=sys.stderr,
+        level="ERROR",
     )
     return 1

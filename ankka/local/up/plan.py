@@ -128,7 +128,7 @@ def plan(options: Options, state: State, environ: Mapping[str, str]) -> tuple[Pa
             (*ankka, "local-model", "--host", HOST, "--port", str(options.model_port),
              "--ready-timeout", "120"),
             base, options.model_port, model_address, state.log("model"), ready_timeout=150.0,
-            remark=r"^llama-server started .*$", report_from="ankka local-model: ",
+            remark=r"llama-server started [^\"\n]*", report_from="ankka local-model: ",
         )  # fmt: skip
     gateway_address = f"https://{GATEWAY_HOST}:{options.gateway_port}"
     gateway = Part(

@@ -44,7 +44,7 @@ __all__ = [
     "tail",
 ]
 
-_READY = re.compile(r"(?:listening on|serving \S+ at) (https?://\S+)")
+_READY = re.compile(r'(?:listening on|serving \S+ at) (https?://[^\s"]+)')
 _STOP_GRACE_S = 15.0
 
 

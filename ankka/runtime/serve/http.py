@@ -18,6 +18,8 @@ render.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
   (:mod:`ankka.runtime.serve.openapi`).
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- ``GET /v1/mcp/oauth/callback``: an authorization server's answer to a person's consent
+  for an MCP server (:mod:`ankka.runtime.serve.mcp_routes`).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.serve.tasks_http`.
 - ``GET /console``, ``/console/sessions/{session}``, ``/console/tasks`` and
   ``/console/tasks/{task}``: the console's pages, when enabled
@@ -59,6 +61,7 @@ from ankka.runtime.serve.approvals_http import approval_routes, awaiting_json
 from ankka.runtime.serve.bodies import parse_body
 from ankka.runtime.serve.bounds import DEFAULT_MAX_BODY, BoundedInput
 from ankka.runtime.serve.identity import Identify, caller_of
+from ankka.runtime.serve.mcp_routes import mcp_routes
 from ankka.runtime.serve.openapi import document
 from ankka.runtime.serve.tasks_http import task_routes
 
@@ -293,11 +296,12 @@ def create_app(
         from ankka.runtime.serve.console.routes import console_routes
 
         pages = console_routes(runtime, tasks)
+    pages = [*pages, *mcp_routes(runtime.mcp, console=console)]
     routes = Starlette(
         routes=[
             *pages,
             *(task_routes(tasks, runtime.policy) if tasks is not None else ()),
-            *approval_routes(runtime, _outcome_json, approver_header=approver_header),
+            *approval_routes(runtime, _outcome_json, approver_header=approver_header, tasks=tasks),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
