@@ -23,6 +23,7 @@ from ankka._kernel import serve, tracing
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
+from ankka.runtime.serve.a2a import options as a2a_options
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
 
@@ -159,6 +160,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the session policy (YAML or JSON: service and agents, each read/write/decide "
         "caller patterns) in place of the declared one, entry by entry; see docs/security.md",
     )
+    a2a_options.add_options(parser)
     serve.add_limit_options(parser)
 
 
@@ -381,6 +383,14 @@ def run(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(_import_http)
                 from ankka.runtime.serve.http import create_app
 
+                tokens = "kubernetes-service-account" if reviewer is not None else "static"
+                a2a = a2a_options.from_options(
+                    args,
+                    runtime,
+                    tasks,
+                    bearer_format=tokens if args.token_file or reviewer else None,
+                )
+                await stack.enter_async_context(a2a)
                 app = create_app(
                     runtime,
                     tasks,
@@ -388,6 +398,7 @@ def run(args: argparse.Namespace) -> int:
                     identify=identify,
                     approver_header=args.approver_header,
                     console=args.console == "on",
+                    a2a=a2a,
                 )
                 await serve.serve_forever(
                     # One SERVER span per request, continuing the caller's traceparent.
