@@ -10,6 +10,8 @@ unless given ``--no-repack``, one that dies on every start.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -42,7 +44,16 @@ def _entrypoint(tmp_path: Path, server: Path, port: int) -> subprocess.Popen[byt
             stderr=log,
             cwd=tmp_path,
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)},
+            start_new_session=True,  # its own group: _kill ends it and its server together
         )
+
+
+def _kill(entry: subprocess.Popen[bytes]) -> None:
+    """After a failed test: no entrypoint, nor its server, is left behind."""
+    if entry.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(entry.pid, signal.SIGKILL)
+        entry.wait()
 
 
 def _log(tmp_path: Path) -> str:
@@ -76,8 +87,7 @@ def test_a_server_that_dies_of_sigill_is_started_again_with_no_repack_and_serves
         entry.send_signal(signal.SIGTERM)  # as the kubelet stops a pod
         entry.wait(timeout=30)
     finally:
-        if entry.poll() is None:
-            entry.kill()
+        _kill(entry)
     assert entry.returncode == 0  # the server's own exit on SIGTERM, passed on
     err = _log(tmp_path)
     assert (
@@ -96,7 +106,10 @@ def test_a_server_that_dies_on_every_start_ends_the_container_naming_each_attemp
     calls_file = tmp_path / "calls.txt"
     server = fake_server(tmp_path / "llama-server", calls_file, dies="SIGILL", always=True)
     entry = _entrypoint(tmp_path, server, free_port())
-    entry.wait(timeout=60)
+    try:
+        entry.wait(timeout=60)
+    finally:
+        _kill(entry)
     err = _log(tmp_path)
     assert entry.returncode == 128 + signal.SIGILL  # what the operator reads as SIGILL
     assert "did not start in any of the 2 ways ankka tries" in err
@@ -116,9 +129,12 @@ def test_a_pod_stopped_while_its_server_starts_stops_it_and_tries_nothing_else(
     )
     server.chmod(0o755)
     entry = _entrypoint(tmp_path, server, free_port())
-    eventually(lambda: calls(calls_file), what="the server to be started", timeout=30)
-    entry.send_signal(signal.SIGTERM)
-    assert entry.wait(timeout=30) == 0
+    try:
+        eventually(lambda: calls(calls_file), what="the server to be started", timeout=30)
+        entry.send_signal(signal.SIGTERM)
+        assert entry.wait(timeout=30) == 0
+    finally:
+        _kill(entry)
     assert len(calls(calls_file)) == 1
     assert "did not start" not in _log(tmp_path)
 
