@@ -51,6 +51,7 @@ _PLURALS = {
     "InstallationModel": "installationmodels",
     "Task": "tasks",
     "Event": "events",
+    "Pod": "pods",
     "NetworkPolicy": "networkpolicies",
     "ClusterRoleBinding": "clusterrolebindings",
 }
