@@ -24,6 +24,7 @@ from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
 from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
+from ankka.runtime.serve.a2a import options as a2a_options
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
 
@@ -168,6 +169,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the session policy (YAML or JSON: service and agents, each read/write/decide "
         "caller patterns) in place of the declared one, entry by entry; see docs/security.md",
     )
+    a2a_options.add_options(parser)
     serve.add_limit_options(parser)
 
 
@@ -279,13 +281,14 @@ def _import_http() -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.declare.compaction import from_environment
+    from ankka.runtime.drivers.approvals import Timers
+    from ankka.runtime.drivers.context import CompactionSetup, Context
     from ankka.runtime.drivers.request import Runtime
-    from ankka.runtime.drivers.tasks.host import TaskHost
+    from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
-    from ankka.runtime.providers.judges import judges_for
     from ankka.runtime.providers.registry import providers_from_environment
-    from ankka.runtime.providers.retry import retrying
+    from ankka.runtime.providers.retry import TurnRetry
     from ankka.runtime.store.approval_index import ApprovalIndex
     from ankka.runtime.store.open import open_store, sqlite_path
     from ankka.runtime.store.open_tasks import open_task_store
@@ -342,33 +345,29 @@ def run(args: argparse.Namespace) -> int:
             say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
             return 2
         index = ApprovalIndex(task_store)
-        runtime = Runtime(
+        context = Context.open(
             service,
             store=store,
-            # A turn's calls are retried here; a task's by its iteration loop (retry.py).
-            providers=retrying(providers, retried=metrics.model_retried),
-            judges=judges_for(providers),
+            providers=providers,
             metrics=metrics,
             mcp=mcp,
-            compaction_override=compaction,
-            compaction_leases=leases,
+            compaction=CompactionSetup(override=compaction, leases=leases),
             approvals=index,
-            approval_notice_seconds=args.approval_notice_seconds,
             policy=policy,
             cache_bytes=args.session_cache_mb * 2**20,
+            # The one retry layer is the engine's: a turn's calls by this policy, a task's by
+            # its driver's (providers/retry.py).
+            turn_retry=TurnRetry(),
         )
+        runtime = Runtime(context, timers=Timers(notice_seconds=args.approval_notice_seconds))
         tasks = TaskHost(
-            service,
+            context,
             store=task_store,
-            journal=runtime.journal,
-            providers=providers,
-            judges=runtime.judges,
-            lease_seconds=args.lease_seconds,
-            max_instances=args.max_instances,
-            notification_buffer=args.notification_buffer,
-            approvals=index,
-            calls_made=metrics.calls_made,
-            retried=metrics.model_retried,
+            options=HostOptions(
+                lease_seconds=args.lease_seconds,
+                max_instances=args.max_instances,
+                notification_buffer=args.notification_buffer,
+            ),
         )
         runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
@@ -401,6 +400,14 @@ def run(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(_import_http)
                 from ankka.runtime.serve.http import create_app
 
+                tokens = "kubernetes-service-account" if reviewer is not None else "static"
+                a2a = a2a_options.from_options(
+                    args,
+                    runtime,
+                    tasks,
+                    bearer_format=tokens if args.token_file or reviewer else None,
+                )
+                await stack.enter_async_context(a2a)
                 app = create_app(
                     runtime,
                     tasks,
@@ -408,6 +415,7 @@ def run(args: argparse.Namespace) -> int:
                     identify=identify,
                     approver_header=args.approver_header,
                     console=args.console == "on",
+                    a2a=a2a,
                 )
                 await serve.serve_forever(
                     # One SERVER span per request, continuing the caller's traceparent.

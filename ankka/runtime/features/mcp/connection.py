@@ -47,7 +47,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, Implementation
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import DependencyFailed
 from ankka.runtime.features.mcp.bounded import MAX_ANSWER_BYTES, BoundedTransport, too_large
 from ankka.runtime.features.mcp.config import McpServerSettings
 from ankka.runtime.features.mcp.lenient import lenient_page, refusal
@@ -72,7 +72,7 @@ _LOST = (
 )
 
 
-class CallFailed(AnkkaError):
+class CallFailed(DependencyFailed):
     """A request to the server did not give an answer; the text is the tool error's (the
     turn goes on: the model sees it as the call's error result)."""
 
