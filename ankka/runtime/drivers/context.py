@@ -25,9 +25,9 @@ from ankka.runtime.declare.mcp import McpServer
 from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
 from ankka.runtime.declare.tools import RunnableTool
 from ankka.runtime.engine.executor import Executor, Retry
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
 from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.engine.planning import PlannedTurn
-from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
 from ankka.runtime.engine.session import SessionCache, SessionState
 from ankka.runtime.engine.sessions import SessionQueue
 from ankka.runtime.features.compaction.consumer import Compactor, Job

@@ -293,7 +293,8 @@ def create_app(
         # Ready, with ``detail``, while a server's listing left tools out or its last good
         # listing is served because refreshing it fails.
         missing = runtime.missing()
-        detail = runtime.mcp.detail() if runtime.mcp is not None else {}
+        mcp = runtime.context.mcp
+        detail = mcp.detail() if mcp is not None else {}
         body: dict[str, Any] = {"ok": not missing}
         if missing:
             body["missing"] = missing
