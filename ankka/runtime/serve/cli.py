@@ -272,10 +272,13 @@ def _probe_port(
 
 
 def _import_http() -> None:
-    """Import what serving HTTP needs (the routes, starlette, uvicorn): none of it is needed
-    to resume the instances that had work."""
+    """Import what serving HTTP needs (the routes, starlette, uvicorn, the A2A bindings) in one
+    thread, before any instance is resumed: nothing else imports meanwhile."""
     import uvicorn.protocols.http.httptools_impl  # noqa: F401
 
+    import ankka.runtime.serve.a2a.card  # noqa: F401
+    import ankka.runtime.serve.a2a.port  # noqa: F401
+    import ankka.runtime.serve.a2a.service  # noqa: F401
     import ankka.runtime.serve.http  # noqa: F401
 
 
@@ -379,6 +382,13 @@ def run(args: argparse.Namespace) -> int:
                 "identified off loopback; each sees what the session policy allows)",
                 stream=sys.stderr,
             )
+        # The HTTP stack is imported before anything else runs: importing it on a thread while
+        # resumed instances made their first calls on the loop let the two threads import
+        # httpx's modules in different orders, and Python's import-lock deadlock guard then hands
+        # one of them a partially initialised module (a task failed with "partially initialized
+        # module 'httpx'"). The socket is bound and listening already, so a caller who connects
+        # meanwhile waits, never is refused.
+        await asyncio.to_thread(_import_http)
         try:
             async with runtime, contextlib.AsyncExitStack() as stack:
                 if mcp is not None:
@@ -394,10 +404,6 @@ def run(args: argparse.Namespace) -> int:
                     await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
                 if reviewer is not None:
                     await stack.enter_async_context(reviewer)
-                # The HTTP stack is imported only now, off the event loop, so that resumed
-                # instances make their first model calls meanwhile; the socket is bound and
-                # listening already, so a caller who connects now waits, never is refused.
-                await asyncio.to_thread(_import_http)
                 from ankka.runtime.serve.http import create_app
 
                 tokens = "kubernetes-service-account" if reviewer is not None else "static"
