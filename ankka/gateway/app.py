@@ -59,6 +59,20 @@ _METHODS = {  # every path the gateway serves and its one method (for 405's Allo
 }
 
 
+_UNIDENTIFIED = (
+    "the client certificate names no ankka:// identity (a URI SAN such as "
+    "ankka://service/<namespace>/<agent>); use a certificate the platform issued"
+)
+
+
+def _not_allowed(caller: str, model: str) -> str:
+    return (
+        f"caller {caller!r} may not use model {model!r}: the models file lists who may (its "
+        "'callers', rendered from each Agent's spec.models); declare the model in the calling "
+        "Agent"
+    )
+
+
 class Gateway:
     """The checked model gateway: ``async with Gateway(...) as app`` and serve ``app``."""
 
@@ -119,7 +133,7 @@ class Gateway:
         if path == "/v1/chat/completions" and method == "POST":
             await self._chat(scope, receive, send)
         elif path == "/v1/models" and method == "GET":
-            await send_json(send, 200, self._list_models())
+            await self._models(scope, send)
         elif path == "/api/show" and method == "POST":
             await self._show(scope, receive, send)
         elif path in _OPERATIONS and method == "GET":
@@ -149,13 +163,7 @@ class Gateway:
         caller = caller_of(scope)
         if caller == UNIDENTIFIED:
             self.metrics.refused(UNKNOWN_MODEL, caller, "caller_unidentified")
-            await send_error(
-                send,
-                403,
-                "the client certificate names no ankka:// identity (a URI SAN such as "
-                "ankka://service/<namespace>/<agent>); use a certificate the platform issued",
-                code="caller_unidentified",
-            )
+            await send_error(send, 403, _UNIDENTIFIED, code="caller_unidentified")
             return
         try:
             raw = await read_body(scope, receive, self.max_body)
@@ -196,9 +204,7 @@ class Gateway:
             await send_error(
                 send,
                 403,
-                f"caller {caller!r} may not use model {upstream.name!r}: the models file lists "
-                "who may (its 'callers', rendered from each Agent's spec.models); declare the "
-                "model in the calling Agent",
+                _not_allowed(caller, upstream.name),
                 code="caller_not_allowed",
                 param="model",
             )
@@ -325,9 +331,19 @@ class Gateway:
             limit.release()
             per_caller.leave(caller)
 
-    def _list_models(self) -> dict[str, Any]:
+    async def _models(self, scope: Scope, send: Send) -> None:
+        caller = caller_of(scope)
+        if caller == UNIDENTIFIED:
+            await send_error(send, 403, _UNIDENTIFIED, code="caller_unidentified")
+            return
+        await send_json(send, 200, self._list_models(caller))
+
+    def _list_models(self, caller: str) -> dict[str, Any]:
+        """The models ``caller`` may use (issue 31, item 5: only those)."""
         data = []
         for upstream in self.registry.upstreams.values():
+            if not allowed(upstream.spec.callers, caller):
+                continue
             entry: dict[str, Any] = {
                 "id": upstream.name,
                 "object": "model",
@@ -340,6 +356,10 @@ class Gateway:
         return {"object": "list", "data": data}
 
     async def _show(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = caller_of(scope)
+        if caller == UNIDENTIFIED:
+            await send_json(send, 403, {"error": _UNIDENTIFIED})
+            return
         try:
             body = json.loads(await read_body(scope, receive, 64 * 1024))
         except (ValueError, RecursionError, TooLarge, ConnectionResetError):
@@ -349,6 +369,9 @@ class Gateway:
         upstream = self.registry.get(str(name)) if isinstance(name, str) else None
         if upstream is None:
             await send_json(send, 404, {"error": f"model '{name}' not found"})
+            return
+        if not allowed(upstream.spec.callers, caller):
+            await send_json(send, 403, {"error": _not_allowed(caller, upstream.name)})
             return
         if upstream.capabilities is None:
             why = upstream.probe_error or "not probed yet"

@@ -134,3 +134,65 @@ def test_one_callers_tokens_per_minute_are_bounded_per_model(
     assert 1 <= int(over.headers["retry-after"]) <= 60
     assert from_other.status_code == 200
     assert len(standin.chats()) == 2
+
+
+def _listed(url: str, context: ssl.SSLContext) -> httpx.Response:
+    with httpx.Client(verify=context) as client:
+        return client.get(f"{url}/v1/models", timeout=30)
+
+
+def _show(url: str, context: ssl.SSLContext, model: str) -> httpx.Response:
+    with httpx.Client(verify=context) as client:
+        return client.post(f"{url}/api/show", json={"model": model}, timeout=30)
+
+
+def test_a_caller_sees_and_probes_only_the_models_it_may_use(
+    start_standin: StartStandin, start_gateway: StartGateway, platform: Platform
+) -> None:
+    """Issue 31, item 5: /v1/models and /api/show answered a certificate that chat refuses."""
+    standin = start_standin(
+        {
+            "turns": [],
+            "models": {m: {"capabilities": ["completion"]} for m in ("small", "shared")},
+        }
+    )
+    gateway = start_gateway(
+        [
+            standin_model(standin.url, callers=[CALLER]),
+            standin_model(standin.url, name="shared"),
+        ],
+        tls_dir=platform.tls_dir,
+        verify=platform.client,
+    )
+    intruder = platform.context(platform.ca, platform.ca.issue(OTHER), "intruder")
+
+    mine = [m["id"] for m in _listed(gateway.url, platform.client).json()["data"]]
+    theirs = [m["id"] for m in _listed(gateway.url, intruder).json()["data"]]
+    refused = _show(gateway.url, intruder, "small")
+
+    assert sorted(mine) == ["shared", "small"]
+    assert theirs == ["shared"]
+    assert refused.status_code == 403
+    assert "'team-b/intruder'" in refused.json()["error"]
+    assert "'small'" in refused.json()["error"]
+    assert _show(gateway.url, intruder, "shared").status_code == 200
+    assert _show(gateway.url, platform.client, "small").status_code == 200
+
+
+def test_a_certificate_without_an_ankka_identity_lists_and_probes_nothing(
+    start_standin: StartStandin, start_gateway: StartGateway, platform: Platform
+) -> None:
+    standin = standin_for(start_standin, [])
+    gateway = start_gateway(
+        [standin_model(standin.url)], tls_dir=platform.tls_dir, verify=platform.client
+    )
+    nameless = platform.ca.leaf("nameless", client=True)
+    context = platform.context(platform.ca, nameless, "nameless")
+
+    listed = _listed(gateway.url, context)
+    shown = _show(gateway.url, context, "small")
+
+    assert listed.status_code == 403
+    assert listed.json()["error"]["code"] == "caller_unidentified"
+    assert shown.status_code == 403
+    assert "ankka://" in shown.json()["error"]
