@@ -26,7 +26,7 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.upstream import Pool
 from ankka.api.capabilities import to_ollama_show
 from ankka.gateway import check
-from ankka.gateway.callers import UNIDENTIFIED, allowed
+from ankka.gateway.callers import UNIDENTIFIED, Reservation, allowed
 from ankka.gateway.forward import Exchange
 from ankka.gateway.limits import QueueFull
 from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
@@ -252,6 +252,42 @@ class Gateway:
         )
         return True
 
+    async def _reserve(
+        self, upstream: Upstream, caller: str, bound: int, send: Send
+    ) -> Reservation | None:
+        """Hold ``bound`` of the caller's tokens per minute; None when refused (answered 429)."""
+        budget = upstream.token_budget
+        held = budget.reserve(caller, bound)
+        if not isinstance(held, float):
+            return held
+        wait = str(max(1, math.ceil(held)))
+        self.metrics.refused(upstream.name, caller, "caller_over_token_budget")
+        await send_error(
+            send,
+            429,
+            f"caller {caller!r} spent or holds its {budget.limit} tokens per minute on model "
+            f"{upstream.name!r} (tokens_per_minute_per_caller); retry in {wait} s",
+            code="caller_over_token_budget",
+            headers=[(b"retry-after", wait.encode())],
+        )
+        return None
+
+    async def _busy(self, send: Send, model: str, caller: str, reason: str, busy: str) -> None:
+        """429 with ``Retry-After: 1``: a slot frees when a request in flight ends."""
+        self.metrics.refused(model, caller, reason)
+        if reason == "caller_busy":
+            code = "caller_busy"
+            message = f"caller {caller!r} {busy} {model!r} (max_in_flight_per_caller)"
+        else:
+            code, message = "model_busy", f"model {model!r} is busy: {busy}"
+        await send_error(
+            send,
+            429,
+            message + "; retry after a second",
+            code=code,
+            headers=[(b"retry-after", b"1")],
+        )
+
     async def _send_upstream(
         self,
         upstream: Upstream,
@@ -265,71 +301,54 @@ class Gateway:
         spec = upstream.spec
         limit = upstream.limit
         per_caller = upstream.callers_in_flight
-        wait = upstream.token_budget.retry_after(caller)
-        if wait is not None:
-            self.metrics.refused(spec.name, caller, "caller_over_token_budget")
-            await send_error(
-                send,
-                429,
-                f"caller {caller!r} spent its {spec.tokens_per_minute_per_caller} tokens per "
-                f"minute on model {spec.name!r} (tokens_per_minute_per_caller); retry in "
-                f"{math.ceil(wait)} s",
-                code="caller_over_token_budget",
-                headers=[(b"retry-after", str(max(1, math.ceil(wait))).encode())],
-            )
+        bound = len(body) + (
+            spec.default_max_tokens if request.max_tokens is None else request.max_tokens
+        )
+        held = await self._reserve(upstream, caller, bound, send)
+        if held is None:
             return
-        if not per_caller.enter(caller):
-            self.metrics.refused(spec.name, caller, "caller_busy")
-            await send_error(
-                send,
-                429,
-                f"caller {caller!r} already has {per_caller.limit} request(s) in flight on "
-                f"model {spec.name!r} (max_in_flight_per_caller); retry after a second",
-                code="caller_busy",
-                headers=[(b"retry-after", b"1")],
-            )
-            return
+        spent = 0
         try:
-            await limit.acquire()
-        except QueueFull as exc:
-            per_caller.leave(caller)
-            self.metrics.refused(spec.name, caller, "queue_full")
-            await send_error(
-                send,
-                429,
-                f"model {spec.name!r} is busy: {exc.limit} request(s) in flight and "
-                f"{exc.queue} waiting; retry after a second",
-                code="model_busy",
-                headers=[(b"retry-after", b"1")],
-            )
-            return
-        except BaseException:  # cancelled while waiting in line: the caller left
-            per_caller.leave(caller)
-            raise
-        gauge = self.metrics.in_flight_of(spec.name)
-        gauge.inc()
-        try:
-            exchange = Exchange(
-                pool=self._pool,
-                spec=spec,
-                endpoint=upstream.endpoint,
-                body=body,
-                stream=request.stream,
-                receive=receive,
-                send=send,
-                metrics=self.metrics,
-                caller=caller,
-                clock=self._clock,
-                watch=scope.get(WATCH_DISCONNECT),
-            )
-            await exchange.run()
-            upstream.token_budget.spend(caller, exchange.tokens)
-            if exchange.upstream_failed:
-                self.registry.upstream_failed(upstream)
+            if not per_caller.enter(caller):
+                busy = f"already has {per_caller.limit} request(s) in flight on model"
+                await self._busy(send, spec.name, caller, "caller_busy", busy)
+                return
+            try:
+                await limit.acquire()
+            except QueueFull as exc:
+                per_caller.leave(caller)
+                busy = f"{exc.limit} request(s) in flight and {exc.queue} waiting"
+                await self._busy(send, spec.name, caller, "queue_full", busy)
+                return
+            except BaseException:  # cancelled while waiting in line: the caller left
+                per_caller.leave(caller)
+                raise
+            gauge = self.metrics.in_flight_of(spec.name)
+            gauge.inc()
+            try:
+                exchange = Exchange(
+                    pool=self._pool,
+                    spec=spec,
+                    endpoint=upstream.endpoint,
+                    body=body,
+                    stream=request.stream,
+                    receive=receive,
+                    send=send,
+                    metrics=self.metrics,
+                    caller=caller,
+                    clock=self._clock,
+                    watch=scope.get(WATCH_DISCONNECT),
+                )
+                await exchange.run()
+                spent = exchange.spent(bound)
+                if exchange.upstream_failed:
+                    self.registry.upstream_failed(upstream)
+            finally:
+                gauge.dec()
+                limit.release()
+                per_caller.leave(caller)
         finally:
-            gauge.dec()
-            limit.release()
-            per_caller.leave(caller)
+            upstream.token_budget.settle(held, spent)
 
     async def _models(self, scope: Scope, send: Send) -> None:
         caller = caller_of(scope)

@@ -46,11 +46,12 @@ _STREAM_HEADERS = [
 ]
 
 
-def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> int:
-    """Count the answer's tokens in the metrics; return how many (prompt + completion)."""
+def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> int | None:
+    """Count the answer's tokens in the metrics; return how many (prompt + completion), None
+    when the answer carries no usage."""
     at = tail.rfind(b'"usage"')
     if at < 0:
-        return 0
+        return None
     usage = tail[at:]
     prompt = _PROMPT.search(usage)
     completion = _COMPLETION.search(usage)
@@ -127,6 +128,7 @@ class Exchange:
         "caller",
         "caller_left",
         "clock",
+        "cut_off",
         "endpoint",
         "metrics",
         "of",
@@ -174,7 +176,10 @@ class Exchange:
         self.answered = False
         self.caller_left = False
         self._started = 0.0
-        self.tokens = 0  # prompt + completion, from the upstream's usage (0 when it gave none)
+        # Prompt + completion, from the upstream's usage; None when it gave none.
+        self.tokens: int | None = None
+        # The model was asked and its answer is not known whole: it may have spent anything.
+        self.cut_off = False
 
     async def run(self) -> None:
         """Send the body to the model's server and relay its answer.
@@ -203,6 +208,7 @@ class Exchange:
             assert me is not None
             me.uncancel()
             self.metrics.caller_left(self.spec.name, self.caller)
+            self.cut_off = True
             log.info(
                 "model %r: the caller left; the upstream request was cancelled", self.spec.name
             )
@@ -231,6 +237,14 @@ class Exchange:
         if self._left():
             me.cancel()
 
+    def spent(self, bound: int) -> int:
+        """What the exchange spent, for a token budget: the answer's usage; ``bound`` when the
+        model was asked and its usage is unknown (a 200 without usage, a stream cut off, a
+        caller who left); nothing when the model was not asked or refused."""
+        if self.tokens is not None:
+            return self.tokens
+        return bound if self.cut_off else 0
+
     def _failed(self, exc: UpstreamError) -> tuple[int, str, str]:
         """Count a transport failure; (status, code, message) to answer it with."""
         status, code, message, kind = _failure(self.spec, exc)
@@ -250,6 +264,7 @@ class Exchange:
         except UpstreamError as exc:
             log.warning("model %r at %s: %s", spec.name, spec.url, exc)
             self.upstream_failed = isinstance(exc, ConnectFailed)
+            self.cut_off = not self.upstream_failed  # sent, then no answer: it may have run
             status, code, message = self._failed(exc)
             await send_error(self.send, status, message, code=code)
             return
@@ -267,6 +282,7 @@ class Exchange:
         try:
             content = await response.read(limit=self.spec.max_answer_bytes)
         except UpstreamError as exc:
+            self.cut_off = True
             status, code, message = self._failed(exc)
             await send_error(self.send, status, message, code=code)
             return
@@ -280,6 +296,7 @@ class Exchange:
             self.metrics.upstream_error(self.spec.name, self.caller, f"http_{status}")
         elif status == 200:
             self.tokens = _count_usage(content[-2048:], self.of)
+            self.cut_off = self.tokens is None
 
     async def _relay_stream(self, response: Response) -> None:
         send = self.send
@@ -291,6 +308,7 @@ class Exchange:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 previous, last = last, chunk
         except UpstreamError as exc:
+            self.cut_off = True
             _, code, message = self._failed(exc)
             event = b"data: " + error_body(502, message, code=code) + b"\n\n"
             await send({"type": "http.response.body", "body": event, "more_body": False})
@@ -298,3 +316,4 @@ class Exchange:
         self.answered = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         self.tokens = _count_usage(previous + last, self.of)
+        self.cut_off = self.tokens is None

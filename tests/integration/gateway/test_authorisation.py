@@ -6,6 +6,7 @@ model are bounded, 429 past it, while another caller is still served."""
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from typing import Any
 
@@ -134,6 +135,39 @@ def test_one_callers_tokens_per_minute_are_bounded_per_model(
     assert 1 <= int(over.headers["retry-after"]) <= 60
     assert from_other.status_code == 200
     assert len(standin.chats()) == 2
+
+
+async def test_concurrent_requests_never_spend_more_than_the_budget_and_one_bound(
+    start_standin: StartStandin, start_gateway: StartGateway, platform: Platform
+) -> None:
+    """Issue 31, item 8: 20 concurrent requests spent 600 tokens against a 100-per-minute
+    limit; each now reserves its bound (the body's length plus max_tokens) before it is sent
+    and settles its usage after."""
+    spent = {"input_tokens": 25, "output_tokens": 5}  # within the bound, as a real model is
+    turns = [{"text": "ok", "usage": spent, "delay_ms": 700} for _ in range(22)]
+    standin = standin_for(start_standin, turns)
+    gateway = start_gateway(
+        [standin_model(standin.url, tokens_per_minute_per_caller=100)],
+        tls_dir=platform.tls_dir,
+        verify=platform.client,
+    )
+    body = {**HI, "max_tokens": 5}
+    bound = len(json.dumps(body, separators=(",", ":"))) + 5
+    url = f"{gateway.url}/v1/chat/completions"
+
+    async with httpx.AsyncClient(verify=platform.client, timeout=30) as client:
+        answers = await asyncio.gather(*(client.post(url, json=body) for _ in range(20)))
+        # Settled by what was spent, not by the bounds held: room for one more after.
+        after = await client.post(url, json=body)
+
+    served = [a for a in answers if a.status_code == 200]
+    refused = [a for a in answers if a.status_code == 429]
+    assert len(served) + len(refused) == 20
+    assert served and refused
+    assert {a.json()["error"]["code"] for a in refused} == {"caller_over_token_budget"}
+    assert len(served) * 30 <= 100 + bound, f"{len(served)} answered, 30 tokens each"
+    assert after.status_code == (200 if (len(served) * 30) < 100 else 429)
+    assert len(standin.chats()) == len(served) + (after.status_code == 200)
 
 
 def _listed(url: str, context: ssl.SSLContext) -> httpx.Response:
