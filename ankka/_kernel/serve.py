@@ -37,8 +37,28 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ankka._kernel.bounded import ConnectionLimits, bounded_protocol
+from ankka._kernel.logs import say
 
-__all__ = ["ConnectionLimits", "add_limit_options", "bind", "limits_from", "run", "serve_forever"]
+__all__ = [
+    "ConnectionLimits",
+    "add_limit_options",
+    "bind",
+    "limits_from",
+    "port_number",
+    "run",
+    "serve_forever",
+]
+
+
+def port_number(text: str) -> int:
+    """An argparse ``type``: a TCP port, 0 (the kernel picks a free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0 to 65535; 0 picks a free one)")
+    return port
 
 
 def add_limit_options(parser: argparse.ArgumentParser, *, env_prefix: str | None = None) -> None:
@@ -90,9 +110,10 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:  # OverflowError: a port past 65535
         sock.close()
-        raise SystemExit(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SystemExit(f"cannot listen on {host}:{port}: {reason}") from None
     sock.listen(2048)
     sock.setblocking(False)
     return sock
@@ -122,6 +143,10 @@ async def serve_forever(
     extra["http"] = bounded_protocol(protocol, limits or ConnectionLimits())
     config = uvicorn.Config(
         app,
+        # uvicorn's loggers propagate to the root's one handler (ankka._kernel.logs), so its
+        # lines, the access log's included, are in the command's format; its own handlers
+        # and colours would bypass it.
+        log_config=None,
         log_level="warning",
         access_log=access_log,
         lifespan="off",
@@ -134,7 +159,7 @@ async def serve_forever(
         logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
-    print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)
+    say(f"{name}: listening on {scheme}://{shown}:{port}")
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
     # it found. Under the default disposition that kills the process before the caller's own
     # clean-up runs (closing the store, ending MCP sessions); a handler that does nothing lets
@@ -234,5 +259,5 @@ def run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             return runner.run(main())
     except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
+        say("stopped", stream=sys.stderr)
         return 130

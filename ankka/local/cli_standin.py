@@ -18,6 +18,7 @@ import sys
 
 from ankka._kernel import serve
 from ankka._kernel.errors import AnkkaError
+from ankka._kernel.logs import say
 
 __all__ = ["configure", "run"]
 
@@ -25,7 +26,9 @@ __all__ = ["configure", "run"]
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--script", required=True, metavar="FILE", help="the JSON script")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
-    parser.add_argument("--port", type=int, default=8090, help="port; 0 picks a free one")
+    parser.add_argument(
+        "--port", type=serve.port_number, default=8090, help="port; 0 picks a free one"
+    )
     parser.add_argument("--model", default="standin", help="model name it reports")
     parser.add_argument(
         "--api-key-env",
@@ -37,18 +40,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ankka.local.standin.server import create_app
-    from ankka.runtime.script import load_script
+    from ankka.runtime.providers.script import load_script
 
     try:
         script = load_script(args.script)
     except AnkkaError as exc:
-        print(f"ankka standin: {exc}", file=sys.stderr)
+        say(f"ankka standin: {exc}", stream=sys.stderr, level="ERROR")
         return 2
     api_key: str | None = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
-            print(f"ankka standin: {args.api_key_env} is not set", file=sys.stderr)
+            say(f"ankka standin: {args.api_key_env} is not set", stream=sys.stderr, level="ERROR")
             return 2
     sock = serve.bind(args.host, args.port)
     app = create_app(script, model=args.model, api_key=api_key)

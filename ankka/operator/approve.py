@@ -24,7 +24,8 @@ from typing import Any
 import httpx2
 from pydantic import ValidationError
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.logs import say
 from ankka.api.resources import GROUP, VERSION, AgentSpec, TaskSpec
 
 __all__ = ["APPROVER_HEADER", "configure", "run"]
@@ -126,11 +127,14 @@ async def _decide(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         answer = asyncio.run(_decide(args))
+    except ConfigurationError as exc:  # no kubeconfig: the user must pass one
+        say(f"ankka approve: {exc}", stream=sys.stderr, level="ERROR")
+        return 2
     except (_Refused, AnkkaError) as exc:
-        print(f"ankka approve: {exc}", file=sys.stderr)
+        say(f"ankka approve: {exc}", stream=sys.stderr, level="ERROR")
         return 1
     except httpx2.HTTPError as exc:
-        print(f"ankka approve: cannot reach the runtime: {exc}", file=sys.stderr)
+        say(f"ankka approve: cannot reach the runtime: {exc}", stream=sys.stderr, level="ERROR")
         return 1
     print(json.dumps(answer))
     return 0

@@ -32,11 +32,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from typing import Any
 
 import kopf
 
 from ankka._kernel.errors import ConfigurationError
+from ankka._kernel.exposition import CONTENT_TYPE
+from ankka._kernel.health import HealthPort
+from ankka._kernel.logs import say
 from ankka.api.resources import GROUP, VERSION
 from ankka.operator import periodic, reconcile, task_reconcile
 from ankka.operator.kube import Kube, KubeError
@@ -48,6 +52,7 @@ log = logging.getLogger("ankka.operator")
 
 _PLATFORM = "ankka_platform"
 _PERIODIC = "ankka_periodic"  # owned: created by startup, cancelled and awaited by cleanup
+_METRICS = "ankka_metrics"  # the metrics port: opened by startup, closed by cleanup
 
 
 def platform(memo: kopf.Memo) -> reconcile.Platform:
@@ -121,7 +126,11 @@ async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
         ours = Settings.from_env()
     except ConfigurationError as exc:  # retrying cannot fix a setting: stop, saying which
         raise kopf.PermanentError(str(exc)) from exc
-    p = reconcile.Platform(Kube.from_environment(field_manager=ours.field_manager), ours)
+    try:
+        kube = Kube.from_environment(field_manager=ours.field_manager)
+    except ConfigurationError as exc:  # no credentials: retrying will not make them
+        raise kopf.PermanentError(str(exc)) from exc
+    p = reconcile.Platform(kube, ours)
     try:
         await reconcile.ensure_ca(p)
         await reconcile.ensure_gateway_certificate(p)
@@ -135,9 +144,32 @@ async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
         p.kube.close()
         raise
     p.view = view  # after the render above, which lists: kopf fills the view once it watches
+    if ours.metrics_port is not None:
+        try:
+            memo[_METRICS] = await _metrics_port(p, ours.metrics_host, ours.metrics_port)
+        except OSError as exc:
+            p.kube.close()
+            raise kopf.PermanentError(
+                f"ANKKA_OPERATOR_METRICS_PORT={ours.metrics_port}: cannot listen on "
+                f"{ours.metrics_host}: {exc.strerror}"
+            ) from exc
     memo[_PLATFORM] = p
     memo[_PERIODIC] = asyncio.create_task(periodic.run(p), name="ankka-periodic")
     log.info("ankka operator started; platform namespace %s", ours.namespace)
+
+
+async def _metrics_port(p: reconcile.Platform, host: str, port: int) -> HealthPort:
+    """Serve the platform's metrics at /metrics (plain HTTP, read only); says where."""
+    sock = socket.create_server((host, port), reuse_port=False)
+    sock.setblocking(False)
+    served = HealthPort(
+        sock, lambda _: (200, CONTENT_TYPE.encode(), p.metrics.render()), paths=("/metrics",)
+    )
+    await served.__aenter__()
+    shown, bound = sock.getsockname()[:2]
+    # Printed, not logged: the one line a script or a test reads the chosen port from.
+    say(f"ankka operator: metrics on http://{shown}:{bound}/metrics")
+    return served
 
 
 @kopf.on.cleanup()
@@ -152,6 +184,9 @@ async def stop(memo: kopf.Memo) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    served = memo.pop(_METRICS, None)
+    if isinstance(served, HealthPort):
+        await served.__aexit__(None, None, None)
     p = memo.pop(_PLATFORM, None)
     if isinstance(p, reconcile.Platform):
         await p.close()
@@ -213,7 +248,10 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
         return
     log.info("InstallationModel %s/%s served=%s: reconciling %s", *key, served, dependents)
     p = platform(memo)
+    started = p.clock.monotonic()
     await asyncio.gather(*(reconcile.reconcile_agent(p, key[0], a) for a in dependents))
+    if served:
+        p.metrics.release_seconds.observe(p.clock.monotonic() - started)
 
 
 # --- agents ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeAlias
 
 import httpx2
@@ -30,6 +30,7 @@ from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, Inst
 from ankka.operator import agents, certs, events, models, netpol, tlssecrets
 from ankka.operator.identity import OperatorIdentity
 from ankka.operator.kube import LATER, SOONEST, Kube, KubeError
+from ankka.operator.metrics import OperatorMetrics
 from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
 from ankka.operator.settings import Settings
 
@@ -72,6 +73,7 @@ class Platform:
         self.ca: certs.KeyPair | None = None
         self._identity: OperatorIdentity | None = None
         self.view: View | None = None  # set by the startup handler
+        self.metrics = OperatorMetrics()
         # Only the locks in use (held or awaited): an idle one carries nothing, so it is
         # dropped, and a deleted Agent leaves none behind.
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
@@ -312,6 +314,7 @@ async def _ensure_leaf(
             f"certificate {name} for {uri} {'renewed' if renewed else 'issued'} "
             f"({reason_words}); valid until {timestamp(certs.not_after(pair.cert_pem))}"
         )
+        p.metrics.certificates.labels(role, "renewed" if renewed else "issued").inc()
         await record(
             p,
             about,
@@ -438,13 +441,27 @@ async def reconcile_model(
     p: Platform, body: Obj, agents_by_model: AgentsByModel | None = None
 ) -> None:
     """Apply a deployed model's Deployment and Service, re-render the models file, probe."""
-    meta = body["metadata"]
-    spec = _model_spec(body)
-    name, uid = meta["name"], meta["uid"]
-    for child in models.server_children(meta["namespace"], name, uid, spec, p.settings):
-        await p.apply(child)
-    await render_models_file(p, agents_by_model)
-    await probe_model(p, body)
+    with _counted(p, "model"):
+        meta = body["metadata"]
+        spec = _model_spec(body)
+        name, uid = meta["name"], meta["uid"]
+        for child in models.server_children(meta["namespace"], name, uid, spec, p.settings):
+            await p.apply(child)
+        await render_models_file(p, agents_by_model)
+        await probe_model(p, body)
+
+
+@contextlib.contextmanager
+def _counted(p: Platform, kind: str) -> Iterator[None]:
+    """Count one reconcile of ``kind`` and time it; a raised exception counts as ``error``."""
+    started = p.clock.monotonic()
+    outcome = "error"
+    try:
+        yield
+        outcome = "ok"
+    finally:
+        p.metrics.reconciles.labels(kind, outcome).inc()
+        p.metrics.reconcile_seconds.labels(kind).observe(p.clock.monotonic() - started)
 
 
 def probe_is_due(body: Obj, *, now: dt.datetime) -> bool:
@@ -467,6 +484,7 @@ async def probe_model(p: Platform, body: Obj) -> bool:
     target = models.probe_target(meta["namespace"], meta["name"], spec)
     probed: ModelCapabilities | None = None
     error: str | None = None
+    started = p.clock.monotonic()
     try:
         probed = await probe(
             p.probe_client(),
@@ -477,6 +495,8 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         )
     except ProbeError as exc:
         error = f"{exc} (at {target.url})"
+    p.metrics.probe_seconds.observe(p.clock.monotonic() - started)
+    p.metrics.probes.labels("served" if probed is not None else "failed").inc()
     now = p.clock.now()
     status = models.served_status(
         body.get("status") or {},
@@ -523,7 +543,9 @@ async def _served(p: Platform, namespace: str, names: set[str]) -> dict[str, boo
     return out
 
 
-async def _write_agent_status(p: Platform, body: Obj, previous: Obj | None, status: Obj) -> str:
+async def _write_agent_status(
+    p: Platform, body: Obj, previous: Obj | None, status: Obj, *, started: float | None = None
+) -> str:
     """Write the status unless it is what is stored already; post an Event when the phase
     changed (held, released, failed)."""
     meta = body["metadata"]
@@ -542,6 +564,9 @@ async def _write_agent_status(p: Platform, body: Obj, previous: Obj | None, stat
     )
     happening = events.agent_happening((previous or {}).get("phase"), phase, words)
     if happening is not None:
+        p.metrics.transitions.labels(happening.reason).inc()
+        if happening.reason == "Held" and started is not None:
+            p.metrics.hold_seconds.observe(p.clock.monotonic() - started)
         await record(p, _involved(body, "Agent"), happening)
     return phase
 
@@ -558,6 +583,13 @@ async def reconcile_agent(
     write is skipped when the rendered object is unchanged; a release is then the Deployment
     and the status. ``fetch`` (the resync) reads the Agent from the API instead, under the
     lock, so it is newer than any write made before."""
+    with _counted(p, "agent"):
+        return await _reconcile_agent(p, namespace, name, fetch=fetch, started=p.clock.monotonic())
+
+
+async def _reconcile_agent(
+    p: Platform, namespace: str, name: str, *, fetch: bool, started: float
+) -> str | None:
     async with p.lock(namespace, name):
         if fetch or p.view is None:
             body = await p.kube.get(API_VERSION, "Agent", namespace, name)
@@ -615,4 +647,4 @@ async def reconcile_agent(
             generation=generation,
             now=now,
         )
-        return await _write_agent_status(p, body, previous, status)
+        return await _write_agent_status(p, body, previous, status, started=started)

@@ -40,6 +40,10 @@ class Settings:
     # the chart's ClusterRole and ClusterRoleBinding that allow it (tokenReview.enabled).
     token_review_url: str = "https://kubernetes.default.svc"
     token_review_binding: str = "ankka-runtime-token-review"
+    # Where /metrics is served over plain HTTP (ANKKA_OPERATOR_METRICS_PORT, the chart's
+    # operator.metricsPort; 0 picks a free port); None: not served.
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
 
     @property
     def models_address(self) -> str:
@@ -76,8 +80,18 @@ class Settings:
                 raise ConfigurationError(f"{name}={raw[:20]!r} is neither true nor false")
             return raw.strip().lower() == "true"
 
+        def port(name: str) -> int | None:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return None
+            if not raw.isdigit() or int(raw) > 65535:
+                raise ConfigurationError(f"{name}={raw[:20]!r} is not a port number")
+            return int(raw)
+
         return cls(
             namespace=env.get("ANKKA_NAMESPACE", defaults.namespace),
+            metrics_port=port("ANKKA_OPERATOR_METRICS_PORT"),
+            metrics_host=env.get("ANKKA_OPERATOR_METRICS_HOST", defaults.metrics_host),
             network_policies=switch("ANKKA_OPERATOR_NETWORK_POLICIES", defaults.network_policies),
             token_review_url=env.get("ANKKA_TOKEN_REVIEW_URL", defaults.token_review_url),
             gateway_service=env.get("ANKKA_GATEWAY_SERVICE", defaults.gateway_service),

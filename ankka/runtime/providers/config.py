@@ -20,6 +20,7 @@ from typing import Literal, TypeVar
 
 from ankka._kernel.errors import ConfigurationError
 from ankka._kernel.redact import remember
+from ankka._kernel.urls import http_url
 
 __all__ = [
     "ADDRESS_VARIABLE",
@@ -62,8 +63,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("API_KEY", "the key sent to the server", secret=True),
         Setting(
             "TIMEOUT",
-            "seconds one model call may take, retries included (default 120); separate from "
-            "how long a caller waits for the turn",
+            "seconds one attempt of a model call may take (default 120; a timed-out call is "
+            "not retried); separate from how long a caller waits for the turn",
         ),
         Setting("MAX_TOKENS", "the most tokens an answer may have (default 4096)"),
     )
@@ -282,6 +283,8 @@ def _model(name: str, values: dict[str, str], environ: Mapping[str, str]) -> Mod
     tls_dir: str | None = None
     if preset.name == "installation":
         values["URL"], tls_dir = _installation(name, environ)
+    elif "URL" in values:  # a default is a URL; what was set is checked now, not at a turn
+        values["URL"] = http_url(values["URL"], setting=env_name(name, "URL"))
     settings = ModelSettings(name, preset, values, tls_dir)
     remember(*(v for k, v in values.items() if SETTINGS[k].secret))  # hidden from every error
     settings.timeout()  # validate now, at start
@@ -297,6 +300,7 @@ def _installation(name: str, environ: Mapping[str, str]) -> tuple[str, str]:
             "operator sets it on the platform's container; outside a cluster set it to the "
             "gateway's address"
         )
+    address = http_url(address, setting=ADDRESS_VARIABLE, example="https://ankka-gateway:8443")
     tls_dir = environ.get(TLS_DIR_VARIABLE, "").strip()
     if not tls_dir:
         raise ConfigurationError(

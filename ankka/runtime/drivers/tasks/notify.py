@@ -1,0 +1,178 @@
+"""Live notifications of what instances and tasks do, for subscribers (SSE).
+
+Notifications are live, not durable: a subscriber sees what happens from the moment it
+subscribes (the durable account is the task's record). Each subscriber has a bounded buffer;
+publishing never waits for a reader: when the buffer is full the oldest notification is
+dropped and counted, and the reader is told how many (:class:`Dropped`) before the rest.
+So a subscriber that never reads costs its buffer and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ankka._kernel.clock import Clock
+
+__all__ = [
+    "APPROVALS",
+    "APPROVAL_EVENTS",
+    "DEFAULT_BUFFER",
+    "Dropped",
+    "Notice",
+    "Notifier",
+    "Subscription",
+]
+
+DEFAULT_BUFFER = 256
+
+# What is published (``Notice.event``).
+EVENTS = (
+    "activated",
+    "passivated",
+    "iteration_started",
+    "iteration_completed",
+    "iteration_failed",
+    "task_assigned",
+    "task_started",
+    "task_completed",
+    "task_failed",
+    "task_cancelled",
+    "task_result_rejected",
+    "task_waiting",
+    "budget_approaching",
+    "model_calls_failing",
+    "dependency_pending_long",
+    "approval_requested",
+    "approval_decided",
+    "approval_expiring",
+)
+
+
+APPROVAL_EVENTS = frozenset({"approval_requested", "approval_decided", "approval_expiring"})
+# The key of ``GET /v1/approvals/notifications``: every approval event, of request agents'
+# sessions and of tasks, whoever's (the route keeps those the caller may read).
+APPROVALS = ("approvals",)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    number: int
+    event: str
+    agent: str
+    instance: str | None
+    task: str | None
+    at: datetime
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "event": self.event,
+            "agent": self.agent,
+            "instance": self.instance,
+            "task": self.task,
+            "at": self.at.isoformat(),
+            **self.data,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    count: int
+
+
+class Subscription:
+    def __init__(self, capacity: int) -> None:
+        self._buffer: deque[Notice] = deque()
+        self._capacity = capacity
+        self._dropped = 0
+        self._ready = asyncio.Event()
+
+    def offer(self, notice: Notice) -> None:
+        if len(self._buffer) >= self._capacity:
+            self._buffer.popleft()
+            self._dropped += 1
+        self._buffer.append(notice)
+        self._ready.set()
+
+    async def next(self) -> Notice | Dropped:
+        """The next notification, waiting for one; a :class:`Dropped` first if some were
+        lost since the last read."""
+        while not self._buffer and not self._dropped:
+            self._ready.clear()
+            await self._ready.wait()
+        if self._dropped:
+            count, self._dropped = self._dropped, 0
+            return Dropped(count)
+        return self._buffer.popleft()
+
+
+class Notifier:
+    def __init__(self, clock: Clock, *, buffer: int = DEFAULT_BUFFER) -> None:
+        self._clock = clock
+        self.buffer = buffer
+        self._numbers = itertools.count(1)
+        self._subscribers: dict[tuple[str, ...], set[Subscription]] = {}
+        self._once: set[tuple[str, str]] = set()
+
+    def publish(
+        self,
+        event: str,
+        *,
+        agent: str,
+        instance: str | None,
+        task: str | None = None,
+        **data: Any,
+    ) -> Notice:
+        assert event in EVENTS, event
+        notice = Notice(next(self._numbers), event, agent, instance, task, self._clock.now(), data)
+        keys: list[tuple[str, ...]] = [("task", task)] if task is not None else []
+        if instance is not None:
+            keys.append(("instance", agent, instance))
+        if event in APPROVAL_EVENTS:
+            keys.append(APPROVALS)
+        for key in keys:
+            for subscription in self._subscribers.get(key, ()):
+                subscription.offer(notice)
+        return notice
+
+    def once(self, task: str, condition: str) -> bool:
+        """True the first time ``condition`` is met for ``task`` (in this process)."""
+        if (task, condition) in self._once:
+            return False
+        self._once.add((task, condition))
+        return True
+
+    def watched(self, agent: str, instance: str) -> bool:
+        return bool(self._subscribers.get(("instance", agent, instance)))
+
+    def add(self, key: tuple[str, ...], capacity: int | None = None) -> Subscription:
+        """A new subscription to ``key``; :meth:`remove` it when done (or use
+        :meth:`subscribe`)."""
+        subscription = Subscription(capacity or self.buffer)
+        self._subscribers.setdefault(key, set()).add(subscription)
+        return subscription
+
+    def remove(self, key: tuple[str, ...], subscription: Subscription) -> None:
+        held = self._subscribers.get(key)
+        if held is not None:
+            held.discard(subscription)
+            if not held:
+                del self._subscribers[key]
+
+    @contextmanager
+    def subscribe(
+        self, key: tuple[str, ...], capacity: int | None = None
+    ) -> Iterator[Subscription]:
+        subscription = self.add(key, capacity)
+        try:
+            yield subscription
+        finally:
+            self.remove(key, subscription)
