@@ -53,7 +53,11 @@ GROUP = "ankka.dev"
 VERSION = "v1alpha1"
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_MODEL_NAME = r"^[a-z][a-z0-9_]*$"
+# A model's name as a service's code spells it (``gpt-4.1``, ``llama3.2:3b``, ``Qwen/Qwen3-8B``):
+# any name that works under ``ankka serve``, i.e. one holding a letter or a digit and no control
+# character. ``ankka._kernel.model_names`` maps it to its ``ANKKA_MODEL_<NAME>_*`` variables.
+_MODEL_NAME = r"^[^\x00-\x1f\x7f]*[A-Za-z0-9][^\x00-\x1f\x7f]*$"
+_MODEL_NAME_MAX = 128
 
 
 class _Wire(BaseModel):
@@ -200,7 +204,11 @@ class AgentModel(_Wire):
     model takes its address and identity from the platform).
     """
 
-    name: str = Field(pattern=_MODEL_NAME, description="Becomes ANKKA_MODEL_<NAME>_*.")
+    name: str = Field(pattern=_MODEL_NAME, max_length=_MODEL_NAME_MAX)
+    """The name the service's code asks for, as it spells it (e.g. gpt-4.1, llama3.2:3b); becomes
+    ANKKA_MODEL_<NAME>_* with every character but letters and digits written _ (gpt-4.1 is
+    ANKKA_MODEL_GPT_4_1_*). Two names that become one <NAME> are refused.
+    """
     installation: str | None = Field(default=None, description="An InstallationModel's name.")
     preset: HostedPreset | None = None
     """A hosted provider's preset; with model and apiKeySecretRef. Not with installation."""
@@ -278,7 +286,10 @@ class Compaction(_Wire):
         default=None, ge=0, le=10000, description="Recent messages kept verbatim."
     )
     model: str | None = Field(
-        default=None, pattern=_MODEL_NAME, description="The named model that summarises."
+        default=None,
+        pattern=_MODEL_NAME,
+        max_length=_MODEL_NAME_MAX,
+        description="The named model that summarises.",
     )
     instructions: str | None = Field(
         default=None, min_length=1, max_length=20000, description="What the summariser is told."

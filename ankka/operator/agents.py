@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ankka._kernel.model_names import env_name, settings_name
 from ankka.api.resources import AgentSpec, ConditionStatus
 from ankka.operator import netpol
 from ankka.operator.certs import agent_uri
@@ -55,12 +56,19 @@ def certificate_secret_name(agent: str) -> str:
 
 def invalid_reason(spec: AgentSpec) -> str | None:
     """Why this Agent cannot be rendered, naming the field; None when it can."""
-    seen: set[str] = set()
+    names: dict[str, str] = {}  # settings name -> the first model name that became it
     for i, model in enumerate(spec.models):
         field = f"spec.models[{i}]"
-        if model.name in seen:
+        key = settings_name(model.name)
+        first = names.get(key)
+        if first == model.name:
             return f"{field}.name: {model.name!r} is used twice; give each model its own name"
-        seen.add(model.name)
+        if first is not None:
+            return (
+                f"{field}.name: {model.name!r} and {first!r} are one model to the runtime "
+                f"(both are configured by {env_name(model.name, '*')}); give each its own name"
+            )
+        names[key] = model.name
         if model.installation is not None:
             if model.address is not None:
                 return (
@@ -151,7 +159,7 @@ def runtime_env(
     if any(m.installation is not None for m in spec.models):
         env.append({"name": "ANKKA_MODELS_ADDRESS", "value": settings.models_address})
     for model in spec.models:
-        prefix = f"ANKKA_MODEL_{model.name.upper()}_"
+        prefix = env_name(model.name, "")
         if model.installation is not None:
             env.append({"name": prefix + "PRESET", "value": "installation"})
             env.append({"name": prefix + "MODEL", "value": model.installation})

@@ -38,6 +38,7 @@ from ankka.runtime.compaction.summariser import summarise, summary_request
 from ankka.runtime.compaction.view import SentView
 from ankka.runtime.journal.events import Entry, Record
 from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.config import find_model
 
 __all__ = ["Compactor", "Job"]
 
@@ -197,7 +198,7 @@ class Compactor:
         cut = choose_cut(view, settings)
         if cut is None:
             return False
-        provider = self.providers.get(job.model)
+        provider = find_model(self.providers, job.model)
         if provider is None:
             raise ConfigurationError(f"the summariser's model {job.model!r} is not configured")
         if not await self._leases.acquire(session, self._holder, self._lease_ttl):

@@ -28,6 +28,7 @@ from ankka.runtime.judgments.questions import Question, YesNo
 from ankka.runtime.judgments.seam import Inquiry, JudgmentProvider
 from ankka.runtime.judgments.verify import DEFAULT_COVERAGE_FLOOR, ask
 from ankka.runtime.messages import Usage
+from ankka.runtime.providers.config import find_model
 
 __all__ = ["JudgedGuardrail", "Judging", "decide", "refuse_if_yes"]
 
@@ -91,7 +92,7 @@ class Judging:
 
 async def decide(rail: JudgedGuardrail, text: str, judging: Judging | None) -> str | None:
     """The rail's verdict: a reason to refuse, or None. Raises when it cannot decide."""
-    provider = judging.providers.get(rail.model) if judging is not None else None
+    provider = find_model(judging.providers, rail.model) if judging is not None else None
     if judging is None or provider is None:
         configured = ", ".join(sorted(judging.providers)) if judging else "none"
         raise GuardrailCheckFailed(

@@ -18,6 +18,7 @@ from ankka.runtime.judgments.seam import JudgmentProvider
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
 from ankka.runtime.providers.checked import CapabilityCheck
+from ankka.runtime.providers.config import env_name, find_model
 from ankka.runtime.providers.installation import InstallationProvider
 
 __all__ = ["judge_for", "judges_for", "resolve"]
@@ -57,17 +58,17 @@ def resolve(
     asker: str,
 ) -> JudgmentProvider:
     """The judgment provider of ``model``, or a ConfigurationError saying why there is none."""
-    judge = judges.get(model)
+    judge = find_model(judges, model)
     if judge is not None:
         return judge
-    if model in providers:
+    if find_model(providers, model) is not None:
         raise ConfigurationError(
             f"{asker} asks model {model!r} for a judgment, but its preset does not answer "
             "judgments (they need a Chat Completions server that returns logprobs: "
             "openai-compatible, ollama or installation)"
         )
     configured = ", ".join(sorted(providers)) or "none"
-    env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
+    env = env_name(model, "PRESET")
     raise ConfigurationError(
         f"{asker} asks model {model!r} for a judgment, which is not configured "
         f"(configured: {configured}); set {env} and its settings"
