@@ -379,11 +379,20 @@ class AgentSpec(_Wire):
 
 
 class AgentStatus(_Wire):
-    """What the operator did with the Agent: held, ready or failed, and why."""
+    """What the operator did with the Agent and what its pods do: staged conditions and a phase."""
 
-    phase: str | None = Field(default=None, description="Held, Ready or Failed.")
+    phase: str | None = Field(default=None, description="Failed, Held, Progressing or Ready.")
     conditions: list[Condition] = Field(default_factory=list)
-    """Valid (the spec renders), ModelsServed (every InstallationModel is served) and Ready."""
+    """Rendered (its children are applied, or InvalidSpec naming the field), ModelsServed (every
+    InstallationModel it names is served), Available (its Deployment has the desired replicas
+    available) and Ready (all three; kubectl wait --for=condition=Ready waits for the pods).
+    """
+    ready_replicas: int | None = Field(default=None, ge=0)
+    """Runtime pods available, as the Agent's Deployment counts them."""
+    desired_replicas: int | None = Field(default=None, ge=0)
+    """spec.replicas: the runtime pods asked for (none run while the Agent is held)."""
+    replicas_ready: str | None = None
+    """readyReplicas/desiredReplicas, e.g. 1/2: the REPLICAS column of kubectl get agents."""
     awaiting_models: list[str] = Field(default_factory=list)
     """The InstallationModels not yet served that hold this Agent."""
     certificate_not_after: str | None = Field(
@@ -547,6 +556,10 @@ def _condition(kind: str) -> str:
     return f'.status.conditions[?(@.type=="{kind}")].status'
 
 
+def _condition_reason(kind: str) -> str:
+    return f'.status.conditions[?(@.type=="{kind}")].reason'
+
+
 class InstallationModel(Resource):
     """A model installed in the platform, served to every Agent through the gateway."""
 
@@ -580,9 +593,11 @@ class Agent(Resource):
     short_names = ("ag",)
     printers = (
         Printer(name="Image", type="string", json_path=".spec.image"),
-        Printer(name="Replicas", type="integer", json_path=".spec.replicas"),
+        Printer(name="Replicas", type="string", json_path=".status.replicasReady"),
         Printer(name="Phase", type="string", json_path=".status.phase"),
+        Printer(name="Ready", type="string", json_path=_condition("Ready")),
         Printer(name="ModelsServed", type="string", json_path=_condition("ModelsServed")),
+        Printer(name="Reason", type="string", json_path=_condition_reason("Ready"), priority=1),
         _AGE,
     )
     spec_type = AgentSpec

@@ -10,15 +10,14 @@ Called by ``ankka.operator.handlers``; tested without a cluster
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ankka._kernel.model_names import env_name, settings_name
-from ankka.api.resources import AgentSpec, ConditionStatus
+from ankka.api.resources import AgentSpec
 from ankka.operator import netpol
 from ankka.operator.certs import agent_uri
-from ankka.operator.objects import Obj, condition, labels_for, owner_reference, set_condition
+from ankka.operator.objects import Obj, labels_for, owner_reference
 from ankka.operator.settings import Settings
 
 __all__ = [
@@ -30,9 +29,7 @@ __all__ = [
     "awaited_models",
     "certificate_secret_name",
     "compaction_env",
-    "failed_status",
     "invalid_reason",
-    "rendered_status",
     "runtime_env",
     "token_review_env",
 ]
@@ -330,84 +327,3 @@ def release_patch(applied: Obj, rendered: Obj) -> Obj | None:
     if replicas != (applied.get("spec") or {}).get("replicas"):
         patch["spec"] = {"replicas": replicas}
     return patch or None
-
-
-# --- status ---------------------------------------------------------------------------------
-
-
-def _status(
-    previous: Mapping[str, Any] | None,
-    new_conditions: Sequence[dict[str, Any]],
-    *,
-    generation: int | None,
-    fields: Mapping[str, Any],
-) -> Obj:
-    conditions = list((previous or {}).get("conditions") or [])
-    for new in new_conditions:
-        conditions = set_condition(conditions, new)
-    return {**fields, "conditions": conditions, "observedGeneration": generation}
-
-
-def failed_status(
-    previous: Mapping[str, Any] | None,
-    *,
-    reason: str,
-    generation: int | None,
-    now: dt.datetime,
-) -> Obj:
-    """An Agent that cannot be rendered: ``Failed``, ``Ready=False`` (``InvalidSpec``) saying
-    why. Fields written before (``awaitingModels``, the certificate's expiry) are left alone."""
-    ready = condition("Ready", ConditionStatus.FALSE, "InvalidSpec", reason, now=now)
-    return _status(previous, [ready], generation=generation, fields={"phase": "Failed"})
-
-
-def rendered_status(
-    previous: Mapping[str, Any] | None,
-    *,
-    awaited: Sequence[str],
-    replicas: int,
-    certificate_not_after: str,
-    generation: int | None,
-    now: dt.datetime,
-) -> Obj:
-    """A rendered Agent: ``Held`` while any InstallationModel it names is not served (named in
-    ``ModelsServed`` and ``awaitingModels``), ``Ready`` once every one is. A condition whose
-    status did not change keeps its ``lastTransitionTime``."""
-    if awaited:
-        served = condition(
-            "ModelsServed",
-            ConditionStatus.FALSE,
-            "Awaiting",
-            "waiting for InstallationModels: " + ", ".join(awaited),
-            now=now,
-        )
-        ready = condition(
-            "Ready",
-            ConditionStatus.FALSE,
-            "Held",
-            "held with 0 replicas until its models are served",
-            now=now,
-        )
-        phase = "Held"
-    else:
-        served = condition(
-            "ModelsServed",
-            ConditionStatus.TRUE,
-            "AllServed",
-            "every installation model it names is served",
-            now=now,
-        )
-        ready = condition(
-            "Ready",
-            ConditionStatus.TRUE,
-            "Rendered",
-            f"rendered with {replicas} replica(s)",
-            now=now,
-        )
-        phase = "Ready"
-    fields = {
-        "phase": phase,
-        "awaitingModels": list(awaited),
-        "certificateNotAfter": certificate_not_after,
-    }
-    return _status(previous, [served, ready], generation=generation, fields=fields)

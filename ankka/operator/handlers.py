@@ -61,9 +61,15 @@ def platform(memo: kopf.Memo) -> reconcile.Platform:
 class KopfView:
     """``reconcile.View`` over kopf's indexes (updated before any handler of the same event)."""
 
-    def __init__(self, agents: kopf.Index[Key, Any], models: kopf.Index[Key, Any]) -> None:
+    def __init__(
+        self,
+        agents: kopf.Index[Key, Any],
+        models: kopf.Index[Key, Any],
+        deployments: kopf.Index[Key, Any],
+    ) -> None:
         self._agents = agents
         self._models = models
+        self._deployments = deployments
 
     @staticmethod
     def _one(index: kopf.Index[Key, Any], key: Key) -> dict[str, Any] | None:
@@ -80,6 +86,9 @@ class KopfView:
     def models(self) -> list[dict[str, Any]]:
         return [dict(value) for key in self._models for value in self._models[key]]
 
+    def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._one(self._deployments, (namespace, name))
+
 
 Key = tuple[str, str]
 
@@ -91,6 +100,19 @@ def agent_bodies(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
 
 @kopf.index(GROUP, VERSION, "installationmodels")
 def model_bodies(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return _snapshot(body)
+
+
+# The Deployments the operator renders for Agents (its own labels): their status is the
+# runtime pods' readiness, which the Agent's Available and Ready conditions mirror.
+AGENT_DEPLOYMENTS = {
+    "app.kubernetes.io/name": "agent",
+    "app.kubernetes.io/managed-by": "ankka-operator",
+}
+
+
+@kopf.index("apps", "v1", "deployments", labels=AGENT_DEPLOYMENTS)
+def deployment_bodies(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return _snapshot(body)
 
 
@@ -112,7 +134,10 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     )
     settings.posting.enabled = False  # kopf's per-handler Events; ours are in reconcile.record
     settings.watching.server_timeout = 300
-    await start(memo, KopfView(kwargs["agent_bodies"], kwargs["model_bodies"]))
+    await start(
+        memo,
+        KopfView(kwargs["agent_bodies"], kwargs["model_bodies"], kwargs["deployment_bodies"]),
+    )
 
 
 async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
@@ -228,6 +253,39 @@ async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwa
     # The models it names may have gained (or lost) a caller.
     await reconcile.render_models_file(p, kwargs["agents_by_model"])
     await reconcile.render_token_review_binding(p, lambda: _accounts(kwargs))
+
+
+def _rollout(body: dict[str, Any]) -> tuple[Any, ...]:
+    """What of a Deployment the Agent's status reads (the rest changes nothing in it)."""
+    status = body.get("status") or {}
+    failing = [
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+        for c in status.get("conditions") or []
+        if c.get("type") in ("ReplicaFailure", "Progressing")
+    ]
+    return (
+        (body.get("metadata") or {}).get("generation"),
+        (body.get("spec") or {}).get("replicas"),
+        *(status.get(k) for k in ("observedGeneration", "availableReplicas", "updatedReplicas")),
+        tuple(failing),
+    )
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=AGENT_DEPLOYMENTS)
+async def agent_deployment_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """An Agent's Deployment changed (its pods became available or not, or it was deleted):
+    reconcile the Agent, whose status says so (and which applies a deleted one again)."""
+    body: dict[str, Any] = dict(event["object"])
+    meta: dict[str, Any] = body.get("metadata") or {}
+    seen = ("DELETED",) if event["type"] == "DELETED" else _rollout(body)
+    if memo.get("rollout") == seen:
+        return
+    memo["rollout"] = seen
+    owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Agent"]
+    if owners:
+        await reconcile.reconcile_agent(
+            platform(memo), str(meta.get("namespace")), owners[0]["name"]
+        )
 
 
 @kopf.on.delete(GROUP, VERSION, "agents", optional=True)

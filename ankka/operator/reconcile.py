@@ -27,7 +27,7 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
-from ankka.operator import agents, certs, events, models, netpol, tlssecrets
+from ankka.operator import agent_status, agents, certs, events, models, netpol, tlssecrets
 from ankka.operator.identity import OperatorIdentity
 from ankka.operator.kube import LATER, SOONEST, Kube, KubeError
 from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
@@ -60,6 +60,8 @@ class View(Protocol):
     def model(self, namespace: str, name: str) -> Obj | None: ...
 
     def models(self) -> list[Obj]: ...
+
+    def deployment(self, namespace: str, name: str) -> Obj | None: ...
 
 
 class Platform:
@@ -523,6 +525,20 @@ async def _served(p: Platform, namespace: str, names: set[str]) -> dict[str, boo
     return out
 
 
+def _desired(body: Obj) -> int:
+    replicas = (body.get("spec") or {}).get("replicas", 1)
+    return replicas if isinstance(replicas, int) and replicas >= 0 else 0
+
+
+async def _deployment(p: Platform, namespace: str, name: str) -> Obj | None:
+    """The Agent's Deployment as its watch last saw it (its status is the pods' readiness:
+    every change of it reconciles the Agent again, ``handlers.agent_deployment_changed``);
+    fetched only without a view."""
+    if p.view is None:
+        return await p.kube.get("apps/v1", "Deployment", namespace, name)
+    return p.view.deployment(namespace, name)
+
+
 async def _write_agent_status(p: Platform, body: Obj, previous: Obj | None, status: Obj) -> str:
     """Write the status unless it is what is stored already; post an Event when the phase
     changed (held, released, failed)."""
@@ -582,7 +598,13 @@ async def reconcile_agent(
             # children but runs no pods until it is fixed.
             await p.kube.scale_to_zero(namespace, name)
             p.applied.pop(("apps/v1", "Deployment", namespace, name), None)
-            failed = agents.failed_status(previous, reason=reason, generation=generation, now=now)
+            failed = agent_status.failed_status(
+                previous,
+                reason=reason,
+                desired=_desired(body),
+                generation=generation,
+                now=now,
+            )
             return await _write_agent_status(p, body, previous, failed)
         installations = {m.installation for m in spec.models if m.installation}
         awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
@@ -607,10 +629,11 @@ async def reconcile_agent(
         )
         for child in children:
             await p.apply(child)
-        status = agents.rendered_status(
+        status = agent_status.rendered_status(
             previous,
             awaited=awaited,
             replicas=spec.replicas,
+            deployment=await _deployment(p, namespace, name),
             certificate_not_after=not_after,
             generation=generation,
             now=now,

@@ -228,9 +228,11 @@ def test_agent_is_held_until_its_model_is_served_then_released(
     assert time.monotonic() - started < 10
     assert released["metadata"]["annotations"]["ankka.dev/held"] == "false"
     agent = poll(
-        "cart Ready",
+        "cart released (no pods in this tier: Progressing)",
         lambda: (
-            (a := kubectl.get("agent", "cart", NS)) and a["status"].get("phase") == "Ready" and a
+            (a := kubectl.get("agent", "cart", NS))
+            and a["status"].get("phase") == "Progressing"
+            and a
         ),
     )
     assert condition(agent, "ModelsServed")["status"] == "True"
@@ -428,7 +430,11 @@ def test_operator_restart_mid_reconcile_converges_without_duplicates(
     def phase(name: str) -> Any:
         return ((kubectl.get("agent", name, NS) or {}).get("status") or {}).get("phase")
 
-    poll("every burst Agent Ready", lambda: all(phase(n) == "Ready" for n in names), timeout=60)
+    poll(
+        "every burst Agent rendered",
+        lambda: all(phase(n) == "Progressing" for n in names),
+        timeout=60,
+    )
     for n in names:
         selector = f"app.kubernetes.io/instance={n}"
         assert len(kubectl.items("deployment", NS, selector)) == 1

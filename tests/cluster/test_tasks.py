@@ -113,10 +113,10 @@ def lab(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> Ite
         here = Lab(kubectl, model, runtime, workdir, platform_client(kubectl, workdir / "tests"))
         here.apply(agent("research", runtime={"address": runtime.url}))
         poll(
-            "the research Agent to be Ready",
+            "the research Agent rendered (no pods in this tier: Progressing)",
             lambda: (
                 (kubectl.get("agent", "research", NS) or {}).get("status", {}).get("phase")
-                == "Ready"
+                == "Progressing"
             ),
             timeout=60,
         )
