@@ -12,7 +12,9 @@ import enum
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+
+from ankka.api.pods import EnvVar, PodOverlay
+from ankka.api.wire import DNS_LABEL, Wire
 
 __all__ = [
     "GROUP",
@@ -52,7 +54,7 @@ __all__ = [
 GROUP = "ankka.dev"
 VERSION = "v1alpha1"
 
-_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS_LABEL = DNS_LABEL
 # A model's name as a service's code spells it (``gpt-4.1``, ``llama3.2:3b``, ``Qwen/Qwen3-8B``):
 # any name that works under ``ankka serve``, i.e. one holding a letter or a digit and no control
 # character. ``ankka._kernel.model_names`` maps it to its ``ANKKA_MODEL_<NAME>_*`` variables.
@@ -60,20 +62,7 @@ _MODEL_NAME = r"^[^\x00-\x1f\x7f]*[A-Za-z0-9][^\x00-\x1f\x7f]*$"
 _MODEL_NAME_MAX = 128
 
 
-class _Wire(BaseModel):
-    """camelCase on the wire, snake_case in Python; unknown keys are refused.
-
-    Every class and field has a description (a docstring, or the string after a field): it is
-    what ``kubectl explain`` shows, and ``tests/unit/test_crd_docs.py`` fails on one missing.
-    """
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
-    )
+_Wire = Wire
 
 
 class ConditionStatus(enum.StrEnum):
@@ -116,8 +105,9 @@ class EndpointKind(enum.StrEnum):
     OPENAI = "openai"
 
 
-class ModelServer(_Wire):
-    """A server the operator deploys as a Deployment and a Service."""
+class ModelServer(PodOverlay):
+    """A server the operator deploys as a Deployment and a Service, with the pod settings a GPU
+    pool needs (resources, tolerations, node selector, affinity ...)."""
 
     kind: ServerKind
     image: str = Field(min_length=1)
@@ -127,12 +117,9 @@ class ModelServer(_Wire):
     port: int | None = Field(default=None, ge=1, le=65535, description="Defaults by kind.")
     args: list[str] = Field(default_factory=list)
     """The container's arguments; by default the kind's own, serving spec.model on the port."""
-    resources: dict[str, dict[str, str]] = Field(
-        default_factory=dict,
-        description="Container resources, e.g. {limits: {nvidia.com/gpu: '1'}}.",
-    )
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    """Node labels the server's pods need, e.g. a GPU pool's."""
+    env: list[EnvVar] = Field(default_factory=list, max_length=64)
+    """More environment variables of the server container (a value, or valueFrom a Secret's or
+    ConfigMap's key)."""
 
 
 class ModelEndpoint(_Wire):
@@ -222,15 +209,6 @@ class AgentModel(_Wire):
     """The Secret key holding the provider's API key. Not with installation: the platform's
     certificate is its identity.
     """
-
-
-class EnvVar(_Wire):
-    """An environment variable of the runtime container."""
-
-    name: str = Field(min_length=1)
-    """The variable's name."""
-    value: str = ""
-    """The variable's value."""
 
 
 class McpHeader(_Wire):
@@ -350,8 +328,9 @@ class AgentCaller(_Wire):
     """Pods, chosen by their labels, that may call."""
 
 
-class AgentSpec(_Wire):
-    """A service's agents: the image and module to run, and the models they use."""
+class AgentSpec(PodOverlay):
+    """A service's agents: the image and module to run, the models they use, and the pod
+    settings of their runtime (resources, env from Secrets, tolerations, ...)."""
 
     image: str = Field(min_length=1)
     """The runtime's container image: ankka and the service's module, e.g. localhost/shop/agents:1.
@@ -364,8 +343,10 @@ class AgentSpec(_Wire):
     """
     mcp_servers: list[McpServer] = Field(default_factory=list)
     """The MCP servers the agents reach by name."""
-    env: list[EnvVar] = Field(default_factory=list)
-    """More environment variables for the runtime container."""
+    env: list[EnvVar] = Field(default_factory=list, max_length=128)
+    """More environment variables for the runtime container: a value, or valueFrom a Secret's
+    or a ConfigMap's key (the value never appears in the Deployment). Names the operator sets
+    (ANKKA_MODULE, the models' and MCP servers' settings ...) are refused."""
     compaction: Compaction | None = None
     """Compaction of the agents' sessions, overriding what the code declares."""
     runtime: AgentRuntime | None = Field(

@@ -15,7 +15,7 @@ from typing import Any
 
 from ankka._kernel.model_names import env_name, settings_name
 from ankka.api.resources import AgentSpec
-from ankka.operator import netpol
+from ankka.operator import netpol, pods
 from ankka.operator.certs import agent_uri
 from ankka.operator.objects import Obj, labels_for, owner_reference
 from ankka.operator.settings import Settings
@@ -30,6 +30,7 @@ __all__ = [
     "certificate_secret_name",
     "compaction_env",
     "invalid_reason",
+    "overlay_conflict",
     "runtime_env",
     "token_review_env",
 ]
@@ -194,8 +195,21 @@ def runtime_env(
             )
     env += compaction_env(spec)
     platform = {e["name"] for e in env}
-    env += [{"name": e.name, "value": e.value} for e in spec.env if e.name not in platform]
+    # pods.overlay_conflict refuses a user's variable the operator sets; skipped here too, so
+    # a rendering never carries two of one name.
+    env += [e.rendered() for e in spec.env if e.name not in platform]
     return env
+
+
+def overlay_conflict(
+    spec: AgentSpec, settings: Settings, *, namespace: str, name: str
+) -> str | None:
+    """Why the spec's pod settings cannot be merged into the runtime's pod (a variable the
+    operator sets, a selector label), naming the field; None when they can."""
+    owned = runtime_env(
+        spec.model_copy(update={"env": []}), settings, namespace=namespace, name=name
+    )
+    return pods.overlay_conflict(spec, env=(e["name"] for e in owned))
 
 
 def agent_children(
@@ -221,7 +235,10 @@ def agent_children(
             **extra,
         }
 
-    service_account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()}
+    sa_meta = meta()
+    if spec.service_account_annotations:
+        sa_meta["annotations"] = dict(spec.service_account_annotations)
+    service_account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": sa_meta}
     service: Obj = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -231,7 +248,7 @@ def agent_children(
             "ports": [{"name": "https", "port": SERVICE_PORT, "targetPort": "https"}],
         },
     }
-    runtime = {
+    runtime: dict[str, Any] = {
         "name": "runtime",
         "image": spec.image,
         # Kubernetes expands $(ANKKA_MODULE) from the container's env.
@@ -258,9 +275,27 @@ def agent_children(
         "volumeMounts": [
             {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
             {"name": "data", "mountPath": DATA_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
         ],
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "probe"}},
+        "securityContext": pods.container_security(spec, read_only_root=True),
     }
+    pod_spec: dict[str, Any] = {
+        # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service named
+        # ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
+        "enableServiceLinks": False,
+        "serviceAccountName": name,
+        "securityContext": pods.pod_security(spec, default_user=pods.RUNTIME_USER),
+        "containers": [runtime],
+        "volumes": [
+            {"name": "tls", "secret": {"secretName": certificate_secret_name(name)}},
+            {"name": "data", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    # The overlay adds to the container and the pod; the runtime keeps its args, ports,
+    # probe, mounts, volumes (the certificate) and ServiceAccount (its identity).
+    pods.apply_overlay(pod_spec, runtime, spec)
     deployment: Obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -268,23 +303,7 @@ def agent_children(
         "spec": {
             "replicas": 0 if held else spec.replicas,
             "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service
-                    # named ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
-                    "enableServiceLinks": False,
-                    "serviceAccountName": name,
-                    "containers": [runtime],
-                    "volumes": [
-                        {
-                            "name": "tls",
-                            "secret": {"secretName": certificate_secret_name(name)},
-                        },
-                        {"name": "data", "emptyDir": {}},
-                    ],
-                },
-            },
+            "template": {"metadata": pods.template_metadata(labels, spec), "spec": pod_spec},
         },
     }
     children = [service_account, service, deployment]

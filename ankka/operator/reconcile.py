@@ -590,7 +590,9 @@ async def reconcile_agent(
         generation = body["metadata"].get("generation")
         try:
             spec = AgentSpec.model_validate(body.get("spec") or {})
-            reason = agents.invalid_reason(spec)
+            reason = agents.invalid_reason(spec) or agents.overlay_conflict(
+                spec, p.settings, namespace=namespace, name=name
+            )
         except ValidationError as exc:
             reason = f"spec does not parse: {exc.errors()[0]['msg']}"
         if reason is not None:

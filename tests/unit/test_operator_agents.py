@@ -111,7 +111,7 @@ def test_children_are_owned_and_the_certificate_is_mounted_without_subpath() -> 
         (owner,) = child["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["uid"], owner["controller"]) == ("Agent", "u1", True)
     pod = children[2]["spec"]["template"]["spec"]
-    mount, _ = pod["containers"][0]["volumeMounts"]
+    mount = pod["containers"][0]["volumeMounts"][0]
     assert "subPath" not in mount
     assert pod["volumes"][0]["secret"]["secretName"] == "cart-tls"
     assert pod["serviceAccountName"] == "cart"
