@@ -88,7 +88,7 @@ base_layer() {
 lock() {
   check_python
   local report; report=$(mktemp)
-  "$PYTHON" -m pip install --quiet --dry-run --ignore-installed --report "$report" "$ROOT[operator]"
+  "$PYTHON" -m pip install --quiet --dry-run --ignore-installed --report "$report" "$ROOT[operator,postgres]"
   "$PYTHON" - "$report" > "$LOCK.tmp" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
@@ -97,7 +97,7 @@ pins = sorted(
     for i in report["install"]
     if i["metadata"]["name"].lower() != "ankka"
 )
-print("# ankka's dependencies with the operator extra, as scripts/image.sh installs them")
+print("# ankka's dependencies with the operator and postgres extras, as scripts/image.sh installs them")
 print("# into the image. Regenerate with: scripts/image.sh lock")
 print("\n".join(pins))
 PY
@@ -152,7 +152,7 @@ ankka_layer() {
 
 # A service's own layer on ankka's image: its module in /app (the working directory, which
 # `ankka serve` puts on sys.path). Here the examples (the weather agent) and the pods tier's
-# tool-less agent (tests/pods/app/chat_agent.py).
+# own agents (tests/pods/app/*_agent.py: a tool-less chat agent, the replicas' agent).
 app_layer() {
   local k; k=$(tar --sort=name --mtime=@0 --exclude=__pycache__ -C "$ROOT" -cf - examples tests/pods/app | key)
   APP="$OUT/layers/app-$k.tar"
@@ -160,7 +160,7 @@ app_layer() {
   local stage; stage=$(mktemp -d)
   mkdir -p "$stage/app"
   cp -r "$ROOT/examples" "$stage/app/"
-  cp "$ROOT/tests/pods/app/chat_agent.py" "$stage/app/"
+  cp "$ROOT"/tests/pods/app/*_agent.py "$stage/app/"
   find "$stage/app" -name __pycache__ -prune -exec rm -rf {} +
   pack_dir "$stage" "$APP.tmp"
   rm -rf "$stage"

@@ -11,10 +11,11 @@ from __future__ import annotations
 import enum
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ankka.api.pods import EnvVar, PodOverlay
-from ankka.api.wire import DNS_LABEL, Wire
+from ankka.api.wire import DNS_LABEL
+from ankka.api.wire import Wire as _Wire
 
 __all__ = [
     "GROUP",
@@ -40,7 +41,12 @@ __all__ = [
     "ModelServer",
     "Printer",
     "Resource",
+    "PostgresKeys",
+    "PostgresStore",
     "SecretKeyRef",
+    "SqliteStore",
+    "SslMode",
+    "Store",
     "ServerKind",
     "Task",
     "TaskPhase",
@@ -60,9 +66,6 @@ _DNS_LABEL = DNS_LABEL
 # character. ``ankka._kernel.model_names`` maps it to its ``ANKKA_MODEL_<NAME>_*`` variables.
 _MODEL_NAME = r"^[^\x00-\x1f\x7f]*[A-Za-z0-9][^\x00-\x1f\x7f]*$"
 _MODEL_NAME_MAX = 128
-
-
-_Wire = Wire
 
 
 class ConditionStatus(enum.StrEnum):
@@ -328,6 +331,106 @@ class AgentCaller(_Wire):
     """Pods, chosen by their labels, that may call."""
 
 
+class SqliteStore(_Wire):
+    """SQLite in one file on a volume of the pod, for one replica (the operator refuses more:
+    each pod would keep sessions of its own)."""
+
+    claim_name: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=253)
+    """A PersistentVolumeClaim to keep the file on, so sessions outlive the pod; without one,
+    an emptyDir (sessions last as long as the pod)."""
+
+
+class SslMode(enum.StrEnum):
+    """libpq's sslmode: disable, allow, prefer, require, verify-ca or verify-full."""
+
+    DISABLE = "disable"
+    ALLOW = "allow"
+    PREFER = "prefer"
+    REQUIRE = "require"
+    VERIFY_CA = "verify-ca"
+    VERIFY_FULL = "verify-full"
+
+
+class PostgresKeys(_Wire):
+    """The keys of the Secret that hold each part (CloudNativePG's and most operators' names by
+    default)."""
+
+    host: str = Field(default="host", min_length=1, max_length=253)
+    """The server's host name."""
+    port: str = Field(default="port", min_length=1, max_length=253)
+    """Its port (optional in the Secret: 5432 without it)."""
+    database: str = Field(default="dbname", min_length=1, max_length=253)
+    """The database."""
+    user: str = Field(default="user", min_length=1, max_length=253)
+    """The role to log in as."""
+    password: str = Field(default="password", min_length=1, max_length=253)
+    """Its password."""
+
+
+class PostgresStore(_Wire):
+    """PostgreSQL from a Secret: a whole DSN in one key (dsnSecretRef), or its parts as keys of
+    one Secret (secretName). The values reach the runtime through valueFrom, never the
+    Deployment; every replica shares the sessions, one turn at a time per session."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.dsnSecretRef) != has(self.secretName)",
+                    "message": "give dsnSecretRef (a DSN) or secretName (its parts), not both",
+                }
+            ]
+        }
+    )
+
+    dsn_secret_ref: SecretKeyRef | None = None
+    """A key holding the whole DSN, e.g. postgresql://cart:PASSWORD@pg.db.svc:5432/shop."""
+    secret_name: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=253)
+    """A Secret holding the parts, by the keys in keys (host, port, dbname, user, password)."""
+    keys: PostgresKeys = Field(default_factory=PostgresKeys)
+    """Which key of secretName holds which part."""
+    ssl_mode: SslMode | None = None
+    """libpq's sslmode (PGSSLMODE)."""
+    schema_: str | None = Field(
+        default=None, alias="schema", pattern=r"^[a-z_][a-z0-9_]*$", max_length=63
+    )
+    """The schema the runtime's tables live in, created when missing (the role needs CREATE
+    on the database); default ankka_<namespace>_<agent>, so Agents sharing one database never
+    share tables."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PostgresStore:
+        if (self.dsn_secret_ref is None) == (self.secret_name is None):
+            raise ValueError("give dsnSecretRef (a DSN) or secretName (its parts), not both")
+        return self
+
+
+class Store(_Wire):
+    """Where the runtime keeps its sessions, tasks and approvals: sqlite or postgres."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!(has(self.sqlite) && has(self.postgres))",
+                    "message": "a store is sqlite or postgres, not both",
+                }
+            ]
+        }
+    )
+
+    sqlite: SqliteStore | None = None
+    """SQLite on a volume of the pod (one replica)."""
+    postgres: PostgresStore | None = None
+    """PostgreSQL from a Secret (any number of replicas)."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Store:
+        if self.sqlite is not None and self.postgres is not None:
+            raise ValueError("a store is sqlite or postgres, not both")
+        return self
+
+
 class AgentSpec(PodOverlay):
     """A service's agents: the image and module to run, the models they use, and the pod
     settings of their runtime (resources, env from Secrets, tolerations, ...)."""
@@ -352,6 +455,10 @@ class AgentSpec(PodOverlay):
     runtime: AgentRuntime | None = Field(
         default=None, description="How the operator reaches the runtime (see runtime.address)."
     )
+    store: Store | None = None
+    """Where the runtime keeps sessions, tasks and approvals: SQLite on a volume (one replica)
+    or PostgreSQL from a Secret. Without it: the chart's shared PostgreSQL when it has one
+    (store.postgres), else SQLite on an emptyDir."""
     callers: list[AgentCaller] = Field(default_factory=list, max_length=32)
     """Who else may reach the runtime's port over the network, besides the platform's gateway
     and operator (rendered as the Agent's NetworkPolicy). Callers still identify themselves to

@@ -15,7 +15,7 @@ from typing import Any
 
 from ankka._kernel.model_names import env_name, settings_name
 from ankka.api.resources import AgentSpec
-from ankka.operator import netpol, pods
+from ankka.operator import netpol, pods, stores
 from ankka.operator.certs import agent_uri
 from ankka.operator.objects import Obj, labels_for, owner_reference
 from ankka.operator.settings import Settings
@@ -42,10 +42,6 @@ RUNTIME_PORT = 8080
 PROBE_PORT = 8081
 SERVICE_PORT = 443
 CERT_DIR = "/var/run/ankka/tls"
-# The runtime's session store: SQLite on a volume of the pod's own (an emptyDir, kept while
-# the pod lives), since the image's working directory is not the runtime user's to write.
-DATA_DIR = "/var/lib/ankka"
-STORE = f"sqlite:///{DATA_DIR}/sessions.sqlite3"
 
 
 def certificate_secret_name(agent: str) -> str:
@@ -154,6 +150,9 @@ def runtime_env(
     ]
     if name:
         env += token_review_env(namespace, name, settings)
+        env += stores.store_env(
+            stores.effective_store(spec, settings, agent=name), namespace=namespace, agent=name
+        )
     if any(m.installation is not None for m in spec.models):
         env.append({"name": "ANKKA_MODELS_ADDRESS", "value": settings.models_address})
     for model in spec.models:
@@ -225,6 +224,7 @@ def agent_children(
     Agent's Deployment has no replicas."""
     labels = labels_for("agent", name)
     owner = [owner_reference("Agent", name, uid)]
+    store = stores.effective_store(spec, settings, agent=name)
 
     def meta(**extra: Any) -> dict[str, Any]:
         return {
@@ -264,8 +264,7 @@ def agent_children(
             CERT_DIR,
             "--probe-port",
             str(PROBE_PORT),
-            "--store",
-            STORE,
+            # The store is ANKKA_STORE (ankka.operator.stores): a DSN stays out of the args.
         ],
         "ports": [
             {"name": "https", "containerPort": RUNTIME_PORT},
@@ -274,7 +273,7 @@ def agent_children(
         "env": runtime_env(spec, settings, namespace=namespace, name=name),
         "volumeMounts": [
             {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
-            {"name": "data", "mountPath": DATA_DIR},
+            {"name": "data", "mountPath": stores.DATA_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "probe"}},
@@ -289,7 +288,7 @@ def agent_children(
         "containers": [runtime],
         "volumes": [
             {"name": "tls", "secret": {"secretName": certificate_secret_name(name)}},
-            {"name": "data", "emptyDir": {}},
+            stores.store_volume(store),
             {"name": "tmp", "emptyDir": {}},
         ],
     }
@@ -304,6 +303,12 @@ def agent_children(
             "replicas": 0 if held else spec.replicas,
             "selector": {"matchLabels": labels},
             "template": {"metadata": pods.template_metadata(labels, spec), "spec": pod_spec},
+            # One writer for an SQLite file on a claim: the old pod goes before the new one.
+            **(
+                {"strategy": {"type": "Recreate"}}
+                if store.sqlite and store.sqlite.claim_name
+                else {}
+            ),
         },
     }
     children = [service_account, service, deployment]

@@ -38,7 +38,7 @@ import kopf
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.resources import GROUP, VERSION
-from ankka.operator import periodic, reconcile, task_reconcile
+from ankka.operator import agent_reconcile, periodic, reconcile, task_reconcile
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import condition_status
 from ankka.operator.runtime_client import RuntimeClients
@@ -238,7 +238,7 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
         return
     log.info("InstallationModel %s/%s served=%s: reconciling %s", *key, served, dependents)
     p = platform(memo)
-    await asyncio.gather(*(reconcile.reconcile_agent(p, key[0], a) for a in dependents))
+    await asyncio.gather(*(agent_reconcile.reconcile_agent(p, key[0], a) for a in dependents))
 
 
 # --- agents ---------------------------------------------------------------------------------
@@ -249,7 +249,7 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
 @kopf.on.update(GROUP, VERSION, "agents", field="spec")
 async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
     p = platform(memo)
-    await reconcile.reconcile_agent(p, str(namespace), name)
+    await agent_reconcile.reconcile_agent(p, str(namespace), name)
     # The models it names may have gained (or lost) a caller.
     await reconcile.render_models_file(p, kwargs["agents_by_model"])
     await reconcile.render_token_review_binding(p, lambda: _accounts(kwargs))
@@ -283,7 +283,7 @@ async def agent_deployment_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: A
     memo["rollout"] = seen
     owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Agent"]
     if owners:
-        await reconcile.reconcile_agent(
+        await agent_reconcile.reconcile_agent(
             platform(memo), str(meta.get("namespace")), owners[0]["name"]
         )
 

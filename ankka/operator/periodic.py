@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from ankka.operator import reconcile
+from ankka.operator import agent_reconcile, reconcile
 from ankka.operator.kube import SOONEST
 from ankka.operator.tlssecrets import CERT_LABEL
 
@@ -59,7 +59,7 @@ async def resync_agents(p: reconcile.Platform) -> None:
     agents = await p.kube.list(reconcile.API_VERSION, "Agent")
     await _bounded(
         [
-            reconcile.reconcile_agent(
+            agent_reconcile.reconcile_agent(
                 p, a["metadata"]["namespace"], a["metadata"]["name"], fetch=True
             )
             for a in agents

@@ -26,11 +26,11 @@ from pydantic import ValidationError
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
-from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
-from ankka.operator import agent_status, agents, certs, events, models, netpol, tlssecrets
+from ankka.api.resources import GROUP, VERSION, ConditionStatus, InstallationModelSpec
+from ankka.operator import agents, certs, events, models, netpol, tlssecrets
 from ankka.operator.identity import OperatorIdentity
-from ankka.operator.kube import LATER, SOONEST, Kube, KubeError
-from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
+from ankka.operator.kube import SOONEST, Kube, KubeError
+from ankka.operator.objects import Obj, condition_status, timestamp
 from ankka.operator.settings import Settings
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "ensure_gateway_certificate",
     "probe_is_due",
     "probe_model",
-    "reconcile_agent",
     "reconcile_model",
     "render_models_file",
     "render_token_review_binding",
@@ -87,6 +86,7 @@ class Platform:
         self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
         self.statuses: dict[tuple[str, str], tuple[str, Obj]] = {}  # (ns, name) → (uid, status)
         self._models_file = _Coalesced()
+        self._shared_store: tuple[Obj | None] | None = None
         self._token_review_binding = _Coalesced()
         # One client for every probe: a client's TLS context costs ~15-30 ms of CPU to build,
         # which at one per probe (every unserved model, every tick) was most of the operator's
@@ -115,6 +115,16 @@ class Platform:
     def forget(self) -> None:
         self.applied.clear()
         self.good_certificates.clear()
+        self._shared_store = None
+
+    async def shared_store_secret(self) -> Obj | None:
+        """The chart's shared store Secret (platform namespace), read once per resync."""
+        if self._shared_store is None:
+            name = self.settings.default_store_secret
+            self._shared_store = (
+                await self.kube.get("v1", "Secret", self.settings.namespace, name),
+            )
+        return self._shared_store[0]
 
     async def apply(self, obj: Obj) -> None:
         """Server-side apply, skipped when this process applied the identical body already;
@@ -509,135 +519,3 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         # which must not queue behind the releases this model's Served just started.
         await record(p, _involved(body, "InstallationModel"), happening, priority=SOONEST)
     return probed is not None
-
-
-# --- agents ---------------------------------------------------------------------------------
-
-
-async def _served(p: Platform, namespace: str, names: set[str]) -> dict[str, bool]:
-    out: dict[str, bool] = {}
-    for name in sorted(names):
-        if p.view is not None:
-            im = p.view.model(namespace, name)
-        else:
-            im = await p.kube.get(API_VERSION, "InstallationModel", namespace, name)
-        out[name] = im is not None and condition_status(im.get("status"), "Served") == "True"
-    return out
-
-
-def _desired(body: Obj) -> int:
-    replicas = (body.get("spec") or {}).get("replicas", 1)
-    return replicas if isinstance(replicas, int) and replicas >= 0 else 0
-
-
-async def _deployment(p: Platform, namespace: str, name: str) -> Obj | None:
-    """The Agent's Deployment as its watch last saw it (its status is the pods' readiness:
-    every change of it reconciles the Agent again, ``handlers.agent_deployment_changed``);
-    fetched only without a view."""
-    if p.view is None:
-        return await p.kube.get("apps/v1", "Deployment", namespace, name)
-    return p.view.deployment(namespace, name)
-
-
-async def _write_agent_status(p: Platform, body: Obj, previous: Obj | None, status: Obj) -> str:
-    """Write the status unless it is what is stored already; post an Event when the phase
-    changed (held, released, failed)."""
-    meta = body["metadata"]
-    key = (meta["namespace"], meta["name"])
-    stored = previous or {}
-    if any(stored.get(field) != value for field, value in status.items()):
-        await p.kube.patch_status(API_VERSION, "Agent", *key, status, priority=LATER)
-    # A merge patch leaves absent fields alone. By uid: an Agent made again is another object.
-    p.statuses[key] = (meta["uid"], {**stored, **status})
-    phase: str = status["phase"]
-    words = "; ".join(
-        str(c.get("message"))
-        for kind in ("ModelsServed", "Ready")
-        for c in status.get("conditions") or []
-        if c.get("type") == kind and c.get("message")
-    )
-    happening = events.agent_happening((previous or {}).get("phase"), phase, words)
-    if happening is not None:
-        await record(p, _involved(body, "Agent"), happening)
-    return phase
-
-
-async def reconcile_agent(
-    p: Platform, namespace: str, name: str, *, fetch: bool = False
-) -> str | None:
-    """Render one Agent; returns its phase, None if it is gone.
-
-    The Agent and its InstallationModels come from the view, read under the Agent's lock:
-    kopf updates its indexes before it runs the handler of the event that changed them, so a
-    reconcile that takes the lock after another sees at least what that one saw. The status
-    compared and transitioned from is the one this process last wrote, else the view's. A
-    write is skipped when the rendered object is unchanged; a release is then the Deployment
-    and the status. ``fetch`` (the resync) reads the Agent from the API instead, under the
-    lock, so it is newer than any write made before."""
-    async with p.lock(namespace, name):
-        if fetch or p.view is None:
-            body = await p.kube.get(API_VERSION, "Agent", namespace, name)
-        else:
-            body = p.view.agent(namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            p.statuses.pop((namespace, name), None)
-            return None
-        now = p.clock.now()
-        stored = body.get("status")
-        uid = body["metadata"]["uid"]
-        known = p.statuses.get((namespace, name))
-        previous = known[1] if known is not None and known[0] == uid and not fetch else stored
-        generation = body["metadata"].get("generation")
-        try:
-            spec = AgentSpec.model_validate(body.get("spec") or {})
-            reason = agents.invalid_reason(spec) or agents.overlay_conflict(
-                spec, p.settings, namespace=namespace, name=name
-            )
-        except ValidationError as exc:
-            reason = f"spec does not parse: {exc.errors()[0]['msg']}"
-        if reason is not None:
-            # Nothing is created for an invalid Agent; one that was valid before keeps its
-            # children but runs no pods until it is fixed.
-            await p.kube.scale_to_zero(namespace, name)
-            p.applied.pop(("apps/v1", "Deployment", namespace, name), None)
-            failed = agent_status.failed_status(
-                previous,
-                reason=reason,
-                desired=_desired(body),
-                generation=generation,
-                now=now,
-            )
-            return await _write_agent_status(p, body, previous, failed)
-        installations = {m.installation for m in spec.models if m.installation}
-        awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
-        not_after = await _ensure_leaf(
-            p,
-            namespace=namespace,
-            name=agents.certificate_secret_name(name),
-            uri=certs.agent_uri(namespace, name),
-            role="agent",
-            dns_names=certs.agent_dns_names(namespace, name),
-            owners=[owner_reference("Agent", name, uid)],
-            # Never rendered: its certificate Secret is created, not read first.
-            absent=not (previous or {}).get("certificateNotAfter"),
-        )
-        children = agents.agent_children(
-            namespace=namespace,
-            name=name,
-            uid=uid,
-            spec=spec,
-            settings=p.settings,
-            held=bool(awaited),
-        )
-        for child in children:
-            await p.apply(child)
-        status = agent_status.rendered_status(
-            previous,
-            awaited=awaited,
-            replicas=spec.replicas,
-            deployment=await _deployment(p, namespace, name),
-            certificate_not_after=not_after,
-            generation=generation,
-            now=now,
-        )
-        return await _write_agent_status(p, body, previous, status)

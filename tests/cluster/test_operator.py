@@ -270,6 +270,14 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
         "secretKeyRef": {"name": "vendor-keys", "key": "anthropic"}
     }
     assert env["CART_CURRENCY"] == "EUR"
+    # Two replicas on the PostgreSQL the example names (libpq's variables from its Secret).
+    assert env["ANKKA_STORE"] == "postgresql://"
+    assert env["PGPASSWORD"] == {"secretKeyRef": {"name": "cart-db", "key": "password"}}
+    assert env["PGOPTIONS"] == "-c search_path=ankka_shop_cart"
+    assert runtime["resources"] == {
+        "requests": {"cpu": "200m", "memory": "256Mi"},
+        "limits": {"memory": "512Mi"},
+    }
     assert env["ANKKA_COMPACTION_LIMIT_CHARS"] == "8000"
     assert env["ANKKA_COMPACTION_KEEP_MESSAGES"] == "6"
     assert "subPath" not in runtime["volumeMounts"][0]

@@ -162,7 +162,9 @@ def test_the_runtime_keeps_its_sessions_on_a_volume_of_its_own() -> None:
     )
     pod = children[2]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["args"][-2:] == ["--store", "sqlite:////var/lib/ankka/sessions.sqlite3"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ANKKA_STORE"] == "sqlite:////var/lib/ankka/sessions.sqlite3"
+    assert "--store" not in container["args"]
     assert {"name": "data", "mountPath": "/var/lib/ankka"} in container["volumeMounts"]
     assert {"name": "data", "emptyDir": {}} in pod["volumes"]
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ankka._kernel.errors import ConfigurationError, StoreError
-from ankka.runtime.journal.postgres import redacted
+from ankka.runtime.journal.postgres import ENSURE_SCHEMA, MIGRATION_LOCK, redacted
 from ankka.runtime.tasks.store import SCHEMA, Transaction
 
 try:
@@ -59,7 +59,8 @@ class PostgresTaskStore:
             try:
                 pool.open(wait=True, timeout=10)
                 with pool.connection() as conn, conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_TASKS_LOCK,))
+                    conn.execute(MIGRATION_LOCK)
+                    conn.execute(ENSURE_SCHEMA)
                     for statement in SCHEMA:
                         conn.execute(statement)
             except BaseException:
