@@ -15,9 +15,9 @@ import enum
 import re
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, WithJsonSchema, field_validator
+from pydantic import Field, StrictInt, StrictStr, WithJsonSchema, field_validator
 
-from ankka.api.wire import DNS_LABEL, Wire
+from ankka.api.wire import DNS_LABEL, Wire, checked
 
 __all__ = [
     "QUANTITY",
@@ -48,13 +48,6 @@ Quantity = Annotated[
 ]
 _ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 _LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-
-
-def _checked(rule: str, message: str) -> ConfigDict:
-    """A class-level CEL rule the API server checks (the operator's parse checks it too)."""
-    return ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message}]}
-    )
 
 
 class Resources(Wire):
@@ -112,7 +105,7 @@ class FieldRef(Wire):
 class EnvVarSource(Wire):
     """Where a variable's value comes from: one of a Secret's key, a ConfigMap's key, a field."""
 
-    model_config = _checked(
+    model_config = checked(
         "[has(self.secretKeyRef), has(self.configMapKeyRef), "
         "has(self.fieldRef)].filter(x, x).size() == 1",
         "valueFrom takes exactly one of secretKeyRef, configMapKeyRef, fieldRef",
@@ -129,7 +122,7 @@ class EnvVarSource(Wire):
 class EnvVar(Wire):
     """An environment variable of the container: a value, or valueFrom a Secret or ConfigMap."""
 
-    model_config = _checked(
+    model_config = checked(
         "!(has(self.value) && has(self.valueFrom))",
         "an env entry has a value or a valueFrom, not both",
     )
@@ -161,7 +154,7 @@ class NamedRef(Wire):
 class EnvFrom(Wire):
     """Every key of a Secret or a ConfigMap as a variable (with an optional prefix)."""
 
-    model_config = _checked(
+    model_config = checked(
         "has(self.secretRef) != has(self.configMapRef)",
         "envFrom takes one of secretRef or configMapRef",
     )

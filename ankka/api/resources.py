@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ankka.api.pods import EnvVar, PodOverlay
-from ankka.api.wire import DNS_LABEL
+from ankka.api.wire import DNS_LABEL, checked
 from ankka.api.wire import Wire as _Wire
 
 __all__ = [
@@ -372,15 +372,9 @@ class PostgresStore(_Wire):
     one Secret (secretName). The values reach the runtime through valueFrom, never the
     Deployment; every replica shares the sessions, one turn at a time per session."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "has(self.dsnSecretRef) != has(self.secretName)",
-                    "message": "give dsnSecretRef (a DSN) or secretName (its parts), not both",
-                }
-            ]
-        }
+    model_config = checked(
+        "has(self.dsnSecretRef) != has(self.secretName)",
+        "give dsnSecretRef (a DSN) or secretName (its parts), not both",
     )
 
     dsn_secret_ref: SecretKeyRef | None = None
@@ -408,15 +402,8 @@ class PostgresStore(_Wire):
 class Store(_Wire):
     """Where the runtime keeps its sessions, tasks and approvals: sqlite or postgres."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!(has(self.sqlite) && has(self.postgres))",
-                    "message": "a store is sqlite or postgres, not both",
-                }
-            ]
-        }
+    model_config = checked(
+        "!(has(self.sqlite) && has(self.postgres))", "a store is sqlite or postgres, not both"
     )
 
     sqlite: SqliteStore | None = None

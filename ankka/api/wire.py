@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-__all__ = ["DNS_LABEL", "Wire"]
+__all__ = ["DNS_LABEL", "Wire", "checked"]
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
@@ -27,4 +27,12 @@ class Wire(BaseModel):
         extra="forbid",
         frozen=True,
         use_attribute_docstrings=True,
+    )
+
+
+def checked(rule: str, message: str) -> ConfigDict:
+    """A class-level CEL rule the API server checks (``x-kubernetes-validations``); the
+    operator's parse checks the same with a model validator where it matters."""
+    return ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message}]}
     )
