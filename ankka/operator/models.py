@@ -183,8 +183,14 @@ def server_children(
     }
     if args:
         container["args"] = args
-    if server.kind is ServerKind.OLLAMA:
-        container["env"] = [{"name": "OLLAMA_HOST", "value": f"0.0.0.0:{port}"}]
+    env = (
+        [{"name": "OLLAMA_HOST", "value": f"0.0.0.0:{port}"}]
+        if server.kind is ServerKind.OLLAMA
+        else []
+    )
+    env += [e.rendered() for e in server.env if e.name not in {v["name"] for v in env}]
+    if env:
+        container["env"] = env
     # No service-link variables: a model server reads settings from its environment too.
     pod_spec: dict[str, Any] = {
         "enableServiceLinks": False,

@@ -89,12 +89,13 @@ def _dump(items: Iterable[Any]) -> list[dict[str, Any]]:
 
 def apply_overlay(pod: dict[str, Any], container: dict[str, Any], overlay: PodOverlay) -> None:
     """Merge ``overlay`` into the rendered ``pod`` spec and its main ``container`` (in place,
-    on dicts this module's caller just built). Owned keys are never touched."""
+    on dicts this module's caller just built). Owned keys are never touched. ``env`` is the
+    caller's to render: it comes after the operator's own variables (an Agent's in
+    ``agents.runtime_env``, a model server's in ``models.server_children``)."""
     if overlay.resources is not None:
         resources = overlay.resources.model_dump(by_alias=True, exclude_defaults=True)
         if resources:
             container["resources"] = resources
-    container["env"] = [*container.get("env", []), *(v.rendered() for v in _env(overlay))]
     if overlay.env_from:
         container["envFrom"] = _dump(overlay.env_from)
     if overlay.image_pull_secrets:
@@ -107,8 +108,6 @@ def apply_overlay(pod: dict[str, Any], container: dict[str, Any], overlay: PodOv
         pod["affinity"] = dict(overlay.affinity)
     if overlay.priority_class_name:
         pod["priorityClassName"] = overlay.priority_class_name
-    if not container["env"]:
-        del container["env"]
 
 
 def template_metadata(labels: dict[str, str], overlay: PodOverlay) -> dict[str, Any]:
@@ -118,7 +117,3 @@ def template_metadata(labels: dict[str, str], overlay: PodOverlay) -> dict[str, 
     if overlay.pod_annotations:
         meta["annotations"] = dict(overlay.pod_annotations)
     return meta
-
-
-def _env(overlay: PodOverlay) -> list[Any]:
-    return list(getattr(overlay, "env", []) or [])

@@ -167,7 +167,7 @@ def test_gateway_certificate_names_the_platform_identity(
                 "spec": {
                     "image": "i",
                     "module": "m",
-                    "models": [{"name": "Bad-Name", "preset": "openai"}],
+                    "models": [{"name": "--", "preset": "openai"}],  # no letter or digit
                 },
             },
             "spec.models[0].name",
@@ -493,6 +493,7 @@ def test_a_scale_by_patch_leaves_the_next_apply_in_charge(kubectl: Kubectl, shop
             "image": "i",
             "module": "m",
             "replicas": 1,
+            "store": {"postgres": {"secretName": "scaler-db"}},  # more than one replica
             "models": [{"name": "local", "installation": "smollm"}],
         },
     }

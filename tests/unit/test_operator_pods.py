@@ -62,6 +62,8 @@ def test_the_overlay_reaches_the_runtimes_pod_and_its_service_account() -> None:
         "requests": {"cpu": "250m", "memory": "256Mi"},
         "limits": {"nvidia.com/gpu": 1},  # an integer, as a Pod takes it
     }
+    names = [e["name"] for e in container["env"]]
+    assert len(names) == len(set(names)), names  # the API server refuses a name twice
     env = {e["name"]: e for e in container["env"]}
     assert env["SHOP_MODE"] == {"name": "SHOP_MODE", "value": "live"}
     assert env["SHOP_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "shop", "key": "token"}}
