@@ -2,6 +2,12 @@
 
 Each subcommand lives with the deployable it runs and is imported only when chosen, so
 ``ankka standin`` never loads the operator's Kubernetes client and ``--help`` stays fast.
+
+A user's mistake is answered with one line on stderr, ``ankka COMMAND: what was wrong and
+what to pass instead``, and exit status 2, never a traceback: argparse's own errors (an
+unknown option, a port that is no port), a :class:`~ankka._kernel.errors.ConfigurationError`
+or :class:`~ankka._kernel.errors.RequestError` a command raises, and the ``SystemExit``
+messages of set-up code. A bug still shows its traceback.
 """
 
 from __future__ import annotations
@@ -9,13 +15,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from importlib import metadata
+from typing import NoReturn
 
-__all__ = ["main"]
+from ankka._kernel.errors import ConfigurationError, RequestError
+
+__all__ = ["COMMANDS", "main"]
 
 # name → (module, one-line help). The module has configure(parser) and run(args) -> int, and
 # may set DESCRIPTION and EPILOG for its --help (its docstring is the description otherwise).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("ankka.runtime.cli_serve", "serve a service's agents over HTTP"),
+    "serve": ("ankka.runtime.serve.cli", "serve a service's agents over HTTP"),
     "standin": ("ankka.local.cli_standin", "run the scripted stand-in model server"),
     "gateway": ("ankka.gateway.cli", "run the checked model gateway (OpenAI-compatible, mTLS)"),
     "operator": ("ankka.operator.cli", "run the Kubernetes operator (extra 'operator')"),
@@ -26,6 +36,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("ankka.local.up.cli_status", "show what `ankka up` runs"),
 }
 
+USAGE_ERROR = 2  # the status of every refusal of what the user passed, as argparse's own
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with an error said in one line (and where to read more), not the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
 
 def _chosen(argv: list[str]) -> str | None:
     """The command ``argv`` names (its first word not an option), if it is one of ours."""
@@ -35,17 +54,26 @@ def _chosen(argv: list[str]) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(
+def _version() -> str:
+    try:
+        return metadata.version("ankka")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _parser(
+    words: list[str],
+) -> tuple[argparse.ArgumentParser, dict[str, tuple[object, argparse.ArgumentParser]]]:
+    parser = _Parser(
         prog="ankka",
         description="ankka: agents on Kubernetes. Run `ankka COMMAND --help` for a command.",
     )
+    parser.add_argument("--version", action="version", version=f"ankka {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # Only the chosen command's module is imported (and configured): the others cost a
     # process that runs one command nothing, and `ankka --help` needs their one-line help only.
     chosen = _chosen(words)
-    modules = {}
+    modules: dict[str, tuple[object, argparse.ArgumentParser]] = {}
     for name, (module_name, help_text) in COMMANDS.items():
         if name != chosen:
             sub.add_parser(name, help=help_text)
@@ -64,9 +92,33 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
         module.configure(command)
-        modules[name] = module
-    args = parser.parse_args(words)
-    result: int = modules[args.command].run(args)
+        modules[name] = (module, command)
+    return parser, modules
+
+
+def _refuse(command: str, message: str) -> int:
+    prefix = f"ankka {command}:"
+    print(message if message.startswith(prefix) else f"{prefix} {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    parser, modules = _parser(words)
+    args, extra = parser.parse_known_args(words)
+    module, command = modules[args.command]
+    if extra:  # said by the command's parser, so its --help is the one named
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        result: int = module.run(args)  # type: ignore[attr-defined]
+    except (ConfigurationError, RequestError) as exc:
+        return _refuse(args.command, str(exc))
+    except SystemExit as exc:
+        if isinstance(exc.code, str):  # set-up code's refusal: a message, not a status
+            return _refuse(args.command, exc.code)
+        raise
+    except KeyboardInterrupt:
+        return 130
     return result
 
 

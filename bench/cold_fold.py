@@ -39,7 +39,7 @@ if __name__ == "__main__" and "--worker" in sys.argv:
 
 
 def _turn_records(n: int) -> list[Any]:
-    from ankka.runtime.messages import (
+    from ankka.runtime.records.messages import (
         AssistantMessage,
         ModelCall,
         ToolCall,
@@ -75,8 +75,8 @@ def _turn_records(n: int) -> list[Any]:
 
 
 async def _open(store: str) -> Any:
-    from ankka.runtime.journal.journal import Journal
-    from ankka.runtime.journal.open import open_store
+    from ankka.runtime.store.journal import Journal
+    from ankka.runtime.store.open import open_store
 
     return Journal(await open_store(store))
 
@@ -89,7 +89,7 @@ async def _write(store: str, session: str, messages: int) -> None:
 
 
 async def _measure(store_url: str, session: str, rounds: int) -> dict[str, float]:
-    from ankka.runtime.host import _Conversations
+    from ankka.runtime.engine.session import SessionCache
 
     parts: dict[str, list[float]] = {"wall": [], "fold": [], "read": [], "decode": []}
     cpu = time.process_time  # the process's CPU, every thread's: the store's reader is one
@@ -97,7 +97,7 @@ async def _measure(store_url: str, session: str, rounds: int) -> dict[str, float
         store = journal.store
         for _ in range(rounds):
             began, began_cpu = time.perf_counter(), cpu()
-            await _Conversations(journal, 1).load(session)
+            await SessionCache(journal, 1).load(session)
             parts["fold"].append(cpu() - began_cpu)
             parts["wall"].append(time.perf_counter() - began)
             began = cpu()

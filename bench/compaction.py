@@ -26,14 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.compaction import Compaction
-from ankka.runtime.compaction.view import memory_chars
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import Usage
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.engine.view import memory_chars
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_wire import encode_request
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.store.sqlite import SqliteStore
 
 QUESTION = "Let us keep talking about the weather and other things, shall we?"
 ANSWER = "Noted; tell me more whenever you like."

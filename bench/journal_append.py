@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
 
-from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.store.sqlite import SqliteStore
 
 BODY = '{"content":"' + "x" * 200 + '","agent":"a","turn":"t"}'
 

@@ -41,11 +41,11 @@ import uvicorn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ankka.local import local_model
+from ankka.runtime.declare.judgments.verify import verify_answer
 from ankka.runtime.judgments import Inquiry, ask
-from ankka.runtime.judgments.logprob_provider import LogprobJudgmentProvider
-from ankka.runtime.judgments.logprobs import encode_question, read_answer
-from ankka.runtime.judgments.verify import verify_answer
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
+from ankka.runtime.providers.logprob_judge import LogprobJudgmentProvider
+from ankka.runtime.providers.logprobs import encode_question, read_answer
 from examples.triage import TEAM, URGENT
 
 MESSAGES = [

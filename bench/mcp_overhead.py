@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mcp import Client
 
-from ankka.runtime.mcp.config import McpServerSettings
-from ankka.runtime.mcp.servers import McpServers
+from ankka.runtime.features.mcp.config import McpServerSettings
+from ankka.runtime.features.mcp.servers import McpServers
 from examples.shop import no_instructions
 from tests.support.processes import REPO, started
 

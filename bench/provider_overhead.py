@@ -34,10 +34,16 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ankka.runtime.messages import AssistantMessage, Message, ToolCall, ToolResult, UserMessage
+from ankka.runtime.declare.tools import ToolSpec
 from ankka.runtime.providers.base import ModelProvider, ModelRequest, TextDelta
 from ankka.runtime.providers.registry import providers_from_environment
-from ankka.runtime.tools import ToolSpec
+from ankka.runtime.records.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
 from tests.support.processes import ankka_command, started
 
 INSTRUCTIONS = "You answer questions about the weather. Use get_weather, then answer briefly."

@@ -24,7 +24,9 @@ from typing import Any
 
 sys.path.insert(0, os.environ.get("ANKKA_FROM") or str(Path(__file__).resolve().parents[1]))
 
-from ankka.runtime.messages import (
+from ankka.runtime.providers import anthropic_wire, chat_wire, responses_wire
+from ankka.runtime.providers.base import ModelRequest
+from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     ProviderState,
@@ -32,8 +34,6 @@ from ankka.runtime.messages import (
     ToolResult,
     UserMessage,
 )
-from ankka.runtime.providers import anthropic_wire, chat_wire, responses_wire
-from ankka.runtime.providers.base import ModelRequest
 
 WIRES: list[tuple[str, Any, dict[str, Any]]] = [
     ("chat", chat_wire, {}),

@@ -30,11 +30,11 @@ def get_weather(city: str) -> str:
 
 
 async def measure(turns: int) -> list[float]:
-    from ankka.runtime.agents import Service, Turn, TurnRequest
-    from ankka.runtime.host import Runtime
-    from ankka.runtime.journal.sqlite import SqliteStore
-    from ankka.runtime.testing import ScriptedProvider
-    from ankka.runtime.tools import tool
+    from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+    from ankka.runtime.declare.tools import tool
+    from ankka.runtime.drivers.request import Runtime
+    from ankka.runtime.providers.scripted import ScriptedProvider
+    from ankka.runtime.store.sqlite import SqliteStore
 
     service = Service("bench")
     weather_tool = tool(get_weather)

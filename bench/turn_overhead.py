@@ -254,11 +254,11 @@ def ankka_provider(wire: str, base_url: str) -> Any:
 async def ankka_turn(
     base_url: str, workdir: Path, wire: str = "chat"
 ) -> tuple[Turn, Callable[[], Awaitable[None]]]:
-    from ankka.runtime.agents import Service
-    from ankka.runtime.agents import Turn as Effect
-    from ankka.runtime.host import Runtime
-    from ankka.runtime.journal.sqlite import SqliteStore
-    from ankka.runtime.tools import tool
+    from ankka.runtime.declare.agents import Service
+    from ankka.runtime.declare.agents import Turn as Effect
+    from ankka.runtime.declare.tools import tool
+    from ankka.runtime.drivers.request import Runtime
+    from ankka.runtime.store.sqlite import SqliteStore
 
     service = Service("bench")
     weather_tool = tool(get_weather)

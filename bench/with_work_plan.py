@@ -17,10 +17,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ankka.runtime.tasks import statements
-from ankka.runtime.tasks.postgres_store import PostgresTaskStore
-from ankka.runtime.tasks.records import TaskSpec, TaskState
-from ankka.runtime.tasks.store import LIVE_EXCLUDED, Transaction
+from ankka.runtime.records.tasks import TaskSpec, TaskState
+from ankka.runtime.store import task_statements as statements
+from ankka.runtime.store.postgres_tasks import PostgresTaskStore
+from ankka.runtime.store.tasks import LIVE_EXCLUDED, Transaction
 from tests.support.postgres import postgres_cluster
 from tests.unit.tasks.test_task_store import JOINED_WITH_WORK
 

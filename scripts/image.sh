@@ -8,7 +8,8 @@
 #
 #   base    mmdebstrap --variant=minbase of Debian bookworm with python3 (and libgomp1 for
 #           llama.cpp), a non-root user ankka (uid 10001)     cached by its package list
-#   deps    ankka's dependencies from wheels, in the venv /opt/ankka
+#   deps    ankka's dependencies (and the extras operator, anthropic, mcp, postgres) from
+#           wheels, in the venv /opt/ankka
 #                                                            cached by image/requirements.lock
 #   ankka   the ankka wheel built from this checkout          cached per commit (and diff)
 #   app     examples/ in /app: the weather agent's image, built on top of ankka's
@@ -38,6 +39,9 @@ PY_MINOR=3.11  # bookworm's python3; the host's Python must match, the wheels ar
 BASE_PACKAGES=(python3 ca-certificates libgomp1)
 UID_ANKKA=10001
 LOCK="$ROOT/image/requirements.lock"
+# The extras in the image: the operator's, and what the documented examples need (an
+# anthropic model, MCP servers' tools, the PostgreSQL store); tests/unit/test_image_lock.py.
+IMAGE_EXTRAS=operator,anthropic,mcp,postgres
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n1)"
 SITE="opt/ankka/lib/python$PY_MINOR/site-packages"
 
@@ -88,7 +92,7 @@ base_layer() {
 lock() {
   check_python
   local report; report=$(mktemp)
-  "$PYTHON" -m pip install --quiet --dry-run --ignore-installed --report "$report" "$ROOT[operator,postgres]"
+  "$PYTHON" -m pip install --quiet --dry-run --ignore-installed --report "$report" "$ROOT[$IMAGE_EXTRAS]"
   "$PYTHON" - "$report" > "$LOCK.tmp" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
@@ -97,8 +101,8 @@ pins = sorted(
     for i in report["install"]
     if i["metadata"]["name"].lower() != "ankka"
 )
-print("# ankka's dependencies with the operator and postgres extras, as scripts/image.sh installs them")
-print("# into the image. Regenerate with: scripts/image.sh lock")
+print("# ankka's dependencies with the extras the image carries (operator, anthropic, mcp, postgres),")
+print("# as scripts/image.sh installs them into the image. Regenerate with: scripts/image.sh lock")
 print("\n".join(pins))
 PY
   mv "$LOCK.tmp" "$LOCK"

@@ -97,6 +97,14 @@ class ModelError(AnkkaError):
         self.detail = detail
         self.http_status = http_status
 
+    @property
+    def retryable(self) -> bool:
+        """Whether the same call, made again after a pause, may succeed: the provider was
+        down, timed out, answered 5xx, 408 or 429. A refused key or request is not, nor is a
+        scripted model out of script (each such class says so itself)."""
+        status = self.http_status
+        return status is None or status >= 500 or status in (408, 429)
+
 
 class ModelUnavailable(ModelError):
     kind = "model_unavailable"
@@ -111,6 +119,10 @@ class ModelTimeout(ModelError):
 class ModelAuthenticationError(ModelError):
     kind = "model_authentication_failed"
     status = 502
+
+    @property
+    def retryable(self) -> bool:
+        return False  # the key is refused: the deployer must act
 
 
 class TurnFailed(AnkkaError):

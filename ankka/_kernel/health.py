@@ -12,7 +12,7 @@ the request head. Bounded like every listener (:class:`ankka._kernel.bounded.Con
 a head must arrive within the header timeout, and past ``max_connections`` a new connection
 closes the oldest one still waiting for its head, so idle sockets cannot keep a probe out.
 Started and stopped by ``ankka gateway`` (:mod:`ankka.gateway.cli`) and ``ankka serve``
-(:mod:`ankka.runtime.cli_serve`).
+(:mod:`ankka.runtime.serve.cli`).
 """
 
 from __future__ import annotations

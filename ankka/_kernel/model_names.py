@@ -18,13 +18,18 @@ gives the lower-cased settings name (``gpt_4o``), and :func:`same_model` (or com
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import TypeVar
 
 __all__ = [
     "PREFIX",
     "env_name",
+    "find_model",
     "same_model",
     "settings_name",
 ]
+
+T = TypeVar("T")
 
 PREFIX = "ANKKA_MODEL_"
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_]")
@@ -43,3 +48,18 @@ def env_name(model: str, suffix: str) -> str:
 def same_model(a: str, b: str) -> bool:
     """Whether two spellings name one model (``gpt-4o`` and ``gpt_4o`` do)."""
     return settings_name(a) == settings_name(b)
+
+
+def find_model(configured: Mapping[str, T], model: str) -> T | None:
+    """The entry of ``configured`` (keyed by model name) that ``model`` names, or None.
+
+    An exact name wins; otherwise the one whose settings name is ``model``'s (the environment
+    gives ``gpt_4_1`` for ``ANKKA_MODEL_GPT_4_1_*``, an agent asks for ``gpt-4.1``).
+    """
+    found = configured.get(model)
+    if found is not None:
+        return found
+    for name, value in configured.items():
+        if same_model(name, model):
+            return value
+    return None

@@ -38,7 +38,26 @@ from typing import Any
 
 from ankka._kernel.bounded import ConnectionLimits, bounded_protocol
 
-__all__ = ["ConnectionLimits", "add_limit_options", "bind", "limits_from", "run", "serve_forever"]
+__all__ = [
+    "ConnectionLimits",
+    "add_limit_options",
+    "bind",
+    "limits_from",
+    "port_number",
+    "run",
+    "serve_forever",
+]
+
+
+def port_number(text: str) -> int:
+    """An argparse ``type``: a TCP port, 0 (the kernel picks a free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0 to 65535; 0 picks a free one)")
+    return port
 
 
 def add_limit_options(parser: argparse.ArgumentParser, *, env_prefix: str | None = None) -> None:
@@ -90,9 +109,10 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:  # OverflowError: a port past 65535
         sock.close()
-        raise SystemExit(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SystemExit(f"cannot listen on {host}:{port}: {reason}") from None
     sock.listen(2048)
     sock.setblocking(False)
     return sock

@@ -79,12 +79,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        type=int,
+        type=serve.port_number,
         help="port; 0 picks a free one (default 8443); env ANKKA_GATEWAY_LISTEN_PORT",
     )
     parser.add_argument(
         "--health-port",
-        type=int,
+        type=serve.port_number,
         metavar="PORT",
         help="also answer /healthz, /readyz and /metrics over plain HTTP on PORT, for kubelet "
         "probes and Prometheus, which have no client certificate (off by default; 0 picks a "

@@ -37,6 +37,7 @@ from typing import Any, cast
 import yaml
 
 from ankka._kernel.errors import ConfigurationError
+from ankka._kernel.urls import http_url
 from ankka.api.capabilities import UpstreamKind
 from ankka.gateway.callers import caller_names
 
@@ -146,8 +147,14 @@ def _entry(raw: object, index: int) -> ModelSpec:
     if kind not in _KINDS:
         raise ModelsFileError(f"{where}: 'kind' must be one of {list(_KINDS)}, not {kind!r}")
     url = raw.get("url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+    if not isinstance(url, str):
         raise ModelsFileError(f"{where}: 'url' must be an http:// or https:// address")
+    try:
+        url = http_url(url, setting="url", example="http://127.0.0.1:8080")
+    except ConfigurationError as exc:
+        raise ModelsFileError(
+            f"{where}: 'url' must be an http:// or https:// address: {exc}"
+        ) from None
     upstream = raw.get("upstream_model", name)
     if not isinstance(upstream, str) or not upstream:
         raise ModelsFileError(f"{where}: 'upstream_model' must be a non-empty string")

@@ -2,8 +2,9 @@
 
 - :mod:`ankka.local.standin` — the scripted stand-in model server (``ankka standin``), which
   speaks Chat Completions, Responses, Anthropic Messages and Ollama's ``/api/show`` from one
-  script; the script format itself is :mod:`ankka.runtime.script`, shared with the runtime's
-  public test double :class:`ankka.runtime.testing.ScriptedProvider`.
+  script; the script format itself is :mod:`ankka.runtime.providers.script`, shared with the
+  runtime's
+  public test double :class:`ankka.runtime.providers.scripted.ScriptedProvider`.
 - :mod:`ankka.local.local_model` — llama.cpp's server with SmolLM2, both from PyPI
   (``ankka local-model``).
 

@@ -25,7 +25,9 @@ __all__ = ["configure", "run"]
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--script", required=True, metavar="FILE", help="the JSON script")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
-    parser.add_argument("--port", type=int, default=8090, help="port; 0 picks a free one")
+    parser.add_argument(
+        "--port", type=serve.port_number, default=8090, help="port; 0 picks a free one"
+    )
     parser.add_argument("--model", default="standin", help="model name it reports")
     parser.add_argument(
         "--api-key-env",
@@ -37,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ankka.local.standin.server import create_app
-    from ankka.runtime.script import load_script
+    from ankka.runtime.providers.script import load_script
 
     try:
         script = load_script(args.script)

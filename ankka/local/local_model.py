@@ -35,6 +35,7 @@ from pathlib import Path
 import httpx2
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.serve import port_number
 
 __all__ = [
     "DEFAULT_CTX",
@@ -439,7 +440,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
     )
-    parser.add_argument("--port", type=int, default=8080, help="port (default: %(default)s)")
+    parser.add_argument(
+        "--port", type=port_number, default=8080, help="port (default: %(default)s)"
+    )
     parser.add_argument(
         "--ctx", type=int, default=DEFAULT_CTX,
         help="context length in tokens (default: %(default)s; the model was trained on 8192)",

@@ -176,7 +176,8 @@ def runtime_env(
                 }
             )
     for server in spec.mcp_servers:
-        # The runtime's contract (ankka/runtime/mcp/config.py): _URL, _HEADER_<NAME>; header
+        # The runtime's contract (ankka/runtime/features/mcp/config.py): _URL, _HEADER_<NAME>;
+        # header
         # values only ever through valueFrom, so no Secret's value is in the Deployment.
         prefix = f"ANKKA_MCP_{_mcp_env(server.name)}_"
         env.append({"name": prefix + "URL", "value": server.url})

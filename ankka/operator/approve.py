@@ -24,7 +24,7 @@ from typing import Any
 import httpx2
 from pydantic import ValidationError
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka.api.resources import GROUP, VERSION, AgentSpec, TaskSpec
 
 __all__ = ["APPROVER_HEADER", "configure", "run"]
@@ -126,6 +126,9 @@ async def _decide(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         answer = asyncio.run(_decide(args))
+    except ConfigurationError as exc:  # no kubeconfig: the user must pass one
+        print(f"ankka approve: {exc}", file=sys.stderr)
+        return 2
     except (_Refused, AnkkaError) as exc:
         print(f"ankka approve: {exc}", file=sys.stderr)
         return 1

@@ -50,6 +50,14 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(
             "ankka operator needs the 'operator' extra: pip install 'ankka[operator]'"
         ) from None
+    from ankka._kernel.urls import http_url
+    from ankka.operator.kube import Kube
+
+    if args.liveness is not None:
+        http_url(args.liveness, setting="--liveness", example="http://0.0.0.0:8080/healthz")
+    # The credentials are checked before kopf starts: kopf would retry a startup that cannot
+    # log in forever, a traceback a minute; a ConfigurationError is one line and status 2.
+    Kube.from_environment(field_manager="ankka-operator").close()
     kopf.configure(verbose=args.verbose)  # kopf installs the log handler
     logging.getLogger("httpcore").setLevel(logging.INFO)  # its DEBUG is per-socket noise
     logging.getLogger("ankka.operator").setLevel(logging.DEBUG if args.verbose else logging.INFO)

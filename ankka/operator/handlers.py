@@ -146,7 +146,11 @@ async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
         ours = Settings.from_env()
     except ConfigurationError as exc:  # retrying cannot fix a setting: stop, saying which
         raise kopf.PermanentError(str(exc)) from exc
-    p = reconcile.Platform(Kube.from_environment(field_manager=ours.field_manager), ours)
+    try:
+        kube = Kube.from_environment(field_manager=ours.field_manager)
+    except ConfigurationError as exc:  # no credentials: retrying will not make them
+        raise kopf.PermanentError(str(exc)) from exc
+    p = reconcile.Platform(kube, ours)
     try:
         await reconcile.ensure_ca(p)
         await reconcile.ensure_gateway_certificate(p)

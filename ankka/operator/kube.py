@@ -24,6 +24,7 @@ import functools
 import heapq
 import itertools
 import json
+import os
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -32,7 +33,7 @@ from urllib.parse import urlencode
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka.operator.objects import Obj
 
 __all__ = ["BACKGROUND", "FIRST", "LATER", "SOONEST", "Kube", "KubeError", "plural_of"]
@@ -140,9 +141,17 @@ class Kube:
                 client_configuration=configuration
             )
         except k8s_config.ConfigException:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
+            try:
+                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+            except (k8s_config.ConfigException, OSError, ValueError) as exc:
+                where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+                raise ConfigurationError(
+                    f"no Kubernetes credentials: not in a pod, and the kubeconfig {where} "
+                    f"does not load ({exc}); set KUBECONFIG to a kubeconfig file, or run "
+                    "`kubectl config view` to check yours"
+                ) from None
         api = k8s_client.ApiClient(configuration)
         api.user_agent = field_manager  # names the operator in audit logs and managedFields
         return cls(api, field_manager=field_manager)

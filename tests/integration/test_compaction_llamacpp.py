@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.compaction import Compaction
-from ankka.runtime.compaction.records import (
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.compaction import (
     COMPACTED,
     REJECTED,
     CompactionRejected,
     HistoryCompacted,
 )
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import SummaryMessage
-from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.records.messages import SummaryMessage
+from ankka.runtime.store.sqlite import SqliteStore
 from tests.integration.llamacpp import LlamaServer
 
 pytestmark = pytest.mark.integration

@@ -10,16 +10,16 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.compaction import Compaction
-from ankka.runtime.compaction.consumer import Job
-from ankka.runtime.compaction.leases import StoreLeases, open_leases
-from ankka.runtime.compaction.records import COMPACTED
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.postgres import PostgresStore
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.features.compaction.consumer import Job
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
-from ankka.runtime.tasks.postgres_store import PostgresTaskStore
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.compaction import COMPACTED
+from ankka.runtime.store.postgres import PostgresStore
+from ankka.runtime.store.postgres_tasks import PostgresTaskStore
+from ankka.runtime.store.session_leases import StoreLeases, open_leases
 from tests.support.leases import check_the_session_lease_rule
 
 pytestmark = pytest.mark.integration

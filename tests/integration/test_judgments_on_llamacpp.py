@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from ankka.local import local_model
+from ankka.runtime.declare.judgments.seam import Measured
 from ankka.runtime.judgments import (
     Choice,
     Inquiry,
@@ -27,10 +28,9 @@ from ankka.runtime.judgments import (
     YesNo,
     ask,
 )
-from ankka.runtime.judgments.logprob_provider import LogprobJudgmentProvider
-from ankka.runtime.judgments.logprobs import Constraint, encode_question, labels_for
-from ankka.runtime.judgments.seam import Measured
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
+from ankka.runtime.providers.logprob_judge import LogprobJudgmentProvider
+from ankka.runtime.providers.logprobs import Constraint, encode_question, labels_for
 from tests.integration.llamacpp import LlamaServer
 from tests.support.processes import Server, ankka_command, start
 

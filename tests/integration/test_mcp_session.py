@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from ankka.runtime.mcp.config import McpServerSettings
-from ankka.runtime.mcp.servers import McpServers
+from ankka.runtime.features.mcp.config import McpServerSettings
+from ankka.runtime.features.mcp.servers import McpServers
 from tests.support.processes import REPO, Server, started
 
 pytestmark = pytest.mark.integration

@@ -16,11 +16,11 @@ import pytest
 from pydantic import BaseModel
 
 from ankka._kernel.clock import SystemClock
-from ankka.runtime.agents import Turn
-from ankka.runtime.loop import TurnOutcome, run_turn
-from ankka.runtime.messages import UserMessage
+from ankka.runtime.declare.agents import Turn
+from ankka.runtime.engine.loop import TurnOutcome, run_turn
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
+from ankka.runtime.records.messages import UserMessage
 from tests.integration.llamacpp import LlamaServer
 from tests.support.processes import Server, ankka_command, start
 

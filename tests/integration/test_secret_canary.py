@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from ankka._kernel.errors import ModelError
-from ankka.runtime.messages import UserMessage
 from ankka.runtime.providers.base import ModelRequest
 from ankka.runtime.providers.registry import providers_from_environment
+from ankka.runtime.records.messages import UserMessage
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ankka._kernel.clock import ManualClock
-from ankka.runtime.compaction.leases import StoreLeases
-from ankka.runtime.tasks.store import TaskStore
+from ankka.runtime.store.session_leases import StoreLeases
+from ankka.runtime.store.tasks import TaskStore
 
 TTL = timedelta(seconds=30)
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["postgres_cluster"]
+__all__ = ["client_tool", "postgres_cluster"]
 
 INSTALL = "apt-get install -y postgresql (.ci/run does this)"
 
@@ -31,6 +31,11 @@ def _binaries() -> Path:
     if initdb:
         return Path(initdb).parent
     raise RuntimeError(f"PostgreSQL's server is not installed (no initdb found): {INSTALL}")
+
+
+def client_tool(name: str) -> Path:
+    """One of PostgreSQL's client programs (``psql``, ``pg_dump``) beside the server's."""
+    return _binaries() / name
 
 
 def _free_port() -> int:

@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from ankka.runtime.agents import Service
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.declare.agents import Service
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.store.sqlite import SqliteStore
 
 Script = Sequence[dict[str, Any] | str]
 

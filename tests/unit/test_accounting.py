@@ -13,13 +13,14 @@ import pytest
 from pydantic import BaseModel
 
 from ankka._kernel.errors import AnkkaError, ModelUnavailable, Refused, TurnFailed
-from ankka.runtime.accounting import NOT_WRITTEN, UnwrittenCalls
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.guardrails import Guardrail
-from ankka.runtime.http import create_app
-from ankka.runtime.identity import LOCAL, SessionOpened
-from ankka.runtime.messages import Usage
-from ankka.runtime.tools import tool
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.guardrails import Guardrail
+from ankka.runtime.declare.policy import LOCAL
+from ankka.runtime.declare.tools import tool
+from ankka.runtime.records.accounting import NOT_WRITTEN, UnwrittenCalls
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.records.session import SessionOpened
+from ankka.runtime.serve.http import create_app
 
 SPENT = {"input_tokens": 7, "output_tokens": 3}
 

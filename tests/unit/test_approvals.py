@@ -15,11 +15,13 @@ import pytest
 
 from ankka._kernel.clock import ManualClock
 from ankka._kernel.errors import AnkkaError
-from ankka.runtime.accounting import UnwrittenCalls
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.approvals.errors import ApprovalConflict, HandlerGone
-from ankka.runtime.approvals.index import ApprovalIndex
-from ankka.runtime.approvals.records import (
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.tools import tool
+from ankka.runtime.drivers.approval_errors import ApprovalConflict, HandlerGone
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.accounting import UnwrittenCalls
+from ankka.runtime.records.approvals import (
     ApprovalDecided,
     ApprovalRequest,
     ApprovedCallStarted,
@@ -29,11 +31,7 @@ from ankka.runtime.approvals.records import (
     canonical_arguments,
     digest,
 )
-from ankka.runtime.host import Runtime
-from ankka.runtime.http import create_app
-from ankka.runtime.journal.events import Record, decode, encode
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import (
+from ankka.runtime.records.messages import (
     AssistantMessage,
     ModelCall,
     ToolCall,
@@ -41,9 +39,11 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
-from ankka.runtime.testing import ScriptedProvider
-from ankka.runtime.tools import tool
+from ankka.runtime.records.registry import Record, decode, encode
+from ankka.runtime.serve.http import create_app
+from ankka.runtime.store.approval_index import ApprovalIndex
+from ankka.runtime.store.sqlite import SqliteStore
+from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 
 START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 RAN: list[tuple[str, float]] = []

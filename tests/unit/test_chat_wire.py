@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ankka.runtime.messages import ToolCall, Usage
 from ankka.runtime.providers.chat_wire import StreamAccumulator, read_response
+from ankka.runtime.records.messages import ToolCall, Usage
 
 
 def test_a_whole_answer_with_tool_calls_and_cached_tokens() -> None:

@@ -36,7 +36,7 @@ def test_serve_help_loads_no_other_command() -> None:
     others = {"ankka.operator", "ankka.gateway", "ankka.local", "kopf", "kubernetes"}
     assert not {m for m in modules if any(m == o or m.startswith(o + ".") for o in others)}
     # The HTTP stack is imported once the instances with work are resumed, not to configure.
-    assert "ankka.runtime.http" not in modules and "starlette" not in modules
+    assert "ankka.runtime.serve.http" not in modules and "starlette" not in modules
 
 
 def test_the_command_list_names_every_command_without_loading_them() -> None:

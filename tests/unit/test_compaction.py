@@ -15,22 +15,22 @@ from typing import Any
 import pytest
 
 from ankka._kernel.errors import ConfigurationError, ModelUnavailable
-from ankka.runtime.agents import Service, Turn, TurnRequest
 from ankka.runtime.compaction import Compaction
-from ankka.runtime.compaction.records import COMPACTED, REJECTED
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import (
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.tools import tool
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.providers import chat_wire
+from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.compaction import COMPACTED, REJECTED
+from ankka.runtime.records.messages import (
     AssistantMessage,
     SummaryMessage,
     ToolResult,
     Usage,
     UserMessage,
 )
-from ankka.runtime.providers import chat_wire
-from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
-from ankka.runtime.testing import ScriptedProvider
-from ankka.runtime.tools import tool
+from ankka.runtime.store.sqlite import SqliteStore
 
 ANSWER = "a" * 50
 SETTINGS = Compaction(limit_chars=400, keep_messages=2)  # queued past 300 characters

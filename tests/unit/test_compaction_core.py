@@ -9,16 +9,15 @@ import pytest
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.compaction import Compaction, SummaryCheck
-from ankka.runtime.compaction.checks import check_summary, identifiers
-from ankka.runtime.compaction.cut import choose_cut
-from ankka.runtime.compaction.decide import due, pause_until, verdict_record
-from ankka.runtime.compaction.records import CompactionRejected, HistoryCompacted
-from ankka.runtime.compaction.settings import from_environment
-from ankka.runtime.compaction.summariser import Summary, summary_request
-from ankka.runtime.compaction.view import SentView, memory_chars
-from ankka.runtime.journal.events import Entry, Record
-from ankka.runtime.journal.fold import fold
-from ankka.runtime.messages import (
+from ankka.runtime.declare.compaction import from_environment
+from ankka.runtime.engine.view import SentView, memory_chars
+from ankka.runtime.features.compaction.checks import check_summary, identifiers
+from ankka.runtime.features.compaction.cut import choose_cut
+from ankka.runtime.features.compaction.decide import due, pause_until, verdict_record
+from ankka.runtime.features.compaction.summariser import Summary, summary_request
+from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacted
+from ankka.runtime.records.fold import fold
+from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     SummaryMessage,
@@ -27,6 +26,7 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
+from ankka.runtime.records.registry import Entry, Record
 
 AT = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 

@@ -7,19 +7,10 @@ from pathlib import Path
 
 import httpx
 
-from ankka.runtime.accounting import SessionUsage
-from ankka.runtime.agents import Service
-from ankka.runtime.console.access import is_loopback
-from ankka.runtime.console.charts import Bar, budget_bar, stacked_bars
-from ankka.runtime.console.pages import session_page
-from ankka.runtime.console.tasks_pages import task_page, tasks_page
-from ankka.runtime.console.views import session_view
-from ankka.runtime.host import Runtime, SessionSummary
-from ankka.runtime.http import create_app
-from ankka.runtime.identity import Identify, SessionOpened
-from ankka.runtime.journal.events import Record
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import (
+from ankka.runtime.declare.agents import Service
+from ankka.runtime.drivers.request import Runtime, SessionSummary
+from ankka.runtime.records.accounting import SessionUsage
+from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     ModelCall,
@@ -28,7 +19,17 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.tasks.records import TaskRecord, TaskSpec, TaskState
+from ankka.runtime.records.registry import Record
+from ankka.runtime.records.session import SessionOpened
+from ankka.runtime.records.tasks import TaskRecord, TaskSpec, TaskState
+from ankka.runtime.serve.console.access import is_loopback
+from ankka.runtime.serve.console.charts import Bar, budget_bar, stacked_bars
+from ankka.runtime.serve.console.pages import session_page
+from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
+from ankka.runtime.serve.console.views import session_view
+from ankka.runtime.serve.http import create_app
+from ankka.runtime.serve.identity import Identify
+from ankka.runtime.store.sqlite import SqliteStore
 
 
 def _call(agent: str, model: str, tokens: int) -> ModelCall:

@@ -28,10 +28,11 @@ CODE = ("ankka", "tests", "bench", "examples", "scripts")
 # Packages that only work with their extra installed: their module-level imports may use it.
 EXTRA_PACKAGES = {
     "ankka.operator": "operator",
-    # The runtime imports these only when an agent lists an MCP server (ankka.runtime.mcp.servers
+    # The runtime imports these only when an agent lists an MCP server
+    # (ankka.runtime.features.mcp.servers
     # is imported lazily); listing.py and declaration.py, which the core imports, use no SDK.
-    "ankka.runtime.mcp.connection": "mcp",
-    "ankka.runtime.mcp.results": "mcp",
+    "ankka.runtime.features.mcp.connection": "mcp",
+    "ankka.runtime.features.mcp.results": "mcp",
 }
 # Import names of benchmark peers that may not be installed here (``make bench`` installs them)
 # and whose distribution is named otherwise.

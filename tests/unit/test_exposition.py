@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ankka._kernel.exposition import CONTENT_TYPE, LATENCY_BUCKETS
 from ankka.gateway.metrics import GatewayMetrics
-from ankka.runtime.mcp.metrics import McpMetrics
-from ankka.runtime.metrics import RuntimeMetrics
+from ankka.runtime.engine.metrics import RuntimeMetrics
+from ankka.runtime.features.mcp.metrics import McpMetrics
 
 
 def _ladder(text: str, metric: str) -> list[float]:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from ankka._kernel.errors import StoreError
-from ankka.runtime.journal.group_commit import GroupWriter
-from ankka.runtime.journal.sqlite import SqliteStore, open_writer
-from ankka.runtime.journal.store import ConcurrentAppend
+from ankka.runtime.store.group_commit import GroupWriter
+from ankka.runtime.store.journal_store import ConcurrentAppend
+from ankka.runtime.store.sqlite import SqliteStore, open_writer
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY)",)
 

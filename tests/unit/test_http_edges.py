@@ -16,12 +16,12 @@ from pathlib import Path
 
 import uvicorn
 
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.host import Runtime
-from ankka.runtime.http import create_app
-from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.serve.http import create_app
+from ankka.runtime.store.sqlite import SqliteStore
 
 BOUND = 10.0  # seconds any wait below may take before the test fails (a bound, not a measure)
 

@@ -1,4 +1,6 @@
-"""The image's dependency lock pins every dependency ankka declares (and the operator extra).
+"""The image's dependency lock pins every dependency ankka declares, and those of the extras
+the image carries: the operator's, and what the documented examples need (an ``anthropic``
+model, ``mcp`` servers' tools, the ``postgres`` store).
 
 A dependency added to pyproject.toml but not to image/requirements.lock would be missing from
 the image, and the pods tier would find out only at a pod's start; regenerate the lock with
@@ -22,9 +24,10 @@ def _name(requirement: str) -> str:
 
 def test_every_declared_dependency_is_pinned_in_the_image_lock() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = {
-        _name(r) for r in project["dependencies"] + project["optional-dependencies"]["operator"]
-    }
+    extras = project["optional-dependencies"]
+    carried = ("operator", "anthropic", "mcp", "postgres")
+    declared = {_name(r) for r in project["dependencies"] + [r for e in carried for r in extras[e]]}
+    assert "IMAGE_EXTRAS=" + ",".join(carried) in (ROOT / "scripts" / "image.sh").read_text()
     lines = (ROOT / "image" / "requirements.lock").read_text().splitlines()
     pins = [line for line in lines if line and not line.startswith("#")]
     assert all("==" in p for p in pins), [p for p in pins if "==" not in p]

@@ -16,16 +16,12 @@ import psycopg
 import pytest
 
 from ankka._kernel.errors import StoreError
-from ankka.runtime.accounting import UnwrittenCalls
-from ankka.runtime.compaction.records import CompactionRejected, HistoryCompacted
-from ankka.runtime.journal import events
-from ankka.runtime.journal.fold import fold
-from ankka.runtime.journal.journal import Journal
-from ankka.runtime.journal.open import open_store
-from ankka.runtime.journal.postgres import PostgresStore
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.journal.store import ConcurrentAppend, JournalStore
-from ankka.runtime.messages import (
+from ankka.runtime.records import registry as events
+from ankka.runtime.records.accounting import UnwrittenCalls
+from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacted
+from ankka.runtime.records.fold import fold
+from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
+from ankka.runtime.records.messages import (
     AssistantMessage,
     ModelCall,
     SummaryMessage,
@@ -34,7 +30,11 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.tasks.marks import IterationCompleted, IterationStarted
+from ankka.runtime.store.journal import Journal
+from ankka.runtime.store.journal_store import ConcurrentAppend, JournalStore
+from ankka.runtime.store.open import open_store
+from ankka.runtime.store.postgres import PostgresStore
+from ankka.runtime.store.sqlite import SqliteStore
 
 TURN = (
     UserMessage("hi", "a", "t1"),

@@ -15,8 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ankka.runtime.accounting import UnwrittenCalls
-from ankka.runtime.approvals.records import (
+from ankka.runtime.engine.session import SessionCache, SessionState
+from ankka.runtime.engine.view import SentView
+from ankka.runtime.records import registry as events
+from ankka.runtime.records.accounting import UnwrittenCalls
+from ankka.runtime.records.approvals import (
     ApprovalDecided,
     ApprovalRequest,
     ApprovedCallStarted,
@@ -24,16 +27,11 @@ from ankka.runtime.approvals.records import (
     TurnEnded,
     TurnSuspended,
 )
-from ankka.runtime.compaction.view import SentView
-from ankka.runtime.host import _Conversations, _Folded
-from ankka.runtime.identity import SessionOpened
-from ankka.runtime.journal import events
-from ankka.runtime.journal.fold import fold
-from ankka.runtime.journal.journal import Journal
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.judgments.usage import JudgmentUsage
-from ankka.runtime.mcp.listing import ListedTool, McpToolsRecord
-from ankka.runtime.messages import (
+from ankka.runtime.records.fold import fold
+from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
+from ankka.runtime.records.judgments import JudgmentUsage
+from ankka.runtime.records.mcp import ListedTool, McpToolsRecord
+from ankka.runtime.records.messages import (
     AssistantMessage,
     ModelCall,
     ToolCall,
@@ -41,7 +39,9 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.tasks.marks import IterationCompleted, IterationStarted
+from ankka.runtime.records.session import SessionOpened
+from ankka.runtime.store.journal import Journal
+from ankka.runtime.store.sqlite import SqliteStore
 from tests.unit.test_journal import COMPACTED, REJECTED, TURN, OpenJournal, open_journal
 
 __all__ = ["open_journal"]  # the SQLite and PostgreSQL stores, from the journal's suite
@@ -107,13 +107,13 @@ def old_decode(kind: str, body: str) -> events.Record:
 
 def folded(entries: list[events.Entry]) -> dict[str, Any]:
     """Everything the host's fold keeps, as comparable values."""
-    state = _Folded(SentView(), {})
+    state = SessionState(SentView(), {})
     for entry in entries:
         state.add(entry.seq, entry.record)
     return _state(state)
 
 
-def _state(state: _Folded) -> dict[str, Any]:
+def _state(state: SessionState) -> dict[str, Any]:
     view = state.view
     return {
         "view": {k: getattr(view, k) for k in view.__dataclass_fields__},
@@ -147,7 +147,7 @@ async def test_a_fold_over_every_record_kind_is_the_old_paths_fold(
         new = await journal.read("s")
         assert new == old and [e.record for e in new] == list(EVERY_KIND)
         assert await journal.conversation("s") == fold(e.record for e in old)
-        cold = await _Conversations(journal, 4).load("s")  # the host's fold from nothing
+        cold = await SessionCache(journal, 4).load("s")  # the host's fold from nothing
         assert _state(cold) == folded(old)
         assert cold.approvals.current is None and cold.opened == SessionOpened("user:bob")
         assert cold.view.compactions == 1 and cold.view.rejected == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ankka.runtime.compaction.leases import LocalLeases, open_leases
-from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
+from ankka.runtime.store.session_leases import LocalLeases, open_leases
+from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 from tests.support.leases import check_the_session_lease_rule
 
 

@@ -9,13 +9,13 @@ import pytest
 from pydantic import BaseModel
 
 from ankka._kernel.errors import Refused, TurnFailed
-from ankka.runtime.agents import Memory, Service, Turn, TurnRequest
-from ankka.runtime.guardrails import Guardrail
-from ankka.runtime.loop import LoopEvent
-from ankka.runtime.messages import AssistantMessage, Message, ToolResult, UserMessage
+from ankka.runtime.declare.agents import Memory, Service, Turn, TurnRequest
+from ankka.runtime.declare.guardrails import Guardrail
+from ankka.runtime.declare.tools import tool
+from ankka.runtime.engine.loop import LoopEvent
 from ankka.runtime.providers.base import TextDelta
-from ankka.runtime.testing import ScriptExhausted
-from ankka.runtime.tools import tool
+from ankka.runtime.providers.scripted import ScriptExhausted
+from ankka.runtime.records.messages import AssistantMessage, Message, ToolResult, UserMessage
 from tests.unit.conftest import MakeRuntime, Script
 
 CALL_OSLO = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}

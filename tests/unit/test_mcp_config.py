@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.mcp import McpServer
-from ankka.runtime.mcp.config import parse_environment
-from ankka.runtime.mcp.setup import servers_from_environment
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.mcp import McpServer
+from ankka.runtime.features.mcp.config import parse_environment
+from ankka.runtime.features.mcp.setup import servers_from_environment
 
 URL = {"ANKKA_MCP_CATALOG_URL": "http://127.0.0.1:9/mcp"}
 

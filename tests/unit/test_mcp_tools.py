@@ -13,17 +13,9 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from ankka.runtime.guardrails import Guardrail
-from ankka.runtime.journal import events
-from ankka.runtime.journal.fold import fold
-from ankka.runtime.mcp.listing import (
-    ListedTool,
-    McpToolsRecord,
-    checked_description,
-    listed,
-    screen,
-)
-from ankka.runtime.mcp.results import (
+from ankka.runtime.declare.guardrails import Guardrail
+from ankka.runtime.features.mcp.listing import checked_description, listed, screen
+from ankka.runtime.features.mcp.results import (
     ArgumentCheck,
     Rendered,
     guard,
@@ -31,7 +23,10 @@ from ankka.runtime.mcp.results import (
     redact,
     render,
 )
-from ankka.runtime.messages import UserMessage
+from ankka.runtime.records import registry as events
+from ankka.runtime.records.fold import fold
+from ankka.runtime.records.mcp import ListedTool, McpToolsRecord
+from ankka.runtime.records.messages import UserMessage
 
 SCHEMA = {
     "type": "object",

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
 from ankka.runtime.providers.config import env_name, parse_environment, settings_name
 from ankka.runtime.providers.registry import providers_from_environment

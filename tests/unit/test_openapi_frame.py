@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ankka.gateway.openapi import DOCUMENT
-from ankka.runtime.openapi import document
+from ankka.runtime.serve.openapi import document
 
 
 def _error_fields(doc: dict[str, Any], path: str, method: str, status: str) -> dict[str, Any]:

@@ -175,7 +175,7 @@ def test_spec_compaction_reaches_the_runtime_as_its_compaction_settings() -> Non
     assert env["ANKKA_COMPACTION_KEEP_MESSAGES"] == "4"
     assert env["ANKKA_COMPACTION_MODEL"] == "local"
     assert "ANKKA_COMPACTION_INSTRUCTIONS" not in env
-    from ankka.runtime.compaction.settings import from_environment
+    from ankka.runtime.declare.compaction import from_environment
 
     assert from_environment(env).apply(None) is not None
 

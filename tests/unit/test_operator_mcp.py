@@ -9,7 +9,7 @@ import pytest
 from ankka.api.resources import AgentSpec
 from ankka.operator.agents import invalid_reason, runtime_env
 from ankka.operator.settings import Settings
-from ankka.runtime.mcp.config import parse_environment
+from ankka.runtime.features.mcp.config import parse_environment
 
 TOKEN = {"name": "Authorization", "secretKeyRef": {"name": "catalog-token", "key": "bearer"}}
 

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 
 from ankka._kernel.errors import ConfigurationError, NotFound
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.messages import UserMessage
-from ankka.runtime.planning import PlannedTurn
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.engine.planning import PlannedTurn
+from ankka.runtime.records.messages import UserMessage
 from tests.unit.conftest import MakeRuntime
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.policy import Access, SessionPolicy, load_policy
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.policy import Access, SessionPolicy, load_policy
 from ankka.runtime.tasks import Accepts, AutonomousAgent
 from examples.tasks import summary
 

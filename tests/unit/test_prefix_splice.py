@@ -29,12 +29,16 @@ import pydantic
 import pytest
 
 from ankka._kernel.clock import ManualClock
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.approvals.index import ApprovalIndex
 from ankka.runtime.compaction import Compaction
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import (
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.tools import tool
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.providers import anthropic_wire, chat_wire, responses_wire
+from ankka.runtime.providers.base import ModelRequest
+from ankka.runtime.providers.chat_wire import encode_request
+from ankka.runtime.providers.prefixes import EncodedPrefixes, Items
+from ankka.runtime.providers.scripted import REASONING_WIRE, ScriptedProvider
+from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     ProviderState,
@@ -43,13 +47,9 @@ from ankka.runtime.messages import (
     ToolResult,
     UserMessage,
 )
-from ankka.runtime.providers import anthropic_wire, chat_wire, responses_wire
-from ankka.runtime.providers.base import ModelRequest
-from ankka.runtime.providers.chat_wire import encode_request
-from ankka.runtime.providers.prefixes import EncodedPrefixes, Items
-from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
-from ankka.runtime.testing import REASONING_WIRE, ScriptedProvider
-from ankka.runtime.tools import tool
+from ankka.runtime.store.approval_index import ApprovalIndex
+from ankka.runtime.store.sqlite import SqliteStore
+from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 
 COMPACTION = Compaction(limit_chars=1200, keep_messages=4)
 

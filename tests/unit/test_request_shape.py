@@ -11,10 +11,10 @@ import itertools
 import json
 from typing import Any
 
-from ankka.runtime.agents import Memory, Service, Turn, TurnRequest
+from ankka.runtime.declare.agents import Memory, Service, Turn, TurnRequest
+from ankka.runtime.declare.tools import tool
 from ankka.runtime.providers.base import ModelRequest
 from ankka.runtime.providers.chat_wire import encode_request
-from ankka.runtime.tools import tool
 from tests.unit.conftest import MakeRuntime, Script
 
 

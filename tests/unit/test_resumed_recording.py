@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pytest
 
 from ankka._kernel.clock import ManualClock
-from ankka.runtime.approvals.resumed import RecordingProvider
-from ankka.runtime.messages import ModelCall, UserMessage
+from ankka.runtime.drivers.resumed import RecordingProvider
 from ankka.runtime.providers.base import ModelRequest
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.messages import ModelCall, UserMessage
 
 _START = datetime(2026, 12, 1, tzinfo=UTC)
 _REQUEST = ModelRequest(instructions="", messages=(UserMessage("hi"),))

@@ -16,10 +16,15 @@ from ankka._kernel.errors import (
     ModelTimeout,
     ModelUnavailable,
 )
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.messages import AssistantMessage, ToolCall, ToolResult, UserMessage
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
 from ankka.runtime.providers.base import ModelRequest
-from ankka.runtime.testing import REASONING_WIRE, ManualClock, ScriptedProvider, ScriptExhausted
+from ankka.runtime.providers.scripted import (
+    REASONING_WIRE,
+    ManualClock,
+    ScriptedProvider,
+    ScriptExhausted,
+)
+from ankka.runtime.records.messages import AssistantMessage, ToolCall, ToolResult, UserMessage
 
 HELLO = ModelRequest("", [UserMessage("hello")])
 AFTER_TOOL = ModelRequest(

@@ -6,7 +6,7 @@ import pytest
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.local.standin.server import StandinState
-from ankka.runtime.script import TurnQueue, parse_script
+from ankka.runtime.providers.script import TurnQueue, parse_script
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_a_conditional_turn_answers_only_the_role_it_names() -> None:
 
 def test_a_turn_can_answer_only_the_nth_call_of_a_conversation() -> None:
     from ankka.local.standin.server import _call_number
-    from ankka.runtime.script import ScriptError, parse_turns
+    from ankka.runtime.providers.script import ScriptError, parse_turns
 
     turns = parse_turns([{"text": "third", "call": 3}, {"text": "first", "call": 1}])
     state = StandinState(TurnQueue(turns))

@@ -18,9 +18,9 @@ import pytest
 
 from ankka._kernel.clock import ManualClock
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.cli_serve import _identity, configure
-from ankka.runtime.identity import Identify, Unauthenticated
-from ankka.runtime.tokenreview import (
+from ankka.runtime.serve.cli import _identity, configure
+from ankka.runtime.serve.identity import Identify, Unauthenticated
+from ankka.runtime.serve.tokenreview import (
     MAX_TOKEN,
     ReviewCache,
     ReviewSettings,

@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.tools import tool
+from ankka.runtime.declare.tools import tool
 
 
 @tool

@@ -4,21 +4,27 @@ certificates."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 
+from ankka._kernel.errors import ConfigurationError
+from ankka.local import demo
+from ankka.local.up.adopt import Adopted, model_url
 from ankka.local.up.pki import ensure_ca, issue_certificates
 from ankka.local.up.plan import ModelChoice, Options, models_yaml, plan
 from ankka.local.up.state import PartRecord, RunRecord, State, state_dir
 from ankka.operator.certs import GATEWAY_URI, KeyPair, needs_renewal, uris_of
 
 NOW = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _options(model: ModelChoice = ModelChoice.STANDIN) -> Options:
     return Options(
-        target="examples.up_service:service",
+        target="ankka.local.demo:service",
         service="platform",
         model=model,
         port=8000,
@@ -101,3 +107,34 @@ def test_the_ca_is_made_once_and_the_certificates_carry_the_operators_identities
         assert uris_of(pair.cert_pem) == [uri]
         assert needs_renewal(pair, ca=ca, uri=uri, now=NOW) is None
         assert (folder / "ca.crt").read_text() == ca.cert_pem
+
+
+def test_an_adopted_server_is_no_part_and_is_served_as_the_operator_adopts_one(
+    tmp_path: Path,
+) -> None:
+    ollama = Adopted("http://127.0.0.1:11434", "llama3.1:8b", "ollama")
+    options = replace(_options(ModelChoice.URL), adopted=ollama, script=None)
+    gateway, runtime = plan(options, State(tmp_path), {})
+    assert [gateway.name, runtime.name] == ["gateway", "runtime"]
+    assert runtime.env["ANKKA_MODEL_DEFAULT_MODEL"] == "llama3.1:8b"
+    rendered = yaml.safe_load(models_yaml(options))
+    assert rendered == [{"name": "llama3.1:8b", "kind": "ollama", "url": "http://127.0.0.1:11434"}]
+    plain = Adopted("http://10.0.0.5:8000", "m", "openai", ("completion", "tools"))
+    rendered = yaml.safe_load(models_yaml(replace(options, adopted=plain)))
+    assert rendered[0]["kind"] == "openai"
+    assert rendered[0]["capabilities"] == ["completion", "tools"]
+
+
+def test_the_models_url_drops_v1_and_refuses_what_is_no_url() -> None:
+    assert model_url("http://127.0.0.1:8080/v1/") == "http://127.0.0.1:8080"
+    assert model_url("http://127.0.0.1:11434") == "http://127.0.0.1:11434"
+    with pytest.raises(ConfigurationError, match="--model='localhost:11434' is not an http"):
+        model_url("localhost:11434")
+
+
+def test_the_demo_ships_the_clones_stand_in_script() -> None:
+    # examples/up-standin.json is kept for `--script examples/up-standin.json`; one content.
+    with demo.script() as packaged:
+        assert packaged.read_bytes() == (ROOT / "examples" / "up-standin.json").read_bytes()
+    assert sorted(demo.service.agents) == ["chat", "weather"]
+    assert sorted(demo.service.autonomous_agents) == ["researcher"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ankka.runtime.messages import Usage
-from ankka.runtime.script import ScriptTurn
+from ankka.runtime.providers.script import ScriptTurn
+from ankka.runtime.records.messages import Usage
 
 __all__ = ["answer", "chunks"]
 

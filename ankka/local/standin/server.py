@@ -11,6 +11,8 @@
 - ``GET /_standin/requests``: what it received, in order (path, selected headers, body, and
   the ticks at which each request arrived and was answered, to show overlap or its absence).
 - ``DELETE /_standin/requests``: forget them. ``PUT /_standin/script``: serve a new script.
+- ``GET /v1/models``: the models the script lists (or the one ``--model`` names), as an
+  OpenAI-compatible server lists its own.
 - ``POST /api/show``: Ollama's answer for a model the script lists under ``models``.
 - When no turn is left it answers 418 with a body that says so.
 """
@@ -31,7 +33,13 @@ from starlette.routing import Route
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.local.standin import anthropic_messages, chat_completions, responses
-from ankka.runtime.script import Script, ScriptedModel, ScriptTurn, TurnQueue, parse_script
+from ankka.runtime.providers.script import (
+    Script,
+    ScriptedModel,
+    ScriptTurn,
+    TurnQueue,
+    parse_script,
+)
 
 __all__ = ["StandinState", "create_app"]
 
@@ -302,6 +310,12 @@ def create_app(script: Script, *, model: str = "standin", api_key: str | None = 
             return JSONResponse({"error": f"model '{name}' not found"}, status_code=404)
         return JSONResponse(ollama_show(scripted))
 
+    async def models(request: Request) -> Response:
+        # What an OpenAI-compatible server lists: the script's models, else the one it reports.
+        names = sorted(state.models) or [model]
+        listed = [{"id": n, "object": "model", "owned_by": "ankka-standin"} for n in names]
+        return JSONResponse({"object": "list", "data": listed})
+
     async def health(request: Request) -> Response:
         return JSONResponse({"ok": True, "turns": len(state.turns), "served": state.served})
 
@@ -310,6 +324,7 @@ def create_app(script: Script, *, model: str = "standin", api_key: str | None = 
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/responses", responses_endpoint, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
             Route("/api/show", show, methods=["POST"]),
             Route("/_standin/requests", requests, methods=["GET", "DELETE"]),
             Route("/_standin/script", replace_script, methods=["PUT"]),

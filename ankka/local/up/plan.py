@@ -1,8 +1,9 @@
 """What ``ankka up`` starts: a pure plan of parts, in the order they start.
 
 Each :class:`Part` is one process: a name the user reads (``model``, ``gateway``,
-``runtime``), its command, its environment, the port it must have, and the address it serves.
-The gateway's models file is rendered by the operator's own builder
+``runtime``; no ``model`` when ``--model URL`` adopts a server that runs already), its
+command, its environment, the port it must have, and the address it serves. The gateway's
+models file is rendered by the operator's own builder
 (:func:`ankka.operator.models.models_file`), so the laptop's file is the cluster's.
 """
 
@@ -14,10 +15,11 @@ from enum import StrEnum
 from pathlib import Path
 
 from ankka.local.local_model import MODEL_FILE
+from ankka.local.up.adopt import Adopted
 from ankka.local.up.state import State
 from ankka.operator.models import ServedModel, models_file
-from ankka.runtime.cli_serve import CONSOLE_VARIABLE
 from ankka.runtime.providers.config import ADDRESS_VARIABLE, TLS_DIR_VARIABLE
+from ankka.runtime.serve.cli import CONSOLE_VARIABLE
 
 __all__ = ["ModelChoice", "Options", "Part", "Probe", "models_yaml", "plan"]
 
@@ -29,6 +31,7 @@ MODEL_SETTING = "ANKKA_MODEL_DEFAULT_"
 class ModelChoice(StrEnum):
     STANDIN = "standin"  # the scripted stand-in: calls tools, answers from a script
     LOCAL = "local"  # llama.cpp serving SmolLM2 (no tool calls)
+    URL = "url"  # a server that runs already (Ollama, llama.cpp, any OpenAI-compatible one)
 
 
 # The name runtimes put in "model", as an InstallationModel's name would be.
@@ -43,9 +46,15 @@ class Options:
     port: int
     gateway_port: int
     model_port: int
-    script: Path
+    script: Path | None
     python: str
     console: bool = True
+    adopted: Adopted | None = None  # with ModelChoice.URL: the server asked before the start
+
+    @property
+    def model_name(self) -> str:
+        """The name the runtime asks the gateway for (the server's own, for an adopted one)."""
+        return self.adopted.model if self.adopted is not None else MODEL_NAMES[self.model]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +83,11 @@ class Part:
 def models_yaml(options: Options) -> str:
     """The gateway's models file for the chosen model, rendered as the operator renders it."""
     url = f"http://{HOST}:{options.model_port}"
-    name = MODEL_NAMES[options.model]
-    if options.model is ModelChoice.STANDIN:
+    name = options.model_name
+    if options.adopted is not None:  # an endpoint adopted as it is, as an InstallationModel's
+        found = options.adopted
+        served = ServedModel(name, found.kind, found.url, found.capabilities, upstream_model=name)
+    elif options.model is ModelChoice.STANDIN:
         # An adopted endpoint of kind ollama: the gateway probes /api/show, which the
         # stand-in answers from its script's "models".
         served = ServedModel(name=name, kind="ollama", url=url)
@@ -94,15 +106,18 @@ def plan(options: Options, state: State, environ: Mapping[str, str]) -> tuple[Pa
     base = {**_inherited(environ), "PYTHONUNBUFFERED": "1"}
     ankka = (options.python, "-m", "ankka")
     model_address = f"http://{HOST}:{options.model_port}"
+    model: Part | None = None
     if options.model is ModelChoice.STANDIN:
+        script = options.script
+        assert script is not None, "the stand-in needs its script"
         model = Part(
             "model",
-            f"the stand-in model ({options.script.name})",
-            (*ankka, "standin", "--script", str(options.script), "--host", HOST,
-             "--port", str(options.model_port), "--model", MODEL_NAMES[options.model]),
+            f"the stand-in model ({script.name})",
+            (*ankka, "standin", "--script", str(script), "--host", HOST,
+             "--port", str(options.model_port), "--model", options.model_name),
             base, options.model_port, model_address, state.log("model"),
         )  # fmt: skip
-    else:
+    elif options.model is ModelChoice.LOCAL:
         model = Part(
             "model",
             "llama.cpp serving SmolLM2",
@@ -123,7 +138,7 @@ def plan(options: Options, state: State, environ: Mapping[str, str]) -> tuple[Pa
     runtime_env = {
         **base,
         f"{MODEL_SETTING}PRESET": "installation",
-        f"{MODEL_SETTING}MODEL": MODEL_NAMES[options.model],
+        f"{MODEL_SETTING}MODEL": options.model_name,
         ADDRESS_VARIABLE: gateway_address,
         TLS_DIR_VARIABLE: str(state.tls_dir("runtime")),
         CONSOLE_VARIABLE: "on" if options.console else "off",
@@ -135,4 +150,4 @@ def plan(options: Options, state: State, environ: Mapping[str, str]) -> tuple[Pa
          "--store", state.store),
         runtime_env, options.port, f"http://{HOST}:{options.port}", state.log("runtime"),
     )  # fmt: skip
-    return (model, gateway, runtime)
+    return (gateway, runtime) if model is None else (model, gateway, runtime)

@@ -62,7 +62,7 @@ class AnthropicProvider:
         base_url: str = DEFAULT_URL,
         timeout: float = 120.0,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        max_retries: int = 2,
+        max_retries: int = 0,  # ankka retries (providers/retry.py), never the SDK too
     ) -> None:
         sdk = _sdk()
         import httpx2

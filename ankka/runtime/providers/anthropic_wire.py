@@ -30,7 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ankka._kernel.errors import RequestError
-from ankka.runtime.messages import (
+from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.failures import StreamFailed
+from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
+from ankka.runtime.providers.replay import current_turn_start, first_replayed, replayable
+from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     ProviderState,
@@ -40,10 +44,6 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.providers.base import ModelRequest, ModelResponse
-from ankka.runtime.providers.failures import StreamFailed
-from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
-from ankka.runtime.providers.replay import current_turn_start, first_replayed, replayable
 
 __all__ = [
     "THINKING_BUDGETS",

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ankka.runtime.messages import Message, ProviderState, ToolCall, Usage
-from ankka.runtime.tools import ToolSpec
+from ankka.runtime.declare.tools import ToolSpec
+from ankka.runtime.records.messages import Message, ProviderState, ToolCall, Usage
 
 __all__ = [
     "ModelProvider",

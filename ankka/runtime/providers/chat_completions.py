@@ -33,7 +33,7 @@ class ChatCompletionsProvider:
         base_url: str,
         api_key: str | None = None,
         timeout: float = 120.0,
-        max_retries: int = 2,
+        max_retries: int = 0,  # ankka retries (providers/retry.py), never the SDK too
         http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         self._name = name

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ankka.runtime.messages import (
+from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
+from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     SummaryMessage,
@@ -25,8 +27,6 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.providers.base import ModelRequest, ModelResponse
-from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
 
 __all__ = [
     "EncodedPrefixes",

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Literal
 
 from ankka._kernel.errors import ConfigurationError
-from ankka._kernel.model_names import PREFIX, env_name, same_model, settings_name
+from ankka._kernel.model_names import PREFIX, env_name, find_model, settings_name
 from ankka._kernel.redact import remember
+from ankka._kernel.urls import http_url
 
 __all__ = [
     "ADDRESS_VARIABLE",
@@ -37,8 +38,6 @@ __all__ = [
     "parse_environment",
     "settings_name",
 ]
-
-T = TypeVar("T")
 
 ADDRESS_VARIABLE = "ANKKA_MODELS_ADDRESS"  # the gateway, rendered by the operator
 TLS_DIR_VARIABLE = "ANKKA_TLS_DIR"  # the service's client certificate: tls.crt, tls.key, ca.crt
@@ -62,8 +61,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("API_KEY", "the key sent to the server", secret=True),
         Setting(
             "TIMEOUT",
-            "seconds one model call may take, retries included (default 120); separate from "
-            "how long a caller waits for the turn",
+            "seconds one attempt of a model call may take (default 120; a timed-out call is "
+            "not retried); separate from how long a caller waits for the turn",
         ),
         Setting("MAX_TOKENS", "the most tokens an answer may have (default 4096)"),
     )
@@ -188,21 +187,6 @@ class ModelSettings:
         return f"ModelSettings(name={self.name!r}, preset={self.preset.name!r}, values={shown})"
 
 
-def find_model(configured: Mapping[str, T], model: str) -> T | None:
-    """The entry of ``configured`` (keyed by model name) that ``model`` names, or None.
-
-    An exact name wins; otherwise the one whose settings name is ``model``'s (the environment
-    gives ``my_model`` for ``ANKKA_MODEL_MY_MODEL_*``, an agent may ask for ``my-model``).
-    """
-    found = configured.get(model)
-    if found is not None:
-        return found
-    for name, value in configured.items():
-        if same_model(name, model):
-            return value
-    return None
-
-
 def _split(variable: str) -> tuple[str, str] | None:
     rest = variable[len(PREFIX) :]
     for suffix in sorted(SETTINGS, key=len, reverse=True):
@@ -267,6 +251,8 @@ def _model(name: str, values: dict[str, str], environ: Mapping[str, str]) -> Mod
     tls_dir: str | None = None
     if preset.name == "installation":
         values["URL"], tls_dir = _installation(name, environ)
+    elif "URL" in values:  # a default is a URL; what was set is checked now, not at a turn
+        values["URL"] = http_url(values["URL"], setting=env_name(name, "URL"))
     settings = ModelSettings(name, preset, values, tls_dir)
     remember(*(v for k, v in values.items() if SETTINGS[k].secret))  # hidden from every error
     settings.timeout()  # validate now, at start
@@ -282,6 +268,7 @@ def _installation(name: str, environ: Mapping[str, str]) -> tuple[str, str]:
             "operator sets it on the platform's container; outside a cluster set it to the "
             "gateway's address"
         )
+    address = http_url(address, setting=ADDRESS_VARIABLE, example="https://ankka-gateway:8443")
     tls_dir = environ.get(TLS_DIR_VARIABLE, "").strip()
     if not tls_dir:
         raise ConfigurationError(

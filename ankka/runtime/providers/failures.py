@@ -108,11 +108,9 @@ def unreachable(provider: str, cause: BaseException | None) -> ModelUnavailable:
 
 @asynccontextmanager
 async def deadline(provider: str, seconds: float) -> AsyncIterator[None]:
-    """One deadline over a whole model call, retries included.
-
-    An SDK's timeout applies to each attempt and it retries a timed-out attempt, so a call
-    could otherwise take several times the model timeout before failing.
-    """
+    """One deadline over a whole request to the model (the SDK's read timeout applies to
+    each read, so a server trickling bytes could otherwise outlast the model timeout). The
+    SDKs retry nothing (:mod:`.retry`)."""
     try:
         async with asyncio.timeout(seconds):
             yield

@@ -63,7 +63,7 @@ class OpenAITransport:
         base_url: str,
         api_key: str | None,
         timeout: float,
-        max_retries: int = 2,
+        max_retries: int = 0,  # ankka retries (providers/retry.py), never the SDK too
         http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         self.provider = provider

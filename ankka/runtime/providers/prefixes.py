@@ -2,7 +2,7 @@
 
 Requests are prefix-stable by design: a session's next request starts with the same
 instructions and the same message objects (its history only grows, see
-:class:`~ankka.runtime.compaction.view.SentView`), then adds its new messages. Every wire
+:class:`~ankka.runtime.engine.view.SentView`), then adds its new messages. Every wire
 (:mod:`.chat_wire`, :mod:`.responses_wire`, :mod:`.anthropic_wire`) encodes its message array
 item by item with one fixed encoder (:data:`dumps`), and says, with each encoding, up to which
 message the items are *stable*: items that no appended message can change. Chat Completions
@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ankka.runtime.messages import Message
 from ankka.runtime.providers.base import ModelRequest
+from ankka.runtime.records.messages import Message
 
 __all__ = ["EncodedPrefixes", "ItemEncoder", "Items", "dumps", "encode_body"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ankka.runtime.messages import AssistantMessage, Message, ProviderState, UserMessage
+from ankka.runtime.records.messages import AssistantMessage, Message, ProviderState, UserMessage
 
 __all__ = ["current_turn_start", "first_replayed", "replayable"]
 

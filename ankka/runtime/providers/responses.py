@@ -36,7 +36,7 @@ class ResponsesProvider:
         api_key: str | None,
         base_url: str = DEFAULT_URL,
         timeout: float = 120.0,
-        max_retries: int = 2,
+        max_retries: int = 0,  # ankka retries (providers/retry.py), never the SDK too
     ) -> None:
         self._name = name
         self._model = model

@@ -21,7 +21,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ankka.runtime.messages import (
+from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.failures import StreamFailed
+from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
+from ankka.runtime.providers.replay import current_turn_start, first_replayed, replayable
+from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     ProviderState,
@@ -31,10 +35,6 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.providers.base import ModelRequest, ModelResponse
-from ankka.runtime.providers.failures import StreamFailed
-from ankka.runtime.providers.prefixes import EncodedPrefixes, Items, dumps, encode_body
-from ankka.runtime.providers.replay import current_turn_start, first_replayed, replayable
 
 __all__ = [
     "WIRE",

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from ankka.runtime.judgments import Choice, Inquiry, LogprobsMissing, YesNo, ask
-from ankka.runtime.judgments.registry import judge_for
 from ankka.runtime.providers.checked import CapabilityCheck
 from ankka.runtime.providers.installation import installation_model
+from ankka.runtime.providers.judges import judge_for
 from tests.integration.gateway.conftest import Gateway, StartGateway, StartStandin, standin_model
 from tests.integration.llamacpp import LlamaServer
 from tests.support.certs import GATEWAY_URI, client_context, new_ca, write_tls_dir

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from ankka._kernel.errors import Refused
-from ankka.runtime.messages import UserMessage
+from ankka.runtime.declare.tools import ToolSpec
 from ankka.runtime.providers.base import ModelRequest
 from ankka.runtime.providers.installation import installation_model
-from ankka.runtime.tools import ToolSpec
+from ankka.runtime.records.messages import UserMessage
 from tests.integration.gateway.conftest import StartGateway, StartStandin, standin_model
 from tests.support.certs import GATEWAY_URI, client_context, new_ca, write_tls_dir
 

@@ -18,13 +18,13 @@ import pytest
 
 from ankka._kernel.errors import ModelUnavailable, Refused
 from ankka.local.standin.server import StandinState, create_app
-from ankka.runtime.messages import UserMessage
+from ankka.runtime.declare.tools import ToolSpec
 from ankka.runtime.providers.base import ModelProvider, ModelRequest
 from ankka.runtime.providers.checked import CapabilityCheck
 from ankka.runtime.providers.mtls import MODELS_URI
 from ankka.runtime.providers.registry import providers_from_environment
-from ankka.runtime.script import parse_script
-from ankka.runtime.tools import ToolSpec
+from ankka.runtime.providers.script import parse_script
+from ankka.runtime.records.messages import UserMessage
 from tests.support.certs import CA, Issued, new_ca, write_tls_dir
 from tests.support.tls_server import serve_tls
 

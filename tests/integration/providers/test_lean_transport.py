@@ -16,10 +16,10 @@ import httpx2
 import pytest
 
 from ankka._kernel.errors import ModelUnavailable
-from ankka.runtime.messages import UserMessage
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
 from ankka.runtime.providers.lean_http import LeanClient, LeanTransport
+from ankka.runtime.records.messages import UserMessage
 from tests.integration.gateway.test_upstream_failures import connections_to
 from tests.integration.providers.conftest import WIRES, Build, Standin, settings_for
 from tests.support.raw_server import Handler, read_request, serve

@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from ankka.runtime.messages import UserMessage
+from ankka.runtime.declare.tools import ToolSpec
 from ankka.runtime.providers.base import ModelRequest, TextDelta
-from ankka.runtime.tools import ToolSpec
+from ankka.runtime.records.messages import UserMessage
 from tests.integration.providers.conftest import Build
 
 WEATHER = ToolSpec(

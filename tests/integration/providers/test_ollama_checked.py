@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from ankka._kernel.errors import Refused
-from ankka.runtime.messages import UserMessage
+from ankka.runtime.declare.tools import ToolSpec
 from ankka.runtime.providers.base import ModelRequest
-from ankka.runtime.tools import ToolSpec
+from ankka.runtime.records.messages import UserMessage
 from tests.integration.providers.conftest import Build, Standin
 
 pytestmark = pytest.mark.integration

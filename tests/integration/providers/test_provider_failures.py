@@ -13,8 +13,8 @@ from ankka._kernel.errors import (
     ModelTimeout,
     ModelUnavailable,
 )
-from ankka.runtime.messages import UserMessage
 from ankka.runtime.providers.base import ModelProvider, ModelRequest
+from ankka.runtime.records.messages import UserMessage
 from tests.integration.providers.conftest import (
     STANDIN_KEY,
     WIRES,
@@ -89,7 +89,8 @@ async def test_a_server_that_is_down_is_unavailable(wire: str, build: Build) -> 
 async def test_an_overloaded_server_is_unavailable_with_status_and_body(
     wire: str, streamed: bool, standin: Standin, build: Build
 ) -> None:
-    # Four 503s: the SDK's two retries see them too, and still no answer.
+    # The SDKs retry nothing (ankka's one retry layer is above the provider, retry.py):
+    # one call is one request, on every wire.
     turns = [{"status": 503, "text": "the pool is saturated, try later"}] * 4
     standin.script(turns)
     provider = build("busy", **settings_for(wire, standin))
@@ -100,6 +101,7 @@ async def test_an_overloaded_server_is_unavailable_with_status_and_body(
     assert caught.value.http_status == 503
     assert "the pool is saturated, try later" in str(caught.value)
     assert_names_only_the_configured_provider(caught.value, "busy")
+    assert len([r for r in standin.requests() if r["path"] != "/api/show"]) == 1
 
 
 async def test_a_refused_request_is_a_model_error_with_the_status(

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from ankka._kernel.clock import SystemClock
-from ankka.runtime.agents import Turn
-from ankka.runtime.journal.events import decode, encode
-from ankka.runtime.loop import TurnOutcome, run_turn
-from ankka.runtime.messages import AssistantMessage
-from ankka.runtime.tools import tool
+from ankka.runtime.declare.agents import Turn
+from ankka.runtime.declare.tools import tool
+from ankka.runtime.engine.loop import TurnOutcome, run_turn
+from ankka.runtime.records.messages import AssistantMessage
+from ankka.runtime.records.registry import decode, encode
 from tests.integration.providers.conftest import Build, Standin, settings_for
 
 pytestmark = pytest.mark.integration

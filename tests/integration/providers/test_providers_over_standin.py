@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from ankka.runtime.messages import AssistantMessage, Message, ToolResult, UserMessage
+from ankka.runtime.declare.tools import ToolSpec
 from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
-from ankka.runtime.tools import ToolSpec
+from ankka.runtime.records.messages import AssistantMessage, Message, ToolResult, UserMessage
 from tests.integration.providers.conftest import WIRES, Build, Standin, settings_for
 
 pytestmark = pytest.mark.integration

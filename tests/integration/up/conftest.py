@@ -9,7 +9,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,21 +82,32 @@ class Up:
                 self.process.wait()
 
 
-def start_up(state: Path, *args: str, ready: str = "ankka up: up in", deadline: float = 90.0) -> Up:
+def start_up(
+    state: Path,
+    *args: str,
+    ready: str = "ankka up: up in",
+    deadline: float = 90.0,
+    ankka: Sequence[str] = (),
+    cwd: Path = REPO,
+    env: Mapping[str, str] | None = None,
+) -> Up:
     """Run ``ankka up`` with ``args`` and free ports; return once it printed ``ready`` (or
-    exited: the caller asserts on its code and output)."""
+    exited: the caller asserts on its code and output). ``ankka`` is the command that runs
+    ankka (default: this Python's ``-m ankka``), started in ``cwd`` with ``env``."""
     ports = free_port(), free_port(), free_port()
-    command: Sequence[str] = ankka_command(
-        "up", "--port", str(ports[0]), "--gateway-port", str(ports[1]),
-        "--model-port", str(ports[2]), *args,  # later options win: a test may choose a port
-    )  # fmt: skip
+    command: Sequence[str] = [
+        *(ankka or ankka_command()), "up", "--port", str(ports[0]),
+        "--gateway-port", str(ports[1]), "--model-port", str(ports[2]),
+        *args,  # later options win: a test may choose a port
+    ]  # fmt: skip
     process = subprocess.Popen(
         list(command),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "ANKKA_STATE": str(state), "PYTHONUNBUFFERED": "1"},
-        cwd=REPO,
+        env={**(os.environ if env is None else env), "ANKKA_STATE": str(state)}
+        | {"PYTHONUNBUFFERED": "1"},
+        cwd=cwd,
     )
     up = Up(process, state, *ports)
     seen = threading.Event()

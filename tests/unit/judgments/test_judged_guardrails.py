@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from ankka._kernel.errors import ModelTimeout, Refused
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.judgments import (
     GuardrailCheckFailed,
     Inquiry,
@@ -27,8 +26,9 @@ from ankka.runtime.judgments import (
     YesNo,
     refuse_if_yes,
 )
-from ankka.runtime.messages import Usage
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.store.sqlite import SqliteStore
 
 ABUSIVE = YesNo("abusive", "Is the message abusive?")
 NO_ABUSE = refuse_if_yes(ABUSIVE, at_least=0.8, reason="the message reads as abusive")

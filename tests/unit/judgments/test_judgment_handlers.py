@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from ankka._kernel.errors import ConfigurationError, NotFound
-from ankka.runtime.agents import Service
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.declare.agents import Service
+from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.judgments import JudgmentPlan, JudgmentProvider, JudgmentRequest
-from ankka.runtime.messages import Usage
-from ankka.runtime.testing import ScriptedJudgmentProvider, ScriptedProvider
+from ankka.runtime.providers.scripted import ScriptedJudgmentProvider, ScriptedProvider
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.store.sqlite import SqliteStore
 from examples.triage import service as triage_service
 
 Make = Callable[..., Awaitable[Runtime]]

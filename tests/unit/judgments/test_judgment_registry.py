@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from ankka.runtime.judgments.logprob_provider import LogprobJudgmentProvider
-from ankka.runtime.judgments.registry import judge_for
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
+from ankka.runtime.providers.judges import judge_for
+from ankka.runtime.providers.logprob_judge import LogprobJudgmentProvider
 from ankka.runtime.providers.responses import ResponsesProvider
 
 KEY = "sk-canary-0d9f"

@@ -21,7 +21,7 @@ from ankka.runtime.judgments import (
     Score,
     YesNo,
 )
-from ankka.runtime.judgments.logprobs import (
+from ankka.runtime.providers.logprobs import (
     encode_question,
     labels_for,
     read_answer,

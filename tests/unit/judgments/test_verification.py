@@ -19,7 +19,7 @@ from ankka.runtime.judgments import (
     YesNo,
     ask,
 )
-from ankka.runtime.messages import Usage
+from ankka.runtime.records.messages import Usage
 
 URGENT = YesNo("urgent", "Is it urgent?")
 TEAM = Choice("team", "Which team?", ["billing", "shipping", "other"])

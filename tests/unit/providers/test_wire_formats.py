@@ -12,7 +12,11 @@ import pytest
 
 from ankka._kernel.errors import RequestError
 from ankka.local.standin import anthropic_messages, responses
-from ankka.runtime.messages import (
+from ankka.runtime.providers import anthropic_wire, responses_wire
+from ankka.runtime.providers.base import ModelRequest, OutputSchema
+from ankka.runtime.providers.failures import StreamFailed
+from ankka.runtime.providers.script import parse_turn
+from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     ProviderState,
@@ -22,10 +26,6 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.providers import anthropic_wire, responses_wire
-from ankka.runtime.providers.base import ModelRequest, OutputSchema
-from ankka.runtime.providers.failures import StreamFailed
-from ankka.runtime.script import parse_turn
 
 CALL = ToolCall("call_1", "get_weather", '{"city":"Oslo"}')
 THINKING = ProviderState("anthropic", ({"type": "thinking", "thinking": "t", "signature": "s"},))

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from ankka.runtime.agents import Service
-from ankka.runtime.journal.journal import Journal
-from ankka.runtime.journal.sqlite import SqliteStore
+from ankka.runtime.declare.agents import Service
+from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.drivers.tasks.iteration import RetryPolicy
 from ankka.runtime.providers.base import ModelProvider
-from ankka.runtime.tasks.host import TaskHost
-from ankka.runtime.tasks.iteration import RetryPolicy
-from ankka.runtime.tasks.records import TaskRecord, TaskSpec
-from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
+from ankka.runtime.records.tasks import TaskRecord, TaskSpec
+from ankka.runtime.store.journal import Journal
+from ankka.runtime.store.sqlite import SqliteStore
+from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 
 MakeHost = Callable[..., Awaitable[TaskHost]]
 NO_PAUSE = RetryPolicy(first_pause=0.0, max_pause=0.0)

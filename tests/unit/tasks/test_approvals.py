@@ -6,18 +6,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ankka.runtime.agents import Service
-from ankka.runtime.approvals.index import ApprovalIndex
-from ankka.runtime.host import Runtime
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import ToolResult
+from ankka.runtime.declare.agents import Service
+from ankka.runtime.declare.tools import tool
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.drivers.tasks.iteration import RetryPolicy
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.messages import ToolResult
+from ankka.runtime.records.tasks import TaskSpec, TaskState
+from ankka.runtime.store.approval_index import ApprovalIndex
+from ankka.runtime.store.sqlite import SqliteStore
+from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 from ankka.runtime.tasks import Accepts, AutonomousAgent
-from ankka.runtime.tasks.host import TaskHost
-from ankka.runtime.tasks.iteration import RetryPolicy
-from ankka.runtime.tasks.records import TaskSpec, TaskState
-from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
-from ankka.runtime.testing import ScriptedProvider
-from ankka.runtime.tools import tool
 from examples.tasks import summary
 
 RAN: list[str] = []

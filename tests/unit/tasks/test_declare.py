@@ -6,9 +6,9 @@ import pytest
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.tools import tool
 from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType
-from ankka.runtime.tools import tool
 from examples import tasks as example
 
 

@@ -11,12 +11,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ModelAuthenticationError, ModelUnavailable
-from ankka.runtime.agents import Service
-from ankka.runtime.guardrails import Guardrail
-from ankka.runtime.journal.events import Record
-from ankka.runtime.journal.journal import Journal
-from ankka.runtime.journal.sqlite import SqliteStore
-from ankka.runtime.messages import (
+from ankka.runtime.declare.agents import Service
+from ankka.runtime.declare.guardrails import Guardrail
+from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.drivers.tasks.iteration import RetryPolicy
+from ankka.runtime.providers.base import ModelRequest, ModelResponse
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
+from ankka.runtime.records.messages import (
     AssistantMessage,
     ModelCall,
     ToolCall,
@@ -24,14 +26,13 @@ from ankka.runtime.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.providers.base import ModelRequest, ModelResponse
-from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType, statements
-from ankka.runtime.tasks.host import TaskHost
-from ankka.runtime.tasks.iteration import RetryPolicy
-from ankka.runtime.tasks.marks import IterationCompleted, IterationStarted
-from ankka.runtime.tasks.records import InstanceState, TaskSpec, TaskState
-from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.records.registry import Record
+from ankka.runtime.records.tasks import InstanceState, TaskSpec, TaskState
+from ankka.runtime.store import task_statements as statements
+from ankka.runtime.store.journal import Journal
+from ankka.runtime.store.sqlite import SqliteStore
+from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType
 from examples.tasks import lookup
 from examples.tasks import service as example
 from tests.unit.tasks.conftest import MakeHost, finished, put
@@ -473,7 +474,7 @@ async def test_a_restarted_host_never_repeats_a_recorded_model_call_and_reruns_a
     started = asyncio.Event()
     hold = asyncio.Event()
 
-    from ankka.runtime.tools import tool
+    from ankka.runtime.declare.tools import tool
 
     @tool
     async def slow_lookup(topic: str) -> str:

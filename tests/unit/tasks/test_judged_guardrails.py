@@ -4,13 +4,13 @@ iteration (never a refusal, never a pass)."""
 
 from __future__ import annotations
 
-from ankka.runtime.identity import SessionOpened
+from ankka.runtime.declare.judgments.guardrail import refuse_if_yes
 from ankka.runtime.judgments import YesNo
-from ankka.runtime.judgments.guardrail import refuse_if_yes
-from ankka.runtime.judgments.usage import JudgmentUsage
-from ankka.runtime.messages import Usage
-from ankka.runtime.tasks.records import TaskState
-from ankka.runtime.testing import ScriptedJudgmentProvider, ScriptedProvider
+from ankka.runtime.providers.scripted import ScriptedJudgmentProvider, ScriptedProvider
+from ankka.runtime.records.judgments import JudgmentUsage
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.records.session import SessionOpened
+from ankka.runtime.records.tasks import TaskState
 from tests.unit.tasks.conftest import MakeHost, finished, put
 from tests.unit.tasks.test_iteration import GOOD, agent_service, complete
 

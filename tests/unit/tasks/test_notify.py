@@ -6,9 +6,9 @@ import asyncio
 from datetime import UTC, datetime
 
 from ankka._kernel.clock import SystemClock
-from ankka.runtime.tasks.notify import Dropped, Notice, Notifier
-from ankka.runtime.tasks.records import InstanceState, TaskState
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.drivers.tasks.notify import Dropped, Notice, Notifier
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.tasks import InstanceState, TaskState
 from examples.tasks import service as example
 from tests.unit.tasks.conftest import MakeHost, finished, put
 from tests.unit.tasks.test_iteration import GOOD, LOOKUP, Gate, complete

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ankka.runtime.tasks.records import TaskRecord, TaskSpec, TaskState, cascade, next_task
+from ankka.runtime.records.tasks import TaskRecord, TaskSpec, TaskState, cascade, next_task
 
 
 def _task(

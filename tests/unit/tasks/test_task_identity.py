@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from ankka.runtime.agents import Service, Turn, TurnRequest
-from ankka.runtime.identity import NotPermitted, SessionOpened
-from ankka.runtime.testing import ScriptedProvider
+from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.declare.policy import NotPermitted
+from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.session import SessionOpened
 from examples.tasks import service as example
 from tests.unit.tasks.conftest import MakeHost, finished, put
 

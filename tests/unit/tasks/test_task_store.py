@@ -12,10 +12,8 @@ import psycopg
 import pytest
 
 from ankka._kernel.errors import NotFound, RequestError
-from ankka.runtime.messages import Usage
-from ankka.runtime.tasks import statements
-from ankka.runtime.tasks.postgres_store import PostgresTaskStore
-from ankka.runtime.tasks.records import (
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.records.tasks import (
     Conflict,
     InstanceState,
     TaskRecord,
@@ -23,8 +21,10 @@ from ankka.runtime.tasks.records import (
     TaskState,
     own_instance_id,
 )
-from ankka.runtime.tasks.sqlite_store import SqliteTaskStore
-from ankka.runtime.tasks.store import Ended, Picked, TaskStore, Transaction
+from ankka.runtime.store import task_statements as statements
+from ankka.runtime.store.postgres_tasks import PostgresTaskStore
+from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 OpenStore = Callable[[], Awaitable[TaskStore]]

@@ -1,0 +1,180 @@
+"""Declaring autonomous agents and the task types they accept. Pure: no I/O, no clock.
+
+A task type is a wire name (written into every task of that type, so it is declared here as a
+string, apart from the Python names holding it), a description the model reads, the result's
+pydantic type and rules: pure checks of a decoded result that return ``None`` to pass or a
+reason to refuse. An autonomous agent is declared like a request agent (instructions, tools,
+guardrails, model) and accepts task types, each with an iteration budget (the most model
+calls it may spend on one task)::
+
+    summary = TaskType("summary", description="...", result=Summary, rules=[has_points])
+    service.autonomous(
+        AutonomousAgent(
+            name="researcher", instructions="...", tools=[lookup], accepts=[Accepts(summary, 5)]
+        )
+    )
+
+The iteration loop (:mod:`ankka.runtime.drivers.tasks.iteration`) belongs to the platform.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.declare.guardrails import AnyGuardrail
+from ankka.runtime.declare.policy import Access
+from ankka.runtime.declare.tools import Tool
+
+__all__ = [
+    "COMPLETE_TASK",
+    "DEFAULT_MAX_CONSECUTIVE_FAILURES",
+    "FAIL_TASK",
+    "Accepts",
+    "AutonomousAgent",
+    "Rule",
+    "TaskType",
+    "rule",
+]
+
+COMPLETE_TASK = "complete_task"
+FAIL_TASK = "fail_task"
+DEFAULT_MAX_CONSECUTIVE_FAILURES = 5
+MAX_BUDGET = 10_000
+
+_WIRE_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
+
+# A rule is given the decoded result, an instance of its task type's result class.
+RuleCheck = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A pure check of a decoded result: ``None`` passes, a string refuses with that reason.
+
+    A rule that raises has decided nothing: the platform checks again, and counts the attempt
+    as a failed iteration, so a broken rule fails its task instead of looping for ever.
+    """
+
+    name: str
+    check: RuleCheck
+
+
+def rule(function: RuleCheck, /, *, name: str | None = None) -> Rule:
+    """A :class:`Rule` from a function ``(result) -> reason | None``."""
+    if inspect.iscoroutinefunction(function):
+        raise ConfigurationError(f"rule {function.__name__!r}: rules are pure; make it sync")
+    return Rule(name or str(getattr(function, "__name__", "rule")), function)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskType:
+    """A kind of task: its wire name, what the model reads of it, its result and rules."""
+
+    name: str
+    result: type[BaseModel]
+    description: str = ""
+    rules: tuple[Rule, ...] = ()
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        result: type[BaseModel],
+        description: str = "",
+        rules: Sequence[Rule | RuleCheck] = (),
+    ) -> None:
+        if not _WIRE_NAME.match(name):
+            raise ConfigurationError(
+                f"task type name {name!r} is not a wire name: lowercase letters, digits, "
+                "'_', '.' or '-', starting with a letter, at most 63 characters"
+            )
+        if not (isinstance(result, type) and issubclass(result, BaseModel)):
+            raise ConfigurationError(
+                f"task type {name!r}: result must be a pydantic model class, not {result!r}"
+            )
+        checks = tuple(r if isinstance(r, Rule) else rule(r) for r in rules)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "result", result)
+        object.__setattr__(self, "description", description)
+        object.__setattr__(self, "rules", checks)
+
+
+@dataclass(frozen=True, slots=True)
+class Accepts:
+    """An agent accepts ``task_type`` and may spend at most ``budget`` iterations on a task."""
+
+    task_type: TaskType
+    budget: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.budget <= MAX_BUDGET:
+            raise ConfigurationError(
+                f"task type {self.task_type.name!r}: the budget must be 1 to {MAX_BUDGET} "
+                f"iterations, not {self.budget}"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutonomousAgent:
+    """An agent that works tasks on its own, one at a time per instance.
+
+    Declared like a request agent (instructions, tools, guardrails, model) and checked where
+    it is declared; ``accepts`` names the task types it works, each with its budget.
+    """
+
+    name: str
+    accepts: Sequence[Accepts]
+    instructions: str = ""
+    description: str = ""
+    tools: Sequence[Tool] = ()
+    input_guardrails: Sequence[AnyGuardrail] = ()
+    output_guardrails: Sequence[AnyGuardrail] = ()
+    model: str = "default"
+    reasoning_effort: str | None = None
+    max_consecutive_failures: int = DEFAULT_MAX_CONSECUTIVE_FAILURES
+    access: Access | None = None  # who besides a task's creator and the platform may act
+
+    def __post_init__(self) -> None:
+        where = f"autonomous agent {self.name!r}"
+        if self.access is not None and not isinstance(self.access, Access):
+            raise ConfigurationError(f"{where}: access= takes an Access(read=, write=, decide=)")
+        for attribute in ("accepts", "tools", "input_guardrails", "output_guardrails"):
+            object.__setattr__(self, attribute, tuple(getattr(self, attribute)))
+        if not self.accepts:
+            raise ConfigurationError(
+                f"{where} accepts no task type; give it accepts=[Accepts(...)]"
+            )
+        seen: set[str] = set()
+        for item in self.accepts:
+            if not isinstance(item, Accepts):
+                raise ConfigurationError(f"{where}: accepts takes Accepts(task_type, budget=N)")
+            if item.task_type.name in seen:
+                raise ConfigurationError(f"{where} accepts task type {item.task_type.name!r} twice")
+            seen.add(item.task_type.name)
+        names = [t.name for t in self.tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigurationError(
+                f"{where}: two tools share the name(s) {', '.join(duplicates)}"
+            )
+        reserved = sorted({COMPLETE_TASK, FAIL_TASK} & set(names))
+        if reserved:
+            raise ConfigurationError(
+                f"{where}: {', '.join(reserved)} is a built-in tool of every autonomous agent"
+            )
+        if self.max_consecutive_failures < 1:
+            raise ConfigurationError(f"{where}: max_consecutive_failures must be at least 1")
+
+    def accepted(self, task_type: str) -> Accepts | None:
+        """How this agent accepts ``task_type`` (its budget), or None if it does not."""
+        return next((a for a in self.accepts if a.task_type.name == task_type), None)
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)

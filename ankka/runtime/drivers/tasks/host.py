@@ -1,0 +1,414 @@
+"""The task host: runs a service's autonomous agents' instances, and answers for their tasks.
+
+One scheduler and one worker per instance with work, all owned by the host's task group
+(``async with TaskHost(...)``). The scheduler finds every active instance with unfinished
+tasks in the store, takes its lease, and starts its worker; a worker works the instance's
+tasks one at a time (:func:`.iteration.work_task`) and leaves memory when none is ready. So a
+restarted runtime resumes every instance that had work without a request to it.
+
+On PostgreSQL several processes share the work: each instance is owned through a lease that
+its owner renews every third of ``lease_seconds``; a process that dies stops renewing, and
+once the lease has run out another process claims the instance and carries on from its
+records. On SQLite one process owns the file, and its leases are its own across restarts.
+A process runs at most ``max_instances`` instances at once; the rest wait for a free place
+here or are taken by another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from ankka._kernel.clock import Clock, SystemClock
+from ankka._kernel.errors import NotFound, RequestError, StoreError
+from ankka.runtime.declare.agents import Service
+from ankka.runtime.declare.autonomous import AutonomousAgent
+from ankka.runtime.declare.judgments.seam import JudgmentProvider
+from ankka.runtime.drivers.tasks.iteration import (
+    LeaseLost,
+    RetryPolicy,
+    Workbench,
+    publish_ended,
+    work_task,
+)
+from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
+from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.retry import Retried
+from ankka.runtime.records.messages import ModelCall
+from ankka.runtime.records.tasks import (
+    InstanceRecord,
+    InstanceState,
+    TaskRecord,
+    TaskSpec,
+    TaskState,
+    check_id,
+)
+from ankka.runtime.store import task_statements as statements
+from ankka.runtime.store.approval_index import ApprovalIndex
+from ankka.runtime.store.journal import Journal
+from ankka.runtime.store.tasks import Picked, TaskStore
+
+__all__ = ["InstanceView", "TaskHost"]
+
+log = logging.getLogger("ankka.runtime.tasks")
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceView:
+    record: InstanceRecord
+    current: str | None
+    queue: tuple[TaskRecord, ...]
+
+
+class TaskHost:
+    def __init__(
+        self,
+        service: Service,
+        *,
+        store: TaskStore,
+        journal: Journal,
+        providers: Mapping[str, ModelProvider],
+        judges: Mapping[str, JudgmentProvider] | None = None,
+        clock: Clock | None = None,
+        owner: str | None = None,
+        lease_seconds: float = 10.0,
+        poll_seconds: float = 0.5,
+        idle_recheck_seconds: float = 5.0,
+        pending_too_long: float = 300.0,
+        max_instances: int = 100,
+        notification_buffer: int = DEFAULT_BUFFER,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        approvals: ApprovalIndex | None = None,
+        calls_made: Callable[[str, Sequence[ModelCall]], None] | None = None,
+        retried: Retried | None = None,
+    ) -> None:
+        self.service = service
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.notifier = Notifier(self.clock, buffer=notification_buffer)
+        self.bench = Workbench(
+            store,
+            journal,
+            providers,
+            self.clock,
+            self.notifier,
+            sleep,
+            retry or RetryPolicy(),
+            approvals=approvals,
+            judges=dict(judges or {}),
+            calls_made=calls_made,
+            retried=retried,
+        )
+        shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner = owner or (shared_owner if store.shared else "local")
+        self.lease_seconds = lease_seconds
+        self.poll_seconds = poll_seconds
+        self.idle_recheck_seconds = idle_recheck_seconds
+        self.pending_too_long = pending_too_long
+        self.max_instances = max_instances
+        self._workers: dict[Key, asyncio.Task[None]] = {}
+        self._idle: set[Key] = set()
+        self._wake = asyncio.Event()
+        self._group: asyncio.TaskGroup | None = None
+        self._last_renewal = float("-inf")
+        self._last_idle_reset = float("-inf")
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> TaskHost:
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        self._scheduler = group.create_task(self._schedule(), name="ankka-task-scheduler")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._group is None:
+            return
+        self._scheduler.cancel()
+        for worker in list(self._workers.values()):
+            worker.cancel()
+        await self._group.__aexit__(None, None, None)
+        self._group = None
+
+    def poke(self) -> None:
+        """Look for work now rather than at the next poll."""
+        self._idle.clear()
+        self._wake.set()
+
+    @property
+    def agents(self) -> dict[str, AutonomousAgent]:
+        return self.service.autonomous_agents
+
+    # -- scheduling -------------------------------------------------------------------------
+
+    async def _schedule(self) -> None:
+        while True:
+            try:
+                await self._tick()
+            except StoreError as exc:
+                log.warning("the task scheduler could not read the store: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_seconds):
+                    await self._wake.wait()
+            self._wake.clear()
+
+    async def _tick(self) -> None:
+        now = self.clock.now().timestamp()
+        if self.store.shared and now - self._last_renewal >= self.lease_seconds / 3:
+            until = now + self.lease_seconds
+            mine = set(await self.store.write(lambda tx: statements.renew(tx, self.owner, until)))
+            self._last_renewal = now
+            for key, worker in list(self._workers.items()):
+                if key not in mine:
+                    log.warning("lost the lease of instance %s/%s; stopping it", *key)
+                    worker.cancel()
+        if now - self._last_idle_reset >= self.idle_recheck_seconds:
+            self._idle.clear()
+            self._last_idle_reset = now
+        work: list[Key] = await self.store.read(statements.with_work)
+        for key in work:
+            if len(self._workers) >= self.max_instances:
+                break  # the rest is left to other processes, or to a later tick
+            if key in self._workers or key in self._idle or key[0] not in self.agents:
+                continue
+            until = now + self.lease_seconds
+            claimed = await self.store.write(
+                partial(
+                    statements.claim,
+                    agent=key[0],
+                    instance=key[1],
+                    owner=self.owner,
+                    until=until,
+                    now=now,
+                )
+            )
+            if claimed and self._group is not None:
+                self._workers[key] = self._group.create_task(
+                    self._run_instance(key), name=f"ankka-instance-{key[0]}/{key[1]}"
+                )
+
+    async def _run_instance(self, key: Key) -> None:
+        agent_name, instance = key
+        agent = self.agents[agent_name]
+        self.notifier.publish("activated", agent=agent_name, instance=instance)
+        try:
+            await self._work_instance(agent, instance)
+        except asyncio.CancelledError:
+            raise
+        except (LeaseLost, StoreError) as exc:
+            log.warning("instance %s/%s stopped: %s", agent_name, instance, exc)
+        except Exception:
+            log.exception("instance %s/%s failed unexpectedly", agent_name, instance)
+        finally:
+            self._workers.pop(key, None)
+            self.notifier.publish("passivated", agent=agent_name, instance=instance)
+            with contextlib.suppress(StoreError):
+                await self.store.write(
+                    lambda tx: statements.release(tx, agent_name, instance, self.owner)
+                )
+            self._wake.set()
+
+    async def _work_instance(self, agent: AutonomousAgent, instance: str) -> None:
+        while True:
+            holder = await self.store.read(
+                lambda tx: statements.get_instance(tx, agent.name, instance)
+            )
+            if holder is None or holder.state != InstanceState.ACTIVE:
+                return
+            picked: Picked = await self.store.read(
+                lambda tx: statements.pick(tx, agent.name, instance)
+            )
+            self._tell_waiting(agent.name, instance, picked.waiting)
+            if picked.task is None:
+                if picked.waiting:
+                    self._idle.add((agent.name, instance))
+                return
+            task = picked.task
+            try:
+                await work_task(self.bench, agent, task)
+            except (asyncio.CancelledError, LeaseLost, StoreError):
+                raise
+            except Exception as exc:
+                # A fault of the platform, not of the task's decisions: end the task saying
+                # so, rather than retrying it for ever.
+                log.exception("working task %s failed unexpectedly", task.id)
+                reason = f"the runtime failed working the task: {type(exc).__name__}: {exc}"
+                await self._finish(task.id, TaskState.FAILED, reason)
+            if await self._still_awaiting(task.id):
+                self._idle.add((agent.name, instance))
+                return
+            self._idle.clear()
+
+    async def _still_awaiting(self, task: str) -> bool:
+        """The task waits for approval: its instance idles until a decision pokes the host
+        (or the idle recheck, after a restart)."""
+        record: TaskRecord | None = await self.store.read(lambda tx: statements.get(tx, task))
+        return record is not None and record.state == TaskState.AWAITING_APPROVAL
+
+    def approval_decided(self, task: str, data: dict[str, Any], last: bool) -> None:
+        """A request of ``task`` was decided (by a person or the platform); after the last,
+        its instance settles the calls before anything else."""
+        self.notifier.publish(
+            "approval_decided",
+            agent=str(data.get("agent", "")),
+            instance=data.get("instance"),
+            task=task,
+            **{k: v for k, v in data.items() if k not in ("agent", "instance")},
+        )
+        if last:
+            self.poke()
+
+    def _tell_waiting(self, agent: str, instance: str, waiting: Sequence[TaskRecord]) -> None:
+        now = self.clock.now()
+        for task in waiting:
+            if self.notifier.once(task.id, "task_waiting"):
+                self.notifier.publish(
+                    "task_waiting",
+                    agent=agent,
+                    instance=instance,
+                    task=task.id,
+                    depends_on=list(task.spec.depends_on),
+                )
+            created = task.created_at or now
+            if (now - created).total_seconds() > self.pending_too_long and self.notifier.once(
+                task.id, "dependency_pending_long"
+            ):
+                self.notifier.publish(
+                    "dependency_pending_long",
+                    agent=agent,
+                    instance=instance,
+                    task=task.id,
+                    waited_seconds=round((now - created).total_seconds()),
+                )
+
+    async def _finish(self, task: str, state: TaskState, reason: str) -> None:
+        ended = await self.store.write(
+            lambda tx: statements.finish(tx, task, state, reason=reason, now=self.clock.now())
+        )
+        publish_ended(self.notifier, ended)
+
+    # -- what the HTTP API asks -------------------------------------------------------------
+
+    async def put(
+        self,
+        agent: str,
+        task: str,
+        spec: TaskSpec,
+        *,
+        instance: str | None,
+        created_by: str,
+    ) -> tuple[TaskRecord, bool]:
+        declared = self.agents.get(agent)
+        if declared is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise NotFound(f"there is no autonomous agent {agent!r} (autonomous agents: {known})")
+        accepts = declared.accepted(spec.type)
+        if accepts is None:
+            types = ", ".join(a.task_type.name for a in declared.accepts)
+            raise RequestError(
+                f"agent {agent!r} does not accept task type {spec.type!r} (it accepts: {types})"
+            )
+        check_id(task, "task")
+        if instance is not None:
+            check_id(instance, "instance")
+        for dependency in spec.depends_on:
+            check_id(dependency, "dependency")
+        record, created, ended = await self.store.write(
+            lambda tx: statements.put(
+                tx,
+                task,
+                spec,
+                instance=instance,
+                budget=accepts.budget,
+                created_by=created_by,
+                now=self.clock.now(),
+            )
+        )
+        if record.state == TaskState.ASSIGNED and (created or instance is not None):
+            self.notifier.publish(
+                "task_assigned", agent=agent, instance=record.instance, task=record.id
+            )
+        publish_ended(self.notifier, ended)
+        self.poke()
+        return record, created
+
+    async def get(self, task: str) -> TaskRecord:
+        record: TaskRecord | None = await self.store.read(lambda tx: statements.get(tx, task))
+        if record is None:
+            raise NotFound(f"there is no task {task!r}")
+        return record
+
+    async def recent(self, limit: int) -> list[TaskRecord]:
+        """The last ``limit`` tasks created, newest first."""
+        records: list[TaskRecord] = await self.store.read(lambda tx: statements.recent(tx, limit))
+        return records
+
+    async def wait(self, task: str, seconds: float) -> TaskRecord:
+        """The task's record once it is final, or as it stands after ``seconds``."""
+        deadline = self.clock.monotonic() + seconds
+        with self.notifier.subscribe(("task", task)) as subscription:
+            while True:
+                record = await self.get(task)
+                left = deadline - self.clock.monotonic()
+                if record.final or left <= 0:
+                    return record
+                # Woken early by this process's own notifications; polled for other processes'.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(left, 0.25)):
+                        await subscription.next()
+
+    async def cancel(self, task: str) -> TaskRecord:
+        record, ended = await self.store.write(
+            lambda tx: statements.cancel(tx, task, self.clock.now())
+        )
+        publish_ended(self.notifier, ended)
+        self.poke()
+        return record  # type: ignore[no-any-return]
+
+    async def set_instance(self, agent: str, instance: str, state: InstanceState) -> InstanceView:
+        if agent not in self.agents:
+            raise NotFound(f"there is no autonomous agent {agent!r}")
+        await self.store.write(
+            lambda tx: statements.set_instance(tx, agent, instance, state, self.clock.now())
+        )
+        if state == InstanceState.TERMINATED:
+            worker = self._workers.get((agent, instance))
+            if worker is not None:
+                worker.cancel()
+        self.poke()
+        return await self.instance(agent, instance)
+
+    async def instance(self, agent: str, instance: str) -> InstanceView:
+        def read(tx: Any) -> tuple[InstanceRecord | None, Picked, list[TaskRecord]]:
+            return (
+                statements.get_instance(tx, agent, instance),
+                statements.pick(tx, agent, instance),
+                statements.queue(tx, agent, instance),
+            )
+
+        record, picked, queue = await self.store.read(read)
+        if record is None:
+            raise NotFound(f"agent {agent!r} has no instance {instance!r}")
+        current = next(
+            (
+                t.id
+                for t in queue
+                if t.state.value in ("in-progress", "result-rejected", "awaiting-approval")
+            ),
+            None,
+        )
+        if current is None and picked.task is not None and picked.task.started:
+            current = picked.task.id
+        return InstanceView(record, current, tuple(queue))

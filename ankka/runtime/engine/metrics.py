@@ -1,0 +1,114 @@
+"""Prometheus metrics of one runtime: turns, model calls, tool calls, tokens, latency.
+
+Each runtime has its own registry (tests start many in one process). Labels never carry
+message text, keys or session ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from ankka._kernel.exposition import LATENCY_BUCKETS
+from ankka.runtime.engine.loop import TurnOutcome
+from ankka.runtime.records.messages import ModelCall, Usage
+
+__all__ = ["RuntimeMetrics"]
+
+
+class RuntimeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.turns = Counter(
+            "ankka_turns", "Turns handled, by agent and outcome", ["agent", "outcome"], registry=r
+        )
+        self.turn_seconds = Histogram(
+            "ankka_turn_seconds",
+            "Time of a whole turn",
+            ["agent"],
+            registry=r,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.model_calls = Counter(
+            "ankka_model_calls", "Model calls", ["agent", "provider", "model"], registry=r
+        )
+        self.model_seconds = Histogram(
+            "ankka_model_call_seconds",
+            "Latency of model calls",
+            ["provider", "model"],
+            registry=r,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.model_retries = Counter(
+            "ankka_model_retries",
+            "Model calls made again after a retryable failure (ankka's one retry layer: a "
+            "turn's call, or a task's iteration), by the error that caused it",
+            ["provider", "model", "kind"],
+            registry=r,
+        )
+        self.tool_calls = Counter(
+            "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"], registry=r
+        )
+        self.caller_disconnects = Counter(
+            "ankka_caller_disconnects",
+            "Requests whose caller left before sending them whole",
+            registry=r,
+        )
+        self.tokens = Counter(
+            "ankka_tokens",
+            "Tokens used, by kind (input, output, cache_read, cache_write)",
+            ["agent", "provider", "kind"],
+            registry=r,
+        )
+        self.judgments = Counter(
+            "ankka_judgments", "Judgments answered, by judgment handler", ["handler"], registry=r
+        )
+        self.judgment_tokens = Counter(
+            "ankka_judgment_tokens",
+            "Tokens used by judgments (handlers and judged guardrails), by kind",
+            ["kind"],
+            registry=r,
+        )
+
+    def turn_finished(self, agent: str, outcome: TurnOutcome, seconds: float) -> None:
+        self.turns.labels(agent, "ok").inc()
+        self.turn_seconds.labels(agent).observe(seconds)
+        self.calls_made(agent, outcome.calls)
+        for result in outcome.tool_results:
+            self.tool_calls.labels(agent, result.name, "error" if result.is_error else "ok").inc()
+
+    def calls_made(self, agent: str, calls: Iterable[ModelCall]) -> None:
+        """Count model calls and their tokens, whether or not their turn was written."""
+        for call in calls:
+            self.model_calls.labels(agent, call.provider, call.model).inc()
+            self.model_seconds.labels(call.provider, call.model).observe(call.latency_ms / 1000)
+            for kind, count in call.usage.as_dict().items():
+                if count:
+                    self.tokens.labels(agent, call.provider, kind.removesuffix("_tokens")).inc(
+                        count
+                    )
+
+    def model_retried(self, provider: str, model: str, kind: str) -> None:
+        """A model call failed retryably and is made again (providers/retry.py)."""
+        self.model_retries.labels(provider, model, kind).inc()
+
+    def caller_left(self) -> None:
+        """A caller disconnected before its request arrived whole (a normal event)."""
+        self.caller_disconnects.inc()
+
+    def judgment_finished(self, handler: str, usage: Usage) -> None:
+        self.judgments.labels(handler).inc()
+        self.judgment_tokens_used(usage)
+
+    def judgment_tokens_used(self, usage: Usage) -> None:
+        for kind, count in usage.as_dict().items():
+            if count:
+                self.judgment_tokens.labels(kind.removesuffix("_tokens")).inc(count)
+
+    def turn_failed(self, agent: str, kind: str) -> None:
+        self.turns.labels(agent, kind).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

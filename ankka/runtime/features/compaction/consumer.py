@@ -1,0 +1,221 @@
+"""The compaction consumer: summarises sessions after their turns are committed.
+
+Never part of a request. After a turn is written, its writer calls :meth:`Compactor.committed`
+(which only queues the session and returns); a bounded set of workers takes sessions from the
+queue, one compaction at a time per session, many sessions in parallel. For each, a worker
+brings its fold up to date, decides whether it is due (over its start, not pausing after a
+rejection or a failure), cuts, takes the session's lease, calls the summariser outside any
+lock, checks the summary, and journals ``HistoryCompacted`` or ``CompactionRejected`` under
+the session's turn lock, only if no other compaction landed since the cut. A failed
+summariser call is skipped, counted, and retried at a later commit after a growing pause; it
+never holds a worker, so it never stalls other sessions.
+
+Any session can be fed to it: a request agent's session, or an autonomous task's
+``task:<id>`` session, whose writer calls :meth:`committed` the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from ankka._kernel.clock import Clock
+from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.ids import new_id
+from ankka.runtime.declare.compaction import Compaction
+from ankka.runtime.engine.view import SentView
+from ankka.runtime.features.compaction.cut import choose_cut
+from ankka.runtime.features.compaction.decide import due, pause_until, verdict_record
+from ankka.runtime.features.compaction.metrics import CompactionMetrics
+from ankka.runtime.features.compaction.summariser import summarise, summary_request
+from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.config import find_model
+from ankka.runtime.records.compaction import HistoryCompacted
+from ankka.runtime.records.registry import Entry, Record
+from ankka.runtime.store.session_leases import CompactionLeases, LocalLeases
+
+__all__ = ["Compactor", "Job"]
+
+log = logging.getLogger("ankka.runtime.compaction")
+
+
+class EventLog(Protocol):
+    """What the consumer needs of the :class:`~ankka.runtime.store.journal.Journal`: read a
+    session's records after a position, append records."""
+
+    async def read(self, session: str, *, after: int = 0) -> list[Entry]: ...
+
+    async def append(self, session: str, records: Sequence[Record], *, expected: int) -> int: ...
+
+
+class TurnLock(Protocol):
+    """The session's turn lock (the runtime's queue): a record is written between turns."""
+
+    def turn(self, session: str) -> AbstractAsyncContextManager[None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """How to compact a session: its settings and the configured model that summarises."""
+
+    settings: Compaction
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    count: int
+    until: datetime
+
+
+class Compactor:
+    """The consumer. An async context manager that owns its workers."""
+
+    def __init__(
+        self,
+        *,
+        journal: EventLog,
+        turns: TurnLock,
+        providers: Mapping[str, ModelProvider],
+        clock: Clock,
+        metrics: CompactionMetrics,
+        leases: CompactionLeases | None = None,
+        workers: int = 4,
+        lease_ttl: timedelta = timedelta(minutes=10),
+        cache_sessions: int = 1024,
+    ) -> None:
+        if workers < 1:
+            raise ConfigurationError("a compactor needs at least one worker")
+        self._journal = journal
+        self._turns = turns
+        self.providers = dict(providers)
+        self._clock = clock
+        self.metrics = metrics
+        self._leases = leases or LocalLeases()
+        self._workers = workers
+        self._lease_ttl = lease_ttl
+        self._holder = new_id("compactor")
+        self._capacity = cache_sessions
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._pending: dict[str, Job] = {}
+        self._running: set[str] = set()
+        self._failures: dict[str, _Failure] = {}
+        self._views: OrderedDict[str, SentView] = OrderedDict()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._group: asyncio.TaskGroup | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> Compactor:
+        self._group = asyncio.TaskGroup()
+        await self._group.__aenter__()
+        self._tasks = [
+            self._group.create_task(self._work(), name=f"ankka-compactor-{n}")
+            for n in range(self._workers)
+        ]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        group, self._group = self._group, None
+        try:
+            if group is not None:
+                for task in self._tasks:  # the workers wait on the queue for ever: stop them
+                    task.cancel()
+                await group.__aexit__(None, None, None)
+        finally:
+            await self._leases.close()
+
+    def committed(self, session: str, job: Job) -> None:
+        """A turn of ``session`` was committed: queue it. Returns at once."""
+        queued = session in self._pending
+        self._pending[session] = job
+        if not queued and session not in self._running:
+            self._idle.clear()
+            self._queue.put_nowait(session)
+
+    async def idle(self) -> None:
+        """Wait until nothing is queued or running (tests and benchmarks)."""
+        await self._idle.wait()
+
+    async def _work(self) -> None:
+        while True:
+            session = await self._queue.get()
+            job = self._pending.pop(session)
+            self._running.add(session)
+            try:
+                again = await self._compact(session, job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a summariser or store failure: skip, pause, go on
+                self._failed(session, exc)
+                again = False
+            finally:
+                self._running.discard(session)
+            if again:
+                self._pending.setdefault(session, job)
+            if session in self._pending:
+                self._queue.put_nowait(session)
+            elif not self._pending and not self._running:
+                self._idle.set()
+
+    def _failed(self, session: str, exc: Exception) -> None:
+        kind = exc.kind if isinstance(exc, AnkkaError) else "internal_error"
+        self.metrics.failed(kind)
+        previous = self._failures.get(session)
+        count = previous.count + 1 if previous else 1
+        self._failures.pop(session, None)  # re-inserted last, so the oldest pause goes first
+        self._failures[session] = _Failure(count, pause_until(count, self._clock.now()))
+        while len(self._failures) > self._capacity:  # bounded: forget the oldest pause
+            del self._failures[next(iter(self._failures))]
+        if not isinstance(exc, AnkkaError):
+            log.error("compaction failed unexpectedly", exc_info=exc)
+        else:
+            log.warning("compaction skipped (attempt %d): %s", count, exc)
+
+    async def _view(self, session: str) -> SentView:
+        view = self._views.pop(session, None) or SentView()
+        view.apply_all(await self._journal.read(session, after=view.position))
+        self._views[session] = view
+        while len(self._views) > self._capacity:
+            self._views.popitem(last=False)
+        return view
+
+    async def _compact(self, session: str, job: Job) -> bool:
+        """One compaction of ``session``; ``True`` when it should be looked at again."""
+        failure = self._failures.get(session)
+        if failure is not None and self._clock.now() < failure.until:
+            return False
+        settings = job.settings
+        view = await self._view(session)
+        if not due(view, settings, self._clock.now()):
+            return False
+        cut = choose_cut(view, settings)
+        if cut is None:
+            return False
+        provider = find_model(self.providers, job.model)
+        if provider is None:
+            raise ConfigurationError(f"the summariser's model {job.model!r} is not configured")
+        if not await self._leases.acquire(session, self._holder, self._lease_ttl):
+            return False  # another process is compacting it
+        try:
+            summary = await summarise(
+                provider, summary_request(cut.replaced, settings, replaced_chars=cut.replaced_chars)
+            )
+            record = await verdict_record(summary, cut, settings, self._clock.now())
+            async with self._turns.turn(session):
+                view = await self._view(session)
+                base = view.summary.through if view.summary is not None else 0
+                if base != cut.base:
+                    return False  # another compaction landed since the cut: it stands
+                await self._journal.append(session, [record], expected=view.position)
+        finally:
+            await self._leases.release(session, self._holder)
+        self._failures.pop(session, None)
+        self.metrics.recorded(record)
+        return isinstance(record, HistoryCompacted)

@@ -1,0 +1,127 @@
+"""A call's arguments checked before sending, and its result turned into a tool result.
+
+- Arguments: the model's JSON text must be an object that fits the tool's JSON Schema; a
+  call that does not is an error result the model can correct, and nothing is sent.
+- Results: text blocks are joined; structured content is the answer when there is no text;
+  images, audio and resources are named, not inlined; ``isError`` stays an error.
+- Secrets: header values are replaced by ``***`` wherever a server's answer or error echoes
+  them, before anything reaches the model, the journal or a log.
+- Result guardrails run on a result that is not an error; a refusal replaces the whole result
+  with a notice, so the refused text reaches neither the model nor the journal.
+
+Pure: no I/O. Called by :mod:`.servers`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+
+from ankka._kernel.errors import Refused
+from ankka.runtime.declare.guardrails import Guardrail, first_refusal
+
+__all__ = [
+    "ArgumentCheck",
+    "Rendered",
+    "guard",
+    "parse_arguments",
+    "redact",
+    "render",
+]
+
+MAX_RESULT = 1_000_000  # characters of one result the model is given; the rest is cut, said so
+_MAX_PROBLEM = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    text: str
+    is_error: bool
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+def parse_arguments(raw: str, offered: str) -> dict[str, Any] | str:
+    """The arguments as an object, or the problem (an error result's text)."""
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError as exc:
+        return f"the arguments for tool {offered!r} are not JSON: {exc}"
+    if not isinstance(value, dict):
+        kind = type(value).__name__
+        return f"the arguments for tool {offered!r} must be a JSON object, not {kind}"
+    return value
+
+
+class ArgumentCheck:
+    """One tool's input schema, compiled once per listing."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(dict(schema))  # SchemaError: the caller leaves the tool out
+        self._validator = cls(schema)
+
+    @staticmethod
+    def compiles(schema: Mapping[str, Any]) -> str | None:
+        try:
+            ArgumentCheck(schema)
+        except SchemaError as exc:
+            return str(exc.message)[:_MAX_PROBLEM]
+        return None
+
+    def problem(self, arguments: Mapping[str, Any], offered: str) -> str | None:
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if not errors:
+            return None
+        shown = "; ".join(
+            f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message[:_MAX_PROBLEM]}"
+            for e in errors[:5]
+        )
+        return f"the arguments for tool {offered!r} do not fit its schema: {shown}"
+
+
+def render(result: Any) -> Rendered:
+    """An SDK ``CallToolResult`` as the text the model is given."""
+    parts: list[str] = []
+    for block in getattr(result, "content", None) or ():
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(str(block.text))
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} {getattr(block, 'mime_type', '')} not shown]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {block.uri}]")
+        elif kind == "resource":
+            inner = block.resource
+            text = getattr(inner, "text", None)
+            parts.append(str(text) if text is not None else f"[resource {inner.uri} not shown]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content not shown]")
+    structured = getattr(result, "structured_content", None)
+    if not parts and structured is not None:
+        parts.append(json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
+    text = "\n".join(parts)
+    if len(text) > MAX_RESULT:
+        text = text[:MAX_RESULT] + f"\n[cut: the result was past {MAX_RESULT} characters]"
+    return Rendered(text, bool(getattr(result, "is_error", False)))
+
+
+async def guard(rendered: Rendered, guardrails: Sequence[Guardrail], offered: str) -> Rendered:
+    """The result, or a refusal notice in its place."""
+    if rendered.is_error or not guardrails:
+        return rendered
+    try:
+        await first_refusal(guardrails, rendered.text, stage="result")
+    except Refused as refusal:
+        return Rendered(f"the result of tool {offered!r} was withheld: {refusal}", is_error=True)
+    return rendered

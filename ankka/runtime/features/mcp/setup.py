@@ -1,0 +1,47 @@
+"""Building a runtime's :class:`~.servers.McpServers` from the environment, at start.
+
+Called by ``ankka serve`` (and tests). Refuses, naming it, any ``ANKKA_MCP_`` variable that is
+no setting or names a server no agent lists, and a listed server without its URL. The SDK is
+imported only here and only when some agent lists a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+
+from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.declare.agents import Service
+from ankka.runtime.declare.mcp import PREFIX
+from ankka.runtime.features.mcp.config import parse_environment
+
+if TYPE_CHECKING:
+    from ankka.runtime.features.mcp.servers import McpServers
+
+__all__ = ["declared_servers", "servers_from_environment"]
+
+
+def declared_servers(service: Service) -> list[str]:
+    return sorted({s.name for d in service.agents.values() for s in d.mcp_servers})
+
+
+def servers_from_environment(
+    service: Service, environ: Mapping[str, str], *, registry: CollectorRegistry | None = None
+) -> McpServers | None:
+    """The service's MCP servers, or None when no agent lists one and nothing is configured."""
+    declared = declared_servers(service)
+    if not declared and not any(v.startswith(PREFIX) for v in environ):
+        return None
+    settings = parse_environment(environ, declared)
+    if not settings:
+        return None
+    try:
+        from ankka.runtime.features.mcp.servers import McpServers
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"agents of {service.name!r} list MCP servers ({', '.join(declared)}), which need "
+            "the official MCP SDK: pip install 'ankka[mcp]'"
+        ) from exc
+    return McpServers(settings, registry=registry)

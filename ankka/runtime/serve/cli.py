@@ -1,0 +1,398 @@
+"""Serve a service's agents over HTTP.
+
+MODULE:ATTR names the Service, for example examples.weather:service; a bare MODULE means
+MODULE:service. The current directory is importable. Models come from ANKKA_MODEL_<NAME>_*
+variables (see docs/configuration.md); the session store defaults to an SQLite file in the
+working directory. The first line printed is
+"ankka serve: listening on http://HOST:PORT".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ankka._kernel import serve
+from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka.runtime.declare.policy import load_policy
+from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
+from ankka.runtime.serve.target import load_service
+
+if TYPE_CHECKING:
+    from ankka._kernel.health import HealthPort
+    from ankka._kernel.tls import ReloadingServerTLS
+    from ankka.runtime.drivers.request import Runtime
+    from ankka.runtime.serve.tokenreview import TokenReviewer
+
+__all__ = ["CONSOLE_VARIABLE", "STORE_VARIABLE", "configure", "run"]
+
+CONSOLE_VARIABLE = "ANKKA_CONSOLE"
+STORE_VARIABLE = "ANKKA_STORE"  # the operator renders it, from a Secret for PostgreSQL
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from ankka.runtime.store.open import DEFAULT_STORE
+
+    parser.add_argument(
+        "target", metavar="MODULE[:ATTR]", help="the Service to serve (ATTR defaults to service)"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
+    parser.add_argument(
+        "--port", type=serve.port_number, default=8000, help="port; 0 picks a free one"
+    )
+    parser.add_argument(
+        "--store",
+        default=os.environ.get(STORE_VARIABLE) or DEFAULT_STORE,
+        help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (env ANKKA_STORE, "
+        "which keeps a password out of the command line; postgresql:// alone takes libpq's "
+        "PGHOST, PGUSER, PGPASSWORD ...; default: sqlite:///ankka.sqlite3)",
+    )
+    parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="largest request body accepted; larger ones get 413 (%(default)s)",
+    )
+    parser.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help="serve mTLS with DIR/tls.crt, DIR/tls.key and DIR/ca.crt (reloaded on change): "
+        "callers present a client certificate from that CA and are known by its ankka:// URI SAN "
+        "(with --token-file or --token-review-url too, a caller without one sends a token)",
+    )
+    parser.add_argument(
+        "--probe-port",
+        type=serve.port_number,
+        default=None,
+        metavar="PORT",
+        help="also answer /healthz and /readyz (only) over plain HTTP on PORT, for kubelet's "
+        "probes, which have no client certificate (off by default; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="callers send Authorization: Bearer TOKEN; FILE has one 'CALLER TOKEN' per line",
+    )
+    review = parser.add_argument_group("Kubernetes service-account tokens (TokenReview)")
+    review.add_argument(
+        "--token-review-url",
+        metavar="URL",
+        default=os.environ.get("ANKKA_TOKEN_REVIEW_URL") or None,
+        help="check bearer tokens with the TokenReview API of the Kubernetes API server at URL "
+        "(env ANKKA_TOKEN_REVIEW_URL); callers are system:serviceaccount:<ns>:<name>",
+    )
+    review.add_argument(
+        "--token-review-audience",
+        metavar="AUDIENCE",
+        default=os.environ.get("ANKKA_TOKEN_REVIEW_AUDIENCE") or None,
+        help="accept only tokens issued for AUDIENCE (env ANKKA_TOKEN_REVIEW_AUDIENCE)",
+    )
+    review.add_argument(
+        "--token-review-credential",
+        metavar="FILE",
+        default=None,
+        help="this runtime's own token for the API server (default: the pod's service-account "
+        "token, /var/run/secrets/kubernetes.io/serviceaccount/token, re-read per review)",
+    )
+    review.add_argument(
+        "--token-review-ca",
+        metavar="FILE",
+        default=None,
+        help="the CA the API server's certificate is checked with (default: the pod's "
+        "service-account ca.crt)",
+    )
+    parser.add_argument(
+        "--trust-network",
+        action="store_true",
+        help="on a non-loopback address, serve without identifying callers (every caller is "
+        "'local'); only where the network itself admits only trusted callers",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=10.0,
+        help="on PostgreSQL, how long a process that died keeps its instances before another "
+        "takes them over (%(default)s)",
+    )
+    parser.add_argument(
+        "--max-instances",
+        type=int,
+        default=100,
+        help="the most autonomous-agent instances this process runs at once (%(default)s)",
+    )
+    parser.add_argument(
+        "--approver-header",
+        default=os.environ.get("ANKKA_APPROVER_HEADER") or None,
+        metavar="NAME",
+        help="the header a trusted proxy sets to name who decides an approval "
+        "(env ANKKA_APPROVER_HEADER); with --tls-dir the client certificate's URI SAN wins",
+    )
+    parser.add_argument(
+        "--approval-notice-seconds",
+        type=float,
+        default=300.0,
+        help="how long before an approval's limit approval_expiring is sent (%(default)s)",
+    )
+    parser.add_argument(
+        "--notification-buffer",
+        type=int,
+        default=256,
+        help="events kept for each notification subscriber that reads slowly (%(default)s)",
+    )
+    parser.add_argument(
+        "--console",
+        choices=["on", "off"],
+        default=os.environ.get(CONSOLE_VARIABLE, "off").strip().lower() or "off",
+        help=f"serve the console at /console, to loopback callers or checked identities, "
+        f"under the session policy (default off; env {CONSOLE_VARIABLE}=on|off; `ankka up` "
+        "turns it on)",
+    )
+    parser.add_argument(
+        "--access-file",
+        metavar="FILE",
+        help="the session policy (YAML or JSON: service and agents, each read/write/decide "
+        "caller patterns) in place of the declared one, entry by entry; see docs/security.md",
+    )
+    serve.add_limit_options(parser)
+
+
+def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
+    if not args.token_review_url:
+        return None
+    from pathlib import Path
+
+    from ankka.runtime.serve.tokenreview import ReviewSettings, TokenReviewer
+
+    if not args.token_review_url.startswith("https://"):
+        raise ConfigurationError(
+            f"--token-review-url {args.token_review_url[:80]!r}: the API server is reached "
+            "over https:// only (tokens travel in the request)"
+        )
+    settings = ReviewSettings(url=args.token_review_url, audience=args.token_review_audience)
+    if args.token_review_credential:
+        settings = replace(settings, credential_file=Path(args.token_review_credential))
+    if args.token_review_ca:
+        settings = replace(settings, ca_file=Path(args.token_review_ca))
+    return TokenReviewer(settings)
+
+
+def _identity(
+    args: argparse.Namespace,
+) -> tuple[Identify, ReloadingServerTLS | None, TokenReviewer | None]:
+    """How callers are identified, by the rule in :mod:`ankka.runtime.serve.identity`; says so."""
+    from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
+
+    tokens = load_tokens(args.token_file) if args.token_file else None
+    reviewer = _reviewer(args)
+    tls = None
+    if args.tls_dir:
+        try:
+            # With tokens too, a client without a certificate finishes the handshake and
+            # must send a token (the rule in ankka.runtime.serve.identity).
+            optional = tokens is not None or reviewer is not None
+            tls = ReloadingServerTLS(args.tls_dir, require_client=not optional)
+        except TLSFilesError as exc:
+            raise ConfigurationError(str(exc)) from exc
+    local = is_loopback(args.host)
+    if tls is None and tokens is None and reviewer is None and not local and not args.trust_network:
+        raise ConfigurationError(
+            f"listening on {args.host} needs a way to identify callers: pass --tls-dir DIR "
+            "(client certificates), --token-file FILE (bearer tokens) or --token-review-url "
+            "URL (Kubernetes service-account tokens); only a loopback "
+            "address trusts its callers as 'local' (--trust-network overrides this)"
+        )
+    if tls is not None:
+        how = f"callers are identified by client certificate (CA in {args.tls_dir}/ca.crt)"
+        if not tls.require_client:
+            how += ", or else by bearer token"
+    elif tokens is not None:
+        how = f"callers are identified by bearer token ({len(tokens)} caller(s))"
+    elif reviewer is not None and not args.trust_network:
+        how = "callers are identified by Kubernetes service-account token"
+    elif local:
+        how = "on loopback without TLS or tokens: every caller is trusted as 'local'"
+    else:
+        how = "WARNING: --trust-network: callers are NOT identified; every caller is 'local'"
+    print(f"ankka serve: {how}", file=sys.stderr)
+    if reviewer is not None:
+        audience = reviewer.settings.audience or "the API server's own"
+        print(
+            f"ankka serve: bearer tokens are checked with TokenReview at "
+            f"{reviewer.settings.url} (audience {audience})",
+            file=sys.stderr,
+        )
+    # Tokens to review make an unidentified caller a 401, unless the network is trusted.
+    trust = args.trust_network or reviewer is None
+    identify = Identify(tls=tls is not None, tokens=tokens, trust=trust, reviewer=reviewer)
+    return identify, tls, reviewer
+
+
+def _probe_port(
+    sock: socket.socket, runtime: Runtime, limits: serve.ConnectionLimits
+) -> HealthPort:
+    """The plain probe port: /healthz, and /readyz as the API answers it (503 naming a
+    declared MCP server without a session). Says where it listens."""
+    from ankka._kernel.health import HealthPort
+
+    def answer(path: str) -> tuple[int, bytes, bytes]:
+        missing = runtime.missing() if path == "/readyz" else []
+        body = {"ok": False, "missing": missing} if missing else {"ok": True}
+        return (503 if missing else 200), b"application/json", json.dumps(body).encode()
+
+    shown, port = sock.getsockname()[:2]
+    print(f"ankka serve: probes on http://{shown}:{port} (/healthz, /readyz)", file=sys.stderr)
+    return HealthPort(sock, answer, limits=limits, paths=("/healthz", "/readyz"))
+
+
+def _import_http() -> None:
+    """Import what serving HTTP needs (the routes, starlette, uvicorn): none of it is needed
+    to resume the instances that had work."""
+    import uvicorn.protocols.http.httptools_impl  # noqa: F401
+
+    import ankka.runtime.serve.http  # noqa: F401
+
+
+def run(args: argparse.Namespace) -> int:
+    from ankka.runtime.declare.compaction import from_environment
+    from ankka.runtime.drivers.request import Runtime
+    from ankka.runtime.drivers.tasks.host import TaskHost
+    from ankka.runtime.engine.metrics import RuntimeMetrics
+    from ankka.runtime.features.mcp.setup import servers_from_environment
+    from ankka.runtime.providers.judges import judges_for
+    from ankka.runtime.providers.registry import providers_from_environment
+    from ankka.runtime.providers.retry import retrying
+    from ankka.runtime.store.approval_index import ApprovalIndex
+    from ankka.runtime.store.open import open_store, sqlite_path
+    from ankka.runtime.store.open_tasks import open_task_store
+    from ankka.runtime.store.session_leases import open_leases
+
+    if args.console not in ("on", "off"):
+        print(
+            f"ankka serve: {CONSOLE_VARIABLE}={args.console[:20]!r} is neither on nor off",
+            file=sys.stderr,
+        )
+        return 2
+    metrics = RuntimeMetrics()
+    try:
+        service = load_service(args.target)
+        sqlite_path(args.store)  # a store URL that is none is refused before anything is said
+        providers = providers_from_environment(os.environ)
+        mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
+        compaction = from_environment(os.environ)
+    except AnkkaError as exc:
+        print(f"ankka serve: {exc}", file=sys.stderr)
+        return 2
+    limits = serve.limits_from(args)
+    try:
+        identify, tls, reviewer = _identity(args)
+        policy = service.policy()
+        if args.access_file is not None:
+            named = [*service.agents, *service.autonomous_agents]
+            policy = load_policy(args.access_file, policy, named)
+    except AnkkaError as exc:
+        print(f"ankka serve: {exc}", file=sys.stderr)
+        return 2
+    sock = serve.bind(args.host, args.port)
+    probe_sock = serve.bind(args.host, args.probe_port) if args.probe_port is not None else None
+
+    async def main() -> int:
+        try:
+            store = await open_store(args.store)
+            task_store = await open_task_store(args.store)
+        except AnkkaError as exc:
+            print(f"ankka serve: {exc}", file=sys.stderr)
+            return 2
+        try:
+            leases = await open_leases(task_store)
+        except AnkkaError as exc:
+            await store.close()
+            await task_store.close()
+            print(f"ankka serve: {exc}", file=sys.stderr)
+            return 2
+        index = ApprovalIndex(task_store)
+        runtime = Runtime(
+            service,
+            store=store,
+            # A turn's calls are retried here; a task's by its iteration loop (retry.py).
+            providers=retrying(providers, retried=metrics.model_retried),
+            judges=judges_for(providers),
+            metrics=metrics,
+            mcp=mcp,
+            compaction_override=compaction,
+            compaction_leases=leases,
+            approvals=index,
+            approval_notice_seconds=args.approval_notice_seconds,
+            policy=policy,
+        )
+        tasks = TaskHost(
+            service,
+            store=task_store,
+            journal=runtime.journal,
+            providers=providers,
+            judges=runtime.judges,
+            lease_seconds=args.lease_seconds,
+            max_instances=args.max_instances,
+            notification_buffer=args.notification_buffer,
+            approvals=index,
+            calls_made=metrics.calls_made,
+            retried=metrics.model_retried,
+        )
+        runtime.approvals.task_decided = tasks.approval_decided
+        names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
+        agents = [*service.agents, *service.autonomous_agents]
+        print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
+        if args.console == "on":
+            print(
+                "ankka serve: the console is at /console (loopback callers, or callers "
+                "identified off loopback; each sees what the session policy allows)",
+                file=sys.stderr,
+            )
+        try:
+            async with runtime, contextlib.AsyncExitStack() as stack:
+                if mcp is not None:
+                    # Connects every MCP server (a server that is down does not hold the start:
+                    # /readyz names it) and ends their sessions, in this task, at shutdown.
+                    await stack.enter_async_context(mcp)
+                # The task host resumes every instance with work as it starts: no request
+                # needed.
+                await stack.enter_async_context(tasks)
+                if tls is not None:
+                    await stack.enter_async_context(tls)
+                if probe_sock is not None:
+                    await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
+                if reviewer is not None:
+                    await stack.enter_async_context(reviewer)
+                # The HTTP stack is imported only now, off the event loop, so that resumed
+                # instances make their first model calls meanwhile; the socket is bound and
+                # listening already, so a caller who connects now waits, never is refused.
+                await asyncio.to_thread(_import_http)
+                from ankka.runtime.serve.http import create_app
+
+                await serve.serve_forever(
+                    create_app(
+                        runtime,
+                        tasks,
+                        max_body=args.max_body_bytes,
+                        identify=identify,
+                        approver_header=args.approver_header,
+                        console=args.console == "on",
+                    ),
+                    sock,
+                    name="ankka serve",
+                    access_log=args.access_log,
+                    limits=limits,
+                    ssl_context=tls.context if tls is not None else None,
+                )
+        finally:
+            await task_store.close()
+        return 0
+
+    return serve.run(main)

@@ -1,0 +1,108 @@
+"""The console's one write: a person approves or refuses a pending tool call.
+
+``GET /console/approvals`` lists the pending approvals (as ``GET /v1/approvals?state=pending``
+shows them); each has a form that posts its decision with the digest it was shown, so the
+decision goes through the same desk and the same digest check as the API's
+``POST /v1/approvals/{id}``. The decider is the console's caller (:mod:`.access`), who must
+hold the decide right over the session (:mod:`ankka.runtime.declare.policy`); the list shows only
+the
+approvals of sessions it may read. A form posted from another site is refused: its ``Origin``
+must be this server's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from ankka._kernel.errors import AnkkaError
+from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.records.approvals import Decision
+from ankka.runtime.serve.console.pages import page
+
+__all__ = ["approvals_page", "decide_from_form", "pending"]
+
+_DECISIONS: dict[str, Decision] = {"approve": "approved", "refuse": "refused"}
+_MAX_FORM = 16 * 1024
+
+
+def approvals_page(rows: Sequence[dict[str, Any]], *, problem: str = "") -> str:
+    if not rows:
+        table = '<p class="empty">No tool call waits for a decision.</p>'
+    else:
+        items = "".join(
+            f'<tr data-approval="{escape(str(r["id"]))}">'
+            f'<td><a href="/console/sessions/{escape(str(r.get("session", "")))}">'
+            f"{escape(str(r.get('session', '')))}</a></td>"
+            f"<td>{escape(str(r.get('agent', '')))}</td>"
+            f"<td><code>{escape(str(r['tool']))}({escape(_arguments(r['arguments']))})</code></td>"
+            f"<td>{escape(str(r.get('expires_at') or '-'))}</td><td>"
+            f'<form method="post" action="/console/approvals/{escape(str(r["id"]))}">'
+            f'<input type="hidden" name="digest" value="{escape(str(r["digest"]))}">'
+            '<button name="decision" value="approve">approve</button> '
+            '<button name="decision" value="refuse">refuse</button></form></td></tr>'
+            for r in rows
+        )
+        table = (
+            '<table id="approvals"><thead><tr><th>session</th><th>agent</th><th>call</th>'
+            f"<th>expires</th><th>decision</th></tr></thead><tbody>{items}</tbody></table>"
+        )
+    shown = f'<p class="error" id="problem">{escape(problem)}</p>' if problem else ""
+    return page("approvals", f"<h1>Approvals waiting</h1>{shown}{table}")
+
+
+def _arguments(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+async def pending(runtime: Runtime, caller: str) -> list[dict[str, Any]]:
+    """The pending approvals of the sessions ``caller`` may read."""
+    desk = runtime.approvals
+    if desk.index is None:
+        return []
+    rows = await desk.index.find(session=None, agent=None, state="pending")
+    return await desk.shown(rows, caller)
+
+
+def _same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    host = request.headers.get("host")
+    return origin is not None and host is not None and origin == f"{request.url.scheme}://{host}"
+
+
+async def decide_from_form(
+    runtime: Runtime, request: Request, caller: str, headers: dict[str, str]
+) -> Response:
+    """Decide as ``caller`` (who must hold the decide right), from the console's own page."""
+    if not _same_origin(request):
+        return HTMLResponse(
+            page("refused", "<p>A decision is taken only from this console's own page.</p>"),
+            status_code=403,
+            headers=headers,
+        )
+    raw = await request.body()
+    form = parse_qs(raw[:_MAX_FORM].decode("utf-8", "replace")) if len(raw) <= _MAX_FORM else {}
+    decision = (form.get("decision") or [""])[0]
+    digest = (form.get("digest") or [""])[0]
+    if decision not in _DECISIONS or not digest:
+        problem = "the form needs a decision (approve or refuse) and the digest it was shown"
+        body = approvals_page(await pending(runtime, caller), problem=problem)
+        return HTMLResponse(body, status_code=400, headers=headers)
+    try:
+        await runtime.approvals.decide(
+            request.path_params["approval"],
+            _DECISIONS[decision],
+            digest,
+            decided_by=caller,
+            caller=caller,
+        )
+    except AnkkaError as exc:  # a stale digest, a second decision, not permitted, unknown
+        body = approvals_page(await pending(runtime, caller), problem=str(exc))
+        return HTMLResponse(body, status_code=exc.status, headers=headers)
+    return RedirectResponse("/console/approvals", status_code=303, headers=headers)

@@ -1,0 +1,80 @@
+"""The console's task pages: pure functions from task records to HTML, every value escaped.
+
+A task's page shows its state, the iterations used against its budget (an inline SVG bar),
+its tokens (cost unknown), its result or reason, and a link to the session holding what was
+done on it. Its live progress comes from the task's notifications stream
+(``/v1/tasks/{task}/notifications``), which the console's script follows and lists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from html import escape
+
+from ankka.runtime.records.tasks import TaskRecord
+from ankka.runtime.serve.console.charts import budget_bar
+from ankka.runtime.serve.console.pages import USAGE_HEAD, page, usage_cells
+
+__all__ = ["task_page", "tasks_page"]
+
+
+def _iterations(record: TaskRecord) -> str:
+    used = record.iterations_used
+    return f'<span data-iterations="{used}">{used}</span> / {record.budget}'
+
+
+def tasks_page(records: Sequence[TaskRecord], *, limit: int) -> str:
+    if not records:
+        table = '<p class="empty">No tasks yet.</p>'
+    else:
+        rows = "".join(
+            f'<tr data-task="{escape(r.id)}" data-state="{escape(r.state.value)}">'
+            f'<td><a href="/console/tasks/{escape(r.id)}">{escape(r.id)}</a></td>'
+            f"<td>{escape(r.spec.agent)}</td><td>{escape(r.spec.type)}</td>"
+            f'<td class="state">{escape(r.state.value)}</td><td class="n">{_iterations(r)}</td>'
+            f"{usage_cells(r.usage)}<td>unknown</td></tr>"
+            for r in records
+        )
+        table = (
+            '<table id="tasks"><thead><tr><th>task</th><th>agent</th><th>type</th><th>state</th>'
+            f'<th class="n">iterations</th>{USAGE_HEAD}<th>cost</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>"
+        )
+    more = f'<p class="muted">The last {limit} tasks.</p>' if len(records) >= limit else ""
+    return page("tasks", f'<h1>Tasks</h1><div data-refresh="5">{table}{more}</div>')
+
+
+def task_page(record: TaskRecord) -> str:
+    if record.result is not None:
+        outcome = (
+            '<h2>Result</h2><pre id="result">'
+            f"{escape(json.dumps(record.result, indent=2, ensure_ascii=False))}</pre>"
+        )
+    elif record.reason:
+        outcome = f'<h2>Reason</h2><p id="reason">{escape(record.reason)}</p>'
+    else:
+        outcome = ""
+    live = (
+        ""
+        if record.final
+        else (
+            '<h2>Progress</h2><ol id="progress" '
+            f'data-events="/v1/tasks/{escape(record.id)}/notifications"></ol>'
+        )
+    )
+    body = (
+        f"<h1>Task {escape(record.id)}</h1>"
+        f'<p><span id="state" data-state="{escape(record.state.value)}">'
+        f"{escape(record.state.value)}</span> · {escape(record.spec.agent)} · "
+        f"{escape(record.spec.type)} · instance {escape(record.instance or '-')}</p>"
+        f"<h2>Iterations</h2>"
+        f"{budget_bar(record.iterations_used, record.budget, title='iterations used of budget')}"
+        f'<h2>Tokens</h2><table id="task-usage"><thead><tr>{USAGE_HEAD}<th>cost</th></tr>'
+        f"</thead><tbody><tr>{usage_cells(record.usage)}<td>unknown</td></tr></tbody></table>"
+        f"{outcome}{live}"
+        f'<p><a href="/console/sessions/{escape(record.session)}">what was done (its session)</a>'
+        "</p>"
+        f'<h2>Instructions</h2><div class="msg">{escape(record.spec.instructions)}</div>'
+    )
+    return page(f"task {record.id}", body)

@@ -1,0 +1,395 @@
+"""The task store's transactions: each function is one transaction's work.
+
+A store (:mod:`.sqlite_store`, :mod:`.postgres_store`) runs one of these inside a transaction
+(``store.write(lambda tx: put(tx, ...))``); the statements are written once, with ``?``
+placeholders, for both databases.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from ankka._kernel.errors import NotFound, RequestError
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.records.tasks import (
+    FINAL,
+    Conflict,
+    InstanceRecord,
+    InstanceState,
+    TaskRecord,
+    TaskSpec,
+    TaskState,
+    cascade,
+    next_task,
+    own_instance_id,
+)
+from ankka.runtime.store.leases import claim, release, renew
+from ankka.runtime.store.tasks import (
+    LIVE_EXCLUDED,
+    TASK_COLUMNS,
+    Ended,
+    Picked,
+    Transaction,
+    instance_from_row,
+    task_from_row,
+)
+
+__all__ = [
+    "add_usage",
+    "cancel",
+    "claim",
+    "complete_iteration",
+    "finish",
+    "get",
+    "get_instance",
+    "pick",
+    "put",
+    "queue",
+    "recent",
+    "release",
+    "renew",
+    "set_instance",
+    "update",
+    "WITH_WORK",
+    "with_work",
+]
+
+
+def get(tx: Transaction, task: str) -> TaskRecord | None:
+    found = tx.rows(f"SELECT {TASK_COLUMNS} FROM ankka_tasks WHERE id = ?", (task,))
+    return task_from_row(found[0]) if found else None
+
+
+def recent(tx: Transaction, limit: int) -> list[TaskRecord]:
+    """The last ``limit`` tasks created, newest first (the console's list)."""
+    rows = tx.rows(
+        f"SELECT {TASK_COLUMNS} FROM ankka_tasks ORDER BY created_at DESC, id LIMIT ?", (limit,)
+    )
+    return [task_from_row(row) for row in rows]
+
+
+def get_instance(tx: Transaction, agent: str, instance: str) -> InstanceRecord | None:
+    found = tx.rows(
+        "SELECT i.agent, i.id, i.state, i.own, i.created_at, i.lease_owner, i.lease_until, "
+        "c.created_by FROM ankka_instances i LEFT JOIN ankka_instance_creators c "
+        "ON c.agent = i.agent AND c.id = i.id WHERE i.agent = ? AND i.id = ?",
+        (agent, instance),
+    )
+    return instance_from_row(found[0]) if found else None
+
+
+def queue(tx: Transaction, agent: str, instance: str) -> list[TaskRecord]:
+    rows = tx.rows(
+        f"SELECT {TASK_COLUMNS} FROM ankka_tasks WHERE agent = ? AND instance = ? "
+        "AND state NOT IN ('completed', 'failed', 'cancelled') ORDER BY assigned_seq, id",
+        (agent, instance),
+    )
+    return [task_from_row(r) for r in rows]
+
+
+def _states(tx: Transaction, ids: Sequence[str]) -> dict[str, TaskState]:
+    states: dict[str, TaskState] = {}
+    for start in range(0, len(ids), 200):
+        chunk = list(ids[start : start + 200])
+        marks = ", ".join("?" for _ in chunk)
+        for task, state in tx.rows(
+            f"SELECT id, state FROM ankka_tasks WHERE id IN ({marks})", chunk
+        ):
+            states[task] = TaskState(state)
+    return states
+
+
+def pick(tx: Transaction, agent: str, instance: str) -> Picked:
+    unfinished = queue(tx, agent, instance)
+    needed = sorted({d for t in unfinished for d in t.spec.depends_on})
+    chosen, waiting = next_task(unfinished, _states(tx, needed))
+    return Picked(chosen, waiting)
+
+
+def put(
+    tx: Transaction,
+    task: str,
+    spec: TaskSpec,
+    *,
+    instance: str | None,
+    budget: int,
+    created_by: str,
+    now: datetime,
+) -> tuple[TaskRecord, bool, list[Ended]]:
+    existing = get(tx, task)
+    if existing is not None:
+        return _again(tx, existing, spec, instance, now, created_by)
+    missing = sorted(set(spec.depends_on) - set(_states(tx, spec.depends_on)))
+    if missing:
+        raise RequestError(
+            f"task {task!r} depends on {', '.join(repr(m) for m in missing)}, which "
+            "does not exist; create the tasks it depends on first"
+        )
+    own = instance is None
+    where = own_instance_id(task) if own else instance
+    assert where is not None
+    _ensure_instance(tx, spec.agent, where, own=own, now=now, created_by=created_by)
+    stamp = now.isoformat()
+    tx.rows(
+        f"INSERT INTO ankka_tasks ({TASK_COLUMNS}, agent, type, digest) VALUES "
+        "(?, ?, ?, ?, ?, ?, 0, 0, 0, 0, ?, NULL, NULL, ?, 1, ?, ?, ?, ?, ?, ?)",
+        (
+            task,
+            json.dumps(spec.as_dict(), ensure_ascii=False),
+            TaskState.ASSIGNED.value,
+            budget,
+            where,
+            int(own),
+            json.dumps(Usage().as_dict()),
+            _next_seq(tx),
+            created_by,
+            stamp,
+            stamp,
+            spec.agent,
+            spec.type,
+            spec.digest(),
+        ),
+    )
+    for dependency in spec.depends_on:
+        tx.rows("INSERT INTO ankka_task_deps (task, depends_on) VALUES (?, ?)", (task, dependency))
+    ended: list[Ended] = []
+    states = _states(tx, spec.depends_on)
+    gone = [d for d in spec.depends_on if states[d] in (TaskState.FAILED, TaskState.CANCELLED)]
+    if gone:
+        reason = f"its dependency {gone[0]!r} was {states[gone[0]].value}"
+        ended = finish(tx, task, TaskState.CANCELLED, reason=reason, now=now)
+    record = get(tx, task)
+    assert record is not None
+    return record, True, ended
+
+
+def _again(
+    tx: Transaction,
+    existing: TaskRecord,
+    spec: TaskSpec,
+    instance: str | None,
+    now: datetime,
+    created_by: str,
+) -> tuple[TaskRecord, bool, list[Ended]]:
+    if existing.spec.digest() != spec.digest():
+        raise Conflict(
+            f"task {existing.id!r} already exists with a different body (agent, type, "
+            "instructions, attachments or depends_on); a task id names one task for good"
+        )
+    if instance is None or instance == existing.instance:
+        return existing, False, []
+    if existing.state != TaskState.PENDING:
+        raise Conflict(
+            f"task {existing.id!r} is assigned to instance {existing.instance!r}; it can "
+            f"be assigned to {instance!r} only once it is pending again"
+        )
+    _ensure_instance(tx, spec.agent, instance, own=False, now=now, created_by=created_by)
+    tx.rows(
+        "UPDATE ankka_tasks SET state = ?, instance = ?, own_instance = 0, "
+        "assigned_seq = ?, version = version + 1, updated_at = ? WHERE id = ?",
+        (
+            TaskState.ASSIGNED.value,
+            instance,
+            _next_seq(tx),
+            now.isoformat(),
+            existing.id,
+        ),
+    )
+    record = get(tx, existing.id)
+    assert record is not None
+    return record, False, []
+
+
+def _next_seq(tx: Transaction) -> int:
+    row = tx.rows("SELECT COALESCE(MAX(assigned_seq), 0) FROM ankka_tasks")
+    return int(row[0][0]) + 1
+
+
+def _ensure_instance(
+    tx: Transaction, agent: str, instance: str, *, own: bool, now: datetime, created_by: str
+) -> None:
+    found = get_instance(tx, agent, instance)
+    if found is None:
+        tx.rows(
+            "INSERT INTO ankka_instances (agent, id, state, own, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (agent, instance, InstanceState.ACTIVE.value, int(own), now.isoformat()),
+        )
+        tx.rows(
+            "INSERT INTO ankka_instance_creators (agent, id, created_by) VALUES (?, ?, ?)",
+            (agent, instance, created_by),
+        )
+    elif found.state in (InstanceState.TERMINATED, InstanceState.ENDED):
+        raise Conflict(
+            f"instance {instance!r} of agent {agent!r} was {found.state.value}; an "
+            "instance id is never used again, name a new one"
+        )
+
+
+def update(tx: Transaction, task: str, now: datetime, **changes: Any) -> TaskRecord | None:
+    """Change an unfinished task; a final task is left as it is (and None returned)."""
+    sets = ", ".join(f"{column} = ?" for column in changes)
+    found = tx.rows(
+        f"UPDATE ankka_tasks SET {sets}, version = version + 1, updated_at = ? "
+        "WHERE id = ? AND state NOT IN ('completed', 'failed', 'cancelled') RETURNING id",
+        (*changes.values(), now.isoformat(), task),
+    )
+    return get(tx, task) if found else None
+
+
+def complete_iteration(
+    tx: Transaction, task: str, number: int, usage: Usage, now: datetime
+) -> TaskRecord | None:
+    """Record iteration ``number`` completed and add its usage, once: a repeated record
+    of the same iteration (after a restart) changes nothing."""
+    current = get(tx, task)
+    if current is None or current.iterations_used >= number:
+        return current
+    total = current.usage + usage
+    return update(
+        tx,
+        task,
+        now,
+        iterations_used=number,
+        iteration_started=max(number, current.iteration_started),
+        usage=json.dumps(total.as_dict()),
+    )
+
+
+def add_usage(tx: Transaction, task: str, usage: Usage, now: datetime) -> TaskRecord | None:
+    """Add tokens spent outside the iterations' model calls (judged guardrails)."""
+    current = get(tx, task)
+    if current is None:
+        return None
+    total = current.usage + usage
+    return update(tx, task, now, usage=json.dumps(total.as_dict()))
+
+
+def finish(
+    tx: Transaction,
+    task: str,
+    state: TaskState,
+    *,
+    now: datetime,
+    result: dict[str, Any] | None = None,
+    reason: str | None = None,
+) -> list[Ended]:
+    """End ``task`` as ``state`` and, when it failed or was cancelled, cancel every task
+    depending on it at any depth, all in this transaction."""
+    assert state in FINAL
+    current = get(tx, task)
+    if current is None or current.final:
+        return []
+    encoded = json.dumps(result, ensure_ascii=False) if result is not None else None
+    update(tx, task, now, state=state.value, result=encoded, reason=reason)
+    ended = [Ended(task, current.spec.agent, current.instance, state, reason)]
+    if current.own_instance and current.instance is not None:
+        _end_instance(tx, current.spec.agent, current.instance)
+    if state == TaskState.COMPLETED:
+        return ended
+    dependants: dict[str, list[str]] = {}
+    frontier = [task]
+    while frontier:  # the dependency graph below ``task``, level by level
+        marks = ", ".join("?" for _ in frontier)
+        rows = tx.rows(
+            f"SELECT depends_on, task FROM ankka_task_deps WHERE depends_on IN ({marks})",
+            frontier,
+        )
+        frontier = []
+        for parent, child in rows:
+            if child not in dependants:
+                frontier.append(child)
+            dependants.setdefault(parent, []).append(child)
+            dependants.setdefault(child, [])
+    states = _states(tx, sorted(dependants))
+    for dependant in cascade(task, dependants, states):
+        why = f"it depends on {task!r}, which was {state.value}"
+        record = get(tx, dependant)
+        assert record is not None
+        update(tx, dependant, now, state=TaskState.CANCELLED.value, reason=why)
+        ended.append(Ended(dependant, record.spec.agent, record.instance, TaskState.CANCELLED, why))
+        if record.own_instance and record.instance is not None:
+            _end_instance(tx, record.spec.agent, record.instance)
+    return ended
+
+
+def _end_instance(tx: Transaction, agent: str, instance: str) -> None:
+    tx.rows(
+        "UPDATE ankka_instances SET state = ?, lease_owner = NULL, lease_until = NULL "
+        "WHERE agent = ? AND id = ?",
+        (InstanceState.ENDED.value, agent, instance),
+    )
+
+
+def cancel(tx: Transaction, task: str, now: datetime) -> tuple[TaskRecord, list[Ended]]:
+    """Cancel ``task``: at once when no iteration can be in progress, else ask its
+    instance to stop at the end of the iteration it is in."""
+    current = get(tx, task)
+    if current is None:
+        raise _no_task(task)
+    if current.final:
+        return current, []
+    working = current.state in (TaskState.IN_PROGRESS, TaskState.RESULT_REJECTED)
+    holder = get_instance(tx, current.spec.agent, current.instance) if current.instance else None
+    if working and holder is not None and holder.state == InstanceState.ACTIVE:
+        updated = update(tx, task, now, cancel_requested=1)
+        return updated or current, []
+    ended = finish(tx, task, TaskState.CANCELLED, reason="cancelled", now=now)
+    record = get(tx, task)
+    assert record is not None
+    return record, ended
+
+
+def set_instance(
+    tx: Transaction, agent: str, instance: str, state: InstanceState, now: datetime
+) -> InstanceRecord:
+    found = get_instance(tx, agent, instance)
+    if found is None:
+        raise _no_instance(agent, instance)
+    if found.state in (InstanceState.TERMINATED, InstanceState.ENDED):
+        if found.state == state:
+            return found
+        raise Conflict(f"instance {instance!r} of agent {agent!r} was {found.state.value}")
+    tx.rows(
+        "UPDATE ankka_instances SET state = ? WHERE agent = ? AND id = ?",
+        (state.value, agent, instance),
+    )
+    if state == InstanceState.TERMINATED:
+        for record in queue(tx, agent, instance):
+            update(
+                tx,
+                record.id,
+                now,
+                state=TaskState.PENDING.value,
+                instance=None,
+                own_instance=0,
+                assigned_seq=None,
+            )
+    return replace(found, state=state)
+
+
+WITH_WORK = (
+    "SELECT i.agent, i.id FROM ankka_instances i WHERE i.state = 'active' AND EXISTS ("
+    "SELECT 1 FROM ankka_tasks t WHERE t.agent = i.agent AND t.instance = i.id "
+    f"AND t.state NOT IN {LIVE_EXCLUDED}) ORDER BY i.agent, i.id"
+)
+
+
+def with_work(tx: Transaction) -> list[tuple[str, str]]:
+    """Active instances with a task assigned or running, in (agent, instance) order. The tasks
+    side reads the partial index ``ankka_tasks_live`` (only tasks being worked), never the
+    whole table."""
+    rows = tx.rows(WITH_WORK)
+    return [(r[0], r[1]) for r in rows]
+
+
+def _no_task(task: str) -> RequestError:
+    return NotFound(f"there is no task {task!r}")
+
+
+def _no_instance(agent: str, instance: str) -> RequestError:
+    return NotFound(f"agent {agent!r} has no instance {instance!r}")
