@@ -474,6 +474,13 @@ class AgentStatus(_Wire):
         default=None, json_schema_extra={"format": "date-time"}
     )
     """When the runtime's current certificate expires (it is renewed at two thirds of its life)."""
+    certificate_renew_at: str | None = Field(
+        default=None, json_schema_extra={"format": "date-time"}
+    )
+    """When the operator renews the runtime's certificate (two thirds of its life)."""
+    certificate_profile: str | None = Field(default=None, max_length=64)
+    """A digest of what the certificate was issued for (the platform CA and its names): the
+    operator judges the certificate by it and never reads the Secret."""
     observed_generation: int | None = None
     """The spec generation this status describes."""
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from ankka.api.resources import AgentSpec
-from ankka.operator import agent_status, agents, certs, events, stores
+from ankka.operator import agent_status, agents, certificates, events, stores
 from ankka.operator.kube import LATER
-from ankka.operator.objects import Obj, condition_status, owner_reference
-from ankka.operator.reconcile import API_VERSION, Platform, _ensure_leaf, _involved, record
+from ankka.operator.objects import Obj, condition_status
+from ankka.operator.reconcile import API_VERSION, Platform, _involved, record
 
 __all__ = ["reconcile_agent"]
 
@@ -158,16 +158,8 @@ async def reconcile_agent(
             return await _write_agent_status(p, body, previous, failed)
         installations = {m.installation for m in spec.models if m.installation}
         awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
-        not_after = await _ensure_leaf(
-            p,
-            namespace=namespace,
-            name=agents.certificate_secret_name(name),
-            uri=certs.agent_uri(namespace, name),
-            role="agent",
-            dns_names=certs.agent_dns_names(namespace, name),
-            owners=[owner_reference("Agent", name, uid)],
-            # Never rendered: its certificate Secret is created, not read first.
-            absent=not (previous or {}).get("certificateNotAfter"),
+        certificate = await certificates.ensure_agent_certificate(
+            p, namespace=namespace, name=name, uid=uid, status=previous, check_exists=fetch
         )
         children = agents.agent_children(
             namespace=namespace,
@@ -184,7 +176,7 @@ async def reconcile_agent(
             awaited=awaited,
             replicas=spec.replicas,
             deployment=await _deployment(p, namespace, name),
-            certificate_not_after=not_after,
+            certificate=certificate,
             generation=generation,
             now=now,
         )

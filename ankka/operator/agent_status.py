@@ -29,7 +29,7 @@ from typing import Any
 from ankka.api.resources import ConditionStatus
 from ankka.operator.objects import Obj, condition, set_condition
 
-__all__ = ["STAGES", "Availability", "availability", "failed_status", "rendered_status"]
+__all__ = ["STAGES", "Availability", "Issued", "availability", "failed_status", "rendered_status"]
 
 STAGES = ("Rendered", "ModelsServed", "Available")
 _TRUE, _FALSE = ConditionStatus.TRUE, ConditionStatus.FALSE
@@ -43,6 +43,30 @@ class Availability:
     available: bool
     reason: str
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    """What an Agent's status records of its certificate."""
+
+    not_after: str
+    renew_at: str
+    profile: str
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "certificateNotAfter": self.not_after,
+            "certificateRenewAt": self.renew_at,
+            "certificateProfile": self.profile,
+        }
+
+    @classmethod
+    def recorded(cls, status: Obj | None) -> Issued | None:
+        s = status or {}
+        values = (s.get("certificateNotAfter"), s.get("certificateRenewAt"))
+        if not all(isinstance(v, str) for v in values):
+            return None
+        return cls(str(values[0]), str(values[1]), str(s.get("certificateProfile") or ""))
 
 
 def _int(value: Any) -> int:
@@ -148,7 +172,7 @@ def rendered_status(
     awaited: Sequence[str],
     replicas: int,
     deployment: Obj | None,
-    certificate_not_after: str,
+    certificate: Issued,
     generation: int | None,
     now: dt.datetime,
 ) -> Obj:
@@ -182,7 +206,7 @@ def rendered_status(
     fields = {
         "phase": phase,
         "awaitingModels": list(awaited),
-        "certificateNotAfter": certificate_not_after,
+        **certificate.fields(),
         **_replicas(pods.ready, replicas),
     }
     stages = [rendered, served, available, ready]

@@ -36,6 +36,7 @@ __all__ = [
     "needs_renewal",
     "not_after",
     "new_ca",
+    "profile",
     "renew_at",
     "uris_of",
 ]
@@ -146,7 +147,9 @@ def issue(
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
+        # A short lifetime (the tests' seconds) is backdated by a tenth of it, not a minute,
+        # or two thirds of its life would be over at once and it would renew on every check.
+        .not_valid_before(now - min(_BACKDATE, lifetime / 10))
         .not_valid_after(now + lifetime)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -197,6 +200,20 @@ def needs_renewal(
     if now >= renew_at(pair.cert_pem):
         return "two thirds of its life have passed"
     return None
+
+
+def profile(ca: KeyPair, *, uri: str, dns_names: tuple[str, ...]) -> str:
+    """A short digest of what a leaf must be (its CA, its URI and DNS names): an Agent's
+    status records it with the certificate, so the operator judges the certificate without
+    reading its Secret (it reads no Secret outside its namespace): a new CA or new names
+    change the profile, and the certificate is issued again."""
+    ca_der = x509.load_pem_x509_certificate(ca.cert_pem.encode()).public_bytes(
+        serialization.Encoding.DER
+    )
+    digest = hashes.Hash(hashes.SHA256())
+    for part in (ca_der, uri.encode(), "\0".join(sorted(dns_names)).encode()):
+        digest.update(len(part).to_bytes(4, "big") + part)
+    return digest.finalize().hex()[:16]
 
 
 def matches(pair: KeyPair) -> bool:

@@ -19,7 +19,8 @@ What triggers what:
   ``ankka.dev/certificate``) at two thirds of its life.
 - Task created or seen at start → a daemon hands it to its Agent's runtime and follows it until
   it is final (``task_reconcile``); deleted → cancelled at the runtime. Tasks, unlike the other
-  resources, carry kopf's finalizer: the daemon and the cancellation need it.
+  resources, carry a finalizer (``ankka.dev/task-cancellation``): the daemon and the
+  cancellation need it. A Task marked with kopf's default one by an older operator is freed.
 
 No module state: the startup handler reads the settings (``ANKKA_*``, so importing this module
 reads nothing), builds the :class:`~ankka.operator.reconcile.Platform` and starts the periodic
@@ -38,7 +39,7 @@ import kopf
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.resources import GROUP, VERSION
-from ankka.operator import agent_reconcile, periodic, reconcile, task_reconcile
+from ankka.operator import agent_reconcile, certificates, periodic, reconcile, task_reconcile
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import condition_status
 from ankka.operator.runtime_client import RuntimeClients
@@ -85,6 +86,9 @@ class KopfView:
 
     def models(self) -> list[dict[str, Any]]:
         return [dict(value) for key in self._models for value in self._models[key]]
+
+    def agents(self) -> list[dict[str, Any]]:
+        return [dict(value) for key in self._agents for value in self._agents[key]]
 
     def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._one(self._deployments, (namespace, name))
@@ -133,6 +137,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         prefix=GROUP, key="last-handled-configuration"
     )
     settings.posting.enabled = False  # kopf's per-handler Events; ours are in reconcile.record
+    # Tasks carry this finalizer (the daemon and the cancellation need one): ankka's own name,
+    # so kubectl shows whose it is, and the uninstall path can name it (NOTES.txt).
+    settings.persistence.finalizer = TASK_FINALIZER
     settings.watching.server_timeout = 300
     await start(
         memo,
@@ -153,7 +160,7 @@ async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
     p = reconcile.Platform(kube, ours)
     try:
         await reconcile.ensure_ca(p)
-        await reconcile.ensure_gateway_certificate(p)
+        await certificates.ensure_gateway_certificate(p)
         # The gateway pod mounts this ConfigMap (not optional): render it now, even empty, so
         # a fresh install's gateway starts before any InstallationModel exists.
         await reconcile.render_models_file(p)
@@ -303,6 +310,8 @@ async def agent_deleted(namespace: str | None, name: str, memo: kopf.Memo, **kwa
 # --- tasks ----------------------------------------------------------------------------------
 
 TASK_ROUND_SECONDS = 2.0  # between rounds while a Task waits to be handed over
+TASK_FINALIZER = f"{GROUP}/task-cancellation"
+LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"  # kopf's default, on older Tasks
 
 
 @kopf.daemon(GROUP, VERSION, "tasks", cancellation_timeout=5.0)
@@ -320,6 +329,28 @@ async def task_followed(
             except KubeError as exc:
                 log.warning("Task %s/%s: %s", namespace, name, exc)
             await stopped.wait(TASK_ROUND_SECONDS)
+
+
+@kopf.on.event(GROUP, VERSION, "tasks")
+async def task_legacy_finalizer(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Take kopf's default finalizer off a Task an older operator marked with it (kopf serves
+    only the finalizer it is configured with, so that one would hold the Task forever); a Task
+    being deleted is cancelled at its runtime first, as the delete handler would have."""
+    body: dict[str, Any] = dict(event["object"])
+    meta: dict[str, Any] = body.get("metadata") or {}
+    finalizers = list(meta.get("finalizers") or [])
+    if event["type"] == "DELETED" or LEGACY_FINALIZER not in finalizers:
+        return
+    p = platform(memo)
+    if meta.get("deletionTimestamp"):
+        async with RuntimeClients(p.identity(), timeout=10.0) as clients:
+            await task_reconcile.cancel(p, body, clients)
+    kept = [f for f in finalizers if f != LEGACY_FINALIZER]
+    ops = [
+        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+        {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+    ]
+    await p.kube.json_patch(reconcile.API_VERSION, "Task", meta["namespace"], meta["name"], ops)
 
 
 @kopf.on.delete(GROUP, VERSION, "tasks")

@@ -25,7 +25,7 @@ import heapq
 import itertools
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode
@@ -313,6 +313,26 @@ class Kube:
             )
         except KubeError as exc:
             if exc.http_status == 404:
+                return False
+            raise
+        return True
+
+    async def json_patch(
+        self, api_version: str, kind: str, namespace: str, name: str, ops: Sequence[Obj]
+    ) -> bool:
+        """Apply a JSON patch (RFC 6902, e.g. a ``test`` then a ``replace``) to one object;
+        False when there is no such object, or a ``test`` failed (it changed meanwhile)."""
+        path = _path(api_version, plural_of(kind), namespace, name)
+        try:
+            await self._run(
+                "PATCH",
+                path,
+                query={"fieldManager": self._field_manager},
+                body=[dict(op) for op in ops],
+                content_type="application/json-patch+json",
+            )
+        except KubeError as exc:
+            if exc.http_status in (404, 422):
                 return False
             raise
         return True

@@ -28,22 +28,21 @@ from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, ConditionStatus, InstallationModelSpec
 from ankka.operator import agents, certs, events, models, netpol, tlssecrets
+from ankka.operator.agent_status import Issued
 from ankka.operator.identity import OperatorIdentity
 from ankka.operator.kube import SOONEST, Kube, KubeError
-from ankka.operator.objects import Obj, condition_status, timestamp
+from ankka.operator.objects import Obj, condition_status
 from ankka.operator.settings import Settings
 
 __all__ = [
     "Platform",
     "View",
     "ensure_ca",
-    "ensure_gateway_certificate",
     "probe_is_due",
     "probe_model",
     "reconcile_model",
     "render_models_file",
     "render_token_review_binding",
-    "renew_certificate",
 ]
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -59,6 +58,8 @@ class View(Protocol):
     def model(self, namespace: str, name: str) -> Obj | None: ...
 
     def models(self) -> list[Obj]: ...
+
+    def agents(self) -> list[Obj]: ...
 
     def deployment(self, namespace: str, name: str) -> Obj | None: ...
 
@@ -84,6 +85,8 @@ class Platform:
         # Each body as applied (rendered afresh every reconcile, never changed after).
         self.applied: dict[tuple[str, str, str, str], Obj] = {}
         self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
+        # Each Agent's certificate as this process recorded or confirmed it (certificates.py).
+        self.agent_certificates: dict[tuple[str, str], Issued] = {}
         self.statuses: dict[tuple[str, str], tuple[str, Obj]] = {}  # (ns, name) → (uid, status)
         self._models_file = _Coalesced()
         self._shared_store: tuple[Obj | None] | None = None
@@ -115,6 +118,7 @@ class Platform:
     def forget(self) -> None:
         self.applied.clear()
         self.good_certificates.clear()
+        self.agent_certificates.clear()
         self._shared_store = None
 
     async def shared_store_secret(self) -> Obj | None:
@@ -244,136 +248,6 @@ async def ensure_ca(p: Platform) -> certs.KeyPair:
         )
     raise ConfigurationError(
         f"could not create or read the CA Secret {ns}/{name}: another writer keeps replacing it"
-    )
-
-
-async def _ensure_leaf(
-    p: Platform,
-    *,
-    namespace: str,
-    name: str,
-    uri: str,
-    role: str,
-    dns_names: tuple[str, ...] = (),
-    owners: list[dict[str, Any]] | None = None,
-    secret: Obj | None = None,
-    fetch: bool = True,
-    absent: bool = False,
-) -> str:
-    """Issue or renew one certificate Secret when needed; returns its notAfter (RFC 3339).
-
-    ``absent``: the Secret is believed not to exist (its Agent was never rendered), so it is
-    created without reading it first; if it exists after all (a reconcile cut short before
-    the status was written), it is read and judged as usual."""
-    ca = p.require_ca()
-    now = p.clock.now()
-    known = p.good_certificates.get((namespace, name))
-    if fetch and not absent and known is not None and known[0] == uri and now < known[1]:
-        return known[2]
-    create = fetch and absent
-    if fetch and not absent:
-        secret = await p.kube.get("v1", "Secret", namespace, name)
-    pair = tlssecrets.pair_of(secret)
-    # The gateway serves; an agent's runtime serves its Service and calls the gateway.
-    server, client = role in ("gateway", "agent"), role != "gateway"
-
-    def judge(pair: certs.KeyPair | None) -> str | None:
-        return certs.needs_renewal(
-            pair, ca=ca, uri=uri, now=now, dns_names=dns_names, server=server
-        )
-
-    reason = judge(pair)
-    while reason is not None:
-        log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
-        renewed = pair is not None
-        pair = certs.issue(
-            ca,
-            uri=uri,
-            now=now,
-            lifetime=p.settings.certificate_lifetime,
-            server=server,
-            client=client,
-            dns_names=dns_names,
-        )
-        body = tlssecrets.certificate_secret(
-            namespace=namespace,
-            name=name,
-            pair=pair,
-            ca_cert_pem=ca.cert_pem,
-            uri=uri,
-            role=role,
-            dns_names=dns_names,
-            owners=owners,
-        )
-        if create:
-            create = False
-            if await p.kube.create(body) is None:  # there after all: judge what is stored
-                pair = tlssecrets.pair_of(await p.kube.get("v1", "Secret", namespace, name))
-                reason = judge(pair)
-                continue
-        else:
-            await p.kube.apply(body)
-        reason_words = reason
-        reason = None
-        about = (
-            {**owners[0], "namespace": namespace}
-            if owners
-            else {"apiVersion": "v1", "kind": "Secret", "name": name, "namespace": namespace}
-        )
-        words = (
-            f"certificate {name} for {uri} {'renewed' if renewed else 'issued'} "
-            f"({reason_words}); valid until {timestamp(certs.not_after(pair.cert_pem))}"
-        )
-        await record(
-            p,
-            about,
-            events.Happening(
-                "Normal", "CertificateRenewed" if renewed else "CertificateIssued", words
-            ),
-        )
-    assert pair is not None
-    expiry = timestamp(certs.not_after(pair.cert_pem))
-    p.good_certificates[(namespace, name)] = (uri, certs.renew_at(pair.cert_pem), expiry)
-    return expiry
-
-
-async def ensure_gateway_certificate(p: Platform) -> None:
-    s = p.settings
-    dns = (
-        s.gateway_service,
-        f"{s.gateway_service}.{s.namespace}.svc",
-        f"{s.gateway_service}.{s.namespace}.svc.cluster.local",
-    )
-    await _ensure_leaf(
-        p,
-        namespace=s.namespace,
-        name=s.gateway_tls_secret,
-        uri=certs.GATEWAY_URI,
-        role="gateway",
-        dns_names=dns,
-    )
-
-
-async def renew_certificate(p: Platform, secret: Obj) -> None:
-    """The renewal timer's work for one labelled certificate Secret."""
-    meta = secret["metadata"]
-    uri = tlssecrets.uri_of(secret)
-    if uri is None:
-        log.warning(
-            "certificate Secret %s/%s names no URI; skipped", meta["namespace"], meta["name"]
-        )
-        return
-    role = meta.get("labels", {}).get(tlssecrets.CERT_LABEL, "agent")
-    await _ensure_leaf(
-        p,
-        namespace=meta["namespace"],
-        name=meta["name"],
-        uri=uri,
-        role=role,
-        dns_names=tlssecrets.dns_names_of(secret),
-        owners=meta.get("ownerReferences"),
-        secret=secret,
-        fetch=False,
     )
 
 

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from ankka.runtime.journal.postgres import PostgresStore
-from ankka.runtime.tasks.postgres_store import PostgresTaskStore
+from ankka.runtime.store.postgres import PostgresStore
+from ankka.runtime.store.postgres_tasks import PostgresTaskStore
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from ankka._kernel.model_names import env_name, same_model, settings_name
 from ankka.api.resources import AgentSpec
 from ankka.operator.agents import invalid_reason, runtime_env
 from ankka.operator.settings import Settings
-from ankka.runtime.judgments.registry import judges_for, resolve
 from ankka.runtime.providers.config import SETTINGS, find_model, parse_environment
+from ankka.runtime.providers.judges import judges_for, resolve
 from ankka.runtime.providers.registry import providers_from_environment
 
 AWKWARD = [

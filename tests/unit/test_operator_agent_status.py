@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from ankka.operator.agent_status import availability, failed_status, rendered_status
+from ankka.operator.agent_status import Issued, availability, failed_status, rendered_status
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(minutes=5)
 NOT_AFTER = "2026-01-02T12:00:00Z"
+ISSUED = Issued(NOT_AFTER, "2026-01-02T04:00:00Z", "0123456789abcdef")
 
 
 def deployment(
@@ -53,7 +54,7 @@ def held(previous: dict[str, Any] | None, *, now: dt.datetime) -> dict[str, Any]
         awaited=["qwen", "small"],
         replicas=2,
         deployment=deployment(replicas=0),
-        certificate_not_after=NOT_AFTER,
+        certificate=ISSUED,
         generation=3,
         now=now,
     )
@@ -67,7 +68,7 @@ def released(
         awaited=[],
         replicas=2,
         deployment=pods,
-        certificate_not_after=NOT_AFTER,
+        certificate=ISSUED,
         generation=3,
         now=now,
     )
@@ -190,6 +191,8 @@ def test_the_status_carries_no_private_keys() -> None:
             "observedGeneration",
             "awaitingModels",
             "certificateNotAfter",
+            "certificateRenewAt",
+            "certificateProfile",
             "readyReplicas",
             "desiredReplicas",
             "replicasReady",

@@ -17,7 +17,7 @@ from ankka.operator.stores import (
     effective_store,
     store_refusal,
 )
-from ankka.runtime.journal.open import sqlite_path
+from ankka.runtime.store.open import sqlite_path
 
 SETTINGS = Settings(namespace="platform")
 SHARED = Settings(

@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.model_names import find_model
 from ankka.runtime.declare.judgments.errors import GuardrailCheckFailed, JudgmentScriptFailed
 from ankka.runtime.declare.judgments.judgment import Judgment
 from ankka.runtime.declare.judgments.questions import Question, YesNo
 from ankka.runtime.declare.judgments.seam import Inquiry, JudgmentProvider
 from ankka.runtime.declare.judgments.verify import DEFAULT_COVERAGE_FLOOR, ask
 from ankka.runtime.records.messages import Usage
-from ankka._kernel.model_names import find_model
 
 __all__ = ["JudgedGuardrail", "Judging", "decide", "refuse_if_yes"]
 
