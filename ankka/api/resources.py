@@ -9,7 +9,7 @@ as Kubernetes writes them) and hold no behaviour beyond the checks a schema can 
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,6 +21,7 @@ __all__ = [
     "GROUP",
     "VERSION",
     "Agent",
+    "AgentAccess",
     "AgentCaller",
     "AgentModel",
     "AgentSpec",
@@ -41,6 +42,7 @@ __all__ = [
     "ModelServer",
     "Printer",
     "Resource",
+    "Rights",
     "PostgresKeys",
     "PostgresStore",
     "SecretKeyRef",
@@ -418,6 +420,39 @@ class Store(_Wire):
         return self
 
 
+_CALLER_PATTERN = r"^[^*\s]+\*?$|^\*$"
+
+
+class Rights(_Wire):
+    """Who else holds which right over a session, by caller pattern: a caller's name (local,
+    a static-token name, system:serviceaccount:NS:NAME, ankka://service/NS/AGENT or NS/AGENT)
+    or such a name ending in * for every caller it begins."""
+
+    read: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
+        default_factory=list, max_length=64
+    )
+    """May read the sessions (messages, summary, calls; a task's record; its approvals)."""
+    write: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
+        default_factory=list, max_length=64
+    )
+    """May send the sessions turns (a task: send it again, cancel it); implies read."""
+    decide: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
+        default_factory=list, max_length=64
+    )
+    """May decide the sessions' approvals; implies read."""
+
+
+class AgentAccess(_Wire):
+    """The session policy, rendered as the runtime's --access-file: it replaces, entry by
+    entry, what the module declares (docs/security.md, The session policy)."""
+
+    service: Rights | None = None
+    """Every agent's sessions, unless the agent has its own entry."""
+    agents: dict[str, Rights] = Field(default_factory=dict, max_length=64)
+    """One agent's sessions, by the agent's name in the module (a name the module does not
+    declare stops the runtime at start, naming it)."""
+
+
 class AgentSpec(PodOverlay):
     """A service's agents: the image and module to run, the models they use, and the pod
     settings of their runtime (resources, env from Secrets, tolerations, ...)."""
@@ -442,6 +477,10 @@ class AgentSpec(PodOverlay):
     runtime: AgentRuntime | None = Field(
         default=None, description="How the operator reaches the runtime (see runtime.address)."
     )
+    access: AgentAccess | None = None
+    """Who besides a session's creator and the platform may read, write or decide for the
+    sessions, rendered as the runtime's --access-file (ankka approve's delegate, the
+    <agent>-approver ServiceAccount, may always decide)."""
     store: Store | None = None
     """Where the runtime keeps sessions, tasks and approvals: SQLite on a volume (one replica)
     or PostgreSQL from a Secret. Without it: the chart's shared PostgreSQL when it has one
@@ -478,6 +517,9 @@ class AgentStatus(_Wire):
         default=None, json_schema_extra={"format": "date-time"}
     )
     """When the operator renews the runtime's certificate (two thirds of its life)."""
+    certificate_authority: str | None = Field(default=None, max_length=8192)
+    """The platform CA's certificate (PEM, public): ankka approve checks the runtime's
+    certificate with it."""
     certificate_profile: str | None = Field(default=None, max_length=64)
     """A digest of what the certificate was issued for (the platform CA and its names): the
     operator judges the certificate by it and never reads the Secret."""

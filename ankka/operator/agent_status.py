@@ -47,18 +47,23 @@ class Availability:
 
 @dataclass(frozen=True, slots=True)
 class Issued:
-    """What an Agent's status records of its certificate."""
+    """What an Agent's status records of its certificate (``ankka.operator.certificates``),
+    and the CA that issued it (public: ``ankka approve`` checks the runtime with it)."""
 
     not_after: str
     renew_at: str
     profile: str
+    authority: str = ""
 
     def fields(self) -> dict[str, str]:
-        return {
+        out = {
             "certificateNotAfter": self.not_after,
             "certificateRenewAt": self.renew_at,
             "certificateProfile": self.profile,
         }
+        if self.authority:
+            out["certificateAuthority"] = self.authority
+        return out
 
     @classmethod
     def recorded(cls, status: Obj | None) -> Issued | None:
@@ -66,7 +71,8 @@ class Issued:
         values = (s.get("certificateNotAfter"), s.get("certificateRenewAt"))
         if not all(isinstance(v, str) for v in values):
             return None
-        return cls(str(values[0]), str(values[1]), str(s.get("certificateProfile") or ""))
+        profile, authority = s.get("certificateProfile"), s.get("certificateAuthority")
+        return cls(str(values[0]), str(values[1]), str(profile or ""), str(authority or ""))
 
 
 def _int(value: Any) -> int:

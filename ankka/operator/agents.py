@@ -15,7 +15,7 @@ from typing import Any
 
 from ankka._kernel.model_names import env_name, settings_name
 from ankka.api.resources import AgentSpec
-from ankka.operator import netpol, pods, stores
+from ankka.operator import access, netpol, pods, stores
 from ankka.operator.certs import agent_uri
 from ankka.operator.objects import Obj, labels_for, owner_reference
 from ankka.operator.settings import Settings
@@ -150,6 +150,7 @@ def runtime_env(
     ]
     if name:
         env += token_review_env(namespace, name, settings)
+        env.append({"name": "ANKKA_APPROVER_HEADER", "value": access.APPROVER_HEADER})
         env += stores.store_env(
             stores.effective_store(spec, settings, agent=name), namespace=namespace, agent=name
         )
@@ -212,6 +213,59 @@ def overlay_conflict(
     return pods.overlay_conflict(spec, env=(e["name"] for e in owned))
 
 
+def _runtime_container(
+    spec: AgentSpec, settings: Settings, *, namespace: str, name: str
+) -> dict[str, Any]:
+    """The runtime container: ``ankka serve`` over mTLS on RUNTIME_PORT, probes on PROBE_PORT,
+    the policy from the access file, the store from ANKKA_STORE (a DSN stays out of args)."""
+    return {
+        "name": "runtime",
+        "image": spec.image,
+        # Kubernetes expands $(ANKKA_MODULE) from the container's env.
+        "args": [
+            *("ankka", "serve", "$(ANKKA_MODULE)"),
+            *("--host", "0.0.0.0", "--port", str(RUNTIME_PORT)),
+            *("--tls-dir", CERT_DIR, "--probe-port", str(PROBE_PORT)),
+            *("--access-file", access.ACCESS_FILE),
+        ],
+        "ports": [
+            {"name": "https", "containerPort": RUNTIME_PORT},
+            {"name": "probe", "containerPort": PROBE_PORT},
+        ],
+        "env": runtime_env(spec, settings, namespace=namespace, name=name),
+        "volumeMounts": [
+            {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
+            {"name": "access", "mountPath": access.ACCESS_DIR, "readOnly": True},
+            {"name": "data", "mountPath": stores.DATA_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "probe"}},
+        "securityContext": pods.container_security(spec, read_only_root=True),
+    }
+
+
+def _pod_spec(spec: AgentSpec, settings: Settings, *, namespace: str, name: str) -> Obj:
+    runtime = _runtime_container(spec, settings, namespace=namespace, name=name)
+    pod_spec: dict[str, Any] = {
+        # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service named
+        # ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
+        "enableServiceLinks": False,
+        "serviceAccountName": name,
+        "securityContext": pods.pod_security(spec, default_user=pods.RUNTIME_USER),
+        "containers": [runtime],
+        "volumes": [
+            {"name": "tls", "secret": {"secretName": certificate_secret_name(name)}},
+            {"name": "access", "configMap": {"name": f"{name}-access"}},
+            stores.store_volume(stores.effective_store(spec, settings, agent=name)),
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    # The overlay adds to the container and the pod; the runtime keeps its args, ports,
+    # probe, mounts, volumes (the certificate) and ServiceAccount (its identity).
+    pods.apply_overlay(pod_spec, runtime, spec)
+    return pod_spec
+
+
 def agent_children(
     *,
     namespace: str,
@@ -221,8 +275,9 @@ def agent_children(
     settings: Settings,
     held: bool,
 ) -> list[Obj]:
-    """ServiceAccount, Service, Deployment and (unless switched off) NetworkPolicy; a held
-    Agent's Deployment has no replicas."""
+    """ServiceAccounts (the runtime's, ankka approve's delegate), the access file's ConfigMap,
+    a Service, a Deployment and (unless switched off) a NetworkPolicy, in that order, so the
+    pods' ConfigMap is there first; a held Agent's Deployment has no replicas."""
     labels = labels_for("agent", name)
     owner = [owner_reference("Agent", name, uid)]
     store = stores.effective_store(spec, settings, agent=name)
@@ -240,6 +295,7 @@ def agent_children(
     if spec.service_account_annotations:
         sa_meta["annotations"] = dict(spec.service_account_annotations)
     service_account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": sa_meta}
+    policy, digest = access.access_configmap(spec, namespace=namespace, name=name, meta=meta())
     service: Obj = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -249,53 +305,12 @@ def agent_children(
             "ports": [{"name": "https", "port": SERVICE_PORT, "targetPort": "https"}],
         },
     }
-    runtime: dict[str, Any] = {
-        "name": "runtime",
-        "image": spec.image,
-        # Kubernetes expands $(ANKKA_MODULE) from the container's env.
-        "args": [
-            "ankka",
-            "serve",
-            "$(ANKKA_MODULE)",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(RUNTIME_PORT),
-            "--tls-dir",
-            CERT_DIR,
-            "--probe-port",
-            str(PROBE_PORT),
-            # The store is ANKKA_STORE (ankka.operator.stores): a DSN stays out of the args.
-        ],
-        "ports": [
-            {"name": "https", "containerPort": RUNTIME_PORT},
-            {"name": "probe", "containerPort": PROBE_PORT},
-        ],
-        "env": runtime_env(spec, settings, namespace=namespace, name=name),
-        "volumeMounts": [
-            {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
-            {"name": "data", "mountPath": stores.DATA_DIR},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "probe"}},
-        "securityContext": pods.container_security(spec, read_only_root=True),
+    template = {
+        "metadata": pods.template_metadata(labels, spec),
+        "spec": _pod_spec(spec, settings, namespace=namespace, name=name),
     }
-    pod_spec: dict[str, Any] = {
-        # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service named
-        # ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
-        "enableServiceLinks": False,
-        "serviceAccountName": name,
-        "securityContext": pods.pod_security(spec, default_user=pods.RUNTIME_USER),
-        "containers": [runtime],
-        "volumes": [
-            {"name": "tls", "secret": {"secretName": certificate_secret_name(name)}},
-            stores.store_volume(store),
-            {"name": "tmp", "emptyDir": {}},
-        ],
-    }
-    # The overlay adds to the container and the pod; the runtime keeps its args, ports,
-    # probe, mounts, volumes (the certificate) and ServiceAccount (its identity).
-    pods.apply_overlay(pod_spec, runtime, spec)
+    # The runtime reads its access file at start: a changed policy rolls the pods.
+    template["metadata"].setdefault("annotations", {})[access.DIGEST_ANNOTATION] = digest
     deployment: Obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -303,7 +318,7 @@ def agent_children(
         "spec": {
             "replicas": 0 if held else spec.replicas,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": pods.template_metadata(labels, spec), "spec": pod_spec},
+            "template": template,
             # One writer for an SQLite file on a claim: the old pod goes before the new one.
             **(
                 {"strategy": {"type": "Recreate"}}
@@ -312,7 +327,13 @@ def agent_children(
             ),
         },
     }
-    children = [service_account, service, deployment]
+    children = [
+        service_account,
+        access.approver_account(meta=meta(), name=name),
+        policy,
+        service,
+        deployment,
+    ]
     if settings.network_policies:
         children.append(
             netpol.agent_network_policy(

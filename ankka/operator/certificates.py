@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from dataclasses import replace
 from typing import Any
 
 from ankka.operator import agents, certs, events, tlssecrets
@@ -148,6 +149,7 @@ async def ensure_agent_certificate(
     reason, create = await _why_issue(p, stored, profile, now, namespace, secret, check_exists)
     if reason is None:
         assert stored is not None
+        stored = replace(stored, authority=p.require_ca().cert_pem)
         p.agent_certificates[(namespace, name)] = stored
         return stored
     pair = await _issue(
@@ -166,6 +168,7 @@ async def ensure_agent_certificate(
         timestamp(certs.not_after(pair.cert_pem)),
         timestamp(certs.renew_at(pair.cert_pem)),
         profile,
+        p.require_ca().cert_pem,
     )
     p.agent_certificates[(namespace, name)] = issued
     return issued

@@ -52,6 +52,7 @@ _PLURALS = {
     "Task": "tasks",
     "Event": "events",
     "NetworkPolicy": "networkpolicies",
+    "Pod": "pods",
     "ClusterRoleBinding": "clusterrolebindings",
 }
 
@@ -259,6 +260,39 @@ class Kube:
         result = await self._run("GET", path, query=query, priority=priority)
         items: list[Obj] = result.get("items") or []
         return items
+
+    async def create_token(
+        self, namespace: str, account: str, *, audience: str, seconds: int = 600
+    ) -> str:
+        """A token of ServiceAccount ``account`` for ``audience`` (the TokenRequest API: the
+        caller needs ``create`` on ``serviceaccounts/token`` of that account)."""
+        path = _path("v1", "serviceaccounts", namespace, account) + "/token"
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [audience], "expirationSeconds": seconds},
+        }
+        result: Obj = await self._run("POST", path, body=body)
+        token = (result.get("status") or {}).get("token")
+        if not isinstance(token, str) or not token:
+            raise KubeError(f"POST {path}", 0, "the API server answered no token")
+        return token
+
+    def port_forward(self, namespace: str, pod: str, port: int) -> tuple[Any, Any]:
+        """A socket to ``port`` of ``pod`` through the API server (``pods/portforward``,
+        a WebSocket the client's own ``kubernetes.stream`` runs in a thread), and the
+        forwarding, which the caller closes. Blocking: call it from a worker thread."""
+        from kubernetes.stream import portforward
+
+        core = k8s_client.CoreV1Api(self._api)
+        try:
+            forward = portforward(
+                core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port)
+            )
+        except k8s_client.ApiException as exc:
+            what = f"port-forward to {namespace}/{pod}:{port}"
+            raise KubeError(what, exc.status or 0, str(exc.reason)) from exc
+        return forward.socket(port), forward
 
     async def review(self, group_version: str, plural: str, body: Obj) -> Obj:
         """Create a review (a SelfSubjectAccessReview or SelfSubjectReview): the API

@@ -163,7 +163,9 @@ async def follow(
         client = await clients.get(address, certs.agent_uri(namespace, spec.agent))
         answer = await client.put(
             f"{address}/v1/agents/{agent}/tasks/{uid}",
-            json=tasks.runtime_body(spec, dependency_uids),
+            json=tasks.runtime_body(
+                spec, dependency_uids, name=f"{namespace}/{body['metadata']['name']}"
+            ),
         )
         if answer.status_code in (200, 201):
             fields = _named(tasks.status_from_record(answer.json()), spec, dependency_uids)

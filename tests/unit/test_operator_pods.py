@@ -50,7 +50,9 @@ def rendered(spec: AgentSpec) -> dict[str, Any]:
     children = agent_children(
         namespace="shop", name="cart", uid="u1", spec=spec, settings=SETTINGS, held=False
     )
-    return {c["kind"]: c for c in children}
+    return {
+        c["kind"] if c["kind"] != "ServiceAccount" else c["metadata"]["name"]: c for c in children
+    }
 
 
 def test_the_overlay_reaches_the_runtimes_pod_and_its_service_account() -> None:
@@ -75,9 +77,9 @@ def test_the_overlay_reaches_the_runtimes_pod_and_its_service_account() -> None:
     assert pod["tolerations"] == OVERLAY["tolerations"]
     assert pod["affinity"] == OVERLAY["affinity"]
     assert pod["priorityClassName"] == "agents-high"
-    assert template["metadata"]["annotations"] == {"prometheus.io/scrape": "true"}
+    assert template["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     assert template["metadata"]["labels"]["team"] == "shop"
-    sa = kinds["ServiceAccount"]["metadata"]
+    sa = kinds["cart"]["metadata"]
     assert sa["annotations"] == {"iam.example.com/role": "shop"}
 
 
