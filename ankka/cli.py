@@ -8,6 +8,10 @@ what to pass instead``, and exit status 2, never a traceback: argparse's own err
 unknown option, a port that is no port), a :class:`~ankka._kernel.errors.ConfigurationError`
 or :class:`~ankka._kernel.errors.RequestError` a command raises, and the ``SystemExit``
 messages of set-up code. A bug still shows its traceback.
+
+Every command takes ``--log-format text|json`` (or ``ANKKA_LOG_FORMAT``): logging is
+configured here, once, before the command runs (:mod:`ankka._kernel.logs`), and those one-line
+refusals follow the format too.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import sys
 from importlib import metadata
 from typing import NoReturn
 
+from ankka._kernel import logs
 from ankka._kernel.errors import ConfigurationError, RequestError
 
 __all__ = ["COMMANDS", "main"]
@@ -43,7 +48,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with an error said in one line (and where to read more), not the usage."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(USAGE_ERROR, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+        line = f"{self.prog}: {message} (see `{self.prog} --help`)"
+        logs.say(line, stream=sys.stderr, level="ERROR")  # in the format main() chose
+        self.exit(USAGE_ERROR)
 
 
 def _chosen(argv: list[str]) -> str | None:
@@ -92,18 +99,43 @@ def _parser(
             ),
         )
         module.configure(command)
+        logs.add_option(command)
         modules[name] = (module, command)
     return parser, modules
 
 
+def _refuse_plain(message: str) -> int:
+    logs.say(f"ankka: {message}", stream=sys.stderr, level="ERROR")
+    return USAGE_ERROR
+
+
 def _refuse(command: str, message: str) -> int:
     prefix = f"ankka {command}:"
-    print(message if message.startswith(prefix) else f"{prefix} {message}", file=sys.stderr)
+    line = message if message.startswith(prefix) else f"{prefix} {message}"
+    logs.say(line, stream=sys.stderr, level="ERROR")
     return USAGE_ERROR
+
+
+def _log_format(words: list[str]) -> str | None:
+    """The ``--log-format`` value among ``words``, read before parsing so that argparse's own
+    errors are written in it too; ``None`` when absent (``ANKKA_LOG_FORMAT`` then decides)."""
+    for at, word in enumerate(words):
+        if word == "--log-format" and at + 1 < len(words):
+            return words[at + 1] if words[at + 1] in logs.FORMATS else None
+        if word.startswith("--log-format="):
+            value = word.partition("=")[2]
+            return value if value in logs.FORMATS else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
+    try:
+        logs.configure(_log_format(words))
+    except SystemExit as exc:  # ANKKA_LOG_FORMAT holds no format: said in the default one
+        logs.configure("text")
+        chosen = _chosen(words)
+        return _refuse(chosen, str(exc.code)) if chosen else _refuse_plain(str(exc.code))
     parser, modules = _parser(words)
     args, extra = parser.parse_known_args(words)
     module, command = modules[args.command]

@@ -40,8 +40,9 @@ BASE_PACKAGES=(python3 ca-certificates libgomp1)
 UID_ANKKA=10001
 LOCK="$ROOT/image/requirements.lock"
 # The extras in the image: the operator's, and what the documented examples need (an
-# anthropic model, MCP servers' tools, the PostgreSQL store); tests/unit/test_image_lock.py.
-IMAGE_EXTRAS=operator,anthropic,mcp,postgres
+# anthropic model, MCP servers' tools, the PostgreSQL store), and traces once OTEL_* asks
+# (tracing); tests/unit/test_image_lock.py.
+IMAGE_EXTRAS=operator,anthropic,mcp,postgres,tracing
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n1)"
 SITE="opt/ankka/lib/python$PY_MINOR/site-packages"
 
@@ -101,8 +102,8 @@ pins = sorted(
     for i in report["install"]
     if i["metadata"]["name"].lower() != "ankka"
 )
-print("# ankka's dependencies with the extras the image carries (operator, anthropic, mcp, postgres),")
-print("# as scripts/image.sh installs them into the image. Regenerate with: scripts/image.sh lock")
+print("# ankka's dependencies with the extras the image carries (operator, anthropic, mcp, postgres,")
+print("# tracing), as scripts/image.sh installs them into the image. Regenerate with: scripts/image.sh lock")
 print("\n".join(pins))
 PY
   mv "$LOCK.tmp" "$LOCK"

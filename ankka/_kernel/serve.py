@@ -37,6 +37,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ankka._kernel.bounded import ConnectionLimits, bounded_protocol
+from ankka._kernel.logs import say
 
 __all__ = [
     "ConnectionLimits",
@@ -142,6 +143,10 @@ async def serve_forever(
     extra["http"] = bounded_protocol(protocol, limits or ConnectionLimits())
     config = uvicorn.Config(
         app,
+        # uvicorn's loggers propagate to the root's one handler (ankka._kernel.logs), so its
+        # lines, the access log's included, are in the command's format; its own handlers
+        # and colours would bypass it.
+        log_config=None,
         log_level="warning",
         access_log=access_log,
         lifespan="off",
@@ -154,7 +159,7 @@ async def serve_forever(
         logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
-    print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)
+    say(f"{name}: listening on {scheme}://{shown}:{port}")
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
     # it found. Under the default disposition that kills the process before the caller's own
     # clean-up runs (closing the store, ending MCP sessions); a handler that does nothing lets
@@ -254,5 +259,5 @@ def run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             return runner.run(main())
     except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
+        say("stopped", stream=sys.stderr)
         return 130

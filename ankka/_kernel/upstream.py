@@ -111,8 +111,8 @@ class Endpoint:
     port: int
     tls: bool
     path: str
-    # The request line and fixed headers, up to the Content-Length value. It holds the bearer
-    # key, so it is kept out of repr() and therefore out of any log line.
+    # The request line and fixed headers, each ending in CRLF (Content-Length follows). It
+    # holds the bearer key, so it is kept out of repr() and therefore out of any log line.
     head: bytes = field(repr=False)
 
     @classmethod
@@ -126,7 +126,6 @@ class Endpoint:
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\n"
             f"Content-Type: application/json\r\nAuthorization: Bearer {bearer}\r\n"
-            "Content-Length: "
         ).encode("latin-1")
         return cls(host, port, tls, path, head)
 
@@ -394,10 +393,26 @@ class Pool:
         idle.append(connection)
 
     async def post(
-        self, endpoint: Endpoint, body: bytes, *, connect_timeout: float, read_timeout: float
+        self,
+        endpoint: Endpoint,
+        body: bytes,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        headers: bytes = b"",
     ) -> Response:
-        """Send ``body``; answer once the status and headers have arrived."""
-        payload = endpoint.head + str(len(body)).encode() + b"\r\n\r\n" + body
+        """Send ``body``; answer once the status and headers have arrived. ``headers`` are
+        more header lines, each ending in CRLF (the trace context, when tracing is on)."""
+        payload = b"".join(
+            (
+                endpoint.head,
+                headers,
+                b"Content-Length: ",
+                str(len(body)).encode(),
+                b"\r\n\r\n",
+                body,
+            )
+        )
         return await self.send(
             (endpoint.host, endpoint.port, endpoint.tls),
             payload,

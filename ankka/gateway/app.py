@@ -17,7 +17,7 @@ import contextlib
 import json
 import math
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httptools
 import httpx2
@@ -29,7 +29,7 @@ from ankka.gateway import check
 from ankka.gateway.callers import UNIDENTIFIED, allowed
 from ankka.gateway.forward import Exchange
 from ankka.gateway.limits import QueueFull
-from ankka.gateway.metrics import CONTENT_TYPE, UNKNOWN_MODEL, GatewayMetrics
+from ankka.gateway.metrics import CONTENT_TYPE, PROVIDER_NAMES, UNKNOWN_MODEL, GatewayMetrics
 from ankka.gateway.models_file import Models, ModelsFile
 from ankka.gateway.openapi import DOCUMENT
 from ankka.gateway.registry import Registry, Upstream
@@ -46,7 +46,12 @@ from ankka.gateway.wire import (
     send_json,
 )
 
-__all__ = ["DEFAULT_MAX_BODY", "Gateway"]
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+    from ankka.gateway.spans import GatewaySpans
+
+__all__ = ["DEFAULT_MAX_BODY", "ROUTES", "Gateway"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024  # room for a few inline images; past it, 413
 _OPERATIONS = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -57,6 +62,16 @@ _METHODS = {  # every path the gateway serves and its one method (for 405's Allo
     "/openapi.json": "GET",
     **{path: "GET" for path in _OPERATIONS},
 }
+ROUTES = frozenset(_METHODS)  # what a server span may be named after (the paths are fixed)
+
+
+class _Checked(NamedTuple):
+    """A checked chat request: the model's upstream, the body to send, what was read, who."""
+
+    upstream: Upstream
+    body: bytes
+    request: check.Inspected
+    caller: str
 
 
 class Gateway:
@@ -69,8 +84,15 @@ class Gateway:
         models_file: ModelsFile | None = None,
         max_body: int = DEFAULT_MAX_BODY,
         clock: Clock | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.max_body = max_body
+        # The gateway's own spans, only when tracing is on (None costs one test per request).
+        self._spans: GatewaySpans | None = None
+        if tracer is not None:
+            from ankka.gateway.spans import GatewaySpans
+
+            self._spans = GatewaySpans(tracer)
         self._clock: Clock = clock or SystemClock()
         self.metrics = GatewayMetrics()
         self._models_file = models_file
@@ -146,72 +168,135 @@ class Gateway:
             )
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        spans = self._spans
+        if spans is None:
+            checked = await self._check(scope, receive, send)
+        else:
+            with spans.check() as span:
+                checked = await self._check(scope, receive, send)
+                span.set_attribute("ankka.gateway.forwarded", checked is not None)
+                if checked is not None:
+                    span.set_attribute("ankka.gateway.model", checked.upstream.name)
+                    span.set_attribute("ankka.caller", checked.caller)
+        if checked is not None:
+            await self._send_upstream(checked, scope, receive, send)
+
+    async def _refuse(
+        self,
+        send: Send,
+        status: int,
+        message: str,
+        *,
+        model: str,
+        caller: str,
+        reason: str,
+        code: str,
+        param: str | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        """Count a refusal (``reason``) and answer it in OpenAI's error shape (``code``)."""
+        self.metrics.refused(model, caller, reason)
+        spans = self._spans
+        if spans is None:
+            await send_error(send, status, message, code=code, param=param, headers=headers or ())
+            return
+        with spans.refusal(
+            model=model, caller=caller, reason=reason, code=code, status=status, message=message
+        ):
+            await send_error(send, status, message, code=code, param=param, headers=headers or ())
+
+    async def _check(self, scope: Scope, receive: Receive, send: Send) -> _Checked | None:
+        """Read and check a chat request: what to send where, or ``None`` once answered."""
         caller = caller_of(scope)
         if caller == UNIDENTIFIED:
-            self.metrics.refused(UNKNOWN_MODEL, caller, "caller_unidentified")
-            await send_error(
+            await self._refuse(
                 send,
                 403,
                 "the client certificate names no ankka:// identity (a URI SAN such as "
                 "ankka://service/<namespace>/<agent>); use a certificate the platform issued",
+                model=UNKNOWN_MODEL,
+                caller=caller,
+                reason="caller_unidentified",
                 code="caller_unidentified",
             )
-            return
+            return None
         try:
             raw = await read_body(scope, receive, self.max_body)
         except TooLarge as exc:
-            self.metrics.refused(UNKNOWN_MODEL, caller, "body_too_large")
-            await send_error(
+            await self._refuse(
                 send,
                 413,
                 f"the request body is larger than the gateway's limit of {exc.limit} bytes; "
                 "send smaller images or fewer messages",
+                model=UNKNOWN_MODEL,
+                caller=caller,
+                reason="body_too_large",
                 code="request_too_large",
             )
-            return
+            return None
         except ConnectionResetError:  # the caller left mid-body: normal, counted, not traced
             self.metrics.caller_left(UNKNOWN_MODEL, caller)
-            return
+            return None
         try:
             request = check.inspect(raw)
         except check.BadRequest as exc:
-            self.metrics.refused(UNKNOWN_MODEL, caller, exc.code)
-            await send_error(send, 400, exc.message, code=exc.code, param=exc.param)
-            return
+            await self._refuse(
+                send,
+                400,
+                exc.message,
+                model=UNKNOWN_MODEL,
+                caller=caller,
+                reason=exc.code,
+                code=exc.code,
+                param=exc.param,
+            )
+            return None
         upstream = self.registry.get(request.model)
         if upstream is None:
-            self.metrics.refused(UNKNOWN_MODEL, caller, "unknown_model")
             served = ", ".join(sorted(self.registry.upstreams)) or "none"
-            await send_error(
+            await self._refuse(
                 send,
                 404,
                 f"the gateway serves no model {request.model!r}; it serves: {served}",
+                model=UNKNOWN_MODEL,
+                caller=caller,
+                reason="unknown_model",
                 code="model_not_found",
                 param="model",
             )
-            return
+            return None
         self.metrics.of(upstream.name, caller).requests.inc()
         if not allowed(upstream.spec.callers, caller):
-            self.metrics.refused(upstream.name, caller, "caller_not_allowed")
-            await send_error(
+            await self._refuse(
                 send,
                 403,
                 f"caller {caller!r} may not use model {upstream.name!r}: the models file lists "
                 "who may (its 'callers', rendered from each Agent's spec.models); declare the "
                 "model in the calling Agent",
+                model=upstream.name,
+                caller=caller,
+                reason="caller_not_allowed",
                 code="caller_not_allowed",
                 param="model",
             )
-            return
+            return None
         if await self._refused(upstream, request, caller, send):
-            return
+            return None
         try:
             sent = check.forward_body(raw, request, upstream_model=upstream.spec.upstream_model)
         except check.BadRequest as exc:
-            self.metrics.refused(upstream.name, caller, exc.code)
-            await send_error(send, 400, exc.message, code=exc.code, param=exc.param)
-            return
-        await self._send_upstream(upstream, sent, request, caller, scope, receive, send)
+            await self._refuse(
+                send,
+                400,
+                exc.message,
+                model=upstream.name,
+                caller=caller,
+                reason=exc.code,
+                code=exc.code,
+                param=exc.param,
+            )
+            return None
+        return _Checked(upstream, sent, request, caller)
 
     async def _refused(
         self, upstream: Upstream, request: check.Inspected, caller: str, send: Send
@@ -220,13 +305,15 @@ class Gateway:
         name = upstream.name
         caps = upstream.capabilities
         if caps is None:
-            self.metrics.refused(name, caller, "model_not_ready")
             why = upstream.probe_error or "it has not been probed yet"
-            await send_error(
+            await self._refuse(
                 send,
                 503,
                 f"model {name!r} is not ready: what it can do is not known ({why}); "
                 "try again shortly",
+                model=name,
+                caller=caller,
+                reason="model_not_ready",
                 code="model_not_ready",
                 headers=[(b"retry-after", b"2")],
             )
@@ -234,51 +321,51 @@ class Gateway:
         refused = check.refusal(caps, request)
         if refused is None:
             return False
-        self.metrics.refused(name, caller, "model_lacks_capability")
-        await send_error(
+        await self._refuse(
             send,
             400,
             f"model {name!r} lacks the capability {refused.capability!r} this request "
             f"needs (from {refused.param!r}); it offers: {', '.join(caps.words())}. "
             "Remove that part of the request or choose a model that offers it.",
+            model=name,
+            caller=caller,
+            reason="model_lacks_capability",
             code="model_lacks_capability",
             param=refused.param,
         )
         return True
 
     async def _send_upstream(
-        self,
-        upstream: Upstream,
-        body: bytes,
-        request: check.Inspected,
-        caller: str,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
+        self, checked: _Checked, scope: Scope, receive: Receive, send: Send
     ) -> None:
+        upstream, body, request, caller = checked
         spec = upstream.spec
         limit = upstream.limit
         per_caller = upstream.callers_in_flight
         wait = upstream.token_budget.retry_after(caller)
         if wait is not None:
-            self.metrics.refused(spec.name, caller, "caller_over_token_budget")
-            await send_error(
+            await self._refuse(
                 send,
                 429,
                 f"caller {caller!r} spent its {spec.tokens_per_minute_per_caller} tokens per "
                 f"minute on model {spec.name!r} (tokens_per_minute_per_caller); retry in "
                 f"{math.ceil(wait)} s",
+                model=spec.name,
+                caller=caller,
+                reason="caller_over_token_budget",
                 code="caller_over_token_budget",
                 headers=[(b"retry-after", str(max(1, math.ceil(wait))).encode())],
             )
             return
         if not per_caller.enter(caller):
-            self.metrics.refused(spec.name, caller, "caller_busy")
-            await send_error(
+            await self._refuse(
                 send,
                 429,
                 f"caller {caller!r} already has {per_caller.limit} request(s) in flight on "
                 f"model {spec.name!r} (max_in_flight_per_caller); retry after a second",
+                model=spec.name,
+                caller=caller,
+                reason="caller_busy",
                 code="caller_busy",
                 headers=[(b"retry-after", b"1")],
             )
@@ -287,12 +374,14 @@ class Gateway:
             await limit.acquire()
         except QueueFull as exc:
             per_caller.leave(caller)
-            self.metrics.refused(spec.name, caller, "queue_full")
-            await send_error(
+            await self._refuse(
                 send,
                 429,
                 f"model {spec.name!r} is busy: {exc.limit} request(s) in flight and "
                 f"{exc.queue} waiting; retry after a second",
+                model=spec.name,
+                caller=caller,
+                reason="queue_full",
                 code="model_busy",
                 headers=[(b"retry-after", b"1")],
             )
@@ -303,6 +392,7 @@ class Gateway:
         gauge = self.metrics.in_flight_of(spec.name)
         gauge.inc()
         try:
+            provider = PROVIDER_NAMES[spec.kind]
             exchange = Exchange(
                 pool=self._pool,
                 spec=spec,
@@ -314,9 +404,13 @@ class Gateway:
                 metrics=self.metrics,
                 caller=caller,
                 clock=self._clock,
+                genai=self.metrics.genai_of(provider, spec.upstream_model),
                 watch=scope.get(WATCH_DISCONNECT),
             )
-            await exchange.run()
+            if self._spans is None:
+                await exchange.run()
+            else:
+                await self._spans.upstream(exchange, provider=provider)
             upstream.token_budget.spend(caller, exchange.tokens)
             if exchange.upstream_failed:
                 self.registry.upstream_failed(upstream)

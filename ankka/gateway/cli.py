@@ -26,6 +26,7 @@ import sys
 
 from ankka._kernel import serve
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.logs import say
 
 __all__ = ["configure", "run"]
 
@@ -114,14 +115,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _refuse(message: str) -> int:
-    print(f"ankka gateway: {message}", file=sys.stderr)
+    say(f"ankka gateway: {message}", stream=sys.stderr, level="ERROR")
     return 2
 
 
 def run(args: argparse.Namespace) -> int:
+    from ankka._kernel import tracing
     from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
-    from ankka.gateway.app import Gateway
+    from ankka.gateway.app import ROUTES, Gateway
     from ankka.gateway.models_file import ModelsFile
     from ankka.gateway.server import serve_raw
 
@@ -146,7 +148,6 @@ def run(args: argparse.Namespace) -> int:
         return _refuse(
             "choose --tls-dir DIR (mTLS, for the cluster) or --insecure (plain HTTP, a laptop)"
         )
-    logging.basicConfig(level=logging.INFO, format="ankka gateway: %(levelname)s %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per request costs time
     models_file = ModelsFile(args.models)
     try:
@@ -156,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
             if args.tls_dir
             else None
         )
-    except AnkkaError as exc:  # a bad models file or TLS directory
+        traces = tracing.from_environment("ankka-gateway")
+    except AnkkaError as exc:  # a bad models file, TLS directory or tracing setting
         return _refuse(str(exc))
     limits = serve.limits_from(args)
     host = args.host or ("0.0.0.0" if tls is not None else "127.0.0.1")
@@ -164,7 +166,18 @@ def run(args: argparse.Namespace) -> int:
     health_sock = serve.bind(host, health_port) if health_port >= 0 else None
 
     async def main() -> int:
-        gateway = Gateway(models, models_file=models_file, max_body=args.max_body_bytes)
+        gateway = Gateway(
+            models,
+            models_file=models_file,
+            max_body=args.max_body_bytes,
+            tracer=traces.tracer if traces is not None else None,
+        )
+        # One SERVER span per request, continuing the caller's traceparent, when tracing is on.
+        app = (
+            gateway
+            if traces is None
+            else tracing.ServerSpans(gateway, traces.tracer, routes=ROUTES)
+        )
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(gateway)
             if health_sock is not None:
@@ -172,13 +185,13 @@ def run(args: argparse.Namespace) -> int:
                     HealthPort(health_sock, gateway.operations, limits=limits)
                 )
                 shown, port = health_sock.getsockname()[:2]
-                print(f"ankka gateway: health on http://{shown}:{port}", flush=True)
+                say(f"ankka gateway: health on http://{shown}:{port}")
             if tls is not None:
                 await stack.enter_async_context(tls)
             context = tls.context if tls is not None else None
             if args.server == "raw":
                 await serve_raw(
-                    gateway,
+                    app,
                     sock,
                     name="ankka gateway",
                     limits=limits,
@@ -187,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             else:
                 await serve.serve_forever(
-                    gateway,
+                    app,
                     sock,
                     name="ankka gateway",
                     ssl_context=context,
@@ -196,4 +209,8 @@ def run(args: argparse.Namespace) -> int:
                 )
         return 0
 
-    return serve.run(main)
+    try:
+        return serve.run(main)
+    finally:
+        if traces is not None:
+            traces.shutdown()  # what is still buffered is exported before the process ends

@@ -28,7 +28,7 @@ from ankka._kernel.upstream import (
     UpstreamError,
     UpstreamTimeout,
 )
-from ankka.gateway.metrics import GatewayMetrics, ModelCallerMetrics
+from ankka.gateway.metrics import GatewayMetrics, GenAIMetrics, ModelCallerMetrics
 from ankka.gateway.models_file import ModelSpec
 from ankka.gateway.wire import Receive, Send, WatchDisconnect, error_body, send_bytes, send_error
 
@@ -46,22 +46,26 @@ _STREAM_HEADERS = [
 ]
 
 
-def _count_usage(tail: bytes, metrics: ModelCallerMetrics) -> int:
-    """Count the answer's tokens in the metrics; return how many (prompt + completion)."""
+def _count_usage(
+    tail: bytes, metrics: ModelCallerMetrics, genai: GenAIMetrics
+) -> tuple[int | None, int | None]:
+    """Count the answer's tokens in the metrics; return (prompt, completion), None when the
+    upstream's usage gave no such count."""
     at = tail.rfind(b'"usage"')
     if at < 0:
-        return 0
+        return None, None
     usage = tail[at:]
-    prompt = _PROMPT.search(usage)
-    completion = _COMPLETION.search(usage)
-    total = 0
-    if prompt:
-        total += int(prompt.group(1))
-        metrics.prompt_tokens.inc(int(prompt.group(1)))
-    if completion:
-        total += int(completion.group(1))
-        metrics.completion_tokens.inc(int(completion.group(1)))
-    return total
+    found = _PROMPT.search(usage)
+    prompt = int(found.group(1)) if found else None
+    found = _COMPLETION.search(usage)
+    completion = int(found.group(1)) if found else None
+    if prompt is not None:
+        metrics.prompt_tokens.inc(prompt)
+        genai.input_tokens.observe(prompt)
+    if completion is not None:
+        metrics.completion_tokens.inc(completion)
+        genai.output_tokens.observe(completion)
+    return prompt, completion
 
 
 def _without_secrets(content: bytes, spec: ModelSpec, *, error: bool) -> bytes:
@@ -116,7 +120,8 @@ class Exchange:
     """One forwarded request: what is sent where, for whom, and how it ended.
 
     Built by the gateway for each checked request and run once (:meth:`run`); ``upstream_failed``,
-    ``answered`` and ``caller_left`` are read after it returns. Everything the relay needs is
+    ``answered``, ``caller_left``, ``status``, ``failure`` and the token counts are read after
+    it returns (the upstream span's attributes). Everything the relay needs is
     an attribute, so the steps (send, relay whole, relay a stream, fail) take no parameters.
     """
 
@@ -127,13 +132,19 @@ class Exchange:
         "caller",
         "caller_left",
         "clock",
+        "completion_tokens",
         "endpoint",
+        "failure",
+        "genai",
+        "headers",
         "metrics",
         "of",
         "pool",
+        "prompt_tokens",
         "receive",
         "send",
         "spec",
+        "status",
         "stream",
         "tokens",
         "upstream_failed",
@@ -153,9 +164,13 @@ class Exchange:
         metrics: GatewayMetrics,
         caller: str,
         clock: Clock,
+        genai: GenAIMetrics,
         watch: WatchDisconnect | None = None,
+        headers: bytes = b"",
     ) -> None:
         self.pool = pool
+        self.genai = genai
+        self.headers = headers  # more request header lines (the trace context), CRLF-ended
         self.watch = watch
         self.spec = spec
         self.endpoint = endpoint
@@ -175,6 +190,10 @@ class Exchange:
         self.caller_left = False
         self._started = 0.0
         self.tokens = 0  # prompt + completion, from the upstream's usage (0 when it gave none)
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.status: int | None = None  # the upstream's HTTP status, once it answered
+        self.failure: str | None = None  # why the call failed: a transport kind or the status
 
     async def run(self) -> None:
         """Send the body to the model's server and relay its answer.
@@ -215,7 +234,13 @@ class Exchange:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
-            self.of.latency.observe(self.clock.monotonic() - self._started)
+            seconds = self.clock.monotonic() - self._started
+            self.of.latency.observe(seconds)
+            if not self.caller_left:
+                failure = self.failure
+                (self.genai.duration if failure is None else self.genai.failed(failure)).observe(
+                    seconds
+                )
 
     def _left(self) -> bool:
         """The caller went away: True (cancel the exchange) unless it was already answered."""
@@ -235,6 +260,7 @@ class Exchange:
         """Count a transport failure; (status, code, message) to answer it with."""
         status, code, message, kind = _failure(self.spec, exc)
         self.metrics.upstream_error(self.spec.name, self.caller, kind)
+        self.failure = kind
         self.answered = True
         return status, code, message
 
@@ -246,6 +272,7 @@ class Exchange:
                 self.body,
                 connect_timeout=_CONNECT_TIMEOUT_S,
                 read_timeout=spec.timeout_s,
+                headers=self.headers,
             )
         except UpstreamError as exc:
             log.warning("model %r at %s: %s", spec.name, spec.url, exc)
@@ -253,6 +280,9 @@ class Exchange:
             status, code, message = self._failed(exc)
             await send_error(self.send, status, message, code=code)
             return
+        self.status = response.status
+        if response.status != 200:
+            self.failure = str(response.status)
         try:
             if self.stream and response.status == 200:
                 await self._relay_stream(response)
@@ -279,7 +309,7 @@ class Exchange:
         if status >= 500:
             self.metrics.upstream_error(self.spec.name, self.caller, f"http_{status}")
         elif status == 200:
-            self.tokens = _count_usage(content[-2048:], self.of)
+            self._counted(_count_usage(content[-2048:], self.of, self.genai))
 
     async def _relay_stream(self, response: Response) -> None:
         send = self.send
@@ -297,4 +327,8 @@ class Exchange:
             return
         self.answered = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-        self.tokens = _count_usage(previous + last, self.of)
+        self._counted(_count_usage(previous + last, self.of, self.genai))
+
+    def _counted(self, usage: tuple[int | None, int | None]) -> None:
+        self.prompt_tokens, self.completion_tokens = usage
+        self.tokens = (usage[0] or 0) + (usage[1] or 0)

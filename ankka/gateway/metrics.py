@@ -6,6 +6,12 @@ caller is the identity in the client certificate (``namespace/agent``), ``anonym
 gateway runs without TLS. A model name a caller made up is counted as ``(unknown)`` so callers
 cannot grow the label set. Labels never carry message text or keys.
 
+Beside them, OpenTelemetry's GenAI client metrics for each upstream call, named and bucketed
+as the conventions say (:mod:`ankka._kernel.genai`): ``gen_ai_client_token_usage`` (tokens by
+``gen_ai_token_type``) and ``gen_ai_client_operation_duration_seconds`` (``error_type`` set
+when the call failed), labelled by operation, provider and request model; and the
+``process_*`` metrics of prometheus-client's process collector.
+
 Label lookups are cached per (model, caller): the request path pays a dict lookup, not
 prometheus-client's label resolution.
 """
@@ -14,11 +20,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 
+from ankka._kernel import genai
 from ankka._kernel.exposition import CONTENT_TYPE, LATENCY_BUCKETS
 
-__all__ = ["CONTENT_TYPE", "GatewayMetrics", "ModelCallerMetrics", "UNKNOWN_MODEL"]
+__all__ = [
+    "CONTENT_TYPE",
+    "PROVIDER_NAMES",
+    "UNKNOWN_MODEL",
+    "GatewayMetrics",
+    "GenAIMetrics",
+    "ModelCallerMetrics",
+]
+
+# gen_ai.provider.name for each kind of upstream: ``openai`` is the conventions' own value
+# (any OpenAI-compatible server declared by hand); the other two are ankka's names.
+PROVIDER_NAMES = {"openai": "openai", "ollama": "ollama", "llamacpp": "llama_cpp"}
+
+_GENAI_LABELS = [
+    genai.prometheus_label(key)
+    for key in (genai.OPERATION_NAME, genai.PROVIDER_NAME, genai.REQUEST_MODEL)
+]
 
 UNKNOWN_MODEL = "(unknown)"
 
@@ -31,6 +61,20 @@ class ModelCallerMetrics:
     latency: Histogram
     prompt_tokens: Counter
     completion_tokens: Counter
+
+
+@dataclass(frozen=True, slots=True)
+class GenAIMetrics:
+    """The GenAI client metrics' children for one upstream model (operation ``chat``)."""
+
+    input_tokens: Histogram
+    output_tokens: Histogram
+    duration: Histogram  # calls that succeeded (error_type empty)
+    _duration: Histogram  # the parent, for a call that failed
+    _labels: tuple[str, str, str]
+
+    def failed(self, error_type: str) -> Histogram:
+        return self._duration.labels(*self._labels, error_type)
 
 
 class GatewayMetrics:
@@ -80,8 +124,41 @@ class GatewayMetrics:
         self.in_flight = Gauge(
             "ankka_gateway_in_flight", "Requests being answered by a model", ["model"], registry=r
         )
+        self._token_usage = Histogram(
+            genai.prometheus_label(genai.TOKEN_USAGE),
+            "Number of input and output tokens used, per upstream call (OpenTelemetry GenAI)",
+            [*_GENAI_LABELS, genai.prometheus_label(genai.TOKEN_TYPE)],
+            buckets=genai.TOKEN_BUCKETS,
+            registry=r,
+        )
+        self._operation_duration = Histogram(
+            genai.prometheus_label(genai.OPERATION_DURATION),
+            "GenAI operation duration: one upstream call, to its answer's last byte "
+            "(OpenTelemetry GenAI)",
+            [*_GENAI_LABELS, genai.prometheus_label(genai.ERROR_TYPE)],
+            unit="seconds",
+            buckets=genai.DURATION_BUCKETS,
+            registry=r,
+        )
+        ProcessCollector(registry=r)
         self._cache: dict[tuple[str, str], ModelCallerMetrics] = {}
+        self._genai: dict[tuple[str, str, str], GenAIMetrics] = {}
         self._in_flight: dict[str, Gauge] = {}
+
+    def genai_of(self, provider: str, model: str, operation: str = "chat") -> GenAIMetrics:
+        """The GenAI metrics of calls to ``model`` (as sent upstream) at ``provider``."""
+        key = (operation, provider, model)
+        found = self._genai.get(key)
+        if found is None:
+            found = GenAIMetrics(
+                self._token_usage.labels(*key, "input"),
+                self._token_usage.labels(*key, "output"),
+                self._operation_duration.labels(*key, ""),
+                self._operation_duration,
+                key,
+            )
+            self._genai[key] = found
+        return found
 
     def in_flight_of(self, model: str) -> Gauge:
         found = self._in_flight.get(model)

@@ -52,6 +52,7 @@ from urllib.parse import unquote
 import httptools
 
 from ankka._kernel.bounded import ConnectionLimits
+from ankka._kernel.logs import say
 from ankka._kernel.tls import peer_uri_sans
 from ankka.gateway.cycle import App, Cycle, Dates, refusal
 from ankka.gateway.wire import WATCH_DISCONNECT, Scope
@@ -501,7 +502,7 @@ async def serve_raw(
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     scheme = "https" if ssl_context is not None else "http"
-    print(f"{name}: listening on {scheme}://{shown}:{port}", flush=True)
+    say(f"{name}: listening on {scheme}://{shown}:{port}")
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
     handled = threading.current_thread() is threading.main_thread()

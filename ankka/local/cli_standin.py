@@ -18,6 +18,7 @@ import sys
 
 from ankka._kernel import serve
 from ankka._kernel.errors import AnkkaError
+from ankka._kernel.logs import say
 
 __all__ = ["configure", "run"]
 
@@ -44,13 +45,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         script = load_script(args.script)
     except AnkkaError as exc:
-        print(f"ankka standin: {exc}", file=sys.stderr)
+        say(f"ankka standin: {exc}", stream=sys.stderr, level="ERROR")
         return 2
     api_key: str | None = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
-            print(f"ankka standin: {args.api_key_env} is not set", file=sys.stderr)
+            say(f"ankka standin: {args.api_key_env} is not set", stream=sys.stderr, level="ERROR")
             return 2
     sock = serve.bind(args.host, args.port)
     app = create_app(script, model=args.model, api_key=api_key)

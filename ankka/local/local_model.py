@@ -35,6 +35,7 @@ from pathlib import Path
 import httpx2
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.logs import say
 from ankka._kernel.serve import port_number
 
 __all__ = [
@@ -497,7 +498,7 @@ def run(args: argparse.Namespace) -> int:
                 model=args.model,
                 ready_timeout=args.ready_timeout,
             ) as server:
-                print(f"ok: llama-server answered /health serving {server.model_name}")
+                say(f"ok: llama-server answered /health serving {server.model_name}")
             return 0
         server = start(
             host=args.host,
@@ -508,26 +509,26 @@ def run(args: argparse.Namespace) -> int:
             ready_timeout=args.ready_timeout,
         )
     except AnkkaError as exc:  # not installed, did not start, or a bad argument
-        print(f"ankka local-model: {exc}", file=sys.stderr)
+        say(f"ankka local-model: {exc}", stream=sys.stderr, level="ERROR")
         return 1
     except KeyboardInterrupt:  # while waiting for readiness; start() has stopped the server
         return 130
     with server, stop_signals_interrupt():
-        print(f"llama-server is serving {server.model_name} at {server.base_url}")
-        print(f"its log: {server.log_path}")
-        print("Point an agent at it with:")
+        say(f"llama-server is serving {server.model_name} at {server.base_url}")
+        say(f"its log: {server.log_path}")
+        say("Point an agent at it with:")
         for line in env_lines(server.base_url, server.model_name):
-            print(f"  export {line}")
-        print("It cannot call tools. Ctrl-C stops it.", flush=True)
+            say(f"  export {line}")
+        say("It cannot call tools. Ctrl-C stops it.")
         try:
             code = server.process.wait()
         except KeyboardInterrupt:
-            print("\nstopping llama-server", file=sys.stderr)
+            say("\nstopping llama-server", stream=sys.stderr)
             return 0
-    print(
+    say(
         f"ankka local-model: llama-server exited with code {code}; "
         f"its log ({server.log_path}) ends:\n{server.log_tail()}",
-        file=sys.stderr,
+        stream=sys.stderr,
     )
     return 1
 

@@ -14,7 +14,7 @@ from ankka.api.resources import AgentSpec
 from ankka.operator import agent_status, agents, certificates, events, stores
 from ankka.operator.kube import LATER
 from ankka.operator.objects import Obj, condition_status
-from ankka.operator.reconcile import API_VERSION, Platform, _involved, record
+from ankka.operator.reconcile import API_VERSION, Platform, _counted, _involved, record
 
 __all__ = ["reconcile_agent"]
 
@@ -80,7 +80,9 @@ async def _deployment(p: Platform, namespace: str, name: str) -> Obj | None:
     return p.view.deployment(namespace, name)
 
 
-async def _write_agent_status(p: Platform, body: Obj, previous: Obj | None, status: Obj) -> str:
+async def _write_agent_status(
+    p: Platform, body: Obj, previous: Obj | None, status: Obj, *, started: float | None = None
+) -> str:
     """Write the status unless it is what is stored already; post an Event when the phase
     changed (held, released, failed)."""
     meta = body["metadata"]
@@ -99,6 +101,9 @@ async def _write_agent_status(p: Platform, body: Obj, previous: Obj | None, stat
     )
     happening = events.agent_happening((previous or {}).get("phase"), phase, words)
     if happening is not None:
+        p.metrics.transitions.labels(happening.reason).inc()
+        if happening.reason == "Held" and started is not None:
+            p.metrics.hold_seconds.observe(p.clock.monotonic() - started)
         await record(p, _involved(body, "Agent"), happening)
     return phase
 
@@ -115,6 +120,13 @@ async def reconcile_agent(
     write is skipped when the rendered object is unchanged; a release is then the Deployment
     and the status. ``fetch`` (the resync) reads the Agent from the API instead, under the
     lock, so it is newer than any write made before."""
+    with _counted(p, "agent"):
+        return await _reconcile_agent(p, namespace, name, fetch=fetch, started=p.clock.monotonic())
+
+
+async def _reconcile_agent(
+    p: Platform, namespace: str, name: str, *, fetch: bool, started: float
+) -> str | None:
     async with p.lock(namespace, name):
         if fetch or p.view is None:
             body = await p.kube.get(API_VERSION, "Agent", namespace, name)
@@ -143,7 +155,7 @@ async def reconcile_agent(
                 generation=generation,
                 now=now,
             )
-            return await _write_agent_status(p, body, previous, failed)
+            return await _write_agent_status(p, body, previous, failed, started=started)
         spec = refused
         shared = await _shared_store(p, spec, namespace, name, uid)
         if shared is not None:
@@ -155,7 +167,7 @@ async def reconcile_agent(
                 generation=generation,
                 now=now,
             )
-            return await _write_agent_status(p, body, previous, failed)
+            return await _write_agent_status(p, body, previous, failed, started=started)
         installations = {m.installation for m in spec.models if m.installation}
         awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
         certificate = await certificates.ensure_agent_certificate(
@@ -180,4 +192,4 @@ async def reconcile_agent(
             generation=generation,
             now=now,
         )
-        return await _write_agent_status(p, body, previous, status)
+        return await _write_agent_status(p, body, previous, status, started=started)

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.logs import say
 from ankka.api.resources import GROUP, VERSION, AgentSpec, TaskSpec
 
 __all__ = ["APPROVER_HEADER", "configure", "run"]
@@ -135,10 +136,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         answer = asyncio.run(_decide(args))
     except ConfigurationError as exc:  # no kubeconfig: the user must pass one
-        print(f"ankka approve: {exc}", file=sys.stderr)
+        say(f"ankka approve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
     except (_Refused, AnkkaError) as exc:
-        print(f"ankka approve: {exc}", file=sys.stderr)
+        say(f"ankka approve: {exc}", stream=sys.stderr, level="ERROR")
         return 1
     print(json.dumps(answer))
     return 0

@@ -86,6 +86,7 @@ async def _issue(
     happening = events.Happening(
         "Normal", "CertificateRenewed" if renewed else "CertificateIssued", words
     )
+    p.metrics.certificates.labels(role, "renewed" if renewed else "issued").inc()
     await record(p, about, happening)
     return pair
 

@@ -1,8 +1,10 @@
 """Run the operator: reconcile Agent, Task and InstallationModel resources (kopf).
 
 Settings come from the environment (see docs/operator.md); these flags choose what to watch and
-how to log. The same runs as `python -m ankka.operator`. kopf is started on the handlers module
-(ankka.operator.handlers), never a file path, so the package's folder is not put on sys.path.
+how to log: ankka's --log-format (text or json, like every command), or kopf's own format with
+--kopf-log-format. The same runs as `python -m ankka.operator`. kopf is started on the handlers
+module (ankka.operator.handlers), never a file path, so the package's folder is not put on
+sys.path.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import argparse
 import asyncio
 import importlib
 import logging
+import os
+
+from ankka._kernel import logs
 
 __all__ = ["configure", "main", "run"]
 
@@ -27,6 +32,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="the default")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     parser.add_argument(
+        "--kopf-log-format",
+        choices=("plain", "full", "json"),
+        default=os.environ.get("ANKKA_KOPF_LOG_FORMAT") or None,
+        help="log in kopf's own format instead of ankka's --log-format: plain (the message), "
+        "full (kopf's default) or json (kopf's JSON, with each line's object); "
+        "env ANKKA_KOPF_LOG_FORMAT",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at /metrics over plain HTTP on PORT (0 picks a free one; "
+        "the line 'ankka operator: metrics on URL' says where); env ANKKA_OPERATOR_METRICS_PORT",
+    )
+    parser.add_argument(
         "--liveness",
         default=None,
         metavar="URL",
@@ -40,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Reconcile Agent, Task and InstallationModel resources (kopf).",
     )
     configure(parser)
-    return run(parser.parse_args(argv))
+    logs.add_option(parser)
+    args = parser.parse_args(argv)
+    logs.configure(args.log_format)
+    return run(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +82,24 @@ def run(args: argparse.Namespace) -> int:
     # The credentials are checked before kopf starts: kopf would retry a startup that cannot
     # log in forever, a traceback a minute; a ConfigurationError is one line and status 2.
     Kube.from_environment(field_manager="ankka-operator").close()
-    kopf.configure(verbose=args.verbose)  # kopf installs the log handler
+    if args.metrics_port is not None:  # the startup handler reads the settings from the env
+        os.environ["ANKKA_OPERATOR_METRICS_PORT"] = str(args.metrics_port)
+    level = logging.DEBUG if args.verbose else logging.INFO
+    if args.kopf_log_format:
+        if args.kopf_log_format not in ("plain", "full", "json"):
+            raise SystemExit(
+                f"ankka operator: ANKKA_KOPF_LOG_FORMAT={args.kopf_log_format[:20]!r}: "
+                "choose plain, full or json"
+            )
+        # kopf's own handler and formatter on the root logger.
+        kopf.configure(
+            verbose=args.verbose, log_format=kopf.LogFormat[args.kopf_log_format.upper()]
+        )
+    else:
+        # kopf's levels and its quieting of asyncio, then ankka's one format in its handler's
+        # place (logs.configure replaces the root's handlers).
+        kopf.configure(verbose=args.verbose)
+        logs.configure(getattr(args, "log_format", None), level=level)
     logging.getLogger("httpcore").setLevel(logging.INFO)  # its DEBUG is per-socket noise
     logging.getLogger("ankka.operator").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     # Importing the module registers its handlers with kopf's default registry.

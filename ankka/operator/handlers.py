@@ -33,11 +33,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from typing import Any
 
 import kopf
 
 from ankka._kernel.errors import ConfigurationError
+from ankka._kernel.exposition import CONTENT_TYPE
+from ankka._kernel.health import HealthPort
+from ankka._kernel.logs import say
 from ankka.api.resources import GROUP, VERSION
 from ankka.operator import agent_reconcile, certificates, periodic, reconcile, task_reconcile
 from ankka.operator.kube import Kube, KubeError
@@ -49,6 +53,7 @@ log = logging.getLogger("ankka.operator")
 
 _PLATFORM = "ankka_platform"
 _PERIODIC = "ankka_periodic"  # owned: created by startup, cancelled and awaited by cleanup
+_METRICS = "ankka_metrics"  # the metrics port: opened by startup, closed by cleanup
 
 
 def platform(memo: kopf.Memo) -> reconcile.Platform:
@@ -171,9 +176,32 @@ async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
         p.kube.close()
         raise
     p.view = view  # after the render above, which lists: kopf fills the view once it watches
+    if ours.metrics_port is not None:
+        try:
+            memo[_METRICS] = await _metrics_port(p, ours.metrics_host, ours.metrics_port)
+        except OSError as exc:
+            p.kube.close()
+            raise kopf.PermanentError(
+                f"ANKKA_OPERATOR_METRICS_PORT={ours.metrics_port}: cannot listen on "
+                f"{ours.metrics_host}: {exc.strerror}"
+            ) from exc
     memo[_PLATFORM] = p
     memo[_PERIODIC] = asyncio.create_task(periodic.run(p), name="ankka-periodic")
     log.info("ankka operator started; platform namespace %s", ours.namespace)
+
+
+async def _metrics_port(p: reconcile.Platform, host: str, port: int) -> HealthPort:
+    """Serve the platform's metrics at /metrics (plain HTTP, read only); says where."""
+    sock = socket.create_server((host, port), reuse_port=False)
+    sock.setblocking(False)
+    served = HealthPort(
+        sock, lambda _: (200, CONTENT_TYPE.encode(), p.metrics.render()), paths=("/metrics",)
+    )
+    await served.__aenter__()
+    shown, bound = sock.getsockname()[:2]
+    # Printed, not logged: the one line a script or a test reads the chosen port from.
+    say(f"ankka operator: metrics on http://{shown}:{bound}/metrics")
+    return served
 
 
 @kopf.on.cleanup()
@@ -188,6 +216,9 @@ async def stop(memo: kopf.Memo) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    served = memo.pop(_METRICS, None)
+    if isinstance(served, HealthPort):
+        await served.__aexit__(None, None, None)
     p = memo.pop(_PLATFORM, None)
     if isinstance(p, reconcile.Platform):
         await p.close()
@@ -249,7 +280,10 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
         return
     log.info("InstallationModel %s/%s served=%s: reconciling %s", *key, served, dependents)
     p = platform(memo)
+    started = p.clock.monotonic()
     await asyncio.gather(*(agent_reconcile.reconcile_agent(p, key[0], a) for a in dependents))
+    if served:
+        p.metrics.release_seconds.observe(p.clock.monotonic() - started)
 
 
 # --- agents ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, TypeAlias
 
 import httpx2
@@ -31,6 +31,7 @@ from ankka.operator import agents, certs, events, models, netpol, tlssecrets
 from ankka.operator.agent_status import Issued
 from ankka.operator.identity import OperatorIdentity
 from ankka.operator.kube import SOONEST, Kube, KubeError
+from ankka.operator.metrics import OperatorMetrics
 from ankka.operator.objects import Obj, condition_status
 from ankka.operator.settings import Settings
 
@@ -74,6 +75,7 @@ class Platform:
         self.ca: certs.KeyPair | None = None
         self._identity: OperatorIdentity | None = None
         self.view: View | None = None  # set by the startup handler
+        self.metrics = OperatorMetrics()
         # Only the locks in use (held or awaited): an idle one carries nothing, so it is
         # dropped, and a deleted Agent leaves none behind.
         self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
@@ -324,13 +326,27 @@ async def reconcile_model(
     p: Platform, body: Obj, agents_by_model: AgentsByModel | None = None
 ) -> None:
     """Apply a deployed model's Deployment and Service, re-render the models file, probe."""
-    meta = body["metadata"]
-    spec = _model_spec(body)
-    name, uid = meta["name"], meta["uid"]
-    for child in models.server_children(meta["namespace"], name, uid, spec, p.settings):
-        await p.apply(child)
-    await render_models_file(p, agents_by_model)
-    await probe_model(p, body)
+    with _counted(p, "model"):
+        meta = body["metadata"]
+        spec = _model_spec(body)
+        name, uid = meta["name"], meta["uid"]
+        for child in models.server_children(meta["namespace"], name, uid, spec, p.settings):
+            await p.apply(child)
+        await render_models_file(p, agents_by_model)
+        await probe_model(p, body)
+
+
+@contextlib.contextmanager
+def _counted(p: Platform, kind: str) -> Iterator[None]:
+    """Count one reconcile of ``kind`` and time it; a raised exception counts as ``error``."""
+    started = p.clock.monotonic()
+    outcome = "error"
+    try:
+        yield
+        outcome = "ok"
+    finally:
+        p.metrics.reconciles.labels(kind, outcome).inc()
+        p.metrics.reconcile_seconds.labels(kind).observe(p.clock.monotonic() - started)
 
 
 def probe_is_due(body: Obj, *, now: dt.datetime) -> bool:
@@ -353,6 +369,7 @@ async def probe_model(p: Platform, body: Obj) -> bool:
     target = models.probe_target(meta["namespace"], meta["name"], spec)
     probed: ModelCapabilities | None = None
     error: str | None = None
+    started = p.clock.monotonic()
     try:
         probed = await probe(
             p.probe_client(),
@@ -363,6 +380,8 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         )
     except ProbeError as exc:
         error = f"{exc} (at {target.url})"
+    p.metrics.probe_seconds.observe(p.clock.monotonic() - started)
+    p.metrics.probes.labels("served" if probed is not None else "failed").inc()
     now = p.clock.now()
     status = models.served_status(
         body.get("status") or {},

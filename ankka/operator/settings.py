@@ -47,6 +47,10 @@ class Settings:
     default_store_secret: str = ""
     default_store_dsn_key: str = ""
     default_store_ssl_mode: str = ""
+    # Where /metrics is served over plain HTTP (ANKKA_OPERATOR_METRICS_PORT, the chart's
+    # operator.metricsPort; 0 picks a free port); None: not served.
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
 
     @property
     def models_address(self) -> str:
@@ -89,11 +93,22 @@ class Settings:
             raise ConfigurationError(
                 f"ANKKA_OPERATOR_STORE_SSL_MODE={ssl_mode[:20]!r} is not an sslmode ({known})"
             )
+
+        def port(name: str) -> int | None:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return None
+            if not raw.isdigit() or int(raw) > 65535:
+                raise ConfigurationError(f"{name}={raw[:20]!r} is not a port number")
+            return int(raw)
+
         return cls(
             default_store_secret=env.get("ANKKA_OPERATOR_STORE_SECRET", ""),
             default_store_dsn_key=env.get("ANKKA_OPERATOR_STORE_DSN_KEY", ""),
             default_store_ssl_mode=ssl_mode,
             namespace=env.get("ANKKA_NAMESPACE", defaults.namespace),
+            metrics_port=port("ANKKA_OPERATOR_METRICS_PORT"),
+            metrics_host=env.get("ANKKA_OPERATOR_METRICS_HOST", defaults.metrics_host),
             network_policies=switch("ANKKA_OPERATOR_NETWORK_POLICIES", defaults.network_policies),
             token_review_url=env.get("ANKKA_TOKEN_REVIEW_URL", defaults.token_review_url),
             gateway_service=env.get("ANKKA_GATEWAY_SERVICE", defaults.gateway_service),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.cluster.controlplane import ControlPlane, start
@@ -176,6 +178,14 @@ class Operator:
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]
 
+    def metrics(self) -> str:
+        """The running operator's /metrics (its metrics port, as its last start printed)."""
+        found = re.findall(r"metrics on (http://\S+/metrics)", self.log.read_text(errors="replace"))
+        assert found, "the operator printed no metrics address:\n" + self.log_tail()
+        answer = httpx.get(found[-1], timeout=10)
+        answer.raise_for_status()
+        return answer.text
+
 
 @pytest.fixture(scope="session")
 def operator(controlplane: ControlPlane, kubectl: Kubectl, helm_release: str) -> Iterator[Operator]:
@@ -189,6 +199,8 @@ def operator(controlplane: ControlPlane, kubectl: Kubectl, helm_release: str) ->
             "ANKKA_OPERATOR_CERT_CHECK_SECONDS": "1",
             "ANKKA_OPERATOR_PROBE_TICK_SECONDS": "0.5",
             "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS": "30",
+            "ANKKA_OPERATOR_METRICS_PORT": "0",
+            "ANKKA_OPERATOR_METRICS_HOST": "127.0.0.1",
         }
     )
     op = Operator(env, controlplane.workdir / "operator.log")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from ankka.operator import certs
 from tests.cluster.conftest import (
@@ -249,6 +250,28 @@ def test_agent_is_held_until_its_model_is_served_then_released(
     failed = poll_reason(kubectl, "InstallationModel", "smollm", "ProbeFailed")
     assert (failed["type"], failed["count"]) == ("Warning", 1)
     assert "completion" in poll_reason(kubectl, "InstallationModel", "smollm", "Served")["message"]
+
+    # The same, counted on the operator's metrics port (this process held and released it).
+    metrics = {
+        sample.name + str(sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(operator.metrics())
+        for sample in family.samples
+    }
+
+    def value(name: str, **labels: str) -> float:
+        return metrics.get(name + str(sorted(labels.items())), 0.0)
+
+    assert value("ankka_operator_reconciles_total", kind="agent", outcome="ok") >= 2
+    assert value("ankka_operator_reconciles_total", kind="model", outcome="ok") >= 1
+    assert value("ankka_operator_agent_transitions_total", reason="Held") >= 1
+    assert value("ankka_operator_agent_transitions_total", reason="Released") >= 1
+    assert value("ankka_operator_hold_seconds_count") >= 1
+    assert value("ankka_operator_release_seconds_count") >= 1
+    assert value("ankka_operator_certificates_total", role="agent", action="issued") >= 1
+    assert value("ankka_operator_certificates_total", role="gateway", action="issued") >= 1
+    assert value("ankka_operator_probes_total", outcome="failed") >= 1
+    assert value("ankka_operator_probes_total", outcome="served") >= 1
+    assert value("process_resident_memory_bytes") > 0
 
 
 def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> None:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.integration.llamacpp import llama_server
+from tests.support.jaeger import Jaeger, jaeger
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -35,6 +36,13 @@ def standin(tmp_path: Path) -> Iterator[Callable[[Script], Server]]:
     yield make
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def jaeger_backend() -> Iterator[Jaeger]:
+    """Jaeger (OTLP in, query API out) for this session; fails naming its build when missing."""
+    with jaeger() as backend:
+        yield backend
 
 
 def model_env(standin_url: str) -> dict[str, str]:

@@ -5,11 +5,17 @@ metrics or the journal: on every preset, through ``ankka serve`` and through the
 The keyed stand-in answers 401 quoting the credential it was sent, as some real servers do.
 Two canaries: one shaped like an OpenAI key (hidden by its shape and because it is configured)
 and one of no known shape (hidden only because it is configured).
+
+With ``--log-format json`` every line every command writes is one JSON object with a
+timestamp, level, logger and message (issue 28), and no canary is in any of them.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +27,7 @@ from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest
 from ankka.runtime.providers.registry import providers_from_environment
 from ankka.runtime.records.messages import UserMessage
+from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -42,6 +49,22 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     )
     yield server
     server.stop()
+
+
+def assert_json_lines(output: str) -> list[dict[str, object]]:
+    """Every line of ``output`` is a JSON object with the log format's four fields."""
+    entries = []
+    for line in output.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            pytest.fail(f"not a JSON line: {line!r}")
+        assert isinstance(entry, dict), line
+        assert {"timestamp", "level", "logger", "message"} <= entry.keys(), line
+        assert str(entry["timestamp"]).endswith("Z"), line
+        entries.append(entry)
+    assert entries, "the command wrote nothing"
+    return entries
 
 
 def _settings(preset: str, url: str, key: str) -> dict[str, str]:
@@ -77,8 +100,9 @@ async def test_no_preset_repeats_an_echoed_key(
     assert canary not in repr(caught.value.args)
 
 
+@pytest.mark.parametrize("log_format", ["text", "json"])
 def test_serve_keeps_an_echoed_key_out_of_answers_logs_metrics_and_journal(
-    keyed: Server, tmp_path: Path
+    keyed: Server, tmp_path: Path, log_format: str
 ) -> None:
     canary = CANARIES[1]
     store = tmp_path / "sessions.sqlite3"
@@ -93,6 +117,8 @@ def test_serve_keeps_an_echoed_key_out_of_answers_logs_metrics_and_journal(
             "--store",
             f"sqlite:///{store}",
             "--access-log",
+            "--log-format",
+            log_format,
         ),
         env=env,
     )
@@ -112,10 +138,15 @@ def test_serve_keeps_an_echoed_key_out_of_answers_logs_metrics_and_journal(
         assert canary not in seen
     journal = b"".join(p.read_bytes() for p in tmp_path.glob("sessions.sqlite3*"))
     assert canary.encode() not in journal
+    if log_format == "json":
+        messages = [str(e["message"]) for e in assert_json_lines(output)]
+        assert any("listening on http://" in m for m in messages)
+        assert any('"POST /v1/agents/polite/sessions/s HTTP/1.1" 502' in m for m in messages)
 
 
+@pytest.mark.parametrize("log_format", ["text", "json"])
 def test_the_gateway_keeps_an_echoed_key_out_of_its_answer_and_logs(
-    keyed: Server, tmp_path: Path
+    keyed: Server, tmp_path: Path, log_format: str
 ) -> None:
     canary = CANARIES[1]
     models = tmp_path / "models.yaml"
@@ -125,12 +156,13 @@ def test_the_gateway_keeps_an_echoed_key_out_of_its_answer_and_logs(
         ankka_command(
             "gateway", "--models", str(models), "--insecure", "--host", "127.0.0.1", "--port", "0"
         ),
-        env={"UPSTREAM_KEY": canary},
+        env={"UPSTREAM_KEY": canary, "ANKKA_LOG_FORMAT": log_format},
     )
     try:
-        for _ in range(200):
-            if httpx.get(f"{gateway.url}/readyz").status_code == 200:
-                break
+        eventually(
+            lambda: httpx.get(f"{gateway.url}/readyz").status_code == 200,
+            what="the gateway to probe its model",
+        )
         refused = httpx.post(
             f"{gateway.url}/v1/chat/completions",
             json={"model": "m-1", "messages": [{"role": "user", "content": "hi"}]},
@@ -142,3 +174,68 @@ def test_the_gateway_keeps_an_echoed_key_out_of_its_answer_and_logs(
     assert "different API key" in refused.json()["error"]["message"]
     for seen in (refused.text, metrics, output):
         assert canary not in seen
+    if log_format == "json":
+        assert_json_lines(output)
+
+
+def _run(*args: str, env: dict[str, str], timeout: float = 60) -> str:
+    """Run an ankka command to its end (or stop it at ``timeout``); its output."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ankka", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        output, _ = process.communicate(timeout=30)
+    return output
+
+
+def test_every_other_command_writes_json_lines_without_a_secret(tmp_path: Path) -> None:
+    """The commands without a server of their own here, each taken to where it writes: its
+    error, its status, or (the operator) its retries against an unreachable API server. The
+    canary is in their environment as a model key, a kubeconfig token and a state path's
+    neighbour; none of them may write it."""
+    canary = CANARIES[1]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": []}))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": canary}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "ANKKA_LOG_FORMAT": "json",
+        "ANKKA_MODEL_DEFAULT_API_KEY": canary,
+        "ANKKA_STATE": str(tmp_path / "state"),
+        "KUBECONFIG": str(kubeconfig),
+        "PYTHONUNBUFFERED": "1",
+    }
+    outputs = {
+        "status": _run("status", env=env),
+        "down": _run("down", env=env),
+        "up": _run("up", "--port", "70000", env=env),
+        "local-model": _run("local-model", "--check", "--port", "1", env=env),
+        "approve": _run("approve", "t-1", "a-1", "--digest", "d", "-n", "lab", env=env),
+        "standin": _run("standin", "--script", str(script), "--port", "0", env=env, timeout=5),
+        "operator": _run("operator", "--metrics-port", "0", env=env, timeout=8),
+    }
+    for command, output in outputs.items():
+        assert canary not in output, command
+        entries = assert_json_lines(output)
+        assert all(e["level"] in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") for e in entries)
+    messages = " ".join(str(e["message"]) for e in assert_json_lines(outputs["standin"]))
+    assert "listening on http://" in messages

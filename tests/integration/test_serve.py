@@ -195,6 +195,9 @@ def test_metrics_count_turns_calls_tools_and_tokens(
     assert 'ankka_tool_calls_total{agent="weather",outcome="ok",tool="get_weather"} 1.0' in text
     assert 'ankka_tokens_total{agent="weather",kind="input",provider="default"} 227.0' in text
     assert "ankka_turn_seconds_bucket" in text
+    # prometheus-client's process collector: this runtime's own process.
+    assert "process_cpu_seconds_total" in text
+    assert "process_resident_memory_bytes" in text
     assert httpx.get(f"{server.url}/healthz").json() == {"ok": True}
     assert httpx.get(f"{server.url}/readyz").status_code == 200
 

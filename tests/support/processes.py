@@ -20,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["Server", "ankka_command", "start", "started"]
 
-_LISTENING = re.compile(r"listening on (https?://\S+)")
+_LISTENING = re.compile(r'listening on (https?://[^\s"]+)')
 REPO = Path(__file__).resolve().parents[2]
 
 

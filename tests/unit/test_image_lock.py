@@ -1,6 +1,7 @@
 """The image's dependency lock pins every dependency ankka declares, and those of the extras
-the image carries: the operator's, and what the documented examples need (an ``anthropic``
-model, ``mcp`` servers' tools, the ``postgres`` store).
+the image carries: the operator's, what the documented examples need (an ``anthropic``
+model, ``mcp`` servers' tools, the ``postgres`` store) and ``tracing`` (the image traces once
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set).
 
 A dependency added to pyproject.toml but not to image/requirements.lock would be missing from
 the image, and the pods tier would find out only at a pod's start; regenerate the lock with
@@ -25,7 +26,7 @@ def _name(requirement: str) -> str:
 def test_every_declared_dependency_is_pinned_in_the_image_lock() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    carried = ("operator", "anthropic", "mcp", "postgres")
+    carried = ("operator", "anthropic", "mcp", "postgres", "tracing")
     declared = {_name(r) for r in project["dependencies"] + [r for e in carried for r in extras[e]]}
     assert "IMAGE_EXTRAS=" + ",".join(carried) in (ROOT / "scripts" / "image.sh").read_text()
     lines = (ROOT / "image" / "requirements.lock").read_text().splitlines()

@@ -54,3 +54,12 @@ def test_unserved_models_are_probed_every_tick() -> None:
 def test_served_models_wait_for_their_probe_interval() -> None:
     assert not probe_is_due(model("True", "2026-01-01T11:59:30Z"), now=NOW)
     assert probe_is_due(model("True", "2026-01-01T11:59:00Z"), now=NOW)
+
+
+def test_the_metrics_port_is_off_unless_set_and_must_be_a_port() -> None:
+    assert Settings.from_env({}).metrics_port is None
+    assert Settings.from_env({"ANKKA_OPERATOR_METRICS_PORT": "9091"}).metrics_port == 9091
+    assert Settings.from_env({"ANKKA_OPERATOR_METRICS_PORT": "0"}).metrics_port == 0
+    for bad in ("metrics", "-1", "70000"):
+        with pytest.raises(ConfigurationError, match="ANKKA_OPERATOR_METRICS_PORT"):
+            Settings.from_env({"ANKKA_OPERATOR_METRICS_PORT": bad})

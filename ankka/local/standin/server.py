@@ -8,7 +8,8 @@
   some real servers do, so tests prove ankka hides it). A Responses request that replays a
   reasoning item from before its last user message is answered 400, as OpenAI holds a replay
   to the current turn.
-- ``GET /_standin/requests``: what it received, in order (path, selected headers, body, and
+- ``GET /_standin/requests``: what it received, in order (path, selected headers: the
+  credentials, content type, user agent and W3C trace context; the body, and
   the ticks at which each request arrived and was answered, to show overlap or its absence).
 - ``DELETE /_standin/requests``: forget them. ``PUT /_standin/script``: serve a new script.
 - ``GET /v1/models``: the models the script lists (or the one ``--model`` names), as an
@@ -43,7 +44,15 @@ from ankka.runtime.providers.script import (
 
 __all__ = ["StandinState", "create_app"]
 
-_RECORDED_HEADERS = ("authorization", "x-api-key", "content-type", "user-agent")
+# The trace context too: the tests read what a caller's trace looked like on arrival.
+_RECORDED_HEADERS = (
+    "authorization",
+    "x-api-key",
+    "content-type",
+    "user-agent",
+    "traceparent",
+    "tracestate",
+)
 _SHAPES = ("chat", "responses", "anthropic")
 
 

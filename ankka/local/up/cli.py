@@ -24,6 +24,7 @@ from typing import TextIO
 import httpx2
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.logs import say
 from ankka._kernel.serve import port_number
 from ankka.local import demo
 from ankka.local.local_model import stop_signals_interrupt
@@ -62,7 +63,7 @@ def _model(value: str) -> str:
 
 
 def _say(text: str, *, out: TextIO = sys.stdout) -> None:
-    print(text, file=out, flush=True)
+    say(text, stream=out, level="ERROR" if out is sys.stderr else "INFO")
 
 
 def configure_up(parser: argparse.ArgumentParser) -> None:

@@ -33,7 +33,7 @@ from ankka.local.up.plan import HOST, Part, Probe
 
 __all__ = ["PartFailed", "PortInUse", "Running", "check_ports", "start_part", "stop", "tail"]
 
-_READY = re.compile(r"(?:listening on|serving \S+ at) (https?://\S+)")
+_READY = re.compile(r'(?:listening on|serving \S+ at) (https?://[^\s"]+)')
 _STOP_GRACE_S = 15.0
 
 

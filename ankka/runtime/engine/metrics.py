@@ -1,6 +1,7 @@
 """Prometheus metrics of one runtime: turns, model calls, tool calls, tokens, latency.
 
-Each runtime has its own registry (tests start many in one process). Labels never carry
+Each runtime has its own registry (tests start many in one process), with prometheus-client's
+process collector (``process_*``: CPU, memory, open files, start time). Labels never carry
 message text, keys or session ids.
 """
 
@@ -8,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 
 from ankka._kernel.exposition import LATENCY_BUCKETS
 from ankka.runtime.engine.loop import TurnOutcome
@@ -21,6 +28,7 @@ class RuntimeMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)
         self.turns = Counter(
             "ankka_turns", "Turns handled, by agent and outcome", ["agent", "outcome"], registry=r
         )

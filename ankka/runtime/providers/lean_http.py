@@ -38,6 +38,7 @@ import httptools
 import httpx2
 from httpx2._client import USE_CLIENT_DEFAULT, BoundAsyncStream, UseClientDefault
 
+from ankka._kernel import tracing
 from ankka._kernel.upstream import (
     ConnectFailed,
     ConnectTimedOut,
@@ -99,6 +100,7 @@ class LeanTransport(httpx2.AsyncBaseTransport):
         head = [request.method.encode("ascii"), b" ", url.raw_path, b" HTTP/1.1\r\n"]
         for name, value in request.headers.raw:
             head += (name, b": ", value, b"\r\n")
+        head.append(tracing.header_lines())  # the W3C trace context; nothing when tracing is off
         head.append(b"\r\n")
         head.append(body)
         try:

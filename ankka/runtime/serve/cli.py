@@ -19,8 +19,9 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ankka._kernel import serve
+from ankka._kernel import serve, tracing
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
@@ -221,13 +222,13 @@ def _identity(
         how = "on loopback without TLS or tokens: every caller is trusted as 'local'"
     else:
         how = "WARNING: --trust-network: callers are NOT identified; every caller is 'local'"
-    print(f"ankka serve: {how}", file=sys.stderr)
+    say(f"ankka serve: {how}", stream=sys.stderr)
     if reviewer is not None:
         audience = reviewer.settings.audience or "the API server's own"
-        print(
+        say(
             f"ankka serve: bearer tokens are checked with TokenReview at "
             f"{reviewer.settings.url} (audience {audience})",
-            file=sys.stderr,
+            stream=sys.stderr,
         )
     # Tokens to review make an unidentified caller a 401, unless the network is trusted.
     trust = args.trust_network or reviewer is None
@@ -248,7 +249,7 @@ def _probe_port(
         return (503 if missing else 200), b"application/json", json.dumps(body).encode()
 
     shown, port = sock.getsockname()[:2]
-    print(f"ankka serve: probes on http://{shown}:{port} (/healthz, /readyz)", file=sys.stderr)
+    say(f"ankka serve: probes on http://{shown}:{port} (/healthz, /readyz)", stream=sys.stderr)
     return HealthPort(sock, answer, limits=limits, paths=("/healthz", "/readyz"))
 
 
@@ -275,20 +276,21 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.store.session_leases import open_leases
 
     if args.console not in ("on", "off"):
-        print(
+        say(
             f"ankka serve: {CONSOLE_VARIABLE}={args.console[:20]!r} is neither on nor off",
-            file=sys.stderr,
+            stream=sys.stderr,
         )
         return 2
     metrics = RuntimeMetrics()
     try:
+        traces = tracing.from_environment("ankka-runtime")
         service = load_service(args.target)
         sqlite_path(args.store)  # a store URL that is none is refused before anything is said
         providers = providers_from_environment(os.environ)
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
     except AnkkaError as exc:
-        print(f"ankka serve: {exc}", file=sys.stderr)
+        say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
     limits = serve.limits_from(args)
     try:
@@ -298,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
             named = [*service.agents, *service.autonomous_agents]
             policy = load_policy(args.access_file, policy, named)
     except AnkkaError as exc:
-        print(f"ankka serve: {exc}", file=sys.stderr)
+        say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
     sock = serve.bind(args.host, args.port)
     probe_sock = serve.bind(args.host, args.probe_port) if args.probe_port is not None else None
@@ -308,14 +310,14 @@ def run(args: argparse.Namespace) -> int:
             store = await open_store(args.store)
             task_store = await open_task_store(args.store)
         except AnkkaError as exc:
-            print(f"ankka serve: {exc}", file=sys.stderr)
+            say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
             return 2
         try:
             leases = await open_leases(task_store)
         except AnkkaError as exc:
             await store.close()
             await task_store.close()
-            print(f"ankka serve: {exc}", file=sys.stderr)
+            say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
             return 2
         index = ApprovalIndex(task_store)
         runtime = Runtime(
@@ -348,12 +350,12 @@ def run(args: argparse.Namespace) -> int:
         runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         agents = [*service.agents, *service.autonomous_agents]
-        print(f"ankka serve: agents {', '.join(agents)}; models {names}", file=sys.stderr)
+        say(f"ankka serve: agents {', '.join(agents)}; models {names}", stream=sys.stderr)
         if args.console == "on":
-            print(
+            say(
                 "ankka serve: the console is at /console (loopback callers, or callers "
                 "identified off loopback; each sees what the session policy allows)",
-                file=sys.stderr,
+                stream=sys.stderr,
             )
         try:
             async with runtime, contextlib.AsyncExitStack() as stack:
@@ -376,15 +378,17 @@ def run(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(_import_http)
                 from ankka.runtime.serve.http import create_app
 
+                app = create_app(
+                    runtime,
+                    tasks,
+                    max_body=args.max_body_bytes,
+                    identify=identify,
+                    approver_header=args.approver_header,
+                    console=args.console == "on",
+                )
                 await serve.serve_forever(
-                    create_app(
-                        runtime,
-                        tasks,
-                        max_body=args.max_body_bytes,
-                        identify=identify,
-                        approver_header=args.approver_header,
-                        console=args.console == "on",
-                    ),
+                    # One SERVER span per request, continuing the caller's traceparent.
+                    app if traces is None else tracing.ServerSpans(app, traces.tracer),
                     sock,
                     name="ankka serve",
                     access_log=args.access_log,
@@ -395,4 +399,8 @@ def run(args: argparse.Namespace) -> int:
             await task_store.close()
         return 0
 
-    return serve.run(main)
+    try:
+        return serve.run(main)
+    finally:
+        if traces is not None:
+            traces.shutdown()  # what is still buffered is exported before the process ends

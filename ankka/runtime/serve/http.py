@@ -297,7 +297,7 @@ def create_app(
         routes=[
             *pages,
             *(task_routes(tasks, runtime.policy) if tasks is not None else ()),
-            *approval_routes(runtime, _outcome_json, approver_header=approver_header),
+            *approval_routes(runtime, _outcome_json, approver_header=approver_header, tasks=tasks),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),

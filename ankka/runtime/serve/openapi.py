@@ -107,25 +107,6 @@ _DECISION_BODY: dict[str, Any] = {
         "reason": {"type": "string", "maxLength": 2000},
     },
 }
-_APPROVALS: dict[str, Any] = {
-    "/v1/approvals": _get(
-        "The approvals of the sessions the caller may read",
-        400,
-        parameters=[
-            _query("session", {"type": "string"}, "only this session's"),
-            _query("agent", {"type": "string"}, "only this agent's"),
-            _query("state", {"type": "string", "enum": list(STATES)}, "only those in this state"),
-        ],
-    ),
-    "/v1/approvals/{approval}": {
-        "post": _post(
-            "Approve or refuse a pending tool call (the decide right over its session)",
-            [{"name": "approval", "in": "path", "required": True, "schema": {"type": "string"}}],
-            _DECISION_BODY,
-            *_WRITE_ERRORS,
-        )
-    },
-}
 # A stream ends by itself only with its task: the document asks for ``wait`` so a generated
 # request ends too (the server takes a request without it and streams until the task ends).
 _WAIT = {
@@ -144,6 +125,36 @@ _STREAM: dict[str, Any] = {
 
 def _stream(summary: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
     return frame.get(summary, {**_answers(400, 403, 404, 422), "200": _STREAM}, parameters)
+
+
+_APPROVALS: dict[str, Any] = {
+    "/v1/approvals": _get(
+        "The approvals of the sessions the caller may read",
+        400,
+        parameters=[
+            _query("session", {"type": "string"}, "only this session's"),
+            _query("agent", {"type": "string"}, "only this agent's"),
+            _query("state", {"type": "string", "enum": list(STATES)}, "only those in this state"),
+        ],
+    ),
+    "/v1/approvals/notifications": _stream(
+        "Pending approvals (snapshot), then approval events of sessions the caller may read",
+        [
+            _query("session", {"type": "string"}, "only this session's"),
+            _query("agent", {"type": "string"}, "only this agent's"),
+            # It never ends by itself: a generated request must end soon (schemathesis).
+            {**_WAIT, "schema": {"type": "number", "minimum": 0, "maximum": 0.25}},
+        ],
+    ),
+    "/v1/approvals/{approval}": {
+        "post": _post(
+            "Approve or refuse a pending tool call (the decide right over its session)",
+            [{"name": "approval", "in": "path", "required": True, "schema": {"type": "string"}}],
+            _DECISION_BODY,
+            *_WRITE_ERRORS,
+        )
+    },
+}
 
 
 def document(

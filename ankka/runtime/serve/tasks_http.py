@@ -36,7 +36,7 @@ from ankka._kernel.errors import NotFound, RequestError
 from ankka._kernel.identity import is_platform
 from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
 from ankka.runtime.drivers.tasks.host import InstanceView, TaskHost
-from ankka.runtime.drivers.tasks.notify import Dropped, Subscription
+from ankka.runtime.drivers.tasks.notify import Dropped, Notice, Subscription
 from ankka.runtime.records.tasks import (
     MAX_ATTACHMENT,
     MAX_ATTACHMENTS,
@@ -52,7 +52,7 @@ from ankka.runtime.records.tasks import (
 from ankka.runtime.serve.bodies import parse_body
 from ankka.runtime.serve.identity import caller_of
 
-__all__ = ["instance_json", "task_json", "task_routes"]
+__all__ = ["event_stream", "instance_json", "sse", "task_json", "task_routes", "wait_seconds"]
 
 MAX_WAIT = 300.0
 KEEP_ALIVE = 15.0
@@ -185,7 +185,7 @@ def _instance_permitted(request: Request, view: InstanceView) -> InstanceView:
     )
 
 
-def _wait_seconds(request: Request) -> float:
+def wait_seconds(request: Request) -> float:
     raw = request.query_params.get("wait")
     if raw is None:
         return 0.0
@@ -198,15 +198,21 @@ def _wait_seconds(request: Request) -> float:
     return seconds
 
 
-def _sse(event: str, data: object, number: int | None = None) -> bytes:
+def sse(event: str, data: object, number: int | None = None) -> bytes:
     head = f"id: {number}\n" if number is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _events(
-    subscription: Subscription, snapshot: bytes, *, ends_with_task: bool, seconds: float | None
+async def event_stream(
+    subscription: Subscription,
+    snapshot: bytes,
+    *,
+    ends_with_task: bool,
+    seconds: float | None,
+    keep: Callable[[Notice], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The stream: ``snapshot``, then the events; for ``seconds`` when given."""
+    """The stream: ``snapshot``, then the events (those ``keep`` keeps); for ``seconds``
+    when given."""
     yield snapshot
     loop = asyncio.get_running_loop()
     until = loop.time() + seconds if seconds is not None else None
@@ -222,9 +228,11 @@ async def _events(
                 yield b": keep-alive\n\n"
             continue
         if isinstance(item, Dropped):
-            yield _sse("dropped", {"count": item.count})
+            yield sse("dropped", {"count": item.count})
             continue
-        yield _sse(item.event, item.as_dict(), item.number)
+        if keep is not None and not await keep(item):
+            continue
+        yield sse(item.event, item.as_dict(), item.number)
         if ends_with_task and item.event in _FINAL_EVENTS:
             return
 
@@ -259,7 +267,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
 
     async def get_task(request: Request) -> Response:
         task = check_id(request.path_params["task"], "task")
-        seconds = _wait_seconds(request)
+        seconds = wait_seconds(request)
         _permitted(request, await host.get(task), policy, "read")
         record = await (host.wait(task, seconds) if seconds else host.get(task))
         return JSONResponse(task_json(record))
@@ -294,7 +302,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
         key: tuple[str, ...],
         snapshot: Callable[[], Awaitable[tuple[bytes, bool]]],
     ) -> Response:
-        seconds = _wait_seconds(request) if "wait" in request.query_params else None
+        seconds = wait_seconds(request) if "wait" in request.query_params else None
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = host.notifier.add(key)
         try:
@@ -308,7 +316,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
                 if done:
                     yield first
                     return
-                events = _events(
+                events = event_stream(
                     subscription, first, ends_with_task=key[0] == "task", seconds=seconds
                 )
                 async for chunk in events:
@@ -326,7 +334,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
 
         async def snapshot() -> tuple[bytes, bool]:
             record = await host.get(task)
-            return _sse("snapshot", task_json(record)), record.final
+            return sse("snapshot", task_json(record)), record.final
 
         return await notifications(request, ("task", task), snapshot)
 
@@ -337,7 +345,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
 
         async def snapshot() -> tuple[bytes, bool]:
             view = await host.instance(agent, instance)
-            return _sse("snapshot", instance_json(view)), False
+            return sse("snapshot", instance_json(view)), False
 
         return await notifications(request, ("instance", agent, instance), snapshot)
 

@@ -158,7 +158,9 @@ class PostgresStore:
 
     async def sessions(self) -> list[str]:
         async with self._pool.connection() as conn:
-            cursor = await conn.execute("SELECT DISTINCT session FROM ankka_events ORDER BY 1")
+            cursor = await conn.execute(
+                "SELECT session FROM ankka_events GROUP BY session ORDER BY MAX(at), session"
+            )
             return [r[0] for r in await cursor.fetchall()]
 
     async def close(self) -> None:

@@ -133,7 +133,12 @@ class SqliteStore:
 
     async def sessions(self) -> list[str]:
         def work(db: sqlite3.Connection) -> list[str]:
-            return [r[0] for r in db.execute("SELECT DISTINCT session FROM events ORDER BY 1")]
+            return [
+                r[0]
+                for r in db.execute(
+                    "SELECT session FROM events GROUP BY session ORDER BY MAX(at), session"
+                )
+            ]
 
         return await self._run(work)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import ssl
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +111,7 @@ def start_gateway(tmp_path: Path) -> Iterator[StartGateway]:
             verify: ssl.SSLContext | bool = True,
             args: Sequence[str] = (),
             ready: bool = True,
+            env: Mapping[str, str] | None = None,
             **top: object,
         ) -> Gateway:
             path = tmp_path / "models.yaml"
@@ -119,7 +120,7 @@ def start_gateway(tmp_path: Path) -> Iterator[StartGateway]:
             command = ankka_command(
                 "gateway", "--models", str(path), *mode, "--host", "127.0.0.1", "--port", "0", *args
             )
-            server = start(command)
+            server = start(command, env=env)
             stack.callback(server.stop)
             gateway = Gateway(server.url, server, path, verify, server.output)
             if ready:

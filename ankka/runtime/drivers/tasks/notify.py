@@ -20,7 +20,15 @@ from typing import Any
 
 from ankka._kernel.clock import Clock
 
-__all__ = ["DEFAULT_BUFFER", "Dropped", "Notice", "Notifier", "Subscription"]
+__all__ = [
+    "APPROVALS",
+    "APPROVAL_EVENTS",
+    "DEFAULT_BUFFER",
+    "Dropped",
+    "Notice",
+    "Notifier",
+    "Subscription",
+]
 
 DEFAULT_BUFFER = 256
 
@@ -45,6 +53,12 @@ EVENTS = (
     "approval_decided",
     "approval_expiring",
 )
+
+
+APPROVAL_EVENTS = frozenset({"approval_requested", "approval_decided", "approval_expiring"})
+# The key of ``GET /v1/approvals/notifications``: every approval event, of request agents'
+# sessions and of tasks, whoever's (the route keeps those the caller may read).
+APPROVALS = ("approvals",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +136,8 @@ class Notifier:
         keys: list[tuple[str, ...]] = [("task", task)] if task is not None else []
         if instance is not None:
             keys.append(("instance", agent, instance))
+        if event in APPROVAL_EVENTS:
+            keys.append(APPROVALS)
         for key in keys:
             for subscription in self._subscribers.get(key, ()):
                 subscription.offer(notice)

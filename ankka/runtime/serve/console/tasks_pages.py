@@ -75,11 +75,13 @@ def task_page(record: TaskRecord) -> str:
         + f'<p><span id="state" data-state="{escape(record.state.value)}">'
         f"{escape(record.state.value)}</span> · {escape(record.spec.agent)} · "
         f"{escape(record.spec.type)} · instance {escape(record.instance or '-')}</p>"
-        f"<h2>Iterations</h2>"
+        # While it works, the figures are fetched again from the server's record (updated at
+        # every iteration's completion), not left as they were when the page opened.
+        f'<div data-refresh="{2 if not record.final else 60}"><h2>Iterations</h2>'
         f"{budget_bar(record.iterations_used, record.budget, title='iterations used of budget')}"
         f'<h2>Tokens</h2><table id="task-usage"><thead><tr>{USAGE_HEAD}<th>cost</th></tr>'
         f"</thead><tbody><tr>{usage_cells(record.usage)}<td>unknown</td></tr></tbody></table>"
-        f"{outcome}{live}"
+        f"</div>{outcome}{live}"
         f'<p><a href="/console/sessions/{escape(record.session)}">what was done (its session)</a>'
         "</p>"
         f'<h2>Instructions</h2><div class="msg">{escape(record.spec.instructions)}</div>'
