@@ -185,6 +185,14 @@ async def send(
         )
     except WrongRuntimeIdentity as exc:
         raise Unreachable(f"refused the runtime at {route.where}: {exc}") from exc
+    except KubeError as exc:
+        if route.pod and "Handshake status 403" in exc.detail:
+            raise Refused(
+                f"you may not port-forward to pods in {route.namespace}: no 'get' on "
+                f"'pods/portforward' there (or pass --via service from inside the cluster)",
+                by="the cluster's RBAC",
+            ) from exc
+        raise
     except ssl.SSLCertVerificationError as exc:
         raise Unreachable(
             f"refused the runtime at {route.where}: its certificate is not one the platform CA "

@@ -324,7 +324,8 @@ def test_ankka_approve_reaches_a_runtime_pod_through_the_port_forward(cluster: C
         ("update", "tasks.ankka.dev/approval", ""),
         ("create", "serviceaccounts/token", "desk-approver"),
         ("get,list", "pods", ""),
-        ("create", "pods/portforward", ""),
+        # The client's port-forward is a WebSocket: a GET (kubectl's own, SPDY, a create).
+        ("get,create", "pods/portforward", ""),
     ]
     for i, (verbs, resources, name) in enumerate(rules):
         extra = [f"--resource-name={name}"] if name else []
