@@ -191,5 +191,6 @@ async def _reconcile_agent(
             certificate=certificate,
             generation=generation,
             now=now,
+            a2a_card_url=agents.a2a_card_url(namespace, name),
         )
         return await _write_agent_status(p, body, previous, status, started=started)

@@ -181,6 +181,7 @@ def rendered_status(
     certificate: Issued,
     generation: int | None,
     now: dt.datetime,
+    a2a_card_url: str | None = None,
 ) -> Obj:
     """A rendered Agent: ``Held`` while any InstallationModel it names is not served (named in
     ``ModelsServed`` and ``awaitingModels``), ``Progressing`` until ``deployment`` has
@@ -215,5 +216,7 @@ def rendered_status(
         **certificate.fields(),
         **_replicas(pods.ready, replicas),
     }
+    if a2a_card_url is not None:
+        fields["a2aCardUrl"] = a2a_card_url
     stages = [rendered, served, available, ready]
     return _status(previous, stages, generation=generation, fields=fields)

@@ -72,3 +72,29 @@ def test_sessions_are_listed_by_last_activity_and_a_waiting_one_shows_its_reques
     assert "<td>local</td>" in row.group(0)  # who, as the API records it too
     assert re.search(r"<td>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00</td>", row.group(0))  # when
     assert "Waiting for a decision" not in landed.text
+
+
+def test_a_tasks_session_counts_its_iterations_and_tokens_as_the_task_does(
+    standin: Callable[[Any], Server], serve: Callable[..., Server]
+) -> None:
+    script = json.loads((REPO / "examples" / "tasks-standin.json").read_text())
+    server = serve(
+        standin(script).url, target="examples.tasks:service", env={"ANKKA_CONSOLE": "on"}
+    )
+    body = {"type": "summary", "instructions": "Summarise ankka."}
+    put = httpx.put(f"{server.url}/v1/agents/researcher/tasks/t1", json=body, timeout=30)
+    assert put.status_code == 201, put.text
+    task = httpx.get(f"{server.url}/v1/tasks/t1", params={"wait": 60}, timeout=90).json()
+    assert task["state"] == "completed", task
+    summary = httpx.get(f"{server.url}/v1/sessions/task:t1").json()
+    assert summary["turns"] == task["iterations"]["used"] > 0  # were 0
+    assert summary["usage"] == task["usage"]  # no judged guardrails here: the same tokens
+    page = httpx.get(f"{server.url}/console/sessions/task:t1").text
+    assert f"{task['iterations']['used']} turn(s)" in page
+    shown = httpx.get(f"{server.url}/console/tasks/t1").text
+    times = re.search(r'<p class="muted" id="times">(.*?)</p>', shown)
+    assert times is not None
+    stamps = re.findall(r'<time datetime="([^"]+)">', times.group(1))
+    assert stamps == [task["created_at"], task["updated_at"]]  # the record's own times
+    listed = httpx.get(f"{server.url}/console/tasks").text
+    assert f'<time datetime="{task["updated_at"]}">' in listed
