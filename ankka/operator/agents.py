@@ -391,5 +391,3 @@ def service_url(namespace: str, name: str) -> str:
 def a2a_card_url(namespace: str, name: str) -> str:
     """Where the Agent's A2A card is (the host root: its only agent's, or its default's)."""
     return f"{service_url(namespace, name)}/.well-known/agent-card.json"
-
-

@@ -214,11 +214,12 @@ def test_a_release_or_hold_alone_is_a_patch_of_replicas_and_the_held_annotation(
     assert release_patch(held, deployment(held=False, image="registry.example/shop:2")) is None
     other_owner = agent_children(
         namespace="shop", name="cart", uid="u2", spec=spec(), settings=SETTINGS, held=False
-    )[2]
+    )[4]
     assert release_patch(held, other_owner) is None
     service = agent_children(
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
-    )[1]
+    )[3]
+    assert (other_owner["kind"], service["kind"]) == ("Deployment", "Service")
     assert release_patch(service, service | {"spec": {}}) is None
 
 
@@ -247,13 +248,15 @@ def test_the_runtime_is_told_its_public_address_and_its_remote_a2a_agents() -> N
 def test_a_rendered_agent_shows_its_a2a_card_url() -> None:
     import datetime as dt
 
-    from ankka.operator.agents import a2a_card_url, rendered_status
+    from ankka.operator.agent_status import Issued, rendered_status
+    from ankka.operator.agents import a2a_card_url
 
     status = rendered_status(
         None,
         awaited=[],
         replicas=1,
-        certificate_not_after="2030-01-01T00:00:00Z",
+        deployment=None,
+        certificate=Issued("2030-01-01T00:00:00Z", "2029-09-01T00:00:00Z", "p"),
         generation=1,
         now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
         a2a_card_url=a2a_card_url("shop", "cart"),
