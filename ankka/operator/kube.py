@@ -51,8 +51,8 @@ _PLURALS = {
     "InstallationModel": "installationmodels",
     "Task": "tasks",
     "Event": "events",
-    "NetworkPolicy": "networkpolicies",
     "Pod": "pods",
+    "NetworkPolicy": "networkpolicies",
     "ClusterRoleBinding": "clusterrolebindings",
 }
 
