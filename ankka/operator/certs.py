@@ -147,9 +147,7 @@ def issue(
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        # A short lifetime (the tests' seconds) is backdated by a tenth of it, not a minute,
-        # or two thirds of its life would be over at once and it would renew on every check.
-        .not_valid_before(now - min(_BACKDATE, lifetime / 10))
+        .not_valid_before(now - _BACKDATE)
         .not_valid_after(now + lifetime)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
