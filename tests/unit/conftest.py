@@ -12,6 +12,7 @@ from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.store.sqlite import SqliteStore
+from tests.support.runtimes import runtime_for
 
 Script = Sequence[dict[str, Any] | str]
 
@@ -34,7 +35,7 @@ async def make_runtime(tmp_path: Path) -> AsyncIterator[MakeRuntime]:
     ) -> tuple[Runtime, ScriptedProvider]:
         store = await SqliteStore.open(tmp_path / "journal.sqlite3")
         provider = ScriptedProvider(script, name=model)
-        runtime = Runtime(service, store=store, providers={model: provider})
+        runtime = runtime_for(service, store=store, providers={model: provider})
         made.append(runtime)
         return runtime, provider
 

@@ -50,6 +50,7 @@ from ankka.runtime.records.messages import (
 from ankka.runtime.store.approval_index import ApprovalIndex
 from ankka.runtime.store.sqlite import SqliteStore
 from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from tests.support.runtimes import runtime_for
 
 COMPACTION = Compaction(limit_chars=1200, keep_messages=4)
 
@@ -105,7 +106,7 @@ async def runtime_on(path: Path, script: Sequence[dict[str, Any] | str]) -> Runt
     provider = ScriptedProvider(script, name="default")
     summary = "So far: weather in Oslo Turku Pori Vaasa; refund A1 250 250.0; 0 1 2 3 4 5 6 7."
     summariser = ScriptedProvider([summary] * 4, name="default")
-    runtime = Runtime(
+    runtime = runtime_for(
         service(),
         store=await SqliteStore.open(path),
         providers={"default": provider},
@@ -119,7 +120,7 @@ async def runtime_on(path: Path, script: Sequence[dict[str, Any] | str]) -> Runt
 
 
 async def close(runtime: Runtime) -> list[ModelRequest]:
-    provider = runtime.providers["default"]
+    provider = runtime.context.providers["default"]
     assert isinstance(provider, ScriptedProvider) and provider.remaining == 0
     await runtime.aclose()
     assert runtime.approvals.index is not None
@@ -129,7 +130,7 @@ async def close(runtime: Runtime) -> list[ModelRequest]:
 
 async def chat(runtime: Runtime, session: str, message: str) -> None:
     await runtime.run(runtime.plan("chat", session, message))
-    await runtime.compactor.idle()
+    await runtime.context.compactor.idle()
 
 
 async def sessions(tmp_path: Path) -> list[ModelRequest]:

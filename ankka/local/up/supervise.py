@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx2
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.errors import ConfigurationError, DependencyFailed
 from ankka._kernel.exits import exit_words
 from ankka.local.up.plan import HOST, Part, Probe
 
@@ -48,7 +48,7 @@ _READY = re.compile(r'(?:listening on|serving \S+ at) (https?://[^\s"]+)')
 _STOP_GRACE_S = 15.0
 
 
-class PartFailed(AnkkaError):
+class PartFailed(DependencyFailed):
     """A part did not start, or stopped; says which, why, and where its log is (the person
     running ``up`` reads it: a broken script, a missing install, a bad module)."""
 

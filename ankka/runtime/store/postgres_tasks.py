@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from ankka._kernel.errors import ConfigurationError, StoreError
 from ankka.runtime.store.postgres import ENSURE_SCHEMA, MIGRATION_LOCK, redacted
@@ -26,6 +26,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ConfigurationError(
         "the PostgreSQL store needs the 'postgres' extra: pip install 'ankka[postgres]'"
     ) from exc
+
+T = TypeVar("T")
 
 __all__ = ["PostgresTaskStore"]
 
@@ -82,8 +84,8 @@ class PostgresTaskStore:
     def shared(self) -> bool:
         return True
 
-    async def _run(self, work: Callable[[Transaction], Any], *, lock: bool) -> Any:
-        def transaction() -> Any:
+    async def _run(self, work: Callable[[Transaction], T], *, lock: bool) -> T:
+        def transaction() -> T:
             with self._pool.connection() as conn, conn.transaction():
                 if lock:
                     conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_TASKS_LOCK,))
@@ -94,10 +96,10 @@ class PostgresTaskStore:
         except psycopg.Error as exc:
             raise StoreError(f"the task store {self._where} failed: {exc}") from exc
 
-    async def write(self, work: Callable[[Transaction], Any], *, serial: bool = True) -> Any:
+    async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
         return await self._run(work, lock=serial)
 
-    async def read(self, work: Callable[[Transaction], Any]) -> Any:
+    async def read(self, work: Callable[[Transaction], T]) -> T:
         return await self._run(work, lock=False)
 
     async def close(self) -> None:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ankka._kernel.errors import StoreError
 from ankka.runtime.store.group_commit import GroupWriter
 from ankka.runtime.store.sqlite import ThreadConnection, open_connections
 from ankka.runtime.store.tasks import SCHEMA, Transaction
+
+T = TypeVar("T")
 
 __all__ = ["SqliteTaskStore"]
 
@@ -48,8 +50,8 @@ class SqliteTaskStore:
     def shared(self) -> bool:
         return False
 
-    async def read(self, work: Callable[[Transaction], Any]) -> Any:
-        def transaction(db: sqlite3.Connection) -> Any:
+    async def read(self, work: Callable[[Transaction], T]) -> T:
+        def transaction(db: sqlite3.Connection) -> T:
             db.execute("BEGIN")
             try:
                 value = work(_Tx(db))
@@ -64,7 +66,7 @@ class SqliteTaskStore:
         except sqlite3.Error as exc:
             raise StoreError(f"the task store {self.path} failed: {exc}") from exc
 
-    async def write(self, work: Callable[[Transaction], Any], *, serial: bool = True) -> Any:
+    async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
         # One writer at a time is SQLite's own rule, so ``serial`` changes nothing here.
         return await self._writer.write(lambda db: work(_Tx(db)))
 

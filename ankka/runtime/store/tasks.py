@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.records.tasks import (
@@ -173,20 +173,21 @@ def instance_from_row(row: tuple[Any, ...]) -> InstanceRecord:
     )
 
 
-Work = Callable[[Transaction], Any]
+T = TypeVar("T")
 
 
 class TaskStore(Protocol):
-    """Runs one of :mod:`.statements`' functions in one transaction, off the event loop.
+    """Runs one of :mod:`.task_statements`' functions in one transaction, off the event loop,
+    and answers what it returned (typed as it is).
 
     ``write`` serialises writers (one writer at a time across processes); ``serial=False`` is
     for a change of one task's row only (``update``, ``complete_iteration``), which may then
     commit beside other such changes. ``read`` sees the last committed state.
     """
 
-    async def write(self, work: Callable[[Transaction], Any], *, serial: bool = True) -> Any: ...
+    async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T: ...
 
-    async def read(self, work: Callable[[Transaction], Any]) -> Any: ...
+    async def read(self, work: Callable[[Transaction], T]) -> T: ...
 
     @property
     def shared(self) -> bool:

@@ -15,6 +15,7 @@ from ankka.runtime.providers.scripted import ScriptedJudgmentProvider, ScriptedP
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.store.sqlite import SqliteStore
 from examples.triage import service as triage_service
+from tests.support.runtimes import runtime_for
 
 Make = Callable[..., Awaitable[Runtime]]
 
@@ -26,7 +27,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
     async def build(service: Service, judges: dict[str, JudgmentProvider]) -> Runtime:
         store = await SqliteStore.open(tmp_path / "journal.sqlite3")
         providers = {"default": ScriptedProvider([], name="default")}
-        runtime = Runtime(service, store=store, providers=providers, judges=judges)
+        runtime = runtime_for(service, store=store, providers=providers, judges=judges)
         made.append(runtime)
         return runtime
 

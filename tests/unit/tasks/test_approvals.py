@@ -8,8 +8,6 @@ from pathlib import Path
 
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.declare.tools import tool
-from ankka.runtime.drivers.request import Runtime
-from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import RetryPolicy
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import ToolResult
@@ -19,6 +17,7 @@ from ankka.runtime.store.sqlite import SqliteStore
 from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 from ankka.runtime.tasks import Accepts, AutonomousAgent
 from examples.tasks import summary
+from tests.support.runtimes import runtime_for, task_host_for
 
 RAN: list[str] = []
 
@@ -58,20 +57,17 @@ async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
     )
     task_store = await SqliteTaskStore.open(path)
     index = ApprovalIndex(task_store)
-    runtime = Runtime(
+    runtime = runtime_for(
         service,
         store=await SqliteStore.open(path),
         providers={"default": provider},
         approvals=index,
     )
-    host = TaskHost(
-        service,
-        store=task_store,
-        journal=runtime.journal,
-        providers={"default": provider},
+    host = task_host_for(
+        runtime.context,
+        task_store,
         poll_seconds=0.05,
         retry=RetryPolicy(first_pause=0.0, max_pause=0.0),
-        approvals=index,
     )
     runtime.approvals.task_decided = host.approval_decided
     async with runtime, host:
@@ -109,7 +105,9 @@ async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
                     break
                 seen.append(getattr(notice, "event", None))
         results = [
-            m for m in await runtime.journal.conversation("task:t1") if isinstance(m, ToolResult)
+            m
+            for m in await runtime.context.journal.conversation("task:t1")
+            if isinstance(m, ToolResult)
         ]
     await task_store.close()
     assert RAN == ["harmless"]

@@ -167,7 +167,7 @@ async def test_a_task_without_an_instance_gets_one_that_ends_with_it(store: Task
     assert record.instance == own_instance_id("solo") and record.own_instance
     await fail(store, "solo")
     found = await store.read(lambda tx: statements.get_instance(tx, "researcher", "task.solo"))
-    assert found.state == InstanceState.ENDED
+    assert found is not None and found.state == InstanceState.ENDED
 
 
 async def test_a_failure_cancels_dependants_three_levels_deep_in_one_change(
