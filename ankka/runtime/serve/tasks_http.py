@@ -48,6 +48,7 @@ from ankka.runtime.records.tasks import (
     TaskRecord,
     TaskSpec,
     check_id,
+    check_instance_name,
 )
 from ankka.runtime.serve.bodies import parse_body
 from ankka.runtime.serve.identity import caller_of
@@ -250,7 +251,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
             # Another caller's id is not reused, nor another caller's instance given work.
             _permitted(request, await host.get(task), policy, "write")
         if body.instance is not None:
-            check_id(body.instance, "instance")
+            check_instance_name(body.instance)
             with contextlib.suppress(NotFound):
                 _instance_permitted(request, await host.instance(agent, body.instance))
         record, created = await host.put(

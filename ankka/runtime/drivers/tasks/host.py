@@ -45,6 +45,7 @@ from ankka.runtime.records.tasks import (
     TaskSpec,
     TaskState,
     check_id,
+    check_instance_name,
 )
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store.tasks import Picked, TaskStore
@@ -310,9 +311,14 @@ class TaskHost:
             )
         check_id(task, "task")
         if instance is not None:
-            check_id(instance, "instance")
+            check_instance_name(instance)
         for dependency in spec.depends_on:
             check_id(dependency, "dependency")
+        policy = self.context.policy
+
+        def may_read(creator: str, of: str) -> bool:
+            return policy.allows(created_by, "read", creator=creator, agent=of)
+
         record, created, ended = await self.store.write(
             lambda tx: statements.put(
                 tx,
@@ -321,6 +327,7 @@ class TaskHost:
                 instance=instance,
                 budget=accepts.budget,
                 created_by=created_by,
+                may_read=may_read,
                 now=self.clock.now(),
             )
         )
