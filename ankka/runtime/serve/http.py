@@ -65,6 +65,7 @@ from ankka.runtime.serve.a2a.service import A2AService
 from ankka.runtime.serve.approvals_http import approval_routes, awaiting_json
 from ankka.runtime.serve.bodies import parse_body
 from ankka.runtime.serve.bounds import DEFAULT_MAX_BODY, BoundedInput
+from ankka.runtime.serve.hosts import ServedHosts
 from ankka.runtime.serve.identity import Identify, caller_of
 from ankka.runtime.serve.mcp_routes import mcp_routes
 from ankka.runtime.serve.openapi import document
@@ -176,13 +177,16 @@ def create_app(
     approver_header: str | None = None,
     console: bool = False,
     a2a: A2AService | None = None,
+    allowed_hosts: frozenset[str] = frozenset(),
 ) -> BoundedInput:
     """The API of ``runtime``; with ``tasks``, also the task routes
     (:mod:`ankka.runtime.serve.tasks_http`). Without ``identify`` every caller is ``local``.
     ``approver_header`` names the header a trusted proxy sets to say who decides an approval
     (``ankka.runtime.serve.approvals_http``). With ``console``, the console's pages at ``/console``
     (:mod:`ankka.runtime.serve.console`). With ``a2a`` (entered by its owner), every agent
-    also at ``/a2a/{agent}`` (:mod:`ankka.runtime.serve.a2a`)."""
+    also at ``/a2a/{agent}`` (:mod:`ankka.runtime.serve.a2a`). A request is answered only for
+    a ``Host`` the runtime serves, ``allowed_hosts`` among them, and never framed
+    (:mod:`ankka.runtime.serve.hosts`)."""
 
     async def turn(request: Request) -> Response:
         body = await _parse(request, TurnBody)
@@ -328,7 +332,7 @@ def create_app(
             Route("/metrics", metrics, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
         ],
-        middleware=[_ERRORS],
+        middleware=[Middleware(ServedHosts, allowed=allowed_hosts), _ERRORS],
         # Routing's 404 and 405 are answered by Starlette's own inner handler: ours, in shape.
         exception_handlers={HTTPException: _error_response},
     )

@@ -5,11 +5,11 @@ shows them); each has a form that posts its decision with the digest it was show
 decision goes through the same desk and the same digest check as the API's
 ``POST /v1/approvals/{id}``. The decider is the console's caller (:mod:`.access`), who must
 hold the decide right over the session (:mod:`ankka.runtime.declare.policy`); the list shows only
-the
-approvals of sessions it may read. A form posted from another site is refused: its ``Origin``
-must be this server's. After a decision the person is taken to the session's page, which
-confirms it (``?decided=ID``) and lists every decision of the session (who, what, when); a
-session waiting for a decision shows its requests there with the same forms.
+the approvals of sessions it may read. A form posted from another site is refused: its
+``Origin`` must be this server's, and its form token the one the page set (:mod:`.csrf`).
+After a decision the person is taken to the session's page, which confirms it
+(``?decided=ID``) and lists every decision of the session (who, what, when); a session waiting
+for a decision shows its requests there with the same forms.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from ankka._kernel.errors import AnkkaError
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.records.approvals import ApprovalDecided, Decision
+from ankka.runtime.serve.console.csrf import FIELD, form_token, keep_token, token_matches
 from ankka.runtime.serve.console.pages import page
 
 __all__ = [
+    "approvals_answer",
     "approvals_page",
     "approvals_table",
     "decide_from_form",
@@ -40,8 +42,9 @@ _DECISIONS: dict[str, Decision] = {"approve": "approved", "refuse": "refused"}
 _MAX_FORM = 16 * 1024
 
 
-def approvals_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The pending requests, each with its approve and refuse form (the digest it shows)."""
+def approvals_table(rows: Sequence[dict[str, Any]], *, token: str) -> str:
+    """The pending requests, each with its approve and refuse form (the digest it shows and
+    the browser's form ``token``)."""
     if not rows:
         return '<p class="empty">No tool call waits for a decision.</p>'
     items = "".join(
@@ -54,6 +57,7 @@ def approvals_table(rows: Sequence[dict[str, Any]]) -> str:
         f'<form method="post" action="/console/approvals/{escape(str(r["id"]))}">'
         f'<input type="hidden" name="digest" value="{escape(str(r["digest"]))}">'
         f'<input type="hidden" name="session" value="{escape(str(r.get("session", "")))}">'
+        f'<input type="hidden" name="{FIELD}" value="{escape(token)}">'
         '<button name="decision" value="approve">approve</button> '
         '<button name="decision" value="refuse">refuse</button></form></td></tr>'
         for r in rows
@@ -64,9 +68,24 @@ def approvals_table(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def approvals_page(rows: Sequence[dict[str, Any]], *, problem: str = "") -> str:
+def approvals_page(rows: Sequence[dict[str, Any]], *, token: str, problem: str = "") -> str:
     shown = f'<p class="error" id="problem">{escape(problem)}</p>' if problem else ""
-    return page("approvals", f"<h1>Approvals waiting</h1>{shown}{approvals_table(rows)}")
+    table = approvals_table(rows, token=token)
+    return page("approvals", f"<h1>Approvals waiting</h1>{shown}{table}")
+
+
+def approvals_answer(
+    request: Request,
+    rows: Sequence[dict[str, Any]],
+    headers: dict[str, str],
+    *,
+    problem: str = "",
+    status: int = 200,
+) -> Response:
+    """The approvals page as an answer, with the browser's form token set."""
+    token = form_token(request)
+    body = approvals_page(rows, token=token, problem=problem)
+    return keep_token(HTMLResponse(body, status_code=status, headers=headers), token)
 
 
 def decisions_section(decided: Sequence[ApprovalDecided], *, confirm: str | None) -> str:
@@ -119,21 +138,25 @@ async def decide_from_form(
     runtime: Runtime, request: Request, caller: str, headers: dict[str, str]
 ) -> Response:
     """Decide as ``caller`` (who must hold the decide right), from the console's own page."""
-    if not _same_origin(request):
+    raw = await request.body()
+    form = parse_qs(raw[:_MAX_FORM].decode("utf-8", "replace")) if len(raw) <= _MAX_FORM else {}
+    if not _same_origin(request) or not token_matches(request, (form.get(FIELD) or [""])[0]):
         return HTMLResponse(
-            page("refused", "<p>A decision is taken only from this console's own page.</p>"),
+            page(
+                "refused",
+                "<p>A decision is taken only from this console's own page: reload the page "
+                "and decide there.</p>",
+            ),
             status_code=403,
             headers=headers,
         )
-    raw = await request.body()
-    form = parse_qs(raw[:_MAX_FORM].decode("utf-8", "replace")) if len(raw) <= _MAX_FORM else {}
     decision = (form.get("decision") or [""])[0]
     digest = (form.get("digest") or [""])[0]
     session = (form.get("session") or [""])[0]
     if decision not in _DECISIONS or not digest:
         problem = "the form needs a decision (approve or refuse) and the digest it was shown"
-        body = approvals_page(await pending(runtime, caller), problem=problem)
-        return HTMLResponse(body, status_code=400, headers=headers)
+        rows = await pending(runtime, caller)
+        return approvals_answer(request, rows, headers, problem=problem, status=400)
     try:
         await runtime.approvals.decide(
             request.path_params["approval"],
@@ -143,8 +166,8 @@ async def decide_from_form(
             caller=caller,
         )
     except AnkkaError as exc:  # a stale digest, a second decision, not permitted, unknown
-        body = approvals_page(await pending(runtime, caller), problem=str(exc))
-        return HTMLResponse(body, status_code=exc.status, headers=headers)
+        rows = await pending(runtime, caller)
+        return approvals_answer(request, rows, headers, problem=str(exc), status=exc.status)
     # Back to the session, where the decision is shown and confirmed (else to the list).
     approval = quote(request.path_params["approval"], safe="")
     where = (

@@ -28,12 +28,13 @@ from ankka.runtime.records.approvals import ApprovalDecided
 from ankka.runtime.records.tasks import TaskRecord
 from ankka.runtime.serve.console.access import console_caller, is_loopback
 from ankka.runtime.serve.console.approvals import (
-    approvals_page,
+    approvals_answer,
     approvals_table,
     decide_from_form,
     decisions_section,
     pending,
 )
+from ankka.runtime.serve.console.csrf import form_token, keep_token
 from ankka.runtime.serve.console.pages import not_found, page, session_page, sessions_page
 from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
@@ -46,7 +47,9 @@ MAX_TASKS = 200
 _SCRIPT = resources.files("ankka.runtime.serve.console").joinpath("static/console.js").read_bytes()
 _HEADERS = {
     # Nothing but this server: the page works offline and sends nothing elsewhere.
-    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'",
+    "Content-Security-Policy": (
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+    ),
     "Cache-Control": "no-store",
 }
 
@@ -108,10 +111,13 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             as_sent=await runtime.messages(name, as_sent=True, caller=caller),
         )
         waiting = [r for r in await pending(runtime, caller) if r.get("session") == name]
+        token = form_token(request)
         extra = decisions_section(decided, confirm=request.query_params.get("decided")) + (
-            "<h2>Waiting for a decision</h2>" + approvals_table(waiting) if waiting else ""
+            "<h2>Waiting for a decision</h2>" + approvals_table(waiting, token=token)
+            if waiting
+            else ""
         )
-        return HTMLResponse(session_page(view, extra=extra), headers=_HEADERS)
+        return keep_token(HTMLResponse(session_page(view, extra=extra), headers=_HEADERS), token)
 
     def readable(caller: str, record: TaskRecord) -> bool:
         return policy.allows(caller, "read", creator=record.created_by, agent=record.spec.agent)
@@ -141,7 +147,7 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
     async def approvals(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
             return _refused()
-        return HTMLResponse(approvals_page(await pending(runtime, caller)), headers=_HEADERS)
+        return approvals_answer(request, await pending(runtime, caller), _HEADERS)
 
     async def decision(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
