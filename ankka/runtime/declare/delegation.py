@@ -13,8 +13,9 @@
 :class:`Delegate` gives the model one tool, ``delegate__<agent>__<type>``, whose call makes a
 child task of that type for that agent (docs/delegation.md); :class:`Handoff` gives it
 ``handoff__<agent>``, which moves the task itself to that agent. The agent is named by its
-declaration or by its name: a name not declared in the service is an agent another runtime
-serves (``ANKKA_DELEGATE_<NAME>_URL``), checked when the runtime starts.
+declaration or by its name (an agent declared later in the service); a name the service does
+not serve is refused when the model calls it (delegating to another runtime's agents is not
+built yet).
 """
 
 from __future__ import annotations

@@ -272,3 +272,4 @@ class TreeView:
     depth: int = 0
     token_budget: int | None = None
     tokens_claimed: int = 0
+    handoffs: tuple[dict[str, Any], ...] = ()  # {"from", "to", "at", "note"}, oldest first

@@ -46,6 +46,7 @@ __all__ = [
     "claim",
     "complete_iteration",
     "finish",
+    "hand_off",
     "get",
     "get_instance",
     "pick",
@@ -187,7 +188,7 @@ def _again(
     now: datetime,
     created_by: str,
 ) -> tuple[TaskRecord, bool, list[Ended]]:
-    if existing.spec.digest() != spec.digest():
+    if existing.spec.digest() != spec.digest() and not _created_as(tx, existing.id, spec):
         raise Conflict(
             f"task {existing.id!r} already exists with a different body (agent, type, "
             "instructions, attachments or depends_on); a task id names one task for good"
@@ -214,6 +215,49 @@ def _again(
     record = get(tx, existing.id)
     assert record is not None
     return record, False, []
+
+
+def _created_as(tx: Transaction, task: str, spec: TaskSpec) -> bool:
+    """Whether ``task`` was created with ``spec`` (its body when it was created: a task
+    handed on to another agent since is still the one its creator sent)."""
+    found = tx.rows("SELECT digest FROM ankka_tasks WHERE id = ?", (task,))
+    return bool(found) and found[0][0] == spec.digest()
+
+
+def hand_off(
+    tx: Transaction, task: str, *, to: str, note: str, now: datetime
+) -> tuple[TaskRecord, TaskRecord] | None:
+    """Give ``task`` to agent ``to`` (docs/delegation.md, "Handoff"): it keeps its id, its
+    session, its iterations used and its budget, and is assigned to an instance of its own
+    of ``to``'s; the first agent's instance moves on (its own instance ends). The task's
+    tree row lists the handoff. The task as it was and as it is now, or None when it has
+    ended or is ``to``'s already (a handoff recorded before a restart)."""
+    current = get(tx, task)
+    if current is None or current.final or current.spec.agent == to:
+        return None
+    if current.own_instance and current.instance is not None:
+        _end_instance(tx, current.spec.agent, current.instance)
+    where = own_instance_id(task)
+    _ensure_instance(tx, to, where, own=True, now=now, created_by=current.created_by)
+    moved = replace(current.spec, agent=to)
+    tx.rows(
+        "UPDATE ankka_tasks SET agent = ?, spec = ?, state = ?, instance = ?, own_instance = 1, "
+        "assigned_seq = ?, version = version + 1, updated_at = ? WHERE id = ?",
+        (
+            to,
+            json.dumps(moved.as_dict(), ensure_ascii=False),
+            TaskState.ASSIGNED.value,
+            where,
+            _next_seq(tx),
+            now.isoformat(),
+            task,
+        ),
+    )
+    handoff = {"from": current.spec.agent, "to": to, "at": now.isoformat(), "note": note}
+    tree.handed_off(tx, current, handoff)
+    record = get(tx, task)
+    assert record is not None
+    return current, record
 
 
 def _next_seq(tx: Transaction) -> int:

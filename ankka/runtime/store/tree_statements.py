@@ -48,6 +48,7 @@ __all__ = [
     "children",
     "due",
     "ended",
+    "handed_off",
     "ensure_root",
     "insert_child",
     "mark",
@@ -88,7 +89,8 @@ TREE_SCHEMA = (
     end_kind TEXT,
     outcome TEXT,
     settled INTEGER NOT NULL,
-    cancel_sent INTEGER NOT NULL
+    cancel_sent INTEGER NOT NULL,
+    handoffs TEXT NOT NULL
 )""",
     "CREATE INDEX IF NOT EXISTS ankka_task_tree_by_parent ON ankka_task_tree (parent, seq)",
     # The scheduler's question each poll: which children are past their deadline. Only
@@ -102,7 +104,7 @@ _COLUMNS = (
     "deadline_at, deadline_seconds, token_budget, grant_iterations, grant_tokens, "
     "grant_from_parent, "
     "claimed_iterations, claimed_tokens, children, tree_iterations, tree_input, tree_output, "
-    "tree_cache_read, tree_cache_write, end_kind, outcome, settled, cancel_sent"
+    "tree_cache_read, tree_cache_write, end_kind, outcome, settled, cancel_sent, handoffs"
 )
 _FINAL = "('completed', 'failed', 'cancelled')"
 
@@ -139,6 +141,7 @@ class TreeRow:
     outcome: ChildOutcome | None
     settled: bool
     cancel_sent: bool
+    handoffs: tuple[dict[str, Any], ...] = ()
 
     def budget(self, iterations: int) -> Budget:
         return Budget(iterations, self.token_budget)
@@ -169,6 +172,7 @@ def _from_row(r: tuple[Any, ...]) -> TreeRow:
         outcome=ChildOutcome.from_dict(json.loads(r[26])) if r[26] is not None else None,
         settled=bool(r[27]),
         cancel_sent=bool(r[28]),
+        handoffs=tuple(json.loads(r[29])),
     )
 
 
@@ -203,7 +207,7 @@ def _fresh(task: str, agent: str) -> dict[str, Any]:
         "grant_iterations": 0, "grant_tokens": None, "grant_from_parent": 0,
         "claimed_iterations": 0, "claimed_tokens": 0, "children": 0, "tree_iterations": 0,
         "tree_input": 0, "tree_output": 0, "tree_cache_read": 0, "tree_cache_write": 0,
-        "end_kind": None, "outcome": None, "settled": 0, "cancel_sent": 0,
+        "end_kind": None, "outcome": None, "settled": 0, "cancel_sent": 0, "handoffs": "[]",
     }  # fmt: skip
 
 
@@ -434,6 +438,22 @@ def remote_ended(
     return _settle(tx, found, iterations, tokens_of(usage), outcome)
 
 
+def handed_off(tx: Tx, record: TaskRecord, handoff: dict[str, Any]) -> None:
+    """``record`` (as it was) is handed on (``handoff``: ``from``, ``to``, ``at``, ``note``):
+    its row lists it, and the last agent of its chain is the one working it now."""
+    found = ensure_root(tx, record)
+    lineage = [*found.lineage[:-1], str(handoff["to"])]
+    tx.rows(
+        "UPDATE ankka_task_tree SET agent = ?, lineage = ?, handoffs = ? WHERE task = ?",
+        (
+            handoff["to"],
+            json.dumps(lineage),
+            json.dumps([*found.handoffs, handoff], ensure_ascii=False),
+            record.id,
+        ),
+    )
+
+
 def set_outcome(tx: Tx, child: str, outcome: ChildOutcome) -> Key | None:
     """Tell ``child``'s parent ``outcome`` now (a remote child past its deadline), unless it
     was told before; its claims are settled when the child's spend is known. The parent to
@@ -508,6 +528,7 @@ def view(tx: Tx, record: TaskRecord) -> TreeView:
         depth=found.depth,
         token_budget=found.token_budget,
         tokens_claimed=found.claims.tokens,
+        handoffs=found.handoffs,
     )
 
 
