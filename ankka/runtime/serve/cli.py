@@ -257,9 +257,9 @@ def _import_http() -> None:
     thread, before any instance is resumed: nothing else imports meanwhile."""
     import uvicorn.protocols.http.httptools_impl  # noqa: F401
 
-    import ankka.runtime.serve.a2a.card  # noqa: F401
-    import ankka.runtime.serve.a2a.port  # noqa: F401
-    import ankka.runtime.serve.a2a.service  # noqa: F401
+    import ankka.runtime.serve.a2a.card
+    import ankka.runtime.serve.a2a.port
+    import ankka.runtime.serve.a2a.service
     import ankka.runtime.serve.http  # noqa: F401
 
 
