@@ -4,19 +4,26 @@ lead of examples/team.py delegates two summaries, waits, and writes its report."
 from __future__ import annotations
 
 import json
+import uuid
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import AssistantMessage, ToolResult
 from ankka.runtime.records.tasks import TaskSpec, TaskState
+from ankka.runtime.store.postgres import PostgresStore
+from ankka.runtime.store.postgres_tasks import PostgresTaskStore
 from ankka.runtime.tasks import Accepts, AutonomousAgent, Delegate, Handoff, Limits, TaskType
 from examples.tasks import Summary, lookup, summary
 from examples.team import report, service
 from tests.support.eventually import eventually_async
-from tests.unit.tasks.conftest import MakeHost, finished, make_host, put
+from tests.support.runtimes import make_context, task_host_for
+from tests.unit.tasks.conftest import NO_PAUSE, MakeHost, finished, make_host, put
 
 __all__ = ["make_host"]  # the task tier's fixture, used here
 
@@ -336,3 +343,32 @@ async def test_a_token_budget_covers_the_tree_and_a_child_gets_only_what_is_left
     assert record.tree is not None and record.tree.end == "budget_exhausted"
     assert record.tree.tree_usage.input_tokens == 1100
     assert len(provider.requests) == 3  # nothing asked once the tree's tokens were spent
+
+
+async def test_the_team_tree_on_postgresql(postgres_server: str) -> None:
+    database = f"tree_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(postgres_server, autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {database}")
+    dsn = postgres_server.rsplit("/", 1)[0] + f"/{database}"
+    provider = ScriptedProvider(SCRIPT, name="default")
+    async with AsyncExitStack() as stack:
+        tasks = await PostgresTaskStore.open(dsn)
+        stack.push_async_callback(tasks.close)
+        context = make_context(
+            service, store=await PostgresStore.open(dsn), providers={"default": provider}
+        )
+        await stack.enter_async_context(context)
+        host = task_host_for(context, tasks, retry=NO_PAUSE, poll_seconds=0.05)
+        await stack.enter_async_context(host)
+        await put(host, "r1", "Report on sqlite and postgresql.", agent="lead", kind="report")
+        record = await finished(host, "r1")
+        assert record.state == TaskState.COMPLETED, record.reason
+        assert record.tree is not None and record.tree.children == ("r1:1.0", "r1:1.1")
+        told = await results(host, "r1")
+        assert sorted(t["task"] for t in told if t["status"] == "completed") == [
+            "r1:1.0",
+            "r1:1.1",
+        ]
+        children = [await host.get(child) for child in record.tree.children]
+        assert record.tree.tree_usage == record.usage + children[0].usage + children[1].usage
+        assert len(provider.requests) == 6
