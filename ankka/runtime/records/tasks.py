@@ -142,6 +142,10 @@ class TaskSpec:
     budget: TaskBudget | None = None
     parent: str | None = None
     lineage: tuple[str, ...] = ()
+    # How its creator names it, for people (the operator: the Task's <namespace>/<name>); not
+    # part of what must match when the id is reused, so a task handed before it was sent
+    # is the same task.
+    name: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -157,10 +161,13 @@ class TaskSpec:
             data["parent"] = self.parent
         if self.lineage:
             data["lineage"] = list(self.lineage)
+        if self.name is not None:
+            data["name"] = self.name
         return data
 
     def digest(self) -> str:
-        canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        matched = {k: v for k, v in self.as_dict().items() if k != "name"}
+        canonical = json.dumps(matched, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     @classmethod
@@ -177,6 +184,7 @@ class TaskSpec:
             budget=_budget(data.get("budget")),
             parent=data.get("parent"),
             lineage=tuple(str(a) for a in data.get("lineage", ())),
+            name=str(data["name"]) if data.get("name") is not None else None,
         )
 
 
