@@ -26,6 +26,7 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from ankka.runtime.engine.executor import Emit, Executor, Ledger, Retry
+from ankka.runtime.engine.spans import Track
 from ankka.runtime.engine.steps import (
     AwaitDecision,
     CallModel,
@@ -88,15 +89,56 @@ async def drive(
     emit: Emit | None = None,
     stream: bool = False,
     retry: Retry | None = None,
+    session: str = "",
 ) -> End:
     """Take steps until the turn ends; ``emit`` hears each tool call and result (and, with
-    ``stream``, the answer's text as it comes)."""
+    ``stream``, the answer's text as it comes). ``session`` names the conversation on the
+    spans (when tracing is on, :mod:`.spans`: an ``invoke_agent`` span per turn id)."""
+    spans = executor.spans
+    track = spans.track(state, provider, session) if spans is not None else None
+    try:
+        end = await _steps(state, executor, provider, driver, ledger, emit, stream, retry,
+                           session, track)  # fmt: skip
+    except BaseException as exc:
+        if track is not None:
+            track.failed(exc)
+        raise
+    if track is not None:
+        track.ended(_OUTCOMES.get(type(end)) or type(end).__name__.lower())
+    return end
+
+
+_OUTCOMES: dict[type, str] = {
+    Finish: "finished",
+    Ended: "ended",
+    AwaitDecision: "awaiting_approval",
+    OutOfRounds: "out_of_rounds",
+    Stopped: "stopped",
+}
+
+
+async def _steps(
+    state: TurnState,
+    executor: Executor,
+    provider: ModelProvider,
+    driver: Driver,
+    ledger: Ledger,
+    emit: Emit | None,
+    stream: bool,
+    retry: Retry | None,
+    session: str,
+    track: Track | None,
+) -> End:
     while True:
         step = next_step(state)
         if isinstance(step, CallModel):
+            if track is not None:
+                track.calling()
             turn = await driver.before_call(state)
             if turn is None:
                 return Stopped()
+            if track is not None:
+                track.turn(turn)
             answer = await executor.call(
                 provider,
                 step.request,
@@ -105,10 +147,15 @@ async def drive(
                 ledger=ledger,
                 emit=emit if stream else None,
                 retry=retry,
+                session=session,
             )
+            if track is not None:
+                track.answered(answer)
             if await driver.answered(state, answer):
                 state.add(answer)
         elif isinstance(step, RunTool | Settle):
+            if track is not None:  # a resumed turn starts here, with no model call
+                track.turn(step.answer.turn, resumed=True)
             if isinstance(step, RunTool) and step.approved is not None:
                 await driver.starting(state, step)
             state.add(await driver.ran(state, await executor.settle(step, emit=emit)))

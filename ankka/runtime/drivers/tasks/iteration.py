@@ -306,6 +306,7 @@ class TaskWork:
                 driver=self,
                 ledger=self.ledger,
                 retry=self.failures,
+                session=self.session,
             )
         except ModelError as exc:  # one a retry cannot help (a refused key, ...)
             raise _End(TaskState.FAILED, str(exc)) from exc
