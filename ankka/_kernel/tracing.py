@@ -203,21 +203,15 @@ def header_lines() -> bytes:
     return b"".join(lines)
 
 
-_MAX_CARRIER = 2048  # characters of a recorded context: traceparent is 55, tracestate <= 512
-
-
 def carrier() -> dict[str, str]:
     """The current context as W3C headers (``traceparent``, ``tracestate``, ``baggage``), to
-    record with a task or a suspended turn; ``{}`` when OpenTelemetry was never imported
-    (tracing off) or nothing is current. Bounded: an oversized baggage is left out."""
+    record with a task; ``{}`` when OpenTelemetry was never imported (tracing off) or nothing
+    is current."""
     import sys
 
     if "opentelemetry.trace" not in sys.modules:
         return {}
-    found = dict(inject())
-    if sum(len(k) + len(v) for k, v in found.items()) > _MAX_CARRIER:
-        found.pop("baggage", None)
-    return found
+    return dict(inject())
 
 
 _CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

@@ -21,12 +21,11 @@ provider's prompt cache keeps hitting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel
 
 from ankka.runtime.engine.executor import Emit, Executor, Ledger, Retry
-from ankka.runtime.engine.spans import Track
 from ankka.runtime.engine.steps import (
     AwaitDecision,
     CallModel,
@@ -47,6 +46,9 @@ from ankka.runtime.records.messages import (
     ToolResult,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from ankka.runtime.engine.spans import Track
 
 __all__ = ["Driver", "End", "Stopped", "TurnOutcome", "TurnSuspension", "drive"]
 

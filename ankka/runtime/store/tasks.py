@@ -27,6 +27,7 @@ from ankka.runtime.records.tasks import (
     TaskSpec,
     TaskState,
 )
+from ankka.runtime.store import trace_statements
 
 __all__ = [
     "SCHEMA",
@@ -105,6 +106,8 @@ SCHEMA = (
     created_by TEXT NOT NULL,
     PRIMARY KEY (agent, id)
 )""",
+    # The trace context recorded with each task (tracing on): store/trace_statements.py.
+    *trace_statements.SCHEMA,
 )
 
 TASK_COLUMNS = (

@@ -23,6 +23,7 @@ from ankka.runtime.engine.spans import EngineSpans
 from ankka.runtime.judgments import ScriptedJudgmentProvider, YesNo, refuse_if_yes
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import Usage
+from ankka.runtime.store import trace_statements
 from ankka.runtime.store.sqlite import SqliteStore
 from examples.tasks import summary
 from tests.support.runtimes import runtime_for
@@ -241,3 +242,53 @@ async def test_a_judged_guardrail_is_its_own_span_without_the_text(
     assert attributes["ankka.judgment.questions"] == 1
     assert attributes["gen_ai.usage.input_tokens"] == 40
     assert "Where is my parcel" not in repr(dict(attributes))
+
+
+async def test_a_tasks_iterations_are_in_the_trace_current_when_it_was_put(
+    make_host: MakeHost, recorded: tuple[EngineSpans, InMemorySpanExporter]
+) -> None:
+    spans, exporter = recorded
+    service = Service("tasks")
+    service.autonomous(
+        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(summary, budget=5)])
+    )
+    done = {"tool_calls": [{"name": "complete_task", "arguments": {"title": "t", "points": ["p"]}}]}
+    provider = ScriptedProvider([_calls("lookup"), done, _calls("lookup"), done], name="default")
+    host = await make_host(service, provider, spans=spans)
+    with spans.tracer.start_as_current_span("PUT /v1/agents/{agent}/tasks/{task}") as opened:
+        await put(host, "t1")
+    put_span = opened.get_span_context()
+    with spans.tracer.start_as_current_span("another request"):
+        await put(host, "t1")  # made again: the task stays in its first trace
+    assert (await finished(host, "t1")).state.value == "completed"
+    await put(host, "t2")  # no span current: a task of its own traces
+    assert (await finished(host, "t2")).state.value == "completed"
+
+    recorded_context = await host.store.read(lambda tx: trace_statements.get(tx, "t1"))
+    assert recorded_context["traceparent"].split("-")[2] == f"{put_span.span_id:016x}"
+    assert await host.store.read(lambda tx: trace_statements.get(tx, "t2")) == {}
+    ended = exporter.get_finished_spans()
+    agents = _named(ended, "invoke_agent")
+    first = [s for s in agents if (s.attributes or {})["ankka.task.id"] == "t1"]
+    assert len(first) == 2
+    assert {_parent(s) for s in first} == {put_span.span_id}
+    assert {s.context.trace_id for s in first} == {put_span.trace_id}
+    second = [s for s in agents if (s.attributes or {})["ankka.task.id"] == "t2"]
+    assert len(second) == 2 and all(s.parent is None for s in second)
+
+
+def test_a_recorded_context_is_bounded_and_only_a_w3c_carrier() -> None:
+    rows: list[tuple[str, tuple[Any, ...]]] = []
+
+    class Tx:
+        def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+            rows.append((sql, tuple(params)))
+            return []
+
+    trace_statements.record(Tx(), "t", {"baggage": "k=v"})  # no traceparent: nothing
+    trace_statements.record(Tx(), "t", {"traceparent": "00-" + "a" * 5000})  # too large
+    assert rows == []
+    trace_statements.record(Tx(), "t", {"traceparent": "00-x", "authorization": "secret"})
+    ((sql, params),) = rows
+    assert "ON CONFLICT (task) DO NOTHING" in sql
+    assert params == ("t", '{"traceparent":"00-x"}')
