@@ -62,6 +62,14 @@ def _calls(*names: str, usage: dict[str, int] | None = None) -> dict[str, Any]:
     return turn
 
 
+def _researcher() -> Service:
+    service = Service("tasks")
+    service.autonomous(
+        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(summary, budget=5)])
+    )
+    return service
+
+
 @pytest.fixture
 def recorded() -> Iterator[tuple[EngineSpans, InMemorySpanExporter]]:
     exporter = InMemorySpanExporter()
@@ -172,10 +180,7 @@ async def test_a_tasks_iterations_are_each_an_invoke_agent_and_a_retry_is_two_ch
     make_host: MakeHost, recorded: tuple[EngineSpans, InMemorySpanExporter]
 ) -> None:
     spans, exporter = recorded
-    service = Service("tasks")
-    service.autonomous(
-        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(summary, budget=5)])
-    )
+    service = _researcher()
     done = {"title": "t", "points": ["p"]}
     script = [
         _calls("lookup", usage={"input_tokens": 7, "output_tokens": 1}),
@@ -248,10 +253,7 @@ async def test_a_tasks_iterations_are_in_the_trace_current_when_it_was_put(
     make_host: MakeHost, recorded: tuple[EngineSpans, InMemorySpanExporter]
 ) -> None:
     spans, exporter = recorded
-    service = Service("tasks")
-    service.autonomous(
-        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(summary, budget=5)])
-    )
+    service = _researcher()
     done = {"tool_calls": [{"name": "complete_task", "arguments": {"title": "t", "points": ["p"]}}]}
     provider = ScriptedProvider([_calls("lookup"), done, _calls("lookup"), done], name="default")
     host = await make_host(service, provider, spans=spans)
