@@ -23,6 +23,7 @@ from ankka._kernel import serve, tracing
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
 from ankka.runtime.serve.a2a import options as a2a_options
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
@@ -34,9 +35,10 @@ if TYPE_CHECKING:
     from ankka.runtime.engine.spans import EngineSpans
     from ankka.runtime.serve.tokenreview import TokenReviewer
 
-__all__ = ["CONSOLE_VARIABLE", "configure", "run"]
+__all__ = ["CONSOLE_VARIABLE", "STORE_VARIABLE", "configure", "run"]
 
 CONSOLE_VARIABLE = "ANKKA_CONSOLE"
+STORE_VARIABLE = "ANKKA_STORE"  # the operator renders it, from a Secret for PostgreSQL
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,8 +53,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--store",
-        default=DEFAULT_STORE,
-        help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
+        default=os.environ.get(STORE_VARIABLE) or DEFAULT_STORE,
+        help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (env ANKKA_STORE, "
+        "which keeps a password out of the command line; postgresql:// alone takes libpq's "
+        "PGHOST, PGUSER, PGPASSWORD ...; default: sqlite:///ankka.sqlite3)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
     parser.add_argument(
@@ -156,6 +160,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "turns it on)",
     )
     parser.add_argument(
+        "--session-cache-mb",
+        type=_positive_int,
+        default=DEFAULT_CACHE_BYTES // 2**20,
+        metavar="MB",
+        help="memory the folds of recent sessions may take, an estimate (%(default)s MiB; "
+        "past it the least recently used are read from the store again)",
+    )
+    parser.add_argument(
         "--access-file",
         metavar="FILE",
         help="the session policy (YAML or JSON: service and agents, each read/write/decide "
@@ -163,6 +175,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     a2a_options.add_options(parser)
     serve.add_limit_options(parser)
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r}: give 1 or more")
+    return value
 
 
 def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
@@ -351,6 +373,7 @@ def run(args: argparse.Namespace) -> int:
             compaction=CompactionSetup(override=compaction, leases=leases),
             approvals=index,
             policy=policy,
+            cache_bytes=args.session_cache_mb * 2**20,
             # The one retry layer is the engine's: a turn's calls by this policy, a task's by
             # its driver's (providers/retry.py).
             turn_retry=TurnRetry(),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -29,12 +28,14 @@ from ankka._kernel.clock import Clock
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
 from ankka.runtime.declare.compaction import Compaction
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES, WeighedLRU
 from ankka.runtime.engine.view import SentView
 from ankka.runtime.features.compaction.cut import choose_cut
 from ankka.runtime.features.compaction.decide import due, pause_until, verdict_record
 from ankka.runtime.features.compaction.metrics import CompactionMetrics
 from ankka.runtime.features.compaction.summariser import summarise, summary_request
 from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.config import find_model
 from ankka.runtime.records.compaction import HistoryCompacted
 from ankka.runtime.records.registry import Entry, Record
 from ankka.runtime.store.session_leases import CompactionLeases, LocalLeases
@@ -88,6 +89,7 @@ class Compactor:
         workers: int = 4,
         lease_ttl: timedelta = timedelta(minutes=10),
         cache_sessions: int = 1024,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         if workers < 1:
             raise ConfigurationError("a compactor needs at least one worker")
@@ -105,7 +107,9 @@ class Compactor:
         self._pending: dict[str, Job] = {}
         self._running: set[str] = set()
         self._failures: dict[str, _Failure] = {}
-        self._views: OrderedDict[str, SentView] = OrderedDict()
+        self._views: WeighedLRU[str, SentView] = WeighedLRU(
+            _footprint, entries=cache_sessions, max_bytes=cache_bytes
+        )
         self._idle = asyncio.Event()
         self._idle.set()
         self._group: asyncio.TaskGroup | None = None
@@ -178,11 +182,9 @@ class Compactor:
             log.warning("compaction skipped (attempt %d): %s", count, exc)
 
     async def _view(self, session: str) -> SentView:
-        view = self._views.pop(session, None) or SentView()
+        view = self._views.pop(session) or SentView()
         view.apply_all(await self._journal.read(session, after=view.position))
-        self._views[session] = view
-        while len(self._views) > self._capacity:
-            self._views.popitem(last=False)
+        self._views.put(session, view)
         return view
 
     async def _compact(self, session: str, job: Job) -> bool:
@@ -197,7 +199,7 @@ class Compactor:
         cut = choose_cut(view, settings)
         if cut is None:
             return False
-        provider = self.providers.get(job.model)
+        provider = find_model(self.providers, job.model)
         if provider is None:
             raise ConfigurationError(f"the summariser's model {job.model!r} is not configured")
         if not await self._leases.acquire(session, self._holder, self._lease_ttl):
@@ -218,3 +220,7 @@ class Compactor:
         self._failures.pop(session, None)
         self.metrics.recorded(record)
         return isinstance(record, HistoryCompacted)
+
+
+def _footprint(view: SentView) -> int:
+    return view.footprint
