@@ -29,6 +29,8 @@ from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
     from ankka.runtime.drivers.request import Runtime
@@ -187,7 +189,9 @@ def _positive_int(raw: str) -> int:
     return value
 
 
-def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
+def _reviewer(
+    args: argparse.Namespace, registry: CollectorRegistry | None = None
+) -> TokenReviewer | None:
     if not args.token_review_url:
         return None
     from pathlib import Path
@@ -204,17 +208,17 @@ def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
         settings = replace(settings, credential_file=Path(args.token_review_credential))
     if args.token_review_ca:
         settings = replace(settings, ca_file=Path(args.token_review_ca))
-    return TokenReviewer(settings)
+    return TokenReviewer(settings, registry=registry)
 
 
 def _identity(
-    args: argparse.Namespace,
+    args: argparse.Namespace, registry: CollectorRegistry | None = None
 ) -> tuple[Identify, ReloadingServerTLS | None, TokenReviewer | None]:
     """How callers are identified, by the rule in :mod:`ankka.runtime.serve.identity`; says so."""
     from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
 
     tokens = load_tokens(args.token_file) if args.token_file else None
-    reviewer = _reviewer(args)
+    reviewer = _reviewer(args, registry)
     tls = None
     if args.tls_dir:
         try:
@@ -332,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     limits = serve.limits_from(args)
     try:
-        identify, tls, reviewer = _identity(args)
+        identify, tls, reviewer = _identity(args, metrics.registry)
         policy = service.policy()
         if args.access_file is not None:
             named = [*service.agents, *service.autonomous_agents]
