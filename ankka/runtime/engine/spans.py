@@ -33,7 +33,7 @@ from ankka.runtime.engine import span_content
 from ankka.runtime.engine.steps import RunTool, TurnState
 from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse
 from ankka.runtime.records.iterations import iteration_of
-from ankka.runtime.records.messages import AssistantMessage, ToolResult, Usage
+from ankka.runtime.records.messages import AssistantMessage, ToolCall, ToolResult, Usage
 from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
 
 if TYPE_CHECKING:
@@ -170,6 +170,20 @@ class EngineSpans:
             elif self.content:
                 span.set_attribute(genai.TOOL_CALL_RESULT, span_content.bounded(result.content))
             return result
+
+    @contextmanager
+    def delegation(self, call: ToolCall) -> Iterator[Span]:
+        """A delegation tool's call, making (or finding) its child task, in an
+        ``execute_tool`` span; current inside, so the child records this trace."""
+        attributes: Attributes = {
+            genai.OPERATION_NAME: "execute_tool",
+            genai.TOOL_NAME: call.name,
+            genai.TOOL_CALL_ID: call.id,
+            genai.TOOL_TYPE: "function",
+            "ankka.delegation": True,
+        }
+        with self.span(genai.execute_tool_span_name(call.name), attributes) as span:
+            yield span
 
     # --- judgments -----------------------------------------------------------------------
 

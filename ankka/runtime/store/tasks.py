@@ -28,6 +28,7 @@ from ankka.runtime.records.tasks import (
     TaskState,
 )
 from ankka.runtime.store import trace_statements
+from ankka.runtime.store.tree_statements import TREE_SCHEMA
 
 __all__ = [
     "SCHEMA",
@@ -108,6 +109,9 @@ SCHEMA = (
 )""",
     # The trace context recorded with each task (tracing on): store/trace_statements.py.
     *trace_statements.SCHEMA,
+    # The task tree (delegation): a table of its own, so a store written before it needs
+    # no migration (its tasks are roots with no children).
+    *TREE_SCHEMA,
 )
 
 TASK_COLUMNS = (
@@ -126,6 +130,7 @@ class Ended:
     instance: str | None
     state: TaskState
     reason: str | None
+    woken: tuple[str, str] | None = None  # its parent's instance, told of this end
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ The same spans against a real backend: tests/integration/test_engine_tracing.py.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,14 @@ from ankka.runtime.records.messages import Usage
 from ankka.runtime.store import trace_statements
 from ankka.runtime.store.sqlite import SqliteStore
 from examples.tasks import summary
+from examples.team import service as team
 from tests.support.runtimes import runtime_for
 from tests.unit.tasks.conftest import MakeHost, finished, make_host, put
 from tests.unit.tasks.test_iteration import Flaky
 
 __all__ = ["make_host"]  # the task tier's fixture, used here
+
+TEAM_SCRIPT = json.loads(Path("examples/team-standin.json").read_text())
 
 
 @tool
@@ -294,3 +298,34 @@ def test_a_recorded_context_is_bounded_and_only_a_w3c_carrier() -> None:
     ((sql, params),) = rows
     assert "ON CONFLICT (task) DO NOTHING" in sql
     assert params == ("t", '{"traceparent":"00-x"}')
+
+
+async def test_a_delegated_tree_is_one_trace_children_under_the_delegation_span(
+    make_host: MakeHost, recorded: tuple[EngineSpans, InMemorySpanExporter]
+) -> None:
+    spans, exporter = recorded
+    host = await make_host(team, ScriptedProvider(TEAM_SCRIPT, name="default"), spans=spans)
+    with spans.tracer.start_as_current_span("PUT /v1/agents/{agent}/tasks/{task}") as opened:
+        await put(host, "r1", "Report on sqlite and postgresql.", agent="lead", kind="report")
+    assert (await finished(host, "r1")).state.value == "completed"
+    root = opened.get_span_context()
+
+    ended = exporter.get_finished_spans()
+    assert {s.context.trace_id for s in ended} == {root.trace_id}, "one trace for the tree"
+    by_id = {s.context.span_id: s for s in ended}
+    delegations = [s for s in ended if (s.attributes or {}).get("ankka.delegation")]
+    assert sorted(s.name for s in delegations) == ["execute_tool delegate__researcher__summary"] * 2
+    for child in ("r1:1.0", "r1:1.1"):
+        agents = [
+            s
+            for s in _named(ended, "invoke_agent")
+            if (s.attributes or {})["ankka.task.id"] == child
+        ]
+        assert agents and all(s.name == "invoke_agent researcher" for s in agents)
+        parents = {_parent(s) for s in agents}
+        assert len(parents) == 1
+        (parent,) = parents
+        assert parent is not None and by_id[parent] in delegations
+        # The delegation span is a child of the lead's first iteration.
+        lead = by_id[_parent(by_id[parent]) or 0]
+        assert lead.name == "invoke_agent lead" and _parent(lead) == root.span_id
