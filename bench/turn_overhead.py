@@ -258,7 +258,14 @@ async def ankka_turn(
     from ankka.runtime.declare.agents import Turn as Effect
     from ankka.runtime.declare.tools import tool
     from ankka.runtime.drivers.request import Runtime
-    from ankka.runtime.store.sqlite import SqliteStore
+
+    try:
+        from tests.support.stores import journal_store
+    except ImportError:  # a checkout from before the one Store (compared runs)
+        import importlib
+
+        sqlite = importlib.import_module("ankka.runtime.store.sqlite")
+        journal_store = sqlite.SqliteStore.open
 
     service = Service("bench")
     weather_tool = tool(get_weather)
@@ -267,7 +274,7 @@ async def ankka_turn(
     def weather(request: Any) -> Effect:
         return Effect(message=request.message, instructions=INSTRUCTIONS, tools=[weather_tool])
 
-    store = await SqliteStore.open(workdir / f"ankka-{time.monotonic_ns()}.sqlite3")
+    store = await journal_store(workdir / f"ankka-{time.monotonic_ns()}.sqlite3")
     provider = ankka_provider(wire, base_url)
     runtime = Runtime(service, store=store, providers={"default": provider})
 

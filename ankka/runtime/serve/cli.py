@@ -267,10 +267,7 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.providers.judges import judges_for
     from ankka.runtime.providers.registry import providers_from_environment
     from ankka.runtime.providers.retry import retrying
-    from ankka.runtime.store.approval_index import ApprovalIndex
-    from ankka.runtime.store.open import open_store, sqlite_path
-    from ankka.runtime.store.open_tasks import open_task_store
-    from ankka.runtime.store.session_leases import open_leases
+    from ankka.runtime.store.open import Store, sqlite_path
 
     if args.console not in ("on", "off"):
         say(
@@ -304,43 +301,41 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         try:
-            store = await open_store(args.store)
-            task_store = await open_task_store(args.store)
+            # One database: the journal, the task tables, the approval index and the leases.
+            store = await Store.open(args.store)
         except AnkkaError as exc:
             say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
             return 2
         try:
-            leases = await open_leases(task_store)
-        except AnkkaError as exc:
+            return await served(store)
+        finally:
             await store.close()
-            await task_store.close()
-            say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
-            return 2
-        index = ApprovalIndex(task_store)
+
+    async def served(store: Store) -> int:
         runtime = Runtime(
             service,
-            store=store,
+            store=store.journal_store,
             # A turn's calls are retried here; a task's by its iteration loop (retry.py).
             providers=retrying(providers, retried=metrics.model_retried),
             judges=judges_for(providers),
             metrics=metrics,
             mcp=mcp,
             compaction_override=compaction,
-            compaction_leases=leases,
-            approvals=index,
+            compaction_leases=store.leases,
+            approvals=store.approvals,
             approval_notice_seconds=args.approval_notice_seconds,
             policy=policy,
         )
         tasks = TaskHost(
             service,
-            store=task_store,
+            store=store.tasks,
             journal=runtime.journal,
             providers=providers,
             judges=runtime.judges,
             lease_seconds=args.lease_seconds,
             max_instances=args.max_instances,
             notification_buffer=args.notification_buffer,
-            approvals=index,
+            approvals=store.approvals,
             calls_made=metrics.calls_made,
             retried=metrics.model_retried,
         )
@@ -354,46 +349,43 @@ def run(args: argparse.Namespace) -> int:
                 "identified off loopback; each sees what the session policy allows)",
                 stream=sys.stderr,
             )
-        try:
-            async with runtime, contextlib.AsyncExitStack() as stack:
-                if mcp is not None:
-                    # Connects every MCP server (a server that is down does not hold the start:
-                    # /readyz names it) and ends their sessions, in this task, at shutdown.
-                    await stack.enter_async_context(mcp)
-                # The task host resumes every instance with work as it starts: no request
-                # needed.
-                await stack.enter_async_context(tasks)
-                if tls is not None:
-                    await stack.enter_async_context(tls)
-                if probe_sock is not None:
-                    await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
-                if reviewer is not None:
-                    await stack.enter_async_context(reviewer)
-                # The HTTP stack is imported only now, off the event loop, so that resumed
-                # instances make their first model calls meanwhile; the socket is bound and
-                # listening already, so a caller who connects now waits, never is refused.
-                await asyncio.to_thread(_import_http)
-                from ankka.runtime.serve.http import create_app
+        async with runtime, contextlib.AsyncExitStack() as stack:
+            if mcp is not None:
+                # Connects every MCP server (a server that is down does not hold the start:
+                # /readyz names it) and ends their sessions, in this task, at shutdown.
+                await stack.enter_async_context(mcp)
+            # The task host resumes every instance with work as it starts: no request
+            # needed.
+            await stack.enter_async_context(tasks)
+            if tls is not None:
+                await stack.enter_async_context(tls)
+            if probe_sock is not None:
+                await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
+            if reviewer is not None:
+                await stack.enter_async_context(reviewer)
+            # The HTTP stack is imported only now, off the event loop, so that resumed
+            # instances make their first model calls meanwhile; the socket is bound and
+            # listening already, so a caller who connects now waits, never is refused.
+            await asyncio.to_thread(_import_http)
+            from ankka.runtime.serve.http import create_app
 
-                app = create_app(
-                    runtime,
-                    tasks,
-                    max_body=args.max_body_bytes,
-                    identify=identify,
-                    approver_header=args.approver_header,
-                    console=args.console == "on",
-                )
-                await serve.serve_forever(
-                    # One SERVER span per request, continuing the caller's traceparent.
-                    app if traces is None else tracing.ServerSpans(app, traces.tracer),
-                    sock,
-                    name="ankka serve",
-                    access_log=args.access_log,
-                    limits=limits,
-                    ssl_context=tls.context if tls is not None else None,
-                )
-        finally:
-            await task_store.close()
+            app = create_app(
+                runtime,
+                tasks,
+                max_body=args.max_body_bytes,
+                identify=identify,
+                approver_header=args.approver_header,
+                console=args.console == "on",
+            )
+            await serve.serve_forever(
+                # One SERVER span per request, continuing the caller's traceparent.
+                app if traces is None else tracing.ServerSpans(app, traces.tracer),
+                sock,
+                name="ankka serve",
+                access_log=args.access_log,
+                limits=limits,
+                ssl_context=tls.context if tls is not None else None,
+            )
         return 0
 
     try:

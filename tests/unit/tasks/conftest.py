@@ -14,9 +14,7 @@ from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import RetryPolicy
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.records.tasks import TaskRecord, TaskSpec
-from ankka.runtime.store.journal import Journal
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.store.open import Store
 
 MakeHost = Callable[..., Awaitable[TaskHost]]
 NO_PAUSE = RetryPolicy(first_pause=0.0, max_pause=0.0)
@@ -24,21 +22,19 @@ NO_PAUSE = RetryPolicy(first_pause=0.0, max_pause=0.0)
 
 @pytest.fixture
 async def make_host(tmp_path: Path) -> AsyncIterator[MakeHost]:
-    """Start task hosts on one SQLite file; each is stopped (and its stores closed) at the end,
+    """Start task hosts on one SQLite file; each is stopped (and its store closed) at the end,
     or earlier with ``await stop(host)``."""
     async with AsyncExitStack() as stack:
 
         async def make(service: Service, provider: ModelProvider, **options: Any) -> TaskHost:
-            journal = Journal(await SqliteStore.open(tmp_path / "store.sqlite3"))
-            stack.push_async_callback(journal.close)
-            store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
+            store = await Store.open(tmp_path / "store.sqlite3")
             stack.push_async_callback(store.close)
             options.setdefault("retry", NO_PAUSE)
             options.setdefault("poll_seconds", 0.05)
             host = TaskHost(
                 service,
-                store=store,
-                journal=journal,
+                store=store.tasks,
+                journal=store.journal,
                 providers={"default": provider},
                 **options,
             )

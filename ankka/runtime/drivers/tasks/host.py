@@ -375,7 +375,7 @@ class TaskHost:
         )
         publish_ended(self.notifier, ended)
         self.poke()
-        return record  # type: ignore[no-any-return]
+        return record
 
     async def set_instance(self, agent: str, instance: str, state: InstanceState) -> InstanceView:
         if agent not in self.agents:
