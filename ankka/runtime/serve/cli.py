@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ankka._kernel import serve, tracing
+from ankka._kernel.drain import Drain
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
@@ -377,14 +378,20 @@ def run(args: argparse.Namespace) -> int:
                 approver_header=args.approver_header,
                 console=args.console == "on",
             )
-            await serve.serve_forever(
+            # At SIGTERM what is in flight is answered in the API's shape, never dropped.
+            drained = Drain(
                 # One SERVER span per request, continuing the caller's traceparent.
                 app if traces is None else tracing.ServerSpans(app, traces.tracer),
+                name="ankka serve",
+            )
+            await serve.serve_forever(
+                drained,
                 sock,
                 name="ankka serve",
                 access_log=args.access_log,
                 limits=limits,
                 ssl_context=tls.context if tls is not None else None,
+                on_stop=drained.stop,
             )
         return 0
 

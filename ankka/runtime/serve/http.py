@@ -47,7 +47,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from ankka._kernel.errors import AnkkaError, RequestError
+from ankka._kernel.errors import AnkkaError, RequestError, StoreError
 from ankka._kernel.exposition import CONTENT_TYPE
 from ankka.runtime.drivers.request import Runtime, TurnResult
 from ankka.runtime.drivers.tasks.host import TaskHost
@@ -93,8 +93,13 @@ def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
 
 async def _error_response(request: Request, exc: Exception) -> Response:
     status, body = error_json(exc)
-    headers = exc.headers if isinstance(exc, HTTPException) else None  # Allow, on a 405
-    return JSONResponse(body, status_code=status, headers=headers)
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # Allow (405)
+    if isinstance(exc, AnkkaError) and exc.retry_after is not None:
+        headers["Retry-After"] = str(exc.retry_after)  # a store outage: try again then
+    if isinstance(exc, StoreError) and status >= 500:
+        # A dependency's failure, said in one line: the store names itself and what to do.
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 # Every route's errors are answered here. An ExceptionMiddleware of our own, not Starlette's

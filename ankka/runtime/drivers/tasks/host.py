@@ -96,7 +96,8 @@ class TaskHost:
         self.service = service
         self.store = store
         self.clock = clock or SystemClock()
-        self.notifier = Notifier(self.clock, buffer=notification_buffer)
+        # Other processes' notices reach this one's subscribers through the store's relay.
+        self.notifier = Notifier(self.clock, buffer=notification_buffer, relay=store.notices())
         self.bench = Workbench(
             store,
             journal,
