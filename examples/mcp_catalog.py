@@ -7,7 +7,9 @@ query. The shop agent (``examples/shop.py``) lists this server as ``catalog``. O
 trying what can go wrong: ``--token T`` refuses requests without ``Authorization: Bearer T``;
 ``--delay S`` makes every search take S seconds; ``--poisoned-tool`` also lists a tool whose
 description carries a prompt injection (what a description guardrail is for);
-``--handshake-only`` advertises only the
+``--sampling-tool`` also lists ``describe(product)``, which asks the client's model to write a
+description (an MCP sampling request) and answers what the client said; ``--handshake-only``
+advertises only the
 initialize-handshake protocol (2025-11-25), as servers on earlier SDKs do, so clients hold a
 session that a restart ends (the server then answers 404 to its id).
 """
@@ -17,13 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import MCPServer
-from mcp_types import DiscoverResult, ServerCapabilities
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import DiscoverResult, SamplingMessage, ServerCapabilities, TextContent
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -50,9 +56,22 @@ PRODUCTS = (
 
 
 def build(
-    *, delay: float = 0.0, handshake_only: bool = False, poisoned_tool: bool = False
+    *,
+    delay: float = 0.0,
+    handshake_only: bool = False,
+    poisoned_tool: bool = False,
+    auth: AuthSettings | None = None,
+    token_verifier: TokenVerifier | None = None,
+    sampling_tool: bool = False,
 ) -> MCPServer:
-    server = MCPServer("catalog", instructions="Search the shop's product catalogue.")
+    """The catalogue server; ``auth`` and ``token_verifier`` make it an OAuth resource server
+    (examples/mcp_oauth_catalog.py)."""
+    server = MCPServer(
+        "catalog",
+        instructions="Search the shop's product catalogue.",
+        auth=auth,
+        token_verifier=token_verifier,
+    )
 
     @server.tool()
     async def search(query: str) -> str:
@@ -76,6 +95,22 @@ def build(
         )
         def supplier_notes() -> str:
             return "no notes"
+
+    if sampling_tool:
+
+        @server.tool()
+        async def describe(product: str, ctx: Context) -> str:
+            """Ask the client's model for a product description (MCP sampling)."""
+            message = SamplingMessage(role="user", content=TextContent(type="text", text=product))
+            try:
+                with warnings.catch_warnings():  # sampling is deprecated from 2026-07-28 on
+                    warnings.simplefilter("ignore")
+                    answer = await ctx.request_context.session.create_message(
+                        [message], max_tokens=100
+                    )
+            except MCPError as exc:
+                return f"the client refused sampling: {exc.code} {exc.message}"
+            return f"the client's model wrote: {answer.content}"
 
     if handshake_only:
         server.middleware.insert(0, _HandshakeOnly())
@@ -118,9 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each search takes")
     parser.add_argument("--handshake-only", action="store_true")
     parser.add_argument("--poisoned-tool", action="store_true")
+    parser.add_argument("--sampling-tool", action="store_true")
     args = parser.parse_args(argv)
     server = build(
-        delay=args.delay, handshake_only=args.handshake_only, poisoned_tool=args.poisoned_tool
+        delay=args.delay,
+        handshake_only=args.handshake_only,
+        poisoned_tool=args.poisoned_tool,
+        sampling_tool=args.sampling_tool,
     )
     app: ASGIApp = server.streamable_http_app()
     if args.token:

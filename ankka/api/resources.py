@@ -37,6 +37,7 @@ __all__ = [
     "ModelEndpoint",
     "ModelServer",
     "Printer",
+    "RemoteA2AAgent",
     "Resource",
     "SecretKeyRef",
     "ServerKind",
@@ -339,6 +340,17 @@ class AgentCaller(_Wire):
     """Pods, chosen by their labels, that may call."""
 
 
+class RemoteA2AAgent(_Wire):
+    """An agent of another platform this Agent's agents may delegate to, over A2A v1.0."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=40)
+    """How the agents name it (its delegation tool is named after it)."""
+    card_url: str = Field(pattern=r"^https?://", max_length=2048)
+    """Its agent card, e.g. https://agents.example/.well-known/agent-card.json."""
+    token_secret: SecretKeyRef | None = None
+    """A bearer token to send it (mounted as a file, read at each use), if it wants one."""
+
+
 class AgentSpec(_Wire):
     """A service's agents: the image and module to run, and the models they use."""
 
@@ -365,6 +377,8 @@ class AgentSpec(_Wire):
     and operator (rendered as the Agent's NetworkPolicy). Callers still identify themselves to
     the runtime (certificate or token).
     """
+    remote_agents: list[RemoteA2AAgent] = Field(default_factory=list, max_length=32)
+    """Agents of other platforms (A2A) the agents may delegate to (docs/a2a.md)."""
 
 
 class AgentStatus(_Wire):
@@ -379,6 +393,9 @@ class AgentStatus(_Wire):
         default=None, json_schema_extra={"format": "date-time"}
     )
     """When the runtime's current certificate expires (it is renewed at two thirds of its life)."""
+    a2a_card_url: str | None = None
+    """The A2A agent card of the runtime's agent (the only one, or the one it serves by default)
+    at its Service's address (docs/a2a.md)."""
     observed_generation: int | None = None
     """The spec generation this status describes."""
 

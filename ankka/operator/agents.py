@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ankka.api.resources import AgentSpec, ConditionStatus
+from ankka.api.resources import AgentSpec, ConditionStatus, SecretKeyRef
 from ankka.operator import netpol
 from ankka.operator.certs import agent_uri
 from ankka.operator.objects import Obj, condition, labels_for, owner_reference, set_condition
@@ -138,6 +138,11 @@ def token_review_env(namespace: str, name: str, settings: Settings) -> list[dict
     ]
 
 
+def _from_secret(name: str, ref: SecretKeyRef) -> dict[str, Any]:
+    """A variable whose value stays in its Secret (never in the Deployment)."""
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+
+
 def runtime_env(
     spec: AgentSpec, settings: Settings, *, namespace: str = "", name: str = ""
 ) -> list[dict[str, Any]]:
@@ -148,6 +153,8 @@ def runtime_env(
     ]
     if name:
         env += token_review_env(namespace, name, settings)
+        # The URLs in the runtime's A2A cards: its Service's, never the pod's bind address.
+        env.append({"name": "ANKKA_PUBLIC_URL", "value": service_url(namespace, name)})
     if any(m.installation is not None for m in spec.models):
         env.append({"name": "ANKKA_MODELS_ADDRESS", "value": settings.models_address})
     for model in spec.models:
@@ -163,13 +170,14 @@ def runtime_env(
         if model.address is not None:
             env.append({"name": prefix + "URL", "value": model.address})
         if model.api_key_secret_ref is not None:
-            ref = model.api_key_secret_ref
-            env.append(
-                {
-                    "name": prefix + "API_KEY",
-                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
-                }
-            )
+            env.append(_from_secret(prefix + "API_KEY", model.api_key_secret_ref))
+    for remote in spec.remote_agents:
+        # The runtime's contract (ankka/runtime/providers/a2a_remote.py): _CARD_URL, _TOKEN
+        # (only ever through valueFrom).
+        prefix = f"ANKKA_A2A_REMOTE_{_mcp_env(remote.name)}_"
+        env.append({"name": prefix + "CARD_URL", "value": remote.card_url})
+        if remote.token_secret is not None:
+            env.append(_from_secret(prefix + "TOKEN", remote.token_secret))
     for server in spec.mcp_servers:
         # The runtime's contract (ankka/runtime/features/mcp/config.py): _URL, _HEADER_<NAME>;
         # header
@@ -354,6 +362,16 @@ def failed_status(
     return _status(previous, [ready], generation=generation, fields={"phase": "Failed"})
 
 
+def service_url(namespace: str, name: str) -> str:
+    """The Agent's runtime as its callers in the cluster reach it (its Service, over TLS)."""
+    return f"https://{name}.{namespace}.svc:{SERVICE_PORT}"
+
+
+def a2a_card_url(namespace: str, name: str) -> str:
+    """Where the Agent's A2A card is (the host root: its only agent's, or its default's)."""
+    return f"{service_url(namespace, name)}/.well-known/agent-card.json"
+
+
 def rendered_status(
     previous: Mapping[str, Any] | None,
     *,
@@ -362,6 +380,7 @@ def rendered_status(
     certificate_not_after: str,
     generation: int | None,
     now: dt.datetime,
+    a2a_card_url: str | None = None,
 ) -> Obj:
     """A rendered Agent: ``Held`` while any InstallationModel it names is not served (named in
     ``ModelsServed`` and ``awaitingModels``), ``Ready`` once every one is. A condition whose
@@ -403,4 +422,6 @@ def rendered_status(
         "awaitingModels": list(awaited),
         "certificateNotAfter": certificate_not_after,
     }
+    if a2a_card_url is not None:
+        fields["a2aCardUrl"] = a2a_card_url
     return _status(previous, [served, ready], generation=generation, fields=fields)

@@ -646,5 +646,6 @@ async def _reconcile_agent(
             certificate_not_after=not_after,
             generation=generation,
             now=now,
+            a2a_card_url=agents.a2a_card_url(namespace, name),
         )
         return await _write_agent_status(p, body, previous, status, started=started)

@@ -146,8 +146,9 @@ TASKS_SCRIPT = json.loads((REPO / "examples" / "tasks-standin.json").read_text()
 def test_a_tasks_page_follows_it_live_then_shows_its_budget_tokens_and_result(
     standin: Callable[[Script], Server], serve: Callable[..., Server]
 ) -> None:
-    # Each model call waits, so the task is still working when the page opens.
-    slow = [{**turn, "delay_ms": 3000} for turn in TASKS_SCRIPT]
+    # Each model call waits, so the task is still working when the page opens, and between its
+    # two iterations long enough for the page's figures to be fetched again (every 2 s).
+    slow = [{**turn, "delay_ms": 5000} for turn in TASKS_SCRIPT]
     runtime = serve(standin(slow).url, target="examples.tasks:service", env=CONSOLE_ON)
     url = runtime.url
 
@@ -160,6 +161,9 @@ def test_a_tasks_page_follows_it_live_then_shows_its_budget_tokens_and_result(
         # Live: the notifications stream's events are listed as they come ...
         page.wait_for_selector('#progress li[data-event="snapshot"]', state="attached")
         page.wait_for_selector('#progress li:not([data-event="snapshot"])', state="attached")
+        # ... the figures follow the record while it works (they stayed at 0 of 5) ...
+        page.wait_for_selector('svg.budget[data-used="1"]', state="attached", timeout=30_000)
+        assert page.locator("#state").get_attribute("data-state") != "completed"
         # ... and the page is rendered again by the server once the task ends.
         page.wait_for_selector('#state[data-state="completed"]', timeout=60_000)
         bar = page.locator("svg.budget")
@@ -217,9 +221,15 @@ def test_a_pending_call_is_approved_through_the_page_and_the_turn_resumes(
         row = page.locator(f'#approvals tr[data-approval="{approval["id"]}"]')
         assert "refund(" in row.inner_text()
         row.locator('button[value="approve"]').click()
-        page.wait_for_url(f"{url}/console/approvals")
+        # The decision lands on its session, which confirms it and shows who took it.
+        page.wait_for_url(f"{url}/console/sessions/r1?decided={approval['id']}")
+        assert page.locator("#confirmation").is_visible()
+        decided = page.locator(f'#decisions tr[data-decided="{approval["id"]}"]')
+        assert decided.get_attribute("data-decision") == "approved"
+        assert "local" in decided.inner_text()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "console-approvals.png"), full_page=True)
+        page.goto(f"{url}/console/approvals")
         return page.content()
 
     after = in_browser(approve)

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import Script, model_env, received
+from tests.support.eventually import eventually
 from tests.support.processes import REPO, Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -283,27 +284,56 @@ def test_an_unknown_mcp_variable_is_refused_at_start(tmp_path: Path) -> None:
     assert "ANKKA_MCP_CATALOG_HEADERS is not a setting" in done.stderr
 
 
-def test_an_unreachable_server_is_named_by_readyz_and_its_tools_come_when_it_does(rig: Rig) -> None:
+def test_an_unreachable_server_is_named_by_readyz_fails_its_turns_fast_and_comes_back(
+    rig: Rig,
+) -> None:
     free = _free_port()
     url = f"http://127.0.0.1:{free}/mcp"
-    model = rig.standin([{"text": "No catalogue right now."}, *search("kettle")])
+    model = rig.standin(search("kettle"))
     server = rig.shop(model.url, {"ANKKA_MCP_CATALOG_URL": url})
     ready = httpx.get(f"{server.url}/readyz")
     assert ready.status_code == 503
     assert "mcp server 'catalog'" in ready.json()["missing"]
-    assert ask(server, "Kettles?").status_code == 200
-    assert "mcp__catalog__search" not in offered_tools(received(model)[0])
+    refused = ask(server, "Kettles?")
+    assert refused.status_code == 503
+    assert refused.json()["error"]["type"] == "mcp_server_unavailable"
+    assert "MCP server 'catalog' is not available" in refused.json()["error"]["message"]
+    assert received(model) == []  # failed before any model call
 
     rig.catalog("--port", str(free))
     wait_ready(server)
     assert ask(server, "Kettles now?").status_code == 200
-    assert "mcp__catalog__search" in offered_tools(received(model)[1])
+    assert "mcp__catalog__search" in offered_tools(received(model)[0])
     assert "Steel kettle" in conversation(server)[-2]["content"]
     stop_cleanly(server)
 
 
+def test_a_server_killed_mid_session_is_noticed_by_its_ping_and_its_turns_fail_fast(
+    rig: Rig,
+) -> None:
+    mcp, model, server = rig.open(search("kettle"), ping_interval="1")
+    assert ask(server, "Kettles?").status_code == 200
+    assert httpx.get(f"{server.url}/readyz").status_code == 200
+
+    mcp.process.send_signal(signal.SIGKILL)
+    mcp.process.wait()
+    # No turn is asked meanwhile: only the health watch can notice.
+    down = eventually(
+        lambda: httpx.get(f"{server.url}/readyz").json().get("missing"), what="readyz naming it"
+    )
+    assert "mcp server 'catalog'" in down
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'ankka_mcp_connected{server="catalog"} 0.0' in metrics
+    refused = ask(server, "Mugs?")
+    assert refused.status_code == 503
+    assert refused.json()["error"]["type"] == "mcp_server_unavailable"
+    assert "'catalog'" in refused.json()["error"]["message"]
+    assert len(received(model)) == 2  # the first turn's two calls; none for the refused one
+    assert "ConnectError" in down["mcp server 'catalog'"]  # its ping could not connect
+
+
 def test_header_values_reach_the_server_and_nothing_else(rig: Rig) -> None:
-    script = [*search("kettle"), *search("mug")]
+    script = search("kettle")
     mcp, model, server = rig.open(
         script, "--token", CANARY, header_authorization=f"Bearer {CANARY}"
     )
@@ -314,9 +344,13 @@ def test_header_values_reach_the_server_and_nothing_else(rig: Rig) -> None:
     # Faults too: the server goes away and comes back refusing, so errors are logged.
     mcp.process.send_signal(signal.SIGKILL)
     mcp.process.wait()
-    assert ask(server, "Mugs?").status_code == 200
+    eventually(lambda: httpx.get(f"{server.url}/readyz").status_code == 503, what="503")
+    refused = ask(server, "Mugs?")
+    assert refused.status_code == 503, refused.text
     rig.catalog("--token", "another", "--port", port)
-    time.sleep(2)
+    eventually(
+        lambda: "(HTTP 401)" in "".join(server.output), what="the refusing server's 401 logged"
+    )
 
     seen = [
         httpx.get(f"{server.url}/metrics").text,

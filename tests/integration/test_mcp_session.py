@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ankka.runtime.features.mcp.config import McpServerSettings
-from ankka.runtime.features.mcp.servers import McpServers
+from ankka.runtime.features.mcp.servers import McpServers, McpServerUnavailable
 from tests.support.processes import REPO, Server, started
 
 pytestmark = pytest.mark.integration
@@ -75,7 +75,8 @@ async def test_a_server_down_at_start_is_missing_and_leaving_does_not_wait_for_i
             missing = servers.missing()
             assert list(missing) == ["catalog"]
             assert "ConnectError" in missing["catalog"]
-            assert (await servers.tools_for(["catalog"], agent="a", turn="t")).tools == ()
+            with pytest.raises(McpServerUnavailable, match="MCP server 'catalog' is not"):
+                await servers.tools_for(["catalog"], agent="a", turn="t")
 
 
 async def test_leaving_does_not_wait_for_a_server_that_never_answers_the_handshake() -> None:
@@ -92,3 +93,17 @@ async def test_leaving_does_not_wait_for_a_server_that_never_answers_the_handsha
                 assert list(servers.missing()) == ["catalog"]
     finally:
         silent.close()
+
+
+async def test_a_servers_sampling_request_is_refused_with_an_mcp_error() -> None:
+    # On a handshake session the server can ask (from 2026-07-28 on it has no channel to).
+    command = [sys.executable, str(REPO / "examples" / "mcp_catalog.py"), "--port", "0"]
+    with started([*command, "--sampling-tool", "--handshake-only"]) as server:
+        settings = {"catalog": McpServerSettings("catalog", server.url)}
+        async with McpServers(settings) as servers:
+            listed = await servers.tools_for(["catalog"], agent="a", turn="t")
+            (describe,) = [t for t in listed.tools if t.tool == "describe"]
+            outcome = await describe.run('{"product": "kettle"}')
+    assert "the client refused sampling" in outcome.content, outcome.content
+    assert "Sampling not supported" in outcome.content
+    assert "the client's model wrote" not in outcome.content

@@ -2,7 +2,9 @@
 metrics or the journal: on every preset, through ``ankka serve`` and through the gateway
 (issue 13, defect 3).
 
-The keyed stand-in answers 401 quoting the credential it was sent, as some real servers do.
+The keyed stand-in answers 401 quoting the credential it was sent, as some real servers do; so
+does the OAuth catalogue's authorization server (examples/mcp_oauth_catalog.py) for an MCP
+server's client secret.
 Two canaries: one shaped like an OpenAI key (hidden by its shape and because it is configured)
 and one of no known shape (hidden only because it is configured).
 
@@ -28,7 +30,7 @@ from ankka.runtime.providers.base import ModelRequest
 from ankka.runtime.providers.registry import providers_from_environment
 from ankka.runtime.records.messages import UserMessage
 from tests.support.eventually import eventually
-from tests.support.processes import Server, ankka_command, start
+from tests.support.processes import REPO, Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
 
@@ -142,6 +144,58 @@ def test_serve_keeps_an_echoed_key_out_of_answers_logs_metrics_and_journal(
         messages = [str(e["message"]) for e in assert_json_lines(output)]
         assert any("listening on http://" in m for m in messages)
         assert any('"POST /v1/agents/polite/sessions/s HTTP/1.1" 502' in m for m in messages)
+
+
+def test_serve_keeps_an_mcp_oauth_secret_an_authorization_server_echoes_out_of_everything(
+    keyed: Server, tmp_path: Path
+) -> None:
+    """An MCP server's authorization server refuses the client and quotes the secret it was
+    sent; the SDK's flow fails with that text and logs it. Neither the readiness answer, the
+    turn's error, the metrics, the log (ankka's and the SDK's) nor the journal carries it."""
+    canary = CANARIES[1]
+    mcp = start(
+        [
+            sys.executable,
+            str(REPO / "examples" / "mcp_oauth_catalog.py"),
+            "--port",
+            "0",
+            "--client",
+            "ankka:the-registered-secret",
+            "--echo-credentials",
+        ]
+    )
+    env = _settings("openai-compatible", keyed.url, STANDIN_KEY)
+    env = {k.replace("_BRAIN_", "_DEFAULT_"): v for k, v in env.items()}
+    prefix = "ANKKA_MCP_CATALOG_"
+    env |= {
+        f"{prefix}URL": mcp.url,
+        f"{prefix}OAUTH": "client_credentials",
+        f"{prefix}OAUTH_CLIENT_ID": "ankka",
+        f"{prefix}OAUTH_CLIENT_SECRET": canary,
+        f"{prefix}OAUTH_ISSUER": mcp.url.removesuffix("mcp"),
+    }
+    store = tmp_path / "sessions.sqlite3"
+    command = ankka_command("serve", "examples.shop:service", "--port", "0")
+    server = start([*command, "--store", f"sqlite:///{store}"], env=env)
+    try:
+        ready = eventually(
+            lambda: httpx.get(f"{server.url}/readyz").json().get("missing"),
+            what="readyz naming the refused server",
+        )
+        refused = httpx.post(
+            f"{server.url}/v1/agents/shop/sessions/s", json={"message": "hi"}, timeout=30
+        )
+        metrics = httpx.get(f"{server.url}/metrics").text
+    finally:
+        output = server.stop()
+        mcp_output = mcp.stop()
+    assert "quoting what it sent" in mcp_output  # the server did echo it
+    assert refused.status_code == 503 and "invalid_client" in refused.text
+    assert "***" in json.dumps(ready)  # the echo reached ankka, and was replaced
+    for seen in (json.dumps(ready), refused.text, metrics, output):
+        assert canary not in seen
+    journal = b"".join(p.read_bytes() for p in tmp_path.glob("sessions.sqlite3*"))
+    assert canary.encode() not in journal
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])

@@ -33,6 +33,11 @@ EXTRA_PACKAGES = {
     # is imported lazily); listing.py and declaration.py, which the core imports, use no SDK.
     "ankka.runtime.features.mcp.connection": "mcp",
     "ankka.runtime.features.mcp.results": "mcp",
+    # OAuth: imported by servers.py (so, lazily) and by the MCP routes, mounted only when an
+    # agent lists a server.
+    "ankka.runtime.features.mcp.consent": "mcp",
+    "ankka.runtime.features.mcp.credentials": "mcp",
+    "ankka.runtime.features.mcp.oauth": "mcp",
 }
 # Import names of benchmark peers that may not be installed here (``make bench`` installs them)
 # and whose distribution is named otherwise.

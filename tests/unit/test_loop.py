@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from ankka._kernel.errors import Refused, TurnFailed
+from ankka._kernel.errors import ConfigurationError, Refused, TurnFailed
 from ankka.runtime.declare.agents import Memory, Service, Turn, TurnRequest
 from ankka.runtime.declare.guardrails import Guardrail
 from ankka.runtime.declare.tools import tool
@@ -310,3 +310,22 @@ async def test_stream_agents_emit_deltas_that_add_up_to_the_answer(
     result = await runtime.run(runtime.plan("streamer", "s", "Weather?"), emit=emit)
     assert len(deltas) > 1
     assert "".join(deltas) == result.reply == "It is sunny in Oslo today."
+
+
+async def test_a_turns_output_token_limit_is_sent_with_every_model_call(
+    make_runtime: MakeRuntime,
+) -> None:
+    runtime, provider = await make_runtime(
+        service_with(max_output_tokens=64), [CALL_OSLO, {"text": "It is sunny."}]
+    )
+    await runtime.run(runtime.plan("weather", "s", "Weather in Oslo?"))
+    assert [r.max_output_tokens for r in provider.requests] == [64, 64]
+    unbounded, plain = await make_runtime(service_with(), [{"text": "ok"}])
+    await unbounded.run(unbounded.plan("weather", "t", "hi"))
+    assert plain.requests[0].max_output_tokens is None
+
+
+@pytest.mark.parametrize("limit", [0, -1, True])
+def test_an_output_token_limit_that_is_none_is_refused(limit: int) -> None:
+    with pytest.raises(ConfigurationError, match="max_output_tokens must be a whole number"):
+        Turn(message="hi", max_output_tokens=limit)

@@ -211,3 +211,42 @@ def test_a_release_or_hold_alone_is_a_patch_of_replicas_and_the_held_annotation(
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
     )[1]
     assert release_patch(service, service | {"spec": {}}) is None
+
+
+def test_the_runtime_is_told_its_public_address_and_its_remote_a2a_agents() -> None:
+    s = AgentSpec.model_validate(
+        {
+            "image": "img",
+            "module": "svc",
+            "remoteAgents": [
+                {
+                    "name": "kagent-helper",
+                    "cardUrl": "https://helper.kagent.svc/.well-known/agent-card.json",
+                    "tokenSecret": {"name": "helper-token", "key": "token"},
+                }
+            ],
+        }
+    )
+    rendered = runtime_env(s, SETTINGS, namespace="shop", name="cart")
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in rendered}
+    assert env["ANKKA_PUBLIC_URL"] == "https://cart.shop.svc:443"
+    prefix = "ANKKA_A2A_REMOTE_KAGENT_HELPER_"
+    assert env[prefix + "CARD_URL"] == "https://helper.kagent.svc/.well-known/agent-card.json"
+    assert env[prefix + "TOKEN"] == {"secretKeyRef": {"name": "helper-token", "key": "token"}}
+
+
+def test_a_rendered_agent_shows_its_a2a_card_url() -> None:
+    import datetime as dt
+
+    from ankka.operator.agents import a2a_card_url, rendered_status
+
+    status = rendered_status(
+        None,
+        awaited=[],
+        replicas=1,
+        certificate_not_after="2030-01-01T00:00:00Z",
+        generation=1,
+        now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        a2a_card_url=a2a_card_url("shop", "cart"),
+    )
+    assert status["a2aCardUrl"] == "https://cart.shop.svc:443/.well-known/agent-card.json"

@@ -112,10 +112,21 @@ class Turn:
     compaction: Compaction | None = None
     """How this session's memory is compacted once committed (``None``: the agent's
     declared default, if any). See :mod:`ankka.runtime.compaction`."""
+    max_output_tokens: int | None = None
+    """The most tokens each model answer of this turn may have, sent on every wire
+    (``max_tokens``, Responses' ``max_output_tokens``, Anthropic's ``max_tokens``, capped by
+    the model's ``_MAX_TOKENS``); ``None`` leaves it to the model's own setting."""
 
     def __post_init__(self) -> None:
         if self.max_tool_rounds < 0:
             raise ConfigurationError("max_tool_rounds cannot be negative")
+        if self.max_output_tokens is not None and (
+            isinstance(self.max_output_tokens, bool) or self.max_output_tokens < 1
+        ):
+            raise ConfigurationError(
+                f"max_output_tokens must be a whole number of at least 1, not "
+                f"{self.max_output_tokens!r}"
+            )
         names = [t.name for t in self.tools]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

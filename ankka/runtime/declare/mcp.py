@@ -14,9 +14,20 @@ from dataclasses import dataclass
 
 from ankka._kernel.errors import ConfigurationError
 
-__all__ = ["HEADER_INFIX", "PREFIX", "McpServer", "check_server_name", "env_name", "normalise"]
+__all__ = [
+    "CALLBACK_PATH",
+    "CREDENTIALS_VARIABLE",
+    "HEADER_INFIX",
+    "PREFIX",
+    "McpServer",
+    "check_server_name",
+    "env_name",
+    "normalise",
+]
 
 PREFIX = "ANKKA_MCP_"
+CREDENTIALS_VARIABLE = "ANKKA_MCP_CREDENTIALS"  # no server's: where OAuth credentials live
+CALLBACK_PATH = "/v1/mcp/oauth/callback"  # where a person comes back after an OAuth consent
 HEADER_INFIX = "HEADER"
 SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
@@ -29,6 +40,10 @@ def check_server_name(name: str, *, where: str) -> None:
     if not SERVER_NAME.match(name):
         raise ConfigurationError(
             f"{where}: MCP server name {name!r} must be lower-case letters, digits, '_' or '-'"
+        )
+    if env_name(name, "")[:-1] == CREDENTIALS_VARIABLE:
+        raise ConfigurationError(
+            f"{where}: MCP server name {name!r} is taken by {CREDENTIALS_VARIABLE}; rename it"
         )
     if f"_{HEADER_INFIX}_" in env_name(name, ""):
         raise ConfigurationError(

@@ -221,13 +221,19 @@ class Runtime:
         return planned
 
     async def run(
-        self, planned: PlannedTurn, *, emit: Emit | None = None, caller: str = LOCAL
+        self,
+        planned: PlannedTurn,
+        *,
+        emit: Emit | None = None,
+        caller: str = LOCAL,
+        turn_id: str | None = None,
     ) -> TurnResult:
         """Run one planned turn: wait for the session's turn, bring its conversation up to
         date, run the loop, append the turn's messages, and only then return. ``caller``
         must be allowed to write the session (:mod:`ankka.runtime.declare.policy`); a session's
-        first
-        batch records it as the creator."""
+        first batch records it as the creator. ``turn_id`` names the turn in the journal
+        (default: a new id); A2A passes one derived from the message id, so the journal says
+        whether a retried message's turn was committed (:mod:`ankka.runtime.serve.a2a`)."""
         agent, session, effect = planned.agent, planned.session, planned.effect
         if session.startswith(TASK_SESSION_PREFIX):
             raise NotPermitted(
@@ -245,7 +251,7 @@ class Runtime:
                 # cut off after its last decision is ended first.
                 await self.approvals.settle_cut_off(session, folded)
                 opening = (SessionOpened(caller, agent),) if folded.position == 0 else ()
-                turn_id = new_id("turn")
+                turn_id = turn_id or new_id("turn")
                 try:
                     effect, listings = await self.with_mcp_tools(planned, turn_id, folded)
                     outcome = await run_turn(

@@ -170,7 +170,12 @@ async def run_turn(
     )
     while True:
         request = ModelRequest(
-            effect.instructions, (*context, *produced), specs, output, effect.reasoning_effort
+            effect.instructions,
+            (*context, *produced),
+            specs,
+            output,
+            effect.reasoning_effort,
+            max_output_tokens=effect.max_output_tokens,
         )
         started = clock.monotonic()
         response = await _call(provider, request, emit if effect.streams else None)

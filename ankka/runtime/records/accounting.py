@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ankka.runtime.records.iterations import IterationCompleted
 from ankka.runtime.records.messages import AssistantMessage, ModelCall, Usage
 
 __all__ = ["NOT_WRITTEN", "SessionUsage", "UnwrittenCalls", "session_usage"]
@@ -83,6 +84,9 @@ def session_usage(records: Iterable[object]) -> SessionUsage:
         if isinstance(record, AssistantMessage) and record.turn_usage is not None:
             turns += 1
             written = written + record.turn_usage
+        elif isinstance(record, IterationCompleted):  # a task's session: one per iteration
+            turns += 1
+            written = written + record.usage
         elif isinstance(record, UnwrittenCalls):
             unwritten_turns += 1
             unwritten = unwritten + record.usage

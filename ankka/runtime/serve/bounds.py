@@ -16,8 +16,8 @@ there):
 
 Before all that, the caller is named (:mod:`ankka.runtime.serve.identity`) into
 ``scope["ankka.caller"]``, or refused; ``/healthz``, ``/readyz``, ``/metrics`` and
-``/openapi.json`` are open to every caller. The request head is bounded by the listener
-itself (:mod:`ankka._kernel.bounded`).
+``/openapi.json`` are open to every caller, and so are the A2A agent cards. The request head
+is bounded by the listener itself (:mod:`ankka._kernel.bounded`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,18 @@ __all__ = [
 DEFAULT_MAX_BODY = 1024 * 1024
 # Answered to anyone: probes, scrapes and the API's description carry no session data.
 _OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
+_CARD = "/.well-known/agent-card.json"  # an A2A agent card: how to call, so before any identity
+
+
+def is_open(path: str) -> bool:
+    """Whether ``path`` is answered to every caller: the probes, the scrape, the API's
+    description and the A2A cards (the host root's and ``/a2a/{agent}``'s: docs/a2a.md)."""
+    if path in _OPEN_PATHS or path == _CARD:
+        return True
+    head, _, agent = path.removesuffix(_CARD).rpartition("/")
+    return path.endswith(_CARD) and head == "/a2a" and bool(agent)
+
+
 MAX_SESSION_ID = 256
 
 Scope = MutableMapping[str, Any]
@@ -137,7 +149,7 @@ class BoundedInput:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        if self._identify is None or scope["path"] in _OPEN_PATHS:
+        if self._identify is None or is_open(scope["path"]):
             scope["ankka.caller"] = LOCAL
         else:
             try:

@@ -24,6 +24,7 @@ from ankka._kernel.drain import Drain
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
+from ankka.runtime.serve.a2a import options as a2a_options
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
 
@@ -160,6 +161,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the session policy (YAML or JSON: service and agents, each read/write/decide "
         "caller patterns) in place of the declared one, entry by entry; see docs/security.md",
     )
+    a2a_options.add_options(parser)
     serve.add_limit_options(parser)
 
 
@@ -298,6 +300,12 @@ def run(args: argparse.Namespace) -> int:
         say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
     sock = serve.bind(args.host, args.port)
+    if mcp is not None:
+        # Where a person's browser comes back to after an MCP server's OAuth consent.
+        host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        mcp.redirect_base = (
+            f"{'https' if tls is not None else 'http'}://{host}:{sock.getsockname()[1]}"
+        )
     probe_sock = serve.bind(args.host, args.probe_port) if args.probe_port is not None else None
 
     async def main() -> int:
@@ -370,6 +378,14 @@ def run(args: argparse.Namespace) -> int:
             await asyncio.to_thread(_import_http)
             from ankka.runtime.serve.http import create_app
 
+            tokens = "kubernetes-service-account" if reviewer is not None else "static"
+            a2a = a2a_options.from_options(
+                args,
+                runtime,
+                tasks,
+                bearer_format=tokens if args.token_file or reviewer else None,
+            )
+            await stack.enter_async_context(a2a)
             app = create_app(
                 runtime,
                 tasks,
@@ -377,6 +393,7 @@ def run(args: argparse.Namespace) -> int:
                 identify=identify,
                 approver_header=args.approver_header,
                 console=args.console == "on",
+                a2a=a2a,
             )
             # At SIGTERM what is in flight is answered in the API's shape, never dropped.
             drained = Drain(

@@ -18,7 +18,11 @@ render.
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
   (:mod:`ankka.runtime.serve.openapi`).
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- ``GET /v1/mcp/oauth/callback``: an authorization server's answer to a person's consent
+  for an MCP server (:mod:`ankka.runtime.serve.mcp_routes`).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.serve.tasks_http`.
+- ``/a2a/{agent}`` (and ``/.well-known/agent-card.json``): the agents over A2A v1.0, when
+  given an :class:`~ankka.runtime.serve.a2a.A2AService` (:mod:`ankka.runtime.serve.a2a`).
 - ``GET /console``, ``/console/sessions/{session}``, ``/console/tasks`` and
   ``/console/tasks/{task}``: the console's pages, when enabled
   (:mod:`ankka.runtime.serve.console`).
@@ -55,10 +59,12 @@ from ankka.runtime.engine.loop import LoopEvent, TurnOutcome
 from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
 from ankka.runtime.records.messages import ToolCall
+from ankka.runtime.serve.a2a.service import A2AService
 from ankka.runtime.serve.approvals_http import approval_routes, awaiting_json
 from ankka.runtime.serve.bodies import parse_body
 from ankka.runtime.serve.bounds import DEFAULT_MAX_BODY, BoundedInput
 from ankka.runtime.serve.identity import Identify, caller_of
+from ankka.runtime.serve.mcp_routes import mcp_routes
 from ankka.runtime.serve.openapi import document
 from ankka.runtime.serve.tasks_http import task_routes
 
@@ -172,12 +178,14 @@ def create_app(
     identify: Identify | None = None,
     approver_header: str | None = None,
     console: bool = False,
+    a2a: A2AService | None = None,
 ) -> BoundedInput:
     """The API of ``runtime``; with ``tasks``, also the task routes
     (:mod:`ankka.runtime.serve.tasks_http`). Without ``identify`` every caller is ``local``.
     ``approver_header`` names the header a trusted proxy sets to say who decides an approval
     (``ankka.runtime.serve.approvals_http``). With ``console``, the console's pages at ``/console``
-    (:mod:`ankka.runtime.serve.console`)."""
+    (:mod:`ankka.runtime.serve.console`). With ``a2a`` (entered by its owner), every agent
+    also at ``/a2a/{agent}`` (:mod:`ankka.runtime.serve.a2a`)."""
 
     async def turn(request: Request) -> Response:
         body = await _parse(request, TurnBody)
@@ -298,11 +306,13 @@ def create_app(
         from ankka.runtime.serve.console.routes import console_routes
 
         pages = console_routes(runtime, tasks)
+    pages = [*pages, *mcp_routes(runtime.mcp, console=console)]
     routes = Starlette(
         routes=[
             *pages,
+            *(a2a.routes() if a2a is not None else ()),
             *(task_routes(tasks, runtime.policy) if tasks is not None else ()),
-            *approval_routes(runtime, _outcome_json, approver_header=approver_header),
+            *approval_routes(runtime, _outcome_json, approver_header=approver_header, tasks=tasks),
             Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
             Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
             Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ankka._kernel import openapi as frame
+from ankka.runtime.declare.mcp import CALLBACK_PATH
 from ankka.runtime.records.tasks import MAX_ID
 from ankka.runtime.serve.approvals_http import STATES
 from ankka.runtime.serve.bounds import MAX_SESSION_ID
@@ -107,25 +108,17 @@ _DECISION_BODY: dict[str, Any] = {
         "reason": {"type": "string", "maxLength": 2000},
     },
 }
-_APPROVALS: dict[str, Any] = {
-    "/v1/approvals": _get(
-        "The approvals of the sessions the caller may read",
-        400,
-        parameters=[
-            _query("session", {"type": "string"}, "only this session's"),
-            _query("agent", {"type": "string"}, "only this agent's"),
-            _query("state", {"type": "string", "enum": list(STATES)}, "only those in this state"),
-        ],
-    ),
-    "/v1/approvals/{approval}": {
-        "post": _post(
-            "Approve or refuse a pending tool call (the decide right over its session)",
-            [{"name": "approval", "in": "path", "required": True, "schema": {"type": "string"}}],
-            _DECISION_BODY,
-            *_WRITE_ERRORS,
-        )
-    },
-}
+_HTML: dict[str, Any] = {"description": "a page for the person", "content": {"text/html": {}}}
+_OAUTH_CALLBACK: dict[str, Any] = frame.get(
+    "Where an authorization server sends a person back after consenting for an MCP server",
+    frame.answers(_HTML, _HTML, 400, 404),
+    [
+        _query("state", {"type": "string"}, "the consent this answers"),
+        _query("code", {"type": "string"}, "the authorization code"),
+        _query("iss", {"type": "string"}, "the authorization server (RFC 9207)"),
+        _query("error", {"type": "string"}, "the authorization server's refusal"),
+    ],
+)
 # A stream ends by itself only with its task: the document asks for ``wait`` so a generated
 # request ends too (the server takes a request without it and streams until the task ends).
 _WAIT = {
@@ -144,6 +137,36 @@ _STREAM: dict[str, Any] = {
 
 def _stream(summary: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
     return frame.get(summary, {**_answers(400, 403, 404, 422), "200": _STREAM}, parameters)
+
+
+_APPROVALS: dict[str, Any] = {
+    "/v1/approvals": _get(
+        "The approvals of the sessions the caller may read",
+        400,
+        parameters=[
+            _query("session", {"type": "string"}, "only this session's"),
+            _query("agent", {"type": "string"}, "only this agent's"),
+            _query("state", {"type": "string", "enum": list(STATES)}, "only those in this state"),
+        ],
+    ),
+    "/v1/approvals/notifications": _stream(
+        "Pending approvals (snapshot), then approval events of sessions the caller may read",
+        [
+            _query("session", {"type": "string"}, "only this session's"),
+            _query("agent", {"type": "string"}, "only this agent's"),
+            # It never ends by itself: a generated request must end soon (schemathesis).
+            {**_WAIT, "schema": {"type": "number", "minimum": 0, "maximum": 0.25}},
+        ],
+    ),
+    "/v1/approvals/{approval}": {
+        "post": _post(
+            "Approve or refuse a pending tool call (the decide right over its session)",
+            [{"name": "approval", "in": "path", "required": True, "schema": {"type": "string"}}],
+            _DECISION_BODY,
+            *_WRITE_ERRORS,
+        )
+    },
+}
 
 
 def document(
@@ -212,6 +235,7 @@ def document(
             "/healthz": _get("Alive"),
             "/readyz": _get("Ready"),
             **_APPROVALS,
+            CALLBACK_PATH: _OAUTH_CALLBACK,
             "/metrics": frame.get("Prometheus metrics", {"200": frame.TEXT}),
         },
     )

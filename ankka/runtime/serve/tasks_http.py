@@ -52,7 +52,7 @@ from ankka.runtime.records.tasks import (
 from ankka.runtime.serve.bodies import parse_body
 from ankka.runtime.serve.identity import caller_of
 
-__all__ = ["instance_json", "notification_events", "task_json", "task_routes"]
+__all__ = ["event_stream", "instance_json", "sse", "task_json", "task_routes", "wait_seconds"]
 
 MAX_WAIT = 300.0
 KEEP_ALIVE = 15.0
@@ -174,7 +174,7 @@ def _instance_permitted(request: Request, view: InstanceView) -> InstanceView:
     )
 
 
-def _wait_seconds(request: Request) -> float:
+def wait_seconds(request: Request) -> float:
     raw = request.query_params.get("wait")
     if raw is None:
         return 0.0
@@ -187,7 +187,7 @@ def _wait_seconds(request: Request) -> float:
     return seconds
 
 
-def _sse(event: str, data: object, number: int | None = None) -> bytes:
+def sse(event: str, data: object, number: int | None = None) -> bytes:
     head = f"id: {number}\n" if number is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
@@ -200,17 +200,18 @@ RECHECK = 5.0
 Ended = Callable[[], Awaitable[Notice | None]]
 
 
-async def notification_events(
+async def event_stream(
     subscription: Subscription,
     snapshot: bytes,
     *,
-    ended: Ended | None,
     seconds: float | None,
+    ended: Ended | None = None,
+    keep: Callable[[Notice], Awaitable[bool]] | None = None,
     recheck: float = RECHECK,
 ) -> AsyncIterator[bytes]:
-    """The stream: ``snapshot``, then the events; for ``seconds`` when given. ``ended``: a
-    task's stream, which ends after the task's final event (or, heard of no other way, the
-    end its record shows)."""
+    """The stream: ``snapshot``, then the events (those ``keep`` keeps); for ``seconds``
+    when given. ``ended``: a task's stream, which ends after the task's final event (or,
+    heard of no other way, the end its record shows)."""
     yield snapshot
     loop = asyncio.get_running_loop()
     until = loop.time() + seconds if seconds is not None else None
@@ -226,7 +227,7 @@ async def notification_events(
         except TimeoutError:
             final = await ended() if ended is not None else None
             if final is not None:
-                yield _sse(final.event, final.as_dict(), final.number)
+                yield sse(final.event, final.as_dict(), final.number)
                 return
             if loop.time() - quiet_since >= KEEP_ALIVE and (until is None or loop.time() < until):
                 yield b": keep-alive\n\n"
@@ -234,9 +235,11 @@ async def notification_events(
             continue
         quiet_since = loop.time()
         if isinstance(item, Dropped):
-            yield _sse("dropped", {"count": item.count})
+            yield sse("dropped", {"count": item.count})
             continue
-        yield _sse(item.event, item.as_dict(), item.number)
+        if keep is not None and not await keep(item):
+            continue
+        yield sse(item.event, item.as_dict(), item.number)
         if ended is not None and item.event in _FINAL_EVENTS:
             return
 
@@ -271,7 +274,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
 
     async def get_task(request: Request) -> Response:
         task = check_id(request.path_params["task"], "task")
-        seconds = _wait_seconds(request)
+        seconds = wait_seconds(request)
         _permitted(request, await host.get(task), policy, "read")
         record = await (host.wait(task, seconds) if seconds else host.get(task))
         return JSONResponse(task_json(record))
@@ -307,7 +310,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
         snapshot: Callable[[], Awaitable[tuple[bytes, bool]]],
         ended: Ended | None = None,
     ) -> Response:
-        seconds = _wait_seconds(request) if "wait" in request.query_params else None
+        seconds = wait_seconds(request) if "wait" in request.query_params else None
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = host.notifier.add(key)
         try:
@@ -321,7 +324,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
                 if done:
                     yield first
                     return
-                events = notification_events(subscription, first, ended=ended, seconds=seconds)
+                events = event_stream(subscription, first, ended=ended, seconds=seconds)
                 async for chunk in events:
                     yield chunk
             finally:
@@ -337,7 +340,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
 
         async def snapshot() -> tuple[bytes, bool]:
             record = await host.get(task)
-            return _sse("snapshot", task_json(record)), record.final
+            return sse("snapshot", task_json(record)), record.final
 
         async def ended() -> Notice | None:
             record = await host.get(task)
@@ -360,7 +363,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
 
         async def snapshot() -> tuple[bytes, bool]:
             view = await host.instance(agent, instance)
-            return _sse("snapshot", instance_json(view)), False
+            return sse("snapshot", instance_json(view)), False
 
         return await notifications(request, ("instance", agent, instance), snapshot)
 

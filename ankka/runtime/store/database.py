@@ -64,7 +64,8 @@ class Transaction(Protocol):
         ...
 
     def sessions(self) -> list[str]:
-        """Every session with an event, in order."""
+        """Every session with an event, least recently active first (its last event's
+        time)."""
         ...
 
 

@@ -115,6 +115,7 @@ class Journal:
         return fold(e.record for e in await self.read(session))
 
     async def sessions(self) -> list[str]:
+        """Every session, least recently active first (by its last record's time)."""
         return await self._store.sessions()
 
     def session_lock(self) -> SharedSessionLock | None:

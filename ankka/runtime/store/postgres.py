@@ -146,7 +146,9 @@ class _Tx:
         return [StoredEvent(int(r[0]), r[1], r[2], r[3]) for r in rows]
 
     def sessions(self) -> list[str]:
-        rows = self._conn.execute("SELECT DISTINCT session FROM ankka_events ORDER BY 1")
+        rows = self._conn.execute(
+            "SELECT session FROM ankka_events GROUP BY session ORDER BY MAX(at), session"
+        )
         return [r[0] for r in rows.fetchall()]
 
 

@@ -94,7 +94,10 @@ class _Tx:
         return [StoredEvent(r[0], r[1], r[2], datetime.fromisoformat(r[3])) for r in rows]
 
     def sessions(self) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT DISTINCT session FROM events ORDER BY 1")]
+        rows = self._db.execute(
+            "SELECT session FROM events GROUP BY session ORDER BY MAX(at), session"
+        )
+        return [r[0] for r in rows]
 
 
 class ThreadConnection:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from ankka._kernel.clock import ManualClock
 from ankka.runtime.drivers.tasks.notify import Notice, Notifier
-from ankka.runtime.serve.tasks_http import notification_events
+from ankka.runtime.serve.tasks_http import event_stream
 
 CLOCK = ManualClock(datetime(2026, 12, 1, 8, 0, tzinfo=UTC))
 
@@ -35,7 +35,7 @@ async def test_a_task_stream_ends_after_the_final_event() -> None:
 
     chunks = [
         c
-        async for c in notification_events(
+        async for c in event_stream(
             subscription, b"event: snapshot\n\n", ended=still_running, seconds=30
         )
     ]
@@ -55,7 +55,7 @@ async def test_a_task_stream_that_missed_the_end_reads_it_from_the_record() -> N
 
     chunks = [
         c
-        async for c in notification_events(
+        async for c in event_stream(
             subscription, b"event: snapshot\n\n", ended=from_the_record, seconds=30, recheck=0.01
         )
     ]
@@ -68,5 +68,5 @@ async def test_an_instance_stream_does_not_end_with_a_task() -> None:
     notifier = Notifier(CLOCK)
     subscription = notifier.add(("instance", "a", "i"))
     notifier.publish("task_completed", agent="a", instance="i", task="t1", reason=None)
-    chunks = [c async for c in notification_events(subscription, b"", ended=None, seconds=0.2)]
+    chunks = [c async for c in event_stream(subscription, b"", ended=None, seconds=0.2)]
     assert _events_of(chunks) == ["task_completed"]  # then on, until ``seconds`` ran out

@@ -29,7 +29,15 @@ from typing import Any
 from ankka._kernel.clock import Clock
 from ankka.runtime.store.database import NoticeRelay
 
-__all__ = ["DEFAULT_BUFFER", "Dropped", "Notice", "Notifier", "Subscription"]
+__all__ = [
+    "APPROVALS",
+    "APPROVAL_EVENTS",
+    "DEFAULT_BUFFER",
+    "Dropped",
+    "Notice",
+    "Notifier",
+    "Subscription",
+]
 
 log = logging.getLogger("ankka.tasks")
 
@@ -61,6 +69,12 @@ EVENTS = (
     "approval_decided",
     "approval_expiring",
 )
+
+
+APPROVAL_EVENTS = frozenset({"approval_requested", "approval_decided", "approval_expiring"})
+# The key of ``GET /v1/approvals/notifications``: every approval event, of request agents'
+# sessions and of tasks, whoever's (the route keeps those the caller may read).
+APPROVALS = ("approvals",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +176,8 @@ class Notifier:
         keys: list[tuple[str, ...]] = [("task", notice.task)] if notice.task is not None else []
         if notice.instance is not None:
             keys.append(("instance", notice.agent, notice.instance))
+        if notice.event in APPROVAL_EVENTS:
+            keys.append(APPROVALS)
         for key in keys:
             for subscription in self._subscribers.get(key, ()):
                 subscription.offer(notice)

@@ -10,7 +10,13 @@ becomes a header without the code knowing it:
   shown in errors or in metrics;
 - ``ANKKA_MCP_<SERVER>_TIMEOUT``: seconds one call may take (default 60);
 - ``ANKKA_MCP_<SERVER>_REQUIRES_APPROVAL``: ``all`` or a comma list of tool names whose calls
-  wait for a person's decision (docs/approvals.md).
+  wait for a person's decision (docs/approvals.md);
+- ``ANKKA_MCP_<SERVER>_OAUTH`` and ``_OAUTH_*``: how the server's OAuth tokens are obtained
+  (:mod:`.oauth_settings`);
+- ``ANKKA_MCP_<SERVER>_PING_INTERVAL``: seconds between health pings (default 15; 0: none).
+
+One variable is no server's: ``ANKKA_MCP_CREDENTIALS`` says where OAuth credentials are kept
+(:mod:`.credentials`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.declare.mcp import HEADER_INFIX, PREFIX, env_name
+from ankka.runtime.declare.mcp import CREDENTIALS_VARIABLE, HEADER_INFIX, PREFIX, env_name
+from ankka.runtime.features.mcp.oauth_settings import OAUTH_SUFFIXES, OAuthSettings, parse_oauth
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -33,8 +40,11 @@ SUFFIXES: dict[str, str] = {
     "URL": "the server's Streamable HTTP endpoint, e.g. http://catalog:8000/mcp",
     "TIMEOUT": "seconds one tool call may take (default 60)",
     "REQUIRES_APPROVAL": "'all' or a comma list of tool names that need a decision",
+    "PING_INTERVAL": "seconds between health pings (default 15; 0 turns them off)",
+    **OAUTH_SUFFIXES,
 }
 DEFAULT_TIMEOUT = 60.0
+DEFAULT_PING_INTERVAL = 15.0
 _HEADER_NAME = re.compile(r"^[A-Z0-9][A-Z0-9_]*$")
 MAX_HEADER_VALUE = 8192
 
@@ -49,6 +59,8 @@ class McpServerSettings:
     timeout: float = DEFAULT_TIMEOUT
     requires_approval: bool | tuple[str, ...] = False
     """``True`` (every tool) or tool names whose calls wait for a decision."""
+    oauth: OAuthSettings | None = None
+    ping_interval: float = DEFAULT_PING_INTERVAL
 
     def needs_approval(self, tool: str) -> bool:
         approval = self.requires_approval
@@ -57,11 +69,17 @@ class McpServerSettings:
     @property
     def secrets(self) -> tuple[str, ...]:
         """The header values, longest first (so redaction replaces whole values)."""
-        return tuple(sorted({v for v in self.headers.values() if v}, key=len, reverse=True))
+        values = {v for v in self.headers.values() if v}
+        if self.oauth is not None:
+            values.update(self.oauth.secrets)
+        return tuple(sorted(values, key=len, reverse=True))
 
     def __repr__(self) -> str:
         shown = {k: "***" for k in self.headers}
-        return f"McpServerSettings(name={self.name!r}, url={self.url!r}, headers={shown})"
+        return (
+            f"McpServerSettings(name={self.name!r}, url={self.url!r}, headers={shown}, "
+            f"oauth={self.oauth!r})"
+        )
 
 
 def parse_environment(
@@ -73,7 +91,7 @@ def parse_environment(
     values: dict[str, dict[str, str]] = {s: {} for s in servers}
     headers: dict[str, dict[str, str]] = {s: {} for s in servers}
     for variable in sorted(environ):
-        if not variable.startswith(PREFIX):
+        if not variable.startswith(PREFIX) or variable == CREDENTIALS_VARIABLE:
             continue
         server, setting = _split(variable, by_env, servers)
         if setting.startswith(HEADER_INFIX + "_"):
@@ -134,4 +152,23 @@ def _server(name: str, values: dict[str, str], headers: dict[str, str]) -> McpSe
             raise ConfigurationError(
                 f"{env_name(name, 'TIMEOUT')}={raw!r} is not a number of seconds in (0, 3600]"
             )
-    return McpServerSettings(name, url, headers, timeout, requires)
+    oauth = parse_oauth(values, lambda suffix: env_name(name, suffix))
+    ping = _seconds(name, values, "PING_INTERVAL", DEFAULT_PING_INTERVAL, low=0.0)
+    return McpServerSettings(name, url, headers, timeout, requires, oauth, ping)
+
+
+def _seconds(
+    name: str, values: dict[str, str], suffix: str, default: float, *, low: float
+) -> float:
+    raw = values.get(suffix)
+    if raw is None:
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not low <= seconds <= 3600:
+        raise ConfigurationError(
+            f"{env_name(name, suffix)}={raw!r} is not a number of seconds in [{low:g}, 3600]"
+        )
+    return seconds

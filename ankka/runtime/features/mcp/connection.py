@@ -14,7 +14,14 @@ tasks only send through it.
   not have run: it is a tool error, never sent twice, and the supervisor reconnects.
 - **Protocol**: as the SDK negotiates (``mode="auto"``: 2026-07-28 where the server speaks it,
   else the initialize handshake at 2025-06-18 or newer).
-- **Headers** go on the HTTP client and nowhere else; nothing here logs them.
+- **Headers** go on the HTTP client and nowhere else; nothing here logs them. An OAuth
+  ``auth`` (:mod:`.oauth`) goes there too: the SDK's provider answers a 401 or a 403
+  ``insufficient_scope`` itself; every token it obtains joins the values redacted from what
+  the server answers.
+- **Health**: while a session is held the supervisor pings the server every
+  ``ping_interval`` seconds (and at once after a request timed out); a ping that fails ends the
+  session, so :attr:`problem` says the server is down within one interval, and reconnecting
+  starts.
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 from mcp import Client
+from mcp.client.session import ElicitationFnT, SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthToken
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, Implementation
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, Implementation
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ankka._kernel.errors import AnkkaError
 from ankka.runtime.features.mcp.config import McpServerSettings
@@ -71,9 +81,19 @@ class McpConnection:
         initial_pause: float = INITIAL_PAUSE,
         max_pause: float = MAX_PAUSE,
         on_change: Callable[[McpConnection], None] | None = None,
+        auth: httpx2.Auth | None = None,
+        elicitation: ElicitationFnT | None = None,
+        sampling: SamplingFnT | None = None,
     ) -> None:
         self.settings = settings
         self.name = settings.name
+        self.auth = auth
+        """The OAuth provider (:mod:`.oauth`), if the server has one; set before :meth:`run`."""
+        self._elicitation = elicitation
+        self._sampling = sampling
+        self._tokens: set[str] = set()
+        self._check = False  # the supervisor should ping now
+        self._refused_with: int | None = None  # the last 401/403 of the MCP endpoint
         self.problem: str | None = "not connected yet"
         self.protocol: str | None = None
         self._initial_pause = initial_pause
@@ -91,6 +111,17 @@ class McpConnection:
     @property
     def connected(self) -> bool:
         return self._client is not None
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every value to redact: the configured secrets and the tokens obtained so far."""
+        values = {*self.settings.secrets, *self._tokens}
+        return tuple(sorted(values, key=len, reverse=True))
+
+    def saw_tokens(self, tokens: OAuthToken) -> None:
+        for value in (tokens.access_token, tokens.refresh_token):
+            if value and len(self._tokens) < 64:
+                self._tokens.add(value)
 
     # -- the supervisor ---------------------------------------------------------------------
 
@@ -122,22 +153,68 @@ class McpConnection:
         self.protocol = client.protocol_version
         await self._set(client=client)
         log.info("connected to MCP server %r (protocol %s)", self.name, self.protocol)
+        problem = "the session ended; reconnecting"
         try:
-            async with self._state:
-                await self._state.wait_for(lambda: self._leave or self._stopping)
+            while True:
+                async with self._state:
+                    try:
+                        async with asyncio.timeout(self._ping_pause()):
+                            await self._state.wait_for(
+                                lambda: self._leave or self._stopping or self._check
+                            )
+                    except TimeoutError:
+                        pass
+                    if self._leave or self._stopping:
+                        return
+                    self._check = False
+                failure = await self._ping(client)
+                if failure is not None:
+                    problem = failure
+                    log.warning("MCP server %r is down: %s", self.name, failure)
+                    return
         finally:
-            await self._set(client=None, problem="the session ended; reconnecting")
+            await self._set(client=None, problem=problem)
+
+    def _ping_pause(self) -> float | None:
+        interval = self.settings.ping_interval
+        return interval if interval > 0 else None
+
+    async def _ping(self, client: Client) -> str | None:
+        """None when the server answered in time, else why not. The cheapest request of the
+        protocol: ``ping`` on a handshake session, ``server/discover`` from 2026-07-28 on
+        (which has no ping)."""
+        wait = min(self.settings.timeout, max(self.settings.ping_interval, 1.0), 10.0)
+        try:
+            async with asyncio.timeout(wait):
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    await client.session.send_discover(client.protocol_version)
+                else:
+                    await client.send_ping()
+        except TimeoutError:
+            return f"it did not answer a ping within {wait:g}s"
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED or exc.code == INTERNAL_ERROR:
+                return self._describe(exc)
+            return None  # it answered, if with an error: it is up
+        except Exception as exc:  # any other failure to get an answer: it is down
+            return self._describe(exc)
+        return None
 
     async def _open(self, stack: AsyncExitStack) -> Client:
         generation = self._generation + 1
 
+        self._refused_with = None
+
         async def on_response(response: httpx2.Response) -> None:
+            if response.status_code in (401, 403) and response.request.url == self.settings.url:
+                self._refused_with = response.status_code
             # The spec's signal that the server no longer knows the session (it restarted):
             # 404 to a request that carried the session id. That request was not run.
             if response.status_code == 404 and response.request.headers.get("mcp-session-id"):
                 self._session_gone = generation
 
         http = httpx2.AsyncClient(
+            auth=self.auth,
             headers=dict(self.settings.headers),
             timeout=httpx2.Timeout(
                 self.settings.timeout, connect=_CONNECT_TIMEOUT, read=_STREAM_READ_TIMEOUT
@@ -151,6 +228,8 @@ class McpConnection:
             mode="auto",
             read_timeout_seconds=self.settings.timeout,
             client_info=Implementation(name="ankka", version="0.1.0"),
+            elicitation_callback=self._elicitation,
+            sampling_callback=self._sampling,
         )
 
     async def _set(self, *, client: Client | None = None, problem: str | None = None) -> None:
@@ -174,6 +253,16 @@ class McpConnection:
             except TimeoutError:
                 pass
 
+    async def check_soon(self) -> None:
+        """Ping the server now (a request failed without saying why)."""
+        async with self._state:
+            self._check = True
+            self._state.notify_all()
+
+    async def ping(self) -> None:
+        """One ping through the current session (:class:`CallFailed` when it fails)."""
+        await self._request("ping", lambda client: client.send_ping())
+
     async def stop(self) -> None:
         async with self._state:
             self._stopping = True
@@ -188,7 +277,15 @@ class McpConnection:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
         text = str(exc) or type(exc).__name__
-        return redact(f"{type(exc).__name__}: {text}"[:300], self.settings.secrets)
+        status = self._refused_with
+        if isinstance(exc, httpx2.HTTPStatusError):
+            status = exc.response.status_code
+        if status in (401, 403):
+            text += f" (HTTP {status})"
+            if self.settings.oauth is None:
+                variable = f"ANKKA_MCP_{self.name.upper().replace('-', '_')}_OAUTH"
+                text += f"; if the server wants OAuth, set {variable} (docs/mcp.md, OAuth)"
+        return redact(f"{type(exc).__name__}: {text}"[:400], self.secrets)
 
     # -- requests from turns ----------------------------------------------------------------
 
@@ -228,11 +325,12 @@ class McpConnection:
                 if exc.code == CONNECTION_CLOSED:
                     await self._reconnect(generation)
                     raise self._lost(what) from exc
-                message = redact(exc.message[:500], self.settings.secrets)
+                message = redact(exc.message[:500], self.secrets)
                 raise CallFailed(
                     f"MCP server {self.name!r} answered {what} with an error: {message}"
                 ) from exc
             except TimeoutError as exc:
+                await self.check_soon()
                 raise CallFailed(
                     f"MCP server {self.name!r} did not answer {what} within "
                     f"{self.settings.timeout:g}s"

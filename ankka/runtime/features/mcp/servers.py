@@ -8,8 +8,13 @@ starting), leaving it ends every session in the task that opened it.
 For a turn, :meth:`McpServers.tools_for` lists the tools of each server the agent uses
 (``tools/list``, so the turn sees the server's tools as they are now), screens their
 descriptions with the turn's description guardrails, and gives back :class:`McpTool` values
-for the loop and one :class:`~.listing.McpToolsRecord` per server for the journal. A server
-that is not connected gives no tools that turn.
+for the loop and one :class:`~.listing.McpToolsRecord` per server for the journal. A turn that
+needs a server that is not connected fails at once with :class:`McpServerUnavailable` naming
+it and why (nothing was sent to a model yet).
+
+A server with ``ANKKA_MCP_<SERVER>_OAUTH`` gets its tokens through :mod:`.oauth`; the
+credentials live in the one :class:`~.credentials.CredentialStore` of the runtime, and a
+person's consent waits at the :class:`~.consent.ConsentDesk`.
 """
 
 from __future__ import annotations
@@ -25,23 +30,46 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ankka._kernel.clock import Clock, SystemClock
+from ankka._kernel.errors import TurnFailed
 from ankka.runtime.declare.guardrails import Guardrail
 from ankka.runtime.declare.tools import ApprovalRule, ToolOutcome, ToolSpec
 from ankka.runtime.features.mcp.config import McpServerSettings
 from ankka.runtime.features.mcp.connection import CallFailed, McpConnection
+from ankka.runtime.features.mcp.consent import ConsentDesk
+from ankka.runtime.features.mcp.credentials import CredentialStore, MemoryStore
 from ankka.runtime.features.mcp.listing import listed, screen
+from ankka.runtime.features.mcp.logs import SecretsFilter, watched_loggers
 from ankka.runtime.features.mcp.metrics import McpMetrics
 from ankka.runtime.features.mcp.results import ArgumentCheck, guard, parse_arguments, redact, render
 from ankka.runtime.records.mcp import ListedTool, McpToolsRecord, ToolListing, offered_name
 
 WAITS = ApprovalRule(True, None, None)  # a marked MCP tool: every call waits
 
-__all__ = ["START_WAIT", "STOP_WAIT", "McpServers", "McpTool", "TurnTools"]
+__all__ = [
+    "START_WAIT",
+    "STOP_WAIT",
+    "McpServerUnavailable",
+    "McpServers",
+    "McpTool",
+    "TurnTools",
+]
 
 log = logging.getLogger("ankka.runtime.mcp")
 
 START_WAIT = 10.0
 STOP_WAIT = 5.0
+DEFAULT_REDIRECT_BASE = "http://127.0.0.1:8000"
+
+
+class McpServerUnavailable(TurnFailed):
+    """A turn needs an MCP server that has no session now; ``server`` names it."""
+
+    kind = "mcp_server_unavailable"
+    status = 503
+
+    def __init__(self, server: str, why: str) -> None:
+        super().__init__(f"MCP server {server!r} is not available: {why}")
+        self.server = server
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -59,7 +87,7 @@ class McpTool:
     approval: ApprovalRule | None = None  # every call of the tool waits for a decision
 
     async def run(self, raw_arguments: str) -> ToolOutcome:
-        server, secrets = self.connection.name, self.connection.settings.secrets
+        server, secrets = self.connection.name, self.connection.secrets
         arguments = parse_arguments(raw_arguments, self.name)
         if isinstance(arguments, str):
             problem: str | None = arguments
@@ -111,30 +139,73 @@ class McpServers:
         clock: Clock | None = None,
         start_wait: float = START_WAIT,
         initial_pause: float | None = None,
+        credentials: CredentialStore | None = None,
+        consent: ConsentDesk | None = None,
+        redirect_base: str = DEFAULT_REDIRECT_BASE,
+        connection_options: Mapping[str, Any] = {},
     ) -> None:
+        """``connection_options`` go to every :class:`McpConnection` (e.g. ``elicitation``)."""
         self.metrics = McpMetrics(registry or CollectorRegistry())
         self.clock = clock or SystemClock()
+        self.consent = consent or ConsentDesk()
+        self.credentials = credentials or MemoryStore()
+        self._credentials_lock = asyncio.Lock()
         self._start_wait = start_wait
-        extra: dict[str, Any] = {} if initial_pause is None else {"initial_pause": initial_pause}
+        self.redirect_base = redirect_base
+        """Where a person reaches this runtime (the OAuth callback's base), until entered."""
+        extra: dict[str, Any] = dict(connection_options)
+        if initial_pause is not None:
+            extra["initial_pause"] = initial_pause
         self.connections = {
-            name: McpConnection(s, on_change=self._changed, **extra)
-            for name, s in sorted(settings.items())
+            name: self._connection(s, extra) for name, s in sorted(settings.items())
         }
         for name in self.connections:
             self.metrics.connected.labels(name).set(0)
         self._group: asyncio.TaskGroup | None = None
+        self._filter = SecretsFilter(self.secrets)
+        self._filtered: list[logging.Logger] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._compiled: dict[str, _Compiled] = {}
         self._screened: OrderedDict[tuple[str, tuple[Guardrail, ...]], tuple[str, ...]] = (
             OrderedDict()
         )
 
+    def _connection(self, settings: McpServerSettings, extra: dict[str, Any]) -> McpConnection:
+        return McpConnection(settings, on_change=self._changed, **extra)
+
+    def _authorise(self) -> None:
+        """Give each OAuth server its provider (now, so ``redirect_base`` may be set late)."""
+        from ankka.runtime.features.mcp.oauth import CALLBACK_PATH, build_auth
+
+        for connection in self.connections.values():
+            oauth = connection.settings.oauth
+            if oauth is None or connection.auth is not None:
+                continue
+            connection.auth = build_auth(
+                connection.name,
+                connection.settings.url,
+                oauth,
+                store=self.credentials,
+                lock=self._credentials_lock,
+                desk=self.consent,
+                redirect_uri=self.redirect_base.rstrip("/") + CALLBACK_PATH,
+                on_tokens=connection.saw_tokens,
+            )
+
     def _changed(self, connection: McpConnection) -> None:
         self.metrics.connected.labels(connection.name).set(1 if connection.connected else 0)
         if connection.connected:
             self.metrics.sessions.labels(connection.name).inc()
 
+    def secrets(self) -> list[str]:
+        """Every secret of every server now (configured, and the tokens obtained so far)."""
+        return [v for c in self.connections.values() for v in c.secrets]
+
     async def __aenter__(self) -> McpServers:
+        self._authorise()
+        self._filtered = watched_loggers()
+        for logger in self._filtered:
+            logger.addFilter(self._filter)
         group = asyncio.TaskGroup()
         await group.__aenter__()
         self._group = group
@@ -156,6 +227,13 @@ class McpServers:
         group, self._group = self._group, None
         if group is None:
             return
+        try:
+            await self._leave(group)
+        finally:
+            for logger in self._filtered:
+                logger.removeFilter(self._filter)
+
+    async def _leave(self, group: asyncio.TaskGroup) -> None:
         for connection in self.connections.values():
             await connection.stop()
         # A supervisor holding a session leaves it at once; one still in a handshake with a
@@ -169,7 +247,11 @@ class McpServers:
     def missing(self) -> dict[str, str]:
         """Servers without a session, and why."""
         return {
-            name: c.problem or "not connected"
+            name: (
+                "waiting for a person's consent: open the console's MCP page (/console/mcp)"
+                if self.consent.waiting(name)
+                else c.problem or "not connected"
+            )
             for name, c in self.connections.items()
             if not c.connected
         }
@@ -192,12 +274,12 @@ class McpServers:
         for server in servers:
             connection = self.connections[server]
             if not connection.connected:
-                continue
+                why = self.missing().get(server, "not connected")
+                raise McpServerUnavailable(server, why)
             try:
                 raw = await connection.list_tools()
             except CallFailed as failure:
-                log.warning("MCP server %r: its tools sit out this turn: %s", server, failure)
-                continue
+                raise McpServerUnavailable(server, str(failure)) from None
             compiled = self._compile(server, raw)
             kept = await self._screen(compiled, tuple(description_guardrails))
             for listed_tool in compiled.listing.tools:

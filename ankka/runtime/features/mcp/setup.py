@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.declare.agents import Service
-from ankka.runtime.declare.mcp import PREFIX
+from ankka.runtime.declare.mcp import CREDENTIALS_VARIABLE, PREFIX
 from ankka.runtime.features.mcp.config import parse_environment
 
 if TYPE_CHECKING:
@@ -28,7 +28,11 @@ def declared_servers(service: Service) -> list[str]:
 
 
 def servers_from_environment(
-    service: Service, environ: Mapping[str, str], *, registry: CollectorRegistry | None = None
+    service: Service,
+    environ: Mapping[str, str],
+    *,
+    registry: CollectorRegistry | None = None,
+    redirect_base: str | None = None,
 ) -> McpServers | None:
     """The service's MCP servers, or None when no agent lists one and nothing is configured."""
     declared = declared_servers(service)
@@ -38,10 +42,16 @@ def servers_from_environment(
     if not settings:
         return None
     try:
-        from ankka.runtime.features.mcp.servers import McpServers
+        from ankka.runtime.features.mcp.credentials import store_from
+        from ankka.runtime.features.mcp.servers import DEFAULT_REDIRECT_BASE, McpServers
     except ImportError as exc:
         raise ConfigurationError(
             f"agents of {service.name!r} list MCP servers ({', '.join(declared)}), which need "
             "the official MCP SDK: pip install 'ankka[mcp]'"
         ) from exc
-    return McpServers(settings, registry=registry)
+    return McpServers(
+        settings,
+        registry=registry,
+        credentials=store_from(environ.get(CREDENTIALS_VARIABLE)),
+        redirect_base=redirect_base or DEFAULT_REDIRECT_BASE,
+    )

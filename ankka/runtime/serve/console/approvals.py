@@ -7,7 +7,9 @@ decision goes through the same desk and the same digest check as the API's
 hold the decide right over the session (:mod:`ankka.runtime.declare.policy`); the list shows only
 the
 approvals of sessions it may read. A form posted from another site is refused: its ``Origin``
-must be this server's.
+must be this server's. After a decision the person is taken to the session's page, which
+confirms it (``?decided=ID``) and lists every decision of the session (who, what, when); a
+session waiting for a decision shows its requests there with the same forms.
 """
 
 from __future__ import annotations
@@ -16,45 +18,82 @@ import json
 from collections.abc import Sequence
 from html import escape
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ankka._kernel.errors import AnkkaError
 from ankka.runtime.drivers.request import Runtime
-from ankka.runtime.records.approvals import Decision
+from ankka.runtime.records.approvals import ApprovalDecided, Decision
 from ankka.runtime.serve.console.pages import page
 
-__all__ = ["approvals_page", "decide_from_form", "pending"]
+__all__ = [
+    "approvals_page",
+    "approvals_table",
+    "decide_from_form",
+    "decisions_section",
+    "pending",
+]
 
 _DECISIONS: dict[str, Decision] = {"approve": "approved", "refuse": "refused"}
 _MAX_FORM = 16 * 1024
 
 
-def approvals_page(rows: Sequence[dict[str, Any]], *, problem: str = "") -> str:
+def approvals_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The pending requests, each with its approve and refuse form (the digest it shows)."""
     if not rows:
-        table = '<p class="empty">No tool call waits for a decision.</p>'
-    else:
-        items = "".join(
-            f'<tr data-approval="{escape(str(r["id"]))}">'
-            f'<td><a href="/console/sessions/{escape(str(r.get("session", "")))}">'
-            f"{escape(str(r.get('session', '')))}</a></td>"
-            f"<td>{escape(str(r.get('agent', '')))}</td>"
-            f"<td><code>{escape(str(r['tool']))}({escape(_arguments(r['arguments']))})</code></td>"
-            f"<td>{escape(str(r.get('expires_at') or '-'))}</td><td>"
-            f'<form method="post" action="/console/approvals/{escape(str(r["id"]))}">'
-            f'<input type="hidden" name="digest" value="{escape(str(r["digest"]))}">'
-            '<button name="decision" value="approve">approve</button> '
-            '<button name="decision" value="refuse">refuse</button></form></td></tr>'
-            for r in rows
-        )
-        table = (
-            '<table id="approvals"><thead><tr><th>session</th><th>agent</th><th>call</th>'
-            f"<th>expires</th><th>decision</th></tr></thead><tbody>{items}</tbody></table>"
-        )
+        return '<p class="empty">No tool call waits for a decision.</p>'
+    items = "".join(
+        f'<tr data-approval="{escape(str(r["id"]))}">'
+        f'<td><a href="/console/sessions/{escape(str(r.get("session", "")))}">'
+        f"{escape(str(r.get('session', '')))}</a></td>"
+        f"<td>{escape(str(r.get('agent', '')))}</td>"
+        f"<td><code>{escape(str(r['tool']))}({escape(_arguments(r['arguments']))})</code></td>"
+        f"<td>{escape(str(r.get('expires_at') or '-'))}</td><td>"
+        f'<form method="post" action="/console/approvals/{escape(str(r["id"]))}">'
+        f'<input type="hidden" name="digest" value="{escape(str(r["digest"]))}">'
+        f'<input type="hidden" name="session" value="{escape(str(r.get("session", "")))}">'
+        '<button name="decision" value="approve">approve</button> '
+        '<button name="decision" value="refuse">refuse</button></form></td></tr>'
+        for r in rows
+    )
+    return (
+        '<table id="approvals"><thead><tr><th>session</th><th>agent</th><th>call</th>'
+        f"<th>expires</th><th>decision</th></tr></thead><tbody>{items}</tbody></table>"
+    )
+
+
+def approvals_page(rows: Sequence[dict[str, Any]], *, problem: str = "") -> str:
     shown = f'<p class="error" id="problem">{escape(problem)}</p>' if problem else ""
-    return page("approvals", f"<h1>Approvals waiting</h1>{shown}{table}")
+    return page("approvals", f"<h1>Approvals waiting</h1>{shown}{approvals_table(rows)}")
+
+
+def decisions_section(decided: Sequence[ApprovalDecided], *, confirm: str | None) -> str:
+    """The decisions taken in a session (who, what, when), and, right after one was taken
+    from this console (``?decided=ID``), a line confirming it."""
+    banner = ""
+    for d in decided:
+        if d.approval == confirm:
+            verb = "approved" if d.decision == "approved" else d.decision
+            banner = (
+                f'<p class="ok" id="confirmation">Recorded: {escape(d.approval)} {escape(verb)} '
+                f"by {escape(d.decided_by)} at {escape(d.at.isoformat(timespec='seconds'))}.</p>"
+            )
+    if not decided:
+        return banner
+    rows = "".join(
+        f'<tr data-decided="{escape(d.approval)}" data-decision="{escape(d.decision)}">'
+        f"<td>{escape(d.approval)}</td><td>{escape(d.decision)}</td>"
+        f"<td>{escape(d.decided_by)}</td><td>{escape(d.reason or '-')}</td>"
+        f"<td>{escape(d.at.isoformat(timespec='seconds'))}</td></tr>"
+        for d in decided
+    )
+    return (
+        f'{banner}<h2>Decisions</h2><table id="decisions"><thead><tr><th>approval</th>'
+        "<th>decision</th><th>by</th><th>reason</th><th>at</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
 
 
 def _arguments(value: object) -> str:
@@ -90,6 +129,7 @@ async def decide_from_form(
     form = parse_qs(raw[:_MAX_FORM].decode("utf-8", "replace")) if len(raw) <= _MAX_FORM else {}
     decision = (form.get("decision") or [""])[0]
     digest = (form.get("digest") or [""])[0]
+    session = (form.get("session") or [""])[0]
     if decision not in _DECISIONS or not digest:
         problem = "the form needs a decision (approve or refuse) and the digest it was shown"
         body = approvals_page(await pending(runtime, caller), problem=problem)
@@ -105,4 +145,11 @@ async def decide_from_form(
     except AnkkaError as exc:  # a stale digest, a second decision, not permitted, unknown
         body = approvals_page(await pending(runtime, caller), problem=str(exc))
         return HTMLResponse(body, status_code=exc.status, headers=headers)
-    return RedirectResponse("/console/approvals", status_code=303, headers=headers)
+    # Back to the session, where the decision is shown and confirmed (else to the list).
+    approval = quote(request.path_params["approval"], safe="")
+    where = (
+        f"/console/sessions/{quote(session, safe='')}?decided={approval}"
+        if session
+        else "/console/approvals"
+    )
+    return RedirectResponse(where, status_code=303, headers=headers)

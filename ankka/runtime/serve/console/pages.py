@@ -35,7 +35,7 @@ def page(title: str, body: str) -> str:
         f"<title>{escape(title)} · ankka console</title><style>{_STYLE}</style>"
         '<script src="/console/static/console.js" defer></script></head><body>'
         '<nav><a href="/console">sessions</a><a href="/console/tasks">tasks</a>'
-        '<a href="/console/approvals">approvals</a></nav>'
+        '<a href="/console/approvals">approvals</a><a href="/console/mcp">MCP servers</a></nav>'
         f"{body}</body></html>"
     )
 
@@ -128,7 +128,9 @@ def _turn(index: int, turn: TurnView) -> str:
     )
 
 
-def session_page(view: SessionView) -> str:
+def session_page(view: SessionView, *, extra: str = "") -> str:
+    """The session's page; ``extra`` (already escaped HTML: its decisions, the requests
+    waiting for one) goes above its tokens."""
     s = view.summary
     chart = stacked_bars(
         [
@@ -170,7 +172,7 @@ def session_page(view: SessionView) -> str:
         f"<h1>Session {escape(view.session)}</h1>"
         f'<div data-refresh="5"><p class="muted">{s.turns} turn(s), {s.messages} messages, '
         f"{s.pending} request(s) waiting. Cost: unknown (ankka counts tokens, not money).</p>"
-        f"<h2>Tokens</h2>{chart}{totals}<h2>Per agent and model</h2>{agents}"
+        f"{extra}<h2>Tokens</h2>{chart}{totals}<h2>Per agent and model</h2>{agents}"
         f"<h2>Compactions</h2>{compactions}<h2>Turns</h2>{turns}</div>"
     )
     return page(f"session {view.session}", body)

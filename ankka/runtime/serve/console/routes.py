@@ -24,9 +24,16 @@ from ankka._kernel.errors import NotFound
 from ankka.runtime.declare.policy import NotPermitted
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.records.approvals import ApprovalDecided
 from ankka.runtime.records.tasks import TaskRecord
 from ankka.runtime.serve.console.access import console_caller, is_loopback
-from ankka.runtime.serve.console.approvals import approvals_page, decide_from_form, pending
+from ankka.runtime.serve.console.approvals import (
+    approvals_page,
+    approvals_table,
+    decide_from_form,
+    decisions_section,
+    pending,
+)
 from ankka.runtime.serve.console.pages import not_found, page, session_page, sessions_page
 from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
@@ -85,16 +92,26 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             messages = await runtime.messages(name, caller=caller)
         except NotPermitted as exc:
             return _not_permitted(exc)
-        if not messages:
+        summary = await runtime.summary(name, caller=caller)
+        decided = [
+            e.record
+            for e in await runtime.journal.read(name)
+            if isinstance(e.record, ApprovalDecided)
+        ]
+        if not messages and not summary.awaiting and not decided:
             missing = not_found(f"No session {name!r} has any message.")
             return HTMLResponse(missing, status_code=404, headers=_HEADERS)
         view = session_view(
             name,
             messages,
-            await runtime.summary(name, caller=caller),
+            summary,
             as_sent=await runtime.messages(name, as_sent=True, caller=caller),
         )
-        return HTMLResponse(session_page(view), headers=_HEADERS)
+        waiting = [r for r in await pending(runtime, caller) if r.get("session") == name]
+        extra = decisions_section(decided, confirm=request.query_params.get("decided")) + (
+            "<h2>Waiting for a decision</h2>" + approvals_table(waiting) if waiting else ""
+        )
+        return HTMLResponse(session_page(view, extra=extra), headers=_HEADERS)
 
     def readable(caller: str, record: TaskRecord) -> bool:
         return policy.allows(caller, "read", creator=record.created_by, agent=record.spec.agent)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from html import escape
 
 from ankka.runtime.records.tasks import TaskRecord
@@ -24,6 +25,14 @@ def _iterations(record: TaskRecord) -> str:
     return f'<span data-iterations="{used}">{used}</span> / {record.budget}'
 
 
+def when(moment: datetime | None) -> str:
+    """A time as the console shows it: UTC to the second, machine-readable in ``datetime``."""
+    if moment is None:
+        return "-"
+    shown = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f'<time datetime="{escape(moment.isoformat())}">{shown}</time>'
+
+
 def tasks_page(records: Sequence[TaskRecord], *, limit: int) -> str:
     if not records:
         table = '<p class="empty">No tasks yet.</p>'
@@ -33,13 +42,13 @@ def tasks_page(records: Sequence[TaskRecord], *, limit: int) -> str:
             f'<td><a href="/console/tasks/{escape(r.id)}">{escape(r.id)}</a></td>'
             f"<td>{escape(r.spec.agent)}</td><td>{escape(r.spec.type)}</td>"
             f'<td class="state">{escape(r.state.value)}</td><td class="n">{_iterations(r)}</td>'
-            f"{usage_cells(r.usage)}<td>unknown</td></tr>"
+            f"{usage_cells(r.usage)}<td>unknown</td><td>{when(r.updated_at)}</td></tr>"
             for r in records
         )
         table = (
             '<table id="tasks"><thead><tr><th>task</th><th>agent</th><th>type</th><th>state</th>'
-            f'<th class="n">iterations</th>{USAGE_HEAD}<th>cost</th></tr></thead>'
-            f"<tbody>{rows}</tbody></table>"
+            f'<th class="n">iterations</th>{USAGE_HEAD}<th>cost</th><th>updated</th></tr>'
+            f"</thead><tbody>{rows}</tbody></table>"
         )
     more = f'<p class="muted">The last {limit} tasks.</p>' if len(records) >= limit else ""
     return page("tasks", f'<h1>Tasks</h1><div data-refresh="5">{table}{more}</div>')
@@ -68,11 +77,15 @@ def task_page(record: TaskRecord) -> str:
         f'<p><span id="state" data-state="{escape(record.state.value)}">'
         f"{escape(record.state.value)}</span> · {escape(record.spec.agent)} · "
         f"{escape(record.spec.type)} · instance {escape(record.instance or '-')}</p>"
-        f"<h2>Iterations</h2>"
+        f'<p class="muted" id="times">created {when(record.created_at)} by '
+        f"{escape(record.created_by)} · updated {when(record.updated_at)}</p>"
+        # While it works, the figures are fetched again from the server's record (updated at
+        # every iteration's completion), not left as they were when the page opened.
+        f'<div data-refresh="{2 if not record.final else 60}"><h2>Iterations</h2>'
         f"{budget_bar(record.iterations_used, record.budget, title='iterations used of budget')}"
         f'<h2>Tokens</h2><table id="task-usage"><thead><tr>{USAGE_HEAD}<th>cost</th></tr>'
         f"</thead><tbody><tr>{usage_cells(record.usage)}<td>unknown</td></tr></tbody></table>"
-        f"{outcome}{live}"
+        f"</div>{outcome}{live}"
         f'<p><a href="/console/sessions/{escape(record.session)}">what was done (its session)</a>'
         "</p>"
         f'<h2>Instructions</h2><div class="msg">{escape(record.spec.instructions)}</div>'
