@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gateway": ("ankka.gateway.cli", "run the checked model gateway (OpenAI-compatible, mTLS)"),
     "operator": ("ankka.operator.cli", "run the Kubernetes operator (extra 'operator')"),
     "approve": ("ankka.operator.approve", "decide a Task's pending tool approval (kubeconfig)"),
-    "local-model": ("ankka.local.local_model", "serve a small real model (llama.cpp) locally"),
+    "local-model": ("ankka.local.cli_local_model", "serve a small real model (llama.cpp) locally"),
     "up": ("ankka.local.up.cli_up", "the whole platform on this machine (model, gateway, runtime)"),
     "down": ("ankka.local.up.cli_down", "stop what `ankka up` started"),
     "status": ("ankka.local.up.cli_status", "show what `ankka up` runs"),

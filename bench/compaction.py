@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ankka.runtime.compaction import Compaction
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
+from ankka.runtime.drivers.context import CompactionSetup, Context
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.engine.view import memory_chars
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
@@ -101,16 +102,17 @@ async def one(mode: str, turns: int, directory: Path) -> Result:
     agent, summariser = Double(ANSWER, measure=mode == "on"), Double(SUMMARY)
     store = await journal_store(directory / f"{mode}.sqlite3")
     settings = SETTINGS if mode == "on" else None
-    async with Runtime(
+    context = Context.open(
         service(settings),
         store=store,
         providers={"default": agent},
-        compaction_providers={"default": summariser},
-    ) as runtime:
+        compaction=CompactionSetup(providers={"default": summariser}),
+    )
+    async with Runtime(context) as runtime:
         started = time.perf_counter()
         for _ in range(turns):
             await runtime.run(runtime.plan("chat", "s", QUESTION))
-        await runtime.compactor.idle()
+        await runtime.context.compactor.idle()
         seconds = time.perf_counter() - started
         assert agent.last is not None
         body = encode_request(agent.last, model="double", stream=False)

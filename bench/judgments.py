@@ -237,7 +237,15 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=30, help="judgments per way (default 30)")
     parser.add_argument("--replays", type=int, default=300, help="judgments replayed (default 300)")
     args = parser.parse_args()
-    with local_model.start(ctx=2048, ready_timeout=120.0) as server:
+    try:
+        server = local_model.start(
+            ctx=2048, ready_timeout=120.0, say=lambda line: print(line, file=sys.stderr)
+        )
+    except local_model.LocalModelError as exc:  # not installed, or died every way it started
+        raise SystemExit(f"bench/judgments.py: {exc}") from None
+    # Without repacking, generation is slower: a figure says which way its server ran.
+    print(f"llama-server started {server.started}", file=sys.stderr)
+    with server:
         url = f"{server.base_url}/v1"
         asyncio.run(compare(url, server.model_name, 3))  # warm the server and its cache
         found = asyncio.run(compare(url, server.model_name, args.messages))
@@ -248,6 +256,7 @@ def main() -> None:
     micro = pure_overhead(recorded, server.model_name, 2000)
     rounds = args.messages
     print(f"SmolLM2-135M on llama.cpp, {rounds} judgments of 2 questions per way")
+    print(f"(llama-server started {server.started})")
     print("| way | judgments/s | p50 per judgment (ms) | prompt tokens | generated | misses |")
     print("|---|---:|---:|---:|---:|---:|")
     rows = (

@@ -32,6 +32,7 @@ def get_weather(city: str) -> str:
 async def measure(turns: int) -> list[float]:
     from ankka.runtime.declare.agents import Service, Turn, TurnRequest
     from ankka.runtime.declare.tools import tool
+    from ankka.runtime.drivers.context import Context
     from ankka.runtime.drivers.request import Runtime
     from ankka.runtime.providers.scripted import ScriptedProvider
 
@@ -56,7 +57,7 @@ async def measure(turns: int) -> list[float]:
     with tempfile.TemporaryDirectory() as workdir:
         store = await journal_store(Path(workdir) / "journal.sqlite3")
         provider = ScriptedProvider(script, name="default")
-        runtime: Any = Runtime(service, store=store, providers={"default": provider})
+        runtime: Any = Runtime(Context.open(service, store=store, providers={"default": provider}))
         # Before issue 8, run() took (agent, session, message); kept so main can be compared.
         takes_plan = "agent" not in inspect.signature(runtime.run).parameters
         for i in range(turns):

@@ -251,21 +251,38 @@ def ankka_provider(wire: str, base_url: str) -> Any:
     return provider
 
 
+async def _ankka_runtime(service: Any, path: Path, providers: dict[str, Any]) -> Any:
+    """A runtime on a new SQLite file, built as this checkout builds one, or as a checkout
+    from before the one Store, or from before the rooms and the one engine did
+    (``--baseline`` runs this file there)."""
+    try:
+        from ankka.runtime.drivers.context import Context
+        from ankka.runtime.drivers.request import Runtime
+    except ImportError:
+        from ankka.runtime.host import Runtime  # type: ignore[import-not-found,no-redef]
+        from ankka.runtime.journal.sqlite import (  # type: ignore[import-not-found]
+            SqliteStore,
+        )
+
+        old: Any = Runtime
+        return old(service, store=await SqliteStore.open(path), providers=providers)
+    try:
+        from tests.support.stores import journal_store  # the runtime's aclose closes it
+    except ImportError:  # a checkout from before the one Store
+        import importlib
+
+        sqlite: Any = importlib.import_module("ankka.runtime.store.sqlite")
+        journal_store = sqlite.SqliteStore.open
+    store = await journal_store(path)
+    return Runtime(Context.open(service, store=store, providers=providers))
+
+
 async def ankka_turn(
     base_url: str, workdir: Path, wire: str = "chat"
 ) -> tuple[Turn, Callable[[], Awaitable[None]]]:
-    from ankka.runtime.declare.agents import Service
-    from ankka.runtime.declare.agents import Turn as Effect
-    from ankka.runtime.declare.tools import tool
-    from ankka.runtime.drivers.request import Runtime
-
-    try:
-        from tests.support.stores import journal_store
-    except ImportError:  # a checkout from before the one Store (compared runs)
-        import importlib
-
-        sqlite = importlib.import_module("ankka.runtime.store.sqlite")
-        journal_store = sqlite.SqliteStore.open
+    from ankka.runtime.agents import Service
+    from ankka.runtime.agents import Turn as Effect
+    from ankka.runtime.tools import tool
 
     service = Service("bench")
     weather_tool = tool(get_weather)
@@ -274,9 +291,10 @@ async def ankka_turn(
     def weather(request: Any) -> Effect:
         return Effect(message=request.message, instructions=INSTRUCTIONS, tools=[weather_tool])
 
-    store = await journal_store(workdir / f"ankka-{time.monotonic_ns()}.sqlite3")
     provider = ankka_provider(wire, base_url)
-    runtime = Runtime(service, store=store, providers={"default": provider})
+    runtime = await _ankka_runtime(
+        service, workdir / f"ankka-{time.monotonic_ns()}.sqlite3", {"default": provider}
+    )
 
     async def turn(session: str, message: str) -> None:
         await runtime.run(runtime.plan("weather", session, message))

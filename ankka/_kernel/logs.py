@@ -31,12 +31,25 @@ from typing import Any, TextIO
 
 from ankka._kernel.tracing import trace_ids
 
-__all__ = ["ENV", "FORMATS", "JsonFormatter", "TextFormatter", "add_option", "configure", "say"]
+__all__ = [
+    "ENV",
+    "FORMATS",
+    "QUIET",
+    "JsonFormatter",
+    "TextFormatter",
+    "add_option",
+    "configure",
+    "say",
+]
 
 ENV = "ANKKA_LOG_FORMAT"
 FORMATS = ("text", "json")
 
 _format = "text"  # the process's format, set by configure() (say() follows it)
+# HTTP clients that log every request at INFO: a probe loop or a readiness poll would fill the
+# log with one line per request (``GET /health 503`` every 0.1 s while a model loads). Their
+# warnings and errors still come through.
+QUIET = ("httpx2", "httpx", "httpcore", "httpcore2")
 
 
 def _timestamp(created: float) -> str:
@@ -110,6 +123,8 @@ def configure(value: str | None = None, *, level: int = logging.INFO) -> str:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    for name in QUIET:
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
     if _format == "json":
         sys.excepthook = _uncaught
     return _format

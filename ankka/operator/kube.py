@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.errors import ConfigurationError, DependencyFailed
 from ankka.operator.objects import Obj
 
 __all__ = ["BACKGROUND", "FIRST", "LATER", "SOONEST", "Kube", "KubeError", "plural_of"]
@@ -51,6 +51,7 @@ _PLURALS = {
     "InstallationModel": "installationmodels",
     "Task": "tasks",
     "Event": "events",
+    "Pod": "pods",
     "NetworkPolicy": "networkpolicies",
     "ClusterRoleBinding": "clusterrolebindings",
 }
@@ -63,7 +64,7 @@ def plural_of(kind: str) -> str:
         raise ValueError(f"the operator does not manage kind {kind!r}") from None
 
 
-class KubeError(AnkkaError):
+class KubeError(DependencyFailed):
     """The API server refused or failed a request; whoever runs the cluster (or grants the
     operator's RBAC) must act. ``http_status`` is the API server's status (0: no answer)."""
 

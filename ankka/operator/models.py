@@ -32,6 +32,7 @@ from ankka.operator.objects import (
     set_condition,
     timestamp,
 )
+from ankka.operator.server_pods import Trouble, running_condition
 from ankka.operator.settings import Settings
 
 __all__ = [
@@ -177,6 +178,9 @@ def server_children(
         "name": "server",
         "image": server.image,
         "ports": [{"name": "http", "containerPort": port}],
+        # A server that dies without writing a termination message (most do) leaves its log's
+        # last lines there instead, which the ServerRunning condition shows (server_pods.py).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if args:
         container["args"] = args
@@ -250,10 +254,15 @@ def served_status(
     error: str | None,
     generation: int | None,
     now: dt.datetime,
+    trouble: Trouble | None = None,
 ) -> dict[str, Any]:
-    """The status after one probe: ``probed`` on success, ``error`` (words) on failure."""
+    """The status after one probe: ``probed`` on success, ``error`` (words) on failure, and
+    ``trouble`` when the server's container keeps dying (the ``ServerRunning`` condition)."""
     conditions = list(previous.get("conditions") or [])
     conditions = set_condition(conditions, deployed_condition(spec, now=now))
+    running = running_condition(conditions, trouble, served=probed is not None, now=now)
+    if running is not None:
+        conditions = set_condition(conditions, running)
     status: dict[str, Any] = {
         "url": target.url,
         "lastProbeTime": timestamp(now),

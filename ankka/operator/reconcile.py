@@ -27,11 +27,11 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
 from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
-from ankka.operator import agents, certs, events, models, netpol, tlssecrets
+from ankka.operator import agents, certs, events, models, netpol, server_pods, tlssecrets
 from ankka.operator.identity import OperatorIdentity
 from ankka.operator.kube import LATER, SOONEST, Kube, KubeError
 from ankka.operator.metrics import OperatorMetrics
-from ankka.operator.objects import Obj, condition_status, owner_reference, timestamp
+from ankka.operator.objects import Obj, condition_status, labels_for, owner_reference, timestamp
 from ankka.operator.settings import Settings
 
 __all__ = [
@@ -477,6 +477,28 @@ def probe_is_due(body: Obj, *, now: dt.datetime) -> bool:
     return now >= when + dt.timedelta(seconds=interval)
 
 
+async def _server_trouble(
+    p: Platform, meta: Obj, spec: InstallationModelSpec
+) -> server_pods.Trouble | None:
+    """Why a deployed server does not answer, if its pods' container keeps dying (read only
+    after a failed probe; an adopted endpoint has no pods of ours). A refused read (a chart
+    without the pods rule) is logged and leaves the condition as it was."""
+    if spec.server is None:
+        return None
+    selector = server_pods.pod_selector(labels_for("model-server", meta["name"]))
+    try:
+        pods = await p.kube.list("v1", "Pod", meta["namespace"], labels=selector, priority=SOONEST)
+    except KubeError as exc:
+        log.warning(
+            "cannot read the pods of model %s/%s to say why it is not served: %s",
+            meta["namespace"],
+            meta["name"],
+            exc,
+        )
+        return None
+    return server_pods.server_trouble(pods)
+
+
 async def probe_model(p: Platform, body: Obj) -> bool:
     """Probe one model and record the result in its status; returns whether it is Served."""
     meta = body["metadata"]
@@ -497,6 +519,7 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         error = f"{exc} (at {target.url})"
     p.metrics.probe_seconds.observe(p.clock.monotonic() - started)
     p.metrics.probes.labels("served" if probed is not None else "failed").inc()
+    trouble = None if probed is not None else await _server_trouble(p, meta, spec)
     now = p.clock.now()
     status = models.served_status(
         body.get("status") or {},
@@ -506,6 +529,7 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         error=error,
         generation=meta.get("generation"),
         now=now,
+        trouble=trouble,
     )
     previous = body.get("status") or {}
     if not models.status_worth_writing(previous, status, spec=spec, now=now):

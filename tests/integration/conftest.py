@@ -10,13 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.llamacpp import llama_server
+from tests.integration.llamacpp import llama_server, refused_amx
 from tests.support.jaeger import Jaeger, jaeger
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["Script", "llama_server", "model_env", "received"]
+__all__ = ["Script", "llama_server", "model_env", "received", "refused_amx"]
 
 Script = list[Any] | dict[str, Any]
 

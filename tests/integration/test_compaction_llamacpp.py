@@ -16,7 +16,6 @@ import pytest
 
 from ankka.runtime.compaction import Compaction
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
-from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.compaction import (
@@ -27,6 +26,7 @@ from ankka.runtime.records.compaction import (
 )
 from ankka.runtime.records.messages import SummaryMessage
 from tests.integration.llamacpp import LlamaServer
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 pytestmark = pytest.mark.integration
@@ -59,7 +59,7 @@ async def test_the_real_model_summarises_a_session_and_its_usage_is_recorded(
         timeout=600,
     )
     store = await journal_store(tmp_path / "journal.sqlite3")
-    async with Runtime(
+    async with runtime_for(
         service,
         store=store,
         providers={"default": ScriptedProvider([ANSWER] * len(QUESTIONS), name="default")},
@@ -67,11 +67,11 @@ async def test_the_real_model_summarises_a_session_and_its_usage_is_recorded(
     ) as runtime:
         for question in QUESTIONS:
             await runtime.run(runtime.plan("chat", "s", question))
-        await runtime.compactor.idle()
-        stored = await runtime.journal.store.read("s")
+        await runtime.context.compactor.idle()
+        stored = await runtime.context.journal.store.read("s")
         records = [
             e.record
-            for e in await runtime.journal.read("s")
+            for e in await runtime.context.journal.read("s")
             if isinstance(e.record, HistoryCompacted | CompactionRejected)
         ]
         assert len(records) == 1, [e.kind for e in stored]

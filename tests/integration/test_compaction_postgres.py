@@ -20,6 +20,7 @@ from ankka.runtime.records.compaction import COMPACTED
 from ankka.runtime.store.open import Store
 from ankka.runtime.store.session_leases import StoreLeases
 from tests.support.leases import check_the_session_lease_rule
+from tests.support.runtimes import runtime_for
 
 pytestmark = pytest.mark.integration
 
@@ -74,11 +75,11 @@ async def pod(
     stores.append(store)
     leases = store.leases
     assert isinstance(leases, StoreLeases)
-    runtime = Runtime(
+    runtime = runtime_for(
         service(),
         store=store.journal_store,
         providers={"default": agent},
-        compaction_providers={"default": summariser},  # type: ignore[dict-item]
+        compaction_providers={"default": summariser},
         compaction_leases=leases,
     )
     return await runtime.__aenter__()
@@ -95,15 +96,15 @@ async def test_two_pods_never_both_summarise_one_session(postgres_server: str) -
         for n in range(4):
             await a.run(a.plan("chat", "shared", f"question {chr(97 + n)} ".ljust(50, "q")))
         await asyncio.wait_for(first.asked.wait(), 30)  # pod a holds the lease now
-        b.compactor.committed("shared", Job(SETTINGS, "default"))
-        await asyncio.wait_for(b.compactor.idle(), 30)
+        b.context.compactor.committed("shared", Job(SETTINGS, "default"))
+        await asyncio.wait_for(b.context.compactor.idle(), 30)
         assert second.requests == []  # pod b found the session leased and left it
         first.gate.set()
-        await asyncio.wait_for(a.compactor.idle(), 30)
-        b.compactor.committed("shared", Job(SETTINGS, "default"))
-        await asyncio.wait_for(b.compactor.idle(), 30)
+        await asyncio.wait_for(a.context.compactor.idle(), 30)
+        b.context.compactor.committed("shared", Job(SETTINGS, "default"))
+        await asyncio.wait_for(b.context.compactor.idle(), 30)
         assert second.requests == []  # and once compacted, it is no longer due
-        kinds = [e.kind for e in await a.journal.store.read("shared")]
+        kinds = [e.kind for e in await a.context.journal.store.read("shared")]
         assert kinds.count(COMPACTED) == 1
     finally:
         await a.aclose()

@@ -15,14 +15,13 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from ankka._kernel.clock import SystemClock
 from ankka.runtime.declare.agents import Turn
-from ankka.runtime.engine.loop import TurnOutcome, run_turn
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
 from ankka.runtime.records.messages import UserMessage
 from tests.integration.llamacpp import LlamaServer
 from tests.support.processes import Server, ankka_command, start
+from tests.support.runtimes import one_turn
 
 pytestmark = pytest.mark.integration
 
@@ -72,24 +71,18 @@ class Sky(BaseModel):
     clear: bool
 
 
-async def test_a_typed_answer_decodes_from_the_real_model(llama_server: LlamaServer) -> None:
+async def test_a_typed_answer_decodes_from_the_real_model(
+    llama_server: LlamaServer, tmp_path: Path
+) -> None:
     model = provider(llama_server)
     effect = Turn(
         message="Describe the sky on a clear day as JSON with 'colour' and 'clear'.",
         answer=Sky,
     )
     try:
-        outcome = await run_turn(
-            effect,
-            history=(),
-            agent="sky",
-            turn_id="t1",
-            provider=model,
-            clock=SystemClock(),
-        )
+        outcome = await one_turn(effect, model, tmp_path / "store.sqlite3")
     finally:
         await model.aclose()
-    assert isinstance(outcome, TurnOutcome)
     assert isinstance(outcome.value, Sky)
     assert outcome.value.colour
     assert outcome.usage.output_tokens > 0

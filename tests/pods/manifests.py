@@ -12,7 +12,10 @@ MODEL = "smollm"
 MODEL_FILE = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 QUESTION = {"message": "What is the capital of France?"}
 # llama.cpp's server as ankka local-model runs it: the model's own chat template (which /props
-# reports capabilities from), one slot.
+# reports capabilities from), one slot. They are the container's args, so they go to the
+# image's entrypoint (python3 -m ankka.local.llama_fallback /opt/llama/bin/llama-server), which
+# starts the server with them and, if it dies of SIGILL/SIGSEGV/SIGBUS before it is ready (a
+# node whose CPU reports AMX its kernel refuses), again with --no-repack added.
 LLAMA_ARGS = [
     "--model", MODEL_FILE, "--alias", "smollm2", "--jinja",
     "--host", "0.0.0.0", "--port", "8080",

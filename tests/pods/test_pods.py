@@ -148,6 +148,17 @@ def test_agents_are_held_until_the_model_pod_is_served(cluster: Cluster) -> None
         cluster.wait_ready(f"{name}'s runtime pod", NS, f"app.kubernetes.io/instance={name}")
 
 
+def test_the_model_pod_s_log_says_how_its_server_started(cluster: Cluster) -> None:
+    # The llama-server image's entrypoint (ankka's start fallback) says which way it took:
+    # as built here (no AMX); with --no-repack, and why, on a node that refuses AMX.
+    (pod,) = cluster.ready_pods(NS, f"app.kubernetes.io/instance={MODEL}")
+    out = cluster.kubectl.run("logs", pod["metadata"]["name"], "-n", NS).stdout
+    started = [line for line in out.splitlines() if "llama-server started" in line]
+    assert started, out[-3000:]
+    assert started[0].startswith("[ankka llama-server start] llama-server started "), started
+    assert started[0].endswith("as built") or "--no-repack: as built it died of" in started[0]
+
+
 def test_the_real_model_answers_an_agent_pod_through_the_gateway_over_mtls(
     cluster: Cluster,
 ) -> None:

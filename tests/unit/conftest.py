@@ -11,6 +11,7 @@ import pytest
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.scripted import ScriptedProvider
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 Script = Sequence[dict[str, Any] | str]
@@ -34,7 +35,7 @@ async def make_runtime(tmp_path: Path) -> AsyncIterator[MakeRuntime]:
     ) -> tuple[Runtime, ScriptedProvider]:
         store = await journal_store(tmp_path / "journal.sqlite3")
         provider = ScriptedProvider(script, name=model)
-        runtime = Runtime(service, store=store, providers={model: provider})
+        runtime = runtime_for(service, store=store, providers={model: provider})
         made.append(runtime)
         return runtime, provider
 

@@ -80,7 +80,7 @@ async def test_a_failed_turns_calls_are_journaled_counted_and_summed_apart(
     with pytest.raises(error) as failed:
         await runtime.run(runtime.plan(agent, "s", "hello"))
 
-    [opened, entry] = await runtime.journal.read("s")
+    [opened, entry] = await runtime.context.journal.read("s")
     assert opened.record == SessionOpened(LOCAL, agent), "the session records who created it"
     record = entry.record
     assert isinstance(record, UnwrittenCalls)
@@ -106,7 +106,7 @@ async def test_an_unwritten_turns_calls_are_accounted_and_the_conversation_is_un
     result = await runtime.run(runtime.plan("forgetful", "s", "remember nothing"))
 
     assert result.reply == "noted"
-    [_, entry] = await runtime.journal.read("s")
+    [_, entry] = await runtime.context.journal.read("s")
     assert isinstance(entry.record, UnwrittenCalls)
     assert entry.record.reason == NOT_WRITTEN
     assert await runtime.messages("s") == []
@@ -125,7 +125,7 @@ async def test_a_turn_refused_before_any_model_call_leaves_nothing(make_runtime:
 
     with pytest.raises(Refused):
         await runtime.run(runtime.plan("shy", "s", "hello"))
-    assert await runtime.journal.read("s") == []
+    assert await runtime.context.journal.read("s") == []
 
 
 async def test_the_api_shows_every_call_and_both_usages(make_runtime: Any) -> None:

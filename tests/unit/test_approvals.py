@@ -18,6 +18,7 @@ from ankka._kernel.errors import AnkkaError
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
 from ankka.runtime.declare.tools import tool
 from ankka.runtime.drivers.approval_errors import ApprovalConflict, HandlerGone
+from ankka.runtime.drivers.approvals import Timers
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.accounting import UnwrittenCalls
@@ -41,6 +42,7 @@ from ankka.runtime.records.messages import (
 )
 from ankka.runtime.records.registry import Record, decode, encode
 from ankka.runtime.serve.http import create_app
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -90,7 +92,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
         index = store.store.approvals
         clock = ManualClock(START)
         provider = ScriptedProvider(script, name="default", clock=clock)
-        runtime = Runtime(
+        runtime = runtime_for(
             service,
             store=store,
             providers={"default": provider},
@@ -134,7 +136,7 @@ async def test_approve_runs_the_call_once_with_the_recorded_arguments(make: Make
     assert decided.status == "completed"
     assert decided.outcome is not None and decided.outcome.text == "Refunded."
     assert RAN == [("A1", 250.0)]
-    kinds = [type(e.record).__name__ for e in await runtime.journal.read("s")]
+    kinds = [type(e.record).__name__ for e in await runtime.context.journal.read("s")]
     assert kinds == [
         "SessionOpened",  # who opened the session: the first record of every session
         "TurnSuspended",
@@ -148,7 +150,7 @@ async def test_approve_runs_the_call_once_with_the_recorded_arguments(make: Make
     ]
     sent = provider.requests[1].messages[-1]
     assert isinstance(sent, ToolResult) and sent.content == "refunded 250.0 on A1"
-    entries = await runtime.journal.read("s")
+    entries = await runtime.context.journal.read("s")
     decision = entries[2].record
     assert isinstance(decision, ApprovalDecided) and decision.decided_by == "spiffe://people/ann"
 
@@ -165,7 +167,7 @@ async def test_a_resumed_turn_that_fails_is_accounted_as_unwritten_calls(make: M
     with pytest.raises(AnkkaError):
         await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="ann")
 
-    records = [e.record for e in await runtime.journal.read("s")]
+    records = [e.record for e in await runtime.context.journal.read("s")]
     [unwritten] = [r for r in records if isinstance(r, UnwrittenCalls)]
     [suspended] = [r for r in records if isinstance(r, TurnSuspended)]
     # The turn's every call, from before its suspension (in no other count) and after it.
@@ -203,7 +205,7 @@ async def test_expiry_decides_as_the_platform_worded_as_no_one_deciding(make: Ma
     sent = provider.requests[1].messages[-1]
     assert isinstance(sent, ToolResult) and sent.is_error
     assert "no one decided in time" in sent.content and "refused" not in sent.content
-    decisions = [e.record for e in await runtime.journal.read("s")]
+    decisions = [e.record for e in await runtime.context.journal.read("s")]
     decided = [r for r in decisions if isinstance(r, ApprovalDecided)]
     assert [(d.decision, d.decided_by) for d in decided] == [("expired", "platform")]
     with pytest.raises(ApprovalConflict, match="already decided: expired by platform"):
@@ -214,7 +216,7 @@ async def test_approval_expiring_is_notified_before_the_limit(make: Make) -> Non
     runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
     seen: list[tuple[str, dict[str, Any]]] = []
     runtime.approvals.notify = lambda event, data: seen.append((event, data))
-    runtime.approvals.notice_seconds = 30
+    runtime.approvals.timers = Timers(notice_seconds=30)
     (request,) = await suspend(runtime)
     assert [e for e, _ in seen] == ["approval_requested"]
     assert isinstance(runtime.clock, ManualClock)
@@ -254,7 +256,9 @@ async def test_a_decision_with_a_wrong_digest_is_refused(make: Make) -> None:
     with pytest.raises(ApprovalConflict, match="digest sent does not match"):
         await runtime.approvals.decide(request.id, "approved", other, decided_by="ann")
     assert RAN == []
-    assert not [e for e in await runtime.journal.read("s") if isinstance(e.record, ApprovalDecided)]
+    assert not [
+        e for e in await runtime.context.journal.read("s") if isinstance(e.record, ApprovalDecided)
+    ]
 
 
 async def test_a_second_decision_is_refused_naming_the_first(make: Make) -> None:
@@ -289,7 +293,7 @@ async def test_a_renamed_handler_ends_the_turn_with_an_internal_error(make: Make
         await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="a")
     assert raised.value.status == 500
     assert RAN == []
-    last = (await runtime.journal.read("s"))[-1].record
+    last = (await runtime.context.journal.read("s"))[-1].record
     assert isinstance(last, TurnEnded) and last.cause == "internal_error"
     assert (await runtime.summary("s")).awaiting == ()
 
@@ -298,11 +302,11 @@ async def test_a_turn_cut_off_after_its_last_decision_is_ended_not_resumed(make:
     runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
     (request,) = await suspend(runtime)
     # The decision recorded, then the process died before the start was (no resume ran).
-    entries = await runtime.journal.read("s")
+    entries = await runtime.context.journal.read("s")
     decision = ApprovalDecided(request.id, request_turn(entries), "approved", "", "a", START)
-    await runtime.journal.append("s", [decision], expected=entries[-1].seq)
+    await runtime.context.journal.append("s", [decision], expected=entries[-1].seq)
     runtime, _ = await make(service(), ["never asked"])  # the restart
-    last = (await runtime.journal.read("s"))[-1].record
+    last = (await runtime.context.journal.read("s"))[-1].record
     assert isinstance(last, TurnEnded) and last.cause == "cut_off"
     assert "not resumed" in last.reason
     assert RAN == []
@@ -316,9 +320,9 @@ SUSPENDING = {"tool_calls": [refund_call("A1", 250)], "usage": SPENT}
 
 async def record_decision(runtime: Runtime, request: ApprovalRequest) -> None:
     """The decision recorded, then the process died before the resume (none ran)."""
-    entries = await runtime.journal.read("s")
+    entries = await runtime.context.journal.read("s")
     decision = ApprovalDecided(request.id, request_turn(entries), "approved", "", "a", START)
-    await runtime.journal.append("s", [decision], expected=entries[-1].seq)
+    await runtime.context.journal.append("s", [decision], expected=entries[-1].seq)
 
 
 async def assert_accounted_once(
@@ -327,7 +331,7 @@ async def assert_accounted_once(
     """The ended turn's calls: one unwritten_calls record, right before its turn_ended, in
     the session's unwritten usage, in /calls and (``counted``: this process ended it) in the
     metrics; else in no metric of this process."""
-    records = [e.record for e in await runtime.journal.read("s")]
+    records = [e.record for e in await runtime.context.journal.read("s")]
     [unwritten] = [r for r in records if isinstance(r, UnwrittenCalls)]
     [suspended] = [r for r in records if isinstance(r, TurnSuspended)]
     ended = records[records.index(unwritten) + 1]
@@ -400,7 +404,7 @@ async def test_an_expired_turn_whose_model_then_fails_accounts_every_call_once(
     assert await runtime.approvals.expire_due() == 0
     runtime, _ = await make(service(), [])  # a restart finds nothing left to end
     assert await runtime.approvals.expire_due() == 0
-    records = [e.record for e in await runtime.journal.read("s")]
+    records = [e.record for e in await runtime.context.journal.read("s")]
     assert len([r for r in records if isinstance(r, UnwrittenCalls)]) == 1
 
 
@@ -433,14 +437,14 @@ async def test_a_turn_cut_off_after_resumed_calls_accounts_them_once(make: Make)
     (request,) = await suspend(runtime)
     await record_decision(runtime, request)
     # What a resumer killed mid-resume leaves: its call's start and one call it made after.
-    entries = await runtime.journal.read("s")
+    entries = await runtime.context.journal.read("s")
     turn = request_turn(entries)
     after = ModelCall("default", "scripted", "refunds", 2.0, Usage(7, 2))
     left: list[Record] = [
         ApprovedCallStarted(request.id, turn, "c", request.digest),
         ResumedCall(turn, after),
     ]
-    await runtime.journal.append("s", left, expected=entries[-1].seq)
+    await runtime.context.journal.append("s", left, expected=entries[-1].seq)
     runtime, _ = await make(service(), [])  # the restart: recovery ends the turn
     unwritten = await assert_accounted_once(runtime, "cut_off", calls=2)
     assert unwritten.calls[1] == after
@@ -462,13 +466,13 @@ async def test_a_resumed_turn_written_or_suspended_again_counts_its_calls_once(
     decided = await runtime.approvals.decide(first.id, "approved", first.digest, decided_by="a")
     assert decided.status == "awaiting_approval"
     (second,) = decided.pending
-    folded = await runtime.load("s")
+    folded = await runtime.context.sessions.load("s")
     current = folded.approvals.current
     assert current is not None  # the new suspension carries the resumed call on its answers
     assert [c.usage.input_tokens for c in current.all_calls] == [11, 7]
     decided = await runtime.approvals.decide(second.id, "approved", second.digest, decided_by="a")
     assert decided.status == "completed"
-    records = [e.record for e in await runtime.journal.read("s")]
+    records = [e.record for e in await runtime.context.journal.read("s")]
     assert [r.call.usage.input_tokens for r in records if isinstance(r, ResumedCall)] == [7, 5]
     summary = await runtime.summary("s")
     assert summary.tally.unwritten_turns == 0 and summary.usage.input_tokens == 23

@@ -30,6 +30,7 @@ from ankka.runtime.records.messages import (
     Usage,
     UserMessage,
 )
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 ANSWER = "a" * 50
@@ -94,7 +95,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
             if isinstance(summaries, ModelProvider)
             else ScriptedProvider(summaries, name="default")
         )
-        runtime = Runtime(
+        runtime = runtime_for(
             service or chat_service(),
             store=store,
             providers={"default": provider},
@@ -114,11 +115,11 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
 async def turns(runtime: Runtime, session: str, count: int, start: int = 0) -> None:
     for n in range(start, start + count):
         await runtime.run(runtime.plan("chat", session, question(n)))
-        await runtime.compactor.idle()
+        await runtime.context.compactor.idle()
 
 
 async def kinds(runtime: Runtime, session: str) -> list[str]:
-    return [e.kind for e in await runtime.journal.store.read(session)]
+    return [e.kind for e in await runtime.context.journal.store.read(session)]
 
 
 async def test_crossing_the_limit_queues_one_summary_and_keeps_the_whole_history(
@@ -186,7 +187,7 @@ async def test_a_summary_that_fails_a_check_is_rejected_and_the_history_kept(
     await turns(runtime, "s", 4)
     assert (await kinds(runtime, "s")).count(REJECTED) == 1
     assert not any(isinstance(m, SummaryMessage) for m in await runtime.messages("s", as_sent=True))
-    stored = [e for e in await runtime.journal.store.read("s") if e.kind == REJECTED]
+    stored = [e for e in await runtime.context.journal.store.read("s") if e.kind == REJECTED]
     assert f'"reason":"{reason}"' in stored[0].body
     assert f'reason="{reason}"' in runtime.metrics.render().decode()
     assert (await runtime.summary("s")).compaction_rejections == 1
@@ -333,7 +334,7 @@ async def test_one_compaction_per_session_at_a_time_and_at_most_the_bound_at_onc
         await asyncio.sleep(0)
     assert len(gated.asked) == 2
     gated.gate.set()
-    await runtime.compactor.idle()
+    await runtime.context.compactor.idle()
     assert gated.most_at_once == 2
     for name in ("a", "b", "c"):
         sent = await runtime.messages(name, as_sent=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 
 from ankka.runtime.declare.agents import Service
-from ankka.runtime.drivers.request import Runtime, SessionSummary
+from ankka.runtime.drivers.request import SessionSummary
 from ankka.runtime.records.accounting import SessionUsage
 from ankka.runtime.records.messages import (
     AssistantMessage,
@@ -29,6 +29,7 @@ from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
 from ankka.runtime.serve.http import create_app
 from ankka.runtime.serve.identity import Identify
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 
@@ -92,7 +93,7 @@ def test_only_loopback_addresses_count_as_loopback() -> None:
 
 async def test_a_caller_off_loopback_is_refused(tmp_path: Path) -> None:
     store = await journal_store(str(tmp_path / "s.sqlite3"))
-    async with store, Runtime(Service("x"), store=store, providers={}) as runtime:
+    async with store, runtime_for(Service("x"), store=store, providers={}) as runtime:
         app = create_app(runtime, console=True)
         for client, status in ((("10.1.2.3", 5000), 403), (("127.0.0.1", 5000), 200)):
             transport = httpx.ASGITransport(app=app, client=client)
@@ -106,7 +107,7 @@ async def test_off_loopback_a_checked_caller_sees_only_what_the_policy_lets_it_r
 ) -> None:
     store = await journal_store(str(tmp_path / "s.sqlite3"))
     tokens = {"admin-token": "ankka://platform/console", "shop-token": "ankka://service/a/shop"}
-    async with store, Runtime(Service("x"), store=store, providers={}) as runtime:
+    async with store, runtime_for(Service("x"), store=store, providers={}) as runtime:
         for session, creator in (
             ("shops-own", "ankka://service/a/shop"),
             ("someone-elses", "b/web"),
@@ -115,7 +116,7 @@ async def test_off_loopback_a_checked_caller_sees_only_what_the_policy_lets_it_r
                 SessionOpened(creator, "x"),
                 UserMessage(f"said in {session}", "x", "t1"),
             ]
-            await runtime.journal.append(session, opened, expected=0)
+            await runtime.context.journal.append(session, opened, expected=0)
         checked = create_app(
             runtime, console=True, identify=Identify(tls=False, tokens=tokens, trust=False)
         )

@@ -1,8 +1,11 @@
-"""One error tree: every public exception class in ``ankka/`` derives from ``AnkkaError``.
+"""One error tree: every public exception class in ``ankka/`` derives from ``AnkkaError``,
+through one of its five families, by who must act (``ankka._kernel.errors.FAMILIES``:
+configuration, request incl. access denied, refused, dependency failed, turn failed).
 
 Whoever catches ankka's errors (the HTTP layers, the CLIs, a user's own code) can then catch
-one root and read ``kind`` and ``status``; a class outside the tree is a failure nobody maps.
-Private classes (a leading underscore) are control flow inside one module and may stay out.
+one root, or the family of whoever must act, and read ``kind`` and ``status``; a class outside
+the tree is a failure nobody maps. Private classes (a leading underscore) are control flow
+inside one module and stay out.
 """
 
 from __future__ import annotations
@@ -15,7 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.errors import (
+    FAMILIES,
+    AnkkaError,
+    ConfigurationError,
+    DependencyFailed,
+    ModelError,
+    RequestError,
+    StoreError,
+    TurnFailed,
+)
 from ankka._kernel.tls import TLSFilesError
 from ankka.api.capabilities import ProbeError
 from ankka.operator.kube import KubeError
@@ -52,6 +64,75 @@ def outside_the_tree(modules: Iterable[types.ModuleType]) -> list[str]:
             ):
                 found.append(f"{module.__name__}.{name}")
     return found
+
+
+def public_errors(modules: Iterable[types.ModuleType]) -> list[type[AnkkaError]]:
+    return [
+        value
+        for module in modules
+        for name, value in vars(module).items()
+        if inspect.isclass(value)
+        and issubclass(value, AnkkaError)
+        and value.__module__ == module.__name__
+        and not name.startswith("_")
+    ]
+
+
+def family_of(error: type[AnkkaError]) -> type[AnkkaError] | None:
+    """The nearest public root of ``error``: the first family in its MRO."""
+    return next((c for c in error.__mro__ if c in FAMILIES), None)
+
+
+def test_the_root_has_five_families_and_nothing_else_beneath_it() -> None:
+    children = {e for e in public_errors(ankka_modules()) if AnkkaError in e.__bases__}
+    assert children == set(FAMILIES)
+
+
+def test_every_public_error_belongs_to_one_family() -> None:
+    errors = [e for e in public_errors(ankka_modules()) if e is not AnkkaError]
+    assert len(errors) > 40
+    orphans = [f"{e.__module__}.{e.__name__}" for e in errors if family_of(e) is None]
+    assert orphans == []
+    mixed = [
+        f"{e.__module__}.{e.__name__}"
+        for e in errors
+        if len({f for f in FAMILIES if issubclass(e, f)}) > 1
+    ]
+    assert mixed == []
+
+
+@pytest.mark.parametrize(
+    ("error", "family"),
+    [
+        ("ankka.runtime.serve.identity.Unauthenticated", RequestError),
+        ("ankka.runtime.serve.tokenreview.TokenRefused", RequestError),
+        ("ankka.runtime.declare.policy.NotPermitted", RequestError),
+        ("ankka.runtime.providers.failures.StreamFailed", DependencyFailed),
+        ("ankka._kernel.upstream.UpstreamError", DependencyFailed),
+        ("ankka.operator.kube.KubeError", DependencyFailed),
+        ("ankka.runtime.features.mcp.connection.CallFailed", DependencyFailed),
+        ("ankka.runtime.store.journal_store.ConcurrentAppend", DependencyFailed),
+        ("ankka.runtime.drivers.approval_errors.HandlerGone", TurnFailed),
+        ("ankka.runtime.declare.judgments.errors.JudgmentScriptFailed", ConfigurationError),
+    ],
+)
+def test_each_error_is_in_the_family_of_whoever_must_act(
+    error: str, family: type[AnkkaError]
+) -> None:
+    module, _, name = error.rpartition(".")
+    found = getattr(importlib.import_module(module), name)
+    assert family_of(found) is family
+
+
+def test_a_refused_token_is_an_unidentified_caller_and_a_failed_stream_a_model_error() -> None:
+    from ankka.runtime.serve.identity import Unauthenticated
+    from ankka.runtime.serve.tokenreview import TokenRefused
+
+    assert issubclass(TokenRefused, Unauthenticated)
+    assert TokenRefused.kind == Unauthenticated.kind and TokenRefused.status == 401
+    assert issubclass(StreamFailed, ModelError) and StreamFailed.kind == "model_error"
+    assert str(StreamFailed("quota")) == "quota"  # the adapter names the provider
+    assert issubclass(StoreError, DependencyFailed) and StoreError.status == 500
 
 
 def test_every_public_exception_in_ankka_derives_from_the_root() -> None:

@@ -21,6 +21,7 @@ from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.serve.http import create_app
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 BOUND = 10.0  # seconds any wait below may take before the test fails (a bound, not a measure)
@@ -108,16 +109,16 @@ async def test_a_caller_leaving_before_the_first_event_cancels_the_turn_and_writ
 ) -> None:
     provider = HeldProvider(["never sent"])
     store = await journal_store(tmp_path / "j.sqlite3")
-    runtime = Runtime(service(), store=store, providers={"default": provider})
+    runtime = runtime_for(service(), store=store, providers={"default": provider})
     async with runtime, serving(runtime) as (host, port):
         _, writer = await asyncio.open_connection(host, port)
         writer.write(post("/v1/agents/streamer/sessions/s", {"message": "hi"}))
         await asyncio.wait_for(provider.started.wait(), BOUND)
-        assert runtime.queue.pending("s") == 1
+        assert runtime.context.queue.pending("s") == 1
         writer.close()
         await writer.wait_closed()
         await asyncio.wait_for(provider.cancelled.wait(), BOUND)
-        await until(lambda: runtime.queue.pending("s") == 0)
+        await until(lambda: runtime.context.queue.pending("s") == 0)
         assert await runtime.messages("s") == []
         assert b'ankka_turns_total{agent="streamer",outcome="ok"}' not in runtime.metrics.render()
 
@@ -127,7 +128,7 @@ async def test_an_unexpected_failure_is_a_500_and_the_connection_stays_usable(
 ) -> None:
     store = await journal_store(tmp_path / "j.sqlite3")
     provider = ScriptedProvider([], name="default")
-    runtime = Runtime(service(), store=store, providers={"default": provider})
+    runtime = runtime_for(service(), store=store, providers={"default": provider})
     async with runtime, serving(runtime) as (host, port):
         reader, writer = await asyncio.open_connection(host, port)
         try:

@@ -102,3 +102,16 @@ def test_an_unknown_format_in_the_environment_is_refused_naming_it(
     monkeypatch.setenv(logs.ENV, "yaml")
     with pytest.raises(SystemExit, match="ANKKA_LOG_FORMAT='yaml' is no log format"):
         logs.configure(None)
+
+
+def test_http_clients_request_lines_are_left_out_but_their_warnings_kept(
+    restored: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs.configure("text")
+    logging.getLogger("httpx2").info('HTTP Request: GET http://127.0.0.1:1/health "503"')
+    logging.getLogger("httpx2").warning("a connection was reset")
+    logging.getLogger("ankka.local").info("llama-server is loading")
+    err = capsys.readouterr().err
+    assert "GET http://127.0.0.1:1/health" not in err
+    assert "a connection was reset" in err
+    assert "llama-server is loading" in err

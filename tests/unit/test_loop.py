@@ -12,7 +12,7 @@ from ankka._kernel.errors import ConfigurationError, Refused, TurnFailed
 from ankka.runtime.declare.agents import Memory, Service, Turn, TurnRequest
 from ankka.runtime.declare.guardrails import Guardrail
 from ankka.runtime.declare.tools import tool
-from ankka.runtime.engine.loop import LoopEvent
+from ankka.runtime.engine.executor import LoopEvent
 from ankka.runtime.providers.base import TextDelta
 from ankka.runtime.providers.scripted import ScriptExhausted
 from ankka.runtime.records.messages import AssistantMessage, Message, ToolResult, UserMessage

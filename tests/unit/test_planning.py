@@ -9,7 +9,6 @@ import pytest
 from ankka._kernel.errors import ConfigurationError, NotFound
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
 from ankka.runtime.engine.planning import PlannedTurn
-from ankka.runtime.records.messages import UserMessage
 from tests.unit.conftest import MakeRuntime
 
 
@@ -57,20 +56,6 @@ async def test_a_plan_rebuilt_from_its_recorded_request_is_the_same_turn(
     recorded = runtime.plan("echo", "s1", "hi").request
     again = runtime.plan(recorded.agent, recorded.session, recorded.message)
     assert again == runtime.plan("echo", "s1", "hi")
-
-
-async def test_an_effect_built_by_the_platform_runs_on_the_same_seam(
-    make_runtime: MakeRuntime,
-) -> None:
-    runtime, provider = await make_runtime(service(), ["done"])
-    request = TurnRequest("echo", "task-1", "iteration 1")
-    planned = runtime.plan_effect(request, Turn(message="iteration 1", instructions="the task"))
-    result = await runtime.run(planned)
-    assert result.reply == "done"
-    assert provider.requests[0].instructions == "the task"
-    assert (await runtime.messages("task-1"))[0] == UserMessage(
-        "iteration 1", "echo", result.finished.turn
-    )
 
 
 async def test_planning_names_what_is_missing_before_anything_runs(

@@ -47,6 +47,7 @@ from ankka.runtime.records.messages import (
     ToolResult,
     UserMessage,
 )
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 COMPACTION = Compaction(limit_chars=1200, keep_messages=4)
@@ -104,7 +105,7 @@ async def runtime_on(path: Path, script: Sequence[dict[str, Any] | str]) -> Runt
     summary = "So far: weather in Oslo Turku Pori Vaasa; refund A1 250 250.0; 0 1 2 3 4 5 6 7."
     summariser = ScriptedProvider([summary] * 4, name="default")
     store = await journal_store(path)  # the runtime's aclose closes the Store
-    runtime = Runtime(
+    runtime = runtime_for(
         service(),
         store=store,
         providers={"default": provider},
@@ -118,7 +119,7 @@ async def runtime_on(path: Path, script: Sequence[dict[str, Any] | str]) -> Runt
 
 
 async def close(runtime: Runtime) -> list[ModelRequest]:
-    provider = runtime.providers["default"]
+    provider = runtime.context.providers["default"]
     assert isinstance(provider, ScriptedProvider) and provider.remaining == 0
     await runtime.aclose()
     return list(provider.requests)
@@ -126,7 +127,7 @@ async def close(runtime: Runtime) -> list[ModelRequest]:
 
 async def chat(runtime: Runtime, session: str, message: str) -> None:
     await runtime.run(runtime.plan("chat", session, message))
-    await runtime.compactor.idle()
+    await runtime.context.compactor.idle()
 
 
 async def sessions(tmp_path: Path) -> list[ModelRequest]:

@@ -130,4 +130,4 @@ async def test_a_scripted_503_fails_the_turn_and_writes_nothing(make_runtime: An
 
     with pytest.raises(ModelUnavailable):
         await runtime.run(runtime.plan("a", "s1", "hello"))
-    assert await runtime.journal.read("s1") == []
+    assert await runtime.context.journal.read("s1") == []

@@ -24,10 +24,11 @@ from typing import TextIO
 import httpx2
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.exits import exit_words
 from ankka._kernel.logs import say
 from ankka._kernel.serve import port_number
 from ankka.local import demo
-from ankka.local.local_model import stop_signals_interrupt
+from ankka.local.cli_local_model import stop_signals_interrupt
 from ankka.local.up.adopt import Adopted, adopt, model_url
 from ankka.local.up.pki import ensure_ca, issue_certificates
 from ankka.local.up.plan import ModelChoice, Options, models_yaml, plan
@@ -36,6 +37,7 @@ from ankka.local.up.supervise import (
     PartFailed,
     Running,
     check_ports,
+    remark,
     start_part,
     stop,
     terminate,
@@ -259,6 +261,9 @@ def _start(options: Options, state: State, agent: str, began: float) -> int:
                         f"ankka up: {part.name} ready in {item.started_s:.1f} s at "
                         f"{part.address} (PID {item.pid}, log {part.log})"
                     )
+                    note = remark(part.log, part.remark)
+                    if note is not None:
+                        _say(f"ankka up: {part.name}: {note}")
                 _ready(options, agent, time.monotonic() - began)
                 return _watch(running)
             except KeyboardInterrupt:
@@ -293,11 +298,8 @@ def _watch(running: list[Running]) -> int:
         for item in running:
             code = item.process.poll()
             if code is not None:
-                _say(
-                    f"ankka up: {PartFailed(item.part, f'stopped with code {code}')}; "
-                    "stopping the others",
-                    out=sys.stderr,
-                )
+                why = f"stopped: it {exit_words(code)}"
+                _say(f"ankka up: {PartFailed(item.part, why)}; stopping the others", out=sys.stderr)
                 return 1
         time.sleep(0.2)
 

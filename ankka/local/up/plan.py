@@ -78,6 +78,10 @@ class Part:
     log: Path
     ready_timeout: float = 60.0
     probe: Probe | None = None
+    # A line of the part's log worth showing once it is ready (how it started), and the
+    # prefix of the lines that begin its own report of a failure (shown from the last one).
+    remark: str | None = None
+    report_from: str | None = None
 
 
 def models_yaml(options: Options) -> str:
@@ -124,6 +128,7 @@ def plan(options: Options, state: State, environ: Mapping[str, str]) -> tuple[Pa
             (*ankka, "local-model", "--host", HOST, "--port", str(options.model_port),
              "--ready-timeout", "120"),
             base, options.model_port, model_address, state.log("model"), ready_timeout=150.0,
+            remark=r"llama-server started [^\"\n]*", report_from="ankka local-model: ",
         )  # fmt: skip
     gateway_address = f"https://{GATEWAY_HOST}:{options.gateway_port}"
     gateway = Part(

@@ -5,8 +5,9 @@ stops the parts in reverse order: runtime, gateway, model), with its output in i
 is ready when its log shows the address it serves (ankka's servers print ``listening on URL``;
 ``ankka local-model`` prints ``serving MODEL at URL``) and, for the gateway, once its
 ``/readyz`` says every model was probed well (asked over mTLS with the runtime's
-certificate). A part that exits, or is not ready in time, fails the start with its name, why,
-and its log's path and last lines.
+certificate). A part that exits, or is not ready in time, fails the start with its name, why
+(a signal by its name), and its log's path and last lines, or, for a part that reports its
+own failure (``ankka local-model``: each way it tried to start llama-server), that report.
 """
 
 from __future__ import annotations
@@ -28,16 +29,26 @@ from pathlib import Path
 
 import httpx2
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.errors import ConfigurationError, DependencyFailed
+from ankka._kernel.exits import exit_words
 from ankka.local.up.plan import HOST, Part, Probe
 
-__all__ = ["PartFailed", "PortInUse", "Running", "check_ports", "start_part", "stop", "tail"]
+__all__ = [
+    "PartFailed",
+    "PortInUse",
+    "Running",
+    "check_ports",
+    "remark",
+    "start_part",
+    "stop",
+    "tail",
+]
 
 _READY = re.compile(r'(?:listening on|serving \S+ at) (https?://[^\s"]+)')
 _STOP_GRACE_S = 15.0
 
 
-class PartFailed(AnkkaError):
+class PartFailed(DependencyFailed):
     """A part did not start, or stopped; says which, why, and where its log is (the person
     running ``up`` reads it: a broken script, a missing install, a bad module)."""
 
@@ -46,7 +57,8 @@ class PartFailed(AnkkaError):
     def __init__(self, part: Part, why: str) -> None:
         self.part = part
         super().__init__(
-            f"the {part.name} ({part.what}) {why}; its log is {part.log}, ending:\n{tail(part.log)}"
+            f"the {part.name} ({part.what}) {why}; its log is {part.log}, ending:\n"
+            f"{tail(part.log, report_from=part.report_from)}"
         )
 
 
@@ -63,12 +75,32 @@ class PortInUse(ConfigurationError):
         )
 
 
-def tail(log: Path, lines: int = 15) -> str:
+def tail(log: Path, lines: int = 15, *, report_from: str | None = None) -> str:
+    """The log's last ``lines``; with ``report_from``, from the last line that starts with it
+    (a part's own report of its failure, up to 80 lines) when there is one."""
     try:
         text = log.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return "  (no log)"
-    return "\n".join(f"  {line}" for line in text.splitlines()[-lines:]) or "  (empty)"
+    rows = text.splitlines()
+    shown = rows[-lines:]
+    if report_from is not None:
+        starts = [i for i, row in enumerate(rows) if row.startswith(report_from)]
+        if starts:
+            shown = rows[starts[-1] :][:80]
+    return "\n".join(f"  {line}" for line in shown) or "  (empty)"
+
+
+def remark(log: Path, pattern: str | None) -> str | None:
+    """The first line of ``log`` matching ``pattern`` (a part's remark), if any."""
+    if pattern is None:
+        return None
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(pattern, text, re.MULTILINE)
+    return match.group(0).strip() if match else None
 
 
 def check_ports(parts: tuple[Part, ...], options: dict[str, str]) -> None:
@@ -159,7 +191,7 @@ def start_part(
         while waiting is not None:
             code = process.poll()
             if code is not None:
-                raise PartFailed(part, f"exited with code {code} before it was ready")
+                raise PartFailed(part, f"{exit_words(code)} before it was ready")
             if clock() - began > part.ready_timeout:
                 raise PartFailed(
                     part, f"was not ready within {part.ready_timeout:.0f} s ({waiting})"

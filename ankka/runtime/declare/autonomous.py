@@ -28,7 +28,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.declare.guardrails import AnyGuardrail
+from ankka.runtime.declare.compaction import Compaction
+from ankka.runtime.declare.guardrails import AnyGuardrail, Guardrail
+from ankka.runtime.declare.mcp import McpServer, normalise
 from ankka.runtime.declare.policy import Access
 from ankka.runtime.declare.tools import Tool
 
@@ -125,8 +127,10 @@ class Accepts:
 class AutonomousAgent:
     """An agent that works tasks on its own, one at a time per instance.
 
-    Declared like a request agent (instructions, tools, guardrails, model) and checked where
-    it is declared; ``accepts`` names the task types it works, each with its budget.
+    Declared like a request agent, under the same names (instructions, tools, guardrails,
+    model, ``mcp_servers``, ``result_guardrails`` and ``description_guardrails`` for the MCP
+    servers' tools, ``compaction``) and checked where it is declared; ``accepts`` names the
+    task types it works, each with its budget.
     """
 
     name: str
@@ -140,13 +144,32 @@ class AutonomousAgent:
     reasoning_effort: str | None = None
     max_consecutive_failures: int = DEFAULT_MAX_CONSECUTIVE_FAILURES
     access: Access | None = None  # who besides a task's creator and the platform may act
+    # MCP servers whose tools join every iteration (as mcp__<server>__<tool>; where they are
+    # comes from ANKKA_MCP_<SERVER>_URL), and the guardrails of their results (before the
+    # model or the journal sees them) and descriptions (before they are offered).
+    mcp_servers: Sequence[str | McpServer] = ()
+    result_guardrails: Sequence[Guardrail] = ()
+    description_guardrails: Sequence[Guardrail] = ()
+    compaction: Compaction | None = None
+    """How a task's session is compacted once it grows (None: only as the deployment's
+    ``ANKKA_COMPACTION_*`` says)."""
 
     def __post_init__(self) -> None:
         where = f"autonomous agent {self.name!r}"
         if self.access is not None and not isinstance(self.access, Access):
             raise ConfigurationError(f"{where}: access= takes an Access(read=, write=, decide=)")
-        for attribute in ("accepts", "tools", "input_guardrails", "output_guardrails"):
+        for attribute in (
+            "accepts",
+            "tools",
+            "input_guardrails",
+            "output_guardrails",
+            "result_guardrails",
+            "description_guardrails",
+        ):
             object.__setattr__(self, attribute, tuple(getattr(self, attribute)))
+        object.__setattr__(self, "mcp_servers", normalise(self.mcp_servers, agent=self.name))
+        if self.compaction is not None and not isinstance(self.compaction, Compaction):
+            raise ConfigurationError(f"{where}: compaction= takes a Compaction(limit_chars=...)")
         if not self.accepts:
             raise ConfigurationError(
                 f"{where} accepts no task type; give it accepts=[Accepts(...)]"
@@ -175,6 +198,11 @@ class AutonomousAgent:
     def accepted(self, task_type: str) -> Accepts | None:
         """How this agent accepts ``task_type`` (its budget), or None if it does not."""
         return next((a for a in self.accepts if a.task_type.name == task_type), None)
+
+    @property
+    def servers(self) -> tuple[McpServer, ...]:
+        """The MCP servers, as declarations (``mcp_servers`` normalised)."""
+        return tuple(s for s in self.mcp_servers if isinstance(s, McpServer))
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)

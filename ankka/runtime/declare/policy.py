@@ -27,7 +27,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.errors import ConfigurationError, RequestError
 from ankka._kernel.identity import SERVICE_PREFIX, is_platform
 
 __all__ = [
@@ -44,7 +44,7 @@ LOCAL = "local"
 """The caller a runtime on loopback without TLS or tokens trusts every caller as."""
 
 
-class NotPermitted(AnkkaError):
+class NotPermitted(RequestError):
     """The caller lacks the right it needs over a session (403)."""
 
     kind = "not_permitted"

@@ -62,10 +62,9 @@ class ApprovalRule:
             return True
 
 
-def approval_of(tool: object) -> ApprovalRule | None:
+def approval_of(tool: RunnableTool | None) -> ApprovalRule | None:
     """The approval rule of any runnable tool (function or MCP), or None."""
-    rule = getattr(tool, "approval", None)
-    return rule if isinstance(rule, ApprovalRule) else None
+    return tool.approval if tool is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +83,21 @@ class ToolOutcome:
 
 
 class RunnableTool(Protocol):
-    """What the loop needs of a tool: a function :class:`Tool`, or an MCP server's tool
-    (:class:`ankka.runtime.features.mcp.servers.McpTool`)."""
+    """What the loop needs of a tool: a function :class:`Tool`, an MCP server's tool
+    (:class:`ankka.runtime.features.mcp.servers.McpTool`), or a task's built-in tools.
+    Approval is part of the seam: ``approval`` is the tool's rule (None: it never waits) and
+    ``needs_approval`` says whether one call waits for a person."""
 
     @property
     def name(self) -> str: ...
 
     @property
     def spec(self) -> ToolSpec: ...
+
+    @property
+    def approval(self) -> ApprovalRule | None: ...
+
+    def needs_approval(self, raw_arguments: str) -> bool: ...
 
     async def run(self, raw_arguments: str) -> ToolOutcome: ...
 

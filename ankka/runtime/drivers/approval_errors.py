@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ankka._kernel.errors import AnkkaError, RequestError
+from ankka._kernel.errors import RequestError, TurnFailed
 from ankka.runtime.records.approvals import ApprovalDecided, ApprovalRequest
 
 __all__ = ["ApprovalConflict", "HandlerGone", "refuse_decided", "refuse_digest"]
@@ -15,7 +15,7 @@ class ApprovalConflict(RequestError):
     status = 409
 
 
-class HandlerGone(AnkkaError):
+class HandlerGone(TurnFailed):
     """The suspended turn's agent is no longer declared: the turn is ended, never run as
     another handler."""
 

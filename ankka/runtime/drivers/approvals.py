@@ -22,21 +22,26 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
-from ankka.runtime.declare.judgments.guardrail import Judging
-from ankka.runtime.declare.tools import approval_of
+from ankka.runtime.declare.agents import TurnRequest
 from ankka.runtime.drivers.approval_errors import (
     ApprovalConflict,
     HandlerGone,
     refuse_decided,
     refuse_digest,
 )
-from ankka.runtime.drivers.resumed import RecordingProvider
+from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.turns import Resumption, spent_records, take_turn, unwritten
+from ankka.runtime.engine import planning
 from ankka.runtime.engine.approval_state import ApprovalState, Suspension
-from ankka.runtime.engine.loop import Resume, TurnOutcome, TurnSuspension, Verdict, run_turn
-from ankka.runtime.features.approval_gate import suspension_holding
+from ankka.runtime.engine.executor import Ledger
+from ankka.runtime.engine.loop import TurnOutcome, TurnSuspension
+from ankka.runtime.engine.planning import PlannedTurn
+from ankka.runtime.engine.session import SessionState
+from ankka.runtime.engine.steps import Decided as Verdicts
+from ankka.runtime.engine.steps import RunTool, Verdict
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.approvals import (
     ApprovalDecided,
@@ -49,17 +54,12 @@ from ankka.runtime.records.approvals import (
     digest,
     requests_for,
 )
-from ankka.runtime.records.messages import ModelCall, ToolCall
+from ankka.runtime.records.messages import AssistantMessage, ModelCall, ToolCall
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import opened_by
 from ankka.runtime.store.approval_index import ApprovalIndex, IndexRow
 
-if TYPE_CHECKING:
-    from ankka.runtime.drivers.request import Runtime
-    from ankka.runtime.engine.planning import PlannedTurn
-    from ankka.runtime.engine.session import SessionState
-
-__all__ = ["ApprovalDesk", "Decided"]
+__all__ = ["ApprovalDesk", "Decided", "Notify", "Timers"]
 
 log = logging.getLogger("ankka.approvals")
 
@@ -77,10 +77,19 @@ Notify = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
+class Timers:
+    """``notice_seconds`` before a request's limit ``approval_expiring`` is sent; the durable
+    timers are looked at every ``tick_seconds``."""
+
+    notice_seconds: float = 300.0
+    tick_seconds: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class Decided:
     """What a decision led to: ``recorded`` (others still wait), ``completed`` (the turn
     resumed and finished: ``outcome``), ``awaiting_approval`` (it resumed and waits again),
-    or ``ended``."""
+    ``resumed`` (a task's last decision: its instance goes on), or ``ended``."""
 
     decision: ApprovalDecided
     status: str
@@ -95,18 +104,11 @@ def _log_notice(event: str, data: dict[str, Any]) -> None:
 
 class ApprovalDesk:
     def __init__(
-        self,
-        runtime: Runtime,
-        index: ApprovalIndex | None,
-        *,
-        notice_seconds: float = 300.0,
-        tick_seconds: float = 1.0,
-        notify: Notify | None = None,
+        self, context: Context, *, timers: Timers | None = None, notify: Notify | None = None
     ) -> None:
-        self._runtime = runtime
-        self.index = index
-        self.notice_seconds = notice_seconds
-        self.tick_seconds = tick_seconds
+        self._context = context
+        self.index = context.approvals
+        self.timers = timers or Timers()
         self.notify: Notify = notify or _log_notice
         # Told of a task's decision (task id, the event's data, whether it was the last).
         self.task_decided: Callable[[str, dict[str, Any], bool], None] | None = None
@@ -122,14 +124,15 @@ class ApprovalDesk:
         suspension: TurnSuspension,
     ) -> tuple[ApprovalRequest, ...]:
         """Record the suspended turn (timers first, then one journal append)."""
-        index = self._need_index(planned.agent, suspension.waiting)
-        rt = self._runtime
-        now = rt.clock.now()
+        index = need_index(self.index, planned.agent, suspension.waiting)
+        ctx = self._context
+        now = ctx.clock.now()
         position = folded.position + len(listings) + 1  # where TurnSuspended will be
         tools = {t.name: t for t in planned.effect.tools}
 
         def timeout_of(call: ToolCall) -> float | None:
-            rule = approval_of(tools.get(call.name))
+            found = tools.get(call.name)
+            rule = found.approval if found is not None else None
             return rule.timeout if rule is not None else None
 
         requests = requests_for(suspension.waiting, timeout_of, position=position, now=now)
@@ -144,7 +147,7 @@ class ApprovalDesk:
             planned.session, planned.agent, [(r.id, r.tool, r.expires_at) for r in requests], now
         )
         try:
-            await rt.record(planned.session, folded, (*listings, record))
+            await ctx.record(planned.session, folded, (*listings, record))
         except BaseException:
             with contextlib.suppress(AnkkaError):
                 await index.drop([r.id for r in requests])
@@ -155,15 +158,6 @@ class ApprovalDesk:
                 {"session": planned.session, "agent": planned.agent, **r.shown()},
             )
         return tuple(requests)
-
-    def _need_index(self, agent: str, waiting: Sequence[ToolCall]) -> ApprovalIndex:
-        if self.index is None:
-            names = ", ".join(sorted({c.name for c in waiting}))
-            raise ConfigurationError(
-                f"agent {agent!r}: tool(s) {names} require approval and this runtime has no "
-                "approval index (ankka serve opens one beside the journal)"
-            )
-        return self.index
 
     # --- under the turn lock: what a suspended session allows ----------------------------
 
@@ -214,8 +208,8 @@ class ApprovalDesk:
                 (UnwrittenCalls(current.turn, current.record.agent, cause, made),) if made else ()
             )
         ended = TurnEnded(current.turn, cause, reason)
-        await self._runtime.record(session, folded, (*spent, ended))
-        self._runtime.metrics.calls_made(current.record.agent, made)
+        await self._context.record(session, folded, (*spent, ended))
+        self._context.metrics.calls_made(current.record.agent, made)
         if self.index is not None:
             await self.index.close_session(session, self._states(current))
         log.warning("session %s: turn %s ended (%s): %s", session, current.turn, cause, reason)
@@ -239,57 +233,81 @@ class ApprovalDesk:
         row = await self.index.get(approval)
         if row is None:
             raise NotFound(f"there is no approval {approval!r}")
-        rt = self._runtime
+        ctx = self._context
         session = row.session
-        if caller is not None:
-            rt.check(session, caller, "decide", await rt.opener(session))
-        if session.startswith(TASK_SESSION):
-            return await self._decide_task(
-                row, decision, given_digest, reason=reason, decided_by=decided_by
-            )
-        async with rt.queue.turn(session):
-            folded = await rt.load(session)
-            state = folded.approvals
-            refuse_decided(approval, state.decided.get(approval))
-            current = state.current
-            request = current.request(approval) if current is not None else None
-            if current is None or request is None:
-                if approval not in state.requested:
-                    # Its suspension was never recorded (a crash between timer and record).
-                    await self.index.drop([approval])
-                    raise NotFound(f"there is no approval {approval!r}")
-                raise ApprovalConflict(
-                    f"approval {approval!r} belongs to a turn that has ended; nothing to decide"
+        async with ctx.queue.turn(session):
+            folded = await ctx.sessions.load(session)
+            if caller is not None:
+                ctx.check(session, caller, "decide", folded.opened)
+            if session.startswith(TASK_SESSION):
+                decided = await self._decide_task(
+                    row, folded, decision, given_digest, reason=reason, decided_by=decided_by
                 )
-            if current.all_decided:  # cut off before: never resumed
-                await self._end(session, folded, current, "cut_off", self._cut_off_reason(current))
-                raise ApprovalConflict(f"approval {approval!r}: {CUT_OFF}")
-            refuse_digest(approval, request, given_digest)
-            record = ApprovalDecided(
-                approval, current.turn, decision, reason, decided_by, rt.clock.now()
+            else:
+                return await self._decide_turn(
+                    row, folded, decision, given_digest, reason=reason, decided_by=decided_by
+                )
+        if self.task_decided is not None:
+            data = {"agent": row.agent, "id": row.id, "decision": decision}
+            self.task_decided(
+                session.removeprefix(TASK_SESSION),
+                {**data, "decided_by": decided_by},
+                decided.status == "resumed",
             )
-            await rt.record(session, folded, (record,))
-            if not current.all_decided:
-                await self.index.settle([approval], decision)
-            # After the last decision its row is written once the turn is settled (off the
-            # path from the decision to the approved call's start).
-            self.notify(
-                "approval_decided",
-                {
-                    "session": session,
-                    "agent": current.record.agent,
-                    "id": approval,
-                    "decision": decision,
-                    "decided_by": decided_by,
-                },
+        return decided
+
+    async def _decide_turn(
+        self,
+        row: IndexRow,
+        folded: SessionState,
+        decision: Decision,
+        given_digest: str | None,
+        *,
+        reason: str,
+        decided_by: str,
+    ) -> Decided:
+        """A request turn's decision; the last one resumes the turn under the same lock."""
+        assert self.index is not None
+        approval, session, ctx = row.id, row.session, self._context
+        state = folded.approvals
+        refuse_decided(approval, state.decided.get(approval))
+        current = state.current
+        request = current.request(approval) if current is not None else None
+        if current is None or request is None:
+            if approval not in state.requested:
+                # Its suspension was never recorded (a crash between timer and record).
+                await self.index.drop([approval])
+                raise NotFound(f"there is no approval {approval!r}")
+            raise ApprovalConflict(
+                f"approval {approval!r} belongs to a turn that has ended; nothing to decide"
             )
-            if not current.all_decided:
-                return Decided(record, "recorded", current.undecided)
-            return await self._resume(session, folded, current, record)
+        if current.all_decided:  # cut off before: never resumed
+            await self._end(session, folded, current, "cut_off", self._cut_off_reason(current))
+            raise ApprovalConflict(f"approval {approval!r}: {CUT_OFF}")
+        refuse_digest(approval, request, given_digest)
+        record = ApprovalDecided(
+            approval, current.turn, decision, reason, decided_by, ctx.clock.now()
+        )
+        await ctx.record(session, folded, (record,))
+        if not current.all_decided:
+            await self.index.settle([approval], decision)
+        # After the last decision its row is written once the turn is settled (off the
+        # path from the decision to the approved call's start).
+        self._told(session, current.record.agent, approval, decision, decided_by)
+        if not current.all_decided:
+            return Decided(record, "recorded", current.undecided)
+        return await self._resume(session, folded, current, record)
+
+    def _told(
+        self, session: str, agent: str, approval: str, decision: str, decided_by: str
+    ) -> None:
+        data = {"id": approval, "decision": decision, "decided_by": decided_by}
+        self.notify("approval_decided", {"session": session, "agent": agent, **data})
 
     async def _decide_task(
         self,
         row: IndexRow,
+        folded: SessionState,
         decision: Decision,
         given_digest: str | None,
         *,
@@ -298,44 +316,35 @@ class ApprovalDesk:
     ) -> Decided:
         """A task's request: record the decision in the task's session; after the last one
         the task host is poked and the instance settles the calls before anything else."""
-        rt = self._runtime
         assert self.index is not None
-        async with rt.queue.turn(row.session):
-            entries = await rt.journal.read(row.session)
-            held = suspension_holding(entries, row.id)
-            if held is None:
-                await self.index.drop([row.id])
-                raise NotFound(f"there is no approval {row.id!r}")
-            refuse_decided(row.id, held.decisions.get(row.id))
-            request = next(r for r in held.record.requests if r.id == row.id)
-            refuse_digest(row.id, request, given_digest)
-            record = ApprovalDecided(
-                row.id, held.record.turn, decision, reason, decided_by, rt.clock.now()
-            )
-            position = entries[-1].seq if entries else 0
-            await rt.journal.append(row.session, [record], expected=position)
-            held.decisions[row.id] = record
-            last = not held.undecided
-            await self.index.settle([row.id], decision, close=last)
-        data = {
-            "agent": row.agent,
-            "id": row.id,
-            "decision": decision,
-            "decided_by": decided_by,
-        }
-        self.notify("approval_decided", {"session": row.session, **data})
-        if self.task_decided is not None:
-            self.task_decided(row.session.removeprefix(TASK_SESSION), data, last)
+        held = folded.approvals.holding(row.id)
+        if held is None:
+            await self.index.drop([row.id])
+            raise NotFound(f"there is no approval {row.id!r}")
+        refuse_decided(row.id, held.decisions.get(row.id))
+        request = held.request(row.id)
+        assert request is not None
+        refuse_digest(row.id, request, given_digest)
+        record = ApprovalDecided(
+            row.id, held.turn, decision, reason, decided_by, self._context.clock.now()
+        )
+        await self._context.record(row.session, folded, (record,))
+        last = held.all_decided
+        await self.index.settle([row.id], decision, close=last)
+        self._told(row.session, row.agent, row.id, decision, decided_by)
         return Decided(record, "resumed" if last else "recorded", held.undecided)
 
     async def _resume(
         self, session: str, folded: SessionState, current: Suspension, last: ApprovalDecided
     ) -> Decided:
         """Go on with the turn; the turn lock is held."""
-        rt = self._runtime
+        ctx = self._context
         suspended = current.record
         try:
-            planned = rt.plan(suspended.agent, session, suspended.message)
+            request = TurnRequest(suspended.agent, session, suspended.message)
+            planned = planning.plan(ctx.service, ctx.providers, request)
+            settings = ctx.compaction_of(planned.agent, planned.effect.compaction)
+            ctx.check_summariser(planned.agent, settings)
         except (NotFound, ConfigurationError) as exc:
             reason = (
                 f"agent {suspended.agent!r} cannot be planned again ({exc}); the turn is "
@@ -344,81 +353,103 @@ class ApprovalDesk:
             await self._end(session, folded, current, "internal_error", reason)
             raise HandlerGone(reason) from exc
         by_call = {r.call_id: r for r in suspended.requests}
-        verdicts = {
-            r.call_id: Verdict(
-                r.id, current.decisions[r.id].decision, current.decisions[r.id].reason
-            )
-            for r in suspended.requests
-        }
+        answer = suspended.messages[-1]
+        assert isinstance(answer, AssistantMessage)
+        verdicts = Verdicts(
+            answer,
+            {
+                call: Verdict(approval, decided.decision, decided.reason)
+                for call, (approval, decided) in current.verdicts.items()
+            },
+        )
 
-        async def start(call: ToolCall, verdict: Verdict) -> None:
-            request = by_call[call.id]
+        async def starting(step: RunTool) -> None:
+            call, request = step.call, by_call[step.call.id]
             # Never other arguments: the call run is the one whose digest was approved.
             if digest(call.name, call.arguments, call.id, current.position) != request.digest:
                 raise HandlerGone(f"approval {request.id!r}: the call no longer matches")
-            await rt.record(
-                session,
-                folded,
-                (ApprovedCallStarted(request.id, current.turn, call.id, request.digest),),
-            )
+            start = ApprovedCallStarted(request.id, current.turn, call.id, request.digest)
+            await ctx.record(session, folded, (start,))
 
-        async def journaled(call: ModelCall) -> None:
-            await rt.record(session, folded, (ResumedCall(current.turn, call),))
+        async def answered(call: ModelCall) -> None:
+            # The record only guards against a crash later in the resume; the call is
+            # accounted at the turn's end all the same, so a store that refuses it is logged
+            # and the turn goes on (failing it would drop both the answer and that account).
+            try:
+                await ctx.record(session, folded, (ResumedCall(current.turn, call),))
+            except Exception as exc:
+                log.warning(
+                    "could not journal a resumed call of %s (%s); it is accounted at the "
+                    "turn's end",
+                    planned.agent,
+                    type(exc).__name__,
+                )
 
-        model = RecordingProvider(planned.provider, planned.agent, journaled, rt.clock)
-        made: list[ModelCall] = []
-        judging = Judging(rt.judges)
-        resumed = rt.clock.monotonic()
+        resumption = Resumption(suspended.messages, verdicts, answered, starting)
+        ledger = ctx.executor.ledger(current.calls)
+        resumed = ctx.clock.monotonic()
         try:
-            effect, listings = await rt.with_mcp_tools(planned, current.turn, folded)
-            outcome = await run_turn(
-                effect,
-                history=folded.view.messages,
-                agent=planned.agent,
-                turn_id=current.turn,
-                provider=model,
-                clock=rt.clock,
-                resume=Resume(suspended.messages, verdicts, start),
-                judging=judging,
-                spent=made,
+            effect, listed = await ctx.turn_tools(planned, current.turn, folded)
+            outcome = await take_turn(
+                ctx, planned, effect, folded, current.turn, ledger=ledger, resume=resumption
             )
-            spent = rt.spent(planned, current.turn, judging)
+            spent = self._judged(ledger, planned.agent, current.turn)
             if isinstance(outcome, TurnSuspension):
                 if self.index is not None:
                     await self.index.close_session(session, self._states(current))
-                pending = await self.suspend(planned, folded, (*listings, *spent), outcome)
+                pending = await self.suspend(planned, folded, (*listed.records, *spent), outcome)
                 return Decided(last, "awaiting_approval", pending)
-            await rt.record(session, folded, (*listings, *outcome.messages, *spent))
+            await ctx.record(session, folded, (*listed.records, *outcome.messages, *spent))
         except BaseException as exc:
-            if not isinstance(exc, HandlerGone | asyncio.CancelledError):
-                reason = (
-                    f"the resumed turn failed: {exc}"
-                    if isinstance(exc, AnkkaError)
-                    else (f"the resumed turn failed unexpectedly ({type(exc).__name__})")
-                )
-                # What the resumed turn spent is accounted, as for any turn that failed.
-                kind = exc.kind if isinstance(exc, AnkkaError) else "internal_error"
-                accounted = rt.unwritten(planned, current.turn, kind, made, judging)
-                with contextlib.suppress(AnkkaError):
-                    await self._end(session, folded, current, "failed", reason, accounted)
-                rt.metrics.calls_made(planned.agent, made)
-            elif isinstance(exc, asyncio.CancelledError):
-                # The caller left: the turn cannot go on (every request is decided), so it is
-                # ended now with every call it made, best effort; else, cut off later, it is
-                # ended with the calls it made before suspending.
-                accounted = rt.unwritten(planned, current.turn, "cancelled", made, judging)
-                try:
-                    await self._end(session, folded, current, "cancelled", CANCELLED, accounted)
-                except Exception:
-                    log.warning("a cancelled resumed turn was not ended", exc_info=True)
-                else:
-                    rt.metrics.calls_made(planned.agent, made)
+            await self._failed(session, folded, current, planned, ledger, exc)
             raise
         if self.index is not None:
             await self.index.close_session(session, self._states(current))
-        rt.metrics.turn_finished(planned.agent, outcome, rt.clock.monotonic() - resumed)
-        rt.committed(planned)
+        ctx.metrics.turn_finished(planned.agent, outcome, ctx.clock.monotonic() - resumed)
+        if planned.effect.write_memory:
+            ctx.committed(session, settings, planned.effect.model)
         return Decided(last, "completed", outcome=outcome)
+
+    def _judged(self, ledger: Ledger, agent: str, turn: str) -> tuple[Record, ...]:
+        records = spent_records(ledger, agent, turn)
+        if records:
+            self._context.metrics.judgment_tokens_used(ledger.judging.usage)
+        return records
+
+    async def _failed(
+        self,
+        session: str,
+        folded: SessionState,
+        current: Suspension,
+        planned: PlannedTurn,
+        ledger: Ledger,
+        exc: BaseException,
+    ) -> None:
+        """A resumed turn that failed or was cancelled is ended with what it spent."""
+        ctx, made = self._context, ledger.calls
+        if not isinstance(exc, HandlerGone | asyncio.CancelledError):
+            reason = (
+                f"the resumed turn failed: {exc}"
+                if isinstance(exc, AnkkaError)
+                else (f"the resumed turn failed unexpectedly ({type(exc).__name__})")
+            )
+            # What the resumed turn spent is accounted, as for any turn that failed.
+            kind = exc.kind if isinstance(exc, AnkkaError) else "internal_error"
+            accounted = unwritten(ledger, planned.agent, current.turn, kind)
+            with contextlib.suppress(AnkkaError):
+                await self._end(session, folded, current, "failed", reason, accounted)
+            ctx.metrics.calls_made(planned.agent, made)
+        elif isinstance(exc, asyncio.CancelledError):
+            # The caller left: the turn cannot go on (every request is decided), so it is
+            # ended now with every call it made, best effort; else, cut off later, it is
+            # ended with the calls it made before suspending.
+            accounted = unwritten(ledger, planned.agent, current.turn, "cancelled")
+            try:
+                await self._end(session, folded, current, "cancelled", CANCELLED, accounted)
+            except Exception:
+                log.warning("a cancelled resumed turn was not ended", exc_info=True)
+            else:
+                ctx.metrics.calls_made(planned.agent, made)
 
     async def shown(
         self, rows: Sequence[IndexRow], caller: str | None = None
@@ -430,9 +461,9 @@ class ApprovalDesk:
         out = []
         for row in rows:
             if row.session not in states:
-                entries = await self._runtime.journal.read(row.session)
+                entries = await self._context.journal.read(row.session)
                 opened = opened_by(e.record for e in entries)
-                if caller is not None and not self._runtime.allows(caller, "read", opened):
+                if caller is not None and not self._context.allows(caller, "read", opened):
                     states[row.session] = None
                     continue
                 states[row.session] = ApprovalState()
@@ -464,9 +495,9 @@ class ApprovalDesk:
         Returns how many expired."""
         if self.index is None:
             return 0
-        now = self._runtime.clock.now()
+        now = self._context.clock.now()
         expired = 0
-        for row in await self.index.timed(now + timedelta(seconds=self.notice_seconds)):
+        for row in await self.index.timed(now + timedelta(seconds=self.timers.notice_seconds)):
             if row.expires_at is not None and row.expires_at <= now:
                 try:
                     await self.decide(
@@ -502,12 +533,12 @@ class ApprovalDesk:
         """At start: end every turn cut off after its last decision."""
         if self.index is None:
             return
-        rt = self._runtime
+        ctx = self._context
         for session in await self.index.open_sessions():
             if session.startswith(TASK_SESSION):
                 continue  # a task's instance settles its calls itself when it resumes
-            async with rt.queue.turn(session):
-                folded = await rt.load(session)
+            async with ctx.queue.turn(session):
+                folded = await ctx.sessions.load(session)
                 current = folded.approvals.current
                 if current is None:
                     await self.index.close_session(session)
@@ -524,7 +555,7 @@ class ApprovalDesk:
                 await self.expire_due()
             except AnkkaError as exc:
                 log.warning("approval timers: %s", exc)
-            await asyncio.sleep(self.tick_seconds)
+            await asyncio.sleep(self.timers.tick_seconds)
 
     async def __aenter__(self) -> ApprovalDesk:
         if self.index is not None:
@@ -539,3 +570,16 @@ class ApprovalDesk:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def need_index(
+    index: ApprovalIndex | None, agent: str, waiting: Sequence[ToolCall]
+) -> ApprovalIndex:
+    """The approval index, or a configuration error naming the tools that need one."""
+    if index is None:
+        names = ", ".join(sorted({c.name for c in waiting}))
+        raise ConfigurationError(
+            f"agent {agent!r}: tool(s) {names} require approval and this runtime has no "
+            "approval index (ankka serve opens one beside the journal)"
+        )
+    return index

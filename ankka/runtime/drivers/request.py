@@ -23,36 +23,29 @@ never waits for. A runtime is an async context manager: entering it starts that 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-from ankka._kernel.clock import Clock, SystemClock
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.clock import Clock
+from ankka._kernel.errors import AnkkaError
 from ankka._kernel.ids import new_id
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
-from ankka.runtime.declare.compaction import Compaction, CompactionOverride
-from ankka.runtime.declare.judgments.guardrail import Judging
+from ankka.runtime.declare.compaction import Compaction
 from ankka.runtime.declare.judgments.judgment import Judgment
 from ankka.runtime.declare.judgments.plan import JudgmentRequest
-from ankka.runtime.declare.judgments.seam import JudgmentProvider
 from ankka.runtime.declare.judgments.verify import ask
 from ankka.runtime.declare.policy import LOCAL, NotPermitted, Right, SessionPolicy
-from ankka.runtime.drivers.approvals import ApprovalDesk, Notify
+from ankka.runtime.drivers.approvals import ApprovalDesk, Notify, Timers
+from ankka.runtime.drivers.context import Context
 from ankka.runtime.drivers.judgments import plan_judgment
+from ankka.runtime.drivers.turns import spent_records, take_turn, unwritten
 from ankka.runtime.engine import planning
 from ankka.runtime.engine.approval_state import ApprovalState
-from ankka.runtime.engine.loop import Emit, TurnOutcome, TurnSuspension, run_turn
+from ankka.runtime.engine.executor import Emit, Ledger
+from ankka.runtime.engine.loop import TurnOutcome, TurnSuspension
 from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.engine.planning import PlannedTurn
-from ankka.runtime.engine.session import SessionCache, SessionState
-from ankka.runtime.engine.sessions import SessionQueue
+from ankka.runtime.engine.session import SessionState
 from ankka.runtime.engine.view import SentView
-from ankka.runtime.features.compaction.consumer import Compactor, Job
-from ankka.runtime.features.compaction.metrics import CompactionMetrics
-from ankka.runtime.providers.base import ModelProvider
-from ankka.runtime.providers.config import env_name, find_model
-from ankka.runtime.providers.judges import judges_for
 from ankka.runtime.records.accounting import (
     NOT_WRITTEN,
     SessionUsage,
@@ -62,28 +55,14 @@ from ankka.runtime.records.accounting import (
 from ankka.runtime.records.approvals import ApprovalRequest
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import McpToolsRecord
 from ankka.runtime.records.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.records.registry import Entry, Record
 from ankka.runtime.records.session import SessionOpened, opened_by
 from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
-from ankka.runtime.store.approval_index import ApprovalIndex
-from ankka.runtime.store.journal import Journal
-from ankka.runtime.store.journal_store import JournalStore
-from ankka.runtime.store.session_leases import CompactionLeases
-
-if TYPE_CHECKING:
-    from ankka.runtime.features.mcp.servers import McpServers
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
 log = logging.getLogger("ankka.runtime")
-
-_VERBS: dict[Right, str] = {
-    "read": "read",
-    "write": "send turns to",
-    "decide": "decide the approvals of",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,93 +111,47 @@ class SessionSummary:
 
 
 class Runtime:
-    """Runs a service's turns. The store's own cross-process session lock, when it has one,
-    keeps one turn at a time per session across pods."""
+    """Runs a service's request turns on a :class:`~.context.Context` (the store's own
+    cross-process session lock, when it has one, keeps one turn at a time per session across
+    pods), and answers the session reads. Its approval desk (:attr:`approvals`) shares the
+    context. Entering it starts the compaction consumer and the approval timers."""
 
     def __init__(
-        self,
-        service: Service,
-        *,
-        store: JournalStore,
-        providers: Mapping[str, ModelProvider],
-        clock: Clock | None = None,
-        metrics: RuntimeMetrics | None = None,
-        cache_sessions: int = 1024,
-        mcp: McpServers | None = None,
-        compaction_override: CompactionOverride | None = None,
-        compaction_providers: Mapping[str, ModelProvider] | None = None,
-        compaction_leases: CompactionLeases | None = None,
-        compaction_workers: int = 4,
-        approvals: ApprovalIndex | None = None,
-        approval_notice_seconds: float = 300.0,
-        approval_tick_seconds: float = 1.0,
-        notify: Notify | None = None,
-        judges: Mapping[str, JudgmentProvider] | None = None,
-        policy: SessionPolicy | None = None,
+        self, context: Context, *, timers: Timers | None = None, notify: Notify | None = None
     ) -> None:
-        """``compaction_providers`` are the models summaries are asked of (default: the
-        same ``providers``; tests give the summariser its own scripted provider).
-        ``approvals`` is the approval index (:mod:`ankka.runtime.drivers.approvals`), needed by a
-        service whose tools require approval; ``notify`` receives the approval events.
-        ``policy``: who may act on a session (default: as the service declares it)."""
-        self.service = service
-        self.policy = policy if policy is not None else service.policy()
-        self.journal = Journal(store)
-        self.providers = dict(providers)
-        # One judgment provider per model that can answer judgments, over its transport.
-        self.judges = dict(judges) if judges is not None else judges_for(self.providers)
-        self.clock = clock or SystemClock()
-        self.metrics = metrics or RuntimeMetrics()
-        self.queue = SessionQueue(self.journal.session_lock())
-        self.mcp = mcp
-        self._conversations = SessionCache(self.journal, cache_sessions)
-        self._override = compaction_override or CompactionOverride({})
-        self.compactor = Compactor(
-            journal=self.journal,
-            turns=self.queue,
-            providers=self.providers if compaction_providers is None else compaction_providers,
-            clock=self.clock,
-            metrics=CompactionMetrics(self.metrics.registry),
-            leases=compaction_leases,
-            workers=compaction_workers,
-            cache_sessions=cache_sessions,
-        )
-        self.approvals = ApprovalDesk(
-            self,
-            approvals,
-            notice_seconds=approval_notice_seconds,
-            tick_seconds=approval_tick_seconds,
-            notify=notify,
-        )
+        """``timers``: when approvals are noticed and how often expiries are looked for;
+        ``notify`` receives the approval events."""
+        self.context = context
+        self.approvals = ApprovalDesk(context, timers=timers, notify=notify)
+
+    # The context's seams, as the HTTP layer, the console and tests read them.
+    @property
+    def service(self) -> Service:
+        return self.context.service
+
+    @property
+    def metrics(self) -> RuntimeMetrics:
+        return self.context.metrics
+
+    @property
+    def clock(self) -> Clock:
+        return self.context.clock
+
+    @property
+    def policy(self) -> SessionPolicy:
+        return self.context.policy
 
     def plan(self, agent: str, session: str, message: str) -> PlannedTurn:
         """Build the agent's effect and find its model; no I/O. An approval rebuilds a
         suspended turn the same way, from its recorded ``planned.request``."""
-        planned = planning.plan(self.service, self.providers, TurnRequest(agent, session, message))
-        return self._check_summariser(planned)
-
-    def plan_effect(self, request: TurnRequest, effect: Turn) -> PlannedTurn:
-        """Plan an effect the caller built itself (a task iteration's); no I/O."""
-        return self._check_summariser(planning.plan_effect(self.providers, request, effect))
+        request = TurnRequest(agent, session, message)
+        planned = planning.plan(self.service, self.context.providers, request)
+        self.context.check_summariser(agent, self.compaction(agent, planned.effect))
+        return planned
 
     def compaction(self, agent: str, effect: Turn) -> Compaction | None:
-        """The compaction settings in force for a turn of ``agent``: the turn's, else the
-        agent's declared default, then the deployment's ``ANKKA_COMPACTION_*`` over them."""
-        declaration = self.service.declaration(agent)
-        declared = effect.compaction or (declaration.compaction if declaration else None)
-        return self._override.apply(declared)
-
-    def _check_summariser(self, planned: PlannedTurn) -> PlannedTurn:
-        settings = self.compaction(planned.agent, planned.effect)
-        model = settings.model if settings is not None else None
-        if model is not None and find_model(self.compactor.providers, model) is None:
-            configured = ", ".join(sorted(self.compactor.providers)) or "none"
-            env = env_name(model, "PRESET")
-            raise ConfigurationError(
-                f"agent {planned.agent!r} is summarised by model {model!r}, which is not "
-                f"configured (configured: {configured}); set {env} and its settings"
-            )
-        return planned
+        """The compaction settings in force for a turn of ``agent``."""
+        return self.context.compaction_of(agent, effect.compaction)
 
     async def run(
         self,
@@ -230,95 +163,82 @@ class Runtime:
     ) -> TurnResult:
         """Run one planned turn: wait for the session's turn, bring its conversation up to
         date, run the loop, append the turn's messages, and only then return. ``caller``
-        must be allowed to write the session (:mod:`ankka.runtime.declare.policy`); a session's
-        first batch records it as the creator. ``turn_id`` names the turn in the journal
-        (default: a new id); A2A passes one derived from the message id, so the journal says
-        whether a retried message's turn was committed (:mod:`ankka.runtime.serve.a2a`)."""
-        agent, session, effect = planned.agent, planned.session, planned.effect
+        must be allowed to write the session (:mod:`ankka.runtime.declare.policy`); a
+        session's first batch records it as the creator. ``turn_id`` names the turn in the
+        journal (default: a new id); A2A passes one derived from the message id, so the
+        journal says whether a retried message's turn was committed
+        (:mod:`ankka.runtime.serve.a2a`)."""
+        ctx = self.context
+        agent, session = planned.agent, planned.session
         if session.startswith(TASK_SESSION_PREFIX):
             raise NotPermitted(
                 f"session {session!r} is a task's: only its task writes it (read it, or send "
                 "the agent a message in a session of your own)"
             )
-        started = self.clock.monotonic()
-        spent: list[ModelCall] = []
-        judging = Judging(self.judges)
+        started = ctx.clock.monotonic()
+        ledger = ctx.executor.ledger()
         try:
-            async with self.queue.turn(session):
-                folded = await self._conversations.load(session)
-                self.check(session, caller, "write", folded.opened)
+            async with ctx.queue.turn(session):
+                folded = await ctx.sessions.load(session)
+                ctx.check(session, caller, "write", folded.opened)
                 # A turn waiting for approval refuses this one (409 naming its requests); one
                 # cut off after its last decision is ended first.
                 await self.approvals.settle_cut_off(session, folded)
                 opening = (SessionOpened(caller, agent),) if folded.position == 0 else ()
-                turn_id = turn_id or new_id("turn")
-                try:
-                    effect, listings = await self.with_mcp_tools(planned, turn_id, folded)
-                    outcome = await run_turn(
-                        effect,
-                        history=folded.view.messages,
-                        agent=agent,
-                        turn_id=turn_id,
-                        provider=planned.provider,
-                        clock=self.clock,
-                        emit=emit,
-                        spent=spent,
-                        judging=judging,
-                    )
-                except AnkkaError as exc:
-                    unwritten = self.unwritten(planned, turn_id, exc.kind, spent, judging)
-                    await self._account(session, folded, opening, unwritten)
-                    raise
-                except BaseException:
-                    # Cancelled (the caller left): what it spent, best effort.
-                    unwritten = self.unwritten(planned, turn_id, "cancelled", spent, judging)
-                    await self._account(session, folded, opening, unwritten, quietly=True)
-                    raise
-                if isinstance(outcome, TurnSuspension):
-                    # Who opened the session goes first, with the tool listings.
-                    before: tuple[Record, ...] = (
-                        *opening,
-                        *listings,
-                        *self.spent(planned, turn_id, judging),
-                    )
-                    awaiting = await self.approvals.suspend(planned, folded, before, outcome)
-                    return TurnResult(None, awaiting)
-                if effect.write_memory:
-                    # Who opened the session and the tool listings the turn used go first,
-                    # in the turn's own batch; the tokens its judged guardrails spent last.
-                    records = (
-                        *opening,
-                        *listings,
-                        *outcome.messages,
-                        *self.spent(planned, turn_id, judging),
-                    )
-                    await self.record(session, folded, records)
-                else:
-                    unwritten = self.unwritten(
-                        planned, turn_id, NOT_WRITTEN, outcome.calls, judging
-                    )
-                    await self._account(session, folded, opening, unwritten)
+                turn = turn_id or new_id("turn")
+                result = await self._take(planned, folded, turn, opening, ledger, emit)
         except AnkkaError as exc:
-            self.metrics.turn_failed(agent, exc.kind)
-            self.metrics.calls_made(agent, spent)
+            ctx.metrics.turn_failed(agent, exc.kind)
+            ctx.metrics.calls_made(agent, ledger.calls)
             raise
-        self.metrics.turn_finished(agent, outcome, self.clock.monotonic() - started)
-        self.committed(planned)
-        return TurnResult(outcome)
+        if result.outcome is not None:
+            ctx.metrics.turn_finished(agent, result.outcome, ctx.clock.monotonic() - started)
+            self.committed(planned)
+        return result
 
-    def unwritten(
+    async def _take(
         self,
         planned: PlannedTurn,
-        turn_id: str,
-        reason: str,
-        calls: Iterable[ModelCall],
-        judging: Judging,
-    ) -> tuple[Record, ...]:
-        """What a turn that writes no messages still records: its model calls (as
-        :class:`UnwrittenCalls`) and its judged guardrails' tokens; empty when neither."""
-        made = tuple(calls)
-        unwritten = (UnwrittenCalls(turn_id, planned.agent, reason, made),) if made else ()
-        return (*unwritten, *self.spent(planned, turn_id, judging))
+        folded: SessionState,
+        turn: str,
+        opening: tuple[SessionOpened, ...],
+        ledger: Ledger,
+        emit: Emit | None,
+    ) -> TurnResult:
+        """The turn, committed (or suspended, or accounted as unwritten); the lock is held."""
+        ctx, agent, session = self.context, planned.agent, planned.session
+        try:
+            effect, listed = await ctx.turn_tools(planned, turn, folded)
+            outcome = await take_turn(ctx, planned, effect, folded, turn, ledger=ledger, emit=emit)
+        except AnkkaError as exc:
+            await self._account(session, folded, opening, unwritten(ledger, agent, turn, exc.kind))
+            raise
+        except BaseException:
+            # Cancelled (the caller left): what it spent, best effort.
+            records = unwritten(ledger, agent, turn, "cancelled")
+            await self._account(session, folded, opening, records, quietly=True)
+            raise
+        judged = self._judged(ledger, agent, turn)
+        if isinstance(outcome, TurnSuspension):
+            # Who opened the session goes first, with the tool listings.
+            before: tuple[Record, ...] = (*opening, *listed.records, *judged)
+            return TurnResult(None, await self.approvals.suspend(planned, folded, before, outcome))
+        if planned.effect.write_memory:
+            # Who opened the session and the tool listings the turn used go first, in the
+            # turn's own batch; the tokens its judged guardrails spent last.
+            records = (*opening, *listed.records, *outcome.messages, *judged)
+            await ctx.record(session, folded, records)
+        else:
+            kept = unwritten(ledger, agent, turn, NOT_WRITTEN, outcome.calls)
+            await self._account(session, folded, opening, kept)
+        return TurnResult(outcome)
+
+    def _judged(self, ledger: Ledger, agent: str, turn: str) -> tuple[JudgmentUsage, ...]:
+        """The turn's judgment usage record, counted in the metrics."""
+        records = spent_records(ledger, agent, turn)
+        if records:
+            self.metrics.judgment_tokens_used(records[0].usage)
+        return records
 
     async def _account(
         self,
@@ -335,33 +255,31 @@ class Runtime:
         if not records:
             return
         try:
-            await self.record(session, folded, (*opening, *records))
+            await self.context.record(session, folded, (*opening, *records))
         except Exception:
             if not quietly:
                 raise
             log.warning("the accounting of a cancelled turn was not recorded", exc_info=True)
 
+    def committed(self, planned: PlannedTurn) -> None:
+        """A turn of ``planned`` was committed: hand its session to compaction."""
+        if planned.effect.write_memory:
+            settings = self.context.compaction_of(planned.agent, planned.effect.compaction)
+            self.context.committed(planned.session, settings, planned.effect.model)
+
     def allows(self, caller: str, right: Right, opened: SessionOpened | None) -> bool:
-        """Whether ``caller`` holds ``right`` over a session ``opened`` says who created."""
-        creator, agent = (opened.caller, opened.agent) if opened is not None else (None, None)
-        return self.policy.allows(caller, right, creator=creator, agent=agent)
+        return self.context.allows(caller, right, opened)
 
-    def check(self, session: str, caller: str, right: Right, opened: SessionOpened | None) -> None:
-        """Refuse (403) a caller without ``right`` over the session, naming caller and right."""
-        if not self.allows(caller, right, opened):
-            raise NotPermitted(
-                f"caller {caller!r} may not {_VERBS[right]} session {session!r}: it is its "
-                "creator's, the platform's, and of whoever its agent's access names"
-            )
+    def missing(self) -> dict[str, str]:
+        """What this runtime waits for (``/readyz``): MCP servers without a session."""
+        return self.context.missing()
 
-    async def opener(self, session: str) -> SessionOpened | None:
-        """Who opened ``session`` (its first journal record), for the policy's checks."""
-        return opened_by(e.record for e in await self.journal.read(session))
+    # --- reads ---------------------------------------------------------------------------
 
     async def _entries(self, session: str, caller: str) -> list[Entry]:
         """The session's journal entries, for a caller allowed to read them."""
-        entries = await self.journal.read(session)
-        self.check(session, caller, "read", opened_by(e.record for e in entries))
+        entries = await self.context.journal.read(session)
+        self.context.check(session, caller, "read", opened_by(e.record for e in entries))
         return entries
 
     async def calls(
@@ -377,72 +295,14 @@ class Runtime:
                 found.extend((call, record.turn, record.reason) for call in record.calls)
         return found
 
-    async def load(self, session: str) -> SessionState:
-        """The session's folded state, brought up to date (call with its turn lock held)."""
-        return await self._conversations.load(session)
-
-    async def record(self, session: str, folded: SessionState, records: tuple[Record, ...]) -> int:
-        """Append ``records`` after ``folded``'s position and fold them in; the turn lock is
-        held. On any failure the cached fold is dropped (the next load reads the journal)."""
-        position = folded.position
-        try:
-            last = await self.journal.append(session, records, expected=position)
-        except BaseException:
-            self._conversations.forget(session)
-            raise
-        for offset, record in enumerate(records, 1):
-            folded.add(position + offset, record)
-        self._conversations.remember(session, folded)
-        return last
-
-    def committed(self, planned: PlannedTurn) -> None:
-        """A turn of ``planned`` was committed: hand its session to compaction."""
-        settings = self.compaction(planned.agent, planned.effect)
-        if planned.effect.write_memory and settings is not None:
-            model = settings.model or planned.effect.model
-            self.compactor.committed(planned.session, Job(settings, model))
-
-    async def with_mcp_tools(
-        self, planned: PlannedTurn, turn_id: str, folded: SessionState
-    ) -> tuple[Turn, tuple[McpToolsRecord, ...]]:
-        """The effect with the tools its agent's MCP servers list now, and what to record."""
-        effect = planned.effect
-        declaration = self.service.declaration(planned.agent)
-        if self.mcp is None or declaration is None or not declaration.mcp_servers:
-            return effect, ()
-        listed = await self.mcp.tools_for(
-            [s.name for s in declaration.mcp_servers],
-            approvals={s.name: s.needs_approval for s in declaration.mcp_servers},
-            agent=planned.agent,
-            turn=turn_id,
-            recorded=folded.mcp_digests,
-            result_guardrails=effect.result_guardrails,
-            description_guardrails=effect.description_guardrails,
-        )
-        return replace(effect, tools=(*effect.tools, *listed.tools)), listed.records
-
-    def missing(self) -> dict[str, str]:
-        """What this runtime waits for (``/readyz``): MCP servers without a session."""
-        if self.mcp is None:
-            return {}
-        return {f"mcp server {name!r}": why for name, why in self.mcp.missing().items()}
-
-    def spent(
-        self, planned: PlannedTurn, turn_id: str, judging: Judging
-    ) -> tuple[JudgmentUsage, ...]:
-        """The turn's judgment usage record (none when no judged guardrail ran), counted."""
-        if not judging.spent:
-            return ()
-        self.metrics.judgment_tokens_used(judging.usage)
-        return (JudgmentUsage(judging.usage, planned.agent, turn_id),)
-
     async def judge(self, name: str, text: str) -> Judgment:
         """Ask a judgment handler's questions about ``text``; the verified judgment."""
+        ctx = self.context
         plan, judge = plan_judgment(
-            self.service, self.judges, self.providers, JudgmentRequest(name, text)
+            ctx.service, ctx.judges, ctx.providers, JudgmentRequest(name, text)
         )
         judgment = await ask(judge, plan.inquiry(), floor=plan.coverage_floor)
-        self.metrics.judgment_finished(name, judgment.usage)
+        ctx.metrics.judgment_finished(name, judgment.usage)
         return judgment
 
     async def messages(
@@ -458,7 +318,7 @@ class Runtime:
         return fold(e.record for e in entries)
 
     async def summary(self, session: str, *, caller: str = LOCAL) -> SessionSummary:
-        pending = self.queue.pending(session)
+        pending = self.context.queue.pending(session)
         entries = await self._entries(session, caller)
         records = [e.record for e in entries]
         view = SentView().apply_all(entries)
@@ -483,12 +343,13 @@ class Runtime:
         )
 
     async def __aenter__(self) -> Runtime:
-        """Start the compaction consumer (its workers are owned until :meth:`aclose`)."""
-        await self.compactor.__aenter__()
+        """Start the compaction consumer and the approval timers (owned until
+        :meth:`aclose`)."""
+        await self.context.__aenter__()
         try:
             await self.approvals.__aenter__()
         except BaseException:
-            await self.compactor.__aexit__(None, None, None)
+            await self.context.aclose()
             raise
         return self
 
@@ -497,8 +358,4 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.approvals.__aexit__(None, None, None)
-        await self.compactor.__aexit__(None, None, None)
-        every = (*self.providers.values(), *self.compactor.providers.values())
-        for provider in {id(p): p for p in every}.values():
-            await provider.aclose()
-        await self.journal.close()
+        await self.context.aclose()

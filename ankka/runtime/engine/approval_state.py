@@ -1,8 +1,11 @@
 """A session's approvals as its journal says: the fold of the approval records. Pure.
 
-At most one turn of a session is suspended at a time (a new turn is refused while one is):
-:attr:`ApprovalState.current`. Every decision the session ever recorded stays findable by
-approval id, so a second decision is answered with the first.
+At most one turn of a request session is suspended at a time (a new turn is refused while
+one is): :attr:`ApprovalState.current`. Every decision the session ever recorded stays
+findable by approval id, so a second decision is answered with the first. A task's session
+records a suspension per iteration whose answer waits; :meth:`ApprovalState.of_turn` keeps
+the last one of each turn with its decisions and started calls, which is what the task's
+next step is planned from once every request is decided.
 """
 
 from __future__ import annotations
@@ -60,6 +63,20 @@ class Suspension:
         as they returned, after its resume (what a cut-off turn is accounted with)."""
         return (*self.calls, *self.resumed)
 
+    @property
+    def verdicts(self) -> dict[str, tuple[str, ApprovalDecided]]:
+        """By call id: the approval and its decision, for every decided request."""
+        return {
+            r.call_id: (r.id, self.decisions[r.id])
+            for r in self.record.requests
+            if r.id in self.decisions
+        }
+
+    @property
+    def started_calls(self) -> frozenset[str]:
+        """The call ids of the approved calls whose start was recorded."""
+        return frozenset(r.call_id for r in self.record.requests if r.id in self.started)
+
     def request(self, approval: str) -> ApprovalRequest | None:
         return next((r for r in self.record.requests if r.id == approval), None)
 
@@ -69,20 +86,33 @@ class ApprovalState:
     current: Suspension | None = None
     decided: dict[str, ApprovalDecided] = field(default_factory=dict)
     requested: dict[str, ApprovalRequest] = field(default_factory=dict)
+    turns: dict[str, Suspension] = field(default_factory=dict)
+    held: dict[str, Suspension] = field(default_factory=dict)  # by approval id
+
+    def of_turn(self, turn: str) -> Suspension | None:
+        """The last suspension recorded for ``turn`` (a task's iteration), if any."""
+        return self.turns.get(turn)
+
+    def holding(self, approval: str) -> Suspension | None:
+        """The suspension that requested ``approval``, if the session recorded it."""
+        return self.held.get(approval)
 
     def add(self, seq: int, record: object) -> None:
         current = self.current
         if isinstance(record, TurnSuspended):
-            self.current = Suspension(seq, record)
+            self.current = self.turns[record.turn] = Suspension(seq, record)
             for r in record.requests:
                 self.requested[r.id] = r
+                self.held[r.id] = self.current
         elif isinstance(record, ApprovalDecided):
             self.decided[record.approval] = record
-            if current is not None and record.turn == current.turn:
-                current.decisions[record.approval] = record
+            held = self.held.get(record.approval)
+            if held is not None:
+                held.decisions[record.approval] = record
         elif isinstance(record, ApprovedCallStarted):
-            if current is not None and record.turn == current.turn:
-                current.started.add(record.approval)
+            held = self.held.get(record.approval)
+            if held is not None:
+                held.started.add(record.approval)
         elif isinstance(record, ResumedCall):
             if current is not None and record.turn == current.turn:
                 current.resumed.append(record.call)

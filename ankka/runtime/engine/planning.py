@@ -1,19 +1,16 @@
-"""A planned turn: what the host will run, as one frozen value. Pure: builds, never runs.
+"""A planned turn: what a request turn will run, as one frozen value. Pure: builds, never runs.
 
 :func:`plan` runs an agent's handler on a request and finds the model its :class:`Turn`
 names; :func:`plan_effect` does the second half for an effect built some other way. Both give
-a :class:`PlannedTurn`, which is the only thing :meth:`Runtime.run
-<ankka.runtime.drivers.request.Runtime.run>` takes, so every kind of turn enters the loop through
-the
-same seam:
+a :class:`PlannedTurn`, which is what :meth:`Runtime.run
+<ankka.runtime.drivers.request.Runtime.run>` takes:
 
 - a request from the HTTP API: ``plan(service, providers, TurnRequest(agent, session, text))``;
-- an approval resuming a suspended turn: the same call on the recorded
-  ``planned.request`` (a handler does no I/O, so building again gives the same effect);
-- a task iteration is planned as a value of its own kind,
-  :class:`ankka.runtime.drivers.tasks.prompt.IterationPlan` (the model request built from the task's
-  records, and the provider found by :func:`provider_for`), because its tools end a task
-  rather than answer a caller and its request is rebuilt from records on every iteration.
+- an approval resuming a suspended turn: the same call on the recorded ``planned.request`` (a
+  handler does no I/O, so building again gives the same effect).
+
+A task has no handler: its driver builds the engine's plan from the task's records and finds
+its model with :func:`provider_for` (:mod:`ankka.runtime.drivers.tasks.iteration`).
 """
 
 from __future__ import annotations

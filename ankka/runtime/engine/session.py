@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 from ankka.runtime.engine.approval_state import ApprovalState
 from ankka.runtime.engine.view import SentView
+from ankka.runtime.records.iterations import IterationCompleted, iteration_of
 from ankka.runtime.records.mcp import McpToolsRecord
+from ankka.runtime.records.messages import AssistantMessage, Usage
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.store.journal import Journal
@@ -25,13 +27,16 @@ __all__ = ["SessionCache", "SessionState"]
 @dataclass(slots=True)
 class SessionState:
     """A session as of ``position``: what the model is sent from it (the compaction fold),
-    and the digest of the last MCP tool listing recorded per server (so an unchanged listing
-    is recorded as its digest alone)."""
+    the digest of the last MCP tool listing recorded per server (so an unchanged listing is
+    recorded as its digest alone), who opened it, its approvals, and (a task's session) the
+    usage of each iteration recorded as completed: from its mark, or, in a session recorded
+    before the marks, from its response's model call."""
 
-    view: SentView
-    mcp_digests: dict[str, str]
+    view: SentView = field(default_factory=SentView)
+    mcp_digests: dict[str, str] = field(default_factory=dict)
     opened: SessionOpened | None = None
     approvals: ApprovalState = field(default_factory=ApprovalState)
+    iterations: dict[int, Usage] = field(default_factory=dict)
 
     @property
     def position(self) -> int:
@@ -42,6 +47,12 @@ class SessionState:
             self.mcp_digests[record.server] = record.digest
         elif isinstance(record, SessionOpened):
             self.opened = record
+        elif isinstance(record, IterationCompleted):
+            self.iterations[record.number] = record.usage
+        elif isinstance(record, AssistantMessage) and record.call is not None:
+            number = iteration_of(record.turn)
+            if number is not None:
+                self.iterations.setdefault(number, record.call.usage)
         self.approvals.add(seq, record)
         self.view.add(seq, record)
 
@@ -55,7 +66,7 @@ class SessionCache:
         self._cache: OrderedDict[str, SessionState] = OrderedDict()
 
     async def load(self, session: str) -> SessionState:
-        folded = self._cache.pop(session, None) or SessionState(SentView(), {})
+        folded = self._cache.pop(session, None) or SessionState()
         for entry in await self._journal.read(session, after=folded.position):
             folded.add(entry.seq, entry.record)
         self._remember(session, folded)

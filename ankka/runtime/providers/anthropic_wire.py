@@ -190,6 +190,10 @@ def encode_request(
             )
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         body["max_tokens"] = max_tokens + budget
+    elif request.tools and request.tool_choice == "required":
+        # Anthropic's "any"; with thinking only "auto" is allowed, so a thinking model may
+        # still answer in text (an autonomous agent's loop treats that as a failed attempt).
+        body["tool_choice"] = {"type": "any"}
     if stream:
         body["stream"] = True
     spliced = None if memo is None else (memo, request, items)

@@ -11,21 +11,30 @@ A provider that cannot stream implements ``stream`` with :func:`stream_by_comple
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
+from ankka.api.capabilities import ModelCapabilities
+from ankka.runtime.declare.judgments.seam import JudgmentProvider
 from ankka.runtime.declare.tools import ToolSpec
 from ankka.runtime.records.messages import Message, ProviderState, ToolCall, Usage
 
 __all__ = [
+    "AnswersJudgments",
+    "CapabilitiesProbe",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
     "OutputSchema",
     "TextDelta",
+    "ToolChoice",
     "stream_by_completing",
 ]
+
+ToolChoice = Literal["auto", "required"]
+"""Whether the model may answer in text (``auto``) or must call a tool (``required``: an
+autonomous agent's requests, since a task ends only through its tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,8 @@ class ModelRequest:
     max_output_tokens: int | None = None
     """The most tokens the answer may have, when the caller bounds it (the summariser does);
     ``None`` leaves it to the provider's own setting."""
+    tool_choice: ToolChoice = "auto"
+    """``required``: the answer must call one of ``tools`` (sent only when there are tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +93,22 @@ class ModelProvider(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+CapabilitiesProbe = Callable[[], Awaitable[ModelCapabilities]]
+
+
+@runtime_checkable
+class AnswersJudgments(Protocol):
+    """A model provider whose wire can answer judgments (a server that returns logprobs):
+    it gives the judgment provider over its own transport, so judgments reach the model
+    through the model seam and nothing is configured twice. ``capabilities`` is the model's
+    probe when a check sits in front of it; a provider whose probe does not report logprobs
+    ignores it. None: this provider's model answers none (what it wraps does not)."""
+
+    def judgment_provider(
+        self, capabilities: CapabilitiesProbe | None = None
+    ) -> JudgmentProvider | None: ...
 
 
 async def stream_by_completing(

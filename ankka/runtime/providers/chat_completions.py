@@ -12,12 +12,14 @@ from typing import Any
 import httpx2
 
 from ankka._kernel.errors import ModelError
-from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.declare.judgments.seam import JudgmentProvider
+from ankka.runtime.providers.base import CapabilitiesProbe, ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_wire import (
     StreamAccumulator,
     encode_request,
     read_response,
 )
+from ankka.runtime.providers.logprob_judge import LogprobJudgmentProvider
 from ankka.runtime.providers.openai_transport import NO_KEY, OpenAITransport, translate_error
 from ankka.runtime.providers.prefixes import EncodedPrefixes
 
@@ -81,6 +83,14 @@ class ChatCompletionsProvider:
         """POST raw bytes to the server through this provider's transport (the judgment
         provider asks its questions this way, sharing the connection pool and the errors)."""
         return await self._transport.post_json(path, body)
+
+    def judgment_provider(
+        self, capabilities: CapabilitiesProbe | None = None
+    ) -> JudgmentProvider | None:
+        """Judgments over this server's logprobs. A probe in front of it (Ollama's
+        ``/api/show``) does not report logprobs, so it is not asked: a server that answers
+        without them is refused after the fact."""
+        return LogprobJudgmentProvider(name=self.name, model=self.model, transport=self)
 
     async def aclose(self) -> None:
         await self._transport.aclose()

@@ -18,7 +18,15 @@ import httpx2
 
 from ankka._kernel.errors import ModelUnavailable, Refused
 from ankka.api.capabilities import ModelCapabilities, ProbeError, missing_for_request, probe
-from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.declare.judgments.seam import JudgmentProvider
+from ankka.runtime.providers.base import (
+    AnswersJudgments,
+    CapabilitiesProbe,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+)
 
 __all__ = ["CapabilityCheck", "Probe", "ollama_probe"]
 
@@ -93,6 +101,15 @@ class CapabilityCheck:
         await self.check(request)
         async for item in self._inner.stream(request):
             yield item
+
+    def judgment_provider(
+        self, capabilities: CapabilitiesProbe | None = None
+    ) -> JudgmentProvider | None:
+        """The wrapped model's judgments, given this check's probe."""
+        inner = self._inner
+        if not isinstance(inner, AnswersJudgments):
+            return None
+        return inner.judgment_provider(self.capabilities)
 
     async def aclose(self) -> None:
         await self._inner.aclose()

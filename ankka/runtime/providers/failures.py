@@ -22,6 +22,7 @@ from ankka._kernel.errors import (
     ModelTimeout,
     ModelUnavailable,
 )
+from ankka._kernel.redact import redact
 
 __all__ = [
     "StreamFailed",
@@ -36,13 +37,21 @@ __all__ = [
 _LIMIT = 300
 
 
-class StreamFailed(AnkkaError):
+class StreamFailed(ModelError):
     """The server said the answer failed: a Responses ``response.failed`` or ``error`` event,
     an Anthropic ``error`` event mid-stream. The wire readers raise it without knowing the
-    provider; each adapter translates it into a :class:`ModelError` naming the provider."""
+    provider; each adapter translates it into a :class:`ModelError` naming the provider. A
+    model error itself (the model's provider failed), whose message is the server's detail."""
 
     kind = "model_error"
     status = 502
+
+    def __init__(self, detail: str) -> None:
+        detail = redact(detail)
+        AnkkaError.__init__(self, detail)
+        self.provider = ""
+        self.detail = detail
+        self.http_status = None
 
 
 def summarize_text(text: str) -> str:

@@ -20,10 +20,12 @@ import httpx2
 
 from ankka._kernel.errors import ModelUnavailable
 from ankka.api.capabilities import ModelCapabilities, probe
-from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
+from ankka.runtime.declare.judgments.seam import JudgmentProvider
+from ankka.runtime.providers.base import CapabilitiesProbe, ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
 from ankka.runtime.providers.checked import CapabilityCheck
 from ankka.runtime.providers.lean_http import lean_client
+from ankka.runtime.providers.logprob_judge import LogprobJudgmentProvider
 from ankka.runtime.providers.mtls import MODELS_URI, RotatingClientTLS
 
 __all__ = ["InstallationProvider", "installation_model"]
@@ -99,6 +101,15 @@ class InstallationProvider:
                 yield item
         except ModelUnavailable as exc:
             raise self._with_hint(exc) from exc
+
+    def judgment_provider(
+        self, capabilities: CapabilitiesProbe | None = None
+    ) -> JudgmentProvider | None:
+        """Judgments over the gateway's model, checked first against what its ``/api/show``
+        says of ``logprobs`` (the gateway's probe reports it)."""
+        return LogprobJudgmentProvider(
+            name=self.name, model=self.model, transport=self, capabilities=capabilities
+        )
 
     async def post_json(self, path: str, body: bytes) -> dict[str, Any]:
         """POST raw bytes through the current mTLS client (the judgment provider's way in)."""

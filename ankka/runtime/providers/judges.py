@@ -1,11 +1,13 @@
 """The service's judgment providers, one per configured model that can answer judgments.
 
 A judgment provider rides on its model's text provider: the same transport (connection pool,
-TLS, errors naming the configured provider), so nothing is configured twice. Chat Completions
-models (presets ``openai-compatible``, ``ollama``, ``installation``) get a
-:class:`~.logprob_provider.LogprobJudgmentProvider`; an installation model's is checked against
-the gateway's ``/api/show`` (``logprobs``) before anything is sent. Models of other presets
-(Anthropic, OpenAI Responses) have none, and asking one is refused naming the model.
+TLS, errors naming the configured provider), so nothing is configured twice. Each provider
+says through the model seam whether its wire answers judgments
+(:class:`~.base.AnswersJudgments`): Chat Completions models (presets ``openai-compatible``,
+``ollama``, ``installation``) give a :class:`~.logprob_judge.LogprobJudgmentProvider`; an
+installation model's is checked against the gateway's ``/api/show`` (``logprobs``) before
+anything is sent. Models of other presets (Anthropic, OpenAI Responses) give none, and asking
+one is refused naming the model.
 """
 
 from __future__ import annotations
@@ -14,30 +16,15 @@ from collections.abc import Mapping
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.declare.judgments.seam import JudgmentProvider
-from ankka.runtime.providers.base import ModelProvider
-from ankka.runtime.providers.chat_completions import ChatCompletionsProvider
-from ankka.runtime.providers.checked import CapabilityCheck
-from ankka.runtime.providers.installation import InstallationProvider
-from ankka.runtime.providers.logprob_judge import LogprobJudgmentProvider
+from ankka.runtime.providers.base import AnswersJudgments, ModelProvider
+from ankka.runtime.providers.config import env_name
 
 __all__ = ["judge_for", "judges_for", "resolve"]
 
 
 def judge_for(provider: ModelProvider) -> JudgmentProvider | None:
     """The judgment provider over ``provider``'s model, or None when its wire has no logprobs."""
-    if isinstance(provider, CapabilityCheck):
-        inner = provider.inner
-        if isinstance(inner, InstallationProvider):
-            return LogprobJudgmentProvider(
-                name=provider.name,
-                model=provider.model,
-                transport=inner,
-                capabilities=provider.capabilities,
-            )
-        return judge_for(inner)
-    if isinstance(provider, ChatCompletionsProvider):
-        return LogprobJudgmentProvider(name=provider.name, model=provider.model, transport=provider)
-    return None
+    return provider.judgment_provider() if isinstance(provider, AnswersJudgments) else None
 
 
 def judges_for(providers: Mapping[str, ModelProvider]) -> dict[str, JudgmentProvider]:
@@ -67,7 +54,7 @@ def resolve(
             "openai-compatible, ollama or installation)"
         )
     configured = ", ".join(sorted(providers)) or "none"
-    env = f"ANKKA_MODEL_{model.upper().replace('-', '_')}_PRESET"
+    env = env_name(model, "PRESET")
     raise ConfigurationError(
         f"{asker} asks model {model!r} for a judgment, which is not configured "
         f"(configured: {configured}); set {env} and its settings"

@@ -135,6 +135,8 @@ def encode_request(
             }
             for t in request.tools
         ]
+        if request.tool_choice == "required":
+            body["tool_choice"] = "required"
     if request.output is not None:
         body["text"] = {
             "format": {

@@ -1,33 +1,34 @@
-"""ankka's one retry layer for a turn's model calls; the SDKs' own retries are off.
+"""When a failed model call is made again: the policies; the SDKs' own retries are off.
 
 The ``openai`` and ``anthropic`` SDKs retry a failed request twice by default, under whatever
 ankka did above them: a task's five failed attempts were fifteen HTTP requests. So every SDK
 client is made with ``max_retries=0`` and ankka decides, once, where a call is tried again:
 
-- a request agent's turn: :class:`Retrying` around each configured model (``ankka serve``
-  wraps the runtime's providers): a call that failed with a retryable
+The retrying itself is the engine's executor's (:meth:`ankka.runtime.engine.executor.
+Executor.call`), once for every kind of work, each driver giving its policy:
+
+- a request agent's turn: :class:`TurnRetry`: a call that failed with a retryable
   :class:`~ankka._kernel.errors.ModelError` (down, 5xx, 408, 429) is made again after a
   doubling pause, at most ``retries`` times (2: the SDKs' former default). A call that timed
   out is not: it spent its whole ``_TIMEOUT`` already, and the caller waits. A stream is
   retried only before its first event (after that the caller has seen part of an answer);
-- an autonomous agent's task: the iteration loop (``drivers/tasks/iteration.py``) retries a
-  failed iteration after its own growing pause, within ``max_consecutive_failures``; its
-  providers are not wrapped, so one failed attempt is one request.
+- an autonomous agent's task: the task driver (``drivers/tasks/iteration.py``) retries a
+  failed iteration after its own growing pause, within ``max_consecutive_failures``, without
+  spending budget.
 
-Both count each retry through ``retried(provider, model, kind)``, which ``ankka serve`` points
-at ``ankka_model_retries_total`` on ``/metrics``.
+The executor counts each retry through ``retried(provider, model, kind)``, which ``ankka
+serve`` points at ``ankka_model_retries_total`` on ``/metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ankka._kernel.errors import ModelError, ModelTimeout
-from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
 
-__all__ = ["Retried", "RetryPolicy", "Retrying", "retrying"]
+__all__ = ["Retried", "RetryPolicy", "TurnRetry"]
 
 Retried = Callable[[str, str, str], None]  # (provider, model, error kind)
 
@@ -50,64 +51,16 @@ def _again(exc: ModelError) -> bool:
 
 
 @dataclass(slots=True)
-class Retrying:
-    """``inner``, with a failed call made again by :class:`RetryPolicy`."""
+class TurnRetry:
+    """A request turn's answer to a failed model call (the engine's ``Retry``): made again
+    after the policy's pause, at most ``policy.retries`` times a call; never a call that
+    timed out (it spent its whole ``_TIMEOUT``: the caller waits), nor one that is not
+    ``retryable``."""
 
-    inner: ModelProvider
     policy: RetryPolicy = field(default_factory=RetryPolicy)
-    retried: Retried | None = None
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    async def _failed(self, exc: ModelError, attempt: int) -> None:
-        """Pause before retry ``attempt``, or raise ``exc`` when there is none to make."""
-        if attempt > self.policy.retries or not _again(exc):
-            raise exc
-        if self.retried is not None:
-            self.retried(self.inner.name, self.inner.model, exc.kind)
+    async def failed(self, error: ModelError, attempt: int) -> None:
+        if attempt > self.policy.retries or not _again(error):
+            raise error
         await self.sleep(self.policy.pause(attempt))
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        attempt = 0
-        while True:
-            try:
-                return await self.inner.complete(request)
-            except ModelError as exc:
-                attempt += 1
-                await self._failed(exc, attempt)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
-        attempt = 0
-        while True:
-            started = False
-            try:
-                async for item in self.inner.stream(request):
-                    started = True
-                    yield item
-                return
-            except ModelError as exc:
-                if started:
-                    raise
-                attempt += 1
-                await self._failed(exc, attempt)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def retrying(
-    providers: Mapping[str, ModelProvider],
-    *,
-    retried: Retried | None = None,
-    policy: RetryPolicy | None = None,
-) -> dict[str, ModelProvider]:
-    """Each of ``providers`` wrapped in :class:`Retrying` (one policy, one counter)."""
-    chosen = policy or RetryPolicy()
-    return {name: Retrying(p, chosen, retried) for name, p in providers.items()}

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ankka.runtime.records.iterations import IterationCompleted
+from ankka.runtime.records.iterations import IterationCompleted, iteration_of
 from ankka.runtime.records.messages import AssistantMessage, ModelCall, Usage
 
 __all__ = ["NOT_WRITTEN", "SessionUsage", "UnwrittenCalls", "session_usage"]
@@ -78,16 +78,26 @@ class SessionUsage:
 
 
 def session_usage(records: Iterable[object]) -> SessionUsage:
-    """Sum a session's records (in journal order) into its :class:`SessionUsage`."""
+    """Sum a session's records (in journal order) into its :class:`SessionUsage`. A request
+    turn's tokens are on its last answer; a task's iterations (session ``task:<id>``) count
+    one turn each, with the usage of its mark (or, recorded before the marks, its answer's
+    call)."""
     turns, written, unwritten_turns, unwritten = 0, Usage(), 0, Usage()
+    iterations: dict[int, Usage] = {}
     for record in records:
         if isinstance(record, AssistantMessage) and record.turn_usage is not None:
             turns += 1
             written = written + record.turn_usage
-        elif isinstance(record, IterationCompleted):  # a task's session: one per iteration
-            turns += 1
-            written = written + record.usage
+        elif isinstance(record, AssistantMessage) and record.call is not None:
+            number = iteration_of(record.turn)
+            if number is not None:
+                iterations.setdefault(number, record.call.usage)
+        elif isinstance(record, IterationCompleted):
+            iterations[record.number] = record.usage
         elif isinstance(record, UnwrittenCalls):
             unwritten_turns += 1
             unwritten = unwritten + record.usage
+    for usage in iterations.values():
+        turns += 1
+        written = written + usage
     return SessionUsage(turns, written, unwritten_turns, unwritten)

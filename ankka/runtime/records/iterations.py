@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ankka.runtime.records.messages import Usage
 
-__all__ = ["IterationCompleted", "IterationStarted"]
+__all__ = ["IterationCompleted", "IterationStarted", "iteration_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,3 +44,9 @@ class IterationCompleted:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IterationCompleted:
         return cls(int(data["number"]), Usage.from_dict(data.get("usage") or {}))
+
+
+def iteration_of(turn: str) -> int | None:
+    """The iteration number of a task response's turn, ``<task>#<n>``; None for any other."""
+    _, mark, number = turn.rpartition("#")
+    return int(number) if mark and number.isdigit() else None

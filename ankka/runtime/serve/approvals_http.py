@@ -165,7 +165,7 @@ def approval_routes(
             if wanted_agent is not None and notice.agent != wanted_agent:
                 return False
             if session not in readable:
-                entries = await runtime.journal.read(session)
+                entries = await runtime.context.journal.read(session)
                 opened = opened_by(e.record for e in entries)
                 readable[session] = runtime.allows(caller, "read", opened)
             return readable[session]

@@ -74,7 +74,7 @@ class InvalidSessionId(RequestError):
     status = 400
 
 
-class CallerLeft(AnkkaError):
+class CallerLeft(RequestError):
     """The caller disconnected before its request arrived whole: nobody is left to answer."""
 
     kind = "caller_left"

@@ -254,22 +254,26 @@ def _probe_port(
 
 
 def _import_http() -> None:
-    """Import what serving HTTP needs (the routes, starlette, uvicorn): none of it is needed
-    to resume the instances that had work."""
+    """Import what serving HTTP needs (the routes, starlette, uvicorn, the A2A bindings) in one
+    thread, before any instance is resumed: nothing else imports meanwhile."""
     import uvicorn.protocols.http.httptools_impl  # noqa: F401
 
+    import ankka.runtime.serve.a2a.card
+    import ankka.runtime.serve.a2a.port
+    import ankka.runtime.serve.a2a.service
     import ankka.runtime.serve.http  # noqa: F401
 
 
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.declare.compaction import from_environment
+    from ankka.runtime.drivers.approvals import Timers
+    from ankka.runtime.drivers.context import CompactionSetup, Context
     from ankka.runtime.drivers.request import Runtime
-    from ankka.runtime.drivers.tasks.host import TaskHost
+    from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
-    from ankka.runtime.providers.judges import judges_for
     from ankka.runtime.providers.registry import providers_from_environment
-    from ankka.runtime.providers.retry import retrying
+    from ankka.runtime.providers.retry import TurnRetry
     from ankka.runtime.store.open import Store, sqlite_path
 
     if args.console not in ("on", "off"):
@@ -321,32 +325,28 @@ def run(args: argparse.Namespace) -> int:
             await store.close()
 
     async def served(store: Store) -> int:
-        runtime = Runtime(
+        context = Context.open(
             service,
             store=store.journal_store,
-            # A turn's calls are retried here; a task's by its iteration loop (retry.py).
-            providers=retrying(providers, retried=metrics.model_retried),
-            judges=judges_for(providers),
+            providers=providers,
             metrics=metrics,
             mcp=mcp,
-            compaction_override=compaction,
-            compaction_leases=store.leases,
+            compaction=CompactionSetup(override=compaction, leases=store.leases),
             approvals=store.approvals,
-            approval_notice_seconds=args.approval_notice_seconds,
             policy=policy,
+            # The one retry layer is the engine's: a turn's calls by this policy, a task's by
+            # its driver's (providers/retry.py).
+            turn_retry=TurnRetry(),
         )
+        runtime = Runtime(context, timers=Timers(notice_seconds=args.approval_notice_seconds))
         tasks = TaskHost(
-            service,
+            context,
             store=store.tasks,
-            journal=runtime.journal,
-            providers=providers,
-            judges=runtime.judges,
-            lease_seconds=args.lease_seconds,
-            max_instances=args.max_instances,
-            notification_buffer=args.notification_buffer,
-            approvals=store.approvals,
-            calls_made=metrics.calls_made,
-            retried=metrics.model_retried,
+            options=HostOptions(
+                lease_seconds=args.lease_seconds,
+                max_instances=args.max_instances,
+                notification_buffer=args.notification_buffer,
+            ),
         )
         runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
@@ -358,6 +358,13 @@ def run(args: argparse.Namespace) -> int:
                 "identified off loopback; each sees what the session policy allows)",
                 stream=sys.stderr,
             )
+        # The HTTP stack is imported before anything else runs: importing it on a thread while
+        # resumed instances made their first calls on the loop let the two threads import
+        # httpx's modules in different orders, and Python's import-lock deadlock guard then hands
+        # one of them a partially initialised module (a task failed with "partially initialized
+        # module 'httpx'"). The socket is bound and listening already, so a caller who connects
+        # meanwhile waits, never is refused.
+        await asyncio.to_thread(_import_http)
         async with runtime, contextlib.AsyncExitStack() as stack:
             if mcp is not None:
                 # Connects every MCP server (a server that is down does not hold the start:
@@ -372,10 +379,6 @@ def run(args: argparse.Namespace) -> int:
                 await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
             if reviewer is not None:
                 await stack.enter_async_context(reviewer)
-            # The HTTP stack is imported only now, off the event loop, so that resumed
-            # instances make their first model calls meanwhile; the socket is bound and
-            # listening already, so a caller who connects now waits, never is refused.
-            await asyncio.to_thread(_import_http)
             from ankka.runtime.serve.http import create_app
 
             tokens = "kubernetes-service-account" if reviewer is not None else "static"

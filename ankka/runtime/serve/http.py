@@ -55,7 +55,8 @@ from ankka._kernel.errors import AnkkaError, RequestError, StoreError
 from ankka._kernel.exposition import CONTENT_TYPE
 from ankka.runtime.drivers.request import Runtime, TurnResult
 from ankka.runtime.drivers.tasks.host import TaskHost
-from ankka.runtime.engine.loop import LoopEvent, TurnOutcome
+from ankka.runtime.engine.executor import LoopEvent
+from ankka.runtime.engine.loop import TurnOutcome
 from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
 from ankka.runtime.records.messages import ToolCall
@@ -306,7 +307,7 @@ def create_app(
         from ankka.runtime.serve.console.routes import console_routes
 
         pages = console_routes(runtime, tasks)
-    pages = [*pages, *mcp_routes(runtime.mcp, console=console)]
+    pages = [*pages, *mcp_routes(runtime.context.mcp, console=console)]
     routes = Starlette(
         routes=[
             *pages,

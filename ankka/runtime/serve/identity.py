@@ -32,7 +32,7 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.errors import ConfigurationError, RequestError
 from ankka._kernel.identity import UNIDENTIFIED, caller_name
 from ankka.runtime.declare.policy import LOCAL, NotPermitted
 
@@ -44,7 +44,7 @@ __all__ = ["Identify", "Unauthenticated", "caller_of", "is_loopback", "load_toke
 MIN_TOKEN = 16
 
 
-class Unauthenticated(AnkkaError):
+class Unauthenticated(RequestError):
     kind = "unauthenticated"
     status = 401
 

@@ -34,7 +34,8 @@ from typing import Any
 import httpx2
 
 from ankka._kernel.clock import Clock, SystemClock
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import DependencyFailed
+from ankka.runtime.serve.identity import Unauthenticated
 
 __all__ = [
     "SERVICE_ACCOUNT_DIR",
@@ -52,14 +53,14 @@ MAX_TOKEN = 16 * 1024  # bound SA tokens are ~1 KiB; anything far longer is not 
 _PREFIX = "system:serviceaccount:"
 
 
-class TokenRefused(AnkkaError):
+class TokenRefused(Unauthenticated):
     """The API server does not vouch for the token: the caller must send another."""
 
     kind = "unauthenticated"
     status = 401
 
 
-class TokenReviewUnavailable(AnkkaError):
+class TokenReviewUnavailable(DependencyFailed):
     """The API server could not be asked: whoever runs the cluster must act (or retry)."""
 
     kind = "token_review_unavailable"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
-from ankka.runtime.drivers.request import Runtime
 from tests.integration.providers.conftest import Build, Standin, settings_for
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 FIELD = {
@@ -38,7 +38,7 @@ async def test_the_turns_output_token_limit_is_sent_in_the_wires_field(
     standin.script([{"text": "Short."}])
     provider = build("default", **settings_for(wire, standin))
     store = await journal_store(tmp_path / "journal.sqlite3")
-    async with Runtime(service, store=store, providers={"default": provider}) as runtime:
+    async with runtime_for(service, store=store, providers={"default": provider}) as runtime:
         result = await runtime.run(runtime.plan("brief", "s", "Say something."))
     assert result.reply == "Short."
     sent = [r["body"] for r in standin.requests() if r["path"] != "/api/show"]

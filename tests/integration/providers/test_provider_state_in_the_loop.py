@@ -4,16 +4,16 @@ written to the journal (a session is ankka's, not a vendor's)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from ankka._kernel.clock import SystemClock
 from ankka.runtime.declare.agents import Turn
 from ankka.runtime.declare.tools import tool
-from ankka.runtime.engine.loop import TurnOutcome, run_turn
 from ankka.runtime.records.messages import AssistantMessage
 from ankka.runtime.records.registry import decode, encode
 from tests.integration.providers.conftest import Build, Standin, settings_for
+from tests.support.runtimes import one_turn
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ def get_weather(city: str) -> str:
 
 @pytest.mark.parametrize("wire", ["anthropic", "openai"])
 async def test_reasoning_goes_back_within_the_turn_and_is_never_journaled(
-    wire: str, standin: Standin, build: Build
+    wire: str, standin: Standin, build: Build, tmp_path: Path
 ) -> None:
     standin.script(
         [
@@ -40,16 +40,8 @@ async def test_reasoning_goes_back_within_the_turn_and_is_never_journaled(
     provider = build("main", **settings_for(wire, standin))
     effect = Turn(message="Weather in Oslo?", tools=[get_weather], reasoning_effort="low")
 
-    outcome = await run_turn(
-        effect,
-        history=(),
-        agent="weather",
-        turn_id="t1",
-        provider=provider,
-        clock=SystemClock(),
-    )
+    outcome = await one_turn(effect, provider, tmp_path / "store.sqlite3")
 
-    assert isinstance(outcome, TurnOutcome)
     assert outcome.text == "Sunny in Oslo."
     second = json.dumps(standin.requests()[1]["body"])
     marker = "I should look it up." if wire == "anthropic" else "rs_standin_1"

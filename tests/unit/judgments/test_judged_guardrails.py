@@ -28,6 +28,7 @@ from ankka.runtime.judgments import (
 )
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import Usage
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 ABUSIVE = YesNo("abusive", "Is the message abusive?")
@@ -57,7 +58,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
         store = await journal_store(tmp_path / "journal.sqlite3")
         model = ScriptedProvider(script or [], name="default")
         judges = {"default": judge} if judge is not None else {}
-        runtime = Runtime(service, store=store, providers={"default": model}, judges=judges)
+        runtime = runtime_for(service, store=store, providers={"default": model}, judges=judges)
         made.append(runtime)
         return runtime, model
 
@@ -146,7 +147,7 @@ async def test_judgment_tokens_are_recorded_with_the_turns_messages(make: Make) 
     assert summary.judgment_usage == SPENT
     assert summary.usage == Usage(input_tokens=7)
     assert summary.messages == 2  # the record is no message: the conversation is unchanged
-    kinds = [e.kind for e in await runtime.journal.store.read("s")]
+    kinds = [e.kind for e in await runtime.context.journal.store.read("s")]
     assert kinds == ["session_opened", "user_message", "assistant_message", "judgment_usage"]
 
 
@@ -210,7 +211,7 @@ async def test_a_judged_refusal_of_the_answer_keeps_the_call_and_the_judgment_to
     with pytest.raises(Refused):
         await runtime.run(runtime.plan("helper", "s", "Hi"), caller="alice")
 
-    entries = await runtime.journal.store.read("s")
+    entries = await runtime.context.journal.store.read("s")
     assert [e.kind for e in entries] == ["session_opened", "unwritten_calls", "judgment_usage"]
     summary = await runtime.summary("s", caller="alice")
     assert summary.judgment_usage == SPENT

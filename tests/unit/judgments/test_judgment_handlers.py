@@ -14,6 +14,7 @@ from ankka.runtime.judgments import JudgmentPlan, JudgmentProvider, JudgmentRequ
 from ankka.runtime.providers.scripted import ScriptedJudgmentProvider, ScriptedProvider
 from ankka.runtime.records.messages import Usage
 from examples.triage import service as triage_service
+from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
 Make = Callable[..., Awaitable[Runtime]]
@@ -26,7 +27,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
     async def build(service: Service, judges: dict[str, JudgmentProvider]) -> Runtime:
         store = await journal_store(tmp_path / "journal.sqlite3")
         providers = {"default": ScriptedProvider([], name="default")}
-        runtime = Runtime(service, store=store, providers=providers, judges=judges)
+        runtime = runtime_for(service, store=store, providers=providers, judges=judges)
         made.append(runtime)
         return runtime
 

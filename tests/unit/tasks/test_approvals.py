@@ -8,8 +8,6 @@ from pathlib import Path
 
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.declare.tools import tool
-from ankka.runtime.drivers.request import Runtime
-from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import RetryPolicy
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import ToolResult
@@ -17,6 +15,7 @@ from ankka.runtime.records.tasks import TaskSpec, TaskState
 from ankka.runtime.store.open import Store
 from ankka.runtime.tasks import Accepts, AutonomousAgent
 from examples.tasks import summary
+from tests.support.runtimes import runtime_for, task_host_for
 
 RAN: list[str] = []
 
@@ -56,20 +55,17 @@ async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
     )
     store = await Store.open(path)
     index = store.approvals
-    runtime = Runtime(
+    runtime = runtime_for(
         service,
         store=store.journal_store,
         providers={"default": provider},
         approvals=index,
     )
-    host = TaskHost(
-        service,
-        store=store.tasks,
-        journal=runtime.journal,
-        providers={"default": provider},
+    host = task_host_for(
+        runtime.context,
+        store.tasks,
         poll_seconds=0.05,
         retry=RetryPolicy(first_pause=0.0, max_pause=0.0),
-        approvals=index,
     )
     runtime.approvals.task_decided = host.approval_decided
     async with runtime, host:
@@ -107,7 +103,9 @@ async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
                     break
                 seen.append(getattr(notice, "event", None))
         results = [
-            m for m in await runtime.journal.conversation("task:t1") if isinstance(m, ToolResult)
+            m
+            for m in await runtime.context.journal.conversation("task:t1")
+            if isinstance(m, ToolResult)
         ]
     await store.close()
     assert RAN == ["harmless"]

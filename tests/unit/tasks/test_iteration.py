@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import RetryPolicy
 from ankka.runtime.providers.base import ModelRequest, ModelResponse
 from ankka.runtime.providers.scripted import ScriptedProvider
+from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.messages import (
     AssistantMessage,
@@ -48,7 +50,7 @@ def fail(reason: str) -> dict[str, Any]:
 
 
 async def host_messages(host: TaskHost, task: str) -> list[Any]:
-    return await host.bench.journal.conversation(f"task:{task}")
+    return await host.context.journal.conversation(f"task:{task}")
 
 
 class Flaky:
@@ -151,17 +153,30 @@ async def test_the_model_is_shown_the_task_whole_with_both_built_in_tools(
     ]
 
 
-async def test_the_model_is_told_as_it_nears_the_end_and_that_the_last_is_the_last(
+async def test_the_model_is_told_as_it_nears_the_end_in_the_newest_message_only(
     make_host: MakeHost,
 ) -> None:
     provider = ScriptedProvider([LOOKUP, LOOKUP, LOOKUP, LOOKUP, complete(GOOD)], name="default")
     host = await make_host(example, provider)
     await put(host, "t1")
     assert (await finished(host, "t1")).state == TaskState.COMPLETED
-    notes = [str(r.messages[0].content) for r in provider.requests]
-    assert "iteration" not in notes[0] and "iteration" not in notes[2]
-    assert "This is iteration 4 of 5: 2 iterations remain" in notes[3]
-    assert "This is iteration 5 of 5, the last" in notes[4]
+    requests = provider.requests
+    newest = [str(r.messages[-1].content) for r in requests]
+    assert not any("iteration" in note for note in newest[:3])
+    assert "This is iteration 4 of 5: 2 iterations remain" in newest[3]
+    assert "This is iteration 5 of 5, the last" in newest[4]
+    # What was sent once is never rewritten: each request opens with the one before it.
+    for before, after in itertools.pairwise(requests):
+        assert tuple(after.messages[: len(before.messages)]) == tuple(before.messages)
+        assert after.instructions == before.instructions and after.tools == before.tools
+
+
+async def test_a_budget_of_one_says_so_in_the_task_message(make_host: MakeHost) -> None:
+    provider = ScriptedProvider([complete(GOOD)], name="default")
+    host = await make_host(agent_service(budget=1), provider)
+    await put(host, "t1")
+    assert (await finished(host, "t1")).state == TaskState.COMPLETED
+    assert "This is iteration 1 of 1, the last" in str(provider.requests[0].messages[0].content)
 
 
 async def test_reaching_the_budget_fails_the_task_saying_so(make_host: MakeHost) -> None:
@@ -174,20 +189,29 @@ async def test_reaching_the_budget_fails_the_task_saying_so(make_host: MakeHost)
     assert len(provider.requests) == 2
 
 
-async def test_a_reply_calling_neither_tool_is_recorded_and_the_next_iteration_follows(
+async def test_a_reply_calling_no_tool_is_accounted_and_asked_again_within_budget(
     make_host: MakeHost,
 ) -> None:
-    provider = ScriptedProvider([{"text": "Let me think."}, complete(GOOD)], name="default")
+    text = {"text": "Let me think.", "usage": {"input_tokens": 7, "output_tokens": 1}}
+    provider = ScriptedProvider([text, complete(GOOD)], name="default")
     host = await make_host(example, provider)
     await put(host, "t1")
-    assert (await finished(host, "t1")).state == TaskState.COMPLETED
-    recorded = await host_messages(host, "t1")
-    assert recorded[0].content == "Let me think."
-    assert isinstance(recorded[1], UserMessage) and "still open" in recorded[1].content
-    assert [type(m).__name__ for m in provider.requests[1].messages][-2:] == [
+    record = await finished(host, "t1")
+    assert record.state == TaskState.COMPLETED
+    assert record.iterations_used == 1  # the reply with no tool call spent no budget
+    assert record.usage.input_tokens == 7  # but its tokens are counted
+    # No synthetic message goes on from it: the model is asked the same request again,
+    # which requires a tool call.
+    first, second = provider.requests
+    assert second.messages == first.messages
+    assert first.tool_choice == second.tool_choice == "required"
+    assert [type(m).__name__ for m in await host_messages(host, "t1")] == [
         "AssistantMessage",
-        "UserMessage",
+        "ToolResult",
     ]
+    entries = await host.context.journal.read("task:t1")
+    unwritten = [e.record for e in entries if isinstance(e.record, UnwrittenCalls)]
+    assert [(u.reason, u.usage.input_tokens) for u in unwritten] == [("no_tool_call", 7)]
 
 
 async def test_a_result_that_does_not_decode_is_a_tool_error_the_model_corrects(
@@ -569,7 +593,7 @@ async def test_a_completion_marked_in_the_journal_only_is_counted_once_with_its_
     assert record.state == TaskState.COMPLETED
     assert record.iterations_used == 2 and record.usage == Usage(12, 3)
     assert len(provider.requests) == 1  # the recorded call was not made again
-    kinds = [e.record.kind for e in await host.bench.journal.read("task:t1")]
+    kinds = [e.record.kind for e in await host.context.journal.read("task:t1")]
     assert kinds[:3] == ["iteration_started", "assistant_message", "iteration_completed"]
     # the second iteration's response and marks went in one append, after the tool result
     assert kinds[4:7] == ["iteration_started", "assistant_message", "iteration_completed"]

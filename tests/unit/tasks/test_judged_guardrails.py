@@ -79,7 +79,7 @@ async def test_tokens_judged_guardrails_spend_are_the_tasks_judgment_usage_and_i
 
     assert record.state == TaskState.COMPLETED
     assert len(judge.inquiries) == 2  # the instructions, then the result
-    entries = await host.bench.journal.read("task:t1")
+    entries = await host.context.journal.read("task:t1")
     assert entries[0].record == SessionOpened("local", "researcher")  # opened before anything
     judged = [e.record for e in entries if isinstance(e.record, JudgmentUsage)]
     assert [(j.usage, j.turn) for j in judged] == [(spent, "t1#input"), (spent, "t1#1")]

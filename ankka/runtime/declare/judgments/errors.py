@@ -18,7 +18,13 @@
 
 from __future__ import annotations
 
-from ankka._kernel.errors import AnkkaError, ConfigurationError, ModelError, ModelTimeout, Refused
+from ankka._kernel.errors import (
+    ConfigurationError,
+    DependencyFailed,
+    ModelError,
+    ModelTimeout,
+    Refused,
+)
 from ankka.runtime.records.messages import Usage
 
 __all__ = [
@@ -52,7 +58,7 @@ class JudgmentFailed(ModelError):
         self.usage: Usage | None = None  # what the failed judgment spent, when known
 
 
-class JudgmentScriptFailed(AnkkaError):
+class JudgmentScriptFailed(ConfigurationError):
     """A scripted judgment provider has no answer for a question it was asked."""
 
     kind = "judgment_script_failed"
@@ -95,7 +101,7 @@ class OptionLabelSplit(ConfigurationError):
     kind = "option_label_split"
 
 
-class GuardrailCheckFailed(AnkkaError):
+class GuardrailCheckFailed(DependencyFailed):
     """A judged guardrail could not decide: it refused nothing and passed nothing."""
 
     kind = "guardrail_check_failed"

@@ -22,7 +22,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
-from ankka.runtime.declare.judgments.errors import GuardrailCheckFailed, JudgmentScriptFailed
+from ankka.runtime.declare.judgments.errors import (
+    GuardrailCheckFailed,
+    JudgmentFailed,
+    JudgmentScriptFailed,
+)
 from ankka.runtime.declare.judgments.judgment import Judgment
 from ankka.runtime.declare.judgments.questions import Question, YesNo
 from ankka.runtime.declare.judgments.seam import Inquiry, JudgmentProvider
@@ -106,8 +110,8 @@ async def decide(rail: JudgedGuardrail, text: str, judging: Judging | None) -> s
     except JudgmentScriptFailed:
         raise
     except AnkkaError as exc:
-        spent = getattr(exc, "usage", None)
-        if isinstance(spent, Usage):
+        spent = exc.usage if isinstance(exc, JudgmentFailed) else None
+        if spent is not None:
             judging.spent.append(spent)
         raise GuardrailCheckFailed(rail.name, str(exc), cause=exc) from exc
     judging.spent.append(judgment.usage)

@@ -1,9 +1,5 @@
-"""The iteration loop's decisions, pure: where to resume, and what a result is worth.
-
-``resume_point`` reads what is recorded in the session ``task:<id>`` and says what comes next:
-run the tools a recorded response asked for that have no recorded result (a tool is run at
-least once), end the task a recorded ``complete_task``/``fail_task`` already settled, or make
-the next model call. A model call whose response is recorded is therefore never made again.
+"""What a task's result is worth, pure. (Where a task resumes is the engine's planner's:
+:func:`ankka.runtime.engine.steps.next_step`, from what the session ``task:<id>`` recorded.)
 
 ``decode_result`` and ``check_rules`` judge a ``complete_task`` input: a result that does not
 decode goes back to the model as a tool error; one that decodes is checked by the task type's
@@ -13,7 +9,6 @@ rules in declared order. A rule that raises decided nothing (:class:`RuleRaised`
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,70 +17,21 @@ from pydantic import BaseModel, ValidationError
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, TaskType
 from ankka.runtime.drivers.tasks.prompt import FailTaskInput
-from ankka.runtime.records.messages import AssistantMessage, Message, ToolCall, ToolResult
 
 __all__ = [
     "ACCEPTED",
-    "CallModel",
+    "ENDED_AS_FAILED",
     "Decoded",
-    "Ends",
     "Malformed",
     "RuleRaised",
-    "RunTools",
     "check_rules",
     "decode_fail",
     "decode_result",
-    "resume_point",
+    "result_json",
 ]
 
 ACCEPTED = "accepted: the task is complete"
 ENDED_AS_FAILED = "the task is failed"
-
-
-@dataclass(frozen=True, slots=True)
-class CallModel:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class RunTools:
-    response: AssistantMessage
-    pending: tuple[ToolCall, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Ends:
-    """A recorded ``complete_task`` accepted, or ``fail_task``, that the task has not yet
-    been ended by (the process stopped between the record and the task's end)."""
-
-    completed: bool
-    arguments: str
-
-
-def resume_point(history: Sequence[Message]) -> CallModel | RunTools | Ends:
-    last_response = None
-    for index in range(len(history) - 1, -1, -1):
-        message = history[index]
-        if isinstance(message, AssistantMessage):
-            last_response = index
-            break
-    if last_response is None:
-        return CallModel()
-    response = history[last_response]
-    assert isinstance(response, AssistantMessage)
-    results = {m.call_id: m for m in history[last_response + 1 :] if isinstance(m, ToolResult)}
-    for call in response.tool_calls:
-        result = results.get(call.id)
-        if result is None:
-            break
-        if not result.is_error and call.name == COMPLETE_TASK:
-            return Ends(True, call.arguments)
-        if not result.is_error and call.name == FAIL_TASK:
-            return Ends(False, call.arguments)
-    pending = tuple(c for c in response.tool_calls if c.id not in results)
-    if pending:
-        return RunTools(response, pending)
-    return CallModel()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,16 +22,14 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import NotFound, RequestError, StoreError
-from ankka.runtime.declare.agents import Service
 from ankka.runtime.declare.autonomous import AutonomousAgent
-from ankka.runtime.declare.judgments.seam import JudgmentProvider
+from ankka.runtime.drivers.context import Context
 from ankka.runtime.drivers.tasks.iteration import (
     LeaseLost,
     RetryPolicy,
@@ -40,9 +38,6 @@ from ankka.runtime.drivers.tasks.iteration import (
     work_task,
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
-from ankka.runtime.providers.base import ModelProvider
-from ankka.runtime.providers.retry import Retried
-from ankka.runtime.records.messages import ModelCall
 from ankka.runtime.records.tasks import (
     InstanceRecord,
     InstanceState,
@@ -52,11 +47,9 @@ from ankka.runtime.records.tasks import (
     check_id,
 )
 from ankka.runtime.store import task_statements as statements
-from ankka.runtime.store.approval_index import ApprovalIndex
-from ankka.runtime.store.journal import Journal
 from ankka.runtime.store.tasks import Picked, TaskStore
 
-__all__ = ["InstanceView", "TaskHost"]
+__all__ = ["HostOptions", "InstanceView", "TaskHost"]
 
 log = logging.getLogger("ankka.runtime.tasks")
 
@@ -70,47 +63,44 @@ class InstanceView:
     queue: tuple[TaskRecord, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostOptions:
+    """How a task host schedules: its lease owner's name (default: host, pid and a nonce on a
+    shared store, ``local`` on SQLite), the lease length (PostgreSQL), how often it looks for
+    work and looks again at idle instances, when a waiting task is pending too long, how
+    many instances it runs at once, each subscriber's buffer, and how failed attempts pause."""
+
+    owner: str | None = None
+    lease_seconds: float = 10.0
+    poll_seconds: float = 0.5
+    idle_recheck_seconds: float = 5.0
+    pending_too_long: float = 300.0
+    max_instances: int = 100
+    notification_buffer: int = DEFAULT_BUFFER
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+
 class TaskHost:
     def __init__(
-        self,
-        service: Service,
-        *,
-        store: TaskStore,
-        journal: Journal,
-        providers: Mapping[str, ModelProvider],
-        judges: Mapping[str, JudgmentProvider] | None = None,
-        clock: Clock | None = None,
-        owner: str | None = None,
-        lease_seconds: float = 10.0,
-        poll_seconds: float = 0.5,
-        idle_recheck_seconds: float = 5.0,
-        pending_too_long: float = 300.0,
-        max_instances: int = 100,
-        notification_buffer: int = DEFAULT_BUFFER,
-        retry: RetryPolicy | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        approvals: ApprovalIndex | None = None,
-        calls_made: Callable[[str, Sequence[ModelCall]], None] | None = None,
-        retried: Retried | None = None,
+        self, context: Context, *, store: TaskStore, options: HostOptions | None = None
     ) -> None:
-        self.service = service
+        options = options or HostOptions()
+        self.context = context
+        self.service = context.service
         self.store = store
-        self.clock = clock or SystemClock()
+        self.clock = context.clock
         # Other processes' notices reach this one's subscribers through the store's relay.
-        self.notifier = Notifier(self.clock, buffer=notification_buffer, relay=store.notices())
-        self.bench = Workbench(
-            store,
-            journal,
-            providers,
-            self.clock,
-            self.notifier,
-            sleep,
-            retry or RetryPolicy(),
-            approvals=approvals,
-            judges=dict(judges or {}),
-            calls_made=calls_made,
-            retried=retried,
+        self.notifier = Notifier(
+            self.clock, buffer=options.notification_buffer, relay=store.notices()
         )
+        self.bench = Workbench(context, store, self.notifier, options.sleep, options.retry)
+        owner = options.owner
+        lease_seconds = options.lease_seconds
+        poll_seconds = options.poll_seconds
+        idle_recheck_seconds = options.idle_recheck_seconds
+        pending_too_long = options.pending_too_long
+        max_instances = options.max_instances
         shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.owner = owner or (shared_owner if store.shared else "local")
         self.lease_seconds = lease_seconds

@@ -1,81 +1,87 @@
-"""The iteration loop: one task, worked until it ends. The platform's, not the agent's.
+"""Task iterations: an autonomous agent's task worked over the engine, until it ends.
 
-Every iteration records, in order: the model's response in the journal session ``task:<id>``,
-in one append with the iteration's marks (:mod:`.marks`: started, completed with the call's
-usage); then the completion on the task record (its count and usage, once); then each tool
-result (the journal, one append per tool). Three commits an iteration, two without tools.
-The loop re-reads the records at every boundary and resumes from the last one
-(:func:`.decide.resume_point`), so an instance stopped anywhere in that sequence carries on
-with no recorded model call made again; a completion recorded in the journal but not on the
-task record is carried over from the journal; a tool whose result was not recorded runs
-again (tools run at least once).
+The task driver of the one loop (:func:`ankka.runtime.engine.loop.drive`). It differs from a
+request turn only in its hooks (:class:`TaskWork`): how it commits and how it ends.
 
+- Before each model call it reads the task's record: a cancelled task stops here (at the end
+  of the iteration before), a suspended instance stops before the call, a spent budget fails
+  the task; the agent's MCP servers list their tools for the iteration.
+- Every answer is recorded at once in the journal session ``task:<id>``, in one append with
+  the iteration's marks (:mod:`ankka.runtime.records.iterations`: started, completed with the
+  call's usage); then the completion on the task record (its count and usage, once). An answer
+  that calls no tool is no answer of a task's (its requests require a tool call): the call is
+  accounted, and it is a failed attempt, made again without spending budget.
+- Every tool result is recorded as it comes, in order. The newest one, when the end is near,
+  carries where the next iteration stands in the budget (nothing earlier is ever rewritten).
+- A task ends only through ``complete_task`` / ``fail_task`` (:mod:`.ending`), or its budget.
+
+A restarted instance resumes from the records (the planner reads them): a recorded model call
+is never made again, a tool whose result was not recorded runs again (at least once).
 Failures that decide nothing (a model call that failed, a rule or guardrail that raised) are
-retried after a growing pause without spending budget, and counted: ``max_consecutive_failures``
-in a row fail the task with the last error. An error that says a retry cannot help
-(``ModelError.retryable``: a refused key, a scripted provider out of script) fails it at once.
+retried after a growing pause without spending budget, and counted:
+``max_consecutive_failures`` in a row fail the task with the last error. An error that says a
+retry cannot help (``ModelError.retryable``: a refused key, a scripted provider out of script)
+fails it at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from ankka._kernel.clock import Clock
-from ankka._kernel.errors import (
-    ConfigurationError,
-    ModelError,
-    Refused,
-    StoreError,
-)
+from ankka._kernel.errors import ConfigurationError, ModelError, Refused, StoreError
 from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
-from ankka.runtime.declare.guardrails import first_refusal
-from ankka.runtime.declare.judgments.guardrail import Judging
-from ankka.runtime.declare.judgments.seam import JudgmentProvider
-from ankka.runtime.drivers.tasks.decide import (
-    ACCEPTED,
-    ENDED_AS_FAILED,
-    CallModel,
-    Decoded,
-    Ends,
-    Malformed,
-    RuleRaised,
-    RunTools,
-    check_rules,
-    decode_fail,
-    decode_result,
-    result_json,
-    resume_point,
-)
+from ankka.runtime.drivers.approvals import need_index
+from ankka.runtime.drivers.context import Context, Listed
+from ankka.runtime.drivers.tasks import prompt
+from ankka.runtime.drivers.tasks.decide import Decoded, decode_fail, decode_result, result_json
+from ankka.runtime.drivers.tasks.ending import CompleteTask, FailTask
 from ankka.runtime.drivers.tasks.notify import Notifier
-from ankka.runtime.drivers.tasks.prompt import NEAR_END, NUDGE, IterationPlan, plan_iteration
-from ankka.runtime.engine.loop import decided_result
-from ankka.runtime.features.approval_gate import CUT_OFF_RUN, Gate, gate
-from ankka.runtime.providers.base import ModelProvider, ModelResponse
-from ankka.runtime.providers.retry import Retried
-from ankka.runtime.records.fold import apply
-from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
+from ankka.runtime.engine.loop import Stopped, drive
+from ankka.runtime.engine.planning import provider_for
+from ankka.runtime.engine.session import SessionState
+from ankka.runtime.engine.steps import (
+    AwaitDecision,
+    Decided,
+    Ended,
+    RunTool,
+    TurnPlan,
+    TurnState,
+    Verdict,
+)
+from ankka.runtime.records.accounting import UnwrittenCalls
+from ankka.runtime.records.approvals import (
+    ApprovalDecided,
+    ApprovedCallStarted,
+    TurnSuspended,
+    requests_for,
+)
+from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacted
+from ankka.runtime.records.iterations import IterationCompleted, IterationStarted, iteration_of
 from ankka.runtime.records.judgments import JudgmentUsage
 from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
-    ModelCall,
+    ToolCall,
     ToolResult,
-    Usage,
     UserMessage,
 )
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
-from ankka.runtime.records.tasks import InstanceState, TaskRecord, TaskState
+from ankka.runtime.records.tasks import InstanceRecord, InstanceState, TaskRecord, TaskState
 from ankka.runtime.store import task_statements as statements
-from ankka.runtime.store.approval_index import ApprovalIndex
-from ankka.runtime.store.journal import Journal
 from ankka.runtime.store.journal_store import ConcurrentAppend
-from ankka.runtime.store.tasks import Ended, TaskStore
+from ankka.runtime.store.tasks import Ended as EndedTask
+from ankka.runtime.store.tasks import TaskStore
 
 __all__ = ["LeaseLost", "RetryPolicy", "Workbench", "publish_ended", "work_task"]
+
+NO_TOOL_CALL = "no_tool_call"  # why an answer calling no tool is accounted, not recorded
+# Records another process may append to a task's session while its instance works it: a
+# compaction's, and a decision's. Anything else means the instance is someone else's now.
+_OTHERS = (HistoryCompacted, CompactionRejected, ApprovalDecided)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,24 +97,14 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Workbench:
-    """What the loop works with: the seams (stores, providers) and the injected clock."""
+    """What the task driver works with: the runtime's context, the task store, the live
+    notifications, and how it waits between attempts."""
 
+    context: Context
     store: TaskStore
-    journal: Journal
-    providers: Mapping[str, ModelProvider]
-    clock: Clock
     notifier: Notifier
     sleep: Callable[[float], Awaitable[None]]
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    approvals: ApprovalIndex | None = None
-    # The service's judgment providers, for judged guardrails (the request loop's Runtime.judges).
-    judges: Mapping[str, JudgmentProvider] = field(default_factory=dict)
-    # Told of every model call the loop made (agent, call), e.g. the runtime's /metrics; a
-    # call counts when it is made, so a resumed iteration (whose call is recorded) adds none.
-    calls_made: Callable[[str, Sequence[ModelCall]], None] | None = None
-    # Told of each model call made again after a retryable failure (provider, model, kind):
-    # this loop is a task's one retry layer (the providers under it retry nothing).
-    retried: Retried | None = None
 
 
 class LeaseLost(StoreError):
@@ -134,7 +130,7 @@ _END_EVENTS = {
 }
 
 
-def publish_ended(notifier: Notifier, ended: list[Ended]) -> None:
+def publish_ended(notifier: Notifier, ended: list[EndedTask]) -> None:
     for item in ended:
         notifier.publish(
             _END_EVENTS[item.state],
@@ -145,34 +141,41 @@ def publish_ended(notifier: Notifier, ended: list[Ended]) -> None:
         )
 
 
-def _tell(
-    bench: Workbench, event: str, agent: AutonomousAgent, task: TaskRecord, **data: Any
-) -> None:
-    bench.notifier.publish(event, agent=agent.name, instance=task.instance, task=task.id, **data)
-
-
 @dataclass
 class _Failures:
-    """Attempts that decided nothing, in a row, for one task."""
+    """Attempts that decided nothing, in a row, for one task (the engine's :class:`Retry`)."""
 
     bench: Workbench
     agent: AutonomousAgent
     task: TaskRecord
     count: int = 0
 
-    async def failed(self, error: str, *, condition: str) -> None:
+    async def failed(self, error: ModelError, attempt: int) -> None:
+        await self.attempt(str(error), "model_calls_failing")
+
+    async def attempt(self, error: str, condition: str) -> None:
         self.count += 1
         bench, agent, task = self.bench, self.agent, self.task
         _tell(bench, "iteration_failed", agent, task, error=error, consecutive=self.count)
         if condition == "model_calls_failing" and bench.notifier.once(task.id, condition):
             _tell(bench, condition, agent, task, error=error)
-        if self.count >= self.agent.max_consecutive_failures:
+        if self.count >= agent.max_consecutive_failures:
             raise _End(
                 TaskState.FAILED,
                 f"{self.count} attempts in a row failed (the agent's max_consecutive_failures); "
                 f"the last: {error}",
             )
-        await self.bench.sleep(self.bench.retry.pause(self.count))
+        await bench.sleep(bench.retry.pause(self.count))
+
+
+def _last_answer(messages: Sequence[Message]) -> AssistantMessage | None:
+    return next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+
+
+def _tell(
+    bench: Workbench, event: str, agent: AutonomousAgent, task: TaskRecord, **data: Any
+) -> None:
+    bench.notifier.publish(event, agent=agent.name, instance=task.instance, task=task.id, **data)
 
 
 async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> None:
@@ -189,7 +192,7 @@ async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) 
                 finished.state,
                 result=finished.result,
                 reason=finished.reason,
-                now=bench.clock.now(),
+                now=bench.context.clock.now(),
             )
         )
         publish_ended(bench.notifier, ended)
@@ -202,17 +205,76 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
             TaskState.FAILED,
             f"agent {agent.name!r} does not accept task type {task.spec.type!r} (any more)",
         )
-    failures = _Failures(bench, agent, task)
-    instance = task.instance
-    assert instance is not None, "a task is worked by the instance it is assigned to"
+    try:
+        provider_for(bench.context.providers, agent.name, agent.model)
+    except ConfigurationError as exc:
+        raise _End(TaskState.FAILED, str(exc)) from exc
+    work = TaskWork(bench, agent, accepts.task_type, task)
+    await work.open()
     if not task.started:
-        await _input_guardrails(bench, agent, task, failures)
-        # The task starts and, with no model call between, so does its first iteration.
-        started = await bench.store.write(
+        await work.input_guardrails()
+        if not await work.start():
+            return
+    await work.run()
+
+
+class TaskWork:
+    """One task worked: the engine's driver hooks, and what they keep between steps."""
+
+    def __init__(
+        self, bench: Workbench, agent: AutonomousAgent, task_type: TaskType, task: TaskRecord
+    ) -> None:
+        self.bench, self.agent, self.task_type, self.task = bench, agent, task_type, task
+        self.ctx = bench.context
+        self.session = task.session
+        self.failures = _Failures(bench, agent, task)
+        self.ledger = self.ctx.executor.ledger()
+        self.folded = SessionState()
+        self.listed = Listed()
+        self.number = task.iterations_used
+        self.dependency_results: dict[str, Any] = {}
+        self._rejected: str | None = None
+        self._compactions = 0
+
+    # --- the work --------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Read the session (from the fold cache: only what is newer than it held) and the
+        results of the task's dependencies."""
+        self.folded = await self.ctx.sessions.load(self.session)
+        for dependency in self.task.spec.depends_on:
+            record = await self.bench.store.read(partial(statements.get, task=dependency))
+            self.dependency_results[dependency] = record.result if record is not None else None
+
+    async def input_guardrails(self) -> None:
+        """The agent's input guardrails see the task's instructions before any model call;
+        one that refuses fails the task, one that raises refused nothing (checked again)."""
+        try:
+            while True:
+                try:
+                    await self.ctx.executor.guard(
+                        self.agent.input_guardrails,
+                        self.task.spec.instructions,
+                        stage="input",
+                        ledger=self.ledger,
+                    )
+                    return
+                except Refused as exc:
+                    raise _End(TaskState.FAILED, str(exc)) from exc
+                except Exception as exc:
+                    error = f"an input guardrail raised {type(exc).__name__}: {exc}"
+                    await self.failures.attempt(error, "checks_failing")
+        finally:
+            await self._record_judged(f"{self.task.id}#input", ())
+
+    async def start(self) -> bool:
+        """The task starts and, with no model call between, so does its first iteration."""
+        task, now = self.task, self.ctx.clock.now()
+        started = await self.bench.store.write(
             lambda tx: statements.update(
                 tx,
                 task.id,
-                bench.clock.now(),
+                now,
                 state=TaskState.IN_PROGRESS.value,
                 started=1,
                 iteration_started=max(1, task.iterations_used + 1),
@@ -220,402 +282,318 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
             serial=False,
         )
         if started is None:
-            return
-        _tell(bench, "task_started", agent, task)
-    dependency_results = await _dependency_results(bench, task)
-    while True:
-        current: TaskRecord | None = await bench.store.read(lambda tx: statements.get(tx, task.id))
-        if current is None or current.final or current.instance != instance:
-            return  # ended elsewhere, or its instance was terminated
-        position, history, completed = await _history(bench.journal, current.session)
-        if await _complete_recorded(bench, current, completed):
-            continue  # read the record again, with those iterations counted
-        point = resume_point(history)
-        if isinstance(point, Ends):
-            raise _settled(accepts.task_type, point)
-        if isinstance(point, RunTools):
-            waiting = await _run_tools(
-                bench, agent, accepts.task_type, current, point, position, failures
+            return False
+        _tell(self.bench, "task_started", self.agent, task)
+        return True
+
+    async def run(self) -> None:
+        await self._complete_recorded()
+        if self.agent.servers:  # a recorded answer's calls may be the servers' tools
+            self.listed = await self.ctx.mcp_tools(
+                self.agent.servers,
+                agent=self.agent.name,
+                turn=f"{self.task.id}#{self.task.iterations_used}",
+                folded=self.folded,
+                effect=self.agent,
             )
-            if waiting:
-                return  # no model call while a request awaits; a decision pokes the host
-            continue
-        assert isinstance(point, CallModel)
+        state = TurnState(self._plan(), *self._history())
+        state.decided = await self._decided(state)
+        try:
+            end = await drive(
+                state,
+                executor=self.ctx.executor,
+                provider=provider_for(self.ctx.providers, self.agent.name, self.agent.model),
+                driver=self,
+                ledger=self.ledger,
+                retry=self.failures,
+            )
+        except ModelError as exc:  # one a retry cannot help (a refused key, ...)
+            raise _End(TaskState.FAILED, str(exc)) from exc
+        if isinstance(end, Ended):
+            raise self._ended(end)
+        if isinstance(end, AwaitDecision):
+            await self._hold(end.answer, end.waiting)
+            return
+        assert isinstance(end, Stopped), f"a task cannot end with {end!r}"
+
+    def _plan(self) -> TurnPlan:
+        agent = self.agent
+        complete = CompleteTask.of(
+            self.task_type,
+            agent,
+            self.ctx.executor,
+            self.ledger,
+            rejected=self._reject,
+            failed=self.failures.attempt,
+        )
+        return TurnPlan(
+            agent=agent.name,
+            instructions=prompt.instructions(agent, self.task_type),
+            tools=(*agent.tools, *self.listed.tools, complete, FailTask.of()),
+            reasoning_effort=agent.reasoning_effort,
+            tool_choice="required",
+            ending=frozenset({COMPLETE_TASK, FAIL_TASK}),
+            text_answers=False,
+        )
+
+    def _history(self) -> tuple[tuple[UserMessage], list[Any]]:
+        """The context (the task message, with the summary once compacted) and the session's
+        messages after the summary, as the engine's state holds them."""
+        view = self.folded.view
+        summary = view.summary.summary if view.summary is not None else None
+        first = UserMessage(
+            prompt.task_message(self.task, self.dependency_results, summary),
+            self.agent.name,
+            f"{self.task.id}#0",
+        )
+        self._compactions = view.compactions
+        return (first,), list(view.verbatim)
+
+    async def _decided(self, state: TurnState) -> Decided | None:
+        """The verdicts on the last answer's gated calls, once every request is decided (the
+        task goes back to work: ``in-progress``)."""
+        answer = next(
+            (m for m in reversed(state.produced) if isinstance(m, AssistantMessage)), None
+        )
+        held = self.folded.approvals.of_turn(answer.turn) if answer is not None else None
+        if answer is None or held is None or not held.all_decided:
+            return None
+        if self.task.state == TaskState.AWAITING_APPROVAL:
+            await self._set_state(TaskState.IN_PROGRESS)
+        verdicts = {
+            call: Verdict(approval, decided.decision, decided.reason)
+            for call, (approval, decided) in held.verdicts.items()
+        }
+        return Decided(answer, verdicts, held.started_calls)
+
+    def _ended(self, end: Ended) -> _End:
+        """The end a ``complete_task`` accepted or a ``fail_task`` decided (now, or as
+        recorded before a restart)."""
+        if end.call.name == COMPLETE_TASK:
+            decoded = decode_result(self.task_type, end.call.arguments)
+            assert isinstance(decoded, Decoded), "an accepted result decoded when it was judged"
+            return _End(TaskState.COMPLETED, result=result_json(decoded.value))
+        reason = decode_fail(end.call.arguments)
+        assert isinstance(reason, str)
+        return _End(TaskState.FAILED, reason)
+
+    # --- the engine's hooks ----------------------------------------------------------------
+
+    async def before_call(self, state: TurnState) -> str | None:
+        current, holder = await self.bench.store.read(self._read_current)
+        if current is None or current.final or current.instance != self.task.instance:
+            return None  # ended elsewhere, or its instance was terminated
         # Between iterations: a cancelled task stops here, after its iteration's tools ran.
         if current.cancel_requested:
             raise _End(TaskState.CANCELLED, "cancelled")
-        holder = await bench.store.read(
-            lambda tx: statements.get_instance(tx, agent.name, instance)
-        )
         if holder is None or holder.state != InstanceState.ACTIVE:
-            return  # suspended: stop before the next model call
+            return None  # suspended: stop before the next model call
         if current.iterations_used >= current.budget:
             raise _End(
                 TaskState.FAILED,
                 f"the task reached its budget of {current.budget} iterations without ending "
                 f"through {COMPLETE_TASK} or {FAIL_TASK}",
             )
-        try:
-            plan = plan_iteration(
-                agent,
-                accepts.task_type,
-                current,
-                providers=bench.providers,
-                history=history,
-                dependency_results=dependency_results,
+        self.task = current
+        if current.state != TaskState.IN_PROGRESS:
+            await self._set_state(TaskState.IN_PROGRESS)  # back to work after a rejection
+        await self._refresh(state)
+        self.number = current.iterations_used + 1
+        turn = f"{current.id}#{self.number}"
+        servers = self.agent.servers
+        self.listed = await self.ctx.mcp_tools(
+            servers, agent=self.agent.name, turn=turn, folded=self.folded, effect=self.agent
+        )
+        if self.listed.tools or servers:
+            state.plan = self._plan()
+        _tell(self.bench, "iteration_started", self.agent, current, iteration=self.number,
+              budget=current.budget)  # fmt: skip
+        return turn
+
+    def _read_current(self, tx: Any) -> tuple[TaskRecord | None, InstanceRecord | None]:
+        task = self.task
+        instance = task.instance or ""
+        return statements.get(tx, task.id), statements.get_instance(tx, self.agent.name, instance)
+
+    async def answered(self, state: TurnState, answer: AssistantMessage) -> bool:
+        call = answer.call
+        assert call is not None
+        self.ctx.metrics.calls_made(self.agent.name, (call,))
+        if not answer.tool_calls:
+            # A task's requests require a tool call: this one is accounted, not recorded as
+            # an answer (a synthetic message would be needed to go on from it), and tried again.
+            await self._append(
+                (UnwrittenCalls(answer.turn, self.agent.name, NO_TOOL_CALL, (call,)),)
             )
-        except ConfigurationError as exc:
-            raise _End(TaskState.FAILED, str(exc)) from exc
-        await _iterate(bench, agent, current, plan, position, failures)
-
-
-async def _iterate(
-    bench: Workbench,
-    agent: AutonomousAgent,
-    task: TaskRecord,
-    plan: IterationPlan,
-    position: int,
-    failures: _Failures,
-) -> None:
-    number = plan.iteration
-    if task.state != TaskState.IN_PROGRESS:
-        # Back to work after a rejected result (the start itself is a journal mark below).
-        await bench.store.write(
-            partial(
-                statements.update,
-                task=task.id,
-                now=bench.clock.now(),
-                state=TaskState.IN_PROGRESS.value,
+            await self._add_usage(call.usage)
+            await self.failures.attempt(
+                f"the model answered without calling a tool (a task ends only through "
+                f"{COMPLETE_TASK} or {FAIL_TASK})",
+                "model_calls_failing",
+            )
+            return False
+        self.failures.count = 0
+        number, task = self.number, self.task
+        records: list[Record] = [
+            *self.listed.records,
+            IterationStarted(number),
+            answer,
+            IterationCompleted(number, call.usage),
+        ]
+        await self._append(records)
+        await self.bench.store.write(
+            lambda tx: statements.complete_iteration(
+                tx, task.id, number, call.usage, self.ctx.clock.now()
             ),
             serial=False,
         )
-    _tell(bench, "iteration_started", agent, task, iteration=number, budget=task.budget)
-    response, call = await _call(bench, agent, plan, failures)
-    turn = f"{task.id}#{number}"
-    recorded: list[Record] = [
-        IterationStarted(number),
-        AssistantMessage(response.content, response.tool_calls, agent.name, turn, call),
-    ]
-    if not response.tool_calls:
-        recorded.append(UserMessage(NUDGE, agent.name, turn))
-    recorded.append(IterationCompleted(number, response.usage))
-    if position == 0:
-        # The session is its task's creator's, under its agent's policy, as the task is.
-        recorded.insert(0, SessionOpened(task.created_by, task.spec.agent))
-    await _append(bench.journal, task.session, recorded, position)
-    await bench.store.write(
-        lambda tx: statements.complete_iteration(
-            tx, task.id, number, response.usage, bench.clock.now()
-        ),
-        serial=False,
-    )
-    _tell(
-        bench,
-        "iteration_completed",
-        agent,
-        task,
-        iteration=number,
-        budget=task.budget,
-        usage=response.usage.as_dict(),
-    )
-    if task.budget - number <= NEAR_END and bench.notifier.once(task.id, "budget_approaching"):
-        _tell(bench, "budget_approaching", agent, task, used=number, budget=task.budget)
+        self.task = replace(task, iterations_used=max(task.iterations_used, number))
+        _tell(self.bench, "iteration_completed", self.agent, task, iteration=number,
+              budget=task.budget, usage=call.usage.as_dict())  # fmt: skip
+        if task.budget - number <= prompt.NEAR_END and self.bench.notifier.once(
+            task.id, "budget_approaching"
+        ):
+            _tell(self.bench, "budget_approaching", self.agent, task, used=number,
+                  budget=task.budget)  # fmt: skip
+        return True
 
+    async def starting(self, state: TurnState, step: RunTool) -> None:
+        """The start is recorded before the run: it spends the approval."""
+        assert step.approved is not None
+        held = self.folded.approvals.of_turn(step.answer.turn)
+        request = held.request(step.approved.approval) if held is not None else None
+        assert request is not None, "an approved call's request is recorded"
+        start = ApprovedCallStarted(request.id, step.answer.turn, step.call.id, request.digest)
+        await self._append((start,))
 
-async def _complete_recorded(
-    bench: Workbench, task: TaskRecord, completed: dict[int, Usage]
-) -> bool:
-    """Record on the task every iteration the journal holds as completed and the task record
-    does not (the process stopped between the two commits), with its usage: once each."""
-    changed = False
-    for number, usage in sorted(completed.items()):
-        if number > task.iterations_used:
-            await bench.store.write(
-                partial(
-                    statements.complete_iteration,
-                    task=task.id,
-                    number=number,
-                    usage=usage,
-                    now=bench.clock.now(),
-                ),
-                serial=False,
-            )
-            changed = True
-    return changed
+    async def ran(self, state: TurnState, result: ToolResult) -> ToolResult:
+        answer = _last_answer(state.produced)
+        assert answer is not None, "a result answers a call of an answer"
+        answered = {m.call_id for m in state.produced if isinstance(m, ToolResult)}
+        last = all(c.id in answered or c.id == result.call_id for c in answer.tool_calls)
+        ends = result.name in (COMPLETE_TASK, FAIL_TASK) and not result.is_error
+        number = iteration_of(answer.turn)
+        if last and not ends and number is not None:
+            # The newest message carries where the next iteration stands, as it is recorded.
+            content = prompt.with_note(result.content, number + 1, self.task.budget)
+            result = replace(result, content=content)
+        await self._record_judged(answer.turn, (result,))
+        if self._rejected is not None:
+            reason, self._rejected = self._rejected, None
+            await self._set_state(TaskState.RESULT_REJECTED, reason=reason)
+            _tell(self.bench, "task_result_rejected", self.agent, self.task, reason=reason)
+        return result
 
+    # --- waiting for a decision --------------------------------------------------------------
 
-def _iteration_of(turn: str) -> int | None:
-    """The iteration number of a response's turn, ``<task>#<n>``."""
-    _, _, number = turn.rpartition("#")
-    return int(number) if number.isdigit() else None
+    async def _hold(self, answer: AssistantMessage, waiting: Sequence[ToolCall]) -> None:
+        """Record the requests of the calls that wait (index rows first, then one
+        ``turn_suspended`` naming the answer's turn), once; the task awaits approval and its
+        instance makes no model call meanwhile."""
+        held = self.folded.approvals.of_turn(answer.turn)
+        requests = held.undecided if held is not None else ()
+        if held is None:
+            index = need_index(self.ctx.approvals, self.agent.name, waiting)
+            now = self.ctx.clock.now()
+            tools = {t.name: t for t in self.agent.tools}
 
+            def timeout_of(call: ToolCall) -> float | None:
+                found = tools.get(call.name)
+                rule = found.approval if found is not None else None
+                return rule.timeout if rule is not None else None
 
-async def _call(
-    bench: Workbench, agent: AutonomousAgent, plan: IterationPlan, failures: _Failures
-) -> tuple[ModelResponse, ModelCall]:
-    provider = plan.provider
-    while True:
-        started = bench.clock.monotonic()
-        try:
-            response = await provider.complete(plan.request)
-        except ModelError as exc:
-            if not exc.retryable:
-                raise _End(TaskState.FAILED, str(exc)) from exc
-            await failures.failed(str(exc), condition="model_calls_failing")
-            if bench.retried is not None:  # failed() raised when no attempt is left
-                bench.retried(provider.name, provider.model, exc.kind)
-            continue
-        failures.count = 0
-        call = ModelCall(
-            provider=provider.name,
-            model=response.model or provider.model,
-            agent=agent.name,
-            latency_ms=(bench.clock.monotonic() - started) * 1000.0,
-            usage=response.usage,
-        )
-        if bench.calls_made is not None:
-            bench.calls_made(agent.name, (call,))
-        return response, call
+            position = self.folded.position + 1
+            requests = tuple(requests_for(waiting, timeout_of, position=position, now=now))
+            rows = [(r.id, r.tool, r.expires_at) for r in requests]
+            await index.schedule(self.session, self.agent.name, rows, now)
+            await self._append((TurnSuspended(answer.turn, self.agent.name, "", (), requests),))
+        if self.task.state != TaskState.AWAITING_APPROVAL:
+            await self._set_state(TaskState.AWAITING_APPROVAL)
+        if held is None:
+            for request in requests:
+                _tell(self.bench, "approval_requested", self.agent, self.task, **request.shown())
 
+    # --- commits ---------------------------------------------------------------------------
 
-async def _input_guardrails(
-    bench: Workbench, agent: AutonomousAgent, task: TaskRecord, failures: _Failures
-) -> None:
-    judging = Judging(bench.judges)
-    try:
+    async def _append(self, records: Sequence[Record]) -> None:
+        """Append after the position the instance holds; records that another process may
+        write meanwhile (a compaction, a decision) are folded in and the append made again,
+        anything else means the instance is someone else's (:class:`LeaseLost`)."""
+        if self.folded.position == 0:
+            # The session is its task's creator's, under its agent's policy, as the task is.
+            records = (SessionOpened(self.task.created_by, self.task.spec.agent), *records)
+        journal, folded = self.ctx.journal, self.folded
         while True:
             try:
-                await first_refusal(
-                    agent.input_guardrails,
-                    task.spec.instructions,
-                    stage="input",
-                    judging=judging,
-                )
-                return
-            except Refused as exc:
-                raise _End(TaskState.FAILED, str(exc)) from exc
-            except Exception as exc:
-                # A guardrail that raised refused nothing: check again, as a failed iteration.
-                error = f"an input guardrail raised {type(exc).__name__}: {exc}"
-                await failures.failed(error, condition="checks_failing")
-    finally:
-        if judging.spent:
-            position, _, _ = await _history(bench.journal, task.session)
-            await _judged(bench, agent, task, judging, f"{task.id}#input", position)
+                await self.ctx.record(self.session, folded, records)
+                break
+            except ConcurrentAppend as exc:
+                newer = await journal.read(self.session, after=folded.position)
+                if not newer or not all(isinstance(e.record, _OTHERS) for e in newer):
+                    raise LeaseLost(
+                        f"session {self.session!r} was written by another process; it owns "
+                        "the instance now"
+                    ) from exc
+                for entry in newer:
+                    folded.add(entry.seq, entry.record)
+        settings = self.ctx.compaction_of(self.agent.name, self.agent.compaction)
+        self.ctx.committed(self.session, settings, self.agent.model)
 
+    async def _refresh(self, state: TurnState) -> None:
+        """Fold in what others wrote since (a compaction): the next request is sent from the
+        session as it now stands. Reads only the events after the position held."""
+        folded = self.folded
+        for entry in await self.ctx.journal.read(self.session, after=folded.position):
+            folded.add(entry.seq, entry.record)
+        self.ctx.sessions.remember(self.session, folded)
+        if folded.view.compactions != self._compactions:
+            state.context, state.produced = self._history()
 
-async def _judged(
-    bench: Workbench,
-    agent: AutonomousAgent,
-    task: TaskRecord,
-    judging: Judging,
-    turn: str,
-    position: int,
-) -> int:
-    """Record what judged guardrails spent on ``task``: a ``judgment_usage`` record on its
-    session (as a request turn's), summed on the task's ``usage``; the session's position."""
-    if not judging.spent:
-        return position
-    records: list[Record] = [JudgmentUsage(judging.usage, agent.name, turn)]
-    if position == 0:
-        records.insert(0, SessionOpened(task.created_by, task.spec.agent))
-    position = await _append(bench.journal, task.session, records, position)
-    await bench.store.write(
-        lambda tx: statements.add_usage(tx, task.id, judging.usage, bench.clock.now()),
-        serial=False,
-    )
-    return position
+    async def _record_judged(self, turn: str, records: Sequence[Record]) -> None:
+        """``records`` with what judged guardrails spent since (a ``judgment_usage`` record,
+        summed on the task's usage too), in one append."""
+        judging = self.ledger.judging
+        usage = judging.usage if judging.spent else None
+        judging.spent.clear()
+        if usage is not None:
+            records = (JudgmentUsage(usage, self.agent.name, turn), *records)
+        if records:
+            await self._append(records)
+        if usage is not None:
+            await self._add_usage(usage)
 
-
-async def _run_tools(
-    bench: Workbench,
-    agent: AutonomousAgent,
-    task_type: TaskType,
-    task: TaskRecord,
-    point: RunTools,
-    position: int,
-    failures: _Failures,
-) -> bool:
-    """Run the last response's pending calls; True when some wait for a decision."""
-    turn = point.response.turn
-    gated = await _approval_gate(bench, agent, task, point)
-    if gated is not None and gated.waiting:
-        return True
-    if gated is not None:
-        position = gated.position
-    for call in point.pending:
-        end: _End | None = None
-        rejected: str | None = None
-        if call.name == COMPLETE_TASK:
-            judging = Judging(bench.judges)
-            content, is_error, end, rejected = await _judge(
-                bench, agent, task_type, call.arguments, failures, judging
-            )
-            position = await _judged(bench, agent, task, judging, turn, position)
-        elif call.name == FAIL_TASK:
-            reason = decode_fail(call.arguments)
-            if isinstance(reason, Malformed):
-                content, is_error = reason.message, True
-            else:
-                content, is_error, end = ENDED_AS_FAILED, False, _End(TaskState.FAILED, reason)
-        else:
-            found = agent.tool(call.name)
-            if found is None:
-                offered = ", ".join([*(t.name for t in agent.tools), COMPLETE_TASK, FAIL_TASK])
-                content = f"there is no tool named {call.name!r}; the tools offered are: {offered}"
-                is_error = True
-            else:
-                verdict = gated.verdicts.get(call.id) if gated is not None else None
-                if gated is not None and verdict is not None and verdict.decision != "approved":
-                    decided = decided_result(call, verdict, agent.name, turn)
-                    content, is_error = decided.content, True
-                elif gated is not None and verdict is not None and call.id in gated.started:
-                    content, is_error = CUT_OFF_RUN, True  # at most once: never run again
-                else:
-                    if gated is not None and verdict is not None:
-                        # The start is recorded before the run: it spends the approval.
-                        start = gated.start_record(call)
-                        position = await _append(bench.journal, task.session, [start], position)
-                    outcome = await found.run(call.arguments)
-                    content, is_error = outcome.content, outcome.is_error
-        result = ToolResult(call.id, call.name, content, is_error, agent.name, turn)
-        position = await _append(bench.journal, task.session, [result], position)
-        if end is not None:
-            raise end
-        if rejected is not None:
-            await bench.store.write(
-                partial(
-                    statements.update,
-                    task=task.id,
-                    now=bench.clock.now(),
-                    state=TaskState.RESULT_REJECTED.value,
-                    reason=rejected,
-                ),
-                serial=False,
-            )
-            _tell(bench, "task_result_rejected", agent, task, reason=rejected)
-    return False
-
-
-async def _approval_gate(
-    bench: Workbench, agent: AutonomousAgent, task: TaskRecord, point: RunTools
-) -> Gate | None:
-    """Where the response's calls stand with approval; records the requests (and the task's
-    ``awaiting-approval``) the first time, and ``in-progress`` again once all are decided."""
-
-    def tool_of(call: Any) -> Any:
-        return agent.tool(call.name)
-
-    def needs(call: Any) -> bool:
-        found = tool_of(call)
-        return found is not None and found.needs_approval(call.arguments)
-
-    gated = await gate(
-        bench.journal,
-        bench.approvals,
-        session=task.session,
-        agent=agent.name,
-        turn=point.response.turn,
-        calls=point.pending,
-        rule_of=lambda call: getattr(tool_of(call), "approval", None),
-        needs=needs,
-        now=bench.clock.now(),
-    )
-    if gated is None:
-        return None
-    wanted = TaskState.AWAITING_APPROVAL if gated.waiting else TaskState.IN_PROGRESS
-    if task.state != wanted:
-        await bench.store.write(
-            partial(statements.update, task=task.id, now=bench.clock.now(), state=wanted.value)
+    async def _add_usage(self, usage: Any) -> None:
+        task, now = self.task, self.ctx.clock.now()
+        await self.bench.store.write(
+            lambda tx: statements.add_usage(tx, task.id, usage, now), serial=False
         )
-    if gated.new:
-        for request in gated.requests:
-            _tell(bench, "approval_requested", agent, task, **request.shown())
-    return gated
 
+    async def _reject(self, reason: str) -> None:
+        self._rejected = reason
 
-async def _judge(
-    bench: Workbench,
-    agent: AutonomousAgent,
-    task_type: TaskType,
-    arguments: str,
-    failures: _Failures,
-    judging: Judging,
-) -> tuple[str, bool, _End | None, str | None]:
-    """(tool result, is_error, the task's end, a rejection's reason) for a complete_task."""
-    decoded = decode_result(task_type, arguments)
-    if isinstance(decoded, Malformed):
-        return decoded.message, True, None, None
-    assert isinstance(decoded, Decoded)
-    while True:
-        try:
-            refusal = check_rules(task_type, decoded.value)
-            if refusal is None:
-                await first_refusal(
-                    agent.output_guardrails,
-                    decoded.value.model_dump_json(),
-                    stage="output",
-                    judging=judging,
-                )
-            break
-        except Refused as exc:
-            refusal = (exc.by, exc.reason)
-            break
-        except RuleRaised as exc:
-            await failures.failed(str(exc), condition="checks_failing")
-        except Exception as exc:
-            error = f"an output guardrail raised {type(exc).__name__}: {exc}"
-            await failures.failed(error, condition="checks_failing")
-    if refusal is not None:
-        by, reason = refusal
-        why = f"the result was rejected by {by}: {reason}"
-        return why + f"; correct it and call {COMPLETE_TASK} again", True, None, why
-    result = result_json(decoded.value)
-    return ACCEPTED, False, _End(TaskState.COMPLETED, result=result), None
+    async def _set_state(self, state: TaskState, *, reason: str | None = None) -> None:
+        task, now = self.task, self.ctx.clock.now()
+        changes: dict[str, Any] = {"state": state.value}
+        if reason is not None:
+            changes["reason"] = reason
+        await self.bench.store.write(
+            lambda tx: statements.update(tx, task.id, now, **changes),
+            serial=state == TaskState.AWAITING_APPROVAL,
+        )
+        self.task = replace(task, state=state)
 
-
-def _settled(task_type: TaskType, point: Ends) -> _End:
-    """The end a recorded complete_task or fail_task already decided."""
-    if point.completed:
-        decoded = decode_result(task_type, point.arguments)
-        assert isinstance(decoded, Decoded), "an accepted result decoded when it was judged"
-        return _End(TaskState.COMPLETED, result=result_json(decoded.value))
-    reason = decode_fail(point.arguments)
-    assert isinstance(reason, str)
-    return _End(TaskState.FAILED, reason)
-
-
-async def _dependency_results(bench: Workbench, task: TaskRecord) -> dict[str, Any]:
-    results: dict[str, Any] = {}
-    for dependency in task.spec.depends_on:
-        record = await bench.store.read(partial(statements.get, task=dependency))
-        results[dependency] = record.result if record is not None else None
-    return results
-
-
-async def _history(journal: Journal, session: str) -> tuple[int, list[Message], dict[int, Usage]]:
-    """The session's last position, its conversation, and each completed iteration's usage:
-    from its mark, or (a session recorded before the marks) from its response's model call."""
-    position = 0
-    conversation: list[Message] = []
-    completed: dict[int, Usage] = {}
-    for entry in await journal.read(session):
-        record = entry.record
-        apply(conversation, record)
-        position = entry.seq
-        if isinstance(record, IterationCompleted):
-            completed[record.number] = record.usage
-        elif isinstance(record, AssistantMessage) and record.call is not None:
-            number = _iteration_of(record.turn)
-            if number is not None:
-                completed.setdefault(number, record.call.usage)
-    return position, conversation, completed
-
-
-async def _append(journal: Journal, session: str, messages: Sequence[Record], position: int) -> int:
-    try:
-        return await journal.append(session, messages, expected=position)
-    except ConcurrentAppend as exc:
-        raise LeaseLost(
-            f"session {session!r} was written by another process; it owns the instance now"
-        ) from exc
+    async def _complete_recorded(self) -> None:
+        """Record on the task every iteration the journal holds as completed and the task
+        record does not (the process stopped between the two commits), with its usage: once
+        each."""
+        task, now = self.task, self.ctx.clock.now()
+        for number, usage in sorted(self.folded.iterations.items()):
+            if number > task.iterations_used:
+                await self.bench.store.write(
+                    partial(
+                        statements.complete_iteration, task=task.id, number=number, usage=usage,
+                        now=now,
+                    ),
+                    serial=False,
+                )  # fmt: skip
+                self.task = replace(self.task, iterations_used=number)

@@ -1,50 +1,47 @@
 """What the model is shown on each iteration of a task. Pure.
 
-The request is built in three parts so that a provider's prompt cache keeps hitting:
+The request is built in three parts so that a provider's prompt cache keeps hitting: each
+request of a task is the one before it with the last iteration's answer and results appended
+(until a compaction, the one sanctioned change to earlier context):
 
 1. the instructions (system): the agent's instructions, the task type's name, description and
    result schema, and how a task ends: the same on every iteration of every task of the type;
 2. the task message (the first user message): the task's id, instructions, attachments and the
-   results of its dependencies, shown whole on every iteration and never part of the history,
-   ending, once the task nears its budget, with where it stands (and that the last is the last);
-3. what was done on this task so far: the journal session ``task:<id>``, verbatim.
+   results of its dependencies, shown whole on every iteration and never part of the history
+   (the same bytes every time), then, once the session was compacted, the summary of what was
+   done before (so two user messages never follow each other);
+3. what was done on this task so far: the journal session ``task:<id>``, verbatim (after the
+   summary, if any).
 
-The tools are the agent's own plus ``complete_task`` (its input is the task type's result) and
-``fail_task`` (its input is a reason).
+Where the task stands in its budget rides on the newest message when the end is near
+(:func:`budget_note`): the last tool result of the iteration before, as it is recorded, or the
+task message itself when the budget is that short. It is never written into an earlier
+message. The tools are the agent's own (and its MCP servers') plus ``complete_task`` (its input
+is the task type's result) and ``fail_task`` (its input is a reason).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
 from ankka.runtime.declare.tools import ToolSpec
-from ankka.runtime.engine.planning import provider_for
-from ankka.runtime.providers.base import ModelProvider, ModelRequest
-from ankka.runtime.records.messages import Message, UserMessage
 from ankka.runtime.records.tasks import TaskRecord
 
 __all__ = [
-    "NUDGE",
     "FailTaskInput",
-    "IterationPlan",
     "budget_note",
+    "complete_spec",
+    "fail_spec",
     "instructions",
-    "plan_iteration",
     "task_message",
-    "task_tools",
+    "with_note",
 ]
-
-NUDGE = (
-    "The task is still open: end it by calling complete_task with the result, or fail_task "
-    "with a reason."
-)
 # The model is told where it stands once this many iterations (or fewer) remain.
 NEAR_END = 2
 
@@ -87,16 +84,16 @@ def instructions(agent: AutonomousAgent, task_type: TaskType) -> str:
     return "\n\n".join(parts)
 
 
-def task_tools(agent: AutonomousAgent, task_type: TaskType) -> tuple[ToolSpec, ...]:
-    return (
-        *(t.spec for t in agent.tools),
-        ToolSpec(
-            COMPLETE_TASK,
-            f"End the task with its result (a {task_type.name!r} result).",
-            _schema(task_type.result),
-        ),
-        ToolSpec(FAIL_TASK, "End the task as failed, saying why.", _schema(FailTaskInput)),
+def complete_spec(task_type: TaskType) -> ToolSpec:
+    return ToolSpec(
+        COMPLETE_TASK,
+        f"End the task with its result (a {task_type.name!r} result).",
+        _schema(task_type.result),
     )
+
+
+def fail_spec() -> ToolSpec:
+    return ToolSpec(FAIL_TASK, "End the task as failed, saying why.", _schema(FailTaskInput))
 
 
 def budget_note(iteration: int, budget: int) -> str | None:
@@ -115,7 +112,11 @@ def budget_note(iteration: int, budget: int) -> str | None:
     return None
 
 
-def task_message(task: TaskRecord, dependency_results: Mapping[str, Any], note: str | None) -> str:
+def task_message(
+    task: TaskRecord, dependency_results: Mapping[str, Any], summary: str | None = None
+) -> str:
+    """The task shown whole: the same on every iteration of the task (with, once compacted,
+    the summary of what was done before), and where it stands when its whole budget is near."""
     parts = [f"Task {task.id} (type {task.spec.type}).", "Instructions:\n" + task.spec.instructions]
     for attachment in task.spec.attachments:
         if attachment.text is not None:
@@ -127,47 +128,16 @@ def task_message(task: TaskRecord, dependency_results: Mapping[str, Any], note: 
     for dependency in task.spec.depends_on:
         result = json.dumps(dependency_results.get(dependency), ensure_ascii=False)
         parts.append(f"Result of task {dependency} (a dependency of this one):\n{result}")
-    if note is not None:
+    note = budget_note(1, task.budget)
+    if note is not None:  # a budget this short: where the first iteration stands
         parts.append(note)
+    if summary is not None:
+        parts.append(f"Summary of the work on this task so far:\n{summary}")
     return "\n\n".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class IterationPlan:
-    """One iteration, planned: its number, the model request it makes and the provider it
-    goes to. The task loop's counterpart of a request's
-    :class:`~ankka.runtime.engine.planning.PlannedTurn`: a frozen value built with no I/O, so a
-    resumed iteration is planned again from the records alone."""
-
-    task: str
-    iteration: int
-    request: ModelRequest
-    provider: ModelProvider
-
-
-def plan_iteration(
-    agent: AutonomousAgent,
-    task_type: TaskType,
-    task: TaskRecord,
-    *,
-    providers: Mapping[str, ModelProvider],
-    history: Sequence[Message],
-    dependency_results: Mapping[str, Any],
-) -> IterationPlan:
-    """Plan the task's next iteration; raises ConfigurationError when its model is not
-    configured."""
-    provider = provider_for(providers, agent.name, agent.model)
-    number = task.iterations_used + 1
-    first = UserMessage(
-        task_message(task, dependency_results, budget_note(number, task.budget)),
-        agent.name,
-        f"{task.id}#0",
-    )
-    request = ModelRequest(
-        instructions(agent, task_type),
-        (first, *history),
-        task_tools(agent, task_type),
-        None,
-        agent.reasoning_effort,
-    )
-    return IterationPlan(task.id, number, request, provider)
+def with_note(content: str, iteration: int, budget: int) -> str:
+    """``content`` (the newest message before iteration ``iteration``'s model call) with where
+    that iteration stands, when the end is near."""
+    note = budget_note(iteration, budget) if iteration <= budget else None
+    return content if note is None else f"{content}\n\n{note}"

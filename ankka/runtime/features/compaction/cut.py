@@ -1,8 +1,10 @@
 """Where a compaction cuts: pure.
 
 The summary replaces the oldest messages up to a cut; everything after it stays verbatim.
-A cut is only ever at the start of a turn (a user message), so a tool call is never separated
-from its result and no turn is split, and at least ``keep_messages`` messages stay after it.
+A cut is only ever at the start of a turn, so a tool call is never separated from its result
+and no turn is split, and at least ``keep_messages`` messages stay after it. A request turn
+starts with its user message; a task's iteration (a task's session has no user messages: the
+task is shown apart) starts with its answer, the first message of a new turn.
 One summarisation reads at most ``max_replaced_chars``, oldest turns first, and is not
 made for less than ``min_new_chars`` of new messages (when the verbatim part alone is over the
 start, that batches the calls instead of making one per turn).
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from ankka.runtime.declare.compaction import Compaction
 from ankka.runtime.engine.view import SentView, chars
-from ankka.runtime.records.messages import Message, UserMessage
+from ankka.runtime.records.messages import AssistantMessage, Message, UserMessage
 
 __all__ = ["Cut", "choose_cut"]
 
@@ -34,6 +36,16 @@ class Cut:
     chars_before: int
 
 
+def _starts_turn(previous: Message, message: Message) -> bool:
+    if isinstance(message, UserMessage):
+        return True
+    return (
+        isinstance(message, AssistantMessage)
+        and bool(message.turn)
+        and (message.turn != previous.turn)
+    )
+
+
 def choose_cut(view: SentView, settings: Compaction) -> Cut | None:
     """The cut for ``view`` now, or ``None`` when no whole turn can be summarised."""
     verbatim = view.verbatim
@@ -47,7 +59,7 @@ def choose_cut(view: SentView, settings: Compaction) -> Cut | None:
     candidates = [
         i
         for i in range(1, count - settings.keep_messages + 1)
-        if i == count or isinstance(verbatim[i], UserMessage)
+        if i == count or _starts_turn(verbatim[i - 1], verbatim[i])
     ]
     if not candidates:
         return None

@@ -42,7 +42,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, Implementation
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ankka._kernel.errors import AnkkaError
+from ankka._kernel.errors import DependencyFailed
 from ankka.runtime.features.mcp.config import McpServerSettings
 from ankka.runtime.features.mcp.results import redact
 
@@ -65,7 +65,7 @@ _LOST = (
 )
 
 
-class CallFailed(AnkkaError):
+class CallFailed(DependencyFailed):
     """A request to the server did not give an answer; the text is the tool error's (the
     turn goes on: the model sees it as the call's error result)."""
 

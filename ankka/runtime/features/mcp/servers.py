@@ -86,6 +86,10 @@ class McpTool:
     clock: Clock
     approval: ApprovalRule | None = None  # every call of the tool waits for a decision
 
+    def needs_approval(self, raw_arguments: str) -> bool:
+        """A server's tool waits for every call or none (its rule has no predicate)."""
+        return self.approval is not None and self.approval.needed(None)
+
     async def run(self, raw_arguments: str) -> ToolOutcome:
         server, secrets = self.connection.name, self.connection.secrets
         arguments = parse_arguments(raw_arguments, self.name)

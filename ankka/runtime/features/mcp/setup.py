@@ -24,7 +24,10 @@ __all__ = ["declared_servers", "servers_from_environment"]
 
 
 def declared_servers(service: Service) -> list[str]:
-    return sorted({s.name for d in service.agents.values() for s in d.mcp_servers})
+    """The MCP servers the service's agents list, request and autonomous alike."""
+    names = {s.name for d in service.agents.values() for s in d.mcp_servers}
+    names.update(s.name for a in service.autonomous_agents.values() for s in a.servers)
+    return sorted(names)
 
 
 def servers_from_environment(

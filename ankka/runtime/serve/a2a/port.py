@@ -20,7 +20,8 @@ from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.notify import Subscription
 from ankka.runtime.engine.approval_state import ApprovalState
-from ankka.runtime.engine.loop import LoopEvent, TurnOutcome
+from ankka.runtime.engine.executor import LoopEvent
+from ankka.runtime.engine.loop import TurnOutcome
 from ankka.runtime.providers.base import TextDelta
 from ankka.runtime.records.approvals import ApprovalRequest, TurnEnded, TurnSuspended
 from ankka.runtime.records.messages import AssistantMessage
@@ -148,7 +149,7 @@ class RuntimePort:
     async def recorded_turn(self, session: str, turn_id: str) -> TurnEnd | None:
         """The turn ``turn_id`` as the session's journal holds it; None when nothing of it
         was committed (it may be run)."""
-        entries = await self.runtime.journal.read(session)
+        entries = await self.runtime.context.journal.read(session)
         state = ApprovalState()
         reply: object = None
         seen = False
@@ -199,7 +200,7 @@ class RuntimePort:
 
     async def pending_approvals(self, session: str) -> tuple[dict[str, Any], ...]:
         """The undecided requests of ``session``'s suspended turn (a task's: ``task:ID``)."""
-        entries = await self.runtime.journal.read(session)
+        entries = await self.runtime.context.journal.read(session)
         state = ApprovalState()
         for entry in entries:
             state.add(entry.seq, entry.record)
@@ -207,7 +208,7 @@ class RuntimePort:
         return _shown(current.undecided) if current is not None else ()
 
     async def session_creator(self, session: str) -> str | None:
-        opened = opened_by(e.record for e in await self.runtime.journal.read(session))
+        opened = opened_by(e.record for e in await self.runtime.context.journal.read(session))
         return opened.caller if opened is not None else None
 
     # -- autonomous agents --------------------------------------------------------------------

@@ -72,7 +72,7 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
     async def sessions(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
             return _refused()
-        names = await runtime.journal.sessions()
+        names = await runtime.context.journal.sessions()
         readable = []
         for name in reversed(names[-MAX_SCANNED:]):
             try:
@@ -95,7 +95,7 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
         summary = await runtime.summary(name, caller=caller)
         decided = [
             e.record
-            for e in await runtime.journal.read(name)
+            for e in await runtime.context.journal.read(name)
             if isinstance(e.record, ApprovalDecided)
         ]
         if not messages and not summary.awaiting and not decided:

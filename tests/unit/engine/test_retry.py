@@ -1,4 +1,5 @@
-"""ankka's retry layer for a turn's calls (providers/retry.py), on a provider failing as told."""
+"""The one retry layer, the executor's (engine/executor.py), with a request turn's policy
+(providers/retry.TurnRetry), on a provider failing as told."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from ankka._kernel.clock import SystemClock
 from ankka._kernel.errors import (
     ModelAuthenticationError,
     ModelError,
     ModelTimeout,
     ModelUnavailable,
 )
+from ankka.runtime.engine.executor import Executor
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
-from ankka.runtime.providers.retry import Retrying, RetryPolicy
+from ankka.runtime.providers.retry import RetryPolicy, TurnRetry
 from ankka.runtime.records.messages import Usage
 
 ANSWER = ModelResponse("ok", (), Usage(), "m")
@@ -66,13 +69,30 @@ def _down() -> ModelUnavailable:
     return ModelUnavailable("default", "down", http_status=503)
 
 
-def _retrying(inner: Failing, seen: Seen) -> Retrying:
-    return Retrying(inner, RetryPolicy(retries=2), seen.retried, seen.sleep)
+async def _call(inner: Failing, seen: Seen, *, stream: bool = False) -> list[object]:
+    """One model call through the executor, the turn's policy its retry; what it streamed
+    (the answer last)."""
+    executor = Executor(clock=SystemClock(), judges={}, retried=seen.retried)
+    shown: list[object] = []
+
+    async def emit(item: object) -> None:
+        shown.append(item)
+
+    answer = await executor.call(
+        inner,
+        REQUEST,
+        agent="a",
+        turn="t",
+        ledger=executor.ledger(),
+        emit=emit if stream else None,
+        retry=TurnRetry(RetryPolicy(retries=2), seen.sleep),
+    )
+    return [*shown, answer.content]
 
 
 async def test_a_failed_call_is_made_again_twice_with_doubling_pauses_and_counted() -> None:
     inner, seen = Failing([_down(), _down()]), Seen()
-    assert await _retrying(inner, seen).complete(REQUEST) == ANSWER
+    assert await _call(inner, seen) == ["ok"]
     assert inner.calls == 3
     assert seen.pauses == [0.5, 1.0]
     assert seen.retries == [("default", "m", "model_unavailable")] * 2
@@ -81,7 +101,7 @@ async def test_a_failed_call_is_made_again_twice_with_doubling_pauses_and_counte
 async def test_after_the_last_retry_the_error_is_the_callers() -> None:
     inner, seen = Failing([_down(), _down(), _down(), _down()]), Seen()
     with pytest.raises(ModelUnavailable):
-        await _retrying(inner, seen).complete(REQUEST)
+        await _call(inner, seen)
     assert inner.calls == 3
 
 
@@ -96,22 +116,15 @@ async def test_after_the_last_retry_the_error_is_the_callers() -> None:
 async def test_what_a_retry_cannot_mend_is_not_retried(error: ModelError) -> None:
     inner, seen = Failing([error]), Seen()
     with pytest.raises(type(error)):
-        await _retrying(inner, seen).complete(REQUEST)
+        await _call(inner, seen)
     assert (inner.calls, seen.retries) == (1, [])
 
 
 async def test_a_stream_is_retried_before_its_first_event_only() -> None:
     inner, seen = Failing([_down()]), Seen()
-    got = [item async for item in _retrying(inner, seen).stream(REQUEST)]
-    assert got == [ANSWER]
+    assert await _call(inner, seen, stream=True) == ["ok"]
     assert inner.calls == 2
     cut = Failing([], fail_mid_stream=True)
-    items: list[object] = []
-
-    async def read() -> None:
-        async for item in _retrying(cut, seen).stream(REQUEST):
-            items.append(item)
-
     with pytest.raises(ModelUnavailable):
-        await read()
-    assert (cut.calls, items) == (1, [TextDelta("o")])
+        await _call(cut, seen, stream=True)
+    assert cut.calls == 1  # the caller saw part of an answer: not made again

@@ -1,0 +1,249 @@
+"""The step planner: a turn's state in, its next step out. Pure.
+
+Every kind of work an agent does is the same loop (:mod:`.loop`): read where the turn stands,
+decide the next step, carry it out (:mod:`.executor`), record it (the driver's choice of
+when). This module is the deciding. Given the turn's :class:`TurnPlan` (what it may use and
+how it ends), the context it was given, the messages it produced so far and the verdicts on
+the calls that waited for a person, :func:`next_step` says one of:
+
+- :class:`CallModel` — ask the model, with the request it is sent;
+- :class:`RunTool` — run the next call of the last answer (an approved call's start is
+  recorded first);
+- :class:`Settle` — answer a call without running it (a person refused it, it expired, or
+  its approved run was cut off);
+- :class:`AwaitDecision` — stop: calls of the last answer wait for a person;
+- :class:`Finish` — the last answer called no tool: it is the turn's answer;
+- :class:`Ended` — a tool that ends the work (a task's ``complete_task`` or ``fail_task``)
+  answered without error;
+- :class:`OutOfRounds` — the model still asks for tools past the turn's limit.
+
+A resumed turn (after an approval, after a restart) is planned from what was recorded, by the
+same function, so resuming is not a second copy of the lifecycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ankka.runtime.declare.tools import RunnableTool
+from ankka.runtime.providers.base import ModelRequest, OutputSchema, ToolChoice
+from ankka.runtime.records.messages import AssistantMessage, Message, ToolCall, ToolResult
+
+__all__ = [
+    "CUT_OFF_RUN",
+    "EXPIRED",
+    "REFUSED",
+    "AwaitDecision",
+    "CallModel",
+    "Decided",
+    "Ended",
+    "Finish",
+    "OutOfRounds",
+    "RunTool",
+    "Settle",
+    "Step",
+    "ToolChoice",
+    "TurnPlan",
+    "TurnState",
+    "Verdict",
+    "decided_result",
+    "next_step",
+]
+
+REFUSED = "a person refused this call, so it was not run"
+EXPIRED = "no one decided in time whether this call may run, so it was not run"
+CUT_OFF_RUN = (
+    "this approved call's run was cut off (the runtime stopped after its start was recorded); "
+    "it is not run again"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A decided call: ``approved``, ``refused`` or ``expired``, and why."""
+
+    approval: str
+    decision: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """The verdicts on the gated calls of one answer, and the approved calls whose start was
+    already recorded (a run cut off: never run again)."""
+
+    answer: AssistantMessage
+    verdicts: Mapping[str, Verdict]
+    started: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnPlan:
+    """What a turn may use and how it ends; built by its driver with no I/O.
+
+    ``max_rounds``: the most answers asking for tools (None: the driver bounds the work, as a
+    task's budget does). ``ending``: tools whose answer without error ends the work.
+    ``text_answers``: whether a reply calling no tool is the turn's answer (a request) or not
+    (a task, which ends only through its ending tools).
+    """
+
+    agent: str
+    instructions: str
+    tools: tuple[RunnableTool, ...] = ()
+    output: OutputSchema | None = None
+    reasoning_effort: str | None = None
+    max_output_tokens: int | None = None
+    tool_choice: ToolChoice = "auto"
+    max_rounds: int | None = None
+    ending: frozenset[str] = frozenset()
+    text_answers: bool = True
+    by_name: Mapping[str, RunnableTool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_name", {t.name: t for t in self.tools})
+
+    def request(self, messages: Sequence[Message]) -> ModelRequest:
+        return ModelRequest(
+            self.instructions,
+            messages,
+            tuple(t.spec for t in self.tools),
+            self.output,
+            self.reasoning_effort,
+            max_output_tokens=self.max_output_tokens,
+            tool_choice=self.tool_choice,
+        )
+
+    def waits(self, call: ToolCall) -> bool:
+        """Whether ``call`` waits for a person's decision (its tool says so)."""
+        found = self.by_name.get(call.name)
+        return found is not None and found.needs_approval(call.arguments)
+
+
+@dataclass(slots=True)
+class TurnState:
+    """Where a turn stands: the context it was given (sent first, never changed), what it
+    produced so far (in order), and the verdicts on its last answer's gated calls."""
+
+    plan: TurnPlan
+    context: tuple[Message, ...]
+    produced: list[Message]
+    decided: Decided | None = None
+
+    def add(self, message: Message) -> None:
+        self.produced.append(message)
+
+    @property
+    def sent(self) -> tuple[Message, ...]:
+        """What the next model call is sent: the context, then what the turn produced."""
+        return (*self.context, *self.produced)
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    request: ModelRequest
+
+
+@dataclass(frozen=True, slots=True)
+class RunTool:
+    """Run ``call`` of ``answer``; ``tool`` is None when no such tool is offered (the model is
+    told which are: ``offered``). ``approved``: the verdict of an approved call, whose start
+    is recorded before it runs."""
+
+    answer: AssistantMessage
+    call: ToolCall
+    tool: RunnableTool | None
+    approved: Verdict | None = None
+    offered: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Answer ``call`` with ``result`` without running it."""
+
+    answer: AssistantMessage
+    call: ToolCall
+    result: ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitDecision:
+    answer: AssistantMessage
+    waiting: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    answer: AssistantMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    call: ToolCall
+    result: ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class OutOfRounds:
+    rounds: int
+
+
+Step = CallModel | RunTool | Settle | AwaitDecision | Finish | Ended | OutOfRounds
+
+
+def decided_result(call: ToolCall, verdict: Verdict, agent: str, turn: str) -> ToolResult:
+    """What the model is told of a call that was not approved."""
+    if verdict.decision == "expired":
+        content = f"{EXPIRED} (tool {call.name!r})"
+    else:
+        why = f": {verdict.reason}" if verdict.reason else " (no reason was given)"
+        content = f"{REFUSED} (tool {call.name!r}){why}"
+    return ToolResult(call.id, call.name, content, True, agent, turn)
+
+
+def _last_answer(messages: Sequence[Message]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], AssistantMessage):
+            return index
+    return None
+
+
+def next_step(state: TurnState) -> Step:
+    """The turn's next step, from its state alone."""
+    plan, produced = state.plan, state.produced
+    index = _last_answer(produced)
+    if index is None:
+        return CallModel(plan.request(state.sent))
+    answer = produced[index]
+    assert isinstance(answer, AssistantMessage)
+    if not answer.tool_calls:
+        if plan.text_answers and index == len(produced) - 1:
+            return Finish(answer)
+        return CallModel(plan.request(state.sent))
+    results = {m.call_id: m for m in produced[index + 1 :] if isinstance(m, ToolResult)}
+    for call in answer.tool_calls:
+        found = results.get(call.id)
+        if found is not None and not found.is_error and call.name in plan.ending:
+            return Ended(call, found)
+    pending = [c for c in answer.tool_calls if c.id not in results]
+    if not pending:
+        return CallModel(plan.request(state.sent))
+    if plan.max_rounds is not None and len(pending) == len(answer.tool_calls):
+        rounds = sum(1 for m in produced if isinstance(m, AssistantMessage) and m.tool_calls)
+        if rounds > plan.max_rounds:
+            return OutOfRounds(plan.max_rounds)
+    decided = (
+        state.decided if state.decided is not None and state.decided.answer == answer else None
+    )
+    verdicts: Mapping[str, Verdict] = decided.verdicts if decided is not None else {}
+    waiting = tuple(c for c in pending if c.id not in verdicts and plan.waits(c))
+    if waiting:
+        return AwaitDecision(answer, waiting)
+    call = pending[0]
+    verdict = verdicts.get(call.id)
+    if verdict is not None and verdict.decision != "approved":
+        return Settle(answer, call, decided_result(call, verdict, answer.agent, answer.turn))
+    if verdict is not None and decided is not None and call.id in decided.started:
+        cut = ToolResult(call.id, call.name, CUT_OFF_RUN, True, answer.agent, answer.turn)
+        return Settle(answer, call, cut)
+    return RunTool(answer, call, plan.by_name.get(call.name), verdict, tuple(plan.by_name))
