@@ -25,10 +25,10 @@ from ankka.runtime.judgments import ScriptedJudgmentProvider, YesNo, refuse_if_y
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.store import trace_statements
-from ankka.runtime.store.sqlite import SqliteStore
 from examples.tasks import summary
 from examples.team import service as team
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 from tests.unit.tasks.conftest import MakeHost, finished, make_host, put
 from tests.unit.tasks.test_iteration import Flaky
 
@@ -101,7 +101,7 @@ async def test_a_request_turn_is_one_invoke_agent_with_its_chats_and_tools_as_ch
         {"text": "done", "usage": {"input_tokens": 30, "output_tokens": 5}},
     ]
     provider = ScriptedProvider(script, name="default")
-    store = await SqliteStore.open(tmp_path / "s.sqlite3")
+    store = await journal_store(tmp_path / "s.sqlite3")
     async with runtime_for(
         _service(), store=store, providers={"default": provider}, spans=spans
     ) as rt:
@@ -165,7 +165,7 @@ async def test_content_is_recorded_when_opted_in_and_redacted(tmp_path: Path) ->
     key = "sk-" + "a" * 40
     script: list[dict[str, Any] | str] = [_calls("lookup"), f"the key is {key}"]
     scripted = ScriptedProvider(script, name="default")
-    store = await SqliteStore.open(tmp_path / "s.sqlite3")
+    store = await journal_store(tmp_path / "s.sqlite3")
     async with runtime_for(
         _service(), store=store, providers={"default": scripted}, spans=spans
     ) as rt:
@@ -236,7 +236,7 @@ async def test_a_judged_guardrail_is_its_own_span_without_the_text(
         {"abusive": {"yes": 0.1, "no": 0.9}}, usage=Usage(input_tokens=40, output_tokens=1)
     )
     scripted = ScriptedProvider(["fine"], name="default")
-    store = await SqliteStore.open(tmp_path / "s.sqlite3")
+    store = await journal_store(tmp_path / "s.sqlite3")
     async with runtime_for(
         service,
         store=store,
@@ -283,21 +283,19 @@ async def test_a_tasks_iterations_are_in_the_trace_current_when_it_was_put(
     assert len(second) == 2 and all(s.parent is None for s in second)
 
 
-def test_a_recorded_context_is_bounded_and_only_a_w3c_carrier() -> None:
-    rows: list[tuple[str, tuple[Any, ...]]] = []
+async def test_a_recorded_context_is_bounded_and_only_a_w3c_carrier(make_host: MakeHost) -> None:
+    host = await make_host(_researcher(), ScriptedProvider([], name="default"))
 
-    class Tx:
-        def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
-            rows.append((sql, tuple(params)))
-            return []
+    async def record(task: str, carrier: dict[str, str]) -> dict[str, str]:
+        await host.store.write(lambda tx: trace_statements.record(tx, task, carrier))
+        found: dict[str, str] = await host.store.read(lambda tx: trace_statements.get(tx, task))
+        return found
 
-    trace_statements.record(Tx(), "t", {"baggage": "k=v"})  # no traceparent: nothing
-    trace_statements.record(Tx(), "t", {"traceparent": "00-" + "a" * 5000})  # too large
-    assert rows == []
-    trace_statements.record(Tx(), "t", {"traceparent": "00-x", "authorization": "secret"})
-    ((sql, params),) = rows
-    assert "ON CONFLICT (task) DO NOTHING" in sql
-    assert params == ("t", '{"traceparent":"00-x"}')
+    assert await record("a", {"baggage": "k=v"}) == {}  # no traceparent: nothing
+    assert await record("b", {"traceparent": "00-" + "a" * 5000}) == {}  # too large
+    secret = {"traceparent": "00-x", "authorization": "secret"}
+    assert await record("c", secret) == {"traceparent": "00-x"}  # only the W3C keys
+    assert await record("c", {"traceparent": "00-y"}) == {"traceparent": "00-x"}  # first stays
 
 
 async def test_a_delegated_tree_is_one_trace_children_under_the_delegation_span(
