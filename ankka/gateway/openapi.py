@@ -87,6 +87,7 @@ DOCUMENT: dict[str, Any] = document(
                     **_errors(
                         OpenAIError,
                         s400="the request cannot be read, or asks what the model cannot do",
+                        s403="the caller is unidentified, or may not use this model",
                         s404="no such model",
                         s413="the body is larger than --max-body-bytes",
                         s429="the caller's share, or the model's, is spent; see Retry-After",
@@ -103,9 +104,12 @@ DOCUMENT: dict[str, Any] = document(
         },
         "/v1/models": {
             "get": {
-                "summary": "The models served and what each can do",
+                "summary": "The models the caller may use and what each can do",
                 "operationId": "list_models",
-                "responses": {"200": _json("the models", ModelList)},
+                "responses": {
+                    "200": _json("the models the caller may use", ModelList),
+                    **_errors(OpenAIError, s403="the caller is unidentified"),
+                },
             }
         },
         "/api/show": {
@@ -118,6 +122,7 @@ DOCUMENT: dict[str, Any] = document(
                     **_errors(
                         ShowError,
                         s400="the body is not a JSON object naming a model",
+                        s403="the caller is unidentified, or may not use this model",
                         s404="no such model",
                         s503="the model is not probed yet",
                     ),

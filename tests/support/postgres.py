@@ -46,9 +46,18 @@ def _free_port() -> int:
 
 
 @contextmanager
-def postgres_cluster(*, fsync: bool = False) -> Iterator[str]:
+def postgres_cluster(
+    *,
+    fsync: bool = False,
+    listen: str = "127.0.0.1",
+    password: str | None = None,
+    networks: tuple[str, ...] = (),
+) -> Iterator[str]:
     """Start a throwaway cluster; yield its DSN; stop and remove it afterwards. Tests run it
-    with ``fsync=off``; benchmarks that claim durability pass ``fsync=True``."""
+    with ``fsync=off``; benchmarks that claim durability pass ``fsync=True``. ``listen`` adds
+    an address to listen on, and ``networks`` admit clients from those networks with
+    ``password`` (scram-sha-256; the pods tier's pods, inside its network namespace); loopback
+    stays trusted, and the DSN yielded is loopback's."""
     bindir = _binaries()
     base = Path(tempfile.mkdtemp(prefix="ankka-pg-"))
     as_user: list[str] = []
@@ -80,7 +89,13 @@ def postgres_cluster(*, fsync: bool = False) -> Iterator[str]:
         "UTF8",
         "--no-sync",
     )
-    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1"
+    hba = data / "pg_hba.conf"
+    if networks:
+        with hba.open("a") as rules:
+            for network in networks:
+                rules.write(f"host all all {network} scram-sha-256\n")
+    addresses = "127.0.0.1" if listen == "127.0.0.1" else f"127.0.0.1,{listen}"
+    options = f"-p {port} -k {base} -c listen_addresses={addresses}"
     if not fsync:
         options += " -c fsync=off"
     run(
@@ -97,6 +112,11 @@ def postgres_cluster(*, fsync: bool = False) -> Iterator[str]:
         "start",
     )
     try:
+        if password is not None:
+            run(
+                str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "ankka",
+                "-d", "postgres", "-c", f"ALTER ROLE ankka PASSWORD '{password}'",
+            )  # fmt: skip
         yield f"postgresql://ankka@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run(

@@ -32,7 +32,7 @@ from fastapi import FastAPI, Path, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ankka.runtime.declare.policy import LOCAL
+from ankka.runtime.declare.policy import LOCAL, SessionPolicy
 from ankka.runtime.drivers.approvals import Decided
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
@@ -61,15 +61,19 @@ InState = Annotated[
 _ANY = (401, 403, 413, 503)
 
 
-def decider(request: Request, header: str | None) -> str:
-    """Who is deciding: the mTLS client's URI SAN, the caller a token names, a trusted
-    proxy's header, or the caller as the runtime names it (``local``)."""
+def decider(request: Request, header: str | None, policy: SessionPolicy | None = None) -> str:
+    """Who is deciding: the mTLS client's URI SAN, the caller a token names (with the person
+    it names in ``header`` when it is one of the policy's approvers: ``ankka approve``'s
+    delegate), a trusted proxy's header, or the caller as the runtime names it (``local``)."""
     tls = (request.scope.get("extensions") or {}).get("tls") or {}
     sans = tls.get("peer_uri_sans") or ()
     if sans:
         return str(sans[0])
     caller = caller_of(request.scope)
     if caller != LOCAL:
+        named = request.headers.get(header, "").strip()[:200] if header else ""
+        if named and policy is not None and policy.is_approver(caller):
+            return f"{named} (through {caller})"
         return caller
     if header is not None:
         value = request.headers.get(header, "").strip()
@@ -191,7 +195,7 @@ def add_approval_routes(
             _DECISIONS[body.decision],
             body.digest,
             reason=body.reason,
-            decided_by=decider(request, approver_header),
+            decided_by=decider(request, approver_header, runtime.policy),
             caller=caller_of(request.scope),
         )
         answer: dict[str, Any] = {

@@ -131,12 +131,20 @@ def _spec(agent: str, body: TaskBody) -> TaskSpec:
                 "a tool can fetch)"
             )
         attachments.append(Attachment(item.name or f"attachment-{index}", item.text, item.ref))
-    return TaskSpec(agent, body.type, body.instructions, tuple(attachments), tuple(body.depends_on))
+    return TaskSpec(
+        agent,
+        body.type,
+        body.instructions,
+        tuple(attachments),
+        tuple(body.depends_on),
+        name=body.name,
+    )
 
 
 def task_json(record: TaskRecord) -> dict[str, Any]:
     return {
         "id": record.id,
+        "name": record.spec.name,
         "agent": record.spec.agent,
         "type": record.spec.type,
         "state": record.state.value,

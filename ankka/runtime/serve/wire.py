@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 MAX_JUDGMENT_TEXT = 32_000
+MAX_NAME = 320  # a Kubernetes namespace (63) / a name (253)
 # ISO 8601 with its offset, as the records write it (``datetime.isoformat``).
 Time = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
 Cost = Literal["unknown"]  # tokens are counted; money is not (there is no price table)
@@ -89,7 +90,9 @@ class AttachmentBody(Wire):
 
 
 class TaskBody(Body):
-    shape: ClassVar[str] = '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?}'
+    shape: ClassVar[str] = (
+        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?}'
+    )
     type: str = Field(min_length=1, max_length=MAX_ID)
     instructions: str = Field(min_length=1, max_length=MAX_INSTRUCTIONS)
     attachments: list[AttachmentBody | Annotated[str, Field(max_length=MAX_ATTACHMENT)]] = Field(
@@ -97,6 +100,11 @@ class TaskBody(Body):
     )
     depends_on: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     instance: Annotated[str, Field(max_length=MAX_ID)] | SkipJsonSchema[None] = None
+    name: Annotated[str, Field(min_length=1, max_length=MAX_NAME)] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="a name for people (the operator sends the Task's <namespace>/<name>); "
+        "the console shows it",
+    )
 
 
 class DecisionBody(Body):
@@ -329,6 +337,7 @@ class Task(Wire):
     """A task's record; ``version`` grows with every change of it."""
 
     id: str
+    name: str | None = Field(description="a name for people, when its creator gave one")
     agent: str
     type: str
     state: TaskState

@@ -10,6 +10,7 @@ session" hold across pods, not only within one process.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -27,7 +28,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "the PostgreSQL store needs the 'postgres' extra: pip install 'ankka[postgres]'"
     ) from exc
 
-__all__ = ["PostgresSessionLock", "PostgresStore", "redacted"]
+__all__ = ["MIGRATION_LOCK", "PostgresSessionLock", "PostgresStore", "ENSURE_SCHEMA", "redacted"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ankka_events (
@@ -45,6 +46,23 @@ CREATE TABLE IF NOT EXISTS ankka_events (
 _APPEND_NS = 1
 _TURN_NS = 2
 
+# Every store's migration (this one's and the task store's) runs in a transaction holding
+# this lock: runtimes started together on a fresh database would otherwise race their
+# CREATE TABLE IF NOT EXISTS, and one fails (pg_type_typname_nsp_index) instead of waiting.
+# The task store's own lock is (3, 0).
+MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(4, 0)"
+# The schema the connection's search_path names first (the operator renders one per Agent,
+# through PGOPTIONS), created when it does not exist yet; tables are then created in it.
+ENSURE_SCHEMA = """
+DO $$
+DECLARE wanted text := btrim(split_part(current_setting('search_path'), ',', 1), ' "');
+BEGIN
+    IF current_schema() IS NULL AND wanted <> '' AND wanted <> '$user' THEN
+        EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', wanted);
+    END IF;
+END $$
+"""
+
 
 def redacted(dsn: str) -> str:
     """The DSN without its password, for error messages."""
@@ -53,6 +71,9 @@ def redacted(dsn: str) -> str:
     except psycopg.ProgrammingError:
         return "<unparseable DSN>"
     info.pop("password", None)
+    if not info:  # postgresql:// alone: libpq reads PGHOST, PGUSER ... (the operator's parts)
+        host, database = os.environ.get("PGHOST", "unset"), os.environ.get("PGDATABASE", "unset")
+        return f"postgresql:// (PGHOST={host} PGDATABASE={database})"
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
 
 
@@ -72,7 +93,9 @@ class PostgresStore:
         )
         try:
             await pool.open(wait=True, timeout=10)
-            async with pool.connection() as conn:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute(MIGRATION_LOCK)
+                await conn.execute(ENSURE_SCHEMA)
                 await conn.execute(_SCHEMA)
         except (psycopg.Error, TimeoutError) as exc:
             await pool.close()

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ankka._kernel.errors import ConfigurationError, StoreError
-from ankka.runtime.store.postgres import redacted
+from ankka.runtime.store.postgres import ENSURE_SCHEMA, MIGRATION_LOCK, redacted
 from ankka.runtime.store.tasks import SCHEMA, Transaction
 
 try:
@@ -61,7 +61,8 @@ class PostgresTaskStore:
             try:
                 pool.open(wait=True, timeout=10)
                 with pool.connection() as conn, conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_TASKS_LOCK,))
+                    conn.execute(MIGRATION_LOCK)
+                    conn.execute(ENSURE_SCHEMA)
                     for statement in SCHEMA:
                         conn.execute(statement)
             except BaseException:
