@@ -17,7 +17,8 @@ render.
   "approvals": [...]}`` (a stream ends with an ``awaiting_approval`` event).
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json`` (FastAPI's
   document of these routes: :mod:`ankka.runtime.serve.api`).
-- ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session);
+  ``detail`` names the tools an MCP server's listing left out, and a listing served stale.
 - ``GET /v1/mcp/oauth/callback``: an authorization server's answer to a person's consent
   for an MCP server (:mod:`ankka.runtime.serve.mcp_routes`).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.serve.tasks_http`.
@@ -75,6 +76,7 @@ from ankka.runtime.serve.wire import (
     JudgmentAnswer,
     JudgmentBody,
     NotReady,
+    Ready,
     SessionSummary,
     TurnAnswer,
     TurnBody,
@@ -335,7 +337,7 @@ def _add_service_routes(app: RuntimeAPI, runtime: Runtime) -> None:
         "/readyz",
         operation_id="readyz",
         summary="Ready: every declared MCP server has a session",
-        response_model=Health,
+        response_model=Ready,
         responses={
             503: {"model": NotReady, "description": "not ready: what is missing, and why"},
             **errors(413),
@@ -343,10 +345,15 @@ def _add_service_routes(app: RuntimeAPI, runtime: Runtime) -> None:
     )
     async def readyz() -> Any:
         # Not ready while a declared MCP server has no session: its tools would be missing.
+        # Ready, with ``detail``, while a server's listing left tools out or its last good
+        # listing is served because refreshing it fails.
         missing = runtime.missing()
+        mcp = runtime.context.mcp
+        detail = mcp.detail() if mcp is not None else {}
+        shown: dict[str, Any] = {"detail": detail} if detail else {}
         if missing:
-            return sent(NotReady, {"ok": False, "missing": missing}, 503)
-        return {"ok": True}
+            return sent(NotReady, {"ok": False, "missing": missing, **shown}, 503)
+        return {"ok": True, **shown}
 
     @app.get(
         "/metrics",

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from ankka.runtime.declare.autonomous import MAX_BUDGET, MAX_TOKENS
 from ankka.runtime.records.tasks import (
     MAX_ATTACHMENT,
     MAX_ATTACHMENTS,
@@ -42,6 +43,7 @@ __all__ = [
     "JudgmentAnswer",
     "JudgmentBody",
     "NotReady",
+    "Ready",
     "SessionSummary",
     "Task",
     "TaskBody",
@@ -89,9 +91,14 @@ class AttachmentBody(Wire):
     ref: Annotated[str, Field(max_length=2048)] | SkipJsonSchema[None] = None
 
 
+class BudgetBody(Wire):
+    iterations: Annotated[int, Field(ge=1, le=MAX_BUDGET)] | SkipJsonSchema[None] = None
+    tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS)] | SkipJsonSchema[None] = None
+
+
 class TaskBody(Body):
     shape: ClassVar[str] = (
-        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?}'
+        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?, "budget"?}'
     )
     type: str = Field(min_length=1, max_length=MAX_ID)
     instructions: str = Field(min_length=1, max_length=MAX_INSTRUCTIONS)
@@ -100,6 +107,9 @@ class TaskBody(Body):
     )
     depends_on: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     instance: Annotated[str, Field(max_length=MAX_ID)] | SkipJsonSchema[None] = None
+    budget: BudgetBody | SkipJsonSchema[None] = Field(
+        default=None, description="this task's own budget, within its type's"
+    )
     name: Annotated[str, Field(min_length=1, max_length=MAX_NAME)] | SkipJsonSchema[None] = Field(
         default=None,
         description="a name for people (the operator sends the Task's <namespace>/<name>); "
@@ -291,9 +301,21 @@ class Health(Wire):
     ok: Literal[True]
 
 
+_DETAIL = (
+    "what is up but not as it should be: the tools an MCP server's listing left out (and "
+    "why), a listing served stale"
+)
+
+
+class Ready(Wire):
+    ok: Literal[True]
+    detail: dict[str, dict[str, Any]] = Field(default_factory=dict, description=_DETAIL)
+
+
 class NotReady(Wire):
     ok: Literal[False]
     missing: dict[str, str] = Field(description="what is missing, and why")
+    detail: dict[str, dict[str, Any]] = Field(default_factory=dict, description=_DETAIL)
 
 
 class ListedApproval(Approval):
@@ -322,6 +344,20 @@ class DecisionAnswer(Wire):
     turn: TurnAnswer | SkipJsonSchema[None] = None
 
 
+class TokenBudget(Wire):
+    budget: int
+    claimed: int = Field(description="its tree's spend and its working children's grants")
+
+
+class Handoff(Wire):
+    """One hand-on of a task: from which agent to which, when, and the note it was given."""
+
+    from_: str = Field(alias="from")
+    to: str
+    at: Time
+    note: str
+
+
 class Iterations(Wire):
     used: int
     budget: int
@@ -341,9 +377,16 @@ class Task(Wire):
     agent: str
     type: str
     state: TaskState
+    end: str | None = Field(description="how it ended, once final (its tree's view)")
     instance: str | None
     iterations: Iterations
+    tree_iterations: int = Field(description="its own iterations and every descendant's")
+    tokens: TokenBudget | None = Field(description="its token budget, when it has one")
     usage: Usage
+    tree_usage: Usage = Field(description="its own tokens and every descendant's")
+    parent: str | None = Field(description="the task that delegated it, if any")
+    children: list[str] = Field(description="the tasks it delegated, in order")
+    handoffs: list[Handoff] = Field(description="who handed it on to whom, oldest first")
     cost: Cost
     result: Any = Field(description="the typed result, once completed")
     reason: str | None

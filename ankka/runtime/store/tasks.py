@@ -27,6 +27,7 @@ from ankka.runtime.records.tasks import (
     TaskSpec,
     TaskState,
 )
+from ankka.runtime.store.tree_statements import TREE_SCHEMA
 
 __all__ = [
     "SCHEMA",
@@ -105,6 +106,9 @@ SCHEMA = (
     created_by TEXT NOT NULL,
     PRIMARY KEY (agent, id)
 )""",
+    # The task tree (delegation): a table of its own, so a store written before it needs
+    # no migration (its tasks are roots with no children).
+    *TREE_SCHEMA,
 )
 
 TASK_COLUMNS = (
@@ -123,6 +127,7 @@ class Ended:
     instance: str | None
     state: TaskState
     reason: str | None
+    woken: tuple[str, str] | None = None  # its parent's instance, told of this end
 
 
 @dataclass(frozen=True, slots=True)
