@@ -17,8 +17,8 @@ from ankka.gateway.openapi import DOCUMENT
 from ankka.gateway.wire import error_body
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
 from ankka.runtime.serve.http import create_app
-from ankka.runtime.store.sqlite import SqliteStore
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 
 def _service() -> Service:
@@ -36,7 +36,7 @@ def _service() -> Service:
 
 
 async def _runtime_document(tmp_path: Path) -> dict[str, Any]:
-    store = await SqliteStore.open(str(tmp_path / "s.sqlite3"))
+    store = await journal_store(tmp_path / "s.sqlite3")
     async with store, runtime_for(_service(), store=store, providers={}) as runtime:
         transport = httpx.ASGITransport(app=create_app(runtime))
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:

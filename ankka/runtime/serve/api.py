@@ -24,6 +24,7 @@ Starlette the console and A2A routes use too) from routers whose routes are :cla
 from __future__ import annotations
 
 import logging
+import math
 import typing
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
@@ -40,7 +41,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match
 from starlette.types import Receive, Scope, Send
 
-from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError
+from ankka._kernel.errors import AnkkaError, InvalidJSON, RequestError, StoreError
 from ankka.runtime.serve.wire import Body, Error, ErrorDetail, Wire
 
 __all__ = [
@@ -226,29 +227,35 @@ def _unreadable(request: Request, exc: HTTPException) -> AnkkaError | None:
     return InvalidJSON(f"the body is not valid JSON: {cause}")
 
 
-def _answer(exc: BaseException) -> Response:
+def _answer(request: Request, exc: BaseException) -> Response:
     status, body = error_json(exc)
-    headers = exc.headers if isinstance(exc, HTTPException) else None  # Allow, on a 405
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # Allow (405)
+    if isinstance(exc, AnkkaError) and exc.retry_after is not None:
+        # A store outage, a caller over its TokenReview rate: try again then (whole seconds).
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    if isinstance(exc, StoreError) and status >= 500:
+        # A dependency's failure, said in one line: the store names itself and what to do.
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
     return Response(
         Error.model_validate(body).model_dump_json(),
         status_code=status,
-        headers=headers,
+        headers=headers or None,
         media_type="application/json",
     )
 
 
 async def _on_ankka(request: Request, exc: Exception) -> Response:
-    return _answer(exc)
+    return _answer(request, exc)
 
 
 async def _on_validation(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    return _answer(_refusal(request, exc))
+    return _answer(request, _refusal(request, exc))
 
 
 async def _on_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _answer(_unreadable(request, exc) or exc)
+    return _answer(request, _unreadable(request, exc) or exc)
 
 
 # Whatever else a route raises is answered here. An ExceptionMiddleware of our own, not

@@ -179,7 +179,7 @@ def add_approval_routes(
             notifier.remove(APPROVALS, subscription)
             raise
 
-        events = event_stream(subscription, first, ends_with_task=False, seconds=wait, keep=keep)
+        events = event_stream(subscription, first, seconds=wait, keep=keep)
         return follow(notifier, APPROVALS, subscription, events)
 
     @app.post(

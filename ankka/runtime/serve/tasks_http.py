@@ -235,37 +235,55 @@ def sse(event: str, data: object, number: int | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
+# How often a task's stream, hearing nothing, reads the task's record: its end is told even
+# when the notification of it was lost on the way from another process (the relay is live,
+# not durable).
+RECHECK = 5.0
+
+Ended = Callable[[], Awaitable[Notice | None]]
+
+
 async def event_stream(
     subscription: Subscription,
     snapshot: bytes,
     *,
-    ends_with_task: bool,
     seconds: float | None,
+    ended: Ended | None = None,
     keep: Callable[[Notice], Awaitable[bool]] | None = None,
+    recheck: float = RECHECK,
 ) -> AsyncIterator[bytes]:
     """The stream: ``snapshot``, then the events (those ``keep`` keeps); for ``seconds``
-    when given."""
+    when given. ``ended``: a task's stream, which ends after the task's final event (or,
+    heard of no other way, the end its record shows)."""
     yield snapshot
     loop = asyncio.get_running_loop()
     until = loop.time() + seconds if seconds is not None else None
+    quiet_since = loop.time()
     while True:
         left = until - loop.time() if until is not None else KEEP_ALIVE
         if left <= 0:
             return
+        wait = min(KEEP_ALIVE, left, recheck if ended is not None else KEEP_ALIVE)
         try:
-            async with asyncio.timeout(min(KEEP_ALIVE, left)):
+            async with asyncio.timeout(wait):
                 item = await subscription.next()
         except TimeoutError:
-            if until is None or loop.time() < until:
+            final = await ended() if ended is not None else None
+            if final is not None:
+                yield sse(final.event, final.as_dict(), final.number)
+                return
+            if loop.time() - quiet_since >= KEEP_ALIVE and (until is None or loop.time() < until):
                 yield b": keep-alive\n\n"
+                quiet_since = loop.time()
             continue
+        quiet_since = loop.time()
         if isinstance(item, Dropped):
             yield sse("dropped", {"count": item.count})
             continue
         if keep is not None and not await keep(item):
             continue
         yield sse(item.event, item.as_dict(), item.number)
-        if ends_with_task and item.event in _FINAL_EVENTS and "parent" not in item.data:
+        if ended is not None and item.event in _FINAL_EVENTS and "parent" not in item.data:
             return
 
 
@@ -385,6 +403,7 @@ def add_task_routes(app: FastAPI, host: TaskHost, policy: SessionPolicy | None =
         key: tuple[str, ...],
         snapshot: Callable[[], Awaitable[tuple[bytes, bool]]],
         seconds: float | None,
+        ended: Ended | None = None,
     ) -> Response:
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = host.notifier.add(key)
@@ -396,7 +415,7 @@ def add_task_routes(app: FastAPI, host: TaskHost, policy: SessionPolicy | None =
 
         if done:
             return follow(host.notifier, key, subscription, _once(first))
-        events = event_stream(subscription, first, ends_with_task=key[0] == "task", seconds=seconds)
+        events = event_stream(subscription, first, ended=ended, seconds=seconds)
         return follow(host.notifier, key, subscription, events)
 
     @app.get(
@@ -414,7 +433,19 @@ def add_task_routes(app: FastAPI, host: TaskHost, policy: SessionPolicy | None =
             record = await host.get(task)
             return sse("snapshot", task_json(record)), record.final
 
-        return await notifications(("task", task), snapshot, wait)
+        async def ended() -> Notice | None:
+            record = await host.get(task)
+            if not record.final:
+                return None
+            return host.notifier.notice(
+                f"task_{record.state.value}",  # as the final event is published
+                agent=record.spec.agent,
+                instance=record.instance,
+                task=task,
+                reason=record.reason,
+            )
+
+        return await notifications(("task", task), snapshot, wait, ended)
 
     @app.get(
         f"{INSTANCE_PATH}/notifications",
