@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import model_env
+from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -26,11 +26,11 @@ _EXAMPLES = 40  # per operation; with ~6 operations a server's run takes seconds
 
 def _wait_ready(server: Server) -> None:
     """Until /readyz answers 200 (a 503 while the model is probed would count as a 5xx)."""
-    end = time.monotonic() + 20
-    while httpx.get(f"{server.url}/readyz").status_code != 200:
-        if time.monotonic() > end:
-            pytest.fail(f"{server.url} was not ready within 20 s")
-        time.sleep(0.05)
+    eventually(
+        lambda: httpx.get(f"{server.url}/readyz").status_code == 200,
+        what=f"{server.url}/readyz to answer 200",
+        timeout=20,
+    )
 
 
 @pytest.fixture(scope="module")
