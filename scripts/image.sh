@@ -162,7 +162,7 @@ ankka_layer() {
 
 # A service's own layer on ankka's image: its module in /app (the working directory, which
 # `ankka serve` puts on sys.path). Here the examples (the weather agent) and the pods tier's
-# tool-less agent (tests/pods/app/chat_agent.py).
+# own agents (tests/pods/app/*_agent.py: a tool-less chat agent, the replicas' agent).
 app_layer() {
   local k; k=$(tar --sort=name --mtime=@0 --exclude=__pycache__ -C "$ROOT" -cf - examples tests/pods/app | key)
   APP="$OUT/layers/app-$k.tar"
@@ -170,7 +170,7 @@ app_layer() {
   local stage; stage=$(mktemp -d)
   mkdir -p "$stage/app"
   cp -r "$ROOT/examples" "$stage/app/"
-  cp "$ROOT/tests/pods/app/chat_agent.py" "$stage/app/"
+  cp "$ROOT"/tests/pods/app/*_agent.py "$stage/app/"
   find "$stage/app" -name __pycache__ -prune -exec rm -rf {} +
   pack_dir "$stage" "$APP.tmp"
   rm -rf "$stage"

@@ -9,15 +9,19 @@ as Kubernetes writes them) and hold no behaviour beyond the checks a schema can 
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ankka.api.pods import EnvVar, PodOverlay
+from ankka.api.wire import DNS_LABEL, checked
+from ankka.api.wire import Wire as _Wire
 
 __all__ = [
     "GROUP",
     "VERSION",
     "Agent",
+    "AgentAccess",
     "AgentCaller",
     "AgentModel",
     "AgentSpec",
@@ -39,7 +43,13 @@ __all__ = [
     "Printer",
     "RemoteA2AAgent",
     "Resource",
+    "Rights",
+    "PostgresKeys",
+    "PostgresStore",
     "SecretKeyRef",
+    "SqliteStore",
+    "SslMode",
+    "Store",
     "ServerKind",
     "Task",
     "TaskPhase",
@@ -53,24 +63,12 @@ __all__ = [
 GROUP = "ankka.dev"
 VERSION = "v1alpha1"
 
-_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_MODEL_NAME = r"^[a-z][a-z0-9_]*$"
-
-
-class _Wire(BaseModel):
-    """camelCase on the wire, snake_case in Python; unknown keys are refused.
-
-    Every class and field has a description (a docstring, or the string after a field): it is
-    what ``kubectl explain`` shows, and ``tests/unit/test_crd_docs.py`` fails on one missing.
-    """
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
-    )
+_DNS_LABEL = DNS_LABEL
+# A model's name as a service's code spells it (``gpt-4.1``, ``llama3.2:3b``, ``Qwen/Qwen3-8B``):
+# any name that works under ``ankka serve``, i.e. one holding a letter or a digit and no control
+# character. ``ankka._kernel.model_names`` maps it to its ``ANKKA_MODEL_<NAME>_*`` variables.
+_MODEL_NAME = r"^[^\x00-\x1f\x7f]*[A-Za-z0-9][^\x00-\x1f\x7f]*$"
+_MODEL_NAME_MAX = 128
 
 
 class ConditionStatus(enum.StrEnum):
@@ -113,8 +111,9 @@ class EndpointKind(enum.StrEnum):
     OPENAI = "openai"
 
 
-class ModelServer(_Wire):
-    """A server the operator deploys as a Deployment and a Service."""
+class ModelServer(PodOverlay):
+    """A server the operator deploys as a Deployment and a Service, with the pod settings a GPU
+    pool needs (resources, tolerations, node selector, affinity ...)."""
 
     kind: ServerKind
     image: str = Field(min_length=1)
@@ -124,12 +123,9 @@ class ModelServer(_Wire):
     port: int | None = Field(default=None, ge=1, le=65535, description="Defaults by kind.")
     args: list[str] = Field(default_factory=list)
     """The container's arguments; by default the kind's own, serving spec.model on the port."""
-    resources: dict[str, dict[str, str]] = Field(
-        default_factory=dict,
-        description="Container resources, e.g. {limits: {nvidia.com/gpu: '1'}}.",
-    )
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    """Node labels the server's pods need, e.g. a GPU pool's."""
+    env: list[EnvVar] = Field(default_factory=list, max_length=64)
+    """More environment variables of the server container (a value, or valueFrom a Secret's or
+    ConfigMap's key)."""
 
 
 class ModelEndpoint(_Wire):
@@ -201,7 +197,11 @@ class AgentModel(_Wire):
     model takes its address and identity from the platform).
     """
 
-    name: str = Field(pattern=_MODEL_NAME, description="Becomes ANKKA_MODEL_<NAME>_*.")
+    name: str = Field(pattern=_MODEL_NAME, max_length=_MODEL_NAME_MAX)
+    """The name the service's code asks for, as it spells it (e.g. gpt-4.1, llama3.2:3b); becomes
+    ANKKA_MODEL_<NAME>_* with every character but letters and digits written _ (gpt-4.1 is
+    ANKKA_MODEL_GPT_4_1_*). Two names that become one <NAME> are refused.
+    """
     installation: str | None = Field(default=None, description="An InstallationModel's name.")
     preset: HostedPreset | None = None
     """A hosted provider's preset; with model and apiKeySecretRef. Not with installation."""
@@ -215,15 +215,6 @@ class AgentModel(_Wire):
     """The Secret key holding the provider's API key. Not with installation: the platform's
     certificate is its identity.
     """
-
-
-class EnvVar(_Wire):
-    """An environment variable of the runtime container."""
-
-    name: str = Field(min_length=1)
-    """The variable's name."""
-    value: str = ""
-    """The variable's value."""
 
 
 class McpHeader(_Wire):
@@ -279,7 +270,10 @@ class Compaction(_Wire):
         default=None, ge=0, le=10000, description="Recent messages kept verbatim."
     )
     model: str | None = Field(
-        default=None, pattern=_MODEL_NAME, description="The named model that summarises."
+        default=None,
+        pattern=_MODEL_NAME,
+        max_length=_MODEL_NAME_MAX,
+        description="The named model that summarises.",
     )
     instructions: str | None = Field(
         default=None, min_length=1, max_length=20000, description="What the summariser is told."
@@ -351,8 +345,129 @@ class RemoteA2AAgent(_Wire):
     """A bearer token to send it (mounted as a file, read at each use), if it wants one."""
 
 
-class AgentSpec(_Wire):
-    """A service's agents: the image and module to run, and the models they use."""
+class SqliteStore(_Wire):
+    """SQLite in one file on a volume of the pod, for one replica (the operator refuses more:
+    each pod would keep sessions of its own)."""
+
+    claim_name: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=253)
+    """A PersistentVolumeClaim to keep the file on, so sessions outlive the pod; without one,
+    an emptyDir (sessions last as long as the pod)."""
+
+
+class SslMode(enum.StrEnum):
+    """libpq's sslmode: disable, allow, prefer, require, verify-ca or verify-full."""
+
+    DISABLE = "disable"
+    ALLOW = "allow"
+    PREFER = "prefer"
+    REQUIRE = "require"
+    VERIFY_CA = "verify-ca"
+    VERIFY_FULL = "verify-full"
+
+
+class PostgresKeys(_Wire):
+    """The keys of the Secret that hold each part (CloudNativePG's and most operators' names by
+    default)."""
+
+    host: str = Field(default="host", min_length=1, max_length=253)
+    """The server's host name."""
+    port: str = Field(default="port", min_length=1, max_length=253)
+    """Its port (optional in the Secret: 5432 without it)."""
+    database: str = Field(default="dbname", min_length=1, max_length=253)
+    """The database."""
+    user: str = Field(default="user", min_length=1, max_length=253)
+    """The role to log in as."""
+    password: str = Field(default="password", min_length=1, max_length=253)
+    """Its password."""
+
+
+class PostgresStore(_Wire):
+    """PostgreSQL from a Secret: a whole DSN in one key (dsnSecretRef), or its parts as keys of
+    one Secret (secretName). The values reach the runtime through valueFrom, never the
+    Deployment; every replica shares the sessions, one turn at a time per session."""
+
+    model_config = checked(
+        "has(self.dsnSecretRef) != has(self.secretName)",
+        "give dsnSecretRef (a DSN) or secretName (its parts), not both",
+    )
+
+    dsn_secret_ref: SecretKeyRef | None = None
+    """A key holding the whole DSN, e.g. postgresql://cart:PASSWORD@pg.db.svc:5432/shop."""
+    secret_name: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=253)
+    """A Secret holding the parts, by the keys in keys (host, port, dbname, user, password)."""
+    keys: PostgresKeys = Field(default_factory=PostgresKeys)
+    """Which key of secretName holds which part."""
+    ssl_mode: SslMode | None = None
+    """libpq's sslmode (PGSSLMODE)."""
+    schema_: str | None = Field(
+        default=None, alias="schema", pattern=r"^[a-z_][a-z0-9_]*$", max_length=63
+    )
+    """The schema the runtime's tables live in, created when missing (the role needs CREATE
+    on the database); default ankka_<namespace>_<agent>, so Agents sharing one database never
+    share tables."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PostgresStore:
+        if (self.dsn_secret_ref is None) == (self.secret_name is None):
+            raise ValueError("give dsnSecretRef (a DSN) or secretName (its parts), not both")
+        return self
+
+
+class Store(_Wire):
+    """Where the runtime keeps its sessions, tasks and approvals: sqlite or postgres."""
+
+    model_config = checked(
+        "!(has(self.sqlite) && has(self.postgres))", "a store is sqlite or postgres, not both"
+    )
+
+    sqlite: SqliteStore | None = None
+    """SQLite on a volume of the pod (one replica)."""
+    postgres: PostgresStore | None = None
+    """PostgreSQL from a Secret (any number of replicas)."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Store:
+        if self.sqlite is not None and self.postgres is not None:
+            raise ValueError("a store is sqlite or postgres, not both")
+        return self
+
+
+_CALLER_PATTERN = r"^[^*\s]+\*?$|^\*$"
+
+
+class Rights(_Wire):
+    """Who else holds which right over a session, by caller pattern: a caller's name (local,
+    a static-token name, system:serviceaccount:NS:NAME, ankka://service/NS/AGENT or NS/AGENT)
+    or such a name ending in * for every caller it begins."""
+
+    read: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
+        default_factory=list, max_length=64
+    )
+    """May read the sessions (messages, summary, calls; a task's record; its approvals)."""
+    write: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
+        default_factory=list, max_length=64
+    )
+    """May send the sessions turns (a task: send it again, cancel it); implies read."""
+    decide: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
+        default_factory=list, max_length=64
+    )
+    """May decide the sessions' approvals; implies read."""
+
+
+class AgentAccess(_Wire):
+    """The session policy, rendered as the runtime's --access-file: it replaces, entry by
+    entry, what the module declares (docs/security.md, The session policy)."""
+
+    service: Rights | None = None
+    """Every agent's sessions, unless the agent has its own entry."""
+    agents: dict[str, Rights] = Field(default_factory=dict, max_length=64)
+    """One agent's sessions, by the agent's name in the module (a name the module does not
+    declare stops the runtime at start, naming it)."""
+
+
+class AgentSpec(PodOverlay):
+    """A service's agents: the image and module to run, the models they use, and the pod
+    settings of their runtime (resources, env from Secrets, tolerations, ...)."""
 
     image: str = Field(min_length=1)
     """The runtime's container image: ankka and the service's module, e.g. localhost/shop/agents:1.
@@ -365,13 +480,23 @@ class AgentSpec(_Wire):
     """
     mcp_servers: list[McpServer] = Field(default_factory=list)
     """The MCP servers the agents reach by name."""
-    env: list[EnvVar] = Field(default_factory=list)
-    """More environment variables for the runtime container."""
+    env: list[EnvVar] = Field(default_factory=list, max_length=128)
+    """More environment variables for the runtime container: a value, or valueFrom a Secret's
+    or a ConfigMap's key (the value never appears in the Deployment). Names the operator sets
+    (ANKKA_MODULE, the models' and MCP servers' settings ...) are refused."""
     compaction: Compaction | None = None
     """Compaction of the agents' sessions, overriding what the code declares."""
     runtime: AgentRuntime | None = Field(
         default=None, description="How the operator reaches the runtime (see runtime.address)."
     )
+    access: AgentAccess | None = None
+    """Who besides a session's creator and the platform may read, write or decide for the
+    sessions, rendered as the runtime's --access-file (ankka approve's delegate, the
+    <agent>-approver ServiceAccount, may always decide)."""
+    store: Store | None = None
+    """Where the runtime keeps sessions, tasks and approvals: SQLite on a volume (one replica)
+    or PostgreSQL from a Secret. Without it: the chart's shared PostgreSQL when it has one
+    (store.postgres), else SQLite on an emptyDir."""
     callers: list[AgentCaller] = Field(default_factory=list, max_length=32)
     """Who else may reach the runtime's port over the network, besides the platform's gateway
     and operator (rendered as the Agent's NetworkPolicy). Callers still identify themselves to
@@ -382,17 +507,36 @@ class AgentSpec(_Wire):
 
 
 class AgentStatus(_Wire):
-    """What the operator did with the Agent: held, ready or failed, and why."""
+    """What the operator did with the Agent and what its pods do: staged conditions and a phase."""
 
-    phase: str | None = Field(default=None, description="Held, Ready or Failed.")
+    phase: str | None = Field(default=None, description="Failed, Held, Progressing or Ready.")
     conditions: list[Condition] = Field(default_factory=list)
-    """Valid (the spec renders), ModelsServed (every InstallationModel is served) and Ready."""
+    """Rendered (its children are applied, or InvalidSpec naming the field), ModelsServed (every
+    InstallationModel it names is served), Available (its Deployment has the desired replicas
+    available) and Ready (all three; kubectl wait --for=condition=Ready waits for the pods).
+    """
+    ready_replicas: int | None = Field(default=None, ge=0)
+    """Runtime pods available, as the Agent's Deployment counts them."""
+    desired_replicas: int | None = Field(default=None, ge=0)
+    """spec.replicas: the runtime pods asked for (none run while the Agent is held)."""
+    replicas_ready: str | None = None
+    """readyReplicas/desiredReplicas, e.g. 1/2: the REPLICAS column of kubectl get agents."""
     awaiting_models: list[str] = Field(default_factory=list)
     """The InstallationModels not yet served that hold this Agent."""
     certificate_not_after: str | None = Field(
         default=None, json_schema_extra={"format": "date-time"}
     )
     """When the runtime's current certificate expires (it is renewed at two thirds of its life)."""
+    certificate_renew_at: str | None = Field(
+        default=None, json_schema_extra={"format": "date-time"}
+    )
+    """When the operator renews the runtime's certificate (two thirds of its life)."""
+    certificate_authority: str | None = Field(default=None, max_length=8192)
+    """The platform CA's certificate (PEM, public): ankka approve checks the runtime's
+    certificate with it."""
+    certificate_profile: str | None = Field(default=None, max_length=64)
+    """A digest of what the certificate was issued for (the platform CA and its names): the
+    operator judges the certificate by it and never reads the Secret."""
     a2a_card_url: str | None = None
     """The A2A agent card of the runtime's agent (the only one, or the one it serves by default)
     at its Service's address (docs/a2a.md)."""
@@ -553,6 +697,10 @@ def _condition(kind: str) -> str:
     return f'.status.conditions[?(@.type=="{kind}")].status'
 
 
+def _condition_reason(kind: str) -> str:
+    return f'.status.conditions[?(@.type=="{kind}")].reason'
+
+
 class InstallationModel(Resource):
     """A model installed in the platform, served to every Agent through the gateway."""
 
@@ -586,9 +734,11 @@ class Agent(Resource):
     short_names = ("ag",)
     printers = (
         Printer(name="Image", type="string", json_path=".spec.image"),
-        Printer(name="Replicas", type="integer", json_path=".spec.replicas"),
+        Printer(name="Replicas", type="string", json_path=".status.replicasReady"),
         Printer(name="Phase", type="string", json_path=".status.phase"),
+        Printer(name="Ready", type="string", json_path=_condition("Ready")),
         Printer(name="ModelsServed", type="string", json_path=_condition("ModelsServed")),
+        Printer(name="Reason", type="string", json_path=_condition_reason("Ready"), priority=1),
         _AGE,
     )
     spec_type = AgentSpec

@@ -26,7 +26,7 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.upstream import Pool
 from ankka.api.capabilities import to_ollama_show
 from ankka.gateway import check
-from ankka.gateway.callers import UNIDENTIFIED, allowed
+from ankka.gateway.callers import UNIDENTIFIED, Reservation, allowed
 from ankka.gateway.forward import Exchange
 from ankka.gateway.limits import QueueFull
 from ankka.gateway.metrics import CONTENT_TYPE, PROVIDER_NAMES, UNKNOWN_MODEL, GatewayMetrics
@@ -72,6 +72,20 @@ class _Checked(NamedTuple):
     body: bytes
     request: check.Inspected
     caller: str
+
+
+_UNIDENTIFIED = (
+    "the client certificate names no ankka:// identity (a URI SAN such as "
+    "ankka://service/<namespace>/<agent>); use a certificate the platform issued"
+)
+
+
+def _not_allowed(caller: str, model: str) -> str:
+    return (
+        f"caller {caller!r} may not use model {model!r}: the models file lists who may (its "
+        "'callers', rendered from each Agent's spec.models); declare the model in the calling "
+        "Agent"
+    )
 
 
 class Gateway:
@@ -141,7 +155,7 @@ class Gateway:
         if path == "/v1/chat/completions" and method == "POST":
             await self._chat(scope, receive, send)
         elif path == "/v1/models" and method == "GET":
-            await send_json(send, 200, self._list_models())
+            await self._models(scope, send)
         elif path == "/api/show" and method == "POST":
             await self._show(scope, receive, send)
         elif path in _OPERATIONS and method == "GET":
@@ -212,8 +226,7 @@ class Gateway:
             await self._refuse(
                 send,
                 403,
-                "the client certificate names no ankka:// identity (a URI SAN such as "
-                "ankka://service/<namespace>/<agent>); use a certificate the platform issued",
+                _UNIDENTIFIED,
                 model=UNKNOWN_MODEL,
                 caller=caller,
                 reason="caller_unidentified",
@@ -270,9 +283,7 @@ class Gateway:
             await self._refuse(
                 send,
                 403,
-                f"caller {caller!r} may not use model {upstream.name!r}: the models file lists "
-                "who may (its 'callers', rendered from each Agent's spec.models); declare the "
-                "model in the calling Agent",
+                _not_allowed(caller, upstream.name),
                 model=upstream.name,
                 caller=caller,
                 reason="caller_not_allowed",
@@ -342,86 +353,113 @@ class Gateway:
         spec = upstream.spec
         limit = upstream.limit
         per_caller = upstream.callers_in_flight
-        wait = upstream.token_budget.retry_after(caller)
-        if wait is not None:
-            await self._refuse(
-                send,
-                429,
-                f"caller {caller!r} spent its {spec.tokens_per_minute_per_caller} tokens per "
-                f"minute on model {spec.name!r} (tokens_per_minute_per_caller); retry in "
-                f"{math.ceil(wait)} s",
-                model=spec.name,
-                caller=caller,
-                reason="caller_over_token_budget",
-                code="caller_over_token_budget",
-                headers=[(b"retry-after", str(max(1, math.ceil(wait))).encode())],
-            )
+        bound = len(body) + (
+            spec.default_max_tokens if request.max_tokens is None else request.max_tokens
+        )
+        held = await self._reserve(upstream, caller, bound, send)
+        if held is None:
             return
-        if not per_caller.enter(caller):
-            await self._refuse(
-                send,
-                429,
-                f"caller {caller!r} already has {per_caller.limit} request(s) in flight on "
-                f"model {spec.name!r} (max_in_flight_per_caller); retry after a second",
-                model=spec.name,
-                caller=caller,
-                reason="caller_busy",
-                code="caller_busy",
-                headers=[(b"retry-after", b"1")],
-            )
-            return
+        spent = 0
         try:
-            await limit.acquire()
-        except QueueFull as exc:
-            per_caller.leave(caller)
-            await self._refuse(
-                send,
-                429,
-                f"model {spec.name!r} is busy: {exc.limit} request(s) in flight and "
-                f"{exc.queue} waiting; retry after a second",
-                model=spec.name,
-                caller=caller,
-                reason="queue_full",
-                code="model_busy",
-                headers=[(b"retry-after", b"1")],
-            )
-            return
-        except BaseException:  # cancelled while waiting in line: the caller left
-            per_caller.leave(caller)
-            raise
-        gauge = self.metrics.in_flight_of(spec.name)
-        gauge.inc()
-        try:
-            provider = PROVIDER_NAMES[spec.kind]
-            exchange = Exchange(
-                pool=self._pool,
-                spec=spec,
-                endpoint=upstream.endpoint,
-                body=body,
-                stream=request.stream,
-                receive=receive,
-                send=send,
-                metrics=self.metrics,
-                caller=caller,
-                clock=self._clock,
-                genai=self.metrics.genai_of(provider, spec.upstream_model),
-                watch=scope.get(WATCH_DISCONNECT),
-            )
-            if self._spans is None:
-                await exchange.run()
-            else:
-                await self._spans.upstream(exchange, provider=provider)
-            upstream.token_budget.spend(caller, exchange.tokens)
-            if exchange.upstream_failed:
-                self.registry.upstream_failed(upstream)
+            if not per_caller.enter(caller):
+                busy = f"already has {per_caller.limit} request(s) in flight on model"
+                await self._busy(send, spec.name, caller, "caller_busy", busy)
+                return
+            try:
+                await limit.acquire()
+            except QueueFull as exc:
+                per_caller.leave(caller)
+                busy = f"{exc.limit} request(s) in flight and {exc.queue} waiting"
+                await self._busy(send, spec.name, caller, "queue_full", busy)
+                return
+            except BaseException:  # cancelled while waiting in line: the caller left
+                per_caller.leave(caller)
+                raise
+            gauge = self.metrics.in_flight_of(spec.name)
+            gauge.inc()
+            try:
+                provider = PROVIDER_NAMES[spec.kind]
+                exchange = Exchange(
+                    pool=self._pool,
+                    spec=spec,
+                    endpoint=upstream.endpoint,
+                    body=body,
+                    stream=request.stream,
+                    receive=receive,
+                    send=send,
+                    metrics=self.metrics,
+                    caller=caller,
+                    clock=self._clock,
+                    genai=self.metrics.genai_of(provider, spec.upstream_model),
+                    watch=scope.get(WATCH_DISCONNECT),
+                )
+                if self._spans is None:
+                    await exchange.run()
+                else:
+                    await self._spans.upstream(exchange, provider=provider)
+                spent = exchange.spent(bound)
+                if exchange.upstream_failed:
+                    self.registry.upstream_failed(upstream)
+            finally:
+                gauge.dec()
+                limit.release()
+                per_caller.leave(caller)
         finally:
-            gauge.dec()
-            limit.release()
-            per_caller.leave(caller)
+            upstream.token_budget.settle(held, spent)
 
-    def _list_models(self) -> dict[str, Any]:
+    async def _reserve(
+        self, upstream: Upstream, caller: str, bound: int, send: Send
+    ) -> Reservation | None:
+        """Hold ``bound`` of the caller's tokens per minute; None when refused (answered 429)."""
+        budget = upstream.token_budget
+        held = budget.reserve(caller, bound)
+        if not isinstance(held, float):
+            return held
+        wait = str(max(1, math.ceil(held)))
+        await self._refuse(
+            send,
+            429,
+            f"caller {caller!r} spent or holds its {budget.limit} tokens per minute on model "
+            f"{upstream.name!r} (tokens_per_minute_per_caller); retry in {wait} s",
+            model=upstream.name,
+            caller=caller,
+            reason="caller_over_token_budget",
+            code="caller_over_token_budget",
+            headers=[(b"retry-after", wait.encode())],
+        )
+        return None
+
+    async def _busy(self, send: Send, model: str, caller: str, reason: str, busy: str) -> None:
+        """429 with ``Retry-After: 1``: a slot frees when a request in flight ends."""
+        if reason == "caller_busy":
+            code = "caller_busy"
+            message = f"caller {caller!r} {busy} {model!r} (max_in_flight_per_caller)"
+        else:
+            code, message = "model_busy", f"model {model!r} is busy: {busy}"
+        await self._refuse(
+            send,
+            429,
+            message + "; retry after a second",
+            model=model,
+            caller=caller,
+            reason=reason,
+            code=code,
+            headers=[(b"retry-after", b"1")],
+        )
+
+    async def _models(self, scope: Scope, send: Send) -> None:
+        caller = caller_of(scope)
+        if caller == UNIDENTIFIED:
+            await send_error(send, 403, _UNIDENTIFIED, code="caller_unidentified")
+            return
+        await send_json(send, 200, self._list_models(caller))
+
+    def _list_models(self, caller: str) -> dict[str, Any]:
+        """The models ``caller`` may use (issue 31, item 5: only those)."""
         data = []
         for upstream in self.registry.upstreams.values():
+            if not allowed(upstream.spec.callers, caller):
+                continue
             entry: dict[str, Any] = {
                 "id": upstream.name,
                 "object": "model",
@@ -434,6 +472,10 @@ class Gateway:
         return {"object": "list", "data": data}
 
     async def _show(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = caller_of(scope)
+        if caller == UNIDENTIFIED:
+            await send_json(send, 403, {"error": _UNIDENTIFIED})
+            return
         try:
             body = json.loads(await read_body(scope, receive, 64 * 1024))
         except (ValueError, RecursionError, TooLarge, ConnectionResetError):
@@ -443,6 +485,9 @@ class Gateway:
         upstream = self.registry.get(str(name)) if isinstance(name, str) else None
         if upstream is None:
             await send_json(send, 404, {"error": f"model '{name}' not found"})
+            return
+        if not allowed(upstream.spec.callers, caller):
+            await send_json(send, 403, {"error": _not_allowed(caller, upstream.name)})
             return
         if upstream.capabilities is None:
             why = upstream.probe_error or "not probed yet"

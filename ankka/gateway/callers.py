@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from ankka._kernel.identity import SERVICE_PREFIX, UNIDENTIFIED, caller_name
 
@@ -27,6 +28,7 @@ __all__ = [
     "SERVICE_PREFIX",
     "UNIDENTIFIED",
     "CallersInFlight",
+    "Reservation",
     "TokenBudget",
     "allowed",
     "caller_name",
@@ -47,12 +49,26 @@ def allowed(callers: frozenset[str] | None, caller: str) -> bool:
     return callers is None or caller in callers
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Tokens held for one request until it is answered (:meth:`TokenBudget.settle`)."""
+
+    caller: str
+    tokens: int
+
+
+_NOTHING_HELD = Reservation("", 0)
+
+
 class TokenBudget:
     """Tokens one caller may spend on one model per minute (a sliding 60-second window).
 
-    A request is refused once the caller's spend in the window reaches ``limit``; the tokens
-    of a request are known only when its answer is, so one request may overshoot the budget,
-    and the next waits until enough of the window has passed.
+    A request reserves its bound before it is sent (:meth:`reserve`: the body's length, which
+    no prompt's tokens exceed, plus its ``max_tokens``) and settles what its answer spent
+    after (:meth:`settle`), so requests in flight at once count against the budget before
+    anyone knows their usage. A request is refused while the caller's spend in the window plus
+    what its requests in flight hold reaches ``limit``: so at most ``limit`` plus one request's
+    bound is ever spent in a minute, however many are sent at once (issue 31, item 8).
     """
 
     WINDOW_S = 60.0
@@ -62,6 +78,7 @@ class TokenBudget:
         self._clock = clock
         self._spent: dict[str, deque[tuple[float, int]]] = {}
         self._totals: dict[str, int] = {}
+        self._held: dict[str, int] = {}
 
     def _expire(self, caller: str, now: float) -> None:
         spends = self._spent.get(caller)
@@ -72,16 +89,33 @@ class TokenBudget:
             del self._spent[caller]
             del self._totals[caller]
 
-    def retry_after(self, caller: str) -> float | None:
-        """None when ``caller`` may send now; else the seconds until it may."""
+    def reserve(self, caller: str, bound: int) -> Reservation | float:
+        """Hold ``bound`` tokens for a request of ``caller``; or, refused, the seconds until
+        it may send again."""
         if self.limit is None:
-            return None
+            return _NOTHING_HELD
         now = self._clock()
         self._expire(caller, now)
-        if self._totals.get(caller, 0) < self.limit:
-            return None
+        spent = self._totals.get(caller, 0)
+        held = self._held.get(caller, 0)
+        if spent + held < self.limit:
+            self._held[caller] = held + bound
+            return Reservation(caller, bound)
+        if spent < self.limit:
+            return 1.0  # held by requests in flight, which settle when answered
         oldest = self._spent[caller][0][0]
         return max(oldest + self.WINDOW_S - now, 0.0)
+
+    def settle(self, held: Reservation, spent: int) -> None:
+        """The request ``held`` was for is over and spent ``spent`` tokens."""
+        if self.limit is None:
+            return
+        left = self._held.get(held.caller, 0) - held.tokens
+        if left > 0:
+            self._held[held.caller] = left
+        else:
+            self._held.pop(held.caller, None)
+        self.spend(held.caller, spent)
 
     def spend(self, caller: str, tokens: int) -> None:
         if self.limit is None or tokens <= 0:

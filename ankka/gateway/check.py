@@ -14,6 +14,10 @@ image part can exist. A value a decision reads but cannot understand (an effort 
 object, a part whose ``type`` is not a string) is a 400 naming the field; deeper nesting than
 the JSON decoder takes is a 400 ``invalid_json``.
 
+``max_tokens`` (or ``max_completion_tokens``) is read too, when it is a whole number: with the
+body's length it bounds what the request may spend, which per-minute token budgets reserve
+before sending (:class:`ankka.gateway.callers.TokenBudget`).
+
 Called by :mod:`ankka.gateway.app` once per request; no I/O, so the unit tests are exhaustive.
 """
 
@@ -54,6 +58,7 @@ class Inspected:
     tools: bool
     effort: str | bool | None
     images: bool
+    max_tokens: int | None = None  # max_completion_tokens or max_tokens, when a whole number
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +142,9 @@ def inspect(raw: bytes) -> Inspected:
             param="model",
         )
     tools = body.get("tools") or body.get("functions")
+    limit = body.get("max_completion_tokens")
+    if limit is None:
+        limit = body.get("max_tokens")
     return Inspected(
         body=body,
         model=model,
@@ -144,6 +152,9 @@ def inspect(raw: bytes) -> Inspected:
         tools=bool(tools),
         effort=_effort(body),
         images=_may_hold_images(raw) and _has_images(body),
+        # Only read, to bound what the request may spend (a malformed one is the upstream's
+        # to refuse, and is then bounded by the model's default).
+        max_tokens=limit if type(limit) is int and limit >= 0 else None,
     )
 
 

@@ -7,6 +7,11 @@ answer to end; ``send`` builds the head from status lines made once, frames the 
 writes a whole answer as one ``write`` and gathers a stream's chunks within a loop turn, and
 decides whether the connection is kept alive. :func:`refusal` makes the whole answers the
 server sends on its own (400, 408, 431, 500, 503) in the gateway's error shape.
+
+A cycle sees its connection only through :class:`Connection`, what it needs of one; the
+connection (:class:`ankka.gateway.server._Connection`) is the server's, and this module never
+imports the server, so the two are not an import circle (issue 23, item 3; an import-linter
+contract keeps it so).
 """
 
 from __future__ import annotations
@@ -17,14 +22,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ankka.gateway.wire import WATCH_DISCONNECT, Receive, Scope, Send, error_body
 
-if TYPE_CHECKING:
-    from ankka.gateway.server import _Connection
-
-__all__ = ["App", "Cycle", "Dates", "refusal"]
+__all__ = ["App", "Connection", "Cycle", "Dates", "Listener", "refusal"]
 
 log = logging.getLogger("ankka.gateway")
 
@@ -70,6 +72,39 @@ class Dates:
         return self._line
 
 
+class Listener(Protocol):
+    """What a cycle reads of the server its connection belongs to."""
+
+    dates: Dates
+    stopping: bool
+
+
+class Connection(Protocol):
+    """What a cycle needs of its connection: where to write, whether it is gone, and whom to
+    tell when its answer is out and when its app has returned."""
+
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    lost: bool
+    out: list[bytes]
+    write_paused: bool
+
+    @property
+    def server(self) -> Listener: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def schedule_flush(self) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def answered(self, cycle: Cycle) -> None: ...
+
+    def finished(self, cycle: Cycle) -> None: ...
+
+
 class Cycle:
     """One request and its answer: the ASGI ``receive`` and ``send`` the app is given."""
 
@@ -95,7 +130,7 @@ class Cycle:
         "waiter",
     )
 
-    def __init__(self, conn: _Connection, scope: Scope, *, keep_alive: bool, expect: bool) -> None:
+    def __init__(self, conn: Connection, scope: Scope, *, keep_alive: bool, expect: bool) -> None:
         self.conn = conn
         self.scope = scope
         self.keep_alive = keep_alive

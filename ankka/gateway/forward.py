@@ -133,6 +133,7 @@ class Exchange:
         "caller_left",
         "clock",
         "completion_tokens",
+        "cut_off",
         "endpoint",
         "failure",
         "genai",
@@ -194,6 +195,8 @@ class Exchange:
         self.completion_tokens: int | None = None
         self.status: int | None = None  # the upstream's HTTP status, once it answered
         self.failure: str | None = None  # why the call failed: a transport kind or the status
+        # The model was asked and its answer is not known whole: it may have spent anything.
+        self.cut_off = False
 
     async def run(self) -> None:
         """Send the body to the model's server and relay its answer.
@@ -222,6 +225,7 @@ class Exchange:
             assert me is not None
             me.uncancel()
             self.metrics.caller_left(self.spec.name, self.caller)
+            self.cut_off = True
             log.info(
                 "model %r: the caller left; the upstream request was cancelled", self.spec.name
             )
@@ -256,6 +260,14 @@ class Exchange:
         if self._left():
             me.cancel()
 
+    def spent(self, bound: int) -> int:
+        """What the exchange spent, for a token budget: the answer's usage; ``bound`` when the
+        model was asked and its usage is unknown (a 200 without usage, a stream cut off, a
+        caller who left); nothing when the model was not asked or refused."""
+        if self.prompt_tokens is not None or self.completion_tokens is not None:
+            return self.tokens
+        return bound if self.cut_off else 0
+
     def _failed(self, exc: UpstreamError) -> tuple[int, str, str]:
         """Count a transport failure; (status, code, message) to answer it with."""
         status, code, message, kind = _failure(self.spec, exc)
@@ -277,6 +289,7 @@ class Exchange:
         except UpstreamError as exc:
             log.warning("model %r at %s: %s", spec.name, spec.url, exc)
             self.upstream_failed = isinstance(exc, ConnectFailed)
+            self.cut_off = not self.upstream_failed  # sent, then no answer: it may have run
             status, code, message = self._failed(exc)
             await send_error(self.send, status, message, code=code)
             return
@@ -297,6 +310,7 @@ class Exchange:
         try:
             content = await response.read(limit=self.spec.max_answer_bytes)
         except UpstreamError as exc:
+            self.cut_off = True
             status, code, message = self._failed(exc)
             await send_error(self.send, status, message, code=code)
             return
@@ -321,6 +335,7 @@ class Exchange:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 previous, last = last, chunk
         except UpstreamError as exc:
+            self.cut_off = True
             _, code, message = self._failed(exc)
             event = b"data: " + error_body(502, message, code=code) + b"\n\n"
             await send({"type": "http.response.body", "body": event, "more_body": False})
@@ -332,3 +347,4 @@ class Exchange:
     def _counted(self, usage: tuple[int | None, int | None]) -> None:
         self.prompt_tokens, self.completion_tokens = usage
         self.tokens = (usage[0] or 0) + (usage[1] or 0)
+        self.cut_off = usage == (None, None)  # a 200 without usage: it spent, how much unknown

@@ -24,6 +24,8 @@ that list, beside optional settings::
         max_in_flight_per_caller: 4  # optional: one caller's requests in flight at once
         max_answer_bytes: 33554432  # optional: largest whole answer buffered (default 32 MiB)
         tokens_per_minute_per_caller: 20000  # optional: one caller's tokens per minute
+        default_max_tokens: 4096  # optional: what a request without max_tokens may generate,
+                                  # as the per-minute budget reserves it (default 4096)
 """
 
 from __future__ import annotations
@@ -59,11 +61,15 @@ _ENTRY_KEYS = {
     "max_in_flight_per_caller",
     "max_answer_bytes",
     "tokens_per_minute_per_caller",
+    "default_max_tokens",
 }
 _TOP_KEYS = {"models", "probe_interval_s"}
 # A whole (non-stream) answer is buffered to be relayed; past this it is a 502. Streams are
 # relayed chunk by chunk and never buffered, so they have no such cap.
 DEFAULT_MAX_ANSWER = 32 * 1024 * 1024
+# What a request without max_tokens is taken to generate at most, as a per-minute token budget
+# reserves it before sending (the answer's usage settles it after).
+DEFAULT_MAX_TOKENS = 4096
 _TPM = "tokens_per_minute_per_caller"
 
 
@@ -90,6 +96,7 @@ class ModelSpec:
     max_in_flight_per_caller: int | None = None
     max_answer_bytes: int = DEFAULT_MAX_ANSWER
     tokens_per_minute_per_caller: int | None = None
+    default_max_tokens: int = DEFAULT_MAX_TOKENS
 
     def probe_identity(self) -> tuple[object, ...]:
         """What decides the capabilities: a reload that keeps it keeps the probed answer."""
@@ -205,6 +212,11 @@ def _entry(raw: object, index: int) -> ModelSpec:
             _positive_int(raw["max_in_flight_per_caller"], where, "max_in_flight_per_caller")
             if "max_in_flight_per_caller" in raw
             else None
+        ),
+        default_max_tokens=(
+            _positive_int(raw["default_max_tokens"], where, "default_max_tokens")
+            if "default_max_tokens" in raw
+            else DEFAULT_MAX_TOKENS
         ),
     )
 

@@ -71,17 +71,19 @@ DOCUMENT: dict[str, Any] = document(
             "post": {
                 "summary": "A chat completion, checked against what the model can do",
                 "requestBody": json_body(_CHAT),
-                "responses": answers(JSON, _ERROR, 400, 404, 405, 413, 429, 502, 503, 504),
+                "responses": answers(JSON, _ERROR, 400, 403, 404, 405, 413, 429, 502, 503, 504),
             }
         },
-        "/v1/models": _get("The models served and what each can do", JSON),
+        "/v1/models": get(
+            "The models the caller may use and what each can do", answers(JSON, _ERROR, 403)
+        ),
         "/api/show": {
             "post": {
                 "summary": "Ollama's show: one model's capabilities",
                 "requestBody": json_body(
                     {"type": "object", "properties": {"model": {"type": "string"}}}
                 ),
-                "responses": answers(JSON, JSON, 400, 404),
+                "responses": answers(JSON, JSON, 400, 403, 404),
             }
         },
         "/healthz": _get("Alive", JSON),

@@ -88,6 +88,31 @@ def _malformed(why: str) -> bytes:
     return refusal(400, f"the request is not valid HTTP/1.1 ({why})", "invalid_http")
 
 
+class _Gone(asyncio.Transport):
+    """What a lost connection holds in place of its transport: closed, and holding nothing."""
+
+    def is_closing(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+_GONE = _Gone()
+
+
 class _Connection(asyncio.Protocol):
     """One client connection: parse, bound, dispatch in order, write."""
 
@@ -95,7 +120,7 @@ class _Connection(asyncio.Protocol):
         self.server = server
         self.loop = server.loop
         self.limits = server.limits
-        self.parser = httptools.HttpRequestParser(self)
+        self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set on connect
         self.lost = False
         self.state = _IDLE
@@ -147,6 +172,17 @@ class _Connection(asyncio.Protocol):
         self.pipeline.clear()
         self.out.clear()
         self.resume_writing()
+        # Let go of what made the connection a reference cycle (its parser calls it back; its
+        # last request points at it) and of its transport: a TLS transport holds a read buffer
+        # and OpenSSL's state, which would otherwise wait for the cyclic collector, and dead
+        # connections piling up between collections grew the heap (issue 31, item 10). The
+        # request being answered lets go of it when its app returns (finished).
+        self.parser = None
+        self.parsing = self.last = None
+        self.transport = _GONE
+        if self.flush_handle is not None:
+            self.flush_handle.cancel()
+            self.flush_handle = None
 
     def data_received(self, data: bytes) -> None:
         if self.state == _BODY:
@@ -157,8 +193,11 @@ class _Connection(asyncio.Protocol):
             if self.head_bytes > self.limits.max_header_bytes:
                 self._refuse(_too_large_head(self.limits.max_header_bytes))
                 return
+        parser = self.parser
+        if parser is None:
+            return  # lost: nothing more is read
         try:
-            self.parser.feed_data(data)
+            parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             # No protocol switch is offered: the request parsed so far is answered as
             # HTTP/1.1, and the connection closes after it.
@@ -204,6 +243,7 @@ class _Connection(asyncio.Protocol):
         self.head_bytes = 0
         self.since = self.loop.time()
         parser = self.parser
+        assert parser is not None  # called by it
         headers = self.headers
         expect = False
         declared = 0

@@ -39,6 +39,7 @@ import httpx2
 
 from ankka._kernel.errors import ConfigurationError, DependencyFailed
 from ankka._kernel.exits import exit_words
+from ankka._kernel.model_names import env_name
 from ankka.local import llama_fallback as fallback
 from ankka.local import llama_memory
 from ankka.local.llama_fallback import Attempt
@@ -294,11 +295,10 @@ def server_env(base: Mapping[str, str], lib_dir: Path) -> dict[str, str]:
 
 def env_lines(base_url: str, model_name: str, *, name: str = "DEFAULT") -> list[str]:
     """The settings that point an ankka agent's model ``name`` at the local server."""
-    prefix = f"ANKKA_MODEL_{name.upper()}_"
     return [
-        f"{prefix}PRESET=openai-compatible",
-        f"{prefix}URL={base_url}/v1",
-        f"{prefix}MODEL={model_name}",
+        f"{env_name(name, 'PRESET')}=openai-compatible",
+        f"{env_name(name, 'URL')}={base_url}/v1",
+        f"{env_name(name, 'MODEL')}={model_name}",
     ]
 
 

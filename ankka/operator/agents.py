@@ -10,14 +10,14 @@ Called by ``ankka.operator.handlers``; tested without a cluster
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from ankka.api.resources import AgentSpec, ConditionStatus, SecretKeyRef
-from ankka.operator import netpol
+from ankka._kernel.model_names import env_name, settings_name
+from ankka.api.resources import AgentSpec, SecretKeyRef
+from ankka.operator import access, netpol, pods, stores
 from ankka.operator.certs import agent_uri
-from ankka.operator.objects import Obj, condition, labels_for, owner_reference, set_condition
+from ankka.operator.objects import Obj, labels_for, owner_reference
 from ankka.operator.settings import Settings
 
 __all__ = [
@@ -29,9 +29,8 @@ __all__ = [
     "awaited_models",
     "certificate_secret_name",
     "compaction_env",
-    "failed_status",
     "invalid_reason",
-    "rendered_status",
+    "overlay_conflict",
     "runtime_env",
     "token_review_env",
 ]
@@ -43,10 +42,6 @@ RUNTIME_PORT = 8080
 PROBE_PORT = 8081
 SERVICE_PORT = 443
 CERT_DIR = "/var/run/ankka/tls"
-# The runtime's session store: SQLite on a volume of the pod's own (an emptyDir, kept while
-# the pod lives), since the image's working directory is not the runtime user's to write.
-DATA_DIR = "/var/lib/ankka"
-STORE = f"sqlite:///{DATA_DIR}/sessions.sqlite3"
 
 
 def certificate_secret_name(agent: str) -> str:
@@ -55,12 +50,19 @@ def certificate_secret_name(agent: str) -> str:
 
 def invalid_reason(spec: AgentSpec) -> str | None:
     """Why this Agent cannot be rendered, naming the field; None when it can."""
-    seen: set[str] = set()
+    names: dict[str, str] = {}  # settings name -> the first model name that became it
     for i, model in enumerate(spec.models):
         field = f"spec.models[{i}]"
-        if model.name in seen:
+        key = settings_name(model.name)
+        first = names.get(key)
+        if first == model.name:
             return f"{field}.name: {model.name!r} is used twice; give each model its own name"
-        seen.add(model.name)
+        if first is not None:
+            return (
+                f"{field}.name: {model.name!r} and {first!r} are one model to the runtime "
+                f"(both are configured by {env_name(model.name, '*')}); give each its own name"
+            )
+        names[key] = model.name
         if model.installation is not None:
             if model.address is not None:
                 return (
@@ -153,12 +155,16 @@ def runtime_env(
     ]
     if name:
         env += token_review_env(namespace, name, settings)
+        env.append({"name": "ANKKA_APPROVER_HEADER", "value": access.APPROVER_HEADER})
+        env += stores.store_env(
+            stores.effective_store(spec, settings, agent=name), namespace=namespace, agent=name
+        )
         # The URLs in the runtime's A2A cards: its Service's, never the pod's bind address.
         env.append({"name": "ANKKA_PUBLIC_URL", "value": service_url(namespace, name)})
     if any(m.installation is not None for m in spec.models):
         env.append({"name": "ANKKA_MODELS_ADDRESS", "value": settings.models_address})
     for model in spec.models:
-        prefix = f"ANKKA_MODEL_{model.name.upper()}_"
+        prefix = env_name(model.name, "")
         if model.installation is not None:
             env.append({"name": prefix + "PRESET", "value": "installation"})
             env.append({"name": prefix + "MODEL", "value": model.installation})
@@ -198,8 +204,74 @@ def runtime_env(
             )
     env += compaction_env(spec)
     platform = {e["name"] for e in env}
-    env += [{"name": e.name, "value": e.value} for e in spec.env if e.name not in platform]
+    # pods.overlay_conflict refuses a user's variable the operator sets; skipped here too, so
+    # a rendering never carries two of one name.
+    env += [e.rendered() for e in spec.env if e.name not in platform]
     return env
+
+
+def overlay_conflict(
+    spec: AgentSpec, settings: Settings, *, namespace: str, name: str
+) -> str | None:
+    """Why the spec's pod settings cannot be merged into the runtime's pod (a variable the
+    operator sets, a selector label), naming the field; None when they can."""
+    owned = runtime_env(
+        spec.model_copy(update={"env": []}), settings, namespace=namespace, name=name
+    )
+    return pods.overlay_conflict(spec, env=(e["name"] for e in owned))
+
+
+def _runtime_container(
+    spec: AgentSpec, settings: Settings, *, namespace: str, name: str
+) -> dict[str, Any]:
+    """The runtime container: ``ankka serve`` over mTLS on RUNTIME_PORT, probes on PROBE_PORT,
+    the policy from the access file, the store from ANKKA_STORE (a DSN stays out of args)."""
+    return {
+        "name": "runtime",
+        "image": spec.image,
+        # Kubernetes expands $(ANKKA_MODULE) from the container's env.
+        "args": [
+            *("ankka", "serve", "$(ANKKA_MODULE)"),
+            *("--host", "0.0.0.0", "--port", str(RUNTIME_PORT)),
+            *("--tls-dir", CERT_DIR, "--probe-port", str(PROBE_PORT)),
+            *("--access-file", access.ACCESS_FILE),
+        ],
+        "ports": [
+            {"name": "https", "containerPort": RUNTIME_PORT},
+            {"name": "probe", "containerPort": PROBE_PORT},
+        ],
+        "env": runtime_env(spec, settings, namespace=namespace, name=name),
+        "volumeMounts": [
+            {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
+            {"name": "access", "mountPath": access.ACCESS_DIR, "readOnly": True},
+            {"name": "data", "mountPath": stores.DATA_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "probe"}},
+        "securityContext": pods.container_security(spec, read_only_root=True),
+    }
+
+
+def _pod_spec(spec: AgentSpec, settings: Settings, *, namespace: str, name: str) -> Obj:
+    runtime = _runtime_container(spec, settings, namespace=namespace, name=name)
+    pod_spec: dict[str, Any] = {
+        # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service named
+        # ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
+        "enableServiceLinks": False,
+        "serviceAccountName": name,
+        "securityContext": pods.pod_security(spec, default_user=pods.RUNTIME_USER),
+        "containers": [runtime],
+        "volumes": [
+            {"name": "tls", "secret": {"secretName": certificate_secret_name(name)}},
+            {"name": "access", "configMap": {"name": f"{name}-access"}},
+            stores.store_volume(stores.effective_store(spec, settings, agent=name)),
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    # The overlay adds to the container and the pod; the runtime keeps its args, ports,
+    # probe, mounts, volumes (the certificate) and ServiceAccount (its identity).
+    pods.apply_overlay(pod_spec, runtime, spec)
+    return pod_spec
 
 
 def agent_children(
@@ -211,10 +283,12 @@ def agent_children(
     settings: Settings,
     held: bool,
 ) -> list[Obj]:
-    """ServiceAccount, Service, Deployment and (unless switched off) NetworkPolicy; a held
-    Agent's Deployment has no replicas."""
+    """ServiceAccounts (the runtime's, ankka approve's delegate), the access file's ConfigMap,
+    a Service, a Deployment and (unless switched off) a NetworkPolicy, in that order, so the
+    pods' ConfigMap is there first; a held Agent's Deployment has no replicas."""
     labels = labels_for("agent", name)
     owner = [owner_reference("Agent", name, uid)]
+    store = stores.effective_store(spec, settings, agent=name)
 
     def meta(**extra: Any) -> dict[str, Any]:
         return {
@@ -225,7 +299,11 @@ def agent_children(
             **extra,
         }
 
-    service_account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()}
+    sa_meta = meta()
+    if spec.service_account_annotations:
+        sa_meta["annotations"] = dict(spec.service_account_annotations)
+    service_account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": sa_meta}
+    policy, digest = access.access_configmap(spec, namespace=namespace, name=name, meta=meta())
     service: Obj = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -235,36 +313,12 @@ def agent_children(
             "ports": [{"name": "https", "port": SERVICE_PORT, "targetPort": "https"}],
         },
     }
-    runtime = {
-        "name": "runtime",
-        "image": spec.image,
-        # Kubernetes expands $(ANKKA_MODULE) from the container's env.
-        "args": [
-            "ankka",
-            "serve",
-            "$(ANKKA_MODULE)",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(RUNTIME_PORT),
-            "--tls-dir",
-            CERT_DIR,
-            "--probe-port",
-            str(PROBE_PORT),
-            "--store",
-            STORE,
-        ],
-        "ports": [
-            {"name": "https", "containerPort": RUNTIME_PORT},
-            {"name": "probe", "containerPort": PROBE_PORT},
-        ],
-        "env": runtime_env(spec, settings, namespace=namespace, name=name),
-        "volumeMounts": [
-            {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
-            {"name": "data", "mountPath": DATA_DIR},
-        ],
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "probe"}},
+    template = {
+        "metadata": pods.template_metadata(labels, spec),
+        "spec": _pod_spec(spec, settings, namespace=namespace, name=name),
     }
+    # The runtime reads its access file at start: a changed policy rolls the pods.
+    template["metadata"].setdefault("annotations", {})[access.DIGEST_ANNOTATION] = digest
     deployment: Obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -272,26 +326,22 @@ def agent_children(
         "spec": {
             "replicas": 0 if held else spec.replicas,
             "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service
-                    # named ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
-                    "enableServiceLinks": False,
-                    "serviceAccountName": name,
-                    "containers": [runtime],
-                    "volumes": [
-                        {
-                            "name": "tls",
-                            "secret": {"secretName": certificate_secret_name(name)},
-                        },
-                        {"name": "data", "emptyDir": {}},
-                    ],
-                },
-            },
+            "template": template,
+            # One writer for an SQLite file on a claim: the old pod goes before the new one.
+            **(
+                {"strategy": {"type": "Recreate"}}
+                if store.sqlite and store.sqlite.claim_name
+                else {}
+            ),
         },
     }
-    children = [service_account, service, deployment]
+    children = [
+        service_account,
+        access.approver_account(meta=meta(), name=name),
+        policy,
+        service,
+        deployment,
+    ]
     if settings.network_policies:
         children.append(
             netpol.agent_network_policy(
@@ -333,35 +383,6 @@ def release_patch(applied: Obj, rendered: Obj) -> Obj | None:
     return patch or None
 
 
-# --- status ---------------------------------------------------------------------------------
-
-
-def _status(
-    previous: Mapping[str, Any] | None,
-    new_conditions: Sequence[dict[str, Any]],
-    *,
-    generation: int | None,
-    fields: Mapping[str, Any],
-) -> Obj:
-    conditions = list((previous or {}).get("conditions") or [])
-    for new in new_conditions:
-        conditions = set_condition(conditions, new)
-    return {**fields, "conditions": conditions, "observedGeneration": generation}
-
-
-def failed_status(
-    previous: Mapping[str, Any] | None,
-    *,
-    reason: str,
-    generation: int | None,
-    now: dt.datetime,
-) -> Obj:
-    """An Agent that cannot be rendered: ``Failed``, ``Ready=False`` (``InvalidSpec``) saying
-    why. Fields written before (``awaitingModels``, the certificate's expiry) are left alone."""
-    ready = condition("Ready", ConditionStatus.FALSE, "InvalidSpec", reason, now=now)
-    return _status(previous, [ready], generation=generation, fields={"phase": "Failed"})
-
-
 def service_url(namespace: str, name: str) -> str:
     """The Agent's runtime as its callers in the cluster reach it (its Service, over TLS)."""
     return f"https://{name}.{namespace}.svc:{SERVICE_PORT}"
@@ -370,58 +391,3 @@ def service_url(namespace: str, name: str) -> str:
 def a2a_card_url(namespace: str, name: str) -> str:
     """Where the Agent's A2A card is (the host root: its only agent's, or its default's)."""
     return f"{service_url(namespace, name)}/.well-known/agent-card.json"
-
-
-def rendered_status(
-    previous: Mapping[str, Any] | None,
-    *,
-    awaited: Sequence[str],
-    replicas: int,
-    certificate_not_after: str,
-    generation: int | None,
-    now: dt.datetime,
-    a2a_card_url: str | None = None,
-) -> Obj:
-    """A rendered Agent: ``Held`` while any InstallationModel it names is not served (named in
-    ``ModelsServed`` and ``awaitingModels``), ``Ready`` once every one is. A condition whose
-    status did not change keeps its ``lastTransitionTime``."""
-    if awaited:
-        served = condition(
-            "ModelsServed",
-            ConditionStatus.FALSE,
-            "Awaiting",
-            "waiting for InstallationModels: " + ", ".join(awaited),
-            now=now,
-        )
-        ready = condition(
-            "Ready",
-            ConditionStatus.FALSE,
-            "Held",
-            "held with 0 replicas until its models are served",
-            now=now,
-        )
-        phase = "Held"
-    else:
-        served = condition(
-            "ModelsServed",
-            ConditionStatus.TRUE,
-            "AllServed",
-            "every installation model it names is served",
-            now=now,
-        )
-        ready = condition(
-            "Ready",
-            ConditionStatus.TRUE,
-            "Rendered",
-            f"rendered with {replicas} replica(s)",
-            now=now,
-        )
-        phase = "Ready"
-    fields = {
-        "phase": phase,
-        "awaitingModels": list(awaited),
-        "certificateNotAfter": certificate_not_after,
-    }
-    if a2a_card_url is not None:
-        fields["a2aCardUrl"] = a2a_card_url
-    return _status(previous, [served, ready], generation=generation, fields=fields)

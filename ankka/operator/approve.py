@@ -9,8 +9,10 @@
    (a SelfSubjectAccessReview): that RBAC verb is who may decide;
 3. asks the API server who the caller is (a SelfSubjectReview): the username it stamps;
 4. sends the decision to the Task's runtime (``POST /v1/approvals/{id}``) with that name in
-   ``X-Ankka-Approver``, which the runtime records when started with
-   ``--approver-header X-Ankka-Approver``.
+   ``X-Ankka-Approver``: in a cluster as the Agent's delegate ``<agent>-approver`` (a token
+   the API server issues for the Agent's audience; RBAC's ``create`` on
+   ``serviceaccounts/token`` of that account is the real gate), through a port-forward to a
+   runtime pod, the runtime checked by the platform CA (``ankka.operator.approve_route``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import json
 import sys
 from typing import Any
 
-import httpx2
 from pydantic import ValidationError
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
@@ -41,6 +42,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refuse", action="store_true", help="refuse instead of approving")
     parser.add_argument("--reason", default="", help="why (told to the model when refused)")
     parser.add_argument("-n", "--namespace", default="default")
+    parser.add_argument(
+        "--via",
+        choices=("port-forward", "service"),
+        default="port-forward",
+        help="reach a runtime in a pod through the API server's port-forward (default: from "
+        "anywhere kubectl works), or its Service (when this runs inside the cluster)",
+    )
 
 
 class _Refused(Exception):
@@ -48,7 +56,7 @@ class _Refused(Exception):
 
 
 async def _decide(args: argparse.Namespace) -> dict[str, Any]:
-    from ankka.operator import tasks
+    from ankka.operator import approve_route
     from ankka.operator.kube import Kube
 
     kube = Kube.from_environment(field_manager="ankka-approve")
@@ -101,27 +109,27 @@ async def _decide(args: argparse.Namespace) -> dict[str, Any]:
         agent = await kube.get(API_VERSION, "Agent", ns, spec.agent)
         if agent is None:
             raise _Refused(f"there is no Agent {spec.agent!r} in {ns}")
-        address = tasks.runtime_address(
-            ns, spec.agent, AgentSpec.model_validate(agent.get("spec") or {})
+        agent_spec = AgentSpec.model_validate(agent.get("spec") or {})
+        address = agent_spec.runtime.address if agent_spec.runtime is not None else None
+        route = await approve_route.route_to(
+            kube, ns, spec.agent, agent, address=address, via=args.via
+        )
+        decision = {
+            "decision": "refuse" if args.refuse else "approve",
+            "digest": args.digest,
+            "reason": args.reason,
+        }
+        headers = {APPROVER_HEADER: username} if username else {}
+        status_code, data = await approve_route.send(
+            kube, route, f"/v1/approvals/{args.approval}", decision, headers
         )
     finally:
         kube.close()
-    decision = {
-        "decision": "refuse" if args.refuse else "approve",
-        "digest": args.digest,
-        "reason": args.reason,
-    }
-    async with httpx2.AsyncClient(timeout=60.0) as client:
-        answer = await client.post(
-            f"{address}/v1/approvals/{args.approval}",
-            json=decision,
-            headers={APPROVER_HEADER: username} if username else {},
-        )
-    data: dict[str, Any] = answer.json()
-    if answer.status_code >= 400:
-        error = data.get("error") or {}
-        raise _Refused(f"the runtime refused the decision ({answer.status_code}): {error}")
-    return data
+    if status_code >= 400:
+        error = (data or {}).get("error") if isinstance(data, dict) else data
+        raise _Refused(f"the runtime refused the decision ({status_code}): {error}")
+    answer: dict[str, Any] = data
+    return answer
 
 
 def run(args: argparse.Namespace) -> int:
@@ -132,9 +140,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except (_Refused, AnkkaError) as exc:
         say(f"ankka approve: {exc}", stream=sys.stderr, level="ERROR")
-        return 1
-    except httpx2.HTTPError as exc:
-        say(f"ankka approve: cannot reach the runtime: {exc}", stream=sys.stderr, level="ERROR")
         return 1
     print(json.dumps(answer))
     return 0

@@ -36,6 +36,7 @@ __all__ = [
     "needs_renewal",
     "not_after",
     "new_ca",
+    "profile",
     "renew_at",
     "uris_of",
 ]
@@ -197,6 +198,20 @@ def needs_renewal(
     if now >= renew_at(pair.cert_pem):
         return "two thirds of its life have passed"
     return None
+
+
+def profile(ca: KeyPair, *, uri: str, dns_names: tuple[str, ...]) -> str:
+    """A short digest of what a leaf must be (its CA, its URI and DNS names): an Agent's
+    status records it with the certificate, so the operator judges the certificate without
+    reading its Secret (it reads no Secret outside its namespace): a new CA or new names
+    change the profile, and the certificate is issued again."""
+    ca_der = x509.load_pem_x509_certificate(ca.cert_pem.encode()).public_bytes(
+        serialization.Encoding.DER
+    )
+    digest = hashes.Hash(hashes.SHA256())
+    for part in (ca_der, uri.encode(), "\0".join(sorted(dns_names)).encode()):
+        digest.update(len(part).to_bytes(4, "big") + part)
+    return digest.finalize().hex()[:16]
 
 
 def matches(pair: KeyPair) -> bool:

@@ -46,10 +46,14 @@ def agent_happening(previous: str | None, phase: str, message: str) -> Happening
         return Happening("Warning", "InvalidSpec", message)
     if phase == "Held":
         return Happening("Normal", "Held", message)
-    if phase == "Ready" and previous == "Held":
+    if phase == "Progressing" and previous == "Held":
         return Happening("Normal", "Released", message)
-    if phase == "Ready":
+    if phase == "Progressing" and previous == "Ready":
+        return Happening("Warning", "Unavailable", message)
+    if phase == "Progressing":
         return Happening("Normal", "Rendered", message)
+    if phase == "Ready":
+        return Happening("Normal", "Available", message)
     return None
 
 

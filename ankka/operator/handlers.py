@@ -19,7 +19,8 @@ What triggers what:
   ``ankka.dev/certificate``) at two thirds of its life.
 - Task created or seen at start → a daemon hands it to its Agent's runtime and follows it until
   it is final (``task_reconcile``); deleted → cancelled at the runtime. Tasks, unlike the other
-  resources, carry kopf's finalizer: the daemon and the cancellation need it.
+  resources, carry a finalizer (``ankka.dev/task-cancellation``): the daemon and the
+  cancellation need it. A Task marked with kopf's default one by an older operator is freed.
 
 No module state: the startup handler reads the settings (``ANKKA_*``, so importing this module
 reads nothing), builds the :class:`~ankka.operator.reconcile.Platform` and starts the periodic
@@ -42,7 +43,7 @@ from ankka._kernel.exposition import CONTENT_TYPE
 from ankka._kernel.health import HealthPort
 from ankka._kernel.logs import say
 from ankka.api.resources import GROUP, VERSION
-from ankka.operator import periodic, reconcile, task_reconcile
+from ankka.operator import agent_reconcile, certificates, periodic, reconcile, task_reconcile
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import condition_status
 from ankka.operator.runtime_client import RuntimeClients
@@ -66,9 +67,15 @@ def platform(memo: kopf.Memo) -> reconcile.Platform:
 class KopfView:
     """``reconcile.View`` over kopf's indexes (updated before any handler of the same event)."""
 
-    def __init__(self, agents: kopf.Index[Key, Any], models: kopf.Index[Key, Any]) -> None:
+    def __init__(
+        self,
+        agents: kopf.Index[Key, Any],
+        models: kopf.Index[Key, Any],
+        deployments: kopf.Index[Key, Any],
+    ) -> None:
         self._agents = agents
         self._models = models
+        self._deployments = deployments
 
     @staticmethod
     def _one(index: kopf.Index[Key, Any], key: Key) -> dict[str, Any] | None:
@@ -85,6 +92,12 @@ class KopfView:
     def models(self) -> list[dict[str, Any]]:
         return [dict(value) for key in self._models for value in self._models[key]]
 
+    def agents(self) -> list[dict[str, Any]]:
+        return [dict(value) for key in self._agents for value in self._agents[key]]
+
+    def deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._one(self._deployments, (namespace, name))
+
 
 Key = tuple[str, str]
 
@@ -96,6 +109,19 @@ def agent_bodies(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
 
 @kopf.index(GROUP, VERSION, "installationmodels")
 def model_bodies(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return _snapshot(body)
+
+
+# The Deployments the operator renders for Agents (its own labels): their status is the
+# runtime pods' readiness, which the Agent's Available and Ready conditions mirror.
+AGENT_DEPLOYMENTS = {
+    "app.kubernetes.io/name": "agent",
+    "app.kubernetes.io/managed-by": "ankka-operator",
+}
+
+
+@kopf.index("apps", "v1", "deployments", labels=AGENT_DEPLOYMENTS)
+def deployment_bodies(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return _snapshot(body)
 
 
@@ -116,8 +142,14 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
         prefix=GROUP, key="last-handled-configuration"
     )
     settings.posting.enabled = False  # kopf's per-handler Events; ours are in reconcile.record
+    # Tasks carry this finalizer (the daemon and the cancellation need one): ankka's own name,
+    # so kubectl shows whose it is, and the uninstall path can name it (NOTES.txt).
+    settings.persistence.finalizer = TASK_FINALIZER
     settings.watching.server_timeout = 300
-    await start(memo, KopfView(kwargs["agent_bodies"], kwargs["model_bodies"]))
+    await start(
+        memo,
+        KopfView(kwargs["agent_bodies"], kwargs["model_bodies"], kwargs["deployment_bodies"]),
+    )
 
 
 async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
@@ -133,7 +165,7 @@ async def start(memo: kopf.Memo, view: reconcile.View | None = None) -> None:
     p = reconcile.Platform(kube, ours)
     try:
         await reconcile.ensure_ca(p)
-        await reconcile.ensure_gateway_certificate(p)
+        await certificates.ensure_gateway_certificate(p)
         # The gateway pod mounts this ConfigMap (not optional): render it now, even empty, so
         # a fresh install's gateway starts before any InstallationModel exists.
         await reconcile.render_models_file(p)
@@ -249,7 +281,7 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
     log.info("InstallationModel %s/%s served=%s: reconciling %s", *key, served, dependents)
     p = platform(memo)
     started = p.clock.monotonic()
-    await asyncio.gather(*(reconcile.reconcile_agent(p, key[0], a) for a in dependents))
+    await asyncio.gather(*(agent_reconcile.reconcile_agent(p, key[0], a) for a in dependents))
     if served:
         p.metrics.release_seconds.observe(p.clock.monotonic() - started)
 
@@ -262,10 +294,43 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
 @kopf.on.update(GROUP, VERSION, "agents", field="spec")
 async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
     p = platform(memo)
-    await reconcile.reconcile_agent(p, str(namespace), name)
+    await agent_reconcile.reconcile_agent(p, str(namespace), name)
     # The models it names may have gained (or lost) a caller.
     await reconcile.render_models_file(p, kwargs["agents_by_model"])
     await reconcile.render_token_review_binding(p, lambda: _accounts(kwargs))
+
+
+def _rollout(body: dict[str, Any]) -> tuple[Any, ...]:
+    """What of a Deployment the Agent's status reads (the rest changes nothing in it)."""
+    status = body.get("status") or {}
+    failing = [
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+        for c in status.get("conditions") or []
+        if c.get("type") in ("ReplicaFailure", "Progressing")
+    ]
+    return (
+        (body.get("metadata") or {}).get("generation"),
+        (body.get("spec") or {}).get("replicas"),
+        *(status.get(k) for k in ("observedGeneration", "availableReplicas", "updatedReplicas")),
+        tuple(failing),
+    )
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=AGENT_DEPLOYMENTS)
+async def agent_deployment_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """An Agent's Deployment changed (its pods became available or not, or it was deleted):
+    reconcile the Agent, whose status says so (and which applies a deleted one again)."""
+    body: dict[str, Any] = dict(event["object"])
+    meta: dict[str, Any] = body.get("metadata") or {}
+    seen = ("DELETED",) if event["type"] == "DELETED" else _rollout(body)
+    if memo.get("rollout") == seen:
+        return
+    memo["rollout"] = seen
+    owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Agent"]
+    if owners:
+        await agent_reconcile.reconcile_agent(
+            platform(memo), str(meta.get("namespace")), owners[0]["name"]
+        )
 
 
 @kopf.on.delete(GROUP, VERSION, "agents", optional=True)
@@ -279,6 +344,8 @@ async def agent_deleted(namespace: str | None, name: str, memo: kopf.Memo, **kwa
 # --- tasks ----------------------------------------------------------------------------------
 
 TASK_ROUND_SECONDS = 2.0  # between rounds while a Task waits to be handed over
+TASK_FINALIZER = f"{GROUP}/task-cancellation"
+LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"  # kopf's default, on older Tasks
 
 
 @kopf.daemon(GROUP, VERSION, "tasks", cancellation_timeout=5.0)
@@ -296,6 +363,28 @@ async def task_followed(
             except KubeError as exc:
                 log.warning("Task %s/%s: %s", namespace, name, exc)
             await stopped.wait(TASK_ROUND_SECONDS)
+
+
+@kopf.on.event(GROUP, VERSION, "tasks")
+async def task_legacy_finalizer(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Take kopf's default finalizer off a Task an older operator marked with it (kopf serves
+    only the finalizer it is configured with, so that one would hold the Task forever); a Task
+    being deleted is cancelled at its runtime first, as the delete handler would have."""
+    body: dict[str, Any] = dict(event["object"])
+    meta: dict[str, Any] = body.get("metadata") or {}
+    finalizers = list(meta.get("finalizers") or [])
+    if event["type"] == "DELETED" or LEGACY_FINALIZER not in finalizers:
+        return
+    p = platform(memo)
+    if meta.get("deletionTimestamp"):
+        async with RuntimeClients(p.identity(), timeout=10.0) as clients:
+            await task_reconcile.cancel(p, body, clients)
+    kept = [f for f in finalizers if f != LEGACY_FINALIZER]
+    ops = [
+        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+        {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+    ]
+    await p.kube.json_patch(reconcile.API_VERSION, "Task", meta["namespace"], meta["name"], ops)
 
 
 @kopf.on.delete(GROUP, VERSION, "tasks")

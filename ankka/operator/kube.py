@@ -25,7 +25,7 @@ import heapq
 import itertools
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode
@@ -261,6 +261,39 @@ class Kube:
         items: list[Obj] = result.get("items") or []
         return items
 
+    async def create_token(
+        self, namespace: str, account: str, *, audience: str, seconds: int = 600
+    ) -> str:
+        """A token of ServiceAccount ``account`` for ``audience`` (the TokenRequest API: the
+        caller needs ``create`` on ``serviceaccounts/token`` of that account)."""
+        path = _path("v1", "serviceaccounts", namespace, account) + "/token"
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [audience], "expirationSeconds": seconds},
+        }
+        result: Obj = await self._run("POST", path, body=body)
+        token = (result.get("status") or {}).get("token")
+        if not isinstance(token, str) or not token:
+            raise KubeError(f"POST {path}", 0, "the API server answered no token")
+        return token
+
+    def port_forward(self, namespace: str, pod: str, port: int) -> tuple[Any, Any]:
+        """A socket to ``port`` of ``pod`` through the API server (``pods/portforward``,
+        a WebSocket the client's own ``kubernetes.stream`` runs in a thread), and the
+        forwarding, which the caller closes. Blocking: call it from a worker thread."""
+        from kubernetes.stream import portforward
+
+        core = k8s_client.CoreV1Api(self._api)
+        try:
+            forward = portforward(
+                core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port)
+            )
+        except k8s_client.ApiException as exc:
+            what = f"port-forward to {namespace}/{pod}:{port}"
+            raise KubeError(what, exc.status or 0, str(exc.reason)) from exc
+        return forward.socket(port), forward
+
     async def review(self, group_version: str, plural: str, body: Obj) -> Obj:
         """Create a review (a SelfSubjectAccessReview or SelfSubjectReview): the API
         server's answer about the caller, stored nowhere."""
@@ -314,6 +347,26 @@ class Kube:
             )
         except KubeError as exc:
             if exc.http_status == 404:
+                return False
+            raise
+        return True
+
+    async def json_patch(
+        self, api_version: str, kind: str, namespace: str, name: str, ops: Sequence[Obj]
+    ) -> bool:
+        """Apply a JSON patch (RFC 6902, e.g. a ``test`` then a ``replace``) to one object;
+        False when there is no such object, or a ``test`` failed (it changed meanwhile)."""
+        path = _path(api_version, plural_of(kind), namespace, name)
+        try:
+            await self._run(
+                "PATCH",
+                path,
+                query={"fieldManager": self._field_manager},
+                body=[dict(op) for op in ops],
+                content_type="application/json-patch+json",
+            )
+        except KubeError as exc:
+            if exc.http_status in (404, 422):
                 return False
             raise
         return True

@@ -22,6 +22,7 @@ from ankka.api.resources import (
     ModelServer,
     ServerKind,
 )
+from ankka.operator import pods
 from ankka.operator.certs import agent_uri
 from ankka.operator.netpol import model_server_policy
 from ankka.operator.objects import (
@@ -178,20 +179,48 @@ def server_children(
         "name": "server",
         "image": server.image,
         "ports": [{"name": "http", "containerPort": port}],
+        # Most model servers write caches into their image's home: read-only only if asked.
+        "securityContext": pods.container_security(server, read_only_root=False),
         # A server that dies without writing a termination message (most do) leaves its log's
         # last lines there instead, which the ServerRunning condition shows (server_pods.py).
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if args:
         container["args"] = args
-    if server.kind is ServerKind.OLLAMA:
-        container["env"] = [{"name": "OLLAMA_HOST", "value": f"0.0.0.0:{port}"}]
-    if server.resources:
-        container["resources"] = {k: dict(v) for k, v in server.resources.items()}
+    env = (
+        [{"name": "OLLAMA_HOST", "value": f"0.0.0.0:{port}"}]
+        if server.kind is ServerKind.OLLAMA
+        else []
+    )
+    env += [e.rendered() for e in server.env if e.name not in {v["name"] for v in env}]
+    if env:
+        container["env"] = env
     # No service-link variables: a model server reads settings from its environment too.
-    pod_spec: dict[str, Any] = {"enableServiceLinks": False, "containers": [container]}
-    if server.node_selector:
-        pod_spec["nodeSelector"] = dict(server.node_selector)
+    pod_spec: dict[str, Any] = {
+        "enableServiceLinks": False,
+        "serviceAccountName": name,
+        "automountServiceAccountToken": False,  # a model server never calls the API server
+        # The image's own user (numeric, or set securityContext.runAsUser), never root.
+        "securityContext": pods.pod_security(server, default_user=None),
+        "containers": [container],
+    }
+    pods.apply_overlay(pod_spec, container, server)
+    service_account: Obj = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": owner,
+            **(
+                {"annotations": dict(server.service_account_annotations)}
+                if server.service_account_annotations
+                else {}
+            ),
+        },
+        "automountServiceAccountToken": False,
+    }
     deployment: Obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -204,7 +233,7 @@ def server_children(
         "spec": {
             "replicas": server.replicas,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            "template": {"metadata": pods.template_metadata(labels, server), "spec": pod_spec},
         },
     }
     service: Obj = {
@@ -221,7 +250,7 @@ def server_children(
             "ports": [{"name": "http", "port": port, "targetPort": "http"}],
         },
     }
-    children = [deployment, service]
+    children = [deployment, service, service_account]
     if settings is not None and settings.network_policies:
         children.append(
             model_server_policy(

@@ -12,9 +12,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from ankka.operator import reconcile
+from ankka.operator import agent_reconcile, certificates, reconcile
 from ankka.operator.kube import SOONEST
-from ankka.operator.tlssecrets import CERT_LABEL
 
 __all__ = ["run"]
 
@@ -50,8 +49,14 @@ async def probe_due_models(p: reconcile.Platform) -> None:
 
 
 async def renew_due_certificates(p: reconcile.Platform) -> None:
-    secrets = await p.kube.list("v1", "Secret", labels=CERT_LABEL)
-    await _bounded([reconcile.renew_certificate(p, s) for s in secrets])
+    """The gateway's certificate, then every Agent whose recorded certificate is due (read
+    from the Agents, not their Secrets: the operator lists no Secret)."""
+    await certificates.ensure_gateway_certificate(p)
+    seen = p.view.agents() if p.view is not None else None
+    if seen is None:
+        seen = await p.kube.list(reconcile.API_VERSION, "Agent")
+    due = certificates.due_agents(seen, now=p.clock.now())
+    await _bounded([agent_reconcile.reconcile_agent(p, ns, name) for ns, name in due])
 
 
 async def resync_agents(p: reconcile.Platform) -> None:
@@ -59,7 +64,7 @@ async def resync_agents(p: reconcile.Platform) -> None:
     agents = await p.kube.list(reconcile.API_VERSION, "Agent")
     await _bounded(
         [
-            reconcile.reconcile_agent(
+            agent_reconcile.reconcile_agent(
                 p, a["metadata"]["namespace"], a["metadata"]["name"], fetch=True
             )
             for a in agents

@@ -26,26 +26,24 @@ from pydantic import ValidationError
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import ConfigurationError
 from ankka.api.capabilities import ModelCapabilities, ProbeError, probe
-from ankka.api.resources import GROUP, VERSION, AgentSpec, ConditionStatus, InstallationModelSpec
+from ankka.api.resources import GROUP, VERSION, ConditionStatus, InstallationModelSpec
 from ankka.operator import agents, certs, events, models, netpol, server_pods, tlssecrets
+from ankka.operator.agent_status import Issued
 from ankka.operator.identity import OperatorIdentity
-from ankka.operator.kube import LATER, SOONEST, Kube, KubeError
+from ankka.operator.kube import SOONEST, Kube, KubeError
 from ankka.operator.metrics import OperatorMetrics
-from ankka.operator.objects import Obj, condition_status, labels_for, owner_reference, timestamp
+from ankka.operator.objects import Obj, condition_status, labels_for
 from ankka.operator.settings import Settings
 
 __all__ = [
     "Platform",
     "View",
     "ensure_ca",
-    "ensure_gateway_certificate",
     "probe_is_due",
     "probe_model",
-    "reconcile_agent",
     "reconcile_model",
     "render_models_file",
     "render_token_review_binding",
-    "renew_certificate",
 ]
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -61,6 +59,10 @@ class View(Protocol):
     def model(self, namespace: str, name: str) -> Obj | None: ...
 
     def models(self) -> list[Obj]: ...
+
+    def agents(self) -> list[Obj]: ...
+
+    def deployment(self, namespace: str, name: str) -> Obj | None: ...
 
 
 class Platform:
@@ -85,8 +87,11 @@ class Platform:
         # Each body as applied (rendered afresh every reconcile, never changed after).
         self.applied: dict[tuple[str, str, str, str], Obj] = {}
         self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
+        # Each Agent's certificate as this process recorded or confirmed it (certificates.py).
+        self.agent_certificates: dict[tuple[str, str], Issued] = {}
         self.statuses: dict[tuple[str, str], tuple[str, Obj]] = {}  # (ns, name) → (uid, status)
         self._models_file = _Coalesced()
+        self._shared_store: tuple[Obj | None] | None = None
         self._token_review_binding = _Coalesced()
         # One client for every probe: a client's TLS context costs ~15-30 ms of CPU to build,
         # which at one per probe (every unserved model, every tick) was most of the operator's
@@ -115,6 +120,17 @@ class Platform:
     def forget(self) -> None:
         self.applied.clear()
         self.good_certificates.clear()
+        self.agent_certificates.clear()
+        self._shared_store = None
+
+    async def shared_store_secret(self) -> Obj | None:
+        """The chart's shared store Secret (platform namespace), read once per resync."""
+        if self._shared_store is None:
+            name = self.settings.default_store_secret
+            self._shared_store = (
+                await self.kube.get("v1", "Secret", self.settings.namespace, name),
+            )
+        return self._shared_store[0]
 
     async def apply(self, obj: Obj) -> None:
         """Server-side apply, skipped when this process applied the identical body already;
@@ -234,137 +250,6 @@ async def ensure_ca(p: Platform) -> certs.KeyPair:
         )
     raise ConfigurationError(
         f"could not create or read the CA Secret {ns}/{name}: another writer keeps replacing it"
-    )
-
-
-async def _ensure_leaf(
-    p: Platform,
-    *,
-    namespace: str,
-    name: str,
-    uri: str,
-    role: str,
-    dns_names: tuple[str, ...] = (),
-    owners: list[dict[str, Any]] | None = None,
-    secret: Obj | None = None,
-    fetch: bool = True,
-    absent: bool = False,
-) -> str:
-    """Issue or renew one certificate Secret when needed; returns its notAfter (RFC 3339).
-
-    ``absent``: the Secret is believed not to exist (its Agent was never rendered), so it is
-    created without reading it first; if it exists after all (a reconcile cut short before
-    the status was written), it is read and judged as usual."""
-    ca = p.require_ca()
-    now = p.clock.now()
-    known = p.good_certificates.get((namespace, name))
-    if fetch and not absent and known is not None and known[0] == uri and now < known[1]:
-        return known[2]
-    create = fetch and absent
-    if fetch and not absent:
-        secret = await p.kube.get("v1", "Secret", namespace, name)
-    pair = tlssecrets.pair_of(secret)
-    # The gateway serves; an agent's runtime serves its Service and calls the gateway.
-    server, client = role in ("gateway", "agent"), role != "gateway"
-
-    def judge(pair: certs.KeyPair | None) -> str | None:
-        return certs.needs_renewal(
-            pair, ca=ca, uri=uri, now=now, dns_names=dns_names, server=server
-        )
-
-    reason = judge(pair)
-    while reason is not None:
-        log.info("issuing certificate %s/%s for %s: %s", namespace, name, uri, reason)
-        renewed = pair is not None
-        pair = certs.issue(
-            ca,
-            uri=uri,
-            now=now,
-            lifetime=p.settings.certificate_lifetime,
-            server=server,
-            client=client,
-            dns_names=dns_names,
-        )
-        body = tlssecrets.certificate_secret(
-            namespace=namespace,
-            name=name,
-            pair=pair,
-            ca_cert_pem=ca.cert_pem,
-            uri=uri,
-            role=role,
-            dns_names=dns_names,
-            owners=owners,
-        )
-        if create:
-            create = False
-            if await p.kube.create(body) is None:  # there after all: judge what is stored
-                pair = tlssecrets.pair_of(await p.kube.get("v1", "Secret", namespace, name))
-                reason = judge(pair)
-                continue
-        else:
-            await p.kube.apply(body)
-        reason_words = reason
-        reason = None
-        about = (
-            {**owners[0], "namespace": namespace}
-            if owners
-            else {"apiVersion": "v1", "kind": "Secret", "name": name, "namespace": namespace}
-        )
-        words = (
-            f"certificate {name} for {uri} {'renewed' if renewed else 'issued'} "
-            f"({reason_words}); valid until {timestamp(certs.not_after(pair.cert_pem))}"
-        )
-        p.metrics.certificates.labels(role, "renewed" if renewed else "issued").inc()
-        await record(
-            p,
-            about,
-            events.Happening(
-                "Normal", "CertificateRenewed" if renewed else "CertificateIssued", words
-            ),
-        )
-    assert pair is not None
-    expiry = timestamp(certs.not_after(pair.cert_pem))
-    p.good_certificates[(namespace, name)] = (uri, certs.renew_at(pair.cert_pem), expiry)
-    return expiry
-
-
-async def ensure_gateway_certificate(p: Platform) -> None:
-    s = p.settings
-    dns = (
-        s.gateway_service,
-        f"{s.gateway_service}.{s.namespace}.svc",
-        f"{s.gateway_service}.{s.namespace}.svc.cluster.local",
-    )
-    await _ensure_leaf(
-        p,
-        namespace=s.namespace,
-        name=s.gateway_tls_secret,
-        uri=certs.GATEWAY_URI,
-        role="gateway",
-        dns_names=dns,
-    )
-
-
-async def renew_certificate(p: Platform, secret: Obj) -> None:
-    """The renewal timer's work for one labelled certificate Secret."""
-    meta = secret["metadata"]
-    uri = tlssecrets.uri_of(secret)
-    if uri is None:
-        log.warning(
-            "certificate Secret %s/%s names no URI; skipped", meta["namespace"], meta["name"]
-        )
-        return
-    role = meta.get("labels", {}).get(tlssecrets.CERT_LABEL, "agent")
-    await _ensure_leaf(
-        p,
-        namespace=meta["namespace"],
-        name=meta["name"],
-        uri=uri,
-        role=role,
-        dns_names=tlssecrets.dns_names_of(secret),
-        owners=meta.get("ownerReferences"),
-        secret=secret,
-        fetch=False,
     )
 
 
@@ -551,125 +436,3 @@ async def probe_model(p: Platform, body: Obj) -> bool:
         # which must not queue behind the releases this model's Served just started.
         await record(p, _involved(body, "InstallationModel"), happening, priority=SOONEST)
     return probed is not None
-
-
-# --- agents ---------------------------------------------------------------------------------
-
-
-async def _served(p: Platform, namespace: str, names: set[str]) -> dict[str, bool]:
-    out: dict[str, bool] = {}
-    for name in sorted(names):
-        if p.view is not None:
-            im = p.view.model(namespace, name)
-        else:
-            im = await p.kube.get(API_VERSION, "InstallationModel", namespace, name)
-        out[name] = im is not None and condition_status(im.get("status"), "Served") == "True"
-    return out
-
-
-async def _write_agent_status(
-    p: Platform, body: Obj, previous: Obj | None, status: Obj, *, started: float | None = None
-) -> str:
-    """Write the status unless it is what is stored already; post an Event when the phase
-    changed (held, released, failed)."""
-    meta = body["metadata"]
-    key = (meta["namespace"], meta["name"])
-    stored = previous or {}
-    if any(stored.get(field) != value for field, value in status.items()):
-        await p.kube.patch_status(API_VERSION, "Agent", *key, status, priority=LATER)
-    # A merge patch leaves absent fields alone. By uid: an Agent made again is another object.
-    p.statuses[key] = (meta["uid"], {**stored, **status})
-    phase: str = status["phase"]
-    words = "; ".join(
-        str(c.get("message"))
-        for kind in ("ModelsServed", "Ready")
-        for c in status.get("conditions") or []
-        if c.get("type") == kind and c.get("message")
-    )
-    happening = events.agent_happening((previous or {}).get("phase"), phase, words)
-    if happening is not None:
-        p.metrics.transitions.labels(happening.reason).inc()
-        if happening.reason == "Held" and started is not None:
-            p.metrics.hold_seconds.observe(p.clock.monotonic() - started)
-        await record(p, _involved(body, "Agent"), happening)
-    return phase
-
-
-async def reconcile_agent(
-    p: Platform, namespace: str, name: str, *, fetch: bool = False
-) -> str | None:
-    """Render one Agent; returns its phase, None if it is gone.
-
-    The Agent and its InstallationModels come from the view, read under the Agent's lock:
-    kopf updates its indexes before it runs the handler of the event that changed them, so a
-    reconcile that takes the lock after another sees at least what that one saw. The status
-    compared and transitioned from is the one this process last wrote, else the view's. A
-    write is skipped when the rendered object is unchanged; a release is then the Deployment
-    and the status. ``fetch`` (the resync) reads the Agent from the API instead, under the
-    lock, so it is newer than any write made before."""
-    with _counted(p, "agent"):
-        return await _reconcile_agent(p, namespace, name, fetch=fetch, started=p.clock.monotonic())
-
-
-async def _reconcile_agent(
-    p: Platform, namespace: str, name: str, *, fetch: bool, started: float
-) -> str | None:
-    async with p.lock(namespace, name):
-        if fetch or p.view is None:
-            body = await p.kube.get(API_VERSION, "Agent", namespace, name)
-        else:
-            body = p.view.agent(namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            p.statuses.pop((namespace, name), None)
-            return None
-        now = p.clock.now()
-        stored = body.get("status")
-        uid = body["metadata"]["uid"]
-        known = p.statuses.get((namespace, name))
-        previous = known[1] if known is not None and known[0] == uid and not fetch else stored
-        generation = body["metadata"].get("generation")
-        try:
-            spec = AgentSpec.model_validate(body.get("spec") or {})
-            reason = agents.invalid_reason(spec)
-        except ValidationError as exc:
-            reason = f"spec does not parse: {exc.errors()[0]['msg']}"
-        if reason is not None:
-            # Nothing is created for an invalid Agent; one that was valid before keeps its
-            # children but runs no pods until it is fixed.
-            await p.kube.scale_to_zero(namespace, name)
-            p.applied.pop(("apps/v1", "Deployment", namespace, name), None)
-            failed = agents.failed_status(previous, reason=reason, generation=generation, now=now)
-            return await _write_agent_status(p, body, previous, failed)
-        installations = {m.installation for m in spec.models if m.installation}
-        awaited = agents.awaited_models(spec, await _served(p, namespace, installations))
-        not_after = await _ensure_leaf(
-            p,
-            namespace=namespace,
-            name=agents.certificate_secret_name(name),
-            uri=certs.agent_uri(namespace, name),
-            role="agent",
-            dns_names=certs.agent_dns_names(namespace, name),
-            owners=[owner_reference("Agent", name, uid)],
-            # Never rendered: its certificate Secret is created, not read first.
-            absent=not (previous or {}).get("certificateNotAfter"),
-        )
-        children = agents.agent_children(
-            namespace=namespace,
-            name=name,
-            uid=uid,
-            spec=spec,
-            settings=p.settings,
-            held=bool(awaited),
-        )
-        for child in children:
-            await p.apply(child)
-        status = agents.rendered_status(
-            previous,
-            awaited=awaited,
-            replicas=spec.replicas,
-            certificate_not_after=not_after,
-            generation=generation,
-            now=now,
-            a2a_card_url=agents.a2a_card_url(namespace, name),
-        )
-        return await _write_agent_status(p, body, previous, status, started=started)

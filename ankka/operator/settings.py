@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ankka._kernel.errors import ConfigurationError
+from ankka.api.resources import SslMode
 
 __all__ = ["Settings"]
 
@@ -40,6 +41,12 @@ class Settings:
     # the chart's ClusterRole and ClusterRoleBinding that allow it (tokenReview.enabled).
     token_review_url: str = "https://kubernetes.default.svc"
     token_review_binding: str = "ankka-runtime-token-review"
+    # The chart's shared PostgreSQL (store.postgres): a Secret in the platform namespace that
+    # every Agent without spec.store uses, copied next to it; a whole DSN under
+    # default_store_dsn_key, else the parts (host, port, dbname, user, password). "": none.
+    default_store_secret: str = ""
+    default_store_dsn_key: str = ""
+    default_store_ssl_mode: str = ""
     # Where /metrics is served over plain HTTP (ANKKA_OPERATOR_METRICS_PORT, the chart's
     # operator.metricsPort; 0 picks a free port); None: not served.
     metrics_port: int | None = None
@@ -80,6 +87,13 @@ class Settings:
                 raise ConfigurationError(f"{name}={raw[:20]!r} is neither true nor false")
             return raw.strip().lower() == "true"
 
+        ssl_mode = env.get("ANKKA_OPERATOR_STORE_SSL_MODE", "")
+        if ssl_mode and ssl_mode not in {m.value for m in SslMode}:
+            known = ", ".join(m.value for m in SslMode)
+            raise ConfigurationError(
+                f"ANKKA_OPERATOR_STORE_SSL_MODE={ssl_mode[:20]!r} is not an sslmode ({known})"
+            )
+
         def port(name: str) -> int | None:
             raw = env.get(name, "").strip()
             if not raw:
@@ -89,6 +103,9 @@ class Settings:
             return int(raw)
 
         return cls(
+            default_store_secret=env.get("ANKKA_OPERATOR_STORE_SECRET", ""),
+            default_store_dsn_key=env.get("ANKKA_OPERATOR_STORE_DSN_KEY", ""),
+            default_store_ssl_mode=ssl_mode,
             namespace=env.get("ANKKA_NAMESPACE", defaults.namespace),
             metrics_port=port("ANKKA_OPERATOR_METRICS_PORT"),
             metrics_host=env.get("ANKKA_OPERATOR_METRICS_HOST", defaults.metrics_host),

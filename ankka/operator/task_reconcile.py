@@ -98,7 +98,9 @@ async def _runtime_of(p: Platform, namespace: str, spec: TaskSpec) -> str:
         raise _Wait("AgentHeld", f"held with its Agent {spec.agent!r}: {waiting}".rstrip(": "))
     if phase == "Failed":
         raise _Wait("AgentFailed", f"its Agent {spec.agent!r} failed; see the Agent's status")
-    if condition_status(status, "Ready") != ConditionStatus.TRUE.value:
+    # Rendered and released is enough: a runtime whose pods are not available yet (or one at
+    # spec.runtime.address) refuses the connection, which is retried as RuntimeUnreachable.
+    if condition_status(status, "Rendered") != ConditionStatus.TRUE.value:
         raise _Wait("AgentNotReady", f"its Agent {spec.agent!r} is not rendered yet")
     try:
         agent_spec = AgentSpec.model_validate(agent.get("spec") or {})
@@ -161,7 +163,9 @@ async def follow(
         client = await clients.get(address, certs.agent_uri(namespace, spec.agent))
         answer = await client.put(
             f"{address}/v1/agents/{agent}/tasks/{uid}",
-            json=tasks.runtime_body(spec, dependency_uids),
+            json=tasks.runtime_body(
+                spec, dependency_uids, name=f"{namespace}/{body['metadata']['name']}"
+            ),
         )
         if answer.status_code in (200, 201):
             fields = _named(tasks.status_from_record(answer.json()), spec, dependency_uids)

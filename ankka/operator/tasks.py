@@ -57,8 +57,14 @@ def autonomous_agent(spec: TaskSpec) -> str:
     return spec.autonomous_agent or spec.agent
 
 
-def runtime_body(spec: TaskSpec, dependency_uids: list[str]) -> dict[str, Any]:
+def runtime_body(
+    spec: TaskSpec, dependency_uids: list[str], *, name: str | None = None
+) -> dict[str, Any]:
+    """The runtime's task body; ``name`` is the Task's ``<namespace>/<name>``, which the
+    runtime's console shows (it is not part of the task's identity there)."""
     body: dict[str, Any] = {"type": spec.type, "instructions": spec.instructions}
+    if name:
+        body["name"] = name
     if spec.attachments:
         body["attachments"] = [
             {k: v for k, v in a.model_dump(exclude_none=True).items() if v != ""}

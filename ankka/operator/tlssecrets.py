@@ -5,8 +5,10 @@ Secret carries ``tls.crt``, ``tls.key`` and ``ca.crt`` together, so the single w
 replaces it replaces all three at once; pods mount it as a directory (no ``subPath``), which the
 kubelet updates atomically by swapping a symlink.
 
-The labels and annotations let the renewal timer find every certificate Secret and reissue it
-without looking at its owner: ``ankka.dev/uri`` and ``ankka.dev/dns-names`` say what to issue.
+The labels and annotations say what a Secret is to a person (``kubectl get secret -l
+ankka.dev/certificate``): ``ankka.dev/uri``, ``ankka.dev/dns-names`` and the renewal time. The
+operator judges an Agent's certificate from the Agent's status, never by reading the Secret
+(``ankka.operator.certificates``).
 """
 
 from __future__ import annotations

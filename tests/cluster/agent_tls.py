@@ -74,13 +74,13 @@ class MountedSecret:
 
 
 def platform_client(
-    kubectl: Kubectl, workdir: Path, *, check_hostname: bool = False
+    kubectl: Kubectl, workdir: Path, *, check_hostname: bool = False, namespace: str = PLATFORM_NS
 ) -> httpx.Client:
     """An mTLS client as ``ankka://platform/tests``, issued from the platform CA's Secret.
 
     With ``check_hostname`` the runtime's certificate must also name the host the request
     gives as ``extensions={"sni_hostname": "<agent>.<ns>.svc"}`` (a Service reached by IP)."""
-    secret = kubectl.get("secret", "ankka-ca", PLATFORM_NS)
+    secret = kubectl.get("secret", "ankka-ca", namespace)
     assert secret is not None, "the operator has not created the platform CA"
     ca = certs.KeyPair(
         cert_pem=base64.b64decode(secret["data"]["tls.crt"]).decode(),

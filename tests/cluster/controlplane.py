@@ -338,6 +338,10 @@ def start(workdir: Path, pods: PodNetwork | None = None) -> Iterator[ControlPlan
                         if pods
                         else _NO_PODS_FLAGS
                     ),
+                    # On by default; named so that a test of namespaces labelled
+                    # pod-security.kubernetes.io/enforce is a test of the API server's check.
+                    "--enable-admission-plugins",
+                    "PodSecurity",
                     "--allow-privileged=true",
                     "--v",
                     "1",

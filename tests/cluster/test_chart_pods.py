@@ -19,15 +19,19 @@ from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator, poll
 from tests.cluster.controlplane import ControlPlane
 
 
-def rendered(cp: ControlPlane) -> list[dict[str, Any]]:
+def rendered(cp: ControlPlane, *values: str) -> list[dict[str, Any]]:
+    """The chart as ``helm template`` renders it, with ``values`` (``--set`` arguments)."""
     out = subprocess.run(
         [
             str(cp.bin / "helm"),
             "template",
             "ankka",
             str(ROOT / "charts" / "ankka"),
+            "--namespace",
+            PLATFORM_NS,
             "--kube-version",
             "1.37.2",
+            *values,
         ],
         env=cp.env(),
         capture_output=True,

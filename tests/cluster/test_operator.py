@@ -168,7 +168,7 @@ def test_gateway_certificate_names_the_platform_identity(
                 "spec": {
                     "image": "i",
                     "module": "m",
-                    "models": [{"name": "Bad-Name", "preset": "openai"}],
+                    "models": [{"name": "--", "preset": "openai"}],  # no letter or digit
                 },
             },
             "spec.models[0].name",
@@ -229,9 +229,11 @@ def test_agent_is_held_until_its_model_is_served_then_released(
     assert time.monotonic() - started < 10
     assert released["metadata"]["annotations"]["ankka.dev/held"] == "false"
     agent = poll(
-        "cart Ready",
+        "cart released (no pods in this tier: Progressing)",
         lambda: (
-            (a := kubectl.get("agent", "cart", NS)) and a["status"].get("phase") == "Ready" and a
+            (a := kubectl.get("agent", "cart", NS))
+            and a["status"].get("phase") == "Progressing"
+            and a
         ),
     )
     assert condition(agent, "ModelsServed")["status"] == "True"
@@ -291,6 +293,14 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
         "secretKeyRef": {"name": "vendor-keys", "key": "anthropic"}
     }
     assert env["CART_CURRENCY"] == "EUR"
+    # Two replicas on the PostgreSQL the example names (libpq's variables from its Secret).
+    assert env["ANKKA_STORE"] == "postgresql://"
+    assert env["PGPASSWORD"] == {"secretKeyRef": {"name": "cart-db", "key": "password"}}
+    assert env["PGOPTIONS"] == "-c search_path=ankka_shop_cart"
+    assert runtime["resources"] == {
+        "requests": {"cpu": "200m", "memory": "256Mi"},
+        "limits": {"memory": "512Mi"},
+    }
     assert env["ANKKA_COMPACTION_LIMIT_CHARS"] == "8000"
     assert env["ANKKA_COMPACTION_KEEP_MESSAGES"] == "6"
     assert "subPath" not in runtime["volumeMounts"][0]
@@ -451,7 +461,11 @@ def test_operator_restart_mid_reconcile_converges_without_duplicates(
     def phase(name: str) -> Any:
         return ((kubectl.get("agent", name, NS) or {}).get("status") or {}).get("phase")
 
-    poll("every burst Agent Ready", lambda: all(phase(n) == "Ready" for n in names), timeout=60)
+    poll(
+        "every burst Agent rendered",
+        lambda: all(phase(n) == "Progressing" for n in names),
+        timeout=60,
+    )
     for n in names:
         selector = f"app.kubernetes.io/instance={n}"
         assert len(kubectl.items("deployment", NS, selector)) == 1
@@ -502,6 +516,7 @@ def test_a_scale_by_patch_leaves_the_next_apply_in_charge(kubectl: Kubectl, shop
             "image": "i",
             "module": "m",
             "replicas": 1,
+            "store": {"postgres": {"secretName": "scaler-db"}},  # more than one replica
             "models": [{"name": "local", "installation": "smollm"}],
         },
     }

@@ -113,10 +113,10 @@ def lab(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> Ite
         here = Lab(kubectl, model, runtime, workdir, platform_client(kubectl, workdir / "tests"))
         here.apply(agent("research", runtime={"address": runtime.url}))
         poll(
-            "the research Agent to be Ready",
+            "the research Agent rendered (no pods in this tier: Progressing)",
             lambda: (
                 (kubectl.get("agent", "research", NS) or {}).get("status", {}).get("phase")
-                == "Ready"
+                == "Progressing"
             ),
             timeout=60,
         )
@@ -145,6 +145,8 @@ def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab
     assert record["state"] == "completed" and record["version"] == status["lastEvent"]
     # Handed over mTLS, by the operator's own identity.
     assert record["created_by"] == "ankka://platform/operator"
+    # The runtime (its console) knows the task by the Task's namespace and name, not only uid.
+    assert record["name"] == f"{NS}/summary-1"
     table = lab.kubectl.run("get", "tasks", "-n", NS).stdout
     header, row = (
         table.splitlines()[0],

@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 from tests.cluster.conftest import Kubectl, poll
 from tests.cluster.controlplane import ControlPlane, PodNetwork, start
 from tests.pods import netns, node
+from tests.support.postgres import postgres_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM_NS = "ankka-system"
@@ -66,12 +68,31 @@ def image_archives() -> list[Path]:
     return [archives[-1], *archives[:-1]]
 
 
-class Cluster:
-    """The control plane, the node, and kubectl against them."""
+POSTGRES_PASSWORD = "pods-tier-pg"  # the tier's own throwaway cluster
 
-    def __init__(self, cp: ControlPlane, n: node.Node) -> None:
+
+@dataclass(frozen=True)
+class Postgres:
+    """The tier's PostgreSQL (Debian's server), listening on the node's address inside the
+    network namespace, so pods reach it; loopback is trusted, pods log in with a password."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    local: str  # the DSN from the test process (loopback, trusted)
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://{self.user}:{self.password}@{self.host}:{self.port}/{database}"
+
+
+class Cluster:
+    """The control plane, the node, PostgreSQL, and kubectl against them."""
+
+    def __init__(self, cp: ControlPlane, n: node.Node, postgres: Postgres) -> None:
         self.cp = cp
         self.node = n
+        self.postgres = postgres
         self.kubectl = Kubectl(cp)
 
     def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -172,10 +193,16 @@ def running(workdir: Path) -> Iterator[Cluster]:
     sysctls = node.read_sysctls()
     with (
         netns.joined(namespace) as ip,
+        postgres_cluster(
+            listen=ip,
+            password=POSTGRES_PASSWORD,
+            networks=(node.POD_CIDR, f"{ip}/32"),
+        ) as local,
         start(workdir, network) as cp,
         node.started(cp, state, ip, archives) as n,
     ):
-        yield Cluster(cp, n)
+        port = int(local.rsplit(":", 1)[1].split("/")[0])
+        yield Cluster(cp, n, Postgres(ip, port, "ankka", POSTGRES_PASSWORD, local))
     left = node.leftovers(state, sysctls)
     if Path(f"/run/netns/{namespace}").exists():
         left.append(f"network namespace {namespace}")
@@ -190,8 +217,32 @@ def helm_release(cluster: Cluster) -> str:
     return out.stdout
 
 
+SHARED_STORE = "ankka-postgres"
+
+
+def shared_store_secret(cluster: Cluster) -> dict[str, Any]:
+    """The chart's shared PostgreSQL, as a platform team writes it: the parts, by the keys
+    most PostgreSQL operators use (host, port, dbname, user, password)."""
+    pg = cluster.postgres
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SHARED_STORE, "namespace": PLATFORM_NS},
+        "stringData": {
+            "host": pg.host,
+            "port": str(pg.port),
+            "dbname": "postgres",
+            "user": pg.user,
+            "password": pg.password,
+        },
+    }
+
+
 def install_chart(cluster: Cluster) -> subprocess.CompletedProcess[str]:
-    """The chart with the local image, short certificate lifetimes and a fast probe tick."""
+    """The chart with the local image, short certificate lifetimes, a fast probe tick, and the
+    tier's PostgreSQL as every Agent's store by default (store.postgres)."""
+    cluster.kubectl.run("create", "namespace", PLATFORM_NS, check=False)
+    cluster.apply(shared_store_secret(cluster))
     return cluster.helm(
         "install",
         "ankka",
@@ -199,6 +250,8 @@ def install_chart(cluster: Cluster) -> subprocess.CompletedProcess[str]:
         "--namespace",
         PLATFORM_NS,
         "--create-namespace",
+        "--set",
+        f"store.postgres.secretName={SHARED_STORE}",
         "--set",
         "image.repository=localhost/ankka/ankka",
         "--set",

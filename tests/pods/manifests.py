@@ -52,10 +52,11 @@ STANDIN_ARGS = [
 ]  # fmt: skip
 
 
-def standin(namespace: str = NS) -> list[dict[str, Any]]:
-    """The stand-in model server as a pod, answering examples/tasks-standin.json once."""
-    labels = {"app.kubernetes.io/instance": "standin"}
-    meta = {"name": "standin", "namespace": namespace, "labels": labels}
+def standin(namespace: str = NS, name: str = "standin") -> list[dict[str, Any]]:
+    """The stand-in model server as a pod, answering examples/tasks-standin.json once (a test
+    gives it another script with ``PUT /_standin/script``)."""
+    labels = {"app.kubernetes.io/instance": name}
+    meta = {"name": name, "namespace": namespace, "labels": labels}
     container = {
         "name": "standin",
         "image": image("weather"),
@@ -103,6 +104,8 @@ def task_agent(namespace: str = NS) -> dict[str, Any]:
             "module": "examples.tasks",
             "replicas": 1,
             "models": [model],
+            # Its own SQLite (one replica), over the chart's shared PostgreSQL: both run here.
+            "store": {"sqlite": {}},
         },
     }
 

@@ -81,15 +81,32 @@ class Cluster:
 
 
 @contextmanager
-def postgres_cluster(*, fsync: bool = False) -> Iterator[str]:
+def postgres_cluster(
+    *,
+    fsync: bool = False,
+    listen: str = "127.0.0.1",
+    password: str | None = None,
+    networks: tuple[str, ...] = (),
+) -> Iterator[str]:
     """Start a throwaway cluster; yield its DSN; stop and remove it afterwards. Tests run it
-    with ``fsync=off``; benchmarks that claim durability pass ``fsync=True``."""
-    with private_cluster(fsync=fsync) as cluster:
+    with ``fsync=off``; benchmarks that claim durability pass ``fsync=True``. ``listen`` adds
+    an address to listen on, and ``networks`` admit clients from those networks with
+    ``password`` (scram-sha-256; the pods tier's pods, inside its network namespace); loopback
+    stays trusted, and the DSN yielded is loopback's."""
+    with private_cluster(
+        fsync=fsync, listen=listen, password=password, networks=networks
+    ) as cluster:
         yield cluster.dsn
 
 
 @contextmanager
-def private_cluster(*, fsync: bool = False) -> Iterator[Cluster]:
+def private_cluster(
+    *,
+    fsync: bool = False,
+    listen: str = "127.0.0.1",
+    password: str | None = None,
+    networks: tuple[str, ...] = (),
+) -> Iterator[Cluster]:
     """:func:`postgres_cluster`, yielding the :class:`Cluster` (to stop or restart it)."""
     bindir = _binaries()
     base = Path(tempfile.mkdtemp(prefix="ankka-pg-"))
@@ -122,7 +139,13 @@ def private_cluster(*, fsync: bool = False) -> Iterator[Cluster]:
         "UTF8",
         "--no-sync",
     )
-    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1"
+    hba = data / "pg_hba.conf"
+    if networks:
+        with hba.open("a") as rules:
+            for network in networks:
+                rules.write(f"host all all {network} scram-sha-256\n")
+    addresses = "127.0.0.1" if listen == "127.0.0.1" else f"127.0.0.1,{listen}"
+    options = f"-p {port} -k {base} -c listen_addresses={addresses}"
     if not fsync:
         options += " -c fsync=off"
     run(
@@ -139,6 +162,11 @@ def private_cluster(*, fsync: bool = False) -> Iterator[Cluster]:
         "start",
     )
     try:
+        if password is not None:
+            run(
+                str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "ankka",
+                "-d", "postgres", "-c", f"ALTER ROLE ankka PASSWORD '{password}'",
+            )  # fmt: skip
         yield Cluster(
             f"postgresql://ankka@127.0.0.1:{port}/postgres",
             data,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import gc
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,3 +43,15 @@ async def make_runtime(tmp_path: Path) -> AsyncIterator[MakeRuntime]:
     yield make
     for runtime in made:
         await runtime.aclose()
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """The cyclic garbage collector off for the test: what is left was not freed by
+    reference counting."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -171,3 +171,15 @@ def test_a_working_task_is_followed_live_and_a_finished_one_is_not() -> None:
     assert "data-events" not in done
     assert "no &lt;source&gt;" in done
     assert 'data-state="failed"' in tasks_page([_task(TaskState.FAILED)], limit=200)
+
+
+def test_a_kubectl_applied_task_is_shown_by_its_namespace_and_name() -> None:
+    spec = TaskSpec(agent="r", type="summary", instructions="do", name="shop/summary-1")
+    named = TaskRecord("5f1c-uid", spec, TaskState.IN_PROGRESS, budget=5)
+    page = task_page(named)
+    assert "<h1>Task shop/summary-1</h1>" in page and "id 5f1c-uid" in page
+    listing = tasks_page([named], limit=200)
+    assert '<a href="/console/tasks/5f1c-uid">shop/summary-1</a>' in listing
+    # The name is for people: the same task, handed again without it, is the same task.
+    assert spec.digest() == replace(spec, name=None).digest()
+    assert TaskSpec.from_dict(spec.as_dict()) == spec

@@ -11,24 +11,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
-from collections.abc import Iterator
-
-import pytest
 
 from ankka._kernel.bounded import ConnectionLimits
 from ankka.gateway.cycle import Cycle
 from ankka.gateway.server import RawServer
 from ankka.gateway.wire import WATCH_DISCONNECT, Receive, Scope, Send
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _cycles() -> int:

@@ -14,7 +14,7 @@ from ankka._kernel.clock import ManualClock
 from ankka._kernel.tls import peer_uri_sans
 from ankka._kernel.upstream import Endpoint
 from ankka.api.capabilities import Capability, ModelCapabilities
-from ankka.gateway.callers import CallersInFlight, TokenBudget, allowed
+from ankka.gateway.callers import CallersInFlight, Reservation, TokenBudget, allowed
 from ankka.gateway.limits import ConcurrencyLimit, QueueFull
 from ankka.gateway.models_file import ModelsFile, ModelsFileError, parse_models
 from ankka.gateway.registry import Registry
@@ -284,12 +284,27 @@ def test_the_operator_renders_each_models_callers_from_the_agents_that_name_it()
 def test_a_callers_token_budget_slides_over_a_minute() -> None:
     now = [0.0]
     budget = TokenBudget(100, clock=lambda: now[0])
-    assert budget.retry_after("a") is None
-    budget.spend("a", 60)
+    first = budget.reserve("a", 10)
+    assert isinstance(first, Reservation)
+    budget.settle(first, 60)
     now[0] = 30.0
-    budget.spend("a", 50)  # over the budget: the next request waits
-    assert budget.retry_after("a") == 30.0, "until the first spend leaves the window"
-    assert budget.retry_after("b") is None, "another caller has its own budget"
+    second = budget.reserve("a", 10)
+    assert isinstance(second, Reservation)
+    budget.settle(second, 50)  # over the budget: the next request waits
+    assert budget.reserve("a", 10) == 30.0, "until the first spend leaves the window"
+    assert isinstance(budget.reserve("b", 10), Reservation), "another caller has its own"
     now[0] = 60.0
-    assert budget.retry_after("a") is None
-    assert TokenBudget(None).retry_after("a") is None
+    assert isinstance(budget.reserve("a", 10), Reservation)
+    assert isinstance(TokenBudget(None).reserve("a", 10**9), Reservation)
+
+
+def test_requests_in_flight_hold_their_bound_until_they_settle() -> None:
+    """Issue 31, item 8: the bound is held before the answer's usage is known."""
+    budget = TokenBudget(100, clock=lambda: 0.0)
+    held = [budget.reserve("a", 40) for _ in range(5)]
+    admitted = [h for h in held if isinstance(h, Reservation)]
+    assert len(admitted) == 3, "0, 40 and 80 held are under 100; 120 is not"
+    assert held[3] == 1.0, "refused while requests in flight hold the rest: retry soon"
+    for reservation in admitted:
+        budget.settle(reservation, 5)  # each spent less than its bound
+    assert isinstance(budget.reserve("a", 40), Reservation), "15 spent: room again"

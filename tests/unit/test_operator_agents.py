@@ -98,9 +98,16 @@ def test_held_agent_renders_a_deployment_with_no_replicas() -> None:
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
     )
     kinds = [o["kind"] for o in held]
-    assert kinds == ["ServiceAccount", "Service", "Deployment", "NetworkPolicy"]
-    assert held[2]["spec"]["replicas"] == 0
-    assert released[2]["spec"]["replicas"] == 2
+    assert kinds == [
+        "ServiceAccount",  # the runtime's
+        "ServiceAccount",  # ankka approve's delegate
+        "ConfigMap",  # the access file, before the pods that mount it
+        "Service",
+        "Deployment",
+        "NetworkPolicy",
+    ]
+    assert held[4]["spec"]["replicas"] == 0
+    assert released[4]["spec"]["replicas"] == 2
 
 
 def test_children_are_owned_and_the_certificate_is_mounted_without_subpath() -> None:
@@ -110,8 +117,8 @@ def test_children_are_owned_and_the_certificate_is_mounted_without_subpath() -> 
     for child in children:
         (owner,) = child["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["uid"], owner["controller"]) == ("Agent", "u1", True)
-    pod = children[2]["spec"]["template"]["spec"]
-    mount, _ = pod["containers"][0]["volumeMounts"]
+    pod = children[4]["spec"]["template"]["spec"]
+    mount = pod["containers"][0]["volumeMounts"][0]
     assert "subPath" not in mount
     assert pod["volumes"][0]["secret"]["secretName"] == "cart-tls"
     assert pod["serviceAccountName"] == "cart"
@@ -121,7 +128,7 @@ def test_the_runtime_container_serves_the_agents_module_on_its_port() -> None:
     children = agent_children(
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
     )
-    (container,) = children[2]["spec"]["template"]["spec"]["containers"]
+    (container,) = children[4]["spec"]["template"]["spec"]["containers"]
     # `ankka serve MODULE --host 0.0.0.0 --port 8080`, MODULE expanded by Kubernetes from env.
     assert container["args"][:3] == ["ankka", "serve", "$(ANKKA_MODULE)"]
     assert container["args"][3:7] == ["--host", "0.0.0.0", "--port", "8080"]
@@ -132,7 +139,7 @@ def test_the_runtime_serves_mtls_with_the_agent_s_certificate_and_probes_on_a_pl
     children = agent_children(
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
     )
-    service, deployment = children[1], children[2]
+    service, deployment = children[3], children[4]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     args = container["args"]
     assert "--trust-network" not in args
@@ -152,7 +159,7 @@ def test_the_runtime_pod_gets_no_service_link_variables() -> None:
     children = agent_children(
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
     )
-    assert children[2]["spec"]["template"]["spec"]["enableServiceLinks"] is False
+    assert children[4]["spec"]["template"]["spec"]["enableServiceLinks"] is False
 
 
 def test_the_runtime_keeps_its_sessions_on_a_volume_of_its_own() -> None:
@@ -160,9 +167,11 @@ def test_the_runtime_keeps_its_sessions_on_a_volume_of_its_own() -> None:
     children = agent_children(
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
     )
-    pod = children[2]["spec"]["template"]["spec"]
+    pod = children[4]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["args"][-2:] == ["--store", "sqlite:////var/lib/ankka/sessions.sqlite3"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ANKKA_STORE"] == "sqlite:////var/lib/ankka/sessions.sqlite3"
+    assert "--store" not in container["args"]
     assert {"name": "data", "mountPath": "/var/lib/ankka"} in container["volumeMounts"]
     assert {"name": "data", "emptyDir": {}} in pod["volumes"]
 
@@ -188,7 +197,7 @@ def test_a_release_or_hold_alone_is_a_patch_of_replicas_and_the_held_annotation(
             settings=SETTINGS,
             held=held,
         )
-        return children[2]
+        return children[4]
 
     held, released = deployment(held=True), deployment(held=False)
     assert release_patch(held, released) == {
@@ -205,11 +214,12 @@ def test_a_release_or_hold_alone_is_a_patch_of_replicas_and_the_held_annotation(
     assert release_patch(held, deployment(held=False, image="registry.example/shop:2")) is None
     other_owner = agent_children(
         namespace="shop", name="cart", uid="u2", spec=spec(), settings=SETTINGS, held=False
-    )[2]
+    )[4]
     assert release_patch(held, other_owner) is None
     service = agent_children(
         namespace="shop", name="cart", uid="u1", spec=spec(), settings=SETTINGS, held=False
-    )[1]
+    )[3]
+    assert (other_owner["kind"], service["kind"]) == ("Deployment", "Service")
     assert release_patch(service, service | {"spec": {}}) is None
 
 
@@ -238,13 +248,15 @@ def test_the_runtime_is_told_its_public_address_and_its_remote_a2a_agents() -> N
 def test_a_rendered_agent_shows_its_a2a_card_url() -> None:
     import datetime as dt
 
-    from ankka.operator.agents import a2a_card_url, rendered_status
+    from ankka.operator.agent_status import Issued, rendered_status
+    from ankka.operator.agents import a2a_card_url
 
     status = rendered_status(
         None,
         awaited=[],
         replicas=1,
-        certificate_not_after="2030-01-01T00:00:00Z",
+        deployment=None,
+        certificate=Issued("2030-01-01T00:00:00Z", "2029-09-01T00:00:00Z", "p"),
         generation=1,
         now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
         a2a_card_url=a2a_card_url("shop", "cart"),

@@ -20,8 +20,12 @@ def test_an_agent_event_is_posted_on_a_phase_change_only() -> None:
     assert agent_happening("Held", "Held", "x") is None
     assert agent_happening("Ready", "Ready", "x") is None
     assert agent_happening(None, "Held", "m") == Happening("Normal", "Held", "m")
-    assert agent_happening("Held", "Ready", "m") == Happening("Normal", "Released", "m")
-    assert agent_happening(None, "Ready", "m") == Happening("Normal", "Rendered", "m")
+    assert agent_happening("Held", "Progressing", "m") == Happening("Normal", "Released", "m")
+    assert agent_happening(None, "Progressing", "m") == Happening("Normal", "Rendered", "m")
+    assert agent_happening("Progressing", "Ready", "m") == Happening("Normal", "Available", "m")
+    assert agent_happening("Ready", "Progressing", "1 of 2") == Happening(
+        "Warning", "Unavailable", "1 of 2"
+    )
     assert agent_happening("Ready", "Failed", "bad") == Happening("Warning", "InvalidSpec", "bad")
 
 

@@ -33,7 +33,8 @@ def test_deployed_server_renders_deployment_and_service_on_the_kind_default_port
             "resources": {"limits": {"nvidia.com/gpu": "1"}},
         }
     )
-    deployment, service = server_children("models", "qwen", "u1", s)
+    deployment, service, account = server_children("models", "qwen", "u1", s)
+    assert account["kind"] == "ServiceAccount" and account["automountServiceAccountToken"] is False
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["ports"][0]["containerPort"] == 11434
     assert container["resources"] == {"limits": {"nvidia.com/gpu": "1"}}

@@ -33,6 +33,7 @@ def test_the_runtime_is_sent_what_the_task_says_with_dependencies_by_uid() -> No
         "attachments": [{"name": "notes", "text": "..."}, {"ref": "s3://b/k"}],
         "depends_on": ["uid-1"],
     }
+    assert tasks.runtime_body(spec, [], name="lab/summary-1")["name"] == "lab/summary-1"
 
 
 def test_the_status_is_a_bounded_summary_of_the_record() -> None:

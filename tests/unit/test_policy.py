@@ -78,6 +78,25 @@ def test_an_access_file_overrides_entry_by_entry(tmp_path: Path) -> None:
     assert policy.service.decide == ("ops/*",)
 
 
+def test_the_files_approvers_decide_every_sessions_approvals_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "access.yaml"
+    path.write_text("approvers: [system:serviceaccount:shop:cart-approver]\n")
+    service = _service()
+    policy = load_policy(path, service.policy(), service.agents)
+    delegate = "system:serviceaccount:shop:cart-approver"
+    for agent in ("orders", "faq", "researcher"):  # whatever the agent's own access says
+        assert policy.allows(delegate, "decide", creator="shop/a", agent=agent)
+    for agent in ("faq", "researcher"):  # (orders lets system:serviceaccount:shop:* write)
+        assert not policy.allows(delegate, "read", creator="shop/a", agent=agent)
+        assert not policy.allows(delegate, "write", creator="shop/a", agent=agent)
+    assert not policy.allows("system:serviceaccount:shop:web", "decide", creator="x", agent="faq")
+    path.write_text("approvers: cart-approver\n")
+    with pytest.raises(ConfigurationError, match="approvers: give a list"):
+        load_policy(path, service.policy(), service.agents)
+
+
 @pytest.mark.parametrize(
     ("patterns", "named"),
     [

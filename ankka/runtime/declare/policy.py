@@ -14,8 +14,11 @@ A pattern is a caller's name (``local``, a static-token name, ``system:serviceac
 reporter``, ``ankka://service/shop/web`` or its short form ``shop/web``), or such a name ending
 in ``*`` for every caller it begins (``ankka://service/shop/*``, ``system:serviceaccount:shop:*``).
 An agent's access replaces the service's for that agent's sessions. ``ankka serve
---access-file FILE`` overrides the declarations entry by entry (:func:`load_policy`). Pure,
-except :func:`load_policy` reading its file.
+--access-file FILE`` overrides the declarations entry by entry (:func:`load_policy`); its
+``approvers`` entry names delegates that may decide every session's approvals whoever created
+it (``ankka approve``'s ServiceAccount in a cluster, which the operator renders: the API
+server's RBAC decides who may act through it). Pure, except :func:`load_policy` reading its
+file.
 """
 
 from __future__ import annotations
@@ -150,6 +153,8 @@ class SessionPolicy:
 
     service: Access = DEFAULT
     agents: Mapping[str, Access] = field(default_factory=dict)
+    # Delegates deciding for people (the file's approvers): decide over every session.
+    approvers: tuple[str, ...] = ()
 
     def access(self, agent: str | None) -> Access:
         found = self.agents.get(agent) if agent is not None else None
@@ -160,18 +165,28 @@ class SessionPolicy:
         ``agent`` (``creator`` None: a new session, or one older than the creator record)."""
         if creator is None or caller == creator or is_platform(caller):
             return True
+        if right == "decide" and self.is_approver(caller):
+            return True
         return self.access(agent).grants(caller, right)
+
+    def is_approver(self, caller: str) -> bool:
+        """Whether ``caller`` is a delegate that decides for the person it names."""
+        return any(_matches(p, caller) for p in self.approvers)
 
     def overridden(self, data: object, agents: Iterable[str], source: str) -> SessionPolicy:
         """This policy with a file's entries in place of the declared ones; ``agents`` are
         the service's agent names (an entry naming another is refused)."""
         if not isinstance(data, Mapping):
             raise ConfigurationError(f"{source}: write a mapping with 'service' and/or 'agents'")
-        unknown = sorted(str(k) for k in data if k not in ("service", "agents"))
+        unknown = sorted(str(k) for k in data if k not in ("service", "agents", "approvers"))
         if unknown:
             raise ConfigurationError(
-                f"{source}: unknown entry {unknown[0]!r}; the entries are service and agents"
+                f"{source}: unknown entry {unknown[0]!r}; the entries are service, agents "
+                "and approvers"
             )
+        approvers = self.approvers
+        if "approvers" in data:
+            approvers = tuple(_listed(data["approvers"], f"{source}: approvers"))
         service = self.service
         if "service" in data:
             service = parse_access(data["service"], f"{source}: service")
@@ -187,12 +202,13 @@ class SessionPolicy:
                     f"{source}: agents.{name}: no such agent in the service (agents: {choices})"
                 )
             merged[name] = parse_access(entry, f"{source}: agents.{name}")
-        return SessionPolicy(service, merged)
+        return SessionPolicy(service, merged, approvers)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "service": self.service.as_dict(),
             "agents": {n: a.as_dict() for n, a in sorted(self.agents.items())},
+            "approvers": list(self.approvers),
         }
 
 

@@ -1,8 +1,10 @@
 """Named models from the environment, and the preset table.
 
 A service's models are configured as ``ANKKA_MODEL_<NAME>_<SETTING>`` variables; an agent
-asks for a model by its lowercased name (``ANKKA_MODEL_DEFAULT_*`` is ``model="default"``);
-:func:`settings_name` is the one mapping from a model's name to that ``<NAME>``, used by the
+asks for a model by its name (``ANKKA_MODEL_DEFAULT_*`` is ``model="default"``,
+``ANKKA_MODEL_GPT_4_1_*`` is ``model="gpt-4.1"``). :func:`settings_name` is the one mapping
+from a model's name to that ``<NAME>`` (``ankka._kernel.model_names``, shared with the
+operator, which renders these variables from an Agent's ``spec.models``), used by the
 runtime's lookup (:func:`find_model`) and by every error that names a variable.
 Each model names a preset, and the preset says which settings it needs and which it takes.
 
@@ -13,12 +15,12 @@ misspelt suffix is reported as what it is and not as some other fault of the mod
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Literal
 
 from ankka._kernel.errors import ConfigurationError
+from ankka._kernel.model_names import PREFIX, env_name, find_model, settings_name
 from ankka._kernel.redact import remember
 from ankka._kernel.urls import http_url
 
@@ -37,12 +39,8 @@ __all__ = [
     "settings_name",
 ]
 
-T = TypeVar("T")
-
-PREFIX = "ANKKA_MODEL_"
 ADDRESS_VARIABLE = "ANKKA_MODELS_ADDRESS"  # the gateway, rendered by the operator
 TLS_DIR_VARIABLE = "ANKKA_TLS_DIR"  # the service's client certificate: tls.crt, tls.key, ca.crt
-_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 Wire = Literal["anthropic", "responses", "chat-completions"]
 
@@ -187,36 +185,6 @@ class ModelSettings:
     def __repr__(self) -> str:
         shown = {k: ("***" if SETTINGS[k].secret else v) for k, v in self.values.items()}
         return f"ModelSettings(name={self.name!r}, preset={self.preset.name!r}, values={shown})"
-
-
-def settings_name(model: str) -> str:
-    """The ``<NAME>`` in a model's ``ANKKA_MODEL_<NAME>_*`` variables: the one mapping.
-
-    Upper case, with every character a variable name cannot hold (``-``, ``.``, ...) as ``_``;
-    so ``Turn(model="my-model")`` is configured by ``ANKKA_MODEL_MY_MODEL_*``, and ``my-model``
-    and ``my_model`` are one model.
-    """
-    return _NOT_IN_A_NAME.sub("_", model).upper()
-
-
-def find_model(configured: Mapping[str, T], model: str) -> T | None:
-    """The entry of ``configured`` (keyed by model name) that ``model`` names, or None.
-
-    An exact name wins; otherwise the one whose settings name is ``model``'s (the environment
-    gives ``my_model`` for ``ANKKA_MODEL_MY_MODEL_*``, an agent may ask for ``my-model``).
-    """
-    found = configured.get(model)
-    if found is not None:
-        return found
-    wanted = settings_name(model)
-    for name, value in configured.items():
-        if settings_name(name) == wanted:
-            return value
-    return None
-
-
-def env_name(model: str, suffix: str) -> str:
-    return f"{PREFIX}{settings_name(model)}_{suffix}"
 
 
 def _split(variable: str) -> tuple[str, str] | None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.declare.judgments.seam import JudgmentProvider
 from ankka.runtime.providers.base import AnswersJudgments, ModelProvider
-from ankka.runtime.providers.config import env_name
+from ankka.runtime.providers.config import env_name, find_model
 
 __all__ = ["judge_for", "judges_for", "resolve"]
 
@@ -44,10 +44,10 @@ def resolve(
     asker: str,
 ) -> JudgmentProvider:
     """The judgment provider of ``model``, or a ConfigurationError saying why there is none."""
-    judge = judges.get(model)
+    judge = find_model(judges, model)
     if judge is not None:
         return judge
-    if model in providers:
+    if find_model(providers, model) is not None:
         raise ConfigurationError(
             f"{asker} asks model {model!r} for a judgment, but its preset does not answer "
             "judgments (they need a Chat Completions server that returns logprobs: "

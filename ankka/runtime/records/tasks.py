@@ -116,18 +116,26 @@ class TaskSpec:
     instructions: str
     attachments: tuple[Attachment, ...] = ()
     depends_on: tuple[str, ...] = ()
+    # How its creator names it, for people (the operator: the Task's <namespace>/<name>); not
+    # part of what must match when the id is reused, so a task handed before it was sent
+    # is the same task.
+    name: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "agent": self.agent,
             "type": self.type,
             "instructions": self.instructions,
             "attachments": [a.as_dict() for a in self.attachments],
             "depends_on": list(self.depends_on),
         }
+        if self.name is not None:
+            data["name"] = self.name
+        return data
 
     def digest(self) -> str:
-        canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        matched = {k: v for k, v in self.as_dict().items() if k != "name"}
+        canonical = json.dumps(matched, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     @classmethod
@@ -141,6 +149,7 @@ class TaskSpec:
                 for a in data.get("attachments", ())
             ),
             depends_on=tuple(str(d) for d in data.get("depends_on", ())),
+            name=str(data["name"]) if data.get("name") is not None else None,
         )
 
 

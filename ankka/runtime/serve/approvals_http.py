@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ankka._kernel.errors import RequestError
-from ankka.runtime.declare.policy import LOCAL
+from ankka.runtime.declare.policy import LOCAL, SessionPolicy
 from ankka.runtime.drivers.approvals import Decided
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
@@ -60,15 +60,19 @@ class DecisionBody(BaseModel):
     reason: str = Field(default="", max_length=2000)
 
 
-def decider(request: Request, header: str | None) -> str:
-    """Who is deciding: the mTLS client's URI SAN, the caller a token names, a trusted
-    proxy's header, or the caller as the runtime names it (``local``)."""
+def decider(request: Request, header: str | None, policy: SessionPolicy | None = None) -> str:
+    """Who is deciding: the mTLS client's URI SAN, the caller a token names (with the person
+    it names in ``header`` when it is one of the policy's approvers: ``ankka approve``'s
+    delegate), a trusted proxy's header, or the caller as the runtime names it (``local``)."""
     tls = (request.scope.get("extensions") or {}).get("tls") or {}
     sans = tls.get("peer_uri_sans") or ()
     if sans:
         return str(sans[0])
     caller = caller_of(request.scope)
     if caller != LOCAL:
+        named = request.headers.get(header, "").strip()[:200] if header else ""
+        if named and policy is not None and policy.is_approver(caller):
+            return f"{named} (through {caller})"
         return caller
     if header is not None:
         value = request.headers.get(header, "").strip()
@@ -122,7 +126,7 @@ def approval_routes(
             _DECISIONS[body.decision],
             body.digest,
             reason=body.reason,
-            decided_by=decider(request, approver_header),
+            decided_by=decider(request, approver_header, runtime.policy),
             caller=caller_of(request.scope),
         )
         answer: dict[str, Any] = {

@@ -34,9 +34,10 @@ if TYPE_CHECKING:
     from ankka.runtime.drivers.request import Runtime
     from ankka.runtime.serve.tokenreview import TokenReviewer
 
-__all__ = ["CONSOLE_VARIABLE", "configure", "run"]
+__all__ = ["CONSOLE_VARIABLE", "STORE_VARIABLE", "configure", "run"]
 
 CONSOLE_VARIABLE = "ANKKA_CONSOLE"
+STORE_VARIABLE = "ANKKA_STORE"  # the operator renders it, from a Secret for PostgreSQL
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,8 +52,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--store",
-        default=DEFAULT_STORE,
-        help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (default: %(default)s)",
+        default=os.environ.get(STORE_VARIABLE) or DEFAULT_STORE,
+        help="session store: sqlite:///PATH or postgresql://USER@HOST/DB (env ANKKA_STORE, "
+        "which keeps a password out of the command line; postgresql:// alone takes libpq's "
+        "PGHOST, PGUSER, PGPASSWORD ...; default: sqlite:///ankka.sqlite3)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
     parser.add_argument(

@@ -57,6 +57,7 @@ __all__ = ["event_stream", "instance_json", "sse", "task_json", "task_routes", "
 MAX_WAIT = 300.0
 KEEP_ALIVE = 15.0
 COST_UNKNOWN = "unknown"
+MAX_NAME = 320  # a Kubernetes namespace (63) / a name (253)
 _FINAL_EVENTS = {"task_completed", "task_failed", "task_cancelled"}
 _OPERATIONS = {
     "suspend": InstanceState.SUSPENDED,
@@ -81,6 +82,8 @@ class TaskBody(BaseModel):
     )
     depends_on: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     instance: str | None = Field(default=None, max_length=MAX_ID)
+    # A name for people (the operator sends the Task's <namespace>/<name>); the console shows it.
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
 
 
 def _spec(agent: str, body: TaskBody) -> TaskSpec:
@@ -97,20 +100,28 @@ def _spec(agent: str, body: TaskBody) -> TaskSpec:
                 "a tool can fetch)"
             )
         attachments.append(Attachment(item.name or f"attachment-{index}", item.text, item.ref))
-    return TaskSpec(agent, body.type, body.instructions, tuple(attachments), tuple(body.depends_on))
+    return TaskSpec(
+        agent,
+        body.type,
+        body.instructions,
+        tuple(attachments),
+        tuple(body.depends_on),
+        name=body.name,
+    )
 
 
 async def _body(request: Request) -> TaskBody:
     return parse_body(
         await request.body(),
         TaskBody,
-        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?}',
+        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?}',
     )
 
 
 def task_json(record: TaskRecord) -> dict[str, Any]:
     return {
         "id": record.id,
+        "name": record.spec.name,
         "agent": record.spec.agent,
         "type": record.spec.type,
         "state": record.state.value,

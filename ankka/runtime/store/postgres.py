@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -57,7 +58,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "the PostgreSQL store needs the 'postgres' extra: pip install 'ankka[postgres]'"
     ) from exc
 
-__all__ = ["PostgresDatabase", "PostgresNotices", "PostgresSessionLock", "redacted"]
+__all__ = [
+    "ENSURE_SCHEMA",
+    "MIGRATION_LOCK",
+    "PostgresDatabase",
+    "PostgresNotices",
+    "PostgresSessionLock",
+    "redacted",
+]
 
 log = logging.getLogger("ankka.store")
 
@@ -74,15 +82,30 @@ JOURNAL_SCHEMA = """CREATE TABLE IF NOT EXISTS ankka_events (
 
 # Advisory locks take a bigint; the append lock and the turn lock hash the session id. Their
 # namespaces keep a turn's lock from blocking its own append; the task tables' serial writers
-# take the third, the schema's creation at start the fourth.
+# take the third, the schema's creation at start the fourth (MIGRATION_LOCK).
 _APPEND_NS = 1
 _TURN_NS = 2
 _TASKS_LOCK = 3
-_SCHEMA_LOCK = 4
 
 CHANNEL = "ankka_notices"
 
 Phase = Literal["connect", "work", "commit"]
+
+# The store's migration (every table of the one database) runs in a transaction holding this
+# lock: runtimes started together on a fresh database would otherwise race their CREATE TABLE
+# IF NOT EXISTS, and one fails (pg_type_typname_nsp_index) instead of waiting.
+MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(4, 0)"
+# The schema the connection's search_path names first (the operator renders one per Agent,
+# through PGOPTIONS), created when it does not exist yet; tables are then created in it.
+ENSURE_SCHEMA = """
+DO $$
+DECLARE wanted text := btrim(split_part(current_setting('search_path'), ',', 1), ' "');
+BEGIN
+    IF current_schema() IS NULL AND wanted <> '' AND wanted <> '$user' THEN
+        EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', wanted);
+    END IF;
+END $$
+"""
 
 
 def redacted(dsn: str) -> str:
@@ -92,6 +115,9 @@ def redacted(dsn: str) -> str:
     except psycopg.ProgrammingError:
         return "<unparseable DSN>"
     info.pop("password", None)
+    if not info:  # postgresql:// alone: libpq reads PGHOST, PGUSER ... (the operator's parts)
+        host, database = os.environ.get("PGHOST", "unset"), os.environ.get("PGDATABASE", "unset")
+        return f"postgresql:// (PGHOST={host} PGDATABASE={database})"
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
 
 
@@ -208,7 +234,8 @@ class PostgresDatabase:
             pool.open(wait=True, timeout=10)
             with pool.connection() as conn, conn.transaction():
                 # Processes starting together would race on CREATE ... IF NOT EXISTS.
-                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_SCHEMA_LOCK,))
+                conn.execute(MIGRATION_LOCK)
+                conn.execute(ENSURE_SCHEMA)
                 for statement in (JOURNAL_SCHEMA, *schema):
                     conn.execute(statement)
 

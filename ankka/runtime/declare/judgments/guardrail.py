@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError
+from ankka._kernel.model_names import find_model
 from ankka.runtime.declare.judgments.errors import (
     GuardrailCheckFailed,
     JudgmentFailed,
@@ -95,7 +96,7 @@ class Judging:
 
 async def decide(rail: JudgedGuardrail, text: str, judging: Judging | None) -> str | None:
     """The rail's verdict: a reason to refuse, or None. Raises when it cannot decide."""
-    provider = judging.providers.get(rail.model) if judging is not None else None
+    provider = find_model(judging.providers, rail.model) if judging is not None else None
     if judging is None or provider is None:
         configured = ", ".join(sorted(judging.providers)) if judging else "none"
         raise GuardrailCheckFailed(

@@ -35,6 +35,7 @@ from ankka.runtime.features.compaction.decide import due, pause_until, verdict_r
 from ankka.runtime.features.compaction.metrics import CompactionMetrics
 from ankka.runtime.features.compaction.summariser import summarise, summary_request
 from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.providers.config import find_model
 from ankka.runtime.records.compaction import HistoryCompacted
 from ankka.runtime.records.registry import Entry, Record
 from ankka.runtime.store.session_leases import CompactionLeases, LocalLeases
@@ -204,7 +205,7 @@ class Compactor:
         cut = choose_cut(view, settings)
         if cut is None:
             return False
-        provider = self.providers.get(job.model)
+        provider = find_model(self.providers, job.model)
         if provider is None:
             raise ConfigurationError(f"the summariser's model {job.model!r} is not configured")
         if not await self._leases.acquire(session, self._holder, self._lease_ttl):

@@ -20,6 +20,12 @@ from ankka.runtime.serve.console.pages import USAGE_HEAD, page, usage_cells
 __all__ = ["task_page", "tasks_page"]
 
 
+def _shown(record: TaskRecord) -> str:
+    """How a person knows the task: the name its creator gave (a kubectl-applied Task's
+    namespace/name), else its id."""
+    return record.spec.name or record.id
+
+
 def _iterations(record: TaskRecord) -> str:
     used = record.iterations_used
     return f'<span data-iterations="{used}">{used}</span> / {record.budget}'
@@ -39,7 +45,7 @@ def tasks_page(records: Sequence[TaskRecord], *, limit: int) -> str:
     else:
         rows = "".join(
             f'<tr data-task="{escape(r.id)}" data-state="{escape(r.state.value)}">'
-            f'<td><a href="/console/tasks/{escape(r.id)}">{escape(r.id)}</a></td>'
+            f'<td><a href="/console/tasks/{escape(r.id)}">{escape(_shown(r))}</a></td>'
             f"<td>{escape(r.spec.agent)}</td><td>{escape(r.spec.type)}</td>"
             f'<td class="state">{escape(r.state.value)}</td><td class="n">{_iterations(r)}</td>'
             f"{usage_cells(r.usage)}<td>unknown</td><td>{when(r.updated_at)}</td></tr>"
@@ -73,8 +79,9 @@ def task_page(record: TaskRecord) -> str:
         )
     )
     body = (
-        f"<h1>Task {escape(record.id)}</h1>"
-        f'<p><span id="state" data-state="{escape(record.state.value)}">'
+        f"<h1>Task {escape(_shown(record))}</h1>"
+        + (f'<p class="muted">id {escape(record.id)}</p>' if record.spec.name else "")
+        + f'<p><span id="state" data-state="{escape(record.state.value)}">'
         f"{escape(record.state.value)}</span> · {escape(record.spec.agent)} · "
         f"{escape(record.spec.type)} · instance {escape(record.instance or '-')}</p>"
         f'<p class="muted" id="times">created {when(record.created_at)} by '
@@ -90,4 +97,4 @@ def task_page(record: TaskRecord) -> str:
         "</p>"
         f'<h2>Instructions</h2><div class="msg">{escape(record.spec.instructions)}</div>'
     )
-    return page(f"task {record.id}", body)
+    return page(f"task {_shown(record)}", body)

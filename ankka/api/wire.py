@@ -1,0 +1,38 @@
+"""The base of every resource's wire class: camelCase keys, unknown keys refused, frozen.
+
+Shared by ``ankka.api.resources`` (the CRDs' spec and status) and ``ankka.api.pods`` (the pod
+template overlay both Agent and InstallationModel take).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+__all__ = ["DNS_LABEL", "Wire", "checked"]
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Wire(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown keys are refused.
+
+    Every class and field has a description (a docstring, or the string after a field): it is
+    what ``kubectl explain`` shows, and ``tests/unit/test_crd_docs.py`` fails on one missing.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+
+def checked(rule: str, message: str) -> ConfigDict:
+    """A class-level CEL rule the API server checks (``x-kubernetes-validations``); the
+    operator's parse checks the same with a model validator where it matters."""
+    return ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message}]}
+    )
