@@ -53,7 +53,7 @@ class AnkkaError(Exception):
     status: int = 500
     # Seconds after which the same request may succeed (sent as ``Retry-After``), when the
     # failure is one that passes by itself; None when sending it again would not help.
-    retry_after: int | None = None
+    retry_after: float | None = None
 
     @property
     def message(self) -> str:

@@ -30,7 +30,7 @@ from ankka.runtime.records.approvals import (
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import ListedTool, McpToolsRecord
+from ankka.runtime.records.mcp import ListedTool, McpToolsChanged, McpToolsRecord
 from ankka.runtime.records.messages import (
     AssistantMessage,
     ModelCall,
@@ -75,6 +75,15 @@ EVERY_KIND: tuple[events.Record, ...] = (
         (ListedTool("read", "Reads a file ✓", {"type": "object", "properties": {}}),),
     ),
     McpToolsRecord("a", "t1", "files", "f" * 64),
+    McpToolsChanged(
+        "a",
+        "t1",
+        "files",
+        "e" * 64,
+        "f" * 64,
+        ("read", "write"),
+        (ListedTool("write", "Writes a file", {"type": "object", "properties": {}}),),
+    ),
     *TURN,
     JudgmentUsage(Usage(11, 1), "a", "t1"),
     COMPACTED,

@@ -24,11 +24,14 @@ from ankka._kernel.drain import Drain
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
 from ankka.runtime.serve.a2a import options as a2a_options
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
     from ankka.runtime.drivers.request import Runtime
@@ -159,6 +162,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "turns it on)",
     )
     parser.add_argument(
+        "--session-cache-mb",
+        type=_positive_int,
+        default=DEFAULT_CACHE_BYTES // 2**20,
+        metavar="MB",
+        help="memory the folds of recent sessions may take, an estimate (%(default)s MiB; "
+        "past it the least recently used are read from the store again)",
+    )
+    parser.add_argument(
         "--access-file",
         metavar="FILE",
         help="the session policy (YAML or JSON: service and agents, each read/write/decide "
@@ -168,7 +179,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     serve.add_limit_options(parser)
 
 
-def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r}: give 1 or more")
+    return value
+
+
+def _reviewer(
+    args: argparse.Namespace, registry: CollectorRegistry | None = None
+) -> TokenReviewer | None:
     if not args.token_review_url:
         return None
     from pathlib import Path
@@ -185,17 +208,17 @@ def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
         settings = replace(settings, credential_file=Path(args.token_review_credential))
     if args.token_review_ca:
         settings = replace(settings, ca_file=Path(args.token_review_ca))
-    return TokenReviewer(settings)
+    return TokenReviewer(settings, registry=registry)
 
 
 def _identity(
-    args: argparse.Namespace,
+    args: argparse.Namespace, registry: CollectorRegistry | None = None
 ) -> tuple[Identify, ReloadingServerTLS | None, TokenReviewer | None]:
     """How callers are identified, by the rule in :mod:`ankka.runtime.serve.identity`; says so."""
     from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
 
     tokens = load_tokens(args.token_file) if args.token_file else None
-    reviewer = _reviewer(args)
+    reviewer = _reviewer(args, registry)
     tls = None
     if args.tls_dir:
         try:
@@ -298,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     limits = serve.limits_from(args)
     try:
-        identify, tls, reviewer = _identity(args)
+        identify, tls, reviewer = _identity(args, metrics.registry)
         policy = service.policy()
         if args.access_file is not None:
             named = [*service.agents, *service.autonomous_agents]
@@ -337,6 +360,7 @@ def run(args: argparse.Namespace) -> int:
             compaction=CompactionSetup(override=compaction, leases=store.leases),
             approvals=store.approvals,
             policy=policy,
+            cache_bytes=args.session_cache_mb * 2**20,
             # The one retry layer is the engine's: a turn's calls by this policy, a task's by
             # its driver's (providers/retry.py).
             turn_retry=TurnRetry(),

@@ -29,6 +29,7 @@ from ankka.runtime.records.tasks import (
     TaskState,
 )
 from ankka.runtime.store.database import Database, NoticeRelay, Row, Transaction
+from ankka.runtime.store.tree_statements import TREE_SCHEMA
 
 __all__ = [
     "SCHEMA",
@@ -108,6 +109,9 @@ SCHEMA = (
     created_by TEXT NOT NULL,
     PRIMARY KEY (agent, id)
 )""",
+    # The task tree (delegation): a table of its own, so a store written before it needs
+    # no migration (its tasks are roots with no children).
+    *TREE_SCHEMA,
 )
 
 TASK_COLUMNS = (
@@ -126,6 +130,7 @@ class Ended:
     instance: str | None
     state: TaskState
     reason: str | None
+    woken: tuple[str, str] | None = None  # its parent's instance, told of this end
 
 
 @dataclass(frozen=True, slots=True)

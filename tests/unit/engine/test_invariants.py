@@ -46,8 +46,13 @@ class Answer(BaseModel):
     value: str
 
 
+_keys = itertools.count()
+
+
 def calls(*names: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": n, "arguments": {"key": "k"}} for n in names]}
+    """An answer calling ``names``, each with a key of its own (the same call asked for three
+    times ends a task: docs/delegation.md)."""
+    return {"tool_calls": [{"name": n, "arguments": {"key": f"k{next(_keys)}"}} for n in names]}
 
 
 def request_service() -> Service:

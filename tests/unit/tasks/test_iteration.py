@@ -157,7 +157,11 @@ async def test_the_model_is_shown_the_task_whole_with_both_built_in_tools(
 async def test_the_model_is_told_as_it_nears_the_end_in_the_newest_message_only(
     make_host: MakeHost,
 ) -> None:
-    provider = ScriptedProvider([LOOKUP, LOOKUP, LOOKUP, LOOKUP, complete(GOOD)], name="default")
+    lookups = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"topic": t}}]}
+        for t in ("ankka", "sqlite", "postgresql", "kubernetes")
+    ]
+    provider = ScriptedProvider([*lookups, complete(GOOD)], name="default")
     host = await make_host(example, provider)
     await put(host, "t1")
     assert (await finished(host, "t1")).state == TaskState.COMPLETED

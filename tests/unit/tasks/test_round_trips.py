@@ -18,7 +18,7 @@ from ankka.runtime.store.open import Store
 from examples.tasks import service as example
 from tests.support.runtimes import make_context, task_host_for
 from tests.unit.tasks.conftest import NO_PAUSE, put
-from tests.unit.tasks.test_iteration import GOOD, LOOKUP, complete
+from tests.unit.tasks.test_iteration import GOOD, complete
 
 T = TypeVar("T")
 
@@ -111,9 +111,14 @@ async def work_one_task(path: Path, script: list[dict[str, Any]]) -> tuple[Count
     return database, used
 
 
+def lookup(n: int) -> dict[str, Any]:
+    """A lookup of a topic of its own (the same call asked again is stopped as repeated)."""
+    return {"tool_calls": [{"name": "lookup", "arguments": {"topic": f"ankka {n}"}}]}
+
+
 async def test_each_iteration_costs_two_round_trips_and_reads_no_history(tmp_path: Path) -> None:
-    two = [LOOKUP, complete(GOOD)]
-    five = [LOOKUP] * 4 + [complete(GOOD)]
+    two = [lookup(0), complete(GOOD)]
+    five = [lookup(n) for n in range(4)] + [complete(GOOD)]
     short, used_short = await work_one_task(tmp_path / "2.sqlite3", two)
     long, used_long = await work_one_task(tmp_path / "5.sqlite3", five)
     assert (used_short, used_long) == (2, 5)

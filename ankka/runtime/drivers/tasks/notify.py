@@ -62,6 +62,8 @@ EVENTS = (
     "task_cancelled",
     "task_result_rejected",
     "task_waiting",
+    "task_delegated",
+    "task_handed_off",
     "budget_approaching",
     "model_calls_failing",
     "dependency_pending_long",
