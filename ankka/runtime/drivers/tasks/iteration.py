@@ -3,12 +3,14 @@
 The task driver of the one loop (:func:`ankka.runtime.engine.loop.drive`). It differs from a
 request turn only in its hooks (:class:`TaskWork`): how it commits and how it ends.
 
-- Before each model call it reads the task's record: a cancelled task stops here (at the end
-  of the iteration before), a suspended instance stops before the call, a spent budget fails
-  the task; the agent's MCP servers list their tools for the iteration.
+- Before each model call it checks the task's record (as the iteration's last commit read it
+  back, or read now): a cancelled task stops here (at the end of the iteration before), a
+  suspended instance stops before the call, a spent budget fails the task; the agent's MCP
+  servers list their tools for the iteration.
 - Every answer is recorded at once in the journal session ``task:<id>``, in one append with
   the iteration's marks (:mod:`ankka.runtime.records.iterations`: started, completed with the
-  call's usage); then the completion on the task record (its count and usage, once). An answer
+  call's usage) and, in the same transaction, the completion on the task record (its count
+  and usage, once). So an iteration with one tool call is two store round trips. An answer
   that calls no tool is no answer of a task's (its requests require a tool call): the call is
   accounted, and it is a failed attempt, made again without spending budget.
 - Every tool result is recorded as it comes, in order. The newest one, when the end is near,
