@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.api.resources import SslMode
+from ankka.api.stores import SslMode
 
 __all__ = ["Settings"]
 
