@@ -171,6 +171,46 @@ def server_children(
     labels = labels_for("model-server", name)
     owner = [owner_reference("InstallationModel", name, uid)]
     port = _port(server)
+    pod_spec = _server_pod(spec, server, name, port)
+    meta = {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": owner}
+    service_account: Obj = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {**meta, **pods.annotations_meta(server.service_account_annotations)},
+        "automountServiceAccountToken": False,
+    }
+    deployment: Obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": server.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": pods.template_metadata(labels, server), "spec": pod_spec},
+        },
+    }
+    service: Obj = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": dict(meta),
+        "spec": {
+            "selector": labels,
+            "ports": [{"name": "http", "port": port, "targetPort": "http"}],
+        },
+    }
+    children = [deployment, service, service_account]
+    if settings is not None and settings.network_policies:
+        children.append(
+            model_server_policy(
+                namespace=namespace, name=name, uid=uid, port=port, settings=settings
+            )
+        )
+    return children
+
+
+def _server_container(spec: InstallationModelSpec, server: ModelServer, port: int) -> Obj:
+    """The model server's container: its image, port, arguments and env (the overlay's after
+    the operator's own)."""
     args = list(server.args)
     if not args and _MODEL_ARGS[server.kind]:
         args = [*_MODEL_ARGS[server.kind], str(port)]
@@ -195,6 +235,12 @@ def server_children(
     env += [e.rendered() for e in server.env if e.name not in {v["name"] for v in env}]
     if env:
         container["env"] = env
+    return container
+
+
+def _server_pod(spec: InstallationModelSpec, server: ModelServer, name: str, port: int) -> Obj:
+    """The model server's pod spec, the overlay merged in."""
+    container = _server_container(spec, server, port)
     # No service-link variables: a model server reads settings from its environment too.
     pod_spec: dict[str, Any] = {
         "enableServiceLinks": False,
@@ -205,59 +251,7 @@ def server_children(
         "containers": [container],
     }
     pods.apply_overlay(pod_spec, container, server)
-    service_account: Obj = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": owner,
-            **(
-                {"annotations": dict(server.service_account_annotations)}
-                if server.service_account_annotations
-                else {}
-            ),
-        },
-        "automountServiceAccountToken": False,
-    }
-    deployment: Obj = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": owner,
-        },
-        "spec": {
-            "replicas": server.replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": pods.template_metadata(labels, server), "spec": pod_spec},
-        },
-    }
-    service: Obj = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": owner,
-        },
-        "spec": {
-            "selector": labels,
-            "ports": [{"name": "http", "port": port, "targetPort": "http"}],
-        },
-    }
-    children = [deployment, service, service_account]
-    if settings is not None and settings.network_policies:
-        children.append(
-            model_server_policy(
-                namespace=namespace, name=name, uid=uid, port=port, settings=settings
-            )
-        )
-    return children
+    return pod_spec
 
 
 def deployed_condition(spec: InstallationModelSpec, *, now: dt.datetime) -> dict[str, Any]:
