@@ -149,7 +149,15 @@ class InstallationModelSpec(_Wire):
         default_factory=list, description="Declared capabilities (vllm and openai endpoints)."
     )
     max_concurrency: int | None = Field(default=None, ge=1)
-    """Most requests the gateway sends this model at once; unlimited when unset."""
+    """Most requests the gateway sends this model at once; unlimited when unset. Divided
+    among the gateway's replicas (each takes its share, at least 1; docs/gateway.md)."""
+    max_in_flight_per_caller: int | None = Field(default=None, ge=1)
+    """Most requests one caller (an Agent) has in flight on this model at once (429
+    caller_busy past it); unlimited when unset. Divided among the gateway's replicas."""
+    tokens_per_minute_per_caller: int | None = Field(default=None, ge=1)
+    """Most tokens one caller spends on this model in a sliding minute (429
+    caller_over_token_budget past it); unlimited when unset. Divided among the gateway's
+    replicas."""
     probe_interval_seconds: int = Field(default=60, ge=1, le=86400)
     """How often a served model is probed again (an unserved one is probed every tick)."""
 
