@@ -15,5 +15,17 @@ from ankka.runtime.declare.autonomous import (
     TaskType,
     rule,
 )
+from ankka.runtime.declare.delegation import Delegate, Handoff, Limits
 
-__all__ = ["COMPLETE_TASK", "FAIL_TASK", "Accepts", "AutonomousAgent", "Rule", "TaskType", "rule"]
+__all__ = [
+    "COMPLETE_TASK",
+    "FAIL_TASK",
+    "Accepts",
+    "AutonomousAgent",
+    "Delegate",
+    "Handoff",
+    "Limits",
+    "Rule",
+    "TaskType",
+    "rule",
+]

@@ -7,8 +7,12 @@ account is 401; an API server it cannot reach is 503 naming TokenReview; no toke
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
+import secrets
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,3 +159,71 @@ def test_an_api_server_out_of_reach_is_503_naming_token_review(
     assert error["type"] == "token_review_unavailable"
     assert "TokenReview" in error["message"] and closed in error["message"]
     assert alice not in output and alice not in answer.text
+
+
+def _random_jwt() -> str:
+    """A bearer token shaped as a service-account token is, signed by nobody."""
+
+    def part(data: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    noise = secrets.token_hex(16)
+    return f"{part({'alg': 'RS256', 'kid': noise})}.{part({'sub': noise})}.{noise}"
+
+
+def _outcomes(server: Server) -> dict[str, float]:
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("ankka_token_reviews_total{"):
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            found[outcome] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+RANDOM_TOKENS = 5_000  # past the 4,096 verdicts a cache of one kind holds
+
+
+async def _flood(url: str, count: int) -> list[int]:
+    """``count`` requests, 50 at a time, each with a random token of its own."""
+    gate = asyncio.Semaphore(50)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
+        async def one() -> int:
+            async with gate:
+                headers = {"authorization": f"Bearer {_random_jwt()}"}
+                return (await client.get("/v1/agents", headers=headers)).status_code
+
+        return await asyncio.gather(*(one() for _ in range(count)))
+
+
+def test_random_tokens_cost_few_reviews_and_cannot_push_out_a_good_verdict(
+    kubectl: Kubectl,
+    runtime_credential: Path,
+    model: Server,
+    controlplane: ControlPlane,
+    tmp_path: Path,
+) -> None:
+    """Issue 31, item 9: each random bearer token cost one TokenReview (3,001 for 3,000
+    requests) and evicted cached good verdicts. Now one address has a burst of 20 reviews and
+    5 a second, and refused verdicts are kept apart from accepted ones."""
+    alice = token(kubectl, "alice", "--audience", AUDIENCE)
+    server = serve(tmp_path, model, runtime_credential, controlplane)
+    try:
+        bearer = {"authorization": f"Bearer {alice}"}
+        assert httpx.get(f"{server.url}/v1/agents", headers=bearer, timeout=30).status_code == 200
+        started = time.monotonic()
+        statuses = asyncio.run(_flood(server.url, RANDOM_TOKENS))
+        elapsed = time.monotonic() - started
+        again = httpx.get(f"{server.url}/v1/agents", headers=bearer, timeout=30)
+        outcomes = _outcomes(server)
+    finally:
+        output = server.stop()
+
+    assert set(statuses) <= {401, 429} and statuses.count(429) > 0
+    asked = outcomes.get("refused", 0) + outcomes.get("unavailable", 0)
+    assert asked <= 20 + 5 * elapsed + 5, f"{asked} reviews in {elapsed:.1f} s: {outcomes}"
+    assert outcomes.get("limited", 0) == statuses.count(429)
+    assert again.status_code == 200
+    assert outcomes.get("accepted") == 1, "alice's verdict was kept: answered from the cache"
+    assert alice not in output

@@ -120,8 +120,11 @@ WIRES = {
 def test_a_tasks_requests_keep_the_loop_invariants_on_every_wire(
     tmp_path: Path, standin: Callable[[Script], Server], preset: str
 ) -> None:
-    lookup = {"tool_calls": [{"name": "lookup", "arguments": {"topic": "ankka"}}]}
-    model = standin([lookup, lookup, lookup, {"tool_calls": [DONE]}])
+    lookups = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"topic": topic}}]}
+        for topic in ("ankka", "sqlite", "postgresql")  # three alike would end the task
+    ]
+    model = standin([*lookups, {"tool_calls": [DONE]}])
     url = model.url if preset == "anthropic" else f"{model.url}/v1"
     env = {
         "ANKKA_MODEL_DEFAULT_PRESET": preset,

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from ankka.runtime.features.mcp.config import McpServerSettings
 from ankka.runtime.features.mcp.servers import McpServers, McpServerUnavailable
+from ankka.runtime.records.mcp import McpToolsRecord
 from tests.support.processes import REPO, Server, started
 
 pytestmark = pytest.mark.integration
@@ -38,7 +39,8 @@ async def test_a_session_lists_calls_and_ends_without_a_teardown_error(
         listed = await servers.tools_for(["catalog"], agent="a", turn="t1")
         (tool,) = listed.tools
         assert tool.name == "mcp__catalog__search"
-        assert listed.records[0].tools is not None
+        first = listed.records[0]
+        assert isinstance(first, McpToolsRecord) and first.tools is not None
         outcome = await tool.run('{"query": "teapot"}')
         assert not outcome.is_error and "Cast-iron teapot" in outcome.content
         calls = await asyncio.gather(*(tool.run('{"query": "mug"}') for _ in range(5)))
@@ -46,7 +48,7 @@ async def test_a_session_lists_calls_and_ends_without_a_teardown_error(
         again = await servers.tools_for(
             ["catalog"], agent="a", turn="t2", recorded={"catalog": listed.records[0].digest}
         )
-        assert again.records[0].tools is None
+        assert again.records[0] == McpToolsRecord("a", "t2", "catalog", first.digest)
     problems = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert problems == []
     assert "cancel scope" not in caplog.text

@@ -238,7 +238,12 @@ def test_a_subscriber_that_never_reads_is_told_what_it_dropped(
     # (about 120 KB with the reader's small window and segments), then its buffer of 16.
     count = 60
     lookup, done = ({k: v for k, v in turn.items() if k != "when"} for turn in script(1)[:2])
-    model = standin(([lookup] * 4 + [done]) * count)
+    # Four lookups of four topics (the same call asked for three times would end the task).
+    lookups = [
+        {**lookup, "tool_calls": [{"name": "lookup", "arguments": {"topic": f"topic {n}"}}]}
+        for n in range(4)
+    ]
+    model = standin([*lookups, done] * count)
     server = serve_tasks(model, f"sqlite:///{tmp_path / 'store.sqlite3'}", buffer=16)
     servers.append(server)
     put_tasks(server, {"first": {**BODY, "instance": "desk"}})

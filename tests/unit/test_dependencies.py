@@ -33,6 +33,7 @@ EXTRA_PACKAGES = {
     # is imported lazily); listing.py and declaration.py, which the core imports, use no SDK.
     "ankka.runtime.features.mcp.connection": "mcp",
     "ankka.runtime.features.mcp.results": "mcp",
+    "ankka.runtime.features.mcp.lenient": "mcp",  # imported by connection.py only
     # OAuth: imported by servers.py (so, lazily) and by the MCP routes, mounted only when an
     # agent lists a server.
     "ankka.runtime.features.mcp.consent": "mcp",

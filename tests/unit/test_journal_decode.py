@@ -30,7 +30,7 @@ from ankka.runtime.records.approvals import (
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import ListedTool, McpToolsRecord
+from ankka.runtime.records.mcp import ListedTool, McpToolsChanged, McpToolsRecord
 from ankka.runtime.records.messages import (
     AssistantMessage,
     ModelCall,
@@ -41,7 +41,7 @@ from ankka.runtime.records.messages import (
 )
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.store.journal import Journal
-from ankka.runtime.store.sqlite import SqliteStore
+from tests.support.stores import journal_store
 from tests.unit.test_journal import COMPACTED, REJECTED, TURN, OpenJournal, open_journal
 
 __all__ = ["open_journal"]  # the SQLite and PostgreSQL stores, from the journal's suite
@@ -75,6 +75,15 @@ EVERY_KIND: tuple[events.Record, ...] = (
         (ListedTool("read", "Reads a file ✓", {"type": "object", "properties": {}}),),
     ),
     McpToolsRecord("a", "t1", "files", "f" * 64),
+    McpToolsChanged(
+        "a",
+        "t1",
+        "files",
+        "e" * 64,
+        "f" * 64,
+        ("read", "write"),
+        (ListedTool("write", "Writes a file", {"type": "object", "properties": {}}),),
+    ),
     *TURN,
     JudgmentUsage(Usage(11, 1), "a", "t1"),
     COMPACTED,
@@ -255,6 +264,6 @@ async def test_records_written_before_newer_fields_existed_decode_as_before(
         ),
         ("tool_result", '{"call_id":"c","name":"f","content":"r","is_error":0}'),
     ]
-    async with Journal(await SqliteStore.open(tmp_path / "j.sqlite3")) as journal:
+    async with Journal(await journal_store(tmp_path / "j.sqlite3")) as journal:
         await journal.store.append("s", older, expected=0)
         assert [e.record for e in await journal.read("s")] == [old_decode(k, b) for k, b in older]

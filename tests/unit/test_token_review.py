@@ -11,6 +11,7 @@ import base64
 import json
 import logging
 import socket
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,14 +25,17 @@ from ankka.runtime.serve.tokenreview import (
     MAX_TOKEN,
     ReviewCache,
     ReviewSettings,
+    SourceRate,
     TokenRefused,
     TokenReviewer,
     TokenReviewUnavailable,
+    TooManyReviews,
     cache_seconds,
+    jwt_shaped,
     service_account_caller,
 )
 
-TOKEN = "canary-token-5f1e2d3c4b5a69788796a5b4c3d2e1f0"
+TOKEN_TEXT = "canary-token-5f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 
 def clock() -> ManualClock:
@@ -43,6 +47,10 @@ def jwt(exp: float) -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
 
     return f"{part({'alg': 'RS256'})}.{part({'exp': exp, 'sub': 'x'})}.c2ln"
+
+
+# Shaped as a service-account token is (a JWT), so it is worth asking about; a canary.
+TOKEN = jwt(4_000_000_000).rsplit(".", 1)[0] + "." + TOKEN_TEXT
 
 
 def test_the_cache_drops_the_least_recently_used_past_its_size() -> None:
@@ -185,3 +193,55 @@ def test_token_review_alone_lets_serve_listen_off_loopback(
     assert reviewer.settings.audience == "ankka://service/shop/cart"
     said = capsys.readouterr().err
     assert "service-account token" in said and "TokenReview at https://10.0.0.1:6443" in said
+
+
+def test_only_a_jwt_shaped_token_is_worth_a_review() -> None:
+    assert jwt_shaped(TOKEN) and jwt_shaped(jwt(1))
+    for junk in (TOKEN_TEXT, "a.b.c", "..", "e30.e30.e30", jwt(1) + ".x"):
+        assert not jwt_shaped(junk), junk  # e30 is "{}": a JWT header names its alg
+
+
+def test_a_token_that_is_no_jwt_is_refused_without_asking(tmp_path: Path) -> None:
+    """Issue 31, item 9: a random bearer token cost a review each."""
+
+    async def main() -> int:
+        async with TokenReviewer(_settings(tmp_path, "https://127.0.0.1:1")) as reviewer:
+            for n in range(50):
+                with pytest.raises(TokenRefused):
+                    await reviewer.review(f"random-bearer-{n:04d}-0123456789abcdef")
+            return reviewer.reviews
+
+    assert asyncio.run(main()) == 0
+
+
+def test_one_address_gets_its_burst_of_reviews_then_waits_while_another_is_asked_for() -> None:
+    c = clock()
+    rate = SourceRate(per_second=5, burst=3, clock=c)
+    assert [rate.take("10.0.0.9") for _ in range(3)] == [None, None, None]
+    wait = rate.take("10.0.0.9")
+    assert wait is not None and 0 < wait <= 0.2
+    assert rate.take("10.0.0.1") is None, "another address has a bucket of its own"
+    c.advance(0.2)
+    assert rate.take("10.0.0.9") is None
+    assert rate.take("10.0.0.9") is not None
+
+
+def test_past_its_burst_an_address_is_429_and_the_api_server_is_not_asked(
+    tmp_path: Path,
+) -> None:
+    settings = replace(_settings(tmp_path, f"https://127.0.0.1:{_closed_port()}"), review_burst=2)
+
+    async def main() -> tuple[int, float]:
+        async with TokenReviewer(settings, clock=clock()) as reviewer:
+            for n in range(2):  # asked (the API server is out of reach: never cached)
+                with pytest.raises(TokenReviewUnavailable):
+                    await reviewer.review(jwt(n), source="10.0.0.9")
+            with pytest.raises(TooManyReviews) as caught:
+                await reviewer.review(jwt(3), source="10.0.0.9")
+            with pytest.raises(TokenReviewUnavailable):
+                await reviewer.review(jwt(4), source="10.0.0.1")
+            return reviewer.reviews, caught.value.retry_after
+
+    asked, wait = asyncio.run(main())
+    assert asked == 3
+    assert wait > 0

@@ -22,13 +22,14 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.declare.compaction import Compaction
+from ankka.runtime.declare.delegation import Delegate, Handoff, Limits
 from ankka.runtime.declare.guardrails import AnyGuardrail, Guardrail
 from ankka.runtime.declare.mcp import McpServer, normalise
 from ankka.runtime.declare.policy import Access
@@ -37,6 +38,7 @@ from ankka.runtime.declare.tools import Tool
 __all__ = [
     "COMPLETE_TASK",
     "DEFAULT_MAX_CONSECUTIVE_FAILURES",
+    "DEFAULT_MAX_IDENTICAL_CALLS",
     "FAIL_TASK",
     "Accepts",
     "AutonomousAgent",
@@ -48,7 +50,9 @@ __all__ = [
 COMPLETE_TASK = "complete_task"
 FAIL_TASK = "fail_task"
 DEFAULT_MAX_CONSECUTIVE_FAILURES = 5
+DEFAULT_MAX_IDENTICAL_CALLS = 3
 MAX_BUDGET = 10_000
+MAX_TOKENS = 10**12
 
 _WIRE_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
 
@@ -110,16 +114,24 @@ class TaskType:
 
 @dataclass(frozen=True, slots=True)
 class Accepts:
-    """An agent accepts ``task_type`` and may spend at most ``budget`` iterations on a task."""
+    """An agent accepts ``task_type`` and may spend at most ``budget`` iterations on a task
+    and, when ``tokens`` is set, at most that many tokens (input and output) — a task's and
+    its descendants' together (docs/delegation.md)."""
 
     task_type: TaskType
     budget: int
+    tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.budget <= MAX_BUDGET:
             raise ConfigurationError(
                 f"task type {self.task_type.name!r}: the budget must be 1 to {MAX_BUDGET} "
                 f"iterations, not {self.budget}"
+            )
+        if self.tokens is not None and not 1 <= self.tokens <= MAX_TOKENS:
+            raise ConfigurationError(
+                f"task type {self.task_type.name!r}: the token budget must be 1 to "
+                f"{MAX_TOKENS}, not {self.tokens}"
             )
 
 
@@ -153,6 +165,15 @@ class AutonomousAgent:
     compaction: Compaction | None = None
     """How a task's session is compacted once it grows (None: only as the deployment's
     ``ANKKA_COMPACTION_*`` says)."""
+    delegates: Sequence[Delegate] = ()
+    """The agents and task types it may delegate to: one tool each (docs/delegation.md)."""
+    handoffs: Sequence[Handoff] = ()
+    """The agents it may hand a task on to: one tool each."""
+    limits: Limits = field(default_factory=Limits)
+    """How deep and wide its delegations may go."""
+    max_identical_calls: int = DEFAULT_MAX_IDENTICAL_CALLS
+    """The same tool with the same arguments asked for this many times in one task ends the
+    task (``repeated_call``), before that call runs."""
 
     def __post_init__(self) -> None:
         where = f"autonomous agent {self.name!r}"
@@ -160,6 +181,8 @@ class AutonomousAgent:
             raise ConfigurationError(f"{where}: access= takes an Access(read=, write=, decide=)")
         for attribute in (
             "accepts",
+            "delegates",
+            "handoffs",
             "tools",
             "input_guardrails",
             "output_guardrails",
@@ -181,7 +204,9 @@ class AutonomousAgent:
             if item.task_type.name in seen:
                 raise ConfigurationError(f"{where} accepts task type {item.task_type.name!r} twice")
             seen.add(item.task_type.name)
+        self._check_delegation(where)
         names = [t.name for t in self.tools]
+        names += [d.tool for d in self.delegates] + [h.tool for h in self.handoffs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigurationError(
@@ -194,6 +219,30 @@ class AutonomousAgent:
             )
         if self.max_consecutive_failures < 1:
             raise ConfigurationError(f"{where}: max_consecutive_failures must be at least 1")
+
+    def _check_delegation(self, where: str) -> None:
+        for item in self.delegates:
+            if not isinstance(item, Delegate):
+                raise ConfigurationError(f"{where}: delegates takes Delegate(agent, task_type)")
+        for handoff in self.handoffs:
+            if not isinstance(handoff, Handoff):
+                raise ConfigurationError(f"{where}: handoffs takes Handoff(agent)")
+            if handoff.agent == self.name:
+                raise ConfigurationError(f"{where} cannot hand a task on to itself")
+        if not isinstance(self.limits, Limits):
+            raise ConfigurationError(f"{where}: limits= takes a Limits(max_depth=, ...)")
+        if not 2 <= self.max_identical_calls <= 1000:
+            raise ConfigurationError(
+                f"{where}: max_identical_calls must be 2 to 1000, not {self.max_identical_calls}"
+            )
+
+    def delegate(self, tool: str) -> Delegate | None:
+        """The delegation a tool name stands for, or None."""
+        return next((d for d in self.delegates if d.tool == tool), None)
+
+    def handoff(self, tool: str) -> Handoff | None:
+        """The handoff a tool name stands for, or None."""
+        return next((h for h in self.handoffs if h.tool == tool), None)
 
     def accepted(self, task_type: str) -> Accepts | None:
         """How this agent accepts ``task_type`` (its budget), or None if it does not."""

@@ -25,6 +25,7 @@ from ankka.runtime.declare.mcp import McpServer
 from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
 from ankka.runtime.declare.tools import RunnableTool
 from ankka.runtime.engine.executor import Executor, Retry
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
 from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.engine.session import SessionCache, SessionState
@@ -34,7 +35,7 @@ from ankka.runtime.features.compaction.metrics import CompactionMetrics
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.providers.config import env_name, find_model
 from ankka.runtime.providers.judges import judges_for
-from ankka.runtime.records.mcp import McpToolsRecord
+from ankka.runtime.records.mcp import McpListingRecord
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.store.approval_index import ApprovalIndex
@@ -71,7 +72,7 @@ class Listed:
     """The tools an agent's MCP servers list for one turn, and what the turn records of it."""
 
     tools: tuple[RunnableTool, ...] = ()
-    records: tuple[McpToolsRecord, ...] = ()
+    records: tuple[McpListingRecord, ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -107,6 +108,7 @@ class Context:
         judges: Mapping[str, JudgmentProvider] | None = None,
         policy: SessionPolicy | None = None,
         cache_sessions: int = 1024,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         turn_retry: Retry | None = None,
     ) -> Context:
         """The context of a runtime serving ``service`` on ``store`` with ``providers``.
@@ -115,7 +117,8 @@ class Context:
         as the service declares it). ``approvals``: the approval index, needed by a service
         whose tools require approval. ``turn_retry``: how a request turn's failed model call
         is made again (``ankka serve``: :class:`~ankka.runtime.providers.retry.TurnRetry`;
-        default: never); a task's is its driver's own."""
+        default: never); a task's is its driver's own. ``cache_sessions`` and ``cache_bytes``
+        bound the folds kept in memory (the session cache's and the compactor's)."""
         journal = Journal(store)
         clock = clock or SystemClock()
         metrics = metrics or RuntimeMetrics()
@@ -132,11 +135,14 @@ class Context:
             leases=setup.leases,
             workers=setup.workers,
             cache_sessions=cache_sessions,
+            cache_bytes=cache_bytes,
         )
+        sessions = SessionCache(journal, cache_sessions, max_bytes=cache_bytes)
+        metrics.watch_session_cache(lambda: sessions.bytes)
         return cls(
             service=service,
             journal=journal,
-            sessions=SessionCache(journal, cache_sessions),
+            sessions=sessions,
             queue=queue,
             providers=providers,
             judges=judges,

@@ -8,6 +8,8 @@ when it chooses. Until the planner says the turn has ended:
 - :class:`~.steps.Ended`: a tool that ends the work answered (a task's ``complete_task``);
 - :class:`~.steps.AwaitDecision`: calls wait for a person;
 - :class:`~.steps.OutOfRounds`: the model still asks for tools past the limit;
+- :class:`~.steps.AwaitChildren`: the calls left wait on the child tasks they made;
+- :class:`~.steps.Repeated`: the next call repeats one asked for too often;
 - :class:`Stopped`: the driver stopped before a model call (a task cancelled, its instance
   suspended, its budget spent).
 
@@ -27,11 +29,15 @@ from pydantic import BaseModel
 
 from ankka.runtime.engine.executor import Emit, Executor, Ledger, Retry
 from ankka.runtime.engine.steps import (
+    AwaitChildren,
     AwaitDecision,
     CallModel,
+    Child,
+    Delegate,
     Ended,
     Finish,
     OutOfRounds,
+    Repeated,
     RunTool,
     Settle,
     TurnState,
@@ -47,7 +53,7 @@ from ankka.runtime.records.messages import (
     Usage,
 )
 
-__all__ = ["Driver", "End", "Stopped", "TurnOutcome", "TurnSuspension", "drive"]
+__all__ = ["Delegator", "Driver", "End", "Stopped", "TurnOutcome", "TurnSuspension", "drive"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +61,16 @@ class Stopped:
     """The driver stopped the work before its next model call."""
 
 
-End = Finish | Ended | AwaitDecision | OutOfRounds | Stopped
+End = Finish | Ended | AwaitDecision | OutOfRounds | AwaitChildren | Repeated | Stopped
+
+
+class Delegator(Protocol):
+    """How a kind of work that delegates makes a call's child (a task's driver)."""
+
+    async def delegate(self, state: TurnState, step: Delegate) -> Child:
+        """Make (or find, on a replay) the child of ``step.call``; a child with a result
+        already is one that was refused (nothing made) or has ended."""
+        ...
 
 
 class Driver(Protocol):
@@ -88,9 +103,11 @@ async def drive(
     emit: Emit | None = None,
     stream: bool = False,
     retry: Retry | None = None,
+    delegator: Delegator | None = None,
 ) -> End:
     """Take steps until the turn ends; ``emit`` hears each tool call and result (and, with
-    ``stream``, the answer's text as it comes)."""
+    ``stream``, the answer's text as it comes); ``delegator`` makes the children of a plan's
+    delegation calls."""
     while True:
         step = next_step(state)
         if isinstance(step, CallModel):
@@ -112,6 +129,9 @@ async def drive(
             if isinstance(step, RunTool) and step.approved is not None:
                 await driver.starting(state, step)
             state.add(await driver.ran(state, await executor.settle(step, emit=emit)))
+        elif isinstance(step, Delegate):
+            assert delegator is not None, "a plan with delegation tools has a delegator"
+            state.children[step.call.id] = await delegator.delegate(state, step)
         else:
             return step
 

@@ -7,11 +7,12 @@ message text, keys or session ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     ProcessCollector,
     generate_latest,
@@ -79,6 +80,15 @@ class RuntimeMetrics:
             ["kind"],
             registry=r,
         )
+        self.session_cache = Gauge(
+            "ankka_session_cache_bytes",
+            "Bytes the folds of recent sessions hold (an estimate; bounded by --session-cache-mb)",
+            registry=r,
+        )
+
+    def watch_session_cache(self, held: Callable[[], float]) -> None:
+        """Report ``held()`` as the session cache's bytes, read when scraped."""
+        self.session_cache.set_function(held)
 
     def turn_finished(self, agent: str, outcome: TurnOutcome, seconds: float) -> None:
         self.turns.labels(agent, "ok").inc()

@@ -4,19 +4,21 @@
 (the compaction fold, :class:`~ankka.runtime.engine.view.SentView`), the digest of the last
 MCP tool listing recorded per server, who opened it, and its approvals' fold.
 :class:`SessionCache` keeps those by session and brings one up to date by reading only the
-events after its position, so a turn costs one small read, however long the session.
+events after its position, so a turn costs one small read, however long the session. It is
+bounded by sessions and by the bytes their folds hold (an estimate, :attr:`SessionState.footprint`),
+so a few long sessions cannot fill memory any more than many short ones.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ankka.runtime.engine.approval_state import ApprovalState
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES, WeighedLRU
 from ankka.runtime.engine.view import SentView
 from ankka.runtime.records.iterations import IterationCompleted, iteration_of
-from ankka.runtime.records.mcp import McpToolsRecord
-from ankka.runtime.records.messages import AssistantMessage, Usage
+from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord
+from ankka.runtime.records.messages import MESSAGE_OVERHEAD, AssistantMessage, Usage
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.store.journal import Journal
@@ -42,8 +44,17 @@ class SessionState:
     def position(self) -> int:
         return self.view.position
 
+    @property
+    def footprint(self) -> int:
+        """An estimate of the bytes this state holds: its fold, and its approvals (each
+        request and decision about a message's worth, its suspended turn's messages too)."""
+        approvals = len(self.approvals.requested) + len(self.approvals.decided)
+        if self.approvals.current is not None:
+            approvals += len(self.approvals.current.record.messages)
+        return self.view.footprint + approvals * MESSAGE_OVERHEAD
+
     def add(self, seq: int, record: Record) -> None:
-        if isinstance(record, McpToolsRecord):
+        if isinstance(record, McpToolsRecord | McpToolsChanged):
             self.mcp_digests[record.server] = record.digest
         elif isinstance(record, SessionOpened):
             self.opened = record
@@ -58,29 +69,39 @@ class SessionState:
 
 
 class SessionCache:
-    """Folded conversations by session, least recently used evicted past ``capacity``."""
+    """Folded conversations by session, least recently used evicted past ``capacity``
+    sessions or ``max_bytes`` of folds."""
 
-    def __init__(self, journal: Journal, capacity: int) -> None:
+    def __init__(
+        self, journal: Journal, capacity: int, *, max_bytes: int = DEFAULT_CACHE_BYTES
+    ) -> None:
         self._journal = journal
-        self._capacity = capacity
-        self._cache: OrderedDict[str, SessionState] = OrderedDict()
+        self._cache: WeighedLRU[str, SessionState] = WeighedLRU(
+            _footprint, entries=capacity, max_bytes=max_bytes
+        )
+
+    @property
+    def bytes(self) -> int:
+        """The estimated bytes of the folds held now."""
+        return self._cache.bytes
 
     async def load(self, session: str) -> SessionState:
-        folded = self._cache.pop(session, None) or SessionState()
+        folded = self._cache.pop(session) or SessionState()
         for entry in await self._journal.read(session, after=folded.position):
             folded.add(entry.seq, entry.record)
         self._remember(session, folded)
         return folded
 
     def _remember(self, session: str, folded: SessionState) -> None:
-        self._cache[session] = folded
-        self._cache.move_to_end(session)
-        while len(self._cache) > self._capacity:
-            self._cache.popitem(last=False)
+        self._cache.put(session, folded)
 
     def remember(self, session: str, folded: SessionState) -> None:
         """Keep ``folded`` (brought up to date by its writer) as the session's fold."""
         self._remember(session, folded)
 
     def forget(self, session: str) -> None:
-        self._cache.pop(session, None)
+        self._cache.pop(session)
+
+
+def _footprint(state: SessionState) -> int:
+    return state.footprint

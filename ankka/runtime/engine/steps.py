@@ -15,7 +15,12 @@ the calls that waited for a person, :func:`next_step` says one of:
 - :class:`Finish` — the last answer called no tool: it is the turn's answer;
 - :class:`Ended` — a tool that ends the work (a task's ``complete_task`` or ``fail_task``)
   answered without error;
-- :class:`OutOfRounds` — the model still asks for tools past the turn's limit.
+- :class:`OutOfRounds` — the model still asks for tools past the turn's limit;
+- :class:`Delegate` — a call that delegates (docs/delegation.md) has no child yet: make it;
+- :class:`AwaitChildren` — stop: the calls left of the last answer wait on their children
+  (a child's end is settled as its call's result, by :class:`Settle`, once it is known);
+- :class:`Repeated` — the next call would be the ``max_repeats``-th with the same tool and
+  arguments in this work: stop before running it.
 
 A resumed turn (after an approval, after a restart) is planned from what was recorded, by the
 same function, so resuming is not a second copy of the lifecycle.
@@ -27,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ankka.runtime.declare.tools import RunnableTool
+from ankka.runtime.engine.repeats import call_digest, twins
 from ankka.runtime.providers.base import ModelRequest, OutputSchema, ToolChoice
 from ankka.runtime.records.messages import AssistantMessage, Message, ToolCall, ToolResult
 
@@ -34,12 +40,16 @@ __all__ = [
     "CUT_OFF_RUN",
     "EXPIRED",
     "REFUSED",
+    "AwaitChildren",
     "AwaitDecision",
     "CallModel",
+    "Child",
     "Decided",
+    "Delegate",
     "Ended",
     "Finish",
     "OutOfRounds",
+    "Repeated",
     "RunTool",
     "Settle",
     "Step",
@@ -85,7 +95,9 @@ class TurnPlan:
     ``max_rounds``: the most answers asking for tools (None: the driver bounds the work, as a
     task's budget does). ``ending``: tools whose answer without error ends the work.
     ``text_answers``: whether a reply calling no tool is the turn's answer (a request) or not
-    (a task, which ends only through its ending tools).
+    (a task, which ends only through its ending tools). ``delegations``: tools whose call makes
+    a child task and is answered by the child's end. ``max_repeats``: the work stops before
+    the call that would be the N-th with the same tool and arguments (None: no limit).
     """
 
     agent: str
@@ -98,6 +110,8 @@ class TurnPlan:
     max_rounds: int | None = None
     ending: frozenset[str] = frozenset()
     text_answers: bool = True
+    delegations: frozenset[str] = frozenset()
+    max_repeats: int | None = None
     by_name: Mapping[str, RunnableTool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -120,17 +134,30 @@ class TurnPlan:
         return found is not None and found.needs_approval(call.arguments)
 
 
+@dataclass(frozen=True, slots=True)
+class Child:
+    """A delegation call's child: its task id (None when none was made), and the result its
+    call is answered with once known (its end, or why no child was made)."""
+
+    task: str | None
+    result: ToolResult | None = None
+
+
 @dataclass(slots=True)
 class TurnState:
     """Where a turn stands: the context it was given (sent first, never changed), what it
-    produced so far (in order), and the verdicts on its last answer's gated calls."""
+    produced so far (in order), the verdicts on its last answer's gated calls, and the
+    children of its delegation calls (by call id)."""
 
     plan: TurnPlan
     context: tuple[Message, ...]
     produced: list[Message]
     decided: Decided | None = None
+    children: dict[str, Child] = field(default_factory=dict)
 
     def add(self, message: Message) -> None:
+        if isinstance(message, AssistantMessage):
+            self.children.clear()  # they were the last answer's (call ids may repeat)
         self.produced.append(message)
 
     @property
@@ -188,7 +215,47 @@ class OutOfRounds:
     rounds: int
 
 
-Step = CallModel | RunTool | Settle | AwaitDecision | Finish | Ended | OutOfRounds
+@dataclass(frozen=True, slots=True)
+class Delegate:
+    """Make the child of ``call`` (a delegation tool's call of ``answer``)."""
+
+    answer: AssistantMessage
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitChildren:
+    """Every call of ``answer`` left unanswered waits on its child (``waiting``)."""
+
+    answer: AssistantMessage
+    waiting: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeated:
+    """``call`` would be the ``count``-th asking for its tool with these arguments."""
+
+    answer: AssistantMessage
+    call: ToolCall
+    count: int
+
+    @property
+    def digest(self) -> str:
+        return call_digest(self.call.name, self.call.arguments)
+
+
+Step = (
+    CallModel
+    | RunTool
+    | Settle
+    | AwaitDecision
+    | Finish
+    | Ended
+    | OutOfRounds
+    | Delegate
+    | AwaitChildren
+    | Repeated
+)
 
 
 def decided_result(call: ToolCall, verdict: Verdict, agent: str, turn: str) -> ToolResult:
@@ -239,11 +306,43 @@ def next_step(state: TurnState) -> Step:
     waiting = tuple(c for c in pending if c.id not in verdicts and plan.waits(c))
     if waiting:
         return AwaitDecision(answer, waiting)
-    call = pending[0]
-    verdict = verdicts.get(call.id)
+    on_children: list[ToolCall] = []
+    for call in pending:
+        if call.name in plan.delegations:
+            child = state.children.get(call.id)
+            if child is not None and child.result is not None:
+                return Settle(answer, call, child.result)
+            if child is not None:
+                on_children.append(call)
+                continue
+            return _repeated(state, answer, call) or Delegate(answer, call)
+        verdict = verdicts.get(call.id)
+        settled = _settled(answer, call, verdict, decided)
+        if settled is not None:
+            return settled
+        tool = plan.by_name.get(call.name)
+        return _repeated(state, answer, call) or RunTool(
+            answer, call, tool, verdict, tuple(plan.by_name)
+        )
+    return AwaitChildren(answer, tuple(on_children))
+
+
+def _settled(
+    answer: AssistantMessage, call: ToolCall, verdict: Verdict | None, decided: Decided | None
+) -> Settle | None:
+    """A gated call answered without running: refused or expired, or its approved run cut
+    off (its start was recorded)."""
     if verdict is not None and verdict.decision != "approved":
         return Settle(answer, call, decided_result(call, verdict, answer.agent, answer.turn))
     if verdict is not None and decided is not None and call.id in decided.started:
         cut = ToolResult(call.id, call.name, CUT_OFF_RUN, True, answer.agent, answer.turn)
         return Settle(answer, call, cut)
-    return RunTool(answer, call, plan.by_name.get(call.name), verdict, tuple(plan.by_name))
+    return None
+
+
+def _repeated(state: TurnState, answer: AssistantMessage, call: ToolCall) -> Repeated | None:
+    limit = state.plan.max_repeats
+    if limit is None:
+        return None
+    count = twins(state.produced, answer, call)
+    return Repeated(answer, call, count) if count >= limit else None

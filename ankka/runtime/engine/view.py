@@ -11,17 +11,20 @@ The other fold, every message (the whole conversation), is :mod:`ankka.runtime.r
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacted
 from ankka.runtime.records.messages import (
+    MESSAGE_OVERHEAD,
     AssistantMessage,
     Message,
     SummaryMessage,
     ToolResult,
     Usage,
     UserMessage,
+    footprint,
 )
 from ankka.runtime.records.registry import Entry, Record
 
@@ -53,6 +56,7 @@ class SentView:
     seqs: list[int] = field(default_factory=list)
     verbatim: list[Message] = field(default_factory=list)
     verbatim_chars: int = 0
+    verbatim_bytes: int = 0
     rejections: list[CompactionRejected] = field(default_factory=list)
     compaction_usage: Usage = field(default_factory=Usage)
     total_messages: int = 0
@@ -69,6 +73,7 @@ class SentView:
             self.seqs.append(seq)
             self.verbatim.append(record)
             self.verbatim_chars += chars(record)
+            self.verbatim_bytes += footprint(record)
             self.total_messages += 1
 
     def apply(self, entry: Entry) -> None:
@@ -98,6 +103,7 @@ class SentView:
         dropped = self.verbatim[:keep]
         del self.seqs[:keep], self.verbatim[:keep]
         self.verbatim_chars -= memory_chars(dropped)
+        self.verbatim_bytes -= sum(footprint(m) for m in dropped)
         self.summary = record
         self.compactions += 1
         self.rejections.clear()
@@ -113,6 +119,12 @@ class SentView:
         """What the model is shown from memory: the summary (if any), then the rest."""
         summary = self.summary_message
         return self.verbatim if summary is None else [summary, *self.verbatim]
+
+    @property
+    def footprint(self) -> int:
+        """An estimate of the bytes this fold holds (what a cache of folds is bounded by)."""
+        summary = sys.getsizeof(self.summary.summary) if self.summary is not None else 0
+        return summary + self.verbatim_bytes + len(self.rejections) * MESSAGE_OVERHEAD
 
     @property
     def chars(self) -> int:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ankka.runtime.providers.base import ModelRequest
-from ankka.runtime.records.messages import Message
+from ankka.runtime.records.messages import Message, footprint
 
 __all__ = ["EncodedPrefixes", "ItemEncoder", "Items", "dumps", "encode_body"]
 
@@ -54,6 +54,11 @@ class _Prefix:
     instructions: str
     messages: tuple[Message, ...]
     encoded: bytes  # the stable items, joined with commas, without the brackets
+    held: int  # the messages' footprint
+
+    @property
+    def weight(self) -> int:
+        return len(self.encoded) + self.held
 
 
 def _joined(head: bytes, items: list[bytes]) -> bytes:
@@ -68,7 +73,9 @@ class EncodedPrefixes:
     by object, at C speed, so a request that does not continue the kept one (a compaction, a
     memory selection that dropped messages, other instructions, a fold read back after a
     restart) is encoded whole and kept in its place. At most ``sessions`` entries and
-    ``limit`` bytes are kept, the least recently used dropped first."""
+    ``limit`` bytes are kept, the least recently used dropped first: the bytes encoded and
+    the messages an entry holds on to (:func:`~ankka.runtime.records.messages.footprint`),
+    so a kept prefix does not hold memory that the session cache let go of uncounted."""
 
     def __init__(self, *, sessions: int = 1024, limit: int = 64 * 1024 * 1024) -> None:
         self._entries: dict[int, _Prefix] = {}
@@ -88,7 +95,7 @@ class EncodedPrefixes:
         key = id(messages[0])
         kept = self._entries.pop(key, None)
         if kept is not None:
-            self._bytes -= len(kept.encoded)
+            self._bytes -= kept.weight
         if (
             kept is not None
             and kept.encoder is encoder
@@ -96,25 +103,24 @@ class EncodedPrefixes:
             and len(kept.messages) <= len(messages)
             and all(map(operator.is_, kept.messages, messages))
         ):
-            begin, head = len(kept.messages), kept.encoded
+            begin, head, held = len(kept.messages), kept.encoded, kept.held
         else:
-            begin, head = 0, b""
+            begin, head, held = 0, b"", 0
         new = encoder(request, begin)
         body = _joined(head, new.items)
         if new.stable > 0:
             stable = body if new.count == len(new.items) else _joined(head, new.items[: new.count])
-            self._keep(key, encoder, request, new.stable, stable)
+            held += sum(footprint(m) for m in messages[begin : new.stable])
+            kept_messages = tuple(messages[: new.stable])
+            self._keep(key, _Prefix(encoder, request.instructions, kept_messages, stable, held))
         return body
 
-    def _keep(
-        self, key: int, encoder: ItemEncoder, request: ModelRequest, count: int, encoded: bytes
-    ) -> None:
-        messages = tuple(request.messages[:count])
-        self._entries[key] = _Prefix(encoder, request.instructions, messages, encoded)
-        self._bytes += len(encoded)
+    def _keep(self, key: int, prefix: _Prefix) -> None:
+        self._entries[key] = prefix
+        self._bytes += prefix.weight
         while self._entries and (self._bytes > self._limit or len(self._entries) > self._sessions):
             dropped = self._entries.pop(next(iter(self._entries)))
-            self._bytes -= len(dropped.encoded)
+            self._bytes -= dropped.weight
 
 
 def encode_body(

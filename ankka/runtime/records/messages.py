@@ -13,10 +13,12 @@ cache), so it builds the values directly, positionally.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 __all__ = [
+    "MESSAGE_OVERHEAD",
     "MESSAGE_TYPES",
     "AssistantMessage",
     "Message",
@@ -27,6 +29,7 @@ __all__ = [
     "ToolResult",
     "Usage",
     "UserMessage",
+    "footprint",
 ]
 
 
@@ -265,3 +268,21 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     ToolResult,
     SummaryMessage,
 )
+
+
+MESSAGE_OVERHEAD = 512
+"""Bytes a message held in memory takes beside its strings (its objects, its call's figures;
+measured in tests/unit/test_session_cache_bytes.py)."""
+
+
+def footprint(message: Message) -> int:
+    """An estimate of the bytes a message holds in memory, for the caches that keep messages
+    (bounded by bytes): its strings as the interpreter stores them (one to four bytes a
+    character), and :data:`MESSAGE_OVERHEAD`."""
+    size = MESSAGE_OVERHEAD
+    if isinstance(message, AssistantMessage):
+        size += sys.getsizeof(message.content or "")
+        size += sum(sys.getsizeof(c.arguments) + sys.getsizeof(c.name) for c in message.tool_calls)
+    else:
+        size += sys.getsizeof(message.content)
+    return size

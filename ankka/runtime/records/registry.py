@@ -29,7 +29,7 @@ from ankka.runtime.records.approvals import APPROVAL_RECORD_TYPES, ApprovalRecor
 from ankka.runtime.records.compaction import CompactionRecord, CompactionRejected, HistoryCompacted
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import McpToolsRecord
+from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord
 from ankka.runtime.records.messages import (
     MESSAGE_TYPES,
     AssistantMessage,
@@ -44,6 +44,7 @@ __all__ = ["RECORD_TYPES", "Entry", "Record", "StoredEvent", "decode", "encode",
 Record = (
     Message
     | McpToolsRecord
+    | McpToolsChanged
     | CompactionRecord
     | UnwrittenCalls
     | SessionOpened
@@ -55,7 +56,8 @@ Record = (
 """What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
 decision, an approved call's start or a turn's end (:mod:`ankka.runtime.records.approvals`). An
 :class:`McpToolsRecord` is the MCP tool listing a turn used (its digest, the list when it
-changed); it is not part of the conversation, nor are the compaction records, the accounting
+changed; :class:`McpToolsChanged` when the runtime recorded only what changed); it is not
+part of the conversation, nor are the compaction records, the accounting
 of a turn that wrote no messages (:class:`UnwrittenCalls`), who opened the session
 (:class:`SessionOpened`), the tokens a turn's judged guardrails spent
 (:class:`JudgmentUsage`) or a task iteration's marks (:class:`IterationStarted`,
@@ -66,6 +68,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     AssistantMessage,
     ToolResult,
     McpToolsRecord,
+    McpToolsChanged,
     HistoryCompacted,
     CompactionRejected,
     UnwrittenCalls,

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from ankka._kernel.errors import RequestError
+from ankka.runtime.records.delegation import TreeView
 from ankka.runtime.records.messages import Usage
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "InstanceRecord",
     "InstanceState",
     "TASK_SESSION_PREFIX",
+    "TaskBudget",
     "TaskRecord",
     "TaskSpec",
     "TaskState",
@@ -108,14 +110,38 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskBudget:
+    """A budget its creator gave one task (at most its type's): iterations, tokens, or both."""
+
+    iterations: int | None = None
+    tokens: int | None = None
+
+    def as_dict(self) -> dict[str, int]:
+        data: dict[str, int] = {}
+        if self.iterations is not None:
+            data["iterations"] = self.iterations
+        if self.tokens is not None:
+            data["tokens"] = self.tokens
+        return data
+
+
+@dataclass(frozen=True, slots=True)
 class TaskSpec:
-    """What the creator of a task said: the part that must match when an id is reused."""
+    """What the creator of a task said: the part that must match when an id is reused.
+
+    ``budget``: the creator's own, below the type's. ``parent`` and ``lineage``: a delegated
+    child's parent task and the chain of agents from its root to the parent (for a child
+    another runtime's task delegated, the parent is that runtime's task). A spec without them
+    is spelt, and so digested, as before they existed."""
 
     agent: str
     type: str
     instructions: str
     attachments: tuple[Attachment, ...] = ()
     depends_on: tuple[str, ...] = ()
+    budget: TaskBudget | None = None
+    parent: str | None = None
+    lineage: tuple[str, ...] = ()
     # How its creator names it, for people (the operator: the Task's <namespace>/<name>); not
     # part of what must match when the id is reused, so a task handed before it was sent
     # is the same task.
@@ -129,6 +155,12 @@ class TaskSpec:
             "attachments": [a.as_dict() for a in self.attachments],
             "depends_on": list(self.depends_on),
         }
+        if self.budget is not None:
+            data["budget"] = self.budget.as_dict()
+        if self.parent is not None:
+            data["parent"] = self.parent
+        if self.lineage:
+            data["lineage"] = list(self.lineage)
         if self.name is not None:
             data["name"] = self.name
         return data
@@ -149,8 +181,21 @@ class TaskSpec:
                 for a in data.get("attachments", ())
             ),
             depends_on=tuple(str(d) for d in data.get("depends_on", ())),
+            budget=_budget(data.get("budget")),
+            parent=data.get("parent"),
+            lineage=tuple(str(a) for a in data.get("lineage", ())),
             name=str(data["name"]) if data.get("name") is not None else None,
         )
+
+
+def _budget(data: Any) -> TaskBudget | None:
+    if not data:
+        return None
+    iterations, tokens = data.get("iterations"), data.get("tokens")
+    return TaskBudget(
+        int(iterations) if iterations is not None else None,
+        int(tokens) if tokens is not None else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +218,7 @@ class TaskRecord:
     created_by: str = "local"
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    tree: TreeView | None = None  # read with the record where the tree is shown (GET)
 
     @property
     def final(self) -> bool:

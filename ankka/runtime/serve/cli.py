@@ -20,14 +20,18 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ankka._kernel import serve, tracing
+from ankka._kernel.drain import Drain
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
 from ankka.runtime.serve.a2a import options as a2a_options
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
     from ankka.runtime.drivers.request import Runtime
@@ -158,6 +162,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "turns it on)",
     )
     parser.add_argument(
+        "--session-cache-mb",
+        type=_positive_int,
+        default=DEFAULT_CACHE_BYTES // 2**20,
+        metavar="MB",
+        help="memory the folds of recent sessions may take, an estimate (%(default)s MiB; "
+        "past it the least recently used are read from the store again)",
+    )
+    parser.add_argument(
         "--access-file",
         metavar="FILE",
         help="the session policy (YAML or JSON: service and agents, each read/write/decide "
@@ -167,7 +179,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     serve.add_limit_options(parser)
 
 
-def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r}: give 1 or more")
+    return value
+
+
+def _reviewer(
+    args: argparse.Namespace, registry: CollectorRegistry | None = None
+) -> TokenReviewer | None:
     if not args.token_review_url:
         return None
     from pathlib import Path
@@ -184,17 +208,17 @@ def _reviewer(args: argparse.Namespace) -> TokenReviewer | None:
         settings = replace(settings, credential_file=Path(args.token_review_credential))
     if args.token_review_ca:
         settings = replace(settings, ca_file=Path(args.token_review_ca))
-    return TokenReviewer(settings)
+    return TokenReviewer(settings, registry=registry)
 
 
 def _identity(
-    args: argparse.Namespace,
+    args: argparse.Namespace, registry: CollectorRegistry | None = None
 ) -> tuple[Identify, ReloadingServerTLS | None, TokenReviewer | None]:
     """How callers are identified, by the rule in :mod:`ankka.runtime.serve.identity`; says so."""
     from ankka._kernel.tls import ReloadingServerTLS, TLSFilesError
 
     tokens = load_tokens(args.token_file) if args.token_file else None
-    reviewer = _reviewer(args)
+    reviewer = _reviewer(args, registry)
     tls = None
     if args.tls_dir:
         try:
@@ -276,10 +300,7 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.features.mcp.setup import servers_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
     from ankka.runtime.providers.retry import TurnRetry
-    from ankka.runtime.store.approval_index import ApprovalIndex
-    from ankka.runtime.store.open import open_store, sqlite_path
-    from ankka.runtime.store.open_tasks import open_task_store
-    from ankka.runtime.store.session_leases import open_leases
+    from ankka.runtime.store.open import Store, sqlite_path
 
     if args.console not in ("on", "off"):
         say(
@@ -300,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     limits = serve.limits_from(args)
     try:
-        identify, tls, reviewer = _identity(args)
+        identify, tls, reviewer = _identity(args, metrics.registry)
         policy = service.policy()
         if args.access_file is not None:
             named = [*service.agents, *service.autonomous_agents]
@@ -319,28 +340,27 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         try:
-            store = await open_store(args.store)
-            task_store = await open_task_store(args.store)
+            # One database: the journal, the task tables, the approval index and the leases.
+            store = await Store.open(args.store)
         except AnkkaError as exc:
             say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
             return 2
         try:
-            leases = await open_leases(task_store)
-        except AnkkaError as exc:
+            return await served(store)
+        finally:
             await store.close()
-            await task_store.close()
-            say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
-            return 2
-        index = ApprovalIndex(task_store)
+
+    async def served(store: Store) -> int:
         context = Context.open(
             service,
-            store=store,
+            store=store.journal_store,
             providers=providers,
             metrics=metrics,
             mcp=mcp,
-            compaction=CompactionSetup(override=compaction, leases=leases),
-            approvals=index,
+            compaction=CompactionSetup(override=compaction, leases=store.leases),
+            approvals=store.approvals,
             policy=policy,
+            cache_bytes=args.session_cache_mb * 2**20,
             # The one retry layer is the engine's: a turn's calls by this policy, a task's by
             # its driver's (providers/retry.py).
             turn_retry=TurnRetry(),
@@ -348,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
         runtime = Runtime(context, timers=Timers(notice_seconds=args.approval_notice_seconds))
         tasks = TaskHost(
             context,
-            store=task_store,
+            store=store.tasks,
             options=HostOptions(
                 lease_seconds=args.lease_seconds,
                 max_instances=args.max_instances,
@@ -372,51 +392,54 @@ def run(args: argparse.Namespace) -> int:
         # module 'httpx'"). The socket is bound and listening already, so a caller who connects
         # meanwhile waits, never is refused.
         await asyncio.to_thread(_import_http)
-        try:
-            async with runtime, contextlib.AsyncExitStack() as stack:
-                if mcp is not None:
-                    # Connects every MCP server (a server that is down does not hold the start:
-                    # /readyz names it) and ends their sessions, in this task, at shutdown.
-                    await stack.enter_async_context(mcp)
-                # The task host resumes every instance with work as it starts: no request
-                # needed.
-                await stack.enter_async_context(tasks)
-                if tls is not None:
-                    await stack.enter_async_context(tls)
-                if probe_sock is not None:
-                    await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
-                if reviewer is not None:
-                    await stack.enter_async_context(reviewer)
-                from ankka.runtime.serve.http import create_app
+        async with runtime, contextlib.AsyncExitStack() as stack:
+            if mcp is not None:
+                # Connects every MCP server (a server that is down does not hold the start:
+                # /readyz names it) and ends their sessions, in this task, at shutdown.
+                await stack.enter_async_context(mcp)
+            # The task host resumes every instance with work as it starts: no request
+            # needed.
+            await stack.enter_async_context(tasks)
+            if tls is not None:
+                await stack.enter_async_context(tls)
+            if probe_sock is not None:
+                await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
+            if reviewer is not None:
+                await stack.enter_async_context(reviewer)
+            from ankka.runtime.serve.http import create_app
 
-                tokens = "kubernetes-service-account" if reviewer is not None else "static"
-                a2a = a2a_options.from_options(
-                    args,
-                    runtime,
-                    tasks,
-                    bearer_format=tokens if args.token_file or reviewer else None,
-                )
-                await stack.enter_async_context(a2a)
-                app = create_app(
-                    runtime,
-                    tasks,
-                    max_body=args.max_body_bytes,
-                    identify=identify,
-                    approver_header=args.approver_header,
-                    console=args.console == "on",
-                    a2a=a2a,
-                )
-                await serve.serve_forever(
-                    # One SERVER span per request, continuing the caller's traceparent.
-                    app if traces is None else tracing.ServerSpans(app, traces.tracer),
-                    sock,
-                    name="ankka serve",
-                    access_log=args.access_log,
-                    limits=limits,
-                    ssl_context=tls.context if tls is not None else None,
-                )
-        finally:
-            await task_store.close()
+            tokens = "kubernetes-service-account" if reviewer is not None else "static"
+            a2a = a2a_options.from_options(
+                args,
+                runtime,
+                tasks,
+                bearer_format=tokens if args.token_file or reviewer else None,
+            )
+            await stack.enter_async_context(a2a)
+            app = create_app(
+                runtime,
+                tasks,
+                max_body=args.max_body_bytes,
+                identify=identify,
+                approver_header=args.approver_header,
+                console=args.console == "on",
+                a2a=a2a,
+            )
+            # At SIGTERM what is in flight is answered in the API's shape, never dropped.
+            drained = Drain(
+                # One SERVER span per request, continuing the caller's traceparent.
+                app if traces is None else tracing.ServerSpans(app, traces.tracer),
+                name="ankka serve",
+            )
+            await serve.serve_forever(
+                drained,
+                sock,
+                name="ankka serve",
+                access_log=args.access_log,
+                limits=limits,
+                ssl_context=tls.context if tls is not None else None,
+                on_stop=drained.stop,
+            )
         return 0
 
     try:

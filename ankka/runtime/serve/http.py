@@ -17,7 +17,8 @@ render.
   "approvals": [...]}`` (a stream ends with an ``awaiting_approval`` event).
 - ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
   (:mod:`ankka.runtime.serve.openapi`).
-- ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session).
+- ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session);
+  ``detail`` names the tools an MCP server's listing left out, and a listing served stale.
 - ``GET /v1/mcp/oauth/callback``: an authorization server's answer to a person's consent
   for an MCP server (:mod:`ankka.runtime.serve.mcp_routes`).
 - The task routes (autonomous agents), from :mod:`ankka.runtime.serve.tasks_http`.
@@ -39,6 +40,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -51,7 +53,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from ankka._kernel.errors import AnkkaError, RequestError
+from ankka._kernel.errors import AnkkaError, RequestError, StoreError
 from ankka._kernel.exposition import CONTENT_TYPE
 from ankka.runtime.drivers.request import Runtime, TurnResult
 from ankka.runtime.drivers.tasks.host import TaskHost
@@ -100,8 +102,14 @@ def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
 
 async def _error_response(request: Request, exc: Exception) -> Response:
     status, body = error_json(exc)
-    headers = exc.headers if isinstance(exc, HTTPException) else None  # Allow, on a 405
-    return JSONResponse(body, status_code=status, headers=headers)
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # Allow (405)
+    if isinstance(exc, AnkkaError) and exc.retry_after is not None:
+        # A store outage, a caller over its TokenReview rate: try again then (whole seconds).
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    if isinstance(exc, StoreError) and status >= 500:
+        # A dependency's failure, said in one line: the store names itself and what to do.
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 # Every route's errors are answered here. An ExceptionMiddleware of our own, not Starlette's
@@ -289,10 +297,17 @@ def create_app(
 
     async def readyz(request: Request) -> Response:
         # Not ready while a declared MCP server has no session: its tools would be missing.
+        # Ready, with ``detail``, while a server's listing left tools out or its last good
+        # listing is served because refreshing it fails.
         missing = runtime.missing()
+        mcp = runtime.context.mcp
+        detail = mcp.detail() if mcp is not None else {}
+        body: dict[str, Any] = {"ok": not missing}
         if missing:
-            return JSONResponse({"ok": False, "missing": missing}, status_code=503)
-        return JSONResponse({"ok": True})
+            body["missing"] = missing
+        if detail:
+            body["detail"] = detail
+        return JSONResponse(body, status_code=503 if missing else 200)
 
     async def metrics(request: Request) -> Response:
         return Response(runtime.metrics.render(), media_type=CONTENT_TYPE)

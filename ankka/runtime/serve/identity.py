@@ -124,7 +124,9 @@ class Identify:
         if self._reviewer is not None and not _sent_certificate(scope):
             sent = _bearer(scope)
             if sent is not None and self._static(sent) is None:
-                return await self._reviewer.review(sent)
+                client = scope.get("client")
+                source = str(client[0]) if client else ""
+                return await self._reviewer.review(sent, source=source)
         return self.caller(scope)
 
     def _static(self, sent: str) -> str | None:

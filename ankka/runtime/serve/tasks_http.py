@@ -34,9 +34,11 @@ from starlette.routing import Route
 
 from ankka._kernel.errors import NotFound, RequestError
 from ankka._kernel.identity import is_platform
+from ankka.runtime.declare.autonomous import MAX_BUDGET, MAX_TOKENS
 from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
 from ankka.runtime.drivers.tasks.host import InstanceView, TaskHost
 from ankka.runtime.drivers.tasks.notify import Dropped, Notice, Subscription
+from ankka.runtime.records.delegation import TreeView
 from ankka.runtime.records.tasks import (
     MAX_ATTACHMENT,
     MAX_ATTACHMENTS,
@@ -45,6 +47,7 @@ from ankka.runtime.records.tasks import (
     MAX_INSTRUCTIONS,
     Attachment,
     InstanceState,
+    TaskBudget,
     TaskRecord,
     TaskSpec,
     check_id,
@@ -73,6 +76,12 @@ class AttachmentBody(BaseModel):
     ref: str | None = Field(default=None, max_length=2048)
 
 
+class BudgetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    iterations: int | None = Field(default=None, ge=1, le=MAX_BUDGET)
+    tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+
+
 class TaskBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: str = Field(min_length=1, max_length=MAX_ID)
@@ -82,6 +91,7 @@ class TaskBody(BaseModel):
     )
     depends_on: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     instance: str | None = Field(default=None, max_length=MAX_ID)
+    budget: BudgetBody | None = None
     # A name for people (the operator sends the Task's <namespace>/<name>); the console shows it.
     name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
 
@@ -100,12 +110,14 @@ def _spec(agent: str, body: TaskBody) -> TaskSpec:
                 "a tool can fetch)"
             )
         attachments.append(Attachment(item.name or f"attachment-{index}", item.text, item.ref))
+    budget = body.budget
     return TaskSpec(
         agent,
         body.type,
         body.instructions,
         tuple(attachments),
         tuple(body.depends_on),
+        TaskBudget(budget.iterations, budget.tokens) if budget is not None else None,
         name=body.name,
     )
 
@@ -114,20 +126,30 @@ async def _body(request: Request) -> TaskBody:
     return parse_body(
         await request.body(),
         TaskBody,
-        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?}',
+        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?, "budget"?}',
     )
 
 
 def task_json(record: TaskRecord) -> dict[str, Any]:
+    tree = record.tree or TreeView(
+        parent=record.spec.parent, tree_usage=record.usage, tree_iterations=record.iterations_used
+    )
     return {
         "id": record.id,
         "name": record.spec.name,
         "agent": record.spec.agent,
         "type": record.spec.type,
         "state": record.state.value,
+        "end": tree.end if record.final else None,
         "instance": record.instance,
         "iterations": {"used": record.iterations_used, "budget": record.budget},
+        "tree_iterations": tree.tree_iterations,
+        "tokens": _tokens(tree),
         "usage": record.usage.as_dict(),
+        "tree_usage": tree.tree_usage.as_dict(),
+        "parent": tree.parent,
+        "children": list(tree.children),
+        "handoffs": list(tree.handoffs),
         "cost": COST_UNKNOWN,
         "result": record.result,
         "reason": record.reason,
@@ -139,6 +161,14 @@ def task_json(record: TaskRecord) -> dict[str, Any]:
         "created_at": record.created_at.isoformat() if record.created_at else None,
         "updated_at": record.updated_at.isoformat() if record.updated_at else None,
     }
+
+
+def _tokens(tree: TreeView) -> dict[str, int] | None:
+    """A task's token budget and what is claimed of it (its tree's spend and its working
+    children's grants), when it has one."""
+    if tree.token_budget is None:
+        return None
+    return {"budget": tree.token_budget, "claimed": tree.tokens_claimed}
 
 
 def instance_json(view: InstanceView) -> dict[str, Any]:
@@ -203,37 +233,55 @@ def sse(event: str, data: object, number: int | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
+# How often a task's stream, hearing nothing, reads the task's record: its end is told even
+# when the notification of it was lost on the way from another process (the relay is live,
+# not durable).
+RECHECK = 5.0
+
+Ended = Callable[[], Awaitable[Notice | None]]
+
+
 async def event_stream(
     subscription: Subscription,
     snapshot: bytes,
     *,
-    ends_with_task: bool,
     seconds: float | None,
+    ended: Ended | None = None,
     keep: Callable[[Notice], Awaitable[bool]] | None = None,
+    recheck: float = RECHECK,
 ) -> AsyncIterator[bytes]:
     """The stream: ``snapshot``, then the events (those ``keep`` keeps); for ``seconds``
-    when given."""
+    when given. ``ended``: a task's stream, which ends after the task's final event (or,
+    heard of no other way, the end its record shows)."""
     yield snapshot
     loop = asyncio.get_running_loop()
     until = loop.time() + seconds if seconds is not None else None
+    quiet_since = loop.time()
     while True:
         left = until - loop.time() if until is not None else KEEP_ALIVE
         if left <= 0:
             return
+        wait = min(KEEP_ALIVE, left, recheck if ended is not None else KEEP_ALIVE)
         try:
-            async with asyncio.timeout(min(KEEP_ALIVE, left)):
+            async with asyncio.timeout(wait):
                 item = await subscription.next()
         except TimeoutError:
-            if until is None or loop.time() < until:
+            final = await ended() if ended is not None else None
+            if final is not None:
+                yield sse(final.event, final.as_dict(), final.number)
+                return
+            if loop.time() - quiet_since >= KEEP_ALIVE and (until is None or loop.time() < until):
                 yield b": keep-alive\n\n"
+                quiet_since = loop.time()
             continue
+        quiet_since = loop.time()
         if isinstance(item, Dropped):
             yield sse("dropped", {"count": item.count})
             continue
         if keep is not None and not await keep(item):
             continue
         yield sse(item.event, item.as_dict(), item.number)
-        if ends_with_task and item.event in _FINAL_EVENTS:
+        if ended is not None and item.event in _FINAL_EVENTS and "parent" not in item.data:
             return
 
 
@@ -301,6 +349,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
         request: Request,
         key: tuple[str, ...],
         snapshot: Callable[[], Awaitable[tuple[bytes, bool]]],
+        ended: Ended | None = None,
     ) -> Response:
         seconds = wait_seconds(request) if "wait" in request.query_params else None
         # Subscribed before the snapshot is read, so nothing falls between the two.
@@ -316,9 +365,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
                 if done:
                     yield first
                     return
-                events = event_stream(
-                    subscription, first, ends_with_task=key[0] == "task", seconds=seconds
-                )
+                events = event_stream(subscription, first, ended=ended, seconds=seconds)
                 async for chunk in events:
                     yield chunk
             finally:
@@ -336,7 +383,19 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
             record = await host.get(task)
             return sse("snapshot", task_json(record)), record.final
 
-        return await notifications(request, ("task", task), snapshot)
+        async def ended() -> Notice | None:
+            record = await host.get(task)
+            if not record.final:
+                return None
+            return host.notifier.notice(
+                f"task_{record.state.value}",  # as the final event is published
+                agent=record.spec.agent,
+                instance=record.instance,
+                task=task,
+                reason=record.reason,
+            )
+
+        return await notifications(request, ("task", task), snapshot, ended)
 
     async def instance_notifications(request: Request) -> Response:
         agent = request.path_params["agent"]

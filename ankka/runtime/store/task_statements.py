@@ -1,8 +1,9 @@
 """The task store's transactions: each function is one transaction's work.
 
-A store (:mod:`.sqlite_store`, :mod:`.postgres_store`) runs one of these inside a transaction
-(``store.write(lambda tx: put(tx, ...))``); the statements are written once, with ``?``
-placeholders, for both databases.
+The store's database (:mod:`.sqlite`, :mod:`.postgres`) runs one of these inside a transaction
+(``store.tasks.write(lambda tx: put(tx, ...))``), alone or with a journal append
+(``journal.commit(session, records, expected=..., then=partial(complete_iteration, ...))``);
+the statements are written once, with ``?`` placeholders, for both databases.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ankka._kernel.errors import NotFound, RequestError
+from ankka.runtime.records.delegation import End
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.records.tasks import (
     FINAL,
@@ -27,6 +29,7 @@ from ankka.runtime.records.tasks import (
     next_task,
     own_instance_id,
 )
+from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.leases import claim, release, renew
 from ankka.runtime.store.tasks import (
     LIVE_EXCLUDED,
@@ -39,11 +42,13 @@ from ankka.runtime.store.tasks import (
 )
 
 __all__ = [
+    "Column",
     "add_usage",
     "cancel",
     "claim",
     "complete_iteration",
     "finish",
+    "hand_off",
     "get",
     "get_instance",
     "pick",
@@ -55,7 +60,9 @@ __all__ = [
     "set_instance",
     "update",
     "WITH_WORK",
+    "WITH_WORK_MARKS",
     "with_work",
+    "with_work_marks",
 ]
 
 
@@ -119,7 +126,11 @@ def put(
     budget: int,
     created_by: str,
     now: datetime,
+    tokens: int | None = None,
 ) -> tuple[TaskRecord, bool, list[Ended]]:
+    """Create ``task`` (or find it, when the same body was sent before) with ``budget``
+    iterations and, when given, ``tokens`` for its tree. A spec naming a parent of another
+    runtime's (``spec.lineage``) starts a tree row of its own, as does a token budget."""
     existing = get(tx, task)
     if existing is not None:
         return _again(tx, existing, spec, instance, now, created_by)
@@ -157,6 +168,10 @@ def put(
     for dependency in spec.depends_on:
         tx.rows("INSERT INTO ankka_task_deps (task, depends_on) VALUES (?, ?)", (task, dependency))
     ended: list[Ended] = []
+    if tokens is not None or spec.lineage:
+        made = get(tx, task)
+        assert made is not None
+        tree.ensure_root(tx, made, token_budget=tokens, lineage=spec.lineage)
     states = _states(tx, spec.depends_on)
     gone = [d for d in spec.depends_on if states[d] in (TaskState.FAILED, TaskState.CANCELLED)]
     if gone:
@@ -175,7 +190,7 @@ def _again(
     now: datetime,
     created_by: str,
 ) -> tuple[TaskRecord, bool, list[Ended]]:
-    if existing.spec.digest() != spec.digest():
+    if existing.spec.digest() != spec.digest() and not _created_as(tx, existing.id, spec):
         raise Conflict(
             f"task {existing.id!r} already exists with a different body (agent, type, "
             "instructions, attachments or depends_on); a task id names one task for good"
@@ -204,6 +219,49 @@ def _again(
     return record, False, []
 
 
+def _created_as(tx: Transaction, task: str, spec: TaskSpec) -> bool:
+    """Whether ``task`` was created with ``spec`` (its body when it was created: a task
+    handed on to another agent since is still the one its creator sent)."""
+    found = tx.rows("SELECT digest FROM ankka_tasks WHERE id = ?", (task,))
+    return bool(found) and found[0][0] == spec.digest()
+
+
+def hand_off(
+    tx: Transaction, task: str, *, to: str, note: str, now: datetime
+) -> tuple[TaskRecord, TaskRecord] | None:
+    """Give ``task`` to agent ``to`` (docs/delegation.md, "Handoff"): it keeps its id, its
+    session, its iterations used and its budget, and is assigned to an instance of its own
+    of ``to``'s; the first agent's instance moves on (its own instance ends). The task's
+    tree row lists the handoff. The task as it was and as it is now, or None when it has
+    ended or is ``to``'s already (a handoff recorded before a restart)."""
+    current = get(tx, task)
+    if current is None or current.final or current.spec.agent == to:
+        return None
+    if current.own_instance and current.instance is not None:
+        _end_instance(tx, current.spec.agent, current.instance)
+    where = own_instance_id(task)
+    _ensure_instance(tx, to, where, own=True, now=now, created_by=current.created_by)
+    moved = replace(current.spec, agent=to)
+    tx.rows(
+        "UPDATE ankka_tasks SET agent = ?, spec = ?, state = ?, instance = ?, own_instance = 1, "
+        "assigned_seq = ?, version = version + 1, updated_at = ? WHERE id = ?",
+        (
+            to,
+            json.dumps(moved.as_dict(), ensure_ascii=False),
+            TaskState.ASSIGNED.value,
+            where,
+            _next_seq(tx),
+            now.isoformat(),
+            task,
+        ),
+    )
+    handoff = {"from": current.spec.agent, "to": to, "at": now.isoformat(), "note": note}
+    tree.handed_off(tx, current, handoff)
+    record = get(tx, task)
+    assert record is not None
+    return current, record
+
+
 def _next_seq(tx: Transaction) -> int:
     row = tx.rows("SELECT COALESCE(MAX(assigned_seq), 0) FROM ankka_tasks")
     return int(row[0][0]) + 1
@@ -230,7 +288,11 @@ def _ensure_instance(
         )
 
 
-def update(tx: Transaction, task: str, now: datetime, **changes: Any) -> TaskRecord | None:
+# A value a task's column takes (text, a number, a flag as 0/1, or NULL).
+Column = str | int | float | None
+
+
+def update(tx: Transaction, task: str, now: datetime, **changes: Column) -> TaskRecord | None:
     """Change an unfinished task; a final task is left as it is (and None returned)."""
     sets = ", ".join(f"{column} = ?" for column in changes)
     found = tx.rows(
@@ -245,11 +307,21 @@ def complete_iteration(
     tx: Transaction, task: str, number: int, usage: Usage, now: datetime
 ) -> TaskRecord | None:
     """Record iteration ``number`` completed and add its usage, once: a repeated record
-    of the same iteration (after a restart) changes nothing."""
+    of the same iteration (after a restart) changes nothing. The usage joins the task's tree
+    and every ancestor's in the same transaction. A task ended meanwhile (by its parent, or
+    a deadline) still counts what its call spent; the record answered is then final."""
     current = get(tx, task)
     if current is None or current.iterations_used >= number:
         return current
     total = current.usage + usage
+    tree.spent(tx, task, number - current.iterations_used, usage, late=current.final)
+    if current.final:
+        tx.rows(
+            "UPDATE ankka_tasks SET iterations_used = ?, usage = ?, version = version + 1, "
+            "updated_at = ? WHERE id = ?",
+            (number, json.dumps(total.as_dict()), now.isoformat(), task),
+        )
+        return get(tx, task)
     return update(
         tx,
         task,
@@ -263,9 +335,10 @@ def complete_iteration(
 def add_usage(tx: Transaction, task: str, usage: Usage, now: datetime) -> TaskRecord | None:
     """Add tokens spent outside the iterations' model calls (judged guardrails)."""
     current = get(tx, task)
-    if current is None:
+    if current is None or current.final:
         return None
     total = current.usage + usage
+    tree.spent(tx, task, 0, usage)
     return update(tx, task, now, usage=json.dumps(total.as_dict()))
 
 
@@ -277,18 +350,27 @@ def finish(
     now: datetime,
     result: dict[str, Any] | None = None,
     reason: str | None = None,
+    end: End | None = None,
 ) -> list[Ended]:
-    """End ``task`` as ``state`` and, when it failed or was cancelled, cancel every task
-    depending on it at any depth, all in this transaction."""
+    """End ``task`` as ``state`` (``end`` saying how, when more than the state says) and, in
+    this transaction: tell its parent (settling what it was given), end its children that
+    have not ended (a child never outlives its parent) and, when it failed or was
+    cancelled, cancel every task depending on it at any depth."""
     assert state in FINAL
     current = get(tx, task)
     if current is None or current.final:
         return []
     encoded = json.dumps(result, ensure_ascii=False) if result is not None else None
     update(tx, task, now, state=state.value, result=encoded, reason=reason)
-    ended = [Ended(task, current.spec.agent, current.instance, state, reason)]
+    how = end or End(state.value)
+    final = replace(current, state=state)
+    ending = tree.ended(tx, final, how, result=result, reason=reason)
+    ended = [Ended(task, current.spec.agent, current.instance, state, reason, ending.woken)]
     if current.own_instance and current.instance is not None:
         _end_instance(tx, current.spec.agent, current.instance)
+    for child in ending.cancel:
+        why = f"its parent {task!r} ended ({how.value})"
+        ended += finish(tx, child, TaskState.CANCELLED, reason=why, now=now)
     if state == TaskState.COMPLETED:
         return ended
     dependants: dict[str, list[str]] = {}
@@ -385,6 +467,23 @@ def with_work(tx: Transaction) -> list[tuple[str, str]]:
     whole table."""
     rows = tx.rows(WITH_WORK)
     return [(r[0], r[1]) for r in rows]
+
+
+# The same instances as ``WITH_WORK``, each with its mark: the greatest version of its tasks
+# being worked (``tree_statements.mark``). A task's row changes when something happens to it
+# (a child's end changes its parent's), so a scheduler keeping an instance idle at one mark
+# takes it up again when the mark moves, whichever process made the change.
+WITH_WORK_MARKS = (
+    "SELECT t.agent, t.instance, MAX(t.version) FROM ankka_tasks t "
+    f"WHERE t.state NOT IN {LIVE_EXCLUDED} AND EXISTS (SELECT 1 FROM ankka_instances i "
+    "WHERE i.agent = t.agent AND i.id = t.instance AND i.state = 'active') "
+    "GROUP BY t.agent, t.instance ORDER BY t.agent, t.instance"
+)
+
+
+def with_work_marks(tx: Transaction) -> list[tuple[tuple[str, str], int]]:
+    """:func:`with_work`, each instance with its mark; reads ``ankka_tasks_live`` too."""
+    return [((r[0], r[1]), int(r[2])) for r in tx.rows(WITH_WORK_MARKS)]
 
 
 def _no_task(task: str) -> RequestError:

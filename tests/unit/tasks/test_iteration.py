@@ -31,9 +31,7 @@ from ankka.runtime.records.messages import (
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.tasks import InstanceState, TaskSpec, TaskState
 from ankka.runtime.store import task_statements as statements
-from ankka.runtime.store.journal import Journal
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.store.open import Store
 from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType
 from examples.tasks import lookup
 from examples.tasks import service as example
@@ -158,7 +156,11 @@ async def test_the_model_is_shown_the_task_whole_with_both_built_in_tools(
 async def test_the_model_is_told_as_it_nears_the_end_in_the_newest_message_only(
     make_host: MakeHost,
 ) -> None:
-    provider = ScriptedProvider([LOOKUP, LOOKUP, LOOKUP, LOOKUP, complete(GOOD)], name="default")
+    lookups = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"topic": t}}]}
+        for t in ("ankka", "sqlite", "postgresql", "kubernetes")
+    ]
+    provider = ScriptedProvider([*lookups, complete(GOOD)], name="default")
     host = await make_host(example, provider)
     await put(host, "t1")
     assert (await finished(host, "t1")).state == TaskState.COMPLETED
@@ -535,8 +537,8 @@ async def recorded_without_completion(tmp_path: Path, marked: bool) -> None:
     """What a process killed between recording a response and its completion on the task
     record leaves behind: iteration 1's lookup response (with its marks when ``marked``)."""
     now = datetime.now(UTC)
-    journal = Journal(await SqliteStore.open(tmp_path / "store.sqlite3"))
-    store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
+    opened = await Store.open(tmp_path / "store.sqlite3")
+    journal, store = opened.journal, opened.tasks
     spec = TaskSpec("researcher", "summary", "Summarise ankka.")
     await store.write(
         lambda tx: statements.put(
@@ -555,8 +557,7 @@ async def recorded_without_completion(tmp_path: Path, marked: bool) -> None:
     if marked:
         records = [IterationStarted(1), response, IterationCompleted(1, Usage(7, 3))]
     await journal.append("task:t1", records, expected=0)
-    await store.close()
-    await journal.close()
+    await opened.close()
 
 
 async def test_a_response_recorded_without_its_completion_is_counted_once_on_resume(

@@ -32,12 +32,12 @@ from ankka.runtime.drivers.tasks.decide import (
 from ankka.runtime.drivers.tasks.prompt import complete_spec, fail_spec
 from ankka.runtime.engine.executor import Executor, Ledger
 
-__all__ = ["CompleteTask", "FailTask"]
+__all__ = ["Builtin", "CompleteTask", "FailTask"]
 
 Failed = Callable[[str, str], Awaitable[None]]  # (error, condition): pauses, or ends the task
 
 
-class _Builtin:
+class Builtin:
     """A built-in tool: named by its spec, and never waits for a person."""
 
     __slots__ = ()
@@ -56,7 +56,7 @@ class _Builtin:
 
 
 @dataclass(frozen=True, slots=True)
-class FailTask(_Builtin):
+class FailTask(Builtin):
     """``fail_task``: its input is a reason; the task ends failed with it."""
 
     spec: ToolSpec
@@ -73,7 +73,7 @@ class FailTask(_Builtin):
 
 
 @dataclass(frozen=True, slots=True)
-class CompleteTask(_Builtin):
+class CompleteTask(Builtin):
     """``complete_task`` for one task of ``task_type``; ``rejected`` hears a refusal's reason
     (the task is ``result-rejected``), ``failed`` a check that raised."""
 

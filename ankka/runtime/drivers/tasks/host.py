@@ -23,7 +23,7 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -33,8 +33,9 @@ from ankka.runtime.drivers.context import Context
 from ankka.runtime.drivers.tasks.iteration import (
     LeaseLost,
     RetryPolicy,
+    Waiting,
     Workbench,
-    publish_ended,
+    told,
     work_task,
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
@@ -46,7 +47,9 @@ from ankka.runtime.records.tasks import (
     TaskState,
     check_id,
 )
+from ankka.runtime.store import delegate_statements
 from ankka.runtime.store import task_statements as statements
+from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.tasks import Picked, TaskStore
 
 __all__ = ["HostOptions", "InstanceView", "TaskHost"]
@@ -90,8 +93,19 @@ class TaskHost:
         self.service = context.service
         self.store = store
         self.clock = context.clock
-        self.notifier = Notifier(self.clock, buffer=options.notification_buffer)
-        self.bench = Workbench(context, store, self.notifier, options.sleep, options.retry)
+        # Other processes' notices reach this one's subscribers through the store's relay.
+        self.notifier = Notifier(
+            self.clock, buffer=options.notification_buffer, relay=store.notices()
+        )
+        self.bench = Workbench(
+            context,
+            store,
+            self.notifier,
+            options.sleep,
+            options.retry,
+            poke=self._work_made,
+            woken=self._woken,
+        )
         owner = options.owner
         lease_seconds = options.lease_seconds
         poll_seconds = options.poll_seconds
@@ -106,7 +120,10 @@ class TaskHost:
         self.pending_too_long = pending_too_long
         self.max_instances = max_instances
         self._workers: dict[Key, asyncio.Task[None]] = {}
-        self._idle: set[Key] = set()
+        # Instances with nothing to do for now: at a mark (waiting on children: taken up
+        # again when the mark moves), or None (waiting for a decision: until a poke or the
+        # idle recheck).
+        self._idle: dict[Key, int | None] = {}
         self._wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
         self._last_renewal = float("-inf")
@@ -131,8 +148,22 @@ class TaskHost:
         self._group = None
 
     def poke(self) -> None:
-        """Look for work now rather than at the next poll."""
-        self._idle.clear()
+        """Look for work now rather than at the next poll (an instance waiting on children is
+        taken up when its mark moves, not by every poke)."""
+        self._unidle()
+        self._wake.set()
+
+    def _unidle(self) -> None:
+        self._idle = {key: mark for key, mark in self._idle.items() if mark is not None}
+
+    def _work_made(self) -> None:
+        """A task was made here (a child): look for it now, waking no idle instance."""
+        self._wake.set()
+
+    def _woken(self, keys: Sequence[Key]) -> None:
+        """These instances have something new (a child of theirs ended): take them up now."""
+        for key in keys:
+            self._idle.pop(key, None)
         self._wake.set()
 
     @property
@@ -165,10 +196,13 @@ class TaskHost:
         if now - self._last_idle_reset >= self.idle_recheck_seconds:
             self._idle.clear()
             self._last_idle_reset = now
-        work: list[Key] = await self.store.read(statements.with_work)
-        for key in work:
+        await self._expire(now)
+        work = await self.store.read(statements.with_work_marks)
+        for key, mark in work:
             if len(self._workers) >= self.max_instances:
                 break  # the rest is left to other processes, or to a later tick
+            if key in self._idle and self._idle[key] not in (None, mark):
+                del self._idle[key]  # waiting on a child, and something changed since
             if key in self._workers or key in self._idle or key[0] not in self.agents:
                 continue
             until = now + self.lease_seconds
@@ -186,6 +220,15 @@ class TaskHost:
                 self._workers[key] = self._group.create_task(
                     self._run_instance(key), name=f"ankka-instance-{key[0]}/{key[1]}"
                 )
+
+    async def _expire(self, now: float) -> None:
+        """End the children past their deadline (any process may: it is one transaction, and
+        a child ended twice is ended once)."""
+        if not await self.store.read(lambda tx: tree.due(tx, now, 1)):
+            return
+        stamp = self.clock.now()
+        ended = await self.store.write(lambda tx: delegate_statements.expire(tx, now=stamp))
+        told(self.bench, ended)
 
     async def _run_instance(self, key: Key) -> None:
         agent_name, instance = key
@@ -221,11 +264,12 @@ class TaskHost:
             self._tell_waiting(agent.name, instance, picked.waiting)
             if picked.task is None:
                 if picked.waiting:
-                    self._idle.add((agent.name, instance))
+                    self._idle[(agent.name, instance)] = None
                 return
             task = picked.task
+            waiting: Waiting | None = None
             try:
-                await work_task(self.bench, agent, task)
+                waiting = await work_task(self.bench, agent, task)
             except (asyncio.CancelledError, LeaseLost, StoreError):
                 raise
             except Exception as exc:
@@ -234,10 +278,13 @@ class TaskHost:
                 log.exception("working task %s failed unexpectedly", task.id)
                 reason = f"the runtime failed working the task: {type(exc).__name__}: {exc}"
                 await self._finish(task.id, TaskState.FAILED, reason)
-            if await self._still_awaiting(task.id):
-                self._idle.add((agent.name, instance))
+            if waiting is not None:
+                self._idle[(agent.name, instance)] = waiting.mark
                 return
-            self._idle.clear()
+            if await self._still_awaiting(task.id):
+                self._idle[(agent.name, instance)] = None
+                return
+            self._unidle()
 
     async def _still_awaiting(self, task: str) -> bool:
         """The task waits for approval: its instance idles until a decision pokes the host
@@ -285,7 +332,7 @@ class TaskHost:
         ended = await self.store.write(
             lambda tx: statements.finish(tx, task, state, reason=reason, now=self.clock.now())
         )
-        publish_ended(self.notifier, ended)
+        told(self.bench, ended)
 
     # -- what the HTTP API asks -------------------------------------------------------------
 
@@ -313,13 +360,15 @@ class TaskHost:
             check_id(instance, "instance")
         for dependency in spec.depends_on:
             check_id(dependency, "dependency")
+        iterations, tokens = _budget_of(accepts.budget, accepts.tokens, spec)
         record, created, ended = await self.store.write(
             lambda tx: statements.put(
                 tx,
                 task,
                 spec,
                 instance=instance,
-                budget=accepts.budget,
+                budget=iterations,
+                tokens=tokens,
                 created_by=created_by,
                 now=self.clock.now(),
             )
@@ -328,12 +377,18 @@ class TaskHost:
             self.notifier.publish(
                 "task_assigned", agent=agent, instance=record.instance, task=record.id
             )
-        publish_ended(self.notifier, ended)
+        told(self.bench, ended)
         self.poke()
         return record, created
 
     async def get(self, task: str) -> TaskRecord:
-        record: TaskRecord | None = await self.store.read(lambda tx: statements.get(tx, task))
+        """The task's record, with its place in its tree."""
+
+        def read(tx: Any) -> TaskRecord | None:
+            found = statements.get(tx, task)
+            return replace(found, tree=tree.view(tx, found)) if found is not None else None
+
+        record: TaskRecord | None = await self.store.read(read)
         if record is None:
             raise NotFound(f"there is no task {task!r}")
         return record
@@ -361,9 +416,9 @@ class TaskHost:
         record, ended = await self.store.write(
             lambda tx: statements.cancel(tx, task, self.clock.now())
         )
-        publish_ended(self.notifier, ended)
+        told(self.bench, ended)
         self.poke()
-        return record
+        return await self.get(record.id)
 
     async def set_instance(self, agent: str, instance: str, state: InstanceState) -> InstanceView:
         if agent not in self.agents:
@@ -400,3 +455,15 @@ class TaskHost:
         if current is None and picked.task is not None and picked.task.started:
             current = picked.task.id
         return InstanceView(record, current, tuple(queue))
+
+
+def _budget_of(iterations: int, tokens: int | None, spec: TaskSpec) -> tuple[int, int | None]:
+    """A task's budget: its type's, lowered to what its creator gave it (never raised)."""
+    given = spec.budget
+    if given is None:
+        return iterations, tokens
+    if given.iterations is not None:
+        iterations = min(iterations, given.iterations)
+    if given.tokens is not None:
+        tokens = given.tokens if tokens is None else min(tokens, given.tokens)
+    return iterations, tokens

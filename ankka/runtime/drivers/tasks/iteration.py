@@ -37,15 +37,18 @@ from ankka.runtime.drivers.approvals import need_index
 from ankka.runtime.drivers.context import Context, Listed
 from ankka.runtime.drivers.tasks import prompt
 from ankka.runtime.drivers.tasks.decide import Decoded, decode_fail, decode_result, result_json
+from ankka.runtime.drivers.tasks.delegation import Delegations, note_of, tools_of
 from ankka.runtime.drivers.tasks.ending import CompleteTask, FailTask
 from ankka.runtime.drivers.tasks.notify import Notifier
 from ankka.runtime.engine.loop import Stopped, drive
 from ankka.runtime.engine.planning import provider_for
 from ankka.runtime.engine.session import SessionState
 from ankka.runtime.engine.steps import (
+    AwaitChildren,
     AwaitDecision,
     Decided,
     Ended,
+    Repeated,
     RunTool,
     TurnPlan,
     TurnState,
@@ -59,6 +62,7 @@ from ankka.runtime.records.approvals import (
     requests_for,
 )
 from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacted
+from ankka.runtime.records.delegation import Budget, Claims, End, exhausted
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted, iteration_of
 from ankka.runtime.records.judgments import JudgmentUsage
 from ankka.runtime.records.messages import (
@@ -72,11 +76,12 @@ from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import InstanceRecord, InstanceState, TaskRecord, TaskState
 from ankka.runtime.store import task_statements as statements
+from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.journal_store import ConcurrentAppend
 from ankka.runtime.store.tasks import Ended as EndedTask
 from ankka.runtime.store.tasks import TaskStore
 
-__all__ = ["LeaseLost", "RetryPolicy", "Workbench", "publish_ended", "work_task"]
+__all__ = ["LeaseLost", "RetryPolicy", "Waiting", "Workbench", "publish_ended", "work_task"]
 
 NO_TOOL_CALL = "no_tool_call"  # why an answer calling no tool is accounted, not recorded
 # Records another process may append to a task's session while its instance works it: a
@@ -105,6 +110,18 @@ class Workbench:
     notifier: Notifier
     sleep: Callable[[float], Awaitable[None]]
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    poke: Callable[[], None] = field(default=lambda: None)
+    """Tell the scheduler there is work (a child was made)."""
+    woken: Callable[[Sequence[tuple[str, str]]], None] = field(default=lambda keys: None)
+    """Tell the scheduler instances have something new (parents told of a child's end)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The task waits on its children; its instance leaves memory until its ``mark``
+    (:func:`ankka.runtime.store.tree_statements.mark`) changes."""
+
+    mark: int
 
 
 class LeaseLost(StoreError):
@@ -115,12 +132,23 @@ class LeaseLost(StoreError):
 
 class _End(Exception):
     def __init__(
-        self, state: TaskState, reason: str | None = None, result: dict[str, Any] | None = None
+        self,
+        state: TaskState,
+        reason: str | None = None,
+        result: dict[str, Any] | None = None,
+        *,
+        end: End | None = None,
     ) -> None:
         super().__init__(reason or state.value)
         self.state = state
         self.reason = reason
         self.result = result
+        self.end = end
+
+
+class _Gone(Exception):
+    """The task was ended by someone else (its parent's end, a deadline) while this instance
+    worked it: stop, ending nothing."""
 
 
 _END_EVENTS = {
@@ -130,7 +158,7 @@ _END_EVENTS = {
 }
 
 
-def publish_ended(notifier: Notifier, ended: list[EndedTask]) -> None:
+def publish_ended(notifier: Notifier, ended: Sequence[EndedTask]) -> None:
     for item in ended:
         notifier.publish(
             _END_EVENTS[item.state],
@@ -178,11 +206,14 @@ def _tell(
     bench.notifier.publish(event, agent=agent.name, instance=task.instance, task=task.id, **data)
 
 
-async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> None:
-    """Work ``task`` until it ends, its instance stops (suspended, terminated), or it is
-    cancelled. Raises :class:`LeaseLost` when another process took the task's records over."""
+async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> Waiting | None:
+    """Work ``task`` until it ends, its instance stops (suspended, terminated), it is
+    cancelled, or it waits on its children (:class:`Waiting`). Raises :class:`LeaseLost` when
+    another process took the task's records over."""
     try:
-        await _work(bench, agent, task)
+        return await _work(bench, agent, task)
+    except _Gone:
+        return None
     except _End as end:
         finished = end
         ended = await bench.store.write(
@@ -192,13 +223,23 @@ async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) 
                 finished.state,
                 result=finished.result,
                 reason=finished.reason,
+                end=finished.end,
                 now=bench.context.clock.now(),
             )
         )
-        publish_ended(bench.notifier, ended)
+        told(bench, ended)
+        return None
 
 
-async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> None:
+def told(bench: Workbench, ended: Sequence[EndedTask]) -> None:
+    """Publish what ended, and wake the parents told of it."""
+    publish_ended(bench.notifier, ended)
+    woken = [item.woken for item in ended if item.woken is not None]
+    if woken:
+        bench.woken(woken)
+
+
+async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> Waiting | None:
     accepts = agent.accepted(task.spec.type)
     if accepts is None:
         raise _End(
@@ -214,8 +255,8 @@ async def _work(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) -> N
     if not task.started:
         await work.input_guardrails()
         if not await work.start():
-            return
-    await work.run()
+            return None
+    return await work.run()
 
 
 class TaskWork:
@@ -235,6 +276,16 @@ class TaskWork:
         self.dependency_results: dict[str, Any] = {}
         self._rejected: str | None = None
         self._compactions = 0
+        self.handoffs = {h.tool: h.agent for h in agent.handoffs}
+        self.delegations = Delegations(
+            self.ctx,
+            bench.store,
+            bench.notifier,
+            agent,
+            task,
+            poke=bench.poke,
+            published=partial(told, bench),
+        )
 
     # --- the work --------------------------------------------------------------------------
 
@@ -286,7 +337,7 @@ class TaskWork:
         _tell(self.bench, "task_started", self.agent, task)
         return True
 
-    async def run(self) -> None:
+    async def run(self) -> Waiting | None:
         await self._complete_recorded()
         if self.agent.servers:  # a recorded answer's calls may be the servers' tools
             self.listed = await self.ctx.mcp_tools(
@@ -298,23 +349,61 @@ class TaskWork:
             )
         state = TurnState(self._plan(), *self._history())
         state.decided = await self._decided(state)
-        try:
-            end = await drive(
-                state,
-                executor=self.ctx.executor,
-                provider=provider_for(self.ctx.providers, self.agent.name, self.agent.model),
-                driver=self,
-                ledger=self.ledger,
-                retry=self.failures,
-            )
-        except ModelError as exc:  # one a retry cannot help (a refused key, ...)
-            raise _End(TaskState.FAILED, str(exc)) from exc
-        if isinstance(end, Ended):
-            raise self._ended(end)
-        if isinstance(end, AwaitDecision):
-            await self._hold(end.answer, end.waiting)
-            return
-        assert isinstance(end, Stopped), f"a task cannot end with {end!r}"
+        state.children = (await self.delegations.children(_last_answer(state.produced))).children
+        provider = provider_for(self.ctx.providers, self.agent.name, self.agent.model)
+        while True:
+            try:
+                end = await drive(
+                    state,
+                    executor=self.ctx.executor,
+                    provider=provider,
+                    driver=self,
+                    ledger=self.ledger,
+                    retry=self.failures,
+                    delegator=self.delegations,
+                )
+            except ModelError as exc:  # one a retry cannot help (a refused key, ...)
+                raise _End(TaskState.FAILED, str(exc)) from exc
+            if isinstance(end, Ended) and end.call.name in self.handoffs:
+                await self._hand_off(end)
+                return None
+            if isinstance(end, Ended):
+                raise self._ended(end)
+            if isinstance(end, AwaitDecision):
+                await self._hold(end.answer, end.waiting)
+                return None
+            if isinstance(end, Repeated):
+                raise _End(
+                    TaskState.FAILED,
+                    f"tool {end.call.name!r} was asked for {end.count} times with the same "
+                    f"arguments (digest {end.digest}; the agent's max_identical_calls is "
+                    f"{self.agent.max_identical_calls}): stopped before running it again",
+                    end=End.REPEATED_CALL,
+                )
+            if isinstance(end, AwaitChildren):
+                waiting = await self._await_children(state, end)
+                if waiting is None:
+                    continue  # a child ended meanwhile: its result is the next step
+                return waiting
+            assert isinstance(end, Stopped), f"a task cannot end with {end!r}"
+            return None
+
+    async def _await_children(self, state: TurnState, end: AwaitChildren) -> Waiting | None:
+        """The calls left wait on children: read them again (with the instance's mark, in one
+        read); None when one has ended meanwhile, else wait (leave memory) until the mark
+        changes. A task cancelled meanwhile ends here, and its children with it."""
+        read = await self.delegations.children(end.answer)
+        if read.task is None or read.task.final:
+            raise _Gone()
+        if read.task.cancel_requested:
+            raise _End(TaskState.CANCELLED, "cancelled")
+        state.children = read.children
+        if any(
+            (child := read.children.get(call.id)) is not None and child.result is not None
+            for call in end.waiting
+        ):
+            return None
+        return Waiting(read.mark)
 
     def _plan(self) -> TurnPlan:
         agent = self.agent
@@ -326,14 +415,17 @@ class TaskWork:
             rejected=self._reject,
             failed=self.failures.attempt,
         )
+        delegating = tools_of(agent, self.ctx.service.autonomous_agents, self.task.spec.type)
         return TurnPlan(
             agent=agent.name,
             instructions=prompt.instructions(agent, self.task_type),
-            tools=(*agent.tools, *self.listed.tools, complete, FailTask.of()),
+            tools=(*agent.tools, *self.listed.tools, *delegating, complete, FailTask.of()),
             reasoning_effort=agent.reasoning_effort,
             tool_choice="required",
-            ending=frozenset({COMPLETE_TASK, FAIL_TASK}),
+            ending=frozenset({COMPLETE_TASK, FAIL_TASK, *self.handoffs}),
             text_answers=False,
+            delegations=self.delegations.names,
+            max_repeats=agent.max_identical_calls,
         )
 
     def _history(self) -> tuple[tuple[UserMessage], list[Any]]:
@@ -366,6 +458,24 @@ class TaskWork:
         }
         return Decided(answer, verdicts, held.started_calls)
 
+    async def _hand_off(self, end: Ended) -> None:
+        """The model handed the task on (its call's result recorded): give it to the other
+        agent, in one transaction; this instance moves on."""
+        to, note = self.handoffs[end.call.name], note_of(end.call.arguments)
+        moved = await self.bench.store.write(
+            partial(statements.hand_off, task=self.task.id, to=to, note=note,
+                    now=self.ctx.clock.now())
+        )  # fmt: skip
+        if moved is None:
+            return  # handed on before a restart, or ended meanwhile
+        before, after = moved
+        _tell(self.bench, "task_handed_off", self.agent, before, to=to, note=note)
+        self.bench.notifier.publish(
+            "task_assigned", agent=to, instance=after.instance, task=after.id,
+            handed_off_by=self.agent.name,
+        )  # fmt: skip
+        self.bench.poke()
+
     def _ended(self, end: Ended) -> _End:
         """The end a ``complete_task`` accepted or a ``fail_task`` decided (now, or as
         recorded before a restart)."""
@@ -380,7 +490,7 @@ class TaskWork:
     # --- the engine's hooks ----------------------------------------------------------------
 
     async def before_call(self, state: TurnState) -> str | None:
-        current, holder = await self.bench.store.read(self._read_current)
+        current, holder, row = await self.bench.store.read(self._read_current)
         if current is None or current.final or current.instance != self.task.instance:
             return None  # ended elsewhere, or its instance was terminated
         # Between iterations: a cancelled task stops here, after its iteration's tools ran.
@@ -388,11 +498,14 @@ class TaskWork:
             raise _End(TaskState.CANCELLED, "cancelled")
         if holder is None or holder.state != InstanceState.ACTIVE:
             return None  # suspended: stop before the next model call
-        if current.iterations_used >= current.budget:
+        budget = Budget(current.budget, row.token_budget if row is not None else None)
+        claims = row.claims if row is not None else Claims(current.iterations_used)
+        spent = exhausted(budget, claims)
+        if spent is not None:
             raise _End(
                 TaskState.FAILED,
-                f"the task reached its budget of {current.budget} iterations without ending "
-                f"through {COMPLETE_TASK} or {FAIL_TASK}",
+                f"{spent.reason} without ending through {COMPLETE_TASK} or {FAIL_TASK}",
+                end=End.BUDGET_EXHAUSTED,
             )
         self.task = current
         if current.state != TaskState.IN_PROGRESS:
@@ -410,10 +523,16 @@ class TaskWork:
               budget=current.budget)  # fmt: skip
         return turn
 
-    def _read_current(self, tx: Any) -> tuple[TaskRecord | None, InstanceRecord | None]:
+    def _read_current(
+        self, tx: Any
+    ) -> tuple[TaskRecord | None, InstanceRecord | None, tree.TreeRow | None]:
         task = self.task
         instance = task.instance or ""
-        return statements.get(tx, task.id), statements.get_instance(tx, self.agent.name, instance)
+        return (
+            statements.get(tx, task.id),
+            statements.get_instance(tx, self.agent.name, instance),
+            tree.row(tx, task.id),
+        )
 
     async def answered(self, state: TurnState, answer: AssistantMessage) -> bool:
         call = answer.call
@@ -441,12 +560,14 @@ class TaskWork:
             IterationCompleted(number, call.usage),
         ]
         await self._append(records)
-        await self.bench.store.write(
+        recorded = await self.bench.store.write(
             lambda tx: statements.complete_iteration(
                 tx, task.id, number, call.usage, self.ctx.clock.now()
             ),
             serial=False,
         )
+        if recorded is None or recorded.final:
+            raise _Gone()  # ended meanwhile (its parent ended, a deadline): run none of it
         self.task = replace(task, iterations_used=max(task.iterations_used, number))
         _tell(self.bench, "iteration_completed", self.agent, task, iteration=number,
               budget=task.budget, usage=call.usage.as_dict())  # fmt: skip
@@ -471,7 +592,7 @@ class TaskWork:
         assert answer is not None, "a result answers a call of an answer"
         answered = {m.call_id for m in state.produced if isinstance(m, ToolResult)}
         last = all(c.id in answered or c.id == result.call_id for c in answer.tool_calls)
-        ends = result.name in (COMPLETE_TASK, FAIL_TASK) and not result.is_error
+        ends = result.name in (COMPLETE_TASK, FAIL_TASK, *self.handoffs) and not result.is_error
         number = iteration_of(answer.turn)
         if last and not ends and number is not None:
             # The newest message carries where the next iteration stands, as it is recorded.

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from ankka._kernel.clock import Clock
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
 from ankka.runtime.declare.compaction import Compaction
+from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES, WeighedLRU
 from ankka.runtime.engine.view import SentView
 from ankka.runtime.features.compaction.cut import choose_cut
 from ankka.runtime.features.compaction.decide import due, pause_until, verdict_record
@@ -89,6 +89,7 @@ class Compactor:
         workers: int = 4,
         lease_ttl: timedelta = timedelta(minutes=10),
         cache_sessions: int = 1024,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         if workers < 1:
             raise ConfigurationError("a compactor needs at least one worker")
@@ -106,7 +107,9 @@ class Compactor:
         self._pending: dict[str, Job] = {}
         self._running: set[str] = set()
         self._failures: dict[str, _Failure] = {}
-        self._views: OrderedDict[str, SentView] = OrderedDict()
+        self._views: WeighedLRU[str, SentView] = WeighedLRU(
+            _footprint, entries=cache_sessions, max_bytes=cache_bytes
+        )
         self._idle = asyncio.Event()
         self._idle.set()
         self._group: asyncio.TaskGroup | None = None
@@ -179,11 +182,9 @@ class Compactor:
             log.warning("compaction skipped (attempt %d): %s", count, exc)
 
     async def _view(self, session: str) -> SentView:
-        view = self._views.pop(session, None) or SentView()
+        view = self._views.pop(session) or SentView()
         view.apply_all(await self._journal.read(session, after=view.position))
-        self._views[session] = view
-        while len(self._views) > self._capacity:
-            self._views.popitem(last=False)
+        self._views.put(session, view)
         return view
 
     async def _compact(self, session: str, job: Job) -> bool:
@@ -219,3 +220,7 @@ class Compactor:
         self._failures.pop(session, None)
         self.metrics.recorded(record)
         return isinstance(record, HistoryCompacted)
+
+
+def _footprint(view: SentView) -> int:
+    return view.footprint

@@ -18,6 +18,10 @@ tasks only send through it.
   ``auth`` (:mod:`.oauth`) goes there too: the SDK's provider answers a 401 or a 403
   ``insufficient_scope`` itself; every token it obtains joins the values redacted from what
   the server answers.
+- **Hostile answers**: one answer is at most :data:`~.bounded.MAX_ANSWER_BYTES`, cut off
+  as it arrives (:mod:`.bounded`); a call result that does not fit the protocol is a tool
+  error naming what was wrong; a listing the SDK refuses whole is read tool by tool
+  (:mod:`.lenient`), and the tools it refuses are left out, each with its reason.
 - **Health**: while a session is held the supervisor pings the server every
   ``ping_interval`` seconds (and at once after a request timed out); a ping that fails ends the
   session, so :attr:`problem` says the server is down within one interval, and reconnecting
@@ -41,12 +45,15 @@ from mcp.shared.auth import OAuthToken
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, Implementation
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from ankka._kernel.errors import DependencyFailed
+from ankka.runtime.features.mcp.bounded import MAX_ANSWER_BYTES, BoundedTransport, too_large
 from ankka.runtime.features.mcp.config import McpServerSettings
+from ankka.runtime.features.mcp.lenient import lenient_page, refusal
 from ankka.runtime.features.mcp.results import redact
 
-__all__ = ["CallFailed", "McpConnection"]
+__all__ = ["CallFailed", "Listed", "McpConnection"]
 
 log = logging.getLogger("ankka.runtime.mcp")
 
@@ -71,6 +78,15 @@ class CallFailed(DependencyFailed):
 
     kind = "mcp_call_failed"
     status = 502
+
+
+class Listed:
+    """A server's tools as ``tools/list`` answered them (every page), and why any the
+    protocol's schema refuses were left out."""
+
+    def __init__(self, tools: list[Any], problems: dict[str, str]) -> None:
+        self.tools = tools
+        self.problems = problems
 
 
 class McpConnection:
@@ -214,6 +230,7 @@ class McpConnection:
                 self._session_gone = generation
 
         http = httpx2.AsyncClient(
+            transport=BoundedTransport(self.settings.url),
             auth=self.auth,
             headers=dict(self.settings.headers),
             timeout=httpx2.Timeout(
@@ -224,7 +241,9 @@ class McpConnection:
         # The SDK leaves a client it was given open; this stack closes it after the session.
         await stack.enter_async_context(http)
         return Client(
-            streamable_http_client(self.settings.url, http_client=http),
+            streamable_http_client(
+                self.settings.url, http_client=http, max_sse_event_size=MAX_ANSWER_BYTES
+            ),
             mode="auto",
             read_timeout_seconds=self.settings.timeout,
             client_info=Implementation(name="ankka", version="0.1.0"),
@@ -289,19 +308,25 @@ class McpConnection:
 
     # -- requests from turns ----------------------------------------------------------------
 
-    async def list_tools(self) -> list[Any]:
-        """Every tool the server lists (walking pages, at most 20)."""
+    async def list_tools(self) -> Listed:
+        """Every tool the server lists (walking pages, at most 20); a page the SDK refuses
+        is read again tool by tool, leaving out the tools the protocol's schema refuses."""
 
-        async def walk(client: Client) -> list[Any]:
-            tools: list[Any] = []
+        async def walk(client: Client) -> Listed:
+            listed = Listed([], {})
             cursor: str | None = None
             for _ in range(20):
-                page = await client.list_tools(cursor=cursor)
-                tools.extend(page.tools)
-                cursor = page.next_cursor
+                try:
+                    page = await client.list_tools(cursor=cursor)
+                    tools, cursor = list(page.tools), page.next_cursor
+                except ValidationError:
+                    lenient = await lenient_page(client, cursor)
+                    tools, cursor = lenient.tools, lenient.next_cursor
+                    listed.problems.update(lenient.problems)
+                listed.tools.extend(tools)
                 if cursor is None:
                     break
-            return tools
+            return listed
 
         return await self._request("tools/list", walk)
 
@@ -322,6 +347,11 @@ class McpConnection:
                     log.info("MCP server %r forgot the session; re-initialising", self.name)
                     await self._reconnect(generation, now=True)
                     continue
+                if too_large(exc.message):
+                    raise CallFailed(
+                        f"MCP server {self.name!r} answered {what} with more than "
+                        f"{MAX_ANSWER_BYTES} bytes; the answer was not read"
+                    ) from None
                 if exc.code == CONNECTION_CLOSED:
                     await self._reconnect(generation)
                     raise self._lost(what) from exc
@@ -329,6 +359,19 @@ class McpConnection:
                 raise CallFailed(
                     f"MCP server {self.name!r} answered {what} with an error: {message}"
                 ) from exc
+            except (ValidationError, ValueError) as exc:
+                # The server answered, but not with what the protocol allows (a result of the
+                # wrong shape, structured content its output schema refuses): a tool error.
+                why = refusal(exc) if isinstance(exc, ValidationError) else str(exc)[:300]
+                raise CallFailed(
+                    f"MCP server {self.name!r} answered {what} with a result that does not "
+                    f"fit the protocol: {redact(why, self.secrets)}"
+                ) from None
+            except RuntimeError as exc:
+                raise CallFailed(
+                    f"MCP server {self.name!r} answered {what} with a result the client "
+                    f"refused: {redact(str(exc)[:300], self.secrets)}"
+                ) from None
             except TimeoutError as exc:
                 await self.check_soon()
                 raise CallFailed(

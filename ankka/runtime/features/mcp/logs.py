@@ -5,6 +5,8 @@ error body may quote what it was sent (a client secret, a token). :class:`Secret
 the loggers of the SDK and its HTTP client by :class:`~.servers.McpServers` while it runs,
 renders each record (message, arguments, traceback) and replaces every secret the servers hold
 now (configured values and the tokens obtained so far) with ``***`` before any handler sees it.
+The SDK's report of an answer cut at the size limit (:mod:`.bounded`) is a warning of one line,
+not a traceback: the cut is expected, and the call says so as a tool error.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from ankka.runtime.features.mcp.bounded import cut_off
 from ankka.runtime.features.mcp.results import redact
 
 __all__ = ["SecretsFilter", "watched_loggers"]
@@ -25,6 +28,10 @@ class SecretsFilter(logging.Filter):
         self._secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and cut_off(record.exc_info[1]):
+            record.msg, record.args = f"{record.getMessage()}: {record.exc_info[1]}", None
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         secrets = sorted({s for s in self._secrets() if s}, key=len, reverse=True)
         if not secrets:
             return True

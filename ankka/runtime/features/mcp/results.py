@@ -72,12 +72,17 @@ class ArgumentCheck:
         self._validator = cls(schema)
 
     @staticmethod
-    def compiles(schema: Mapping[str, Any]) -> str | None:
+    def compile(schema: Mapping[str, Any]) -> ArgumentCheck | str:
+        """The check, or why the schema does not compile."""
         try:
-            ArgumentCheck(schema)
+            return ArgumentCheck(schema)
         except SchemaError as exc:
             return str(exc.message)[:_MAX_PROBLEM]
-        return None
+
+    @staticmethod
+    def compiles(schema: Mapping[str, Any]) -> str | None:
+        compiled = ArgumentCheck.compile(schema)
+        return compiled if isinstance(compiled, str) else None
 
     def problem(self, arguments: Mapping[str, Any], offered: str) -> str | None:
         errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))

@@ -5,12 +5,18 @@ its own task group, so no task outlives it); entering it connects every server (
 most :data:`START_WAIT` seconds: a server that is down does not stop the runtime from
 starting), leaving it ends every session in the task that opened it.
 
-For a turn, :meth:`McpServers.tools_for` lists the tools of each server the agent uses
-(``tools/list``, so the turn sees the server's tools as they are now), screens their
-descriptions with the turn's description guardrails, and gives back :class:`McpTool` values
-for the loop and one :class:`~.listing.McpToolsRecord` per server for the journal. A turn that
-needs a server that is not connected fails at once with :class:`McpServerUnavailable` naming
-it and why (nothing was sent to a model yet).
+For a turn, :meth:`McpServers.tools_for` offers the tools of each server the agent uses, as
+the server's last good listing has them (:mod:`.lister`: refreshed in the background on every
+turn, so a turn sees a change at once when the server answers quickly and never waits on one
+that does not), screens their descriptions with the turn's description guardrails, and gives
+back :class:`McpTool` values for the loop and one record per server for the journal: the
+digest alone when the session recorded this listing last, else its changes since the
+session's last listing (when this process still holds that one), else the whole listing
+(:mod:`ankka.runtime.records.mcp`). Tools a listing should not have offered (a name twice, a
+schema the protocol or JSON Schema refuses, a name a model API refuses) are left out, logged,
+counted and named in :meth:`McpServers.detail` (``/readyz``). A turn that needs a server that
+is not connected fails at once with :class:`McpServerUnavailable` naming it and why (nothing
+was sent to a model yet).
 
 A server with ``ANKKA_MCP_<SERVER>_OAUTH`` gets its tokens through :mod:`.oauth`; the
 credentials live in the one :class:`~.credentials.CredentialStore` of the runtime, and a
@@ -25,6 +31,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -33,15 +40,17 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import TurnFailed
 from ankka.runtime.declare.guardrails import Guardrail
 from ankka.runtime.declare.tools import ApprovalRule, ToolOutcome, ToolSpec
+from ankka.runtime.features.mcp.compiled import Compiled, Compiler
 from ankka.runtime.features.mcp.config import McpServerSettings
 from ankka.runtime.features.mcp.connection import CallFailed, McpConnection
 from ankka.runtime.features.mcp.consent import ConsentDesk
 from ankka.runtime.features.mcp.credentials import CredentialStore, MemoryStore
-from ankka.runtime.features.mcp.listing import listed, screen
+from ankka.runtime.features.mcp.lister import ToolLister
+from ankka.runtime.features.mcp.listing import screen
 from ankka.runtime.features.mcp.logs import SecretsFilter, watched_loggers
 from ankka.runtime.features.mcp.metrics import McpMetrics
 from ankka.runtime.features.mcp.results import ArgumentCheck, guard, parse_arguments, redact, render
-from ankka.runtime.records.mcp import ListedTool, McpToolsRecord, ToolListing, offered_name
+from ankka.runtime.records.mcp import ListedTool, McpListingRecord, offered_name
 
 WAITS = ApprovalRule(True, None, None)  # a marked MCP tool: every call waits
 
@@ -122,16 +131,7 @@ class McpTool:
 @dataclass(frozen=True, slots=True)
 class TurnTools:
     tools: tuple[McpTool, ...]
-    records: tuple[McpToolsRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    """A listing with each tool's argument check, compiled once per digest."""
-
-    listing: ToolListing
-    digest: str
-    checks: Mapping[str, ArgumentCheck]
+    records: tuple[McpListingRecord, ...]
 
 
 class McpServers:
@@ -169,7 +169,11 @@ class McpServers:
         self._filter = SecretsFilter(self.secrets)
         self._filtered: list[logging.Logger] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._compiled: dict[str, _Compiled] = {}
+        self._compiler = Compiler(self.metrics)
+        self._listers = {
+            name: ToolLister(c, partial(self._compiler.compile, name), lambda: self._group)
+            for name, c in self.connections.items()
+        }
         self._screened: OrderedDict[tuple[str, tuple[Guardrail, ...]], tuple[str, ...]] = (
             OrderedDict()
         )
@@ -200,6 +204,9 @@ class McpServers:
         self.metrics.connected.labels(connection.name).set(1 if connection.connected else 0)
         if connection.connected:
             self.metrics.sessions.labels(connection.name).inc()
+            lister = self._listers.get(connection.name)
+            if lister is not None:
+                lister.kick()  # a listing ready before the first turn asks
 
     def secrets(self) -> list[str]:
         """Every secret of every server now (configured, and the tokens obtained so far)."""
@@ -238,6 +245,8 @@ class McpServers:
                 logger.removeFilter(self._filter)
 
     async def _leave(self, group: asyncio.TaskGroup) -> None:
+        for lister in self._listers.values():
+            lister.cancel()
         for connection in self.connections.values():
             await connection.stop()
         # A supervisor holding a session leaves it at once; one still in a handshake with a
@@ -260,6 +269,26 @@ class McpServers:
             if not c.connected
         }
 
+    def detail(self) -> dict[str, dict[str, Any]]:
+        """What ``/readyz`` says of servers that are up but not quite as they should be: the
+        tools their listing left out and why, and a listing served while a refresh fails."""
+        shown: dict[str, dict[str, Any]] = {}
+        for name, lister in self._listers.items():
+            compiled = self._compiler.last(name)
+            entry: dict[str, Any] = {}
+            if compiled is not None and compiled.left_out:
+                entry["left_out"] = dict(compiled.left_out)
+            late = lister.late()
+            if compiled is not None and late is not None:
+                entry["listing"] = (
+                    f"tools/list has not answered for {late:.0f}s; the last good listing is served"
+                )
+            elif compiled is not None and lister.stale is not None:
+                entry["listing"] = f"the last good listing is served: {lister.stale}"
+            if entry:
+                shown[f"mcp server {name!r}"] = entry
+        return shown
+
     async def tools_for(
         self,
         servers: Iterable[str],
@@ -274,17 +303,16 @@ class McpServers:
         """The turn's MCP tools; ``approvals`` maps a server to which of its tools (by the
         server's own name) wait for a decision, beside its ``REQUIRES_APPROVAL`` setting."""
         tools: list[McpTool] = []
-        records: list[McpToolsRecord] = []
+        records: list[McpListingRecord] = []
         for server in servers:
             connection = self.connections[server]
             if not connection.connected:
                 why = self.missing().get(server, "not connected")
                 raise McpServerUnavailable(server, why)
             try:
-                raw = await connection.list_tools()
+                compiled = await self._listers[server].current()
             except CallFailed as failure:
                 raise McpServerUnavailable(server, str(failure)) from None
-            compiled = self._compile(server, raw)
             kept = await self._screen(compiled, tuple(description_guardrails))
             for listed_tool in compiled.listing.tools:
                 if listed_tool.name in kept:
@@ -294,43 +322,12 @@ class McpServers:
                     )
                     tool = self._tool(connection, compiled, listed_tool, result_guardrails)
                     tools.append(replace(tool, approval=WAITS) if waits else tool)
-            changed = recorded.get(server) != compiled.digest
-            records.append(
-                McpToolsRecord(
-                    agent,
-                    turn,
-                    server,
-                    compiled.digest,
-                    compiled.listing.tools if changed else None,
-                )
-            )
+            last = recorded.get(server)
+            records.append(self._compiler.record(agent, turn, compiled.listing, last))
         return TurnTools(tuple(tools), tuple(records))
 
-    def _compile(self, server: str, raw: Sequence[Any]) -> _Compiled:
-        listing, problems = listed(server, raw)
-        digest = listing.digest
-        cached = self._compiled.get(server)
-        if cached is not None and cached.digest == digest:
-            return cached
-        checks: dict[str, ArgumentCheck] = {}
-        kept: list[ListedTool] = []
-        for tool in listing.tools:
-            problem = ArgumentCheck.compiles(tool.input_schema)
-            if problem is not None:
-                problems.append(f"tool {tool.name!r}: its input schema is invalid: {problem}")
-                continue
-            checks[tool.name] = ArgumentCheck(tool.input_schema)
-            kept.append(tool)
-        for problem in problems:
-            log.warning("MCP server %r: %s", server, problem)
-            self.metrics.tools_left_out.labels(server).inc()
-        listing = ToolListing(server, tuple(kept)) if len(kept) != len(listing.tools) else listing
-        compiled = _Compiled(listing, listing.digest, checks)
-        self._compiled[server] = compiled
-        return compiled
-
     async def _screen(
-        self, compiled: _Compiled, guardrails: tuple[Guardrail, ...]
+        self, compiled: Compiled, guardrails: tuple[Guardrail, ...]
     ) -> tuple[str, ...]:
         key = (compiled.digest, guardrails)
         cached = self._screened.get(key)
@@ -351,7 +348,7 @@ class McpServers:
     def _tool(
         self,
         connection: McpConnection,
-        compiled: _Compiled,
+        compiled: Compiled,
         tool: ListedTool,
         result_guardrails: Sequence[Guardrail],
     ) -> McpTool:
