@@ -16,6 +16,8 @@ from html import escape
 from typing import TypeVar
 from urllib.parse import urlencode
 
+from ankka._kernel.errors import RequestError
+
 __all__ = ["MAX_PAGE", "PER_PAGE", "BadQuery", "Filter", "Listing", "listing", "when"]
 
 PER_PAGE = 50
@@ -23,7 +25,7 @@ MAX_PAGE = 1000
 T = TypeVar("T")
 
 
-class BadQuery(ValueError):
+class BadQuery(RequestError):
     """A list page's query it does not take; the message says what it does."""
 
 
