@@ -103,6 +103,32 @@ def test_the_team_example_reports_on_two_delegated_summaries(
     ]
 
 
+def test_a_parents_notifications_carry_its_children_and_end_with_its_own_end(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin(slowed((1, 2), 1500))  # the children's first calls take a while
+    server = serve_team(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    servers.append(server)
+    put_report(server)
+    seen: list[tuple[str, dict[str, Any]]] = []
+    url = f"{server.url}/v1/tasks/r1/notifications"
+    with httpx.stream("GET", url, timeout=60) as answer:
+        assert answer.status_code == 200, answer.read()
+        event = ""
+        for line in answer.iter_lines():  # the server ends the stream
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                seen.append((event, json.loads(line.removeprefix("data: "))))
+    ends = [(e, d["task"], d["agent"]) for e, d in seen if e == "task_completed"]
+    assert sorted(ends) == [
+        ("task_completed", "r1", "lead"),
+        ("task_completed", "r1:1.0", "researcher"),
+        ("task_completed", "r1:1.1", "researcher"),
+    ], dump(seen)
+    assert ends[-1] == ("task_completed", "r1", "lead")  # the stream ended with its own end
+
+
 def slowed(indexes: tuple[int, ...], delay_ms: int) -> list[dict[str, Any]]:
     """The example's script with the turns at ``indexes`` answered after ``delay_ms``, those
     turns twice (a call cut off by a kill is asked again)."""

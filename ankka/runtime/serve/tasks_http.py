@@ -240,9 +240,11 @@ async def event_stream(
     ends_with_task: bool,
     seconds: float | None,
     keep: Callable[[Notice], Awaitable[bool]] | None = None,
+    task: str | None = None,
 ) -> AsyncIterator[bytes]:
     """The stream: ``snapshot``, then the events (those ``keep`` keeps); for ``seconds``
-    when given."""
+    when given. A task's stream (``ends_with_task``) ends with ``task``'s own end, not with
+    a descendant's (whose events it carries too)."""
     yield snapshot
     loop = asyncio.get_running_loop()
     until = loop.time() + seconds if seconds is not None else None
@@ -263,7 +265,7 @@ async def event_stream(
         if keep is not None and not await keep(item):
             continue
         yield sse(item.event, item.as_dict(), item.number)
-        if ends_with_task and item.event in _FINAL_EVENTS and "parent" not in item.data:
+        if ends_with_task and item.event in _FINAL_EVENTS and task in (None, item.task):
             return
 
 
@@ -347,7 +349,11 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
                     yield first
                     return
                 events = event_stream(
-                    subscription, first, ends_with_task=key[0] == "task", seconds=seconds
+                    subscription,
+                    first,
+                    ends_with_task=key[0] == "task",
+                    seconds=seconds,
+                    task=key[1] if key[0] == "task" else None,
                 )
                 async for chunk in events:
                     yield chunk

@@ -13,6 +13,7 @@ import psycopg
 
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.drivers.tasks.notify import Notice
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import AssistantMessage, ToolResult
 from ankka.runtime.records.tasks import TaskSpec, TaskState
@@ -28,6 +29,7 @@ from tests.unit.tasks.conftest import NO_PAUSE, MakeHost, finished, make_host, p
 __all__ = ["make_host"]  # the task tier's fixture, used here
 
 SCRIPT = json.loads(Path("examples/team-standin.json").read_text())
+CHILDREN = ("r1:1.0", "r1:1.1")
 
 
 async def results(host: TaskHost, task: str) -> list[dict[str, Any]]:
@@ -78,6 +80,26 @@ def tools(
 
 def delegate(instructions: str, tool: str = "delegate__researcher__summary") -> tuple[str, Any]:
     return (tool, {"instructions": instructions})
+
+
+async def test_a_parents_stream_carries_its_childrens_events_and_ends_with_its_own_end(
+    make_host: MakeHost,
+) -> None:
+    host = await make_host(service, ScriptedProvider(SCRIPT, name="default"))
+    seen: list[tuple[str | None, str, str]] = []
+    with host.notifier.subscribe(("task", "r1")) as subscription:
+        await put(host, "r1", "Report on sqlite and postgresql.", agent="lead", kind="report")
+        while not seen or seen[-1][:2] != ("r1", "task_completed"):
+            item = await subscription.next()
+            assert isinstance(item, Notice)
+            seen.append((item.task, item.event, item.agent))
+    for child in CHILDREN:
+        mine = [(event, agent) for task, event, agent in seen if task == child]
+        assert ("task_assigned", "researcher") in mine
+        assert [e for e, _ in mine].count("iteration_completed") == 2
+        assert mine[-1] == ("task_completed", "researcher")
+    delegated = [e for t, e, _ in seen if t == "r1" and e == "task_delegated"]
+    assert len(delegated) == 2
 
 
 async def test_a_failed_child_reaches_its_parent_as_a_failure_never_an_empty_success(

@@ -498,6 +498,9 @@ class TaskWork:
             raise _End(TaskState.CANCELLED, "cancelled")
         if holder is None or holder.state != InstanceState.ACTIVE:
             return None  # suspended: stop before the next model call
+        if row is not None and row.ancestors:
+            self.delegations.ancestors = row.ancestors
+            self.bench.notifier.nest(current.id, row.ancestors)
         budget = Budget(current.budget, row.token_budget if row is not None else None)
         claims = row.claims if row is not None else Claims(current.iterations_used)
         spent = exhausted(budget, claims)

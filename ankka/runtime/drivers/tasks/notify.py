@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,6 +58,7 @@ EVENTS = (
 
 
 APPROVAL_EVENTS = frozenset({"approval_requested", "approval_decided", "approval_expiring"})
+_TASK_ENDS = frozenset({"task_completed", "task_failed", "task_cancelled"})
 # The key of ``GET /v1/approvals/notifications``: every approval event, of request agents'
 # sessions and of tasks, whoever's (the route keeps those the caller may read).
 APPROVALS = ("approvals",)
@@ -123,6 +124,8 @@ class Notifier:
         self._numbers = itertools.count(1)
         self._subscribers: dict[tuple[str, ...], set[Subscription]] = {}
         self._once: set[tuple[str, str]] = set()
+        # A delegated task's ancestors (nearest last): its events are theirs too, until it ends.
+        self._above: dict[str, tuple[str, ...]] = {}
 
     def publish(
         self,
@@ -136,6 +139,10 @@ class Notifier:
         assert event in EVENTS, event
         notice = Notice(next(self._numbers), event, agent, instance, task, self._clock.now(), data)
         keys: list[tuple[str, ...]] = [("task", task)] if task is not None else []
+        if task is not None and task in self._above:
+            keys += [("task", above) for above in self._above[task]]
+            if event in _TASK_ENDS:
+                del self._above[task]
         if instance is not None:
             keys.append(("instance", agent, instance))
         if event in APPROVAL_EVENTS:
@@ -144,6 +151,12 @@ class Notifier:
             for subscription in self._subscribers.get(key, ()):
                 subscription.offer(notice)
         return notice
+
+    def nest(self, task: str, ancestors: Sequence[str]) -> None:
+        """``task`` was delegated under ``ancestors``: its events go to their task streams
+        too (each carries its own ``agent`` and ``task``), until it ends."""
+        if ancestors:
+            self._above[task] = tuple(ancestors)
 
     def once(self, task: str, condition: str) -> bool:
         """True the first time ``condition`` is met for ``task`` (in this process)."""
