@@ -394,3 +394,45 @@ async def test_the_team_tree_on_postgresql(postgres_server: str) -> None:
         children = [await host.get(child) for child in record.tree.children]
         assert record.tree.tree_usage == record.usage + children[0].usage + children[1].usage
         assert len(provider.requests) == 6
+
+
+async def test_fifty_children_asking_for_the_last_tokens_get_them_one_grant_at_a_time(
+    make_host: MakeHost,
+) -> None:
+    made = Service("race")
+    made.autonomous(
+        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(summary, budget=5)])
+    )
+    made.autonomous(
+        AutonomousAgent(
+            name="lead",
+            accepts=[Accepts(report, budget=100, tokens=1000)],
+            delegates=[Delegate("researcher", summary, budget=1, tokens=100)],
+            limits=Limits(max_children=50),
+        )
+    )
+    fifty = tools(*(delegate(f"Summarise topic {n}.") for n in range(50)), when="user")
+    fifty["usage"] = {"input_tokens": 100, "output_tokens": 0}
+    done = tools(("complete_task", {"title": "t", "points": ["p"]}), when="user", call=1)
+    done["usage"] = {"input_tokens": 30, "output_tokens": 0}
+    last = tools(("fail_task", {"reason": "enough"}), when="tool")
+    provider = ScriptedProvider([fifty, *[done] * 50, last], name="default")
+    host = await make_host(made, provider)
+    await put(host, "r1", agent="lead", kind="report")
+    record = await finished(host, "r1")
+    told = await results(host, "r1")
+    made_children = [t for t in told if t["status"] == "completed"]
+    refused = [t for t in told if t["status"] == "refused"]
+    # 900 tokens left, 100 reserved for each child; a child that ended gives back the 70 it did
+    # not spend, so more than 9 may be made (as many as ended meanwhile), never more than fit.
+    count = len(made_children)
+    assert 9 <= count < 50 and len(refused) == 50 - count
+    assert {t["error"] for t in refused} == {"budget_exhausted"}
+    assert record.tree is not None and len(record.tree.children) == count
+    spent = record.tree.tree_usage.input_tokens + record.tree.tree_usage.output_tokens
+    # A child given the last few tokens spends its one call (30) in full: at most one call past.
+    assert spent == 100 + count * 30 <= 1000 + 30
+    if record.tree.end == "budget_exhausted":  # the lead is told nothing is left: no call
+        assert spent >= 1000 and len(provider.requests) == 1 + count
+    else:
+        assert record.reason == "enough" and len(provider.requests) == 1 + count + 1
