@@ -436,3 +436,32 @@ async def test_fifty_children_asking_for_the_last_tokens_get_them_one_grant_at_a
         assert spent >= 1000 and len(provider.requests) == 1 + count
     else:
         assert record.reason == "enough" and len(provider.requests) == 1 + count + 1
+
+
+async def test_the_parent_is_told_where_it_stands_counting_what_its_children_used(
+    make_host: MakeHost,
+) -> None:
+    made = Service("note")
+    made.autonomous(
+        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(summary, budget=5)])
+    )
+    made.autonomous(
+        AutonomousAgent(
+            name="lead",
+            accepts=[Accepts(report, budget=5)],
+            delegates=[Delegate("researcher", summary, budget=2)],
+        )
+    )
+    script = [
+        tools(delegate("Summarise sqlite."), when="user"),
+        tools(("lookup", {"topic": "sqlite"}), when="user"),
+        tools(("complete_task", {"title": "sqlite", "points": ["one file"]}), when="tool"),
+        tools(("fail_task", {"reason": "enough"}), when="tool"),
+    ]
+    provider = ScriptedProvider(script, name="default")
+    host = await make_host(made, provider)
+    await put(host, "r1", agent="lead", kind="report")
+    await finished(host, "r1")
+    # The lead's second call: its own first, and its child's two, are spent.
+    newest = str(provider.requests[-1].messages[-1].content)
+    assert "This is iteration 4 of 5: 2 iterations remain" in newest
