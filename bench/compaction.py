@@ -34,7 +34,7 @@ from ankka.runtime.engine.view import memory_chars
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.chat_wire import encode_request
 from ankka.runtime.records.messages import Usage
-from ankka.runtime.store.sqlite import SqliteStore
+from tests.support.stores import journal_store
 
 QUESTION = "Let us keep talking about the weather and other things, shall we?"
 ANSWER = "Noted; tell me more whenever you like."
@@ -100,7 +100,7 @@ def service(compaction: Compaction | None) -> Service:
 
 async def one(mode: str, turns: int, directory: Path) -> Result:
     agent, summariser = Double(ANSWER, measure=mode == "on"), Double(SUMMARY)
-    store = await SqliteStore.open(directory / f"{mode}.sqlite3")
+    store = await journal_store(directory / f"{mode}.sqlite3")
     settings = SETTINGS if mode == "on" else None
     context = Context.open(
         service(settings),

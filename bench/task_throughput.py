@@ -15,7 +15,11 @@ complete_task). Printed:
 - restart → first resumed iteration: --kills times, SIGKILL ``ankka serve`` during a task's
   model call, start it again on the same store, time to the stand-in receiving the resumed
   call (from the new process's start, and from its "listening" line);
-- cascade: cancelling a task that --cascade others depend on (a chain), the one request's time.
+- cascade: cancelling a task that --cascade others depend on (a chain), the one request's time;
+- the floor: the store's own durable appends/s in the same run (``bench/journal_append.py``'s
+  many-sessions shape, on a fresh store of each kind), and ankka's iterations/s as a fraction
+  of it; on PostgreSQL also the transactions the server committed per iteration
+  (``pg_stat_database.xact_commit``: every write's transaction and every read's statement).
 
 Run: ``python bench/task_throughput.py`` (see docs/benchmarks.md for the peer's venv).
 """
@@ -102,20 +106,51 @@ def wait_final(url: str, tasks: list[str]) -> dict[str, int]:
     return states
 
 
+def _commits(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def ankka_throughput(work: Path, store: str, tasks: int, concurrency: int) -> dict[str, Any]:
     model = standin(work / "throughput.json", script(tasks, "complete_task"))
     server = serve(model, store, "--max-instances", str(concurrency))
+    postgres = store.startswith("postgres")
     try:
         names = [f"t{n:05d}" for n in range(tasks)]
+        before = _commits(store) if postgres else 0
         started = time.perf_counter()
         asyncio.run(put_all(server.url, dict.fromkeys(names, BODY)))
         states = wait_final(server.url, names)
         seconds = time.perf_counter() - started
         iterations = served(model)
+        after = _commits(store) if postgres else 0
     finally:
         server.stop()
         model.stop()
-    return {"seconds": seconds, "iterations": iterations, "states": states}
+    result: dict[str, Any] = {"seconds": seconds, "iterations": iterations, "states": states}
+    if postgres:
+        result["transactions_per_iteration"] = round((after - before) / max(1, iterations), 2)
+    return result
+
+
+def floor(store: str, sessions: int) -> float:
+    """The store's own durable appends/s, ``sessions`` appending at once (journal_append)."""
+    from bench import journal_append
+
+    async def measure() -> float:
+        opened = await journal_append.open_store(store)
+        try:
+            line = await journal_append.shape(opened, "f", sessions, 30, opened.plain)
+        finally:
+            await opened.close()
+        return float(line.split(":")[1].split("appends/s")[0])
+
+    return asyncio.run(measure())
 
 
 def dbos_throughput(work: Path, python: str, tasks: int, concurrency: int) -> dict[str, Any] | None:
@@ -207,6 +242,14 @@ def cascade(work: Path, dependants: int) -> tuple[float, int]:
     return seconds, cancelled
 
 
+def _fresh_database(dsn: str) -> str:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE floor")
+    return dsn.rsplit("/", 1)[0] + "/floor"
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -231,9 +274,11 @@ def main() -> int:
         )
         rates["ankka, SQLite"] = sqlite["iterations"] / sqlite["seconds"]
         print(f"ankka on SQLite: {sqlite}")
+        floors = {"ankka, SQLite": floor(f"sqlite:///{work / 'floor.sqlite3'}", args.concurrency)}
         if not args.skip_postgres:
             with postgres_cluster(fsync=True) as dsn:
                 pg = ankka_throughput(work, dsn, args.tasks, args.concurrency)
+                floors["ankka, PostgreSQL"] = floor(_fresh_database(dsn), args.concurrency)
             rates["ankka, PostgreSQL"] = pg["iterations"] / pg["seconds"]
             print(f"ankka on PostgreSQL: {pg}")
         peer = dbos_throughput(work, args.dbos_python, args.tasks, args.concurrency)
@@ -246,6 +291,9 @@ def main() -> int:
             if peer is not None and not name.startswith("pydantic"):
                 ratio = f"  ({rate / rates['pydantic-ai + DBOS, SQLite']:.2f}x the DBOS peer)"
             print(f"  {name:28} {rate:8.1f}{ratio}")
+        print(f"\nthe floor: the store's durable appends/s, {args.concurrency} sessions at once:")
+        for name, appends in floors.items():
+            print(f"  {name:28} {appends:8.0f}  (iterations/s = {rates[name] / appends:.3f}x it)")
         from_start, from_listening = resume_latency(work, args.kills)
         print(
             f"\nrestart -> first resumed iteration over {args.kills} kills: "

@@ -253,20 +253,27 @@ def ankka_provider(wire: str, base_url: str) -> Any:
 
 async def _ankka_runtime(service: Any, path: Path, providers: dict[str, Any]) -> Any:
     """A runtime on a new SQLite file, built as this checkout builds one, or as a checkout
-    from before the rooms and the one engine did (``--baseline`` runs this file there)."""
+    from before the one Store, or from before the rooms and the one engine did
+    (``--baseline`` runs this file there)."""
     try:
         from ankka.runtime.drivers.context import Context
         from ankka.runtime.drivers.request import Runtime
-        from ankka.runtime.store.sqlite import SqliteStore
     except ImportError:
         from ankka.runtime.host import Runtime  # type: ignore[import-not-found,no-redef]
-        from ankka.runtime.journal.sqlite import (  # type: ignore[import-not-found,no-redef]
+        from ankka.runtime.journal.sqlite import (  # type: ignore[import-not-found]
             SqliteStore,
         )
 
         old: Any = Runtime
         return old(service, store=await SqliteStore.open(path), providers=providers)
-    store = await SqliteStore.open(path)
+    try:
+        from tests.support.stores import journal_store  # the runtime's aclose closes it
+    except ImportError:  # a checkout from before the one Store
+        import importlib
+
+        sqlite: Any = importlib.import_module("ankka.runtime.store.sqlite")
+        journal_store = sqlite.SqliteStore.open
+    store = await journal_store(path)
     return Runtime(Context.open(service, store=store, providers=providers))
 
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ankka.runtime.records.tasks import TaskSpec, TaskState
 from ankka.runtime.store import task_statements as statements
-from ankka.runtime.store.postgres_tasks import PostgresTaskStore
+from ankka.runtime.store.open import Store
 from ankka.runtime.store.tasks import LIVE_EXCLUDED, Transaction
 from tests.support.postgres import postgres_cluster
 from tests.unit.tasks.test_task_store import JOINED_WITH_WORK
@@ -51,9 +51,8 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with postgres_cluster() as dsn:
-        store = await PostgresTaskStore.open(dsn)
-        await store.write(lambda tx: fill(tx, args.tasks))
-        await store.close()
+        async with await Store.open(dsn) as store:
+            await store.tasks.write(lambda tx: fill(tx, args.tasks))
         with psycopg.connect(dsn, autocommit=True) as conn:
             for round_ in range(args.rounds):
                 conn.execute("DROP INDEX IF EXISTS ankka_tasks_live")

@@ -29,8 +29,9 @@
 #
 # Usage: scripts/image.sh [build|lock|path|llama-entrypoint DIR]
 #   build (default)  build every image missing from $ANKKA_CACHE/image; print their paths
+#                    (a set under $ANKKA_CACHE/image/sets/KEY, named in build/images)
 #   lock             re-resolve ankka's dependencies into image/requirements.lock
-#   path             print the directory holding the OCI archives
+#   path             print the directory holding this checkout's OCI archives
 #   llama-entrypoint DIR   write the llama-server image's entrypoint files into DIR (as the
 #                    image has them under /opt/llama/start; its unit test runs them so)
 set -euo pipefail
@@ -250,32 +251,53 @@ oci() {
 }
 
 build() {
-  mkdir -p "$OUT/layers"
+  mkdir -p "$OUT/layers" "$OUT/sets"
   timed base base_layer
   timed deps deps_layer
   timed ankka ankka_layer
   timed app app_layer
   timed llama llama_layer
   timed pause pause_layer
+  # The archives are a set keyed by everything they are made of (the layers, the configs, the
+  # version), so checkouts of different code never overwrite each other's images and a set
+  # that exists is not written again (1 GB each). The checkout's build/images names its set.
   local env_ankka='"PATH=/opt/ankka/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","PYTHONUNBUFFERED=1","PYTHONDONTWRITEBYTECODE=1"'
-  timed ankka-image oci "localhost/ankka/ankka:$VERSION" "$OUT/ankka.oci.tar" \
-    "{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[$env_ankka],\"WorkingDir\":\"/home/ankka\",\"Cmd\":[\"ankka\",\"--help\"]}" \
-    "$BASE" "$DEPS" "$APP_ANKKA"
-  timed weather-image oci "localhost/ankka/weather:$VERSION" "$OUT/weather.oci.tar" \
-    "{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[$env_ankka],\"WorkingDir\":\"/app\",\"Cmd\":[\"ankka\",\"serve\",\"examples.weather\"]}" \
-    "$BASE" "$DEPS" "$APP_ANKKA" "$APP"
-  timed llama-image oci "localhost/ankka/llama-server:$VERSION" "$OUT/llama-server.oci.tar" \
-    "{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[\"LD_LIBRARY_PATH=/opt/llama/bin\",\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\",\"PYTHONPATH=/opt/llama/start\",\"PYTHONDONTWRITEBYTECODE=1\"],\"Entrypoint\":[\"/usr/bin/python3\",\"-m\",\"ankka.local.llama_fallback\",\"/opt/llama/bin/llama-server\"]}" \
-    "$BASE" "$LLAMA"
-  timed pause-image oci "localhost/ankka/pause:$VERSION" "$OUT/pause.oci.tar" \
-    "{\"User\":\"65535:65535\",\"Entrypoint\":[\"/pause\"]}" "$PAUSE"
-  ls "$OUT"/*.oci.tar
+  local cfg_ankka="{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[$env_ankka],\"WorkingDir\":\"/home/ankka\",\"Cmd\":[\"ankka\",\"--help\"]}"
+  local cfg_weather="{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[$env_ankka],\"WorkingDir\":\"/app\",\"Cmd\":[\"ankka\",\"serve\",\"examples.weather\"]}"
+  local cfg_llama="{\"User\":\"$UID_ANKKA:$UID_ANKKA\",\"Env\":[\"LD_LIBRARY_PATH=/opt/llama/bin\",\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\",\"PYTHONPATH=/opt/llama/start\",\"PYTHONDONTWRITEBYTECODE=1\"],\"Entrypoint\":[\"/usr/bin/python3\",\"-m\",\"ankka.local.llama_fallback\",\"/opt/llama/bin/llama-server\"]}"
+  local cfg_pause="{\"User\":\"65535:65535\",\"Entrypoint\":[\"/pause\"]}"
+  local set; set=$(printf '%s\n' "$VERSION" "$BASE" "$DEPS" "$APP_ANKKA" "$APP" "$LLAMA" "$PAUSE" \
+    "$cfg_ankka" "$cfg_weather" "$cfg_llama" "$cfg_pause" "$(sha256sum "$ROOT/scripts/oci_image.py")" | key)
+  local dir="$OUT/sets/$set"
+  if [[ ! -d "$dir" ]]; then
+    local tmp; tmp=$(mktemp -d "$OUT/sets/.$set.XXXXXX")
+    timed ankka-image oci "localhost/ankka/ankka:$VERSION" "$tmp/ankka.oci.tar" "$cfg_ankka" \
+      "$BASE" "$DEPS" "$APP_ANKKA"
+    timed weather-image oci "localhost/ankka/weather:$VERSION" "$tmp/weather.oci.tar" "$cfg_weather" \
+      "$BASE" "$DEPS" "$APP_ANKKA" "$APP"
+    timed llama-image oci "localhost/ankka/llama-server:$VERSION" "$tmp/llama-server.oci.tar" \
+      "$cfg_llama" "$BASE" "$LLAMA"
+    timed pause-image oci "localhost/ankka/pause:$VERSION" "$tmp/pause.oci.tar" "$cfg_pause" "$PAUSE"
+    chmod 755 "$tmp"
+    mv -T "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp"  # another build made the same set meanwhile
+  else
+    log "images $set: built before, reused"
+  fi
+  touch "$dir"
+  # Sets no checkout has used lately go: the newest eight stay.
+  find "$OUT/sets" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%T@ %p\n' \
+    | sort -rn | tail -n +9 | cut -d' ' -f2- | xargs -r rm -rf
+  find "$OUT/sets" -mindepth 1 -maxdepth 1 -type d -name '.*' -mmin +120 -exec rm -rf {} +  # killed builds
+  mkdir -p "$ROOT/build"
+  echo "$dir" > "$ROOT/build/images"
+  ls "$dir"/*.oci.tar
 }
 
 case "${1:-build}" in
   build) build ;;
   lock) lock ;;
-  path) echo "$OUT" ;;
+  path) [[ -f "$ROOT/build/images" ]] || { echo "no images built from this checkout yet: run $0 build" >&2; exit 1; }
+    cat "$ROOT/build/images" ;;
   llama-entrypoint) [[ -n "${2:-}" ]] || { echo "usage: $0 llama-entrypoint DIR" >&2; exit 2; }
     llama_entrypoint "$2" ;;
   *) echo "usage: $0 [build|lock|path|llama-entrypoint DIR]" >&2; exit 2 ;;

@@ -40,6 +40,8 @@ __all__ = [
     "Refused",
     "RequestError",
     "StoreError",
+    "StoreOutcomeUnknown",
+    "StoreUnavailable",
     "TurnFailed",
 ]
 
@@ -49,6 +51,9 @@ class AnkkaError(Exception):
 
     kind: str = "internal_error"
     status: int = 500
+    # Seconds after which the same request may succeed (sent as ``Retry-After``), when the
+    # failure is one that passes by itself; None when sending it again would not help.
+    retry_after: float | None = None
 
     @property
     def message(self) -> str:
@@ -154,6 +159,24 @@ class StoreError(DependencyFailed):
     """The session store cannot be opened or written."""
 
     kind = "store_error"
+    status = 500
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached now (its server is down or restarting, its file busy):
+    nothing was written, and the same request may succeed later. Answered 503 with
+    ``Retry-After`` (``retry_after`` seconds)."""
+
+    kind = "store_unavailable"
+    status = 503
+    retry_after = 1
+
+
+class StoreOutcomeUnknown(StoreError):
+    """The store's connection broke while a commit was being made: it may or may not have
+    been written. Not safe to send again as is: read what it would have written first."""
+
+    kind = "store_outcome_unknown"
     status = 500
 
 

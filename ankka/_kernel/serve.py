@@ -37,6 +37,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ankka._kernel.bounded import ConnectionLimits, bounded_protocol
+from ankka._kernel.drain import GRACE_SECONDS
 from ankka._kernel.logs import say
 
 __all__ = [
@@ -129,7 +130,10 @@ async def serve_forever(
     ssl_context: ssl.SSLContext | None = None,
     proxy_headers: bool = True,
     limits: ConnectionLimits | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
+    """Serve ``app`` on ``sock`` until SIGTERM (or SIGINT); ``on_stop`` is called on the event
+    loop as the server begins to stop (a :class:`~ankka._kernel.drain.Drain`'s ``stop``)."""
     import uvicorn
 
     host, port = sock.getsockname()[:2]
@@ -151,13 +155,13 @@ async def serve_forever(
         access_log=access_log,
         lifespan="off",
         timeout_keep_alive=timeout_keep_alive,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=GRACE_SECONDS,
         proxy_headers=proxy_headers,
         **extra,
     )
     if access_log:  # uvicorn's level above would hide its access lines (INFO)
         logging.getLogger("uvicorn.access").setLevel(logging.INFO)
-    server = uvicorn.Server(config)
+    server = _server_class(uvicorn.Server, on_stop, asyncio.get_running_loop())(config)
     shown = f"[{host}]" if ":" in host else host
     say(f"{name}: listening on {scheme}://{shown}:{port}")
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
@@ -170,6 +174,23 @@ async def serve_forever(
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _server_class(
+    base: type[Any], on_stop: Callable[[], None] | None, loop: asyncio.AbstractEventLoop
+) -> type[Any]:
+    """uvicorn's server, telling ``on_stop`` (on ``loop``) when a signal asks it to stop."""
+    if on_stop is None:
+        return base
+    stop = on_stop
+
+    class _Server(base):  # type: ignore[misc]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit:
+                loop.call_soon_threadsafe(stop)  # a signal handler: not on the loop's turn
+            super().handle_exit(sig, frame)
+
+    return _Server
 
 
 def _quiet_sigterm() -> signal.Handlers | Callable[..., Any] | int | None:

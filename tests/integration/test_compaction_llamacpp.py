@@ -25,9 +25,9 @@ from ankka.runtime.records.compaction import (
     HistoryCompacted,
 )
 from ankka.runtime.records.messages import SummaryMessage
-from ankka.runtime.store.sqlite import SqliteStore
 from tests.integration.llamacpp import LlamaServer
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +58,7 @@ async def test_the_real_model_summarises_a_session_and_its_usage_is_recorded(
         base_url=llama_server.openai_base_url,
         timeout=600,
     )
-    store = await SqliteStore.open(tmp_path / "journal.sqlite3")
+    store = await journal_store(tmp_path / "journal.sqlite3")
     async with runtime_for(
         service,
         store=store,

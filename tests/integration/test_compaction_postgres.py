@@ -17,9 +17,8 @@ from ankka.runtime.features.compaction.consumer import Job
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.compaction import COMPACTED
-from ankka.runtime.store.postgres import PostgresStore
-from ankka.runtime.store.postgres_tasks import PostgresTaskStore
-from ankka.runtime.store.session_leases import StoreLeases, open_leases
+from ankka.runtime.store.open import Store
+from ankka.runtime.store.session_leases import StoreLeases
 from tests.support.leases import check_the_session_lease_rule
 from tests.support.runtimes import runtime_for
 
@@ -69,17 +68,16 @@ def service() -> Service:
 
 
 async def pod(
-    dsn: str, agent: ScriptedProvider, summariser: object, task_stores: list[PostgresTaskStore]
+    dsn: str, agent: ScriptedProvider, summariser: object, stores: list[Store]
 ) -> Runtime:
-    """A runtime as ``ankka serve`` opens one: its compaction leases in its task store."""
-    store = await PostgresStore.open(dsn)
-    task_store = await PostgresTaskStore.open(dsn, connections=2)
-    task_stores.append(task_store)
-    leases = await open_leases(task_store)
+    """A runtime as ``ankka serve`` opens one: its compaction leases in its store."""
+    store = await Store.open(dsn)
+    stores.append(store)
+    leases = store.leases
     assert isinstance(leases, StoreLeases)
     runtime = runtime_for(
         service(),
-        store=store,
+        store=store.journal_store,
         providers={"default": agent},
         compaction_providers={"default": summariser},
         compaction_leases=leases,
@@ -91,9 +89,9 @@ async def test_two_pods_never_both_summarise_one_session(postgres_server: str) -
     dsn = await database(postgres_server)
     first = GatedSummariser("they chatted")
     second = ScriptedProvider(["never asked"], name="default")
-    task_stores: list[PostgresTaskStore] = []
-    a = await pod(dsn, ScriptedProvider(["a" * 50] * 4, name="default"), first, task_stores)
-    b = await pod(dsn, ScriptedProvider([], name="default"), second, task_stores)
+    stores: list[Store] = []
+    a = await pod(dsn, ScriptedProvider(["a" * 50] * 4, name="default"), first, stores)
+    b = await pod(dsn, ScriptedProvider([], name="default"), second, stores)
     try:
         for n in range(4):
             await a.run(a.plan("chat", "shared", f"question {chr(97 + n)} ".ljust(50, "q")))
@@ -111,16 +109,13 @@ async def test_two_pods_never_both_summarise_one_session(postgres_server: str) -
     finally:
         await a.aclose()
         await b.aclose()
-        for task_store in task_stores:
-            await task_store.close()
+        for store in stores:
+            await store.close()
 
 
 async def test_a_lease_is_exclusive_until_it_expires(postgres_server: str) -> None:
-    store = await PostgresTaskStore.open(await database(postgres_server), connections=2)
-    try:
-        await check_the_session_lease_rule(store)
-    finally:
-        await store.close()
+    async with await Store.open(await database(postgres_server)) as store:
+        await check_the_session_lease_rule(store.tasks)
 
 
 OLD_LEASES = """CREATE TABLE ankka_compaction_leases (
@@ -139,15 +134,9 @@ async def _tables(dsn: str) -> set[str]:
 
 
 async def _open_as_serve(dsn: str) -> None:
-    """Open the stores as ``ankka serve`` does, take a compaction lease, close them."""
-    store = await PostgresStore.open(dsn)
-    task_store = await PostgresTaskStore.open(dsn, connections=2)
-    try:
-        leases = await open_leases(task_store)
-        assert await leases.acquire("s1", "new-pod", timedelta(minutes=1))
-    finally:
-        await task_store.close()
-        await store.close()
+    """Open the store as ``ankka serve`` does, take a compaction lease, close it."""
+    async with await Store.open(dsn) as store:
+        assert await store.leases.acquire("s1", "new-pod", timedelta(minutes=1))
 
 
 async def test_a_new_store_has_no_old_compaction_leases_table(postgres_server: str) -> None:

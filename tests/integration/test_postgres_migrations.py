@@ -19,12 +19,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from ankka.runtime.store.postgres import PostgresStore
-from ankka.runtime.store.postgres_tasks import PostgresTaskStore
+from ankka.runtime.store.open import Store
 
 pytestmark = pytest.mark.integration
 
-OPENERS = 12  # of each store
+OPENERS = 24  # stores, each its own pool (as many pods)
 ROUNDS = 4  # a fresh database each
 
 
@@ -49,15 +48,11 @@ def schema_of_the_agent() -> Iterator[str]:
 
 
 async def open_together(store: str) -> list[BaseException]:
-    journals = asyncio.gather(
-        *(PostgresStore.open(store) for _ in range(OPENERS)), return_exceptions=True
+    opened = await asyncio.gather(
+        *(Store.open(store) for _ in range(OPENERS)), return_exceptions=True
     )
-    tasks = asyncio.gather(
-        *(PostgresTaskStore.open(store) for _ in range(OPENERS)), return_exceptions=True
-    )
-    opened_journals, opened_tasks = await asyncio.gather(journals, tasks)
     failures: list[BaseException] = []
-    for one in [*opened_journals, *opened_tasks]:
+    for one in opened:
         if isinstance(one, BaseException):
             failures.append(one)
         else:

@@ -12,8 +12,7 @@ import pytest
 from ankka.runtime.records import registry as events
 from ankka.runtime.records.messages import UserMessage
 from ankka.runtime.store.journal_store import JournalStore
-from ankka.runtime.store.postgres import PostgresStore
-from ankka.runtime.store.sqlite import SqliteStore
+from tests.support.stores import journal_store
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +30,7 @@ async def _check(store: JournalStore) -> None:
 
 
 async def test_sqlite_lists_sessions_by_last_activity(tmp_path: Path) -> None:
-    store = await SqliteStore.open(tmp_path / "journal.sqlite3")
+    store = await journal_store(tmp_path / "journal.sqlite3")
     try:
         await _check(store)
     finally:
@@ -42,7 +41,7 @@ async def test_postgres_lists_sessions_by_last_activity(postgres_server: str) ->
     name = f"recency_{uuid.uuid4().hex[:8]}"
     async with await psycopg.AsyncConnection.connect(postgres_server, autocommit=True) as conn:
         await conn.execute(f'CREATE DATABASE "{name}"')
-    store = await PostgresStore.open(postgres_server.rsplit("/", 1)[0] + f"/{name}")
+    store = await journal_store(postgres_server.rsplit("/", 1)[0] + f"/{name}")
     try:
         await _check(store)
     finally:

@@ -56,8 +56,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def image_archives() -> list[Path]:
-    cache = Path(os.environ.get("ANKKA_CACHE") or Path.home() / ".cache" / "ankka") / "image"
-    archives = [cache / f"{n}.oci.tar" for n in IMAGE_NAMES]
+    # `scripts/image.sh build` names this checkout's set of archives in build/images (a set per
+    # content under the shared cache, so another checkout's build never swaps them underneath).
+    pointer = Path(__file__).resolve().parents[2] / "build" / "images"
+    if not pointer.is_file():
+        raise RuntimeError(
+            f"the pods tier needs ankka's images built from this checkout ({pointer} is missing); "
+            "build them with `scripts/image.sh build` (`make cluster-pods` does)"
+        )
+    where = Path(pointer.read_text().strip())
+    archives = [where / f"{n}.oci.tar" for n in IMAGE_NAMES]
     missing = [str(a) for a in archives if not a.exists()]
     if missing:
         raise RuntimeError(

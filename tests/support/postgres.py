@@ -16,9 +16,10 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["client_tool", "postgres_cluster"]
+__all__ = ["Cluster", "client_tool", "postgres_cluster", "private_cluster"]
 
 INSTALL = "apt-get install -y postgresql (.ci/run does this)"
 
@@ -45,6 +46,40 @@ def _free_port() -> int:
         return port
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """A running private cluster: its DSN, and its server stopped, started or restarted as
+    an operator would (``pg_ctl``), for the tests of an outage."""
+
+    dsn: str
+    data: Path
+    log: Path
+    options: str
+    as_user: tuple[str, ...]
+
+    def _pg_ctl(self, *args: str) -> None:
+        command = [*self.as_user, str(_binaries() / "pg_ctl"), "-D", str(self.data), *args]
+        finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if finished.returncode != 0:
+            raise RuntimeError(
+                f"pg_ctl {' '.join(args)} failed ({finished.returncode}):\n"
+                f"{finished.stdout}{finished.stderr}{self.log.read_text()}"
+            )
+
+    def stop(self, mode: str = "fast") -> None:
+        self._pg_ctl("-m", mode, "-w", "stop")
+
+    def start(self) -> None:
+        self._pg_ctl("-o", self.options, "-l", str(self.log), "-w", "-t", "60", "start")
+
+    def restart(self, mode: str = "fast") -> None:
+        """``pg_ctl restart -m MODE``: every connection is cut, the server back when it
+        returns."""
+        self._pg_ctl(
+            "-m", mode, "-o", self.options, "-l", str(self.log), "-w", "-t", "60", "restart"
+        )
+
+
 @contextmanager
 def postgres_cluster(
     *,
@@ -58,6 +93,21 @@ def postgres_cluster(
     an address to listen on, and ``networks`` admit clients from those networks with
     ``password`` (scram-sha-256; the pods tier's pods, inside its network namespace); loopback
     stays trusted, and the DSN yielded is loopback's."""
+    with private_cluster(
+        fsync=fsync, listen=listen, password=password, networks=networks
+    ) as cluster:
+        yield cluster.dsn
+
+
+@contextmanager
+def private_cluster(
+    *,
+    fsync: bool = False,
+    listen: str = "127.0.0.1",
+    password: str | None = None,
+    networks: tuple[str, ...] = (),
+) -> Iterator[Cluster]:
+    """:func:`postgres_cluster`, yielding the :class:`Cluster` (to stop or restart it)."""
     bindir = _binaries()
     base = Path(tempfile.mkdtemp(prefix="ankka-pg-"))
     as_user: list[str] = []
@@ -117,7 +167,13 @@ def postgres_cluster(
                 str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "ankka",
                 "-d", "postgres", "-c", f"ALTER ROLE ankka PASSWORD '{password}'",
             )  # fmt: skip
-        yield f"postgresql://ankka@127.0.0.1:{port}/postgres"
+        yield Cluster(
+            f"postgresql://ankka@127.0.0.1:{port}/postgres",
+            data,
+            base / "log",
+            options,
+            tuple(as_user),
+        )
     finally:
         subprocess.run(
             [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],

@@ -16,8 +16,8 @@ from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
 from ankka.runtime.engine.loop import TurnOutcome
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.store.journal_store import JournalStore
-from ankka.runtime.store.sqlite import SqliteStore
 from ankka.runtime.store.tasks import TaskStore
+from tests.support.stores import journal_store
 
 __all__ = ["make_context", "one_turn", "runtime_for", "task_host_for"]
 
@@ -71,7 +71,7 @@ async def one_turn(effect: Turn, provider: ModelProvider, store_path: Path) -> T
     SQLite store at ``store_path``; the finished turn's outcome."""
     service = Service("one-turn")
     service.agent("agent")(lambda request: effect)
-    store = await SqliteStore.open(store_path)
+    store = await journal_store(store_path)  # the runtime's aclose closes the Store
     async with runtime_for(service, store=store, providers={effect.model: provider}) as runtime:
         result = await runtime.run(runtime.plan("agent", "s", effect.message))
     return result.finished

@@ -12,8 +12,8 @@ import pytest
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.scripted import ScriptedProvider
-from ankka.runtime.store.sqlite import SqliteStore
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 Script = Sequence[dict[str, Any] | str]
 
@@ -34,7 +34,7 @@ async def make_runtime(tmp_path: Path) -> AsyncIterator[MakeRuntime]:
     async def make(
         service: Service, script: Script, *, model: str = "default"
     ) -> tuple[Runtime, ScriptedProvider]:
-        store = await SqliteStore.open(tmp_path / "journal.sqlite3")
+        store = await journal_store(tmp_path / "journal.sqlite3")
         provider = ScriptedProvider(script, name=model)
         runtime = runtime_for(service, store=store, providers={model: provider})
         made.append(runtime)

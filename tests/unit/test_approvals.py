@@ -42,10 +42,8 @@ from ankka.runtime.records.messages import (
 )
 from ankka.runtime.records.registry import Record, decode, encode
 from ankka.runtime.serve.http import create_app
-from ankka.runtime.store.approval_index import ApprovalIndex
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 RAN: list[tuple[str, float]] = []
@@ -90,8 +88,8 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
             await r.aclose()
         made.clear()
         path = tmp_path / "journal.sqlite3"
-        store = await SqliteStore.open(path)
-        index = ApprovalIndex(await SqliteTaskStore.open(path))
+        store = await journal_store(path)  # the runtime's aclose closes the Store
+        index = store.store.approvals
         clock = ManualClock(START)
         provider = ScriptedProvider(script, name="default", clock=clock)
         runtime = runtime_for(
@@ -109,8 +107,6 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
     yield build
     for r in made:
         await r.aclose()
-        assert r.approvals.index is not None
-        await r.approvals.index.store.close()
 
 
 async def suspend(runtime: Runtime, message: str = "refund") -> tuple[ApprovalRequest, ...]:

@@ -30,8 +30,8 @@ from ankka.runtime.records.messages import (
     Usage,
     UserMessage,
 )
-from ankka.runtime.store.sqlite import SqliteStore
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 ANSWER = "a" * 50
 SETTINGS = Compaction(limit_chars=400, keep_messages=2)  # queued past 300 characters
@@ -88,7 +88,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
         workers: int = 4,
         clock: Clock | None = None,
     ) -> tuple[Runtime, ScriptedProvider, Any]:
-        store = await SqliteStore.open(tmp_path / "journal.sqlite3")
+        store = await journal_store(tmp_path / "journal.sqlite3")
         provider = ScriptedProvider(agent, name="default")
         summariser = (
             summaries

@@ -29,8 +29,8 @@ from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
 from ankka.runtime.serve.http import create_app
 from ankka.runtime.serve.identity import Identify
-from ankka.runtime.store.sqlite import SqliteStore
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 
 def _call(agent: str, model: str, tokens: int) -> ModelCall:
@@ -92,7 +92,7 @@ def test_only_loopback_addresses_count_as_loopback() -> None:
 
 
 async def test_a_caller_off_loopback_is_refused(tmp_path: Path) -> None:
-    store = await SqliteStore.open(str(tmp_path / "s.sqlite3"))
+    store = await journal_store(str(tmp_path / "s.sqlite3"))
     async with store, runtime_for(Service("x"), store=store, providers={}) as runtime:
         app = create_app(runtime, console=True)
         for client, status in ((("10.1.2.3", 5000), 403), (("127.0.0.1", 5000), 200)):
@@ -105,7 +105,7 @@ async def test_a_caller_off_loopback_is_refused(tmp_path: Path) -> None:
 async def test_off_loopback_a_checked_caller_sees_only_what_the_policy_lets_it_read(
     tmp_path: Path,
 ) -> None:
-    store = await SqliteStore.open(str(tmp_path / "s.sqlite3"))
+    store = await journal_store(str(tmp_path / "s.sqlite3"))
     tokens = {"admin-token": "ankka://platform/console", "shop-token": "ankka://service/a/shop"}
     async with store, runtime_for(Service("x"), store=store, providers={}) as runtime:
         for session, creator in (

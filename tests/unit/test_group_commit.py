@@ -14,7 +14,8 @@ import pytest
 from ankka._kernel.errors import StoreError
 from ankka.runtime.store.group_commit import GroupWriter
 from ankka.runtime.store.journal_store import ConcurrentAppend
-from ankka.runtime.store.sqlite import SqliteStore, open_writer
+from ankka.runtime.store.sqlite import SqliteDatabase, open_writer
+from tests.support.stores import journal_store
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY)",)
 
@@ -85,11 +86,13 @@ async def test_a_failing_write_is_undone_alone(tmp_path: Path) -> None:
 async def test_concurrent_appends_of_many_sessions_each_commit_at_their_position(
     tmp_path: Path,
 ) -> None:
-    store = await SqliteStore.open(tmp_path / "j.sqlite3")
+    store = await journal_store(tmp_path / "j.sqlite3")
     sessions = [f"s{n}" for n in range(32)]
     first = await asyncio.gather(*(store.append(s, [("user", "{}")], expected=0) for s in sessions))
     assert first == [1] * 32
-    assert store.commits == 2  # the first alone; the 31 queued behind it, together
+    database = store.store.database
+    assert isinstance(database, SqliteDatabase)
+    assert database.commits == 2  # the first alone; the 31 queued behind it, together
     again = await asyncio.gather(
         *(store.append(s, [("user", "{}"), ("user", "{}")], expected=1) for s in sessions),
         store.append("s0", [("user", "{}")], expected=1),  # behind the one above: refused

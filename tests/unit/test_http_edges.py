@@ -21,8 +21,8 @@ from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.serve.http import create_app
-from ankka.runtime.store.sqlite import SqliteStore
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 BOUND = 10.0  # seconds any wait below may take before the test fails (a bound, not a measure)
 
@@ -108,7 +108,7 @@ async def test_a_caller_leaving_before_the_first_event_cancels_the_turn_and_writ
     tmp_path: Path,
 ) -> None:
     provider = HeldProvider(["never sent"])
-    store = await SqliteStore.open(tmp_path / "j.sqlite3")
+    store = await journal_store(tmp_path / "j.sqlite3")
     runtime = runtime_for(service(), store=store, providers={"default": provider})
     async with runtime, serving(runtime) as (host, port):
         _, writer = await asyncio.open_connection(host, port)
@@ -126,7 +126,7 @@ async def test_a_caller_leaving_before_the_first_event_cancels_the_turn_and_writ
 async def test_an_unexpected_failure_is_a_500_and_the_connection_stays_usable(
     tmp_path: Path,
 ) -> None:
-    store = await SqliteStore.open(tmp_path / "j.sqlite3")
+    store = await journal_store(tmp_path / "j.sqlite3")
     provider = ScriptedProvider([], name="default")
     runtime = runtime_for(service(), store=store, providers={"default": provider})
     async with runtime, serving(runtime) as (host, port):

@@ -33,8 +33,7 @@ from ankka.runtime.records.messages import (
 from ankka.runtime.store.journal import Journal
 from ankka.runtime.store.journal_store import ConcurrentAppend, JournalStore
 from ankka.runtime.store.open import open_store
-from ankka.runtime.store.postgres import PostgresStore
-from ankka.runtime.store.sqlite import SqliteStore
+from tests.support.stores import journal_store
 
 TURN = (
     UserMessage("hi", "a", "t1"),
@@ -57,7 +56,7 @@ OpenJournal = Callable[[], Awaitable[JournalStore]]
 
 def _sqlite(tmp_path: Path) -> OpenJournal:
     async def open_it() -> JournalStore:
-        return await SqliteStore.open(tmp_path / "j.sqlite3")
+        return await journal_store(tmp_path / "j.sqlite3")
 
     return open_it
 
@@ -75,7 +74,7 @@ def open_journal(request: pytest.FixtureRequest, tmp_path: Path) -> OpenJournal:
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
                 await conn.execute(f"CREATE DATABASE {database}")
             created.append(database)
-        return await PostgresStore.open(dsn.rsplit("/", 1)[0] + f"/{database}")
+        return await journal_store(dsn.rsplit("/", 1)[0] + f"/{database}")
 
     created: list[str] = []
     return open_postgres

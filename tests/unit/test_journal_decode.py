@@ -41,7 +41,7 @@ from ankka.runtime.records.messages import (
 )
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.store.journal import Journal
-from ankka.runtime.store.sqlite import SqliteStore
+from tests.support.stores import journal_store
 from tests.unit.test_journal import COMPACTED, REJECTED, TURN, OpenJournal, open_journal
 
 __all__ = ["open_journal"]  # the SQLite and PostgreSQL stores, from the journal's suite
@@ -264,6 +264,6 @@ async def test_records_written_before_newer_fields_existed_decode_as_before(
         ),
         ("tool_result", '{"call_id":"c","name":"f","content":"r","is_error":0}'),
     ]
-    async with Journal(await SqliteStore.open(tmp_path / "j.sqlite3")) as journal:
+    async with Journal(await journal_store(tmp_path / "j.sqlite3")) as journal:
         await journal.store.append("s", older, expected=0)
         assert [e.record for e in await journal.read("s")] == [old_decode(k, b) for k, b in older]

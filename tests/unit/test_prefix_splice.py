@@ -47,10 +47,8 @@ from ankka.runtime.records.messages import (
     ToolResult,
     UserMessage,
 )
-from ankka.runtime.store.approval_index import ApprovalIndex
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 COMPACTION = Compaction(limit_chars=1200, keep_messages=4)
 
@@ -106,13 +104,14 @@ async def runtime_on(path: Path, script: Sequence[dict[str, Any] | str]) -> Runt
     provider = ScriptedProvider(script, name="default")
     summary = "So far: weather in Oslo Turku Pori Vaasa; refund A1 250 250.0; 0 1 2 3 4 5 6 7."
     summariser = ScriptedProvider([summary] * 4, name="default")
+    store = await journal_store(path)  # the runtime's aclose closes the Store
     runtime = runtime_for(
         service(),
-        store=await SqliteStore.open(path),
+        store=store,
         providers={"default": provider},
         compaction_providers={"default": summariser},
         clock=ManualClock(datetime(2026, 12, 1, 8, 0, tzinfo=UTC)),
-        approvals=ApprovalIndex(await SqliteTaskStore.open(path)),
+        approvals=store.store.approvals,
         approval_tick_seconds=3600,
     )
     await runtime.__aenter__()
@@ -123,8 +122,6 @@ async def close(runtime: Runtime) -> list[ModelRequest]:
     provider = runtime.context.providers["default"]
     assert isinstance(provider, ScriptedProvider) and provider.remaining == 0
     await runtime.aclose()
-    assert runtime.approvals.index is not None
-    await runtime.approvals.index.store.close()
     return list(provider.requests)
 
 

@@ -16,18 +16,16 @@ from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.approvals import ResumedCall
 from ankka.runtime.records.messages import AssistantMessage
 from ankka.runtime.records.registry import Record
-from ankka.runtime.store.approval_index import ApprovalIndex
-from ankka.runtime.store.journal_store import SharedSessionLock
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.store.journal_store import JournalStore, SharedSessionLock
 from tests.support.runtimes import runtime_for
+from tests.support.stores import OwnedJournalStore, journal_store
 from tests.unit.test_approvals import START, refund_call, service
 
 
 class RefusingResumedCalls:
     """A journal store that refuses every batch holding a resumed call (as a full disk)."""
 
-    def __init__(self, inner: SqliteStore) -> None:
+    def __init__(self, inner: JournalStore) -> None:
         self.inner = inner
 
     async def append(
@@ -50,8 +48,9 @@ class RefusingResumedCalls:
         await self.inner.close()
 
 
-async def _resume(tmp_path: Path, store: object) -> tuple[Decided, list[Record]]:
-    path = tmp_path / "journal.sqlite3"
+async def _resume(owned: OwnedJournalStore, store: object) -> tuple[Decided, list[Record]]:
+    """Resume an approved call on ``store`` (``owned`` or a wrapper of it); its runtime's
+    aclose closes the Store."""
     clock = ManualClock(START)
     script: list[dict[str, Any] | str] = [{"tool_calls": [refund_call("A1", 250)]}, "Refunded."]
     runtime = runtime_for(
@@ -59,7 +58,7 @@ async def _resume(tmp_path: Path, store: object) -> tuple[Decided, list[Record]]
         store=store,  # type: ignore[arg-type]
         providers={"default": ScriptedProvider(script, name="default", clock=clock)},
         clock=clock,
-        approvals=ApprovalIndex(await SqliteTaskStore.open(path)),
+        approvals=owned.store.approvals,
         approval_tick_seconds=3600,
     )
     async with runtime:
@@ -73,8 +72,8 @@ async def _resume(tmp_path: Path, store: object) -> tuple[Decided, list[Record]]
 
 
 async def test_each_resumed_call_is_journaled_before_the_turn_goes_on(tmp_path: Path) -> None:
-    store = await SqliteStore.open(tmp_path / "journal.sqlite3")
-    decided, records = await _resume(tmp_path, store)
+    owned = await journal_store(tmp_path / "journal.sqlite3")
+    decided, records = await _resume(owned, owned)
     assert decided.status == "completed"
     kinds = [type(r).__name__ for r in records]
     # the resumed call's record comes before the committed turn's messages
@@ -84,8 +83,8 @@ async def test_each_resumed_call_is_journaled_before_the_turn_goes_on(tmp_path: 
 async def test_a_resumed_call_the_store_refuses_is_logged_and_the_turn_goes_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = RefusingResumedCalls(await SqliteStore.open(tmp_path / "journal.sqlite3"))
-    decided, records = await _resume(tmp_path, store)
+    owned = await journal_store(tmp_path / "journal.sqlite3")
+    decided, records = await _resume(owned, RefusingResumedCalls(owned))
     assert decided.status == "completed"
     assert not any(isinstance(r, ResumedCall) for r in records)
     assert "could not journal a resumed call" in caplog.text

@@ -25,7 +25,7 @@ from ankka.runtime.records.messages import (
 )
 from ankka.runtime.records.registry import decode, encode
 from ankka.runtime.store.journal import Journal
-from ankka.runtime.store.sqlite import SqliteStore
+from tests.support.stores import journal_store
 
 
 def turn(number: int, size: int, letter: str = "u") -> list[Message]:
@@ -86,7 +86,7 @@ async def test_long_sessions_stay_within_the_caches_bytes_and_fold_right_again(
     tmp_path: Path,
 ) -> None:
     budget = 2 * 1024 * 1024
-    async with Journal(await SqliteStore.open(tmp_path / "j.sqlite3")) as journal:
+    async with Journal(await journal_store(tmp_path / "j.sqlite3")) as journal:
         cache = SessionCache(journal, 1024, max_bytes=budget)
         for session in range(12):  # about 400 KB each: far fewer than 1,024, far more than 2 MB
             await journal.append(

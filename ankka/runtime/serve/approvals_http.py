@@ -189,9 +189,7 @@ def approval_routes(
 
         async def body() -> AsyncIterator[bytes]:
             try:
-                events = event_stream(
-                    subscription, first, ends_with_task=False, seconds=seconds, keep=keep
-                )
+                events = event_stream(subscription, first, seconds=seconds, keep=keep)
                 async for chunk in events:
                     yield chunk
             finally:

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ankka._kernel import serve, tracing
+from ankka._kernel.drain import Drain
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
@@ -299,10 +300,7 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.features.mcp.setup import servers_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
     from ankka.runtime.providers.retry import TurnRetry
-    from ankka.runtime.store.approval_index import ApprovalIndex
-    from ankka.runtime.store.open import open_store, sqlite_path
-    from ankka.runtime.store.open_tasks import open_task_store
-    from ankka.runtime.store.session_leases import open_leases
+    from ankka.runtime.store.open import Store, sqlite_path
 
     if args.console not in ("on", "off"):
         say(
@@ -342,27 +340,25 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         try:
-            store = await open_store(args.store)
-            task_store = await open_task_store(args.store)
+            # One database: the journal, the task tables, the approval index and the leases.
+            store = await Store.open(args.store)
         except AnkkaError as exc:
             say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
             return 2
         try:
-            leases = await open_leases(task_store)
-        except AnkkaError as exc:
+            return await served(store)
+        finally:
             await store.close()
-            await task_store.close()
-            say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
-            return 2
-        index = ApprovalIndex(task_store)
+
+    async def served(store: Store) -> int:
         context = Context.open(
             service,
-            store=store,
+            store=store.journal_store,
             providers=providers,
             metrics=metrics,
             mcp=mcp,
-            compaction=CompactionSetup(override=compaction, leases=leases),
-            approvals=index,
+            compaction=CompactionSetup(override=compaction, leases=store.leases),
+            approvals=store.approvals,
             policy=policy,
             cache_bytes=args.session_cache_mb * 2**20,
             # The one retry layer is the engine's: a turn's calls by this policy, a task's by
@@ -372,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
         runtime = Runtime(context, timers=Timers(notice_seconds=args.approval_notice_seconds))
         tasks = TaskHost(
             context,
-            store=task_store,
+            store=store.tasks,
             options=HostOptions(
                 lease_seconds=args.lease_seconds,
                 max_instances=args.max_instances,
@@ -396,51 +392,54 @@ def run(args: argparse.Namespace) -> int:
         # module 'httpx'"). The socket is bound and listening already, so a caller who connects
         # meanwhile waits, never is refused.
         await asyncio.to_thread(_import_http)
-        try:
-            async with runtime, contextlib.AsyncExitStack() as stack:
-                if mcp is not None:
-                    # Connects every MCP server (a server that is down does not hold the start:
-                    # /readyz names it) and ends their sessions, in this task, at shutdown.
-                    await stack.enter_async_context(mcp)
-                # The task host resumes every instance with work as it starts: no request
-                # needed.
-                await stack.enter_async_context(tasks)
-                if tls is not None:
-                    await stack.enter_async_context(tls)
-                if probe_sock is not None:
-                    await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
-                if reviewer is not None:
-                    await stack.enter_async_context(reviewer)
-                from ankka.runtime.serve.http import create_app
+        async with runtime, contextlib.AsyncExitStack() as stack:
+            if mcp is not None:
+                # Connects every MCP server (a server that is down does not hold the start:
+                # /readyz names it) and ends their sessions, in this task, at shutdown.
+                await stack.enter_async_context(mcp)
+            # The task host resumes every instance with work as it starts: no request
+            # needed.
+            await stack.enter_async_context(tasks)
+            if tls is not None:
+                await stack.enter_async_context(tls)
+            if probe_sock is not None:
+                await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
+            if reviewer is not None:
+                await stack.enter_async_context(reviewer)
+            from ankka.runtime.serve.http import create_app
 
-                tokens = "kubernetes-service-account" if reviewer is not None else "static"
-                a2a = a2a_options.from_options(
-                    args,
-                    runtime,
-                    tasks,
-                    bearer_format=tokens if args.token_file or reviewer else None,
-                )
-                await stack.enter_async_context(a2a)
-                app = create_app(
-                    runtime,
-                    tasks,
-                    max_body=args.max_body_bytes,
-                    identify=identify,
-                    approver_header=args.approver_header,
-                    console=args.console == "on",
-                    a2a=a2a,
-                )
-                await serve.serve_forever(
-                    # One SERVER span per request, continuing the caller's traceparent.
-                    app if traces is None else tracing.ServerSpans(app, traces.tracer),
-                    sock,
-                    name="ankka serve",
-                    access_log=args.access_log,
-                    limits=limits,
-                    ssl_context=tls.context if tls is not None else None,
-                )
-        finally:
-            await task_store.close()
+            tokens = "kubernetes-service-account" if reviewer is not None else "static"
+            a2a = a2a_options.from_options(
+                args,
+                runtime,
+                tasks,
+                bearer_format=tokens if args.token_file or reviewer else None,
+            )
+            await stack.enter_async_context(a2a)
+            app = create_app(
+                runtime,
+                tasks,
+                max_body=args.max_body_bytes,
+                identify=identify,
+                approver_header=args.approver_header,
+                console=args.console == "on",
+                a2a=a2a,
+            )
+            # At SIGTERM what is in flight is answered in the API's shape, never dropped.
+            drained = Drain(
+                # One SERVER span per request, continuing the caller's traceparent.
+                app if traces is None else tracing.ServerSpans(app, traces.tracer),
+                name="ankka serve",
+            )
+            await serve.serve_forever(
+                drained,
+                sock,
+                name="ankka serve",
+                access_log=args.access_log,
+                limits=limits,
+                ssl_context=tls.context if tls is not None else None,
+                on_stop=drained.stop,
+            )
         return 0
 
     try:

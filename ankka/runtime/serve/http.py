@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -52,7 +53,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from ankka._kernel.errors import AnkkaError, RequestError
+from ankka._kernel.errors import AnkkaError, RequestError, StoreError
 from ankka._kernel.exposition import CONTENT_TYPE
 from ankka.runtime.drivers.request import Runtime, TurnResult
 from ankka.runtime.drivers.tasks.host import TaskHost
@@ -101,8 +102,14 @@ def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
 
 async def _error_response(request: Request, exc: Exception) -> Response:
     status, body = error_json(exc)
-    headers = exc.headers if isinstance(exc, HTTPException) else None  # Allow, on a 405
-    return JSONResponse(body, status_code=status, headers=headers)
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # Allow (405)
+    if isinstance(exc, AnkkaError) and exc.retry_after is not None:
+        # A store outage, a caller over its TokenReview rate: try again then (whole seconds).
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    if isinstance(exc, StoreError) and status >= 500:
+        # A dependency's failure, said in one line: the store names itself and what to do.
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 # Every route's errors are answered here. An ExceptionMiddleware of our own, not Starlette's

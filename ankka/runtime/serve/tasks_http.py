@@ -233,39 +233,57 @@ def sse(event: str, data: object, number: int | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
+# How often a task's stream, hearing nothing, reads the task's record: its end is told even
+# when the notification of it was lost on the way from another process (the relay is live,
+# not durable).
+RECHECK = 5.0
+
+Ended = Callable[[], Awaitable[Notice | None]]
+
+
 async def event_stream(
     subscription: Subscription,
     snapshot: bytes,
     *,
-    ends_with_task: bool,
     seconds: float | None,
+    ended: Ended | None = None,
     keep: Callable[[Notice], Awaitable[bool]] | None = None,
+    recheck: float = RECHECK,
     task: str | None = None,
 ) -> AsyncIterator[bytes]:
     """The stream: ``snapshot``, then the events (those ``keep`` keeps); for ``seconds``
-    when given. A task's stream (``ends_with_task``) ends with ``task``'s own end, not with
-    a descendant's (whose events it carries too)."""
+    when given. ``ended``: a task's stream, which ends after the final event of ``task``
+    (not a descendant's, whose events it carries too), or, heard of no other way, the end
+    its record shows."""
     yield snapshot
     loop = asyncio.get_running_loop()
     until = loop.time() + seconds if seconds is not None else None
+    quiet_since = loop.time()
     while True:
         left = until - loop.time() if until is not None else KEEP_ALIVE
         if left <= 0:
             return
+        wait = min(KEEP_ALIVE, left, recheck if ended is not None else KEEP_ALIVE)
         try:
-            async with asyncio.timeout(min(KEEP_ALIVE, left)):
+            async with asyncio.timeout(wait):
                 item = await subscription.next()
         except TimeoutError:
-            if until is None or loop.time() < until:
+            final = await ended() if ended is not None else None
+            if final is not None:
+                yield sse(final.event, final.as_dict(), final.number)
+                return
+            if loop.time() - quiet_since >= KEEP_ALIVE and (until is None or loop.time() < until):
                 yield b": keep-alive\n\n"
+                quiet_since = loop.time()
             continue
+        quiet_since = loop.time()
         if isinstance(item, Dropped):
             yield sse("dropped", {"count": item.count})
             continue
         if keep is not None and not await keep(item):
             continue
         yield sse(item.event, item.as_dict(), item.number)
-        if ends_with_task and item.event in _FINAL_EVENTS and task in (None, item.task):
+        if ended is not None and item.event in _FINAL_EVENTS and task in (None, item.task):
             return
 
 
@@ -333,6 +351,7 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
         request: Request,
         key: tuple[str, ...],
         snapshot: Callable[[], Awaitable[tuple[bytes, bool]]],
+        ended: Ended | None = None,
     ) -> Response:
         seconds = wait_seconds(request) if "wait" in request.query_params else None
         # Subscribed before the snapshot is read, so nothing falls between the two.
@@ -348,13 +367,8 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
                 if done:
                     yield first
                     return
-                events = event_stream(
-                    subscription,
-                    first,
-                    ends_with_task=key[0] == "task",
-                    seconds=seconds,
-                    task=key[1] if key[0] == "task" else None,
-                )
+                task = key[1] if key[0] == "task" else None
+                events = event_stream(subscription, first, ended=ended, seconds=seconds, task=task)
                 async for chunk in events:
                     yield chunk
             finally:
@@ -372,7 +386,19 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
             record = await host.get(task)
             return sse("snapshot", task_json(record)), record.final
 
-        return await notifications(request, ("task", task), snapshot)
+        async def ended() -> Notice | None:
+            record = await host.get(task)
+            if not record.final:
+                return None
+            return host.notifier.notice(
+                f"task_{record.state.value}",  # as the final event is published
+                agent=record.spec.agent,
+                instance=record.instance,
+                task=task,
+                reason=record.reason,
+            )
+
+        return await notifications(request, ("task", task), snapshot, ended)
 
     async def instance_notifications(request: Request) -> Response:
         agent = request.path_params["agent"]

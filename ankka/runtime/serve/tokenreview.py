@@ -76,6 +76,7 @@ class TooManyReviews(Refused):
 
     kind = "too_many_token_reviews"
     status = 429
+    retry_after: float  # set by every raise (Retry-After, in whole seconds, on the answer)
 
     def __init__(self, retry_after: float) -> None:
         super().__init__(

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from ankka.runtime.store.tasks import TaskStore, Transaction
+from ankka.runtime.store.database import Row, Transaction
+from ankka.runtime.store.tasks import TaskStore
 
 __all__ = ["SCHEMA", "ApprovalIndex", "IndexRow"]
 
@@ -50,7 +50,7 @@ class IndexRow:
     open: bool
 
 
-def _row(r: tuple[Any, ...]) -> IndexRow:
+def _row(r: Row) -> IndexRow:
     at = datetime.fromtimestamp(float(r[5]), UTC) if r[5] is not None else None
     return IndexRow(r[0], r[1], r[2], r[3], r[4], at, bool(r[6]), bool(r[7]))
 
@@ -98,8 +98,7 @@ class ApprovalIndex:
             found = tx.rows(f"SELECT {_COLUMNS} FROM ankka_approvals WHERE id = ?", (approval,))
             return _row(found[0]) if found else None
 
-        result: IndexRow | None = await self.store.read(work)
-        return result
+        return await self.store.read(work)
 
     async def settle(self, approvals: Sequence[str], state: str, *, close: bool = False) -> None:
         def work(tx: Transaction) -> None:
@@ -162,8 +161,7 @@ class ApprovalIndex:
             )
             return [_row(r) for r in rows]
 
-        result: list[IndexRow] = await self.store.read(work)
-        return result
+        return await self.store.read(work)
 
     async def timed(self, before: datetime) -> list[IndexRow]:
         """Pending rows that expire at or before ``before``."""
@@ -176,13 +174,11 @@ class ApprovalIndex:
             )
             return [_row(r) for r in rows]
 
-        result: list[IndexRow] = await self.store.read(work)
-        return result
+        return await self.store.read(work)
 
     async def open_sessions(self) -> list[str]:
         def work(tx: Transaction) -> list[str]:
             rows = tx.rows("SELECT DISTINCT session FROM ankka_approvals WHERE open = 1")
             return [str(r[0]) for r in rows]
 
-        result: list[str] = await self.store.read(work)
-        return result
+        return await self.store.read(work)

@@ -69,7 +69,7 @@ class GroupWriter:
         self,
         db: sqlite3.Connection,
         pool: ThreadPoolExecutor,
-        failed: Callable[[Exception], Exception],
+        failed: Callable[[sqlite3.Error], Exception],
     ) -> None:
         self._db = db
         self._pool = pool
@@ -125,7 +125,11 @@ class GroupWriter:
             self._idle.set()
 
     def _wrap(self, error: BaseException) -> BaseException:
-        return self._failed(error) if isinstance(error, sqlite3.Error) else error
+        if isinstance(error, sqlite3.Error):
+            wrapped = self._failed(error)
+            wrapped.__cause__ = error
+            return wrapped
+        return error
 
     async def close(self) -> None:
         """Wait for the writes in flight, then close the connection and stop the thread."""

@@ -3,7 +3,8 @@
 :class:`Journal` is the one door to a session's stream. Everything that writes or reads
 session memory (the host's turns today; task iterations, approvals, compaction and MCP next)
 goes through it, never through the store, so the stored encoding lives in one place
-(:mod:`.events`) and a store stays a keeper of ``(kind, body)`` pairs::
+(:mod:`ankka.runtime.records.registry`) and a store stays a keeper of ``(kind, body)``
+pairs::
 
     journal = Journal(store)
     position = await journal.append("s1", [UserMessage("hi"), answer], expected=0)
@@ -15,18 +16,48 @@ Appends are all or nothing and name the position the writer read (``expected``);
 refuses a batch on top of a history the writer did not see (:class:`~.store.ConcurrentAppend`).
 One turn at a time per session across processes is :meth:`session_lock`'s, when the store has
 one.
+
+The journal's tables share the store's one database with the task tables and the approval
+index, so an append and a change there can be one transaction (:meth:`commit`), and the records
+a cached fold lacks can be read with a task's row in one round trip (:meth:`read_with`)::
+
+    done = await journal.commit("task:t1", [marks, answer], expected=4,
+                                then=partial(statements.complete_iteration, task="t1", ...))
+    done.position, done.value                      # 6, the task's record after it
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.messages import Message
-from ankka.runtime.records.registry import Entry, Record, decode, encode
-from ankka.runtime.store.journal_store import JournalStore, SharedSessionLock
+from ankka.runtime.records.registry import Entry, Record, StoredEvent, decode, encode
+from ankka.runtime.store.database import Transaction
+from ankka.runtime.store.journal_store import JournalStore, SharedSessionLock, Written
 
-__all__ = ["Journal"]
+__all__ = ["Committed", "Journal", "Since"]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+# A combined commit's answer: the session's new last position and what ``then`` returned.
+Committed = Written
+
+
+@dataclass(frozen=True, slots=True)
+class Since(Generic[T_co]):
+    """A combined read's answer: the session's records after the position asked for (what a
+    cached fold lacks), and what ``then`` returned from the same read."""
+
+    entries: list[Entry]
+    value: T_co
+
+
+def _decoded(events: Sequence[StoredEvent]) -> list[Entry]:
+    return [Entry(e.seq, e.at, decode(e.kind, e.body)) for e in events]
 
 
 class Journal:
@@ -48,12 +79,36 @@ class Journal:
         last position. Nothing is written if any part fails."""
         return await self._store.append(session, [encode(r) for r in records], expected=expected)
 
+    async def commit(
+        self,
+        session: str,
+        records: Sequence[Record],
+        *,
+        expected: int,
+        then: Callable[[Transaction], T],
+        serial: bool = False,
+    ) -> Written[T]:
+        """:meth:`append` ``records`` and run ``then(tx)`` (a statement of the task tables,
+        the approval index, ...) in the same transaction: one round trip, one commit, all or
+        nothing. A refused append (:class:`~.journal_store.ConcurrentAppend`) runs no
+        ``then``; ``then`` raising writes none of the records. ``serial``: ``then`` changes
+        many rows (see :meth:`~.database.Database.write`)."""
+        events = [encode(r) for r in records]
+        return await self._store.commit(
+            session, events, expected=expected, then=then, serial=serial
+        )
+
     async def read(self, session: str, *, after: int = 0) -> list[Entry]:
         """The session's records after position ``after``, in order, with their positions."""
-        return [
-            Entry(e.seq, e.at, decode(e.kind, e.body))
-            for e in await self._store.read(session, after=after)
-        ]
+        return _decoded(await self._store.read(session, after=after))
+
+    async def read_with(
+        self, session: str, *, after: int, then: Callable[[Transaction], T]
+    ) -> Since[T]:
+        """The session's records after ``after`` (what a cached fold lacks) and ``then(tx)``
+        (a task's row, ...), in one read: one round trip."""
+        found = await self._store.read_with(session, after=after, then=then)
+        return Since(_decoded(found.events), found.value)
 
     async def conversation(self, session: str) -> list[Message]:
         """The session's conversation as committed: the fold of all its records."""
@@ -68,4 +123,6 @@ class Journal:
         return self._store.session_lock()
 
     async def close(self) -> None:
+        """Close the journal's store (a :class:`~.open.Store`'s journal closes nothing: the
+        Store is its opener's)."""
         await self._store.close()

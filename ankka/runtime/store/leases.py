@@ -3,9 +3,9 @@
 One rule for every lease of the runtime, written once: a lease is taken when it is free, when
 it has run out, or when the taker already holds it (which renews it); it runs out at
 ``lease_until`` (seconds since the epoch, by the taker's clock), so a process that died
-holding one never blocks the thing for longer than the lease. The leases live in the task
-store (the journal's SQLite file or PostgreSQL database, through its transactions, with its
-one pool), as columns ``lease_owner`` and ``lease_until`` of the leased row:
+holding one never blocks the thing for longer than the lease. The leases are tables of the
+store's one database (the journal's SQLite file or PostgreSQL database, through its
+transactions), as columns ``lease_owner`` and ``lease_until`` of the leased row:
 
 - a task **instance**'s owner (``ankka_instances``): :func:`claim`, :func:`renew` (every
   lease of an owner at once) and :func:`release`;
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ankka.runtime.store.tasks import Transaction
+    from ankka.runtime.store.database import Transaction
 
 __all__ = [
     "SESSION_SCHEMA",

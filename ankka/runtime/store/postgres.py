@@ -1,55 +1,99 @@
-"""The journal store for many pods: PostgreSQL, through psycopg 3 (extra ``postgres``).
+"""The store's database for many pods: PostgreSQL, through psycopg 3 (extra ``postgres``).
 
-Same interface and test suite as the SQLite store. An append is one transaction that checks
-the position the writer read (``expected``) under a per-session transaction lock, so two pods
-can never write a turn on top of a history the other changed. :class:`PostgresSessionLock`
-holds a session-level advisory lock for a whole turn, which makes "one request at a time per
-session" hold across pods, not only within one process.
+One concurrency model: psycopg's synchronous pool, each transaction run on a worker thread
+that holds one pooled connection for it, the event loop awaiting the thread. Not psycopg's
+async connections: the store's statements are one body of SQL for both databases, plain
+functions of a :class:`~.database.Transaction`, and SQLite's driver is synchronous (the stdlib
+module on its own thread), so an async model here would need each statement written twice, and
+a journal append could no longer share a transaction with a task's row. The hop to a thread
+costs tens of microseconds against a commit's milliseconds (docs/benchmarks.md).
+
+- An append is one transaction that checks the position the writer read (``expected``) under
+  a per-session transaction lock, so two pods never write a turn on top of a history the
+  other changed. A write that may change many rows (``serial``) first takes one
+  transaction-scoped advisory lock, serialising such writers across processes as SQLite's
+  ``BEGIN IMMEDIATE`` does in one.
+- :class:`PostgresSessionLock` holds a session-level advisory lock for a whole turn, on a
+  pooled connection kept out of the pool meanwhile, which makes "one request at a time per
+  session" hold across pods. Its release never replaces the turn's answer: a release that
+  fails (the server restarted, the connection broke) is logged and its connection closed,
+  which ends the lock in the server.
+- Failures are the store's own: a server that cannot be reached is :class:`StoreUnavailable`
+  (503, retry later: nothing was written), a connection that broke during a commit
+  :class:`StoreOutcomeUnknown`; a pooled connection found dead before its transaction began is
+  replaced and the transaction made once more, so a restarted server costs its callers at most
+  the requests that were in flight.
+- :class:`PostgresNotices` carries the task notifications between processes (LISTEN/NOTIFY).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime
-from typing import Any
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime
+from functools import lru_cache, partial
+from typing import Any, Literal, TypeVar
 
-from ankka._kernel.errors import ConfigurationError, StoreError
+from ankka._kernel.errors import (
+    ConfigurationError,
+    StoreError,
+    StoreOutcomeUnknown,
+    StoreUnavailable,
+)
 from ankka.runtime.records.registry import StoredEvent
+from ankka.runtime.store.database import Row, Transaction
 from ankka.runtime.store.journal_store import ConcurrentAppend
 
 try:
     import psycopg
-    from psycopg_pool import AsyncConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigurationError(
         "the PostgreSQL store needs the 'postgres' extra: pip install 'ankka[postgres]'"
     ) from exc
 
-__all__ = ["MIGRATION_LOCK", "PostgresSessionLock", "PostgresStore", "ENSURE_SCHEMA", "redacted"]
+__all__ = [
+    "ENSURE_SCHEMA",
+    "MIGRATION_LOCK",
+    "PostgresDatabase",
+    "PostgresNotices",
+    "PostgresSessionLock",
+    "redacted",
+]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS ankka_events (
+log = logging.getLogger("ankka.store")
+
+T = TypeVar("T")
+
+JOURNAL_SCHEMA = """CREATE TABLE IF NOT EXISTS ankka_events (
     session TEXT NOT NULL,
     seq BIGINT NOT NULL,
     kind TEXT NOT NULL,
     body TEXT NOT NULL,
     at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (session, seq)
-)
-"""
+)"""
 
-# Advisory locks take a bigint; both the append lock and the turn lock hash the session id.
-# Two namespaces keep a turn's lock from blocking its own append.
+# Advisory locks take a bigint; the append lock and the turn lock hash the session id. Their
+# namespaces keep a turn's lock from blocking its own append; the task tables' serial writers
+# take the third, the schema's creation at start the fourth (MIGRATION_LOCK).
 _APPEND_NS = 1
 _TURN_NS = 2
+_TASKS_LOCK = 3
 
-# Every store's migration (this one's and the task store's) runs in a transaction holding
-# this lock: runtimes started together on a fresh database would otherwise race their
-# CREATE TABLE IF NOT EXISTS, and one fails (pg_type_typname_nsp_index) instead of waiting.
-# The task store's own lock is (3, 0).
+CHANNEL = "ankka_notices"
+
+Phase = Literal["connect", "work", "commit"]
+
+# The store's migration (every table of the one database) runs in a transaction holding this
+# lock: runtimes started together on a fresh database would otherwise race their CREATE TABLE
+# IF NOT EXISTS, and one fails (pg_type_typname_nsp_index) instead of waiting.
 MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(4, 0)"
 # The schema the connection's search_path names first (the operator renders one per Agent,
 # through PGOPTIONS), created when it does not exist yet; tables are then created in it.
@@ -77,117 +121,444 @@ def redacted(dsn: str) -> str:
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
 
 
-class PostgresStore:
-    def __init__(self, pool: AsyncConnectionPool[Any], dsn: str) -> None:
+@lru_cache(maxsize=1024)
+def _placeholders(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+class _Tx:
+    """A transaction (or, for reads, a run of autocommitted statements) on one connection."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        cursor = self._conn.execute(_placeholders(sql), tuple(params))
+        return list(cursor.fetchall()) if cursor.description is not None else []
+
+    def append(
+        self, session: str, events: Sequence[tuple[str, str]], *, expected: int, at: datetime
+    ) -> int:
+        conn = self._conn
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_APPEND_NS, session))
+        row = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM ankka_events WHERE session = %s", (session,)
+        ).fetchone()
+        last = int(row[0]) if row else 0
+        if last != expected:
+            raise ConcurrentAppend(
+                f"session {session!r} was written by another writer (at {last}, "
+                f"expected {expected}); the turn was not written"
+            )
+        try:
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO ankka_events (session, seq, kind, body, at) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    [(session, last + i, k, b, at) for i, (k, b) in enumerate(events, 1)],
+                )
+        except psycopg.errors.UniqueViolation as exc:
+            raise ConcurrentAppend(f"session {session!r} was written by another writer") from exc
+        return last + len(events)
+
+    def events(self, session: str, *, after: int = 0) -> list[StoredEvent]:
+        rows = self._conn.execute(
+            "SELECT seq, kind, body, at FROM ankka_events "
+            "WHERE session = %s AND seq > %s ORDER BY seq",
+            (session, after),
+        ).fetchall()
+        return [StoredEvent(int(r[0]), r[1], r[2], r[3]) for r in rows]
+
+    def sessions(self) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT session FROM ankka_events GROUP BY session ORDER BY MAX(at), session"
+        )
+        return [r[0] for r in rows.fetchall()]
+
+
+class _Failed(Exception):
+    """A psycopg failure and how far its transaction had got (on the worker thread)."""
+
+    def __init__(self, phase: Phase, error: psycopg.Error) -> None:
+        super().__init__(str(error))
+        self.phase = phase
+        self.error = error
+
+
+class PostgresDatabase:
+    """One pool, its worker threads and its lock holders' threads; every view runs here."""
+
+    def __init__(
+        self,
+        dsn: str,
+        pool: ConnectionPool[Any],
+        workers: ThreadPoolExecutor,
+        lockers: ThreadPoolExecutor,
+        holders: int,
+    ) -> None:
+        self._dsn = dsn
         self._pool = pool
+        self._workers = workers
+        self._lockers = lockers
         self._where = redacted(dsn)
-        # A turn holds a pooled connection for its session lock and needs a second one to
-        # read and append: at most half the pool holds locks, so holders never starve the
-        # reads they wait on (100 turns at once exhausted a pool of 20 and timed out).
-        self._holders = asyncio.Semaphore(max(1, pool.max_size // 2))
+        # A turn holds a pooled connection for its session lock and needs others to read and
+        # append: the pool has room for every holder and every worker thread at once, so
+        # holders never starve the work they wait on.
+        self._holders = asyncio.Semaphore(holders)
+        self._checking = False
+        self._notices: PostgresNotices | None = None
+        self._closed = False
 
     @classmethod
-    async def open(cls, dsn: str, *, max_connections: int = 20) -> PostgresStore:
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            dsn, min_size=1, max_size=max_connections, open=False, kwargs={"autocommit": True}
+    async def open(
+        cls, dsn: str, schema: Sequence[str], *, workers: int = 8, holders: int = 16
+    ) -> PostgresDatabase:
+        """Open the pool (its first connection within 10 s) and create every table of
+        ``schema`` that is missing; a clear StoreError if it cannot."""
+        pool: ConnectionPool[Any] = ConnectionPool(
+            dsn,
+            min_size=2,
+            max_size=workers + holders,
+            open=False,
+            # A worker never waits for a connection (the pool has one for each worker and
+            # each lock holder), so a wait this long is an outage: answered as one.
+            timeout=5,
+            kwargs={"autocommit": True},
         )
+        threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ankka-pg")
+        lockers = ThreadPoolExecutor(max_workers=holders, thread_name_prefix="ankka-pg-lock")
+
+        def prepare() -> None:
+            pool.open(wait=True, timeout=10)
+            with pool.connection() as conn, conn.transaction():
+                # Processes starting together would race on CREATE ... IF NOT EXISTS.
+                conn.execute(MIGRATION_LOCK)
+                conn.execute(ENSURE_SCHEMA)
+                for statement in (JOURNAL_SCHEMA, *schema):
+                    conn.execute(statement)
+
         try:
-            await pool.open(wait=True, timeout=10)
-            async with pool.connection() as conn, conn.transaction():
-                await conn.execute(MIGRATION_LOCK)
-                await conn.execute(ENSURE_SCHEMA)
-                await conn.execute(_SCHEMA)
-        except (psycopg.Error, TimeoutError) as exc:
-            await pool.close()
+            await asyncio.get_running_loop().run_in_executor(threads, prepare)
+        except (psycopg.Error, TimeoutError, PoolTimeout) as exc:
+            await asyncio.get_running_loop().run_in_executor(threads, pool.close)
+            threads.shutdown(wait=False)
+            lockers.shutdown(wait=False)
             raise StoreError(
                 f"cannot open the PostgreSQL session store at {redacted(dsn)}: "
                 f"{type(exc).__name__}: {str(exc).strip() or 'no answer'}"
             ) from exc
-        return cls(pool, dsn)
+        return cls(dsn, pool, threads, lockers, holders)
 
-    async def __aenter__(self) -> PostgresStore:
-        return self
+    @property
+    def shared(self) -> bool:
+        return True
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    @property
+    def where(self) -> str:
+        return self._where
 
-    async def append(
-        self, session: str, events: Sequence[tuple[str, str]], *, expected: int
-    ) -> int:
-        at = datetime.now(UTC)
+    # --- transactions ------------------------------------------------------------------------
+
+    async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
+        return await self._run(partial(self._transaction, work, serial), writes=True)
+
+    async def read(self, work: Callable[[Transaction], T]) -> T:
+        return await self._run(partial(self._statements, work), writes=False)
+
+    def _transaction(self, work: Callable[[Transaction], T], serial: bool) -> T:
+        phase: Phase = "connect"
         try:
-            async with self._pool.connection() as conn, conn.transaction():
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_APPEND_NS, session)
-                )
-                cursor = await conn.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM ankka_events WHERE session = %s",
-                    (session,),
-                )
-                row = await cursor.fetchone()
-                last = int(row[0]) if row else 0
-                if last != expected:
-                    raise ConcurrentAppend(
-                        f"session {session!r} was written by another writer (at {last}, "
-                        f"expected {expected}); the turn was not written"
-                    )
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        "INSERT INTO ankka_events (session, seq, kind, body, at) "
-                        "VALUES (%s, %s, %s, %s, %s)",
-                        [(session, last + i, k, b, at) for i, (k, b) in enumerate(events, 1)],
-                    )
-        except psycopg.errors.UniqueViolation as exc:
-            raise ConcurrentAppend(f"session {session!r} was written by another writer") from exc
+            with self._pool.connection() as conn:
+                with conn.transaction():
+                    phase = "work"
+                    if serial:
+                        conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_TASKS_LOCK,))
+                    value = work(_Tx(conn))
+                    phase = "commit"
+                return value
         except psycopg.Error as exc:
-            raise StoreError(f"the session store {self._where} failed: {exc}") from exc
-        return last + len(events)
+            raise _Failed(phase, exc) from exc
 
-    async def read(self, session: str, *, after: int = 0) -> list[StoredEvent]:
+    def _statements(self, work: Callable[[Transaction], T]) -> T:
+        # Reads run autocommitted, a statement each: under READ COMMITTED a transaction would
+        # give them no common snapshot either, only two round trips more.
+        phase: Phase = "connect"
         try:
-            async with self._pool.connection() as conn:
-                cursor = await conn.execute(
-                    "SELECT seq, kind, body, at FROM ankka_events "
-                    "WHERE session = %s AND seq > %s ORDER BY seq",
-                    (session, after),
-                )
-                rows = await cursor.fetchall()
+            with self._pool.connection() as conn:
+                phase = "work"
+                return work(_Tx(conn))
         except psycopg.Error as exc:
-            raise StoreError(f"the session store {self._where} failed: {exc}") from exc
-        return [StoredEvent(int(r[0]), r[1], r[2], r[3]) for r in rows]
+            raise _Failed(phase, exc) from exc
 
-    async def sessions(self) -> list[str]:
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(
-                "SELECT session FROM ankka_events GROUP BY session ORDER BY MAX(at), session"
+    async def _run(self, call: Callable[[], T], *, writes: bool) -> T:
+        loop = asyncio.get_running_loop()
+        for attempt in (1, 2):
+            try:
+                return await loop.run_in_executor(self._workers, call)
+            except _Failed as failed:
+                error = failed.error
+                if isinstance(error, psycopg.OperationalError):
+                    self._check_pool()
+                    # A pooled connection that died idle (a restarted server) fails before a
+                    # write's transaction began, or anywhere in a read: nothing was written,
+                    # so it is asked again, once, on another connection.
+                    again = failed.phase == "connect" or (not writes and failed.phase == "work")
+                    if again and attempt == 1 and not isinstance(error, PoolTimeout):
+                        continue
+                raise self._translated(failed, writes=writes) from error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _translated(self, failed: _Failed, *, writes: bool) -> StoreError:
+        error, where = failed.error, self._where
+        detail = f"{type(error).__name__}: {str(error).strip() or 'no answer'}"
+        if not isinstance(error, psycopg.OperationalError):
+            return StoreError(f"the store {where} failed: {detail}")
+        if writes and failed.phase == "commit":
+            return StoreOutcomeUnknown(
+                f"the connection to the store {where} broke while committing ({detail}): "
+                "it may or may not have been written; read it before sending it again"
             )
-            return [r[0] for r in await cursor.fetchall()]
+        return StoreUnavailable(
+            f"the store {where} cannot be reached ({detail}); nothing was written, try again"
+        )
 
-    async def close(self) -> None:
-        await self._pool.close()
+    def _check_pool(self) -> None:
+        """After a connection failed, check the idle ones (a restarted server leaves each of
+        them dead), once at a time, off the event loop."""
+        if self._checking or self._closed:
+            return
+        self._checking = True
+
+        def check() -> None:
+            try:
+                self._pool.check()
+            finally:
+                self._checking = False
+
+        self._workers.submit(check)
+
+    # --- the turn lock -----------------------------------------------------------------------
 
     def session_lock(self) -> PostgresSessionLock:
-        return PostgresSessionLock(self._pool, self._holders)
+        return PostgresSessionLock(self)
+
+    @asynccontextmanager
+    async def hold(self, session: str) -> AsyncIterator[None]:
+        """Hold ``session``'s turn lock (see :class:`PostgresSessionLock`)."""
+        async with self._holders:
+            conn = await self._take(session)
+            try:
+                yield
+            finally:
+                # Shielded: a cancelled turn still gives its lock back; never raises.
+                await asyncio.shield(
+                    asyncio.wrap_future(self._lockers.submit(self._give_back, conn, session))
+                )
+
+    async def _take(self, session: str) -> psycopg.Connection[Any]:
+        taking: list[psycopg.Connection[Any]] = []
+        future = self._lockers.submit(self._lock, session, taking)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            # The thread may be waiting for the lock: cancel its query, and give back what
+            # it took should it have got the lock meanwhile.
+            if taking:
+                taking[0].cancel_safe()
+            future.add_done_callback(partial(self._taken_too_late, session))
+            raise
+        except _Failed as failed:
+            raise self._translated(failed, writes=False) from failed.error
+
+    def _lock(self, session: str, taking: list[psycopg.Connection[Any]]) -> psycopg.Connection[Any]:
+        for attempt in (1, 2):
+            try:
+                conn: psycopg.Connection[Any] = self._pool.getconn()
+            except psycopg.Error as exc:
+                raise _Failed("connect", exc) from exc
+            taking[:] = [conn]
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_TURN_NS, session))
+            except psycopg.OperationalError as exc:
+                self._pool.putconn(conn)  # broken: the pool discards it
+                self._check_pool()
+                if attempt == 1 and not isinstance(exc, psycopg.errors.QueryCanceled):
+                    continue  # a connection that died idle holds no lock: take another
+                raise _Failed("work", exc) from exc
+            except BaseException as exc:
+                self._pool.putconn(conn)
+                if isinstance(exc, psycopg.Error):
+                    raise _Failed("work", exc) from exc
+                raise
+            return conn
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _taken_too_late(self, session: str, future: Future[psycopg.Connection[Any]]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        with contextlib.suppress(RuntimeError):  # shutting down: closing the pool ends it
+            self._lockers.submit(self._give_back, future.result(), session)
+
+    def _give_back(self, conn: psycopg.Connection[Any], session: str) -> None:
+        """Release the turn lock and return its connection. What has been committed is the
+        turn's answer, so a failure here is logged, never raised: the connection is closed
+        instead, and the server ends a closed session's locks."""
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_TURN_NS, session))
+        except Exception as exc:
+            log.warning(
+                "the turn lock of session %r was not released (%s: %s); its connection is "
+                "closed instead, which ends the lock",
+                session,
+                type(exc).__name__,
+                str(exc).strip() or "no answer",
+            )
+            conn.close()
+        try:
+            self._pool.putconn(conn)
+        except Exception as exc:  # a pool closing under it: the connection goes with it
+            log.warning("a turn lock's connection was not returned to the pool: %s", exc)
+
+    # --- notices -----------------------------------------------------------------------------
+
+    def notices(self) -> PostgresNotices:
+        if self._notices is None:
+            self._notices = PostgresNotices(self._dsn, self._pool, self._workers)
+        return self._notices
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        try:
+            if self._notices is not None:
+                await self._notices.close()
+            await loop.run_in_executor(self._workers, self._pool.close)
+        finally:
+            self._workers.shutdown(wait=True)
+            self._lockers.shutdown(wait=True)
 
 
 class PostgresSessionLock:
     """Holds a session's turn lock in PostgreSQL for the length of a turn (across pods).
 
     The lock is a session-level advisory lock on a pooled connection that stays checked out
-    while the turn runs; waiting for it is waiting in line, never a refusal.
+    while the turn runs; waiting for it is waiting in line, never a refusal. Releasing it never
+    fails the turn (see :meth:`PostgresDatabase.hold`).
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any], holders: asyncio.Semaphore) -> None:
-        self._pool = pool
-        self._holders = holders
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._database = database
 
-    @asynccontextmanager
-    async def hold(self, session: str) -> AsyncIterator[None]:
-        async with self._holders, self._pool.connection() as conn:
-            await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_TURN_NS, session))
+    def hold(self, session: str) -> AbstractAsyncContextManager[None]:
+        return self._database.hold(session)
+
+
+class PostgresNotices:
+    """Notices between every process on the database: ``NOTIFY ankka_notices`` out, one
+    listening connection (a thread of its own) in.
+
+    :meth:`send` never waits: payloads queue, and one batch at a time goes out in one statement
+    on a worker thread (the ones that queue meanwhile go in the next), so a burst costs a round
+    trip per batch and none of the sender's. The listener reconnects with a growing pause when
+    its connection breaks; what was sent meanwhile is lost (notices are live, not durable).
+    """
+
+    def __init__(self, dsn: str, pool: ConnectionPool[Any], workers: ThreadPoolExecutor) -> None:
+        self._dsn = dsn
+        self._pool = pool
+        self._workers = workers
+        self._queue: list[str] = []
+        self._sending: asyncio.Future[None] | None = None
+        self._listeners: list[Callable[[str], None]] = []
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._closed = False
+
+    def send(self, payload: str) -> None:
+        if self._closed:
+            return
+        self._queue.append(payload)
+        if self._sending is None:
+            self._flush()
+
+    def _flush(self) -> None:
+        batch, self._queue = self._queue, []
+        loop = asyncio.get_running_loop()
+        self._sending = sending = loop.run_in_executor(self._workers, self._notify, batch)
+        sending.add_done_callback(self._sent)
+
+    def _notify(self, batch: list[str]) -> None:
+        with self._pool.connection() as conn:
+            conn.execute(
+                "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload",
+                (CHANNEL, batch),
+            )
+
+    def _sent(self, sending: asyncio.Future[None]) -> None:
+        self._sending = None
+        if not sending.cancelled() and sending.exception() is not None:
+            log.warning("task notifications not sent to other processes: %s", sending.exception())
+        if self._queue and not self._closed:
+            self._flush()
+
+    def listen(self, deliver: Callable[[str], None]) -> Callable[[], None]:
+        self._listeners.append(deliver)
+        if self._thread is None:
+            self._loop = asyncio.get_running_loop()
+            self._thread = threading.Thread(
+                target=self._listening, name="ankka-pg-listen", daemon=True
+            )
+            self._thread.start()
+
+        def stop() -> None:
+            if deliver in self._listeners:
+                self._listeners.remove(deliver)
+
+        return stop
+
+    def _listening(self) -> None:
+        pause = 0.5
+        while not self._stop.is_set():
             try:
-                yield
-            finally:
-                await conn.execute(
-                    "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_TURN_NS, session)
-                )
+                with psycopg.connect(self._dsn, autocommit=True, connect_timeout=10) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    pause = 0.5
+                    while not self._stop.is_set():
+                        for notice in conn.notifies(timeout=0.5):
+                            self._hand_over(notice.payload)
+            except psycopg.Error as exc:
+                if self._stop.is_set():
+                    return
+                log.warning("listening for task notifications: %s; again in %.1f s", exc, pause)
+                self._stop.wait(pause)
+                pause = min(pause * 2, 10.0)
+
+    def _hand_over(self, payload: str) -> None:
+        loop = self._loop
+        if loop is None or self._stop.is_set():
+            return
+        try:
+            loop.call_soon_threadsafe(self._deliver, payload)
+        except RuntimeError:  # the loop closed under a stopping listener
+            return
+
+    def _deliver(self, payload: str) -> None:
+        for deliver in list(self._listeners):
+            try:
+                deliver(payload)
+            except Exception:
+                log.exception("a task notification listener failed")
+
+    async def close(self) -> None:
+        self._closed = True
+        self._stop.set()
+        self._queue.clear()
+        if self._sending is not None:
+            await asyncio.gather(self._sending, return_exceptions=True)
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)

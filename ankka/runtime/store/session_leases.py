@@ -2,8 +2,8 @@
 
 In one process (the SQLite store) the consumer's own bookkeeping already runs one compaction
 per session, and :class:`LocalLeases` grants every lease. On PostgreSQL, where several pods
-serve the same sessions, :class:`StoreLeases` takes the session's lease in the task store
-(table ``ankka_session_leases``, through the task store's transactions and pool), by the one
+serve the same sessions, :class:`StoreLeases` takes the session's lease in the store (table
+``ankka_session_leases``, through the store's one database, as the task tables' writes), by the one
 lease rule of :mod:`ankka.runtime.store.leases` the task instances' owners follow too: taking it
 succeeds when there is none, when it ran out, or when the taker already holds it; it runs out
 by itself, so a pod that died mid-compaction never blocks a session for longer than the lease.
@@ -21,7 +21,8 @@ from typing import Protocol
 
 from ankka._kernel.clock import Clock, SystemClock
 from ankka.runtime.store import leases
-from ankka.runtime.store.tasks import TaskStore, Transaction
+from ankka.runtime.store.database import Transaction
+from ankka.runtime.store.tasks import TaskStore
 
 __all__ = ["CompactionLeases", "LocalLeases", "StoreLeases", "open_leases"]
 
@@ -74,7 +75,7 @@ class StoreLeases:
         await self._store.write(drop, serial=False)
 
     async def close(self) -> None:
-        return None  # the task store is its opener's
+        return None  # the store is its opener's
 
 
 async def open_leases(store: TaskStore, clock: Clock | None = None) -> CompactionLeases:

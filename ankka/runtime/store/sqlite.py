@@ -1,11 +1,12 @@
-"""The embedded journal store: one SQLite file in WAL mode.
+"""The embedded store's database: one SQLite file in WAL mode, opened once.
 
-Appends go to one write connection owned by one thread (:class:`~.group_commit.GroupWriter`),
-so the event loop never blocks on disk: appends of different sessions that arrive while a
-commit is on its way to disk are committed together, in one transaction and one fsync, each
-in a savepoint of its own. ``synchronous=FULL``: a turn is on disk before its reply is sent.
-Reads have a connection and a thread of their own, so a reader never queues behind a commit
-(WAL lets it read the last committed state meanwhile).
+Every write of the store (journal appends, task and approval rows) goes to one write
+connection owned by one thread (:class:`~.group_commit.GroupWriter`), so the event loop never
+blocks on disk and the file has one writer: writes that arrive while a commit is on its way to
+disk are committed together, in one ``BEGIN IMMEDIATE`` transaction and one fsync, each in a
+savepoint of its own. ``synchronous=FULL``: a turn is on disk before its reply is sent. Reads
+have a connection and a thread of their own, so a reader never queues behind a commit (WAL
+lets it read the last committed state meanwhile).
 """
 
 from __future__ import annotations
@@ -14,20 +15,21 @@ import asyncio
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from ankka._kernel.errors import StoreError
+from ankka._kernel.errors import StoreError, StoreUnavailable
 from ankka.runtime.records.registry import StoredEvent
+from ankka.runtime.store.database import NoticeRelay, Row, SharedSessionLock, Transaction
 from ankka.runtime.store.group_commit import GroupWriter
-from ankka.runtime.store.journal_store import ConcurrentAppend, SharedSessionLock
+from ankka.runtime.store.journal_store import ConcurrentAppend
 
-__all__ = ["SqliteStore", "ThreadConnection", "connect", "open_connections", "open_writer"]
+__all__ = ["JOURNAL_SCHEMA", "SqliteDatabase", "ThreadConnection", "connect", "open_writer"]
 
 T = TypeVar("T")
 
-_SCHEMA = """
+JOURNAL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     session TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -38,9 +40,68 @@ CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID;
 """
 
+# "database is locked" / "busy": another process holds the file's write lock past the busy
+# timeout. Waiting and asking again can succeed; a full disk or a corrupt file cannot.
+_TRANSIENT = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT"})
+
+
+def failure(path: Path, exc: sqlite3.Error, what: str = "store") -> StoreError:
+    """The store's own error for a failed statement, naming the file: one a later attempt
+    may pass (the file busy past the timeout) is :class:`StoreUnavailable`."""
+    name = getattr(exc, "sqlite_errorname", "")
+    kind = StoreUnavailable if name in _TRANSIENT else StoreError
+    error = kind(f"the {what} {path} failed: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+class _Tx:
+    """A transaction on a SQLite connection (the writer's or the reader's)."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        return list(self._db.execute(sql, tuple(params)).fetchall())
+
+    def append(
+        self, session: str, events: Sequence[tuple[str, str]], *, expected: int, at: datetime
+    ) -> int:
+        db = self._db
+        row = db.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session = ?", (session,)
+        ).fetchone()
+        last = int(row[0])
+        if last != expected:
+            raise ConcurrentAppend(
+                f"session {session!r} was written by another writer (at {last}, "
+                f"expected {expected}); the turn was not written"
+            )
+        stamp = at.isoformat()
+        db.executemany(
+            "INSERT INTO events (session, seq, kind, body, at) VALUES (?, ?, ?, ?, ?)",
+            [(session, last + i, kind, body, stamp) for i, (kind, body) in enumerate(events, 1)],
+        )
+        return last + len(events)
+
+    def events(self, session: str, *, after: int = 0) -> list[StoredEvent]:
+        rows = self._db.execute(
+            "SELECT seq, kind, body, at FROM events WHERE session = ? AND seq > ? ORDER BY seq",
+            (session, after),
+        ).fetchall()
+        return [StoredEvent(r[0], r[1], r[2], datetime.fromisoformat(r[3])) for r in rows]
+
+    def sessions(self) -> list[str]:
+        rows = self._db.execute(
+            "SELECT session FROM events GROUP BY session ORDER BY MAX(at), session"
+        )
+        return [r[0] for r in rows]
+
 
 class ThreadConnection:
-    """One connection and the one thread that uses it (a store's reader)."""
+    """One connection and the one thread that uses it (the store's reader)."""
 
     def __init__(self, db: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
         self.db = db
@@ -66,91 +127,70 @@ class ThreadConnection:
             self.pool.shutdown(wait=True)
 
 
-class SqliteStore:
-    def __init__(
-        self,
-        path: Path,
-        writer: GroupWriter,
-        reader: ThreadConnection,
-    ):
+class SqliteDatabase:
+    """The file's one writer and one reader; every view of the store runs through them."""
+
+    def __init__(self, path: Path, writer: GroupWriter, reader: ThreadConnection) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
         self._closed = False
 
     @classmethod
-    async def open(cls, path: str | Path) -> SqliteStore:
-        """Open (creating if needed) the store at ``path``; a clear StoreError if it cannot."""
+    async def open(cls, path: str | Path, schema: Sequence[str]) -> SqliteDatabase:
+        """Open (creating if needed) the file at ``path`` with every table of ``schema``; a
+        clear StoreError if it cannot."""
         target = Path(path)
-        writer, reader = await open_connections(target, (_SCHEMA,), "ankka-sqlite", "session store")
+        writer = await open_writer(target, (JOURNAL_SCHEMA, *schema), "ankka-sqlite", "store")
+        try:
+            reader = await ThreadConnection.open(target, (), "ankka-sqlite-read")
+        except BaseException:
+            await writer.close()
+            raise
         return cls(target, writer, reader)
 
-    async def __aenter__(self) -> SqliteStore:
-        return self
+    @property
+    def shared(self) -> bool:
+        return False
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            return await self._reader.run(work)
-        except sqlite3.Error as exc:
-            raise StoreError(f"the session store {self.path} failed: {exc}") from exc
-
-    async def append(
-        self, session: str, events: Sequence[tuple[str, str]], *, expected: int
-    ) -> int:
-        at = datetime.now(UTC).isoformat()
-
-        def work(db: sqlite3.Connection) -> int:
-            row = db.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session = ?", (session,)
-            ).fetchone()
-            last = int(row[0])
-            if last != expected:
-                raise ConcurrentAppend(
-                    f"session {session!r} was written by another writer (at {last}, "
-                    f"expected {expected}); the turn was not written"
-                )
-            db.executemany(
-                "INSERT INTO events (session, seq, kind, body, at) VALUES (?, ?, ?, ?, ?)",
-                [(session, last + i, kind, body, at) for i, (kind, body) in enumerate(events, 1)],
-            )
-            return last + len(events)
-
-        # Appends of other sessions that finish meanwhile share this one's commit (and fsync).
-        return await self._writer.write(work)
-
-    async def read(self, session: str, *, after: int = 0) -> list[StoredEvent]:
-        def work(db: sqlite3.Connection) -> list[StoredEvent]:
-            rows = db.execute(
-                "SELECT seq, kind, body, at FROM events WHERE session = ? AND seq > ? ORDER BY seq",
-                (session, after),
-            ).fetchall()
-            return [StoredEvent(r[0], r[1], r[2], datetime.fromisoformat(r[3])) for r in rows]
-
-        return await self._run(work)
-
-    async def sessions(self) -> list[str]:
-        def work(db: sqlite3.Connection) -> list[str]:
-            return [
-                r[0]
-                for r in db.execute(
-                    "SELECT session FROM events GROUP BY session ORDER BY MAX(at), session"
-                )
-            ]
-
-        return await self._run(work)
+    @property
+    def where(self) -> str:
+        return str(self.path)
 
     @property
     def commits(self) -> int:
-        """Transactions committed by this store's writer so far (appends share them)."""
+        """Transactions committed by the writer so far (writes share them)."""
         return self._writer.commits
+
+    async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
+        # One writer at a time is SQLite's own rule (and this file has one), so ``serial``
+        # changes nothing here.
+        def run(db: sqlite3.Connection) -> T:
+            return work(_Tx(db))
+
+        return await self._writer.write(run)
+
+    async def read(self, work: Callable[[Transaction], T]) -> T:
+        def transaction(db: sqlite3.Connection) -> T:
+            db.execute("BEGIN")  # one snapshot for every statement of ``work``
+            try:
+                value = work(_Tx(db))
+            finally:
+                db.execute("COMMIT")
+            return value
+
+        try:
+            return await self._reader.run(transaction)
+        except sqlite3.Error as exc:
+            raise failure(self.path, exc) from exc
 
     def session_lock(self) -> SharedSessionLock | None:
         """None: no lock across processes. A second process on the same file is still safe:
         ``expected`` refuses a turn written on top of a history it did not see."""
         return None
+
+    def notices(self) -> NoticeRelay | None:
+        return None  # one process: its notifier reaches every subscriber already
 
     async def close(self) -> None:
         if self._closed:
@@ -163,8 +203,7 @@ class SqliteStore:
 
 
 def connect(path: Path, schema: Sequence[str]) -> sqlite3.Connection:
-    """A connection in WAL mode, durable at each commit, with ``schema`` created; shared
-    with the task store, which keeps its tables in the same file."""
+    """A connection in WAL mode, durable at each commit, with ``schema`` created."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -186,24 +225,7 @@ async def open_writer(path: Path, schema: Sequence[str], thread: str, what: str)
     ``what`` names the store in its errors."""
     connection = await ThreadConnection.open(path, schema, thread)
 
-    def failed(exc: Exception) -> Exception:
-        error = StoreError(f"the {what} {path} failed: {exc}")
-        error.__cause__ = exc
-        return error
+    def failed(exc: sqlite3.Error) -> Exception:
+        return failure(path, exc, what)
 
     return GroupWriter(connection.db, connection.pool, failed)
-
-
-async def open_connections(
-    path: Path, schema: Sequence[str], thread: str, what: str
-) -> tuple[GroupWriter, ThreadConnection]:
-    """A store's two connections to ``path``: the group-committing writer
-    (:func:`open_writer`) and a reader of its own (thread ``<thread>-read``), so reads do not
-    queue behind commits. The writer is closed again if the reader cannot be opened."""
-    writer = await open_writer(path, schema, thread, what)
-    try:
-        reader = await ThreadConnection.open(path, schema, f"{thread}-read")
-    except BaseException:
-        await writer.close()
-        raise
-    return writer, reader

@@ -1,8 +1,9 @@
 """The task store's transactions: each function is one transaction's work.
 
-A store (:mod:`.sqlite_store`, :mod:`.postgres_store`) runs one of these inside a transaction
-(``store.write(lambda tx: put(tx, ...))``); the statements are written once, with ``?``
-placeholders, for both databases.
+The store's database (:mod:`.sqlite`, :mod:`.postgres`) runs one of these inside a transaction
+(``store.tasks.write(lambda tx: put(tx, ...))``), alone or with a journal append
+(``journal.commit(session, records, expected=..., then=partial(complete_iteration, ...))``);
+the statements are written once, with ``?`` placeholders, for both databases.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ankka.runtime.store.tasks import (
 )
 
 __all__ = [
+    "Column",
     "add_usage",
     "cancel",
     "claim",
@@ -286,7 +288,11 @@ def _ensure_instance(
         )
 
 
-def update(tx: Transaction, task: str, now: datetime, **changes: Any) -> TaskRecord | None:
+# A value a task's column takes (text, a number, a flag as 0/1, or NULL).
+Column = str | int | float | None
+
+
+def update(tx: Transaction, task: str, now: datetime, **changes: Column) -> TaskRecord | None:
     """Change an unfinished task; a final task is left as it is (and None returned)."""
     sets = ", ".join(f"{column} = ?" for column in changes)
     found = tx.rows(

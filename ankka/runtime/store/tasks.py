@@ -1,8 +1,9 @@
 """The task store: tasks, their dependencies, instances and leases, in their own tables.
 
-The same statements run on SQLite (embedded) and PostgreSQL (many processes); the two
-stores (:mod:`.sqlite_store`, :mod:`.postgres_store`) differ only in how a transaction is
-opened and how a placeholder is spelt. Every change is one transaction: a task's state, the
+The same statements (:mod:`.task_statements`) run on SQLite (embedded) and PostgreSQL (many
+processes), through the store's one database (:mod:`.database`), whose two kinds
+(:mod:`.sqlite`, :mod:`.postgres`) differ only in how a transaction is opened and how a
+placeholder is spelt. Every change is one transaction: a task's state, the
 cascade of cancellations it causes at any depth, and the instance it ends all commit together,
 so a process killed half-way leaves either all of it or none. What an instance did on a task
 (its model responses and tool results) is not here: it is the journal session ``task:<id>``.
@@ -14,10 +15,10 @@ a process that dies stops renewing, and after ``until`` another may claim the in
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.records.tasks import (
@@ -27,6 +28,7 @@ from ankka.runtime.records.tasks import (
     TaskSpec,
     TaskState,
 )
+from ankka.runtime.store.database import Database, NoticeRelay, Row, Transaction
 from ankka.runtime.store.tree_statements import TREE_SCHEMA
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "Ended",
     "Picked",
     "TaskStore",
+    "TaskTables",
     "Transaction",
     "instance_from_row",
     "task_from_row",
@@ -136,13 +139,10 @@ class Picked:
     waiting: tuple[TaskRecord, ...]
 
 
-class Transaction(Protocol):
-    """One open transaction: ``rows`` runs a statement written with ``?`` placeholders."""
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+T = TypeVar("T")
 
 
-def task_from_row(row: tuple[Any, ...]) -> TaskRecord:
+def task_from_row(row: Row) -> TaskRecord:
     return TaskRecord(
         id=row[0],
         spec=TaskSpec.from_dict(json.loads(row[1])),
@@ -165,7 +165,7 @@ def task_from_row(row: tuple[Any, ...]) -> TaskRecord:
     )
 
 
-def instance_from_row(row: tuple[Any, ...]) -> InstanceRecord:
+def instance_from_row(row: Row) -> InstanceRecord:
     return InstanceRecord(
         agent=row[0],
         id=row[1],
@@ -178,12 +178,9 @@ def instance_from_row(row: tuple[Any, ...]) -> InstanceRecord:
     )
 
 
-T = TypeVar("T")
-
-
 class TaskStore(Protocol):
     """Runs one of :mod:`.task_statements`' functions in one transaction, off the event loop,
-    and answers what it returned (typed as it is).
+    and answers what it returned.
 
     ``write`` serialises writers (one writer at a time across processes); ``serial=False`` is
     for a change of one task's row only (``update``, ``complete_iteration``), which may then
@@ -199,4 +196,27 @@ class TaskStore(Protocol):
         """True when other processes may work the same store (leases then bound takeover)."""
         ...
 
-    async def close(self) -> None: ...
+    def notices(self) -> NoticeRelay | None:
+        """The relay that carries live notifications to the other processes on the store, or
+        None when one process uses it."""
+        ...
+
+
+class TaskTables:
+    """The task tables' view of the store's database (which the Store's opener closes)."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
+        return await self.database.write(work, serial=serial)
+
+    async def read(self, work: Callable[[Transaction], T]) -> T:
+        return await self.database.read(work)
+
+    @property
+    def shared(self) -> bool:
+        return self.database.shared
+
+    def notices(self) -> NoticeRelay | None:
+        return self.database.notices()

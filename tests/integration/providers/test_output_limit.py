@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
-from ankka.runtime.store.sqlite import SqliteStore
 from tests.integration.providers.conftest import Build, Standin, settings_for
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 FIELD = {
     "openai-compatible": "max_tokens",
@@ -37,7 +37,7 @@ async def test_the_turns_output_token_limit_is_sent_in_the_wires_field(
 ) -> None:
     standin.script([{"text": "Short."}])
     provider = build("default", **settings_for(wire, standin))
-    store = await SqliteStore.open(tmp_path / "journal.sqlite3")
+    store = await journal_store(tmp_path / "journal.sqlite3")
     async with runtime_for(service, store=store, providers={"default": provider}) as runtime:
         result = await runtime.run(runtime.plan("brief", "s", "Say something."))
     assert result.reply == "Short."

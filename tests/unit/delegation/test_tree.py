@@ -17,8 +17,7 @@ from ankka.runtime.drivers.tasks.notify import Notice
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import AssistantMessage, ToolResult
 from ankka.runtime.records.tasks import TaskSpec, TaskState
-from ankka.runtime.store.postgres import PostgresStore
-from ankka.runtime.store.postgres_tasks import PostgresTaskStore
+from ankka.runtime.store.open import Store
 from ankka.runtime.tasks import Accepts, AutonomousAgent, Delegate, Handoff, Limits, TaskType
 from examples.tasks import Summary, lookup, summary
 from examples.team import report, service
@@ -374,13 +373,11 @@ async def test_the_team_tree_on_postgresql(postgres_server: str) -> None:
     dsn = postgres_server.rsplit("/", 1)[0] + f"/{database}"
     provider = ScriptedProvider(SCRIPT, name="default")
     async with AsyncExitStack() as stack:
-        tasks = await PostgresTaskStore.open(dsn)
-        stack.push_async_callback(tasks.close)
-        context = make_context(
-            service, store=await PostgresStore.open(dsn), providers={"default": provider}
-        )
+        store = await Store.open(dsn)
+        stack.push_async_callback(store.close)
+        context = make_context(service, store=store.journal_store, providers={"default": provider})
         await stack.enter_async_context(context)
-        host = task_host_for(context, tasks, retry=NO_PAUSE, poll_seconds=0.05)
+        host = task_host_for(context, store.tasks, retry=NO_PAUSE, poll_seconds=0.05)
         await stack.enter_async_context(host)
         await put(host, "r1", "Report on sqlite and postgresql.", agent="lead", kind="report")
         record = await finished(host, "r1")

@@ -21,12 +21,10 @@ from ankka.runtime.declare.tools import tool
 from ankka.runtime.providers.base import ModelRequest
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import AssistantMessage, UserMessage
-from ankka.runtime.store.approval_index import ApprovalIndex
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
 from examples.tasks import summary
 from tests.support.invariants import WIRES, check_extends, check_roles, encode
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 from tests.unit.tasks.conftest import MakeHost, finished, make_host, put
 
 __all__ = ["make_host"]  # the task tier's fixture, used here
@@ -85,7 +83,7 @@ def check(requests: list[ModelRequest]) -> None:
 async def test_a_request_turn_never_rewrites_what_it_sent_on_any_wire(tmp_path: Path) -> None:
     script: list[dict[str, Any] | str] = [calls("lookup"), calls("lookup", "lookup"), "one"]
     provider = ScriptedProvider(script, name="default")
-    store = await SqliteStore.open(tmp_path / "s.sqlite3")
+    store = await journal_store(tmp_path / "s.sqlite3")
     async with runtime_for(request_service(), store=store, providers={"default": provider}) as rt:
         await rt.run(rt.plan("main", "s", "first"))
     check(provider.requests)
@@ -102,11 +100,12 @@ async def test_every_request_of_a_session_is_well_formed_on_every_wire(tmp_path:
         '{"value": "fine"}',
     ]
     provider = ScriptedProvider(script, name="default", clock=clock)
+    store = await journal_store(path)  # the runtime's aclose closes the Store
     rt = runtime_for(
         request_service(),
-        store=await SqliteStore.open(path),
+        store=store,
         providers={"default": provider},
-        approvals=ApprovalIndex(await SqliteTaskStore.open(path)),
+        approvals=store.store.approvals,
         clock=clock,
         approval_tick_seconds=3600,
     )

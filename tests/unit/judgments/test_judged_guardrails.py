@@ -28,8 +28,8 @@ from ankka.runtime.judgments import (
 )
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import Usage
-from ankka.runtime.store.sqlite import SqliteStore
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 ABUSIVE = YesNo("abusive", "Is the message abusive?")
 NO_ABUSE = refuse_if_yes(ABUSIVE, at_least=0.8, reason="the message reads as abusive")
@@ -55,7 +55,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
     async def build(
         service: Service, judge: JudgmentProvider | None, script: list[Any] | None = None
     ) -> tuple[Runtime, ScriptedProvider]:
-        store = await SqliteStore.open(tmp_path / "journal.sqlite3")
+        store = await journal_store(tmp_path / "journal.sqlite3")
         model = ScriptedProvider(script or [], name="default")
         judges = {"default": judge} if judge is not None else {}
         runtime = runtime_for(service, store=store, providers={"default": model}, judges=judges)

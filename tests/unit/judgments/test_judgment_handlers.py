@@ -13,9 +13,9 @@ from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.judgments import JudgmentPlan, JudgmentProvider, JudgmentRequest
 from ankka.runtime.providers.scripted import ScriptedJudgmentProvider, ScriptedProvider
 from ankka.runtime.records.messages import Usage
-from ankka.runtime.store.sqlite import SqliteStore
 from examples.triage import service as triage_service
 from tests.support.runtimes import runtime_for
+from tests.support.stores import journal_store
 
 Make = Callable[..., Awaitable[Runtime]]
 
@@ -25,7 +25,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Make]:
     made: list[Runtime] = []
 
     async def build(service: Service, judges: dict[str, JudgmentProvider]) -> Runtime:
-        store = await SqliteStore.open(tmp_path / "journal.sqlite3")
+        store = await journal_store(tmp_path / "journal.sqlite3")
         providers = {"default": ScriptedProvider([], name="default")}
         runtime = runtime_for(service, store=store, providers=providers, judges=judges)
         made.append(runtime)

@@ -14,8 +14,7 @@ from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
 from ankka.runtime.drivers.tasks.iteration import RetryPolicy
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.records.tasks import TaskRecord, TaskSpec
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.store.open import Store
 from tests.support.runtimes import make_context, task_host_for
 
 MakeHost = Callable[..., Awaitable[TaskHost]]
@@ -25,26 +24,26 @@ HOST_OPTIONS = frozenset(HostOptions.__dataclass_fields__)
 
 @pytest.fixture
 async def make_host(tmp_path: Path) -> AsyncIterator[MakeHost]:
-    """Start task hosts on one SQLite file; each is stopped (and its stores closed) at the end,
+    """Start task hosts on one SQLite file; each is stopped (and its store closed) at the end,
     or earlier with ``await stop(host)``."""
     async with AsyncExitStack() as stack:
 
         async def make(service: Service, provider: ModelProvider, **options: Any) -> TaskHost:
             """``options``: the task host's (:class:`HostOptions`) and the context's parts
             (``judges``, ``approvals``, ``clock``, ...)."""
-            store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
+            store = await Store.open(tmp_path / "store.sqlite3")
             stack.push_async_callback(store.close)
             host_options = {k: options.pop(k) for k in list(options) if k in HOST_OPTIONS}
             host_options.setdefault("retry", NO_PAUSE)
             host_options.setdefault("poll_seconds", 0.05)
             context = make_context(
                 service,
-                store=await SqliteStore.open(tmp_path / "store.sqlite3"),
+                store=store.journal_store,
                 providers={"default": provider},
                 **options,
             )
             await stack.enter_async_context(context)
-            host = task_host_for(context, store, **host_options)
+            host = task_host_for(context, store.tasks, **host_options)
             await stack.enter_async_context(host)
             return host
 

@@ -12,9 +12,7 @@ from ankka.runtime.drivers.tasks.iteration import RetryPolicy
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import ToolResult
 from ankka.runtime.records.tasks import TaskSpec, TaskState
-from ankka.runtime.store.approval_index import ApprovalIndex
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.store.open import Store
 from ankka.runtime.tasks import Accepts, AutonomousAgent
 from examples.tasks import summary
 from tests.support.runtimes import runtime_for, task_host_for
@@ -55,17 +53,17 @@ async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
     provider = ScriptedProvider(
         [publish_call("harmless"), publish_call("secret"), COMPLETE], name="default"
     )
-    task_store = await SqliteTaskStore.open(path)
-    index = ApprovalIndex(task_store)
+    store = await Store.open(path)
+    index = store.approvals
     runtime = runtime_for(
         service,
-        store=await SqliteStore.open(path),
+        store=store.journal_store,
         providers={"default": provider},
         approvals=index,
     )
     host = task_host_for(
         runtime.context,
-        task_store,
+        store.tasks,
         poll_seconds=0.05,
         retry=RetryPolicy(first_pause=0.0, max_pause=0.0),
     )
@@ -109,7 +107,7 @@ async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
             for m in await runtime.context.journal.conversation("task:t1")
             if isinstance(m, ToolResult)
         ]
-    await task_store.close()
+    await store.close()
     assert RAN == ["harmless"]
     assert "approval_requested" in seen and "approval_decided" in seen
     refused = next(r for r in results if r.name == "publish" and r.is_error)

@@ -31,9 +31,7 @@ from ankka.runtime.records.messages import (
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.tasks import InstanceState, TaskSpec, TaskState
 from ankka.runtime.store import task_statements as statements
-from ankka.runtime.store.journal import Journal
-from ankka.runtime.store.sqlite import SqliteStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.store.open import Store
 from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType
 from examples.tasks import lookup
 from examples.tasks import service as example
@@ -539,8 +537,8 @@ async def recorded_without_completion(tmp_path: Path, marked: bool) -> None:
     """What a process killed between recording a response and its completion on the task
     record leaves behind: iteration 1's lookup response (with its marks when ``marked``)."""
     now = datetime.now(UTC)
-    journal = Journal(await SqliteStore.open(tmp_path / "store.sqlite3"))
-    store = await SqliteTaskStore.open(tmp_path / "store.sqlite3")
+    opened = await Store.open(tmp_path / "store.sqlite3")
+    journal, store = opened.journal, opened.tasks
     spec = TaskSpec("researcher", "summary", "Summarise ankka.")
     await store.write(
         lambda tx: statements.put(
@@ -559,8 +557,7 @@ async def recorded_without_completion(tmp_path: Path, marked: bool) -> None:
     if marked:
         records = [IterationStarted(1), response, IterationCompleted(1, Usage(7, 3))]
     await journal.append("task:t1", records, expected=0)
-    await store.close()
-    await journal.close()
+    await opened.close()
 
 
 async def test_a_response_recorded_without_its_completion_is_counted_once_on_resume(

@@ -22,12 +22,11 @@ from ankka.runtime.records.tasks import (
     own_instance_id,
 )
 from ankka.runtime.store import task_statements as statements
-from ankka.runtime.store.postgres_tasks import PostgresTaskStore
-from ankka.runtime.store.sqlite_tasks import SqliteTaskStore
+from ankka.runtime.store.open import Store
 from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-OpenStore = Callable[[], Awaitable[TaskStore]]
+OpenStore = Callable[[], Awaitable[Store]]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -35,20 +34,20 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
     """Opens the same store (file or database) each time it is called."""
     if request.param == "sqlite":
 
-        async def open_sqlite() -> TaskStore:
-            return await SqliteTaskStore.open(tmp_path / "tasks.sqlite3")
+        async def open_sqlite() -> Store:
+            return await Store.open(tmp_path / "tasks.sqlite3")
 
         return open_sqlite
     dsn: str = request.getfixturevalue("postgres_server")
     database = f"tasks_{uuid.uuid4().hex[:12]}"
     created: list[str] = []
 
-    async def open_postgres() -> TaskStore:
+    async def open_postgres() -> Store:
         if not created:
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
                 await conn.execute(f"CREATE DATABASE {database}")
             created.append(database)
-        return await PostgresTaskStore.open(dsn.rsplit("/", 1)[0] + f"/{database}")
+        return await Store.open(dsn.rsplit("/", 1)[0] + f"/{database}")
 
     return open_postgres
 
@@ -56,7 +55,7 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
 @pytest.fixture
 async def store(open_store: OpenStore) -> AsyncIterator[TaskStore]:
     opened = await open_store()
-    yield opened
+    yield opened.tasks
     await opened.close()
 
 
@@ -89,16 +88,18 @@ async def fail(store: TaskStore, task: str) -> list[Ended]:
 
 
 async def test_a_task_survives_reopening_with_what_was_said(open_store: OpenStore) -> None:
-    store = await open_store()
+    opened = await open_store()
+    store = opened.tasks
     record, created, _ = await put(store, "t1")
     assert created and record.state == TaskState.ASSIGNED and record.instance == "i1"
-    await store.close()
-    store = await open_store()
+    await opened.close()
+    opened = await open_store()
+    store = opened.tasks
     try:
         again = await get(store, "t1")
         assert again.spec == spec() and again.budget == 5 and again.created_at == NOW
     finally:
-        await store.close()
+        await opened.close()
 
 
 NEW_INDEXES = (
@@ -120,8 +121,9 @@ def _indexes(tx: Transaction, postgres: bool) -> set[str]:
 async def test_a_store_written_before_the_hot_indexes_opens_and_gains_them(
     open_store: OpenStore,
 ) -> None:
-    store = await open_store()
-    postgres = isinstance(store, PostgresTaskStore)
+    opened = await open_store()
+    store = opened.tasks
+    postgres = store.shared
     await put(store, "t1")
     await put(store, "t2", instance="i2")
 
@@ -131,8 +133,9 @@ async def test_a_store_written_before_the_hot_indexes_opens_and_gains_them(
 
     await store.write(as_before)
     assert not set(NEW_INDEXES) & await store.read(lambda tx: _indexes(tx, postgres))
-    await store.close()
-    store = await open_store()
+    await opened.close()
+    opened = await open_store()
+    store = opened.tasks
     try:
         assert set(NEW_INDEXES) <= await store.read(lambda tx: _indexes(tx, postgres))
         assert (await get(store, "t1")).spec == spec()
@@ -143,7 +146,7 @@ async def test_a_store_written_before_the_hot_indexes_opens_and_gains_them(
         assert third.assigned_seq is not None and second.assigned_seq is not None
         assert third.assigned_seq > second.assigned_seq
     finally:
-        await store.close()
+        await opened.close()
 
 
 async def test_the_same_body_again_is_idempotent_and_a_different_one_conflicts(
@@ -283,7 +286,7 @@ JOINED_WITH_WORK = (
 async def test_with_work_answers_as_the_join_did_and_reads_the_live_tasks_index(
     store: TaskStore,
 ) -> None:
-    postgres = isinstance(store, PostgresTaskStore)
+    postgres = store.shared
     states = list(TaskState)
 
     def fill(tx: Transaction) -> None:
@@ -312,7 +315,9 @@ async def test_with_work_answers_as_the_join_did_and_reads_the_live_tasks_index(
             return "\n".join(str(r[0]) for r in tx.rows(f"EXPLAIN {sql}"))
         return "\n".join(str(r[-1]) for r in tx.rows(f"EXPLAIN QUERY PLAN {sql}"))
 
-    shown = await store.read(plan)
+    # In a transaction (a write that changes nothing): PostgreSQL's reads are autocommitted,
+    # where SET LOCAL would not hold.
+    shown = await store.write(plan, serial=False)
     assert "ankka_tasks_live" in shown, shown
     assert "Seq Scan on ankka_tasks" not in shown and "SCAN t" not in shown, shown
 

@@ -93,7 +93,10 @@ class TaskHost:
         self.service = context.service
         self.store = store
         self.clock = context.clock
-        self.notifier = Notifier(self.clock, buffer=options.notification_buffer)
+        # Other processes' notices reach this one's subscribers through the store's relay.
+        self.notifier = Notifier(
+            self.clock, buffer=options.notification_buffer, relay=store.notices()
+        )
         self.bench = Workbench(
             context,
             store,

@@ -5,12 +5,20 @@ subscribes (the durable account is the task's record). Each subscriber has a bou
 publishing never waits for a reader: when the buffer is full the oldest notification is
 dropped and counted, and the reader is told how many (:class:`Dropped`) before the rest.
 So a subscriber that never reads costs its buffer and nothing else.
+
+With several processes on one store (PostgreSQL), an instance runs in one of them, and its
+subscribers may be connected to any: every notification is also sent through the store's
+relay (:class:`~ankka.runtime.store.database.NoticeRelay`, LISTEN/NOTIFY), and each process
+hands the ones other processes sent to its own subscribers, numbered in its own sequence.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import logging
+import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from ankka._kernel.clock import Clock
+from ankka.runtime.store.database import NoticeRelay
 
 __all__ = [
     "APPROVALS",
@@ -30,7 +39,14 @@ __all__ = [
     "Subscription",
 ]
 
+log = logging.getLogger("ankka.tasks")
+
 DEFAULT_BUFFER = 256
+
+# PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more; a notice's own text (a reason, an
+# error) is cut to this many characters when the whole would not fit.
+_RELAYED_BYTES = 7_000
+_CUT_TEXT = 500
 
 # What is published (``Notice.event``).
 EVENTS = (
@@ -118,7 +134,9 @@ class Subscription:
 
 
 class Notifier:
-    def __init__(self, clock: Clock, *, buffer: int = DEFAULT_BUFFER) -> None:
+    def __init__(
+        self, clock: Clock, *, buffer: int = DEFAULT_BUFFER, relay: NoticeRelay | None = None
+    ) -> None:
         self._clock = clock
         self.buffer = buffer
         self._numbers = itertools.count(1)
@@ -126,6 +144,9 @@ class Notifier:
         self._once: set[tuple[str, str]] = set()
         # A delegated task's ancestors (nearest last): its events are theirs too, until it ends.
         self._above: dict[str, tuple[str, ...]] = {}
+        self._relay = relay
+        self._origin = uuid.uuid4().hex  # this process's notices come back; they are skipped
+        self._listening = False
 
     def publish(
         self,
@@ -137,20 +158,59 @@ class Notifier:
         **data: Any,
     ) -> Notice:
         assert event in EVENTS, event
-        notice = Notice(next(self._numbers), event, agent, instance, task, self._clock.now(), data)
+        notice = self.notice(event, agent=agent, instance=instance, task=task, **data)
+        self._deliver(notice)
+        if self._relay is not None:
+            self._relay.send(_relayed(self._origin, notice))
+        return notice
+
+    def notice(
+        self,
+        event: str,
+        *,
+        agent: str,
+        instance: str | None,
+        task: str | None = None,
+        **data: Any,
+    ) -> Notice:
+        """A notice numbered in this process's sequence, delivered to no one (a stream that
+        tells of an end it read from the task's record)."""
+        return Notice(next(self._numbers), event, agent, instance, task, self._clock.now(), data)
+
+    def _deliver(self, notice: Notice) -> None:
+        task = notice.task
         keys: list[tuple[str, ...]] = [("task", task)] if task is not None else []
         if task is not None and task in self._above:
             keys += [("task", above) for above in self._above[task]]
-            if event in _TASK_ENDS:
+            if notice.event in _TASK_ENDS:
                 del self._above[task]
-        if instance is not None:
-            keys.append(("instance", agent, instance))
-        if event in APPROVAL_EVENTS:
+        if notice.instance is not None:
+            keys.append(("instance", notice.agent, notice.instance))
+        if notice.event in APPROVAL_EVENTS:
             keys.append(APPROVALS)
         for key in keys:
             for subscription in self._subscribers.get(key, ()):
                 subscription.offer(notice)
-        return notice
+
+    def _received(self, payload: str) -> None:
+        """A notice another process sent through the relay: to this process's subscribers."""
+        try:
+            sent = json.loads(payload)
+            if sent.get("origin") == self._origin or sent.get("event") not in EVENTS:
+                return
+            notice = Notice(
+                next(self._numbers),
+                sent["event"],
+                sent["agent"],
+                sent.get("instance"),
+                sent.get("task"),
+                datetime.fromisoformat(sent["at"]),
+                dict(sent.get("data") or {}),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("a relayed task notification was not understood: %s", exc)
+            return
+        self._deliver(notice)
 
     def nest(self, task: str, ancestors: Sequence[str]) -> None:
         """``task`` was delegated under ``ancestors``: its events go to their task streams
@@ -173,6 +233,11 @@ class Notifier:
         :meth:`subscribe`)."""
         subscription = Subscription(capacity or self.buffer)
         self._subscribers.setdefault(key, set()).add(subscription)
+        if self._relay is not None and not self._listening:
+            # Other processes' notices are wanted once someone here listens; the relay stops
+            # with the store.
+            self._listening = True
+            self._relay.listen(self._received)
         return subscription
 
     def remove(self, key: tuple[str, ...], subscription: Subscription) -> None:
@@ -191,3 +256,27 @@ class Notifier:
             yield subscription
         finally:
             self.remove(key, subscription)
+
+
+def _relayed(origin: str, notice: Notice) -> str:
+    """The notice as the relay carries it, its own text cut when it would not fit."""
+    body = {
+        "origin": origin,
+        "event": notice.event,
+        "agent": notice.agent,
+        "instance": notice.instance,
+        "task": notice.task,
+        "at": notice.at.isoformat(),
+        "data": notice.data,
+    }
+    payload = json.dumps(body, ensure_ascii=False, default=str)
+    if len(payload.encode()) <= _RELAYED_BYTES:
+        return payload
+    cut = {
+        k: (v[:_CUT_TEXT] + "…" if isinstance(v, str) and len(v) > _CUT_TEXT else v)
+        for k, v in notice.data.items()
+    }
+    payload = json.dumps({**body, "data": cut}, ensure_ascii=False, default=str)
+    if len(payload.encode()) <= _RELAYED_BYTES:
+        return payload
+    return json.dumps({**body, "data": {"cut": True}}, ensure_ascii=False)

@@ -33,6 +33,7 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf import json_format
 
 from ankka._kernel.clock import Clock
+from ankka._kernel.errors import StoreError
 from ankka._kernel.ids import new_id
 from ankka.runtime.serve.a2a.index import A2AIndex, OutboxRow, PushConfig
 from ankka.runtime.serve.a2a.wire import TaskView, artifact_event, status_event
@@ -162,6 +163,8 @@ class PushDesk:
                 await self.produce()
                 while await self.deliver():
                     await self.produce()  # the next events of a config go out at once
+            except StoreError as exc:  # an outage says what it is in one line
+                log.warning("push notifications: %s; trying again", exc)
             except Exception:
                 log.exception("push notifications: a round failed; trying again")
             self._wake.clear()

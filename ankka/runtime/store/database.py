@@ -1,0 +1,125 @@
+"""The seam under every view of the store: one database, and the transaction its statements
+run in.
+
+A store URL names one database (a SQLite file, a PostgreSQL database), opened once
+(:class:`~ankka.runtime.store.open.Store`). The journal, the task tables, the approval index
+and the leases are views over it, and every statement any of them makes is a plain function of
+a :class:`Transaction`, run by the one :class:`Database`:
+
+- ``write(work)`` runs ``work(tx)`` in a transaction committed durably before it returns, and
+  answers what ``work`` returned (typed: the work's own return type);
+- ``read(work)`` runs it over the last committed state.
+
+Because the journal's append and read are methods of the same transaction as the side tables'
+rows, anything the store holds can change in one commit (a task iteration's response with its
+task record; one round trip, one fsync) or be read in one round trip (the events a fold lacks
+with the task's row). The statements are written once, with ``?`` placeholders, for both
+databases; a :class:`Transaction` knows its database's journal table and timestamp type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from ankka.runtime.records.registry import StoredEvent
+
+__all__ = [
+    "Database",
+    "NoticeRelay",
+    "Row",
+    "SharedSessionLock",
+    "Transaction",
+    "Work",
+]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+# A row as the database driver returns it. SQL rows are untyped at this one boundary: each
+# statement function turns its rows into typed values (records, ids) before they leave it.
+Row = tuple[Any, ...]
+
+
+class Transaction(Protocol):
+    """One open transaction on the store's database."""
+
+    def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        """Run ``sql`` (``?`` placeholders); the rows it returns (none for a change without
+        ``RETURNING``)."""
+        ...
+
+    def append(
+        self, session: str, events: Sequence[tuple[str, str]], *, expected: int, at: datetime
+    ) -> int:
+        """Append ``(kind, body)`` events to ``session`` after position ``expected``; the new
+        last position. Raises :class:`~ankka.runtime.store.journal_store.ConcurrentAppend` when
+        the session's last position is not ``expected``."""
+        ...
+
+    def events(self, session: str, *, after: int = 0) -> list[StoredEvent]:
+        """The session's events with position greater than ``after``, in order."""
+        ...
+
+    def sessions(self) -> list[str]:
+        """Every session with an event, least recently active first (its last event's
+        time)."""
+        ...
+
+
+Work = Callable[[Transaction], T]
+
+
+class SharedSessionLock(Protocol):
+    """A lock on a session shared by every process serving it (e.g. in PostgreSQL)."""
+
+    def hold(self, session: str) -> AbstractAsyncContextManager[None]: ...
+
+
+class NoticeRelay(Protocol):
+    """Carries small notices between every process using the store (PostgreSQL's
+    LISTEN/NOTIFY): what one process sends, every process's listeners get, its own included.
+    Sending never waits; a notice is best effort (live, not durable)."""
+
+    def send(self, payload: str) -> None: ...
+
+    def listen(self, deliver: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``deliver`` on the event loop with each payload sent by any process from now
+        on; the returned function stops it."""
+        ...
+
+
+class Database(Protocol):
+    async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
+        """Run ``work`` in one transaction, committed before this returns. ``serial``: it may
+        change many rows (a task's creation, a cascade, a claim), so such writers run one at
+        a time across processes; ``serial=False`` is for a change of one session's events or
+        one task's row, which may commit beside others."""
+        ...
+
+    async def read(self, work: Callable[[Transaction], T]) -> T:
+        """Run ``work`` over the last committed state (it must not change anything)."""
+        ...
+
+    @property
+    def shared(self) -> bool:
+        """True when other processes may use the same database (leases then bound takeover)."""
+        ...
+
+    @property
+    def where(self) -> str:
+        """The database as errors name it (a path, a DSN without its password)."""
+        ...
+
+    def session_lock(self) -> SharedSessionLock | None:
+        """The lock that keeps one turn at a time per session across every process, or None
+        when one process uses the database (SQLite)."""
+        ...
+
+    def notices(self) -> NoticeRelay | None:
+        """The relay between processes, or None when one process uses the database."""
+        ...
+
+    async def close(self) -> None: ...
