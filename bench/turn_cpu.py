@@ -7,13 +7,19 @@ measures the process's CPU time per turn (``time.process_time``, every thread), 
 a change to the host, the journal or the loop changes. Compare two checkouts back to back::
 
     (cd ../main && python bench/turn_cpu.py) ; python bench/turn_cpu.py
+
+``--tracing`` also measures the same turns with the engine's spans on (issue 28), spans made,
+batched and dropped (``noop``) or exported to a Jaeger it starts (``otlp``), alternated with
+tracing off in the one process, and prints each one's ratio to off.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import inspect
+import os
 import statistics
 import sys
 import tempfile
@@ -29,7 +35,7 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-async def measure(turns: int) -> list[float]:
+async def measure(turns: int, tracing: str = "off") -> list[float]:
     from ankka.runtime.declare.agents import Service, Turn, TurnRequest
     from ankka.runtime.declare.tools import tool
     from ankka.runtime.drivers.context import Context
@@ -57,7 +63,13 @@ async def measure(turns: int) -> list[float]:
     with tempfile.TemporaryDirectory() as workdir:
         store = await journal_store(Path(workdir) / "journal.sqlite3")
         provider = ScriptedProvider(script, name="default")
-        runtime: Any = Runtime(Context.open(service, store=store, providers={"default": provider}))
+        traced: dict[str, Any] = {}
+        if tracing != "off":
+            from bench.turn_overhead import engine_spans
+
+            traced["spans"] = engine_spans(tracing)
+        context = Context.open(service, store=store, providers={"default": provider}, **traced)
+        runtime: Any = Runtime(context)
         # Before issue 8, run() took (agent, session, message); kept so main can be compared.
         takes_plan = "agent" not in inspect.signature(runtime.run).parameters
         for i in range(turns):
@@ -75,14 +87,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=300, help="turns in the session")
     parser.add_argument("--repeat", type=int, default=3, help="sessions measured (best shown)")
-    args = parser.parse_args()
-    runs = [asyncio.run(measure(args.turns)) for _ in range(args.repeat)]
-    p50 = min(statistics.median(r) for r in runs) * 1000
-    mean = min(statistics.fmean(r) for r in runs) * 1000
-    print(
-        f"ankka CPU per turn ({args.turns} turns, best of {args.repeat}): "
-        f"p50 {p50:.3f} ms, mean {mean:.3f} ms"
+    parser.add_argument(
+        "--tracing",
+        nargs="*",
+        choices=["noop", "otlp"],
+        default=[],
+        help="also measure with the engine's spans on, alternated with off",
     )
+    args = parser.parse_args()
+    modes = ["off", *args.tracing]
+    with contextlib.ExitStack() as stack:
+        if "otlp" in modes:
+            from tests.support.jaeger import jaeger
+
+            os.environ["ANKKA_BENCH_OTLP"] = stack.enter_context(jaeger()).otlp_endpoint
+        if args.tracing:
+            from bench.turn_overhead import _TRACERS
+
+            # What is buffered is exported (before the collector stops), and the exporters end.
+            stack.callback(lambda: [provider.shutdown() for provider in _TRACERS.values()])
+        runs: dict[str, list[list[float]]] = {mode: [] for mode in modes}
+        for round_ in range(args.repeat):
+            for mode in modes if round_ % 2 == 0 else reversed(modes):
+                runs[mode].append(asyncio.run(measure(args.turns, mode)))
+    load = os.getloadavg()[0]
+    for mode in modes:
+        p50 = min(statistics.median(r) for r in runs[mode]) * 1000
+        mean = min(statistics.fmean(r) for r in runs[mode]) * 1000
+        ratio = ""
+        if mode != "off":
+            off = min(statistics.median(r) for r in runs["off"]) * 1000
+            ratio = f", {p50 / off:.2f}× off"
+        print(
+            f"ankka CPU per turn, tracing {mode} ({args.turns} turns, best of {args.repeat}): "
+            f"p50 {p50:.3f} ms, mean {mean:.3f} ms{ratio} (load average {load:.1f})"
+        )
 
 
 if __name__ == "__main__":

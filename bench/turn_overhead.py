@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import contextvars
 import json
 import os
@@ -251,7 +252,53 @@ def ankka_provider(wire: str, base_url: str) -> Any:
     return provider
 
 
-async def _ankka_runtime(service: Any, path: Path, providers: dict[str, Any]) -> Any:
+class _Dropping:
+    """A span exporter that drops every batch: tracing on, nothing sent (the "no-op exporter"
+    of issue 28's figure)."""
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+_TRACERS: dict[str, Any] = {}  # tracing mode -> its TracerProvider, made once per process
+
+
+def engine_spans(mode: str) -> Any:
+    """The engine's spans for ``mode`` (``noop``: spans made and batched, then dropped;
+    ``otlp``: exported to the Jaeger in ``ANKKA_BENCH_OTLP``), as ``ankka serve`` makes them:
+    the batch processor, and the providers sending ``traceparent``."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from ankka._kernel import tracing
+    from ankka.runtime.engine.spans import EngineSpans
+
+    provider = _TRACERS.get(mode)
+    if provider is None:
+        if mode == "noop":
+            exporter: Any = _Dropping()
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            endpoint = os.environ["ANKKA_BENCH_OTLP"]
+            exporter = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+        provider = _TRACERS[mode] = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        tracing._on = True  # as from_environment sets it: the providers send traceparent
+    return EngineSpans(provider.get_tracer("ankka", schema_url=tracing.SCHEMA_URL))
+
+
+async def _ankka_runtime(
+    service: Any, path: Path, providers: dict[str, Any], spans: Any = None
+) -> Any:
     """A runtime on a new SQLite file, built as this checkout builds one, or as a checkout
     from before the one Store, or from before the rooms and the one engine did
     (``--baseline`` runs this file there)."""
@@ -274,11 +321,12 @@ async def _ankka_runtime(service: Any, path: Path, providers: dict[str, Any]) ->
         sqlite: Any = importlib.import_module("ankka.runtime.store.sqlite")
         journal_store = sqlite.SqliteStore.open
     store = await journal_store(path)
-    return Runtime(Context.open(service, store=store, providers=providers))
+    traced = {"spans": spans} if spans is not None else {}  # a checkout without spans: off
+    return Runtime(Context.open(service, store=store, providers=providers, **traced))
 
 
 async def ankka_turn(
-    base_url: str, workdir: Path, wire: str = "chat"
+    base_url: str, workdir: Path, wire: str = "chat", tracing: str = "off"
 ) -> tuple[Turn, Callable[[], Awaitable[None]]]:
     from ankka.runtime.agents import Service
     from ankka.runtime.agents import Turn as Effect
@@ -292,8 +340,9 @@ async def ankka_turn(
         return Effect(message=request.message, instructions=INSTRUCTIONS, tools=[weather_tool])
 
     provider = ankka_provider(wire, base_url)
+    spans = engine_spans(tracing) if tracing != "off" else None
     runtime = await _ankka_runtime(
-        service, workdir / f"ankka-{time.monotonic_ns()}.sqlite3", {"default": provider}
+        service, workdir / f"ankka-{time.monotonic_ns()}.sqlite3", {"default": provider}, spans
     )
 
     async def turn(session: str, message: str) -> None:
@@ -425,6 +474,9 @@ async def pydantic_ai_sqlite_turn(
 
 FRAMEWORKS = {
     "ankka": ankka_turn,
+    # ankka with tracing on (engine spans, issue 28): spans dropped, or exported to Jaeger.
+    "ankka+spans-noop": ankka_turn,
+    "ankka+spans-otlp": ankka_turn,
     "openai-agents": openai_agents_turn,
     "pydantic-ai": pydantic_ai_turn,
     "pydantic-ai+sqlite": pydantic_ai_sqlite_turn,
@@ -457,10 +509,18 @@ async def run(args: argparse.Namespace) -> list[Result]:
     results: list[Result] = []
     empty = Path(tempfile.mkdtemp()) / "empty.json"
     empty.write_text("[]")
-    with (
-        tempfile.TemporaryDirectory() as workdir,
-        started(ankka_command("standin", "--script", str(empty), "--port", "0")) as standin,
-    ):
+    with contextlib.ExitStack() as stack:
+        if "ankka+spans-otlp" in args.frameworks:
+            from tests.support.jaeger import jaeger
+
+            collector = stack.enter_context(jaeger())
+            os.environ["ANKKA_BENCH_OTLP"] = collector.otlp_endpoint
+        # Export what is buffered (before the collector stops) and stop the exporters.
+        stack.callback(lambda: [provider.shutdown() for provider in _TRACERS.values()])
+        workdir = stack.enter_context(tempfile.TemporaryDirectory())
+        standin = stack.enter_context(
+            started(ankka_command("standin", "--script", str(empty), "--port", "0"))
+        )
         for shape in shapes:
             total = shape.sessions * shape.turns_per_session
             # one more turn each to warm up (imports, connection pool) before measuring
@@ -473,8 +533,11 @@ async def run(args: argparse.Namespace) -> list[Result]:
             closers: list[Callable[[], Awaitable[None]]] = []
             try:
                 for name in args.frameworks:
-                    if name == "ankka":
-                        turns[name], close = await ankka_turn(standin.url, Path(workdir), args.wire)
+                    if name.startswith("ankka"):
+                        mode = name.removeprefix("ankka+spans-") if "+" in name else "off"
+                        turns[name], close = await ankka_turn(
+                            standin.url, Path(workdir), args.wire, mode
+                        )
                     else:
                         turns[name], close = await FRAMEWORKS[name](standin.url, Path(workdir))
                     closers.append(close)
@@ -522,8 +585,8 @@ def views(results: list[Result], growing_turns: int, window: int) -> list[tuple[
 def report(results: list[Result], growing_turns: int, window: int) -> str:
     lines = [
         "| shape | framework | own time p50 (ms) | own time p99 (ms) | CPU per turn (ms) "
-        "| turns/s | ankka ÷ this (turns/s) | this ÷ ankka (CPU) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| turns/s | ankka ÷ this (turns/s) | this ÷ ankka (CPU) | this ÷ ankka (own p50) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     by_shape: dict[str, dict[str, Result]] = {}
     for label, r in views(results, growing_turns, window):
@@ -533,9 +596,10 @@ def report(results: list[Result], growing_turns: int, window: int) -> str:
         for name, r in frameworks.items():
             rate = f"{ours.rate / r.rate:.2f}×" if ours and name != "ankka" else ""
             cpu = f"{r.cpu_ms / ours.cpu_ms:.2f}×" if ours and name != "ankka" else ""
+            own = f"{r.p50 / ours.p50:.2f}×" if ours and name != "ankka" else ""
             lines.append(
                 f"| {shape} | {name} | {r.p50:.2f} | {r.p99:.2f} | {r.cpu_ms:.2f} "
-                f"| {r.rate:.1f} | {rate} | {cpu} |"
+                f"| {r.rate:.1f} | {rate} | {cpu} | {own} |"
             )
     return "\n".join(lines)
 

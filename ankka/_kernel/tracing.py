@@ -39,6 +39,8 @@ __all__ = [
     "SEMCONV_VERSION",
     "ServerSpans",
     "Tracing",
+    "capture_content",
+    "carrier",
     "enabled_by",
     "from_environment",
     "header_lines",
@@ -199,6 +201,38 @@ def header_lines() -> bytes:
         if "\r" not in value and "\n" not in value
     ]
     return b"".join(lines)
+
+
+def carrier() -> dict[str, str]:
+    """The current context as W3C headers (``traceparent``, ``tracestate``, ``baggage``), to
+    record with a task; ``{}`` when OpenTelemetry was never imported (tracing off) or nothing
+    is current."""
+    import sys
+
+    if "opentelemetry.trace" not in sys.modules:
+        return {}
+    return dict(inject())
+
+
+_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CONTENT_ON = ("true", "span_only", "span_and_event")
+_CONTENT_OFF = ("", "false", "no_content", "event_only")
+
+
+def capture_content(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether spans record message content (instructions, messages, tool arguments and
+    results): ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (off by default);
+    a value it is not is refused, naming the choices."""
+    env = os.environ if environ is None else environ
+    value = env.get(_CONTENT, "").strip().lower()
+    if value in _CONTENT_ON:
+        return True
+    if value in _CONTENT_OFF:
+        return False
+    raise ConfigurationError(
+        f"{_CONTENT}={value[:40]!r}: ankka records message content on spans with true, "
+        "and leaves it out with false (the default)"
+    )
 
 
 def trace_ids() -> tuple[str, str] | None:

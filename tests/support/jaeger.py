@@ -90,6 +90,7 @@ class Span:
     service: str
     kind: str | None
     tags: dict[str, Any]
+    start: int = 0  # microseconds since the epoch, as Jaeger gives it
 
 
 def _spans(trace: dict[str, Any]) -> list[Span]:
@@ -107,6 +108,7 @@ def _spans(trace: dict[str, Any]) -> list[Span]:
                 service=services.get(raw["processID"], ""),
                 kind=tags.get("span.kind"),
                 tags=tags,
+                start=int(raw.get("startTime", 0)),
             )
         )
     return spans
@@ -134,14 +136,17 @@ class Jaeger:
         data = answer.json().get("data") or []
         return [span for trace in data for span in _spans(trace)]
 
-    def trace(self, trace_id: str, *, names: set[str], timeout: float = 30.0) -> list[Span]:
-        """The trace's spans once every name in ``names`` is among them (fails at the
-        deadline, naming what arrived)."""
+    def trace(
+        self, trace_id: str, *, names: set[str], at_least: int = 0, timeout: float = 30.0
+    ) -> list[Span]:
+        """The trace's spans once every name in ``names`` is among them and there are at least
+        ``at_least`` (fails at the deadline, naming what arrived)."""
 
         def arrived() -> list[Span]:
             spans = self.spans(trace_id)
             missing = names - {span.name for span in spans}
             assert not missing, f"missing {sorted(missing)}; have {[s.name for s in spans]}"
+            assert len(spans) >= at_least, f"{len(spans)} of {at_least}: {[s.name for s in spans]}"
             return spans
 
         return eventually(arrived, what=f"trace {trace_id} in Jaeger", timeout=timeout)

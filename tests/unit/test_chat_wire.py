@@ -20,7 +20,8 @@ def test_a_whole_answer_with_tool_calls_and_cached_tokens() -> None:
                             {"id": "c1", "function": {"name": "f", "arguments": '{"a": 1}'}},
                             {"id": "c2", "function": {"name": "g", "arguments": {"b": 2}}},
                         ],
-                    }
+                    },
+                    "finish_reason": "tool_calls",
                 }
             ],
             "usage": {
@@ -37,6 +38,7 @@ def test_a_whole_answer_with_tool_calls_and_cached_tokens() -> None:
     )
     assert response.usage == Usage(10, 3, 8, 0)
     assert response.model == "m1"
+    assert response.finish_reason == "tool_calls"  # the chat span's finish reason
 
 
 def test_streamed_tool_call_deltas_are_joined_by_index() -> None:
@@ -88,6 +90,7 @@ def test_streamed_tool_call_deltas_are_joined_by_index() -> None:
                 }
             ]
         },
+        {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
         {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 7}},
     ]
     texts = [acc.add(c) for c in chunks]
@@ -99,3 +102,4 @@ def test_streamed_tool_call_deltas_are_joined_by_index() -> None:
         ToolCall("c2", "other", "{}"),
     )
     assert result.usage == Usage(5, 7)
+    assert result.finish_reason == "tool_calls"

@@ -44,6 +44,7 @@ from ankka.runtime.store.journal_store import JournalStore
 from ankka.runtime.store.session_leases import CompactionLeases
 
 if TYPE_CHECKING:
+    from ankka.runtime.engine.spans import EngineSpans
     from ankka.runtime.features.mcp.servers import McpServers
 
 __all__ = ["CompactionSetup", "Context", "Listed"]
@@ -92,6 +93,7 @@ class Context:
     mcp: McpServers | None = None
     approvals: ApprovalIndex | None = None
     turn_retry: Retry | None = None
+    spans: EngineSpans | None = None
 
     @classmethod
     def open(
@@ -110,6 +112,7 @@ class Context:
         cache_sessions: int = 1024,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         turn_retry: Retry | None = None,
+        spans: EngineSpans | None = None,
     ) -> Context:
         """The context of a runtime serving ``service`` on ``store`` with ``providers``.
         ``judges``: one judgment provider per model that answers judgments (default: built
@@ -118,13 +121,17 @@ class Context:
         whose tools require approval. ``turn_retry``: how a request turn's failed model call
         is made again (``ankka serve``: :class:`~ankka.runtime.providers.retry.TurnRetry`;
         default: never); a task's is its driver's own. ``cache_sessions`` and ``cache_bytes``
-        bound the folds kept in memory (the session cache's and the compactor's)."""
+        bound the folds kept in memory (the session cache's and the compactor's). ``spans``:
+        the engine's spans when tracing is on (``ankka serve`` builds them from ``OTEL_*``;
+        None: nothing is traced)."""
         journal = Journal(store)
         clock = clock or SystemClock()
         metrics = metrics or RuntimeMetrics()
         setup = compaction or CompactionSetup()
         providers = dict(providers)
         judges = dict(judges) if judges is not None else judges_for(providers)
+        if spans is not None:
+            judges = spans.judges(judges)
         queue = SessionQueue(journal.session_lock())
         compactor = Compactor(
             journal=journal,
@@ -146,7 +153,9 @@ class Context:
             queue=queue,
             providers=providers,
             judges=judges,
-            executor=Executor(clock=clock, judges=judges, retried=metrics.model_retried),
+            executor=Executor(
+                clock=clock, judges=judges, retried=metrics.model_retried, spans=spans
+            ),
             clock=clock,
             metrics=metrics,
             policy=policy if policy is not None else service.policy(),
@@ -155,6 +164,7 @@ class Context:
             mcp=mcp,
             approvals=approvals,
             turn_retry=turn_retry,
+            spans=spans,
         )
 
     async def __aenter__(self) -> Context:

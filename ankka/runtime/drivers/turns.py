@@ -139,6 +139,7 @@ async def take_turn(
         emit=emit,
         stream=effect.streams,
         retry=context.turn_retry,
+        session=planned.session,
     )
     if isinstance(end, AwaitDecision):
         return TurnSuspension(turn, tuple(state.produced), end.waiting)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -31,6 +32,9 @@ from ankka.runtime.engine.steps import RunTool, Settle
 from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.retry import Retried
 from ankka.runtime.records.messages import AssistantMessage, ModelCall, ToolCall, ToolResult, Usage
+
+if TYPE_CHECKING:
+    from ankka.runtime.engine.spans import EngineSpans
 
 __all__ = ["Emit", "Executor", "Ledger", "LoopEvent", "Retry", "decode"]
 
@@ -71,11 +75,14 @@ class Executor:
         clock: Clock,
         judges: Mapping[str, JudgmentProvider],
         retried: Retried | None = None,
+        spans: EngineSpans | None = None,
     ) -> None:
-        """``retried`` hears each call made again (provider, model, the error's kind)."""
+        """``retried`` hears each call made again (provider, model, the error's kind);
+        ``spans``: the engine's spans when tracing is on (None: nothing is traced)."""
         self.clock = clock
         self.judges = judges
         self.retried = retried
+        self.spans = spans
 
     def ledger(self, calls: Sequence[ModelCall] = ()) -> Ledger:
         """A turn's ledger; ``calls``: those it made before (a resumed turn's)."""
@@ -97,6 +104,7 @@ class Executor:
         ledger: Ledger,
         emit: Emit | None = None,
         retry: Retry | None = None,
+        session: str = "",
     ) -> AssistantMessage:
         """Ask the model; the answer, accounted in ``ledger``. The vendor's state rides on the
         answer (never journaled), so the turn's next call can replay it. A failure that may
@@ -107,7 +115,14 @@ class Executor:
             started = self.clock.monotonic()
             shown: list[bool] = []
             try:
-                response = await _ask(provider, request, emit, shown)
+                if self.spans is None:
+                    response = await _ask(provider, request, emit, shown)
+                else:  # each attempt its own chat span
+                    ask = partial(_ask, provider, request, emit, shown)
+                    stream = emit is not None
+                    response = await self.spans.chat(
+                        provider, request, ask, session=session, stream=stream
+                    )
             except ModelError as exc:
                 attempt += 1
                 if retry is None or not exc.retryable or shown:
@@ -139,8 +154,10 @@ class Executor:
             await emit(step.call)
         if isinstance(step, Settle):
             result = step.result
-        else:
+        elif self.spans is None:
             result = await _run(step)
+        else:
+            result = await self.spans.tool(step, partial(_run, step))
         if emit is not None:
             await emit(result)
         return result

@@ -23,7 +23,7 @@ provider's prompt cache keeps hitting.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel
 
@@ -52,6 +52,9 @@ from ankka.runtime.records.messages import (
     ToolResult,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from ankka.runtime.engine.spans import Track
 
 __all__ = ["Delegator", "Driver", "End", "Stopped", "TurnOutcome", "TurnSuspension", "drive"]
 
@@ -104,16 +107,60 @@ async def drive(
     stream: bool = False,
     retry: Retry | None = None,
     delegator: Delegator | None = None,
+    session: str = "",
 ) -> End:
     """Take steps until the turn ends; ``emit`` hears each tool call and result (and, with
     ``stream``, the answer's text as it comes); ``delegator`` makes the children of a plan's
-    delegation calls."""
+    delegation calls. ``session`` names the conversation on the spans (when tracing is on,
+    :mod:`.spans`: an ``invoke_agent`` span per turn id)."""
+    spans = executor.spans
+    track = spans.track(state, provider, session) if spans is not None else None
+    try:
+        end = await _steps(state, executor, provider, driver, ledger, emit, stream, retry,
+                           delegator, session, track)  # fmt: skip
+    except BaseException as exc:
+        if track is not None:
+            track.failed(exc)
+        raise
+    if track is not None:
+        track.ended(_OUTCOMES.get(type(end)) or type(end).__name__.lower())
+    return end
+
+
+_OUTCOMES: dict[type, str] = {
+    Finish: "finished",
+    Ended: "ended",
+    AwaitDecision: "awaiting_approval",
+    OutOfRounds: "out_of_rounds",
+    Stopped: "stopped",
+    AwaitChildren: "awaiting_children",
+    Repeated: "repeated_call",
+}
+
+
+async def _steps(
+    state: TurnState,
+    executor: Executor,
+    provider: ModelProvider,
+    driver: Driver,
+    ledger: Ledger,
+    emit: Emit | None,
+    stream: bool,
+    retry: Retry | None,
+    delegator: Delegator | None,
+    session: str,
+    track: Track | None,
+) -> End:
     while True:
         step = next_step(state)
         if isinstance(step, CallModel):
+            if track is not None:
+                track.calling()
             turn = await driver.before_call(state)
             if turn is None:
                 return Stopped()
+            if track is not None:
+                track.turn(turn)
             answer = await executor.call(
                 provider,
                 step.request,
@@ -122,16 +169,26 @@ async def drive(
                 ledger=ledger,
                 emit=emit if stream else None,
                 retry=retry,
+                session=session,
             )
+            if track is not None:
+                track.answered(answer)
             if await driver.answered(state, answer):
                 state.add(answer)
         elif isinstance(step, RunTool | Settle):
+            if track is not None:  # a resumed turn starts here, with no model call
+                track.turn(step.answer.turn, resumed=True)
             if isinstance(step, RunTool) and step.approved is not None:
                 await driver.starting(state, step)
             state.add(await driver.ran(state, await executor.settle(step, emit=emit)))
         elif isinstance(step, Delegate):
             assert delegator is not None, "a plan with delegation tools has a delegator"
-            state.children[step.call.id] = await delegator.delegate(state, step)
+            if track is None or executor.spans is None:
+                state.children[step.call.id] = await delegator.delegate(state, step)
+            else:  # in an execute_tool span: the child task is recorded in its trace
+                track.turn(step.answer.turn, resumed=True)
+                with executor.spans.delegation(step.call):
+                    state.children[step.call.id] = await delegator.delegate(state, step)
         else:
             return step
 

@@ -53,6 +53,8 @@ def _sdk() -> Any:
 
 
 class AnthropicProvider:
+    gen_ai_provider = "anthropic"  # gen_ai.provider.name on its spans
+
     def __init__(
         self,
         *,

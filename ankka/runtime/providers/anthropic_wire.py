@@ -241,6 +241,7 @@ def read_response(body: Mapping[str, Any], *, model: str) -> ModelResponse:
         usage=read_usage(body.get("usage")),
         model=str(body.get("model") or model),
         provider_state=_state(state),
+        finish_reason=str(body["stop_reason"]) if body.get("stop_reason") else None,
     )
 
 
@@ -257,6 +258,7 @@ class StreamAccumulator:
     model: str
     blocks: dict[int, _Block] = field(default_factory=dict)
     usage_raw: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None
 
     def add(self, event: Mapping[str, Any]) -> str | None:
         """Fold one event; return the text it carries, if any."""
@@ -271,6 +273,9 @@ class StreamAccumulator:
         elif kind == "content_block_delta":
             return self._delta(int(event["index"]), event.get("delta") or {})
         elif kind == "message_delta":
+            stop = (event.get("delta") or {}).get("stop_reason")
+            if stop:
+                self.stop_reason = str(stop)
             self.usage_raw.update(
                 {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
             )
@@ -309,5 +314,6 @@ class StreamAccumulator:
                 except ValueError:
                     data["input"] = {}
             content.append(data)
-        body = {"type": "message", "model": self.model, "content": content}
+        body: dict[str, Any] = {"type": "message", "model": self.model, "content": content}
+        body["stop_reason"] = self.stop_reason
         return read_response({**body, "usage": self.usage_raw}, model=self.model)

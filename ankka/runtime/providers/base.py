@@ -69,6 +69,9 @@ class ModelResponse:
     usage: Usage
     model: str
     provider_state: ProviderState | None = field(default=None, compare=False, repr=False)
+    finish_reason: str | None = field(default=None, compare=False)
+    """Why the model stopped, as its server said (``stop``, ``tool_calls``, ``length``,
+    ``end_turn``, ...): the ``chat`` span's ``gen_ai.response.finish_reasons``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,8 @@ __all__ = ["NO_KEY", "ChatCompletionsProvider", "translate_error"]
 
 
 class ChatCompletionsProvider:
+    gen_ai_provider = "openai"  # gen_ai.provider.name: the API it speaks (OpenAI's)
+
     def __init__(
         self,
         *,

@@ -167,11 +167,13 @@ def read_response(body: Mapping[str, Any], *, model: str) -> ModelResponse:
         )
         for i, c in enumerate(message.get("tool_calls") or ())
     )
+    reason = choices[0].get("finish_reason")
     return ModelResponse(
         content=message.get("content"),
         tool_calls=calls,
         usage=read_usage(body.get("usage")),
         model=str(body.get("model") or model),
+        finish_reason=str(reason) if reason else None,
     )
 
 
@@ -190,6 +192,7 @@ class StreamAccumulator:
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
 
     def add(self, chunk: Mapping[str, Any]) -> str | None:
         """Fold one chunk; return the text it carries, if any."""
@@ -200,6 +203,8 @@ class StreamAccumulator:
         choices = chunk.get("choices") or ()
         if not choices:
             return None
+        if choices[0].get("finish_reason"):
+            self.finish_reason = str(choices[0]["finish_reason"])
         delta = choices[0].get("delta") or {}
         for raw in delta.get("tool_calls") or ():
             partial = self.calls.setdefault(int(raw.get("index", 0)), _PartialCall())
@@ -222,4 +227,6 @@ class StreamAccumulator:
             for i, p in sorted(self.calls.items())
         )
         content = "".join(self.text) if self.text else None
-        return ModelResponse(content, calls, self.usage, self.model)
+        return ModelResponse(
+            content, calls, self.usage, self.model, finish_reason=self.finish_reason
+        )

@@ -57,6 +57,10 @@ class CapabilityCheck:
         return self._inner.model
 
     @property
+    def gen_ai_provider(self) -> str:
+        return str(getattr(self._inner, "gen_ai_provider", "_OTHER"))
+
+    @property
     def inner(self) -> ModelProvider:
         """The provider this check guards (the judgment provider shares its transport)."""
         return self._inner

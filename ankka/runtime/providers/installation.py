@@ -32,6 +32,8 @@ __all__ = ["InstallationProvider", "installation_model"]
 
 
 class InstallationProvider:
+    gen_ai_provider = "openai"  # gen_ai.provider.name: the API it speaks (OpenAI's)
+
     def __init__(
         self,
         *,

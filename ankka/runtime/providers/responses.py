@@ -28,6 +28,8 @@ DEFAULT_URL = "https://api.openai.com/v1"
 
 
 class ResponsesProvider:
+    gen_ai_provider = "openai"  # gen_ai.provider.name on its spans
+
     def __init__(
         self,
         *,

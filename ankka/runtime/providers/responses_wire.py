@@ -213,7 +213,17 @@ def read_response(body: Mapping[str, Any], *, model: str) -> ModelResponse:
         usage=read_usage(body.get("usage")),
         model=str(body.get("model") or model),
         provider_state=ProviderState(WIRE, tuple(state)) if state else None,
+        finish_reason=_finish_reason(body),
     )
+
+
+def _finish_reason(body: Mapping[str, Any]) -> str | None:
+    """Responses' own words: the reason an incomplete answer stopped, else its status."""
+    details = body.get("incomplete_details")
+    if isinstance(details, Mapping) and details.get("reason"):
+        return str(details["reason"])
+    status = body.get("status")
+    return str(status) if status else None
 
 
 @dataclass
@@ -252,5 +262,9 @@ class StreamAccumulator:
             if item.get("type") == "function_call" and not item.get("arguments"):
                 item = {**item, "arguments": "".join(self.arguments.get(index, ()))}
             output.append(item)
-        usage = (self.completed or {}).get("usage")
-        return read_response({"output": output, "usage": usage}, model=self.model)
+        completed = self.completed or {}
+        body = {"output": output, "usage": completed.get("usage")}
+        for key in ("status", "incomplete_details"):
+            if key in completed:
+                body[key] = completed[key]
+        return read_response(body, model=self.model)

@@ -84,6 +84,8 @@ def _call_number(messages: Sequence[Message]) -> int:
 
 
 class ScriptedProvider:
+    gen_ai_provider = "ankka.scripted"  # gen_ai.provider.name: a test double
+
     def __init__(
         self,
         script: Sequence[ScriptTurn | dict[str, Any] | str],
@@ -149,7 +151,10 @@ class ScriptedProvider:
             if turn.reasoning is None
             else ProviderState(REASONING_WIRE, ({"type": "reasoning", "text": turn.reasoning},))
         )
-        return ModelResponse(turn.text, calls, turn.usage, "scripted", provider_state=state)
+        reason = "tool_calls" if calls else "stop"
+        return ModelResponse(
+            turn.text, calls, turn.usage, "scripted", provider_state=state, finish_reason=reason
+        )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         response = await self.complete(request)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ankka._kernel.health import HealthPort
     from ankka._kernel.tls import ReloadingServerTLS
     from ankka.runtime.drivers.request import Runtime
+    from ankka.runtime.engine.spans import EngineSpans
     from ankka.runtime.serve.tokenreview import TokenReviewer
 
 __all__ = ["CONSOLE_VARIABLE", "STORE_VARIABLE", "configure", "run"]
@@ -290,6 +291,17 @@ def _import_http() -> None:
     import ankka.runtime.serve.http  # noqa: F401
 
 
+def _engine_spans(traces: tracing.Tracing | None) -> EngineSpans | None:
+    """The engine's spans when tracing is on (``invoke_agent``, ``chat``, ``execute_tool``),
+    recording message content only when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+    asks; None when it is off."""
+    if traces is None:
+        return None
+    from ankka.runtime.engine.spans import EngineSpans
+
+    return EngineSpans(traces.tracer, content=tracing.capture_content())
+
+
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.declare.compaction import from_environment
     from ankka.runtime.drivers.approvals import Timers
@@ -311,6 +323,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = RuntimeMetrics()
     try:
         traces = tracing.from_environment("ankka-runtime")
+        spans = _engine_spans(traces)
         service = load_service(args.target)
         sqlite_path(args.store)  # a store URL that is none is refused before anything is said
         providers = providers_from_environment(os.environ)
@@ -364,6 +377,7 @@ def run(args: argparse.Namespace) -> int:
             # The one retry layer is the engine's: a turn's calls by this policy, a task's by
             # its driver's (providers/retry.py).
             turn_retry=TurnRetry(),
+            spans=spans,
         )
         runtime = Runtime(context, timers=Timers(notice_seconds=args.approval_notice_seconds))
         tasks = TaskHost(

@@ -28,6 +28,7 @@ from ankka.runtime.records.tasks import (
     TaskSpec,
     TaskState,
 )
+from ankka.runtime.store import trace_statements
 from ankka.runtime.store.database import Database, NoticeRelay, Row, Transaction
 from ankka.runtime.store.tree_statements import TREE_SCHEMA
 
@@ -109,6 +110,8 @@ SCHEMA = (
     created_by TEXT NOT NULL,
     PRIMARY KEY (agent, id)
 )""",
+    # The trace context recorded with each task (tracing on): store/trace_statements.py.
+    *trace_statements.SCHEMA,
     # The task tree (delegation): a table of its own, so a store written before it needs
     # no migration (its tasks are roots with no children).
     *TREE_SCHEMA,

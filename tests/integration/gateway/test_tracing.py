@@ -190,16 +190,19 @@ def test_one_trace_from_the_caller_through_the_runtime_and_the_gateway(
     assert answer.status_code == 200, answer.text
 
     turn = "POST /v1/agents/{agent}/sessions/{session}"
-    spans = jaeger_backend.trace(trace_id, names={turn, "POST /v1/chat/completions", "chat small"})
+    names = {turn, "invoke_agent polite", "POST /v1/chat/completions", "chat small"}
+    spans = jaeger_backend.trace(trace_id, names=names, at_least=6)
     runtime_span = _one(spans, turn)
     gateway_span = _one(spans, "POST /v1/chat/completions")
+    (runtime_chat,) = [s for s in spans if s.name == "chat small" and s.service != "gw"]
     assert runtime_span.parent_id == caller_span
     assert runtime_span.service == "runtime-under-test"
     assert runtime_span.tags["ankka.caller"] == "local"
     assert gateway_span.service == "gw"
-    # Until the runtime's own model-call spans (the engine's), the gateway's server span is a
-    # child of the runtime's request span: the provider's HTTP client sent the context.
-    assert gateway_span.parent_id == runtime_span.span_id
+    # The gateway's server span is a child of the runtime's chat span (the engine's, under
+    # its invoke_agent): the provider's HTTP client sent that span's context.
+    assert _one(spans, "invoke_agent polite").parent_id == runtime_span.span_id
+    assert gateway_span.parent_id == runtime_chat.span_id
     (received,) = standin.chats()
     assert received["headers"]["traceparent"].split("-")[1] == trace_id
 

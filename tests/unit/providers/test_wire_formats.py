@@ -167,6 +167,8 @@ def test_anthropic_stream_folds_to_the_same_answer_as_the_whole_message() -> Non
     assert streamed == whole
     assert streamed.provider_state == whole.provider_state
     assert streamed.usage == Usage(9, 4, 2, 0)
+    # The chat span's finish reason, in Anthropic's words, streamed or not.
+    assert streamed.finish_reason == whole.finish_reason == "tool_use"
 
 
 def test_responses_stream_folds_to_the_same_answer_as_the_whole_response() -> None:
@@ -181,6 +183,13 @@ def test_responses_stream_folds_to_the_same_answer_as_the_whole_response() -> No
     assert "".join(t for t in texts if t) == "It is sunny."
     assert streamed == whole
     assert streamed.provider_state == whole.provider_state
+    assert streamed.finish_reason == whole.finish_reason == "completed"
+
+
+def test_responses_an_incomplete_answer_says_why_it_stopped() -> None:
+    body = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+    answer = responses_wire.read_response({**body, "output": []}, model="gpt")
+    assert answer.finish_reason == "max_output_tokens"
 
 
 def test_responses_stream_without_a_completed_event_is_assembled_from_deltas() -> None:

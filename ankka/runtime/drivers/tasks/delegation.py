@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ankka._kernel import tracing
 from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.declare.delegation import Delegate, DelegateInput, HandoffInput
 from ankka.runtime.declare.tools import RunnableTool, ToolOutcome, ToolSpec
@@ -36,9 +37,14 @@ from ankka.runtime.records.delegation import ChildOutcome, child_id
 from ankka.runtime.records.iterations import iteration_of
 from ankka.runtime.records.messages import AssistantMessage, ToolCall, ToolResult
 from ankka.runtime.records.tasks import TaskRecord, own_instance_id
-from ankka.runtime.store import delegate_statements, task_statements, tree_statements
+from ankka.runtime.store import (
+    delegate_statements,
+    task_statements,
+    trace_statements,
+    tree_statements,
+)
 from ankka.runtime.store.delegate_statements import Made, Wanted
-from ankka.runtime.store.tasks import Ended, TaskStore
+from ankka.runtime.store.tasks import Ended, TaskStore, Transaction
 
 __all__ = ["HANDED_ON", "Delegations", "HandoffTool", "Read", "note_of", "tools_of"]
 
@@ -208,9 +214,17 @@ class Delegations:
         if isinstance(wanted, ChildOutcome):
             return Child(None, _result(answer, call, wanted))
         now = self.context.clock.now()
-        made: Made = await self.store.write(
-            lambda tx: delegate_statements.delegate(tx, wanted, now=now)
-        )
+        # With tracing on, the child is recorded in this trace (the delegation's execute_tool
+        # span is current): one trace per task tree.
+        carrier = tracing.carrier() if self.context.spans is not None else {}
+
+        def write(tx: Transaction) -> Made:
+            made = delegate_statements.delegate(tx, wanted, now=now)
+            if made.created and made.task is not None and carrier:
+                trace_statements.record(tx, made.task, carrier)
+            return made
+
+        made: Made = await self.store.write(write)
         if made.created:
             self._told_made(made, declared)
         result = _result(answer, call, made.outcome) if made.outcome is not None else None

@@ -22,11 +22,12 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from ankka._kernel import tracing
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.drivers.context import Context
@@ -47,10 +48,10 @@ from ankka.runtime.records.tasks import (
     TaskState,
     check_id,
 )
-from ankka.runtime.store import delegate_statements
+from ankka.runtime.store import delegate_statements, trace_statements
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
-from ankka.runtime.store.tasks import Picked, TaskStore
+from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
 
 __all__ = ["HostOptions", "InstanceView", "TaskHost"]
 
@@ -269,7 +270,8 @@ class TaskHost:
             task = picked.task
             waiting: Waiting | None = None
             try:
-                waiting = await work_task(self.bench, agent, task)
+                async with self._traced(task.id):
+                    waiting = await work_task(self.bench, agent, task)
             except (asyncio.CancelledError, LeaseLost, StoreError):
                 raise
             except Exception as exc:
@@ -285,6 +287,19 @@ class TaskHost:
                 self._idle[(agent.name, instance)] = None
                 return
             self._unidle()
+
+    @contextlib.asynccontextmanager
+    async def _traced(self, task: str) -> AsyncIterator[None]:
+        """With tracing on, the task's recorded trace context is current while it is worked,
+        so every iteration, in this process or the next after a crash, is in its trace (one
+        read per task worked, not per iteration)."""
+        spans = self.context.spans
+        if spans is None:
+            yield
+            return
+        carrier = await self.store.read(lambda tx: trace_statements.get(tx, task))
+        with spans.under(carrier):
+            yield
 
     async def _still_awaiting(self, task: str) -> bool:
         """The task waits for approval: its instance idles until a decision pokes the host
@@ -361,8 +376,11 @@ class TaskHost:
         for dependency in spec.depends_on:
             check_id(dependency, "dependency")
         iterations, tokens = _budget_of(accepts.budget, accepts.tokens, spec)
-        record, created, ended = await self.store.write(
-            lambda tx: statements.put(
+        # The context current now (the PUT's or the A2A request's span) is the task's trace.
+        carrier = tracing.carrier() if self.context.spans is not None else {}
+
+        def write(tx: Transaction) -> tuple[TaskRecord, bool, list[Ended]]:
+            done = statements.put(
                 tx,
                 task,
                 spec,
@@ -372,7 +390,11 @@ class TaskHost:
                 created_by=created_by,
                 now=self.clock.now(),
             )
-        )
+            if done[1] and carrier:
+                trace_statements.record(tx, task, carrier)
+            return done
+
+        record, created, ended = await self.store.write(write)
         if record.state == TaskState.ASSIGNED and (created or instance is not None):
             self.notifier.publish(
                 "task_assigned", agent=agent, instance=record.instance, task=record.id

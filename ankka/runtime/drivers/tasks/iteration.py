@@ -361,6 +361,7 @@ class TaskWork:
                     ledger=self.ledger,
                     retry=self.failures,
                     delegator=self.delegations,
+                    session=self.session,
                 )
             except ModelError as exc:  # one a retry cannot help (a refused key, ...)
                 raise _End(TaskState.FAILED, str(exc)) from exc
