@@ -427,8 +427,14 @@ async def test_fifty_children_asking_for_the_last_tokens_get_them_one_grant_at_a
     assert {t["error"] for t in refused} == {"budget_exhausted"}
     assert record.tree is not None and len(record.tree.children) == count
     spent = record.tree.tree_usage.input_tokens + record.tree.tree_usage.output_tokens
-    # A child given the last few tokens spends its one call (30) in full: at most one call past.
-    assert spent == 100 + count * 30 <= 1000 + 30
+    assert spent == 100 + count * 30
+    # No grant is more than what was left, and a child spends at most one call past its
+    # grant: a child given the last few tokens spends its one call (30) in full. So the tree
+    # spends at most its budget plus, per child given less than a call, what the call took
+    # past it (with children ending meanwhile and giving back, there can be several).
+    grants = [(await host.get(child)).tree for child in record.tree.children]
+    over = sum(max(0, 30 - (g.token_budget or 0)) for g in grants if g is not None)
+    assert spent <= 1000 + over
     if record.tree.end == "budget_exhausted":  # the lead is told nothing is left: no call
         assert spent >= 1000 and len(provider.requests) == 1 + count
     else:
