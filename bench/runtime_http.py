@@ -18,6 +18,10 @@ a time) and ``32 sessions`` (``--sessions`` sessions, each taking a turn at once
 Printed: turns/s, latency p50/p99, the server process's CPU time per turn and the stand-in's
 (read from ``/proc``; far less sensitive to outside load than turns/s), and the ratios.
 
+Before and after: ``--baseline DIR`` also serves the same agent with ``ankka serve`` from DIR's
+checkout (the target ``before``), interleaved with this checkout's like every other target, so
+a change to the runtime's HTTP path is measured side by side under the same load.
+
 kagent-adk lives in its own venv (its pins would clash with the development venv; never a
 runtime dependency): ``make bench-runtime-http`` builds ``.cache/kagent-venv`` with the pins in
 docs/benchmarks.md, or pass ``--kagent PATH`` to its ``kagent-adk`` program.
@@ -360,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="turns per session at once")
     parser.add_argument("--kagent", metavar="PATH", help="the `kagent-adk` program")
     parser.add_argument("--skip-kagent", action="store_true", help="leave kagent-adk out")
+    parser.add_argument(
+        "--baseline", type=Path, metavar="DIR", help="also serve from DIR's checkout (`before`)"
+    )
     args = parser.parse_args(argv)
 
     total = 3 + args.turns + args.sessions * args.rounds
@@ -383,6 +390,19 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(serve.stop)
         port = httpx.URL(serve.url).port or 80
         targets["ankka"] = Target(ankka_turn(port), port, serve.process.pid)
+        if args.baseline is not None:
+            before = args.baseline.resolve()
+            base_store = f"sqlite:///{work / 'before.sqlite3'}"
+            base = start(
+                ankka_command(
+                    "serve", "examples.weather:service", "--port", "0", "--store", base_store
+                ),
+                env={**env, "PYTHONPATH": str(before)},
+                cwd=before,
+            )
+            stack.callback(base.stop)
+            base_port = httpx.URL(base.url).port or 80
+            targets["before"] = Target(ankka_turn(base_port), base_port, base.process.pid)
         if not args.skip_kagent:
             program = kagent_program(args.kagent)
             targets["kagent-adk"] = stack.enter_context(kagent_server(program, standin.url, work))

@@ -25,7 +25,7 @@ import httpx2
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.upstream import Pool
 from ankka.api.capabilities import to_ollama_show
-from ankka.gateway import check
+from ankka.gateway import answers, check
 from ankka.gateway.callers import UNIDENTIFIED, Reservation, allowed
 from ankka.gateway.forward import Exchange
 from ankka.gateway.limits import QueueFull
@@ -63,6 +63,11 @@ _METHODS = {  # every path the gateway serves and its one method (for 405's Allo
     **{path: "GET" for path in _OPERATIONS},
 }
 ROUTES = frozenset(_METHODS)  # what a server span may be named after (the paths are fixed)
+
+
+def _show_error(message: str) -> dict[str, Any]:
+    """An ``/api/show`` refusal, in Ollama's shape (:class:`~ankka.gateway.answers.ShowError`)."""
+    return answers.ShowError(error=message).model_dump()
 
 
 class _Checked(NamedTuple):
@@ -469,31 +474,34 @@ class Gateway:
             if upstream.capabilities is not None:
                 entry["capabilities"] = upstream.capabilities.words()
             data.append(entry)
-        return {"object": "list", "data": data}
+        return answers.ModelList.model_validate({"object": "list", "data": data}).model_dump(
+            exclude_unset=True
+        )
 
     async def _show(self, scope: Scope, receive: Receive, send: Send) -> None:
         caller = caller_of(scope)
         if caller == UNIDENTIFIED:
-            await send_json(send, 403, {"error": _UNIDENTIFIED})
+            await send_json(send, 403, _show_error(_UNIDENTIFIED))
             return
         try:
             body = json.loads(await read_body(scope, receive, 64 * 1024))
         except (ValueError, RecursionError, TooLarge, ConnectionResetError):
-            await send_json(send, 400, {"error": 'send a JSON object {"model": "<name>"}'})
+            await send_json(send, 400, _show_error('send a JSON object {"model": "<name>"}'))
             return
         name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
         upstream = self.registry.get(str(name)) if isinstance(name, str) else None
         if upstream is None:
-            await send_json(send, 404, {"error": f"model '{name}' not found"})
+            await send_json(send, 404, _show_error(f"model '{name}' not found"))
             return
         if not allowed(upstream.spec.callers, caller):
-            await send_json(send, 403, {"error": _not_allowed(caller, upstream.name)})
+            await send_json(send, 403, _show_error(_not_allowed(caller, upstream.name)))
             return
         if upstream.capabilities is None:
             why = upstream.probe_error or "not probed yet"
-            await send_json(send, 503, {"error": f"model '{name}' is not ready: {why}"})
+            await send_json(send, 503, _show_error(f"model '{name}' is not ready: {why}"))
             return
-        await send_json(send, 200, to_ollama_show(upstream.capabilities))
+        shown = answers.Show.model_validate(to_ollama_show(upstream.capabilities))
+        await send_json(send, 200, shown.model_dump(exclude_unset=True))
 
     def operations(self, path: str) -> tuple[int, bytes, bytes]:
         """(status, content type, body) for /healthz, /readyz or /metrics.
@@ -514,5 +522,6 @@ class Gateway:
             for u in self.registry.upstreams.values()
         }
         ready = self.registry.ready()
-        body = json.dumps({"ready": ready, "models": models}).encode()
+        readiness = answers.Readiness.model_validate({"ready": ready, "models": models})
+        body = json.dumps(readiness.model_dump()).encode()
         return (200 if ready else 503), b"application/json", body

@@ -8,7 +8,7 @@ import os
 import time
 
 from ankka.runtime.agents import Service
-from ankka.runtime.tasks import Accepts, AutonomousAgent
+from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType
 from ankka.runtime.tools import tool
 from examples.tasks import summary
 
@@ -35,4 +35,23 @@ service.autonomous(
     )
 )
 
-__all__ = ["service"]
+# The same researcher on a task type whose answers are bounded (issue 32 item 6):
+# tests/integration/providers/test_output_limit.py.
+brief = Service("brief")
+brief.autonomous(
+    AutonomousAgent(
+        name="researcher",
+        instructions="Look the topic up, then complete the task.",
+        tools=[lookup],
+        accepts=[
+            Accepts(
+                TaskType(
+                    "summary", result=summary.result, rules=summary.rules, max_output_tokens=48
+                ),
+                budget=5,
+            )
+        ],
+    )
+)
+
+__all__ = ["brief", "service"]

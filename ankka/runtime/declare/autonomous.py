@@ -81,12 +81,17 @@ def rule(function: RuleCheck, /, *, name: str | None = None) -> Rule:
 
 @dataclass(frozen=True, slots=True)
 class TaskType:
-    """A kind of task: its wire name, what the model reads of it, its result and rules."""
+    """A kind of task: its wire name, what the model reads of it, its result and rules.
+
+    ``max_output_tokens`` bounds each model answer of every iteration of such a task, sent on
+    every wire as a turn's is (:attr:`ankka.runtime.agents.Turn.max_output_tokens`); ``None``
+    leaves it to the model's own setting."""
 
     name: str
     result: type[BaseModel]
     description: str = ""
     rules: tuple[Rule, ...] = ()
+    max_output_tokens: int | None = None
 
     def __init__(
         self,
@@ -95,6 +100,7 @@ class TaskType:
         result: type[BaseModel],
         description: str = "",
         rules: Sequence[Rule | RuleCheck] = (),
+        max_output_tokens: int | None = None,
     ) -> None:
         if not _WIRE_NAME.match(name):
             raise ConfigurationError(
@@ -105,7 +111,17 @@ class TaskType:
             raise ConfigurationError(
                 f"task type {name!r}: result must be a pydantic model class, not {result!r}"
             )
+        if max_output_tokens is not None and (
+            isinstance(max_output_tokens, bool)
+            or not isinstance(max_output_tokens, int)
+            or max_output_tokens < 1
+        ):
+            raise ConfigurationError(
+                f"task type {name!r}: max_output_tokens must be a whole number of at least 1, "
+                f"not {max_output_tokens!r}"
+            )
         checks = tuple(r if isinstance(r, Rule) else rule(r) for r in rules)
+        object.__setattr__(self, "max_output_tokens", max_output_tokens)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "result", result)
         object.__setattr__(self, "description", description)

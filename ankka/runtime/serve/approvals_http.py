@@ -25,39 +25,40 @@ else the caller as the runtime names it (``local`` on loopback, as the console r
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import FastAPI, Path, Query
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import Response
 
-from ankka._kernel.errors import RequestError
 from ankka.runtime.declare.policy import LOCAL, SessionPolicy
 from ankka.runtime.drivers.approvals import Decided
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
-from ankka.runtime.drivers.tasks.notify import APPROVALS, Notice, Notifier
+from ankka.runtime.drivers.tasks.notify import APPROVAL_EVENTS, APPROVALS, Notice, Notifier
 from ankka.runtime.records.approvals import Decision
 from ankka.runtime.records.session import opened_by
-from ankka.runtime.serve.bodies import parse_body
+from ankka.runtime.serve.api import EventStream, errors
 from ankka.runtime.serve.identity import caller_of
-from ankka.runtime.serve.tasks_http import event_stream, sse, wait_seconds
+from ankka.runtime.serve.tasks_http import Wait, event_stream, follow, sse, stream_answers
+from ankka.runtime.serve.wire import ApprovalListing, DecisionAnswer, DecisionBody
 
-__all__ = ["approval_routes", "decider", "awaiting_json"]
+__all__ = ["add_approval_routes", "decider", "awaiting_json"]
 
 TASK_SESSION = "task:"
 log = logging.getLogger("ankka.approvals")
-STATES = ("pending", "approved", "refused", "expired", "ended")
 _DECISIONS: dict[str, Decision] = {"approve": "approved", "refuse": "refused"}
-
-
-class DecisionBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    decision: str = Field(pattern="^(approve|refuse)$")
-    digest: str = Field(min_length=64, max_length=64)
-    reason: str = Field(default="", max_length=2000)
+ApprovalId = Annotated[
+    str, Path(description="the approval's id, as the 202 or the listing gave it")
+]
+OfSession = Annotated[str | None, Query(description="only this session's")]
+OfAgent = Annotated[str | None, Query(description="only this agent's")]
+InState = Annotated[
+    Literal["pending", "approved", "refused", "expired", "ended"] | None,
+    Query(description="only those in this state"),
+]
+_ANY = (401, 403, 413, 503)
 
 
 def decider(request: Request, header: str | None, policy: SessionPolicy | None = None) -> str:
@@ -85,11 +86,6 @@ def awaiting_json(approvals: Any) -> dict[str, Any]:
     return {"status": "awaiting_approval", "approvals": [a.shown() for a in approvals]}
 
 
-async def _body(request: Request) -> DecisionBody:
-    shape = '{"decision": "approve"|"refuse", "digest": "...", "reason"?: "..."}'
-    return parse_body(await request.body(), DecisionBody, shape, limit=16384)
-
-
 def _heard(notifier: Notifier) -> Callable[[str, dict[str, Any]], None]:
     """The desk's notices: logged, and published to ``/v1/approvals/notifications``. A task's
     requests and decisions are published by its task host (to the task's subscribers too), so
@@ -108,21 +104,94 @@ def _heard(notifier: Notifier) -> Callable[[str, dict[str, Any]], None]:
     return notify
 
 
-def approval_routes(
+def add_approval_routes(
+    app: FastAPI,
     runtime: Runtime,
     turn_json: Callable[[Any], dict[str, Any]],
     *,
     approver_header: str | None = None,
     tasks: TaskHost | None = None,
-) -> list[Route]:
+) -> None:
     desk = runtime.approvals
     notifier = tasks.notifier if tasks is not None else Notifier(runtime.clock)
     desk.notify = _heard(notifier)
 
-    async def decide(request: Request) -> Response:
-        body = await _body(request)
+    @app.get(
+        "/v1/approvals",
+        operation_id="list_approvals",
+        summary="The approvals of the sessions (and tasks) the caller may read",
+        response_model=ApprovalListing,
+        responses=errors(422, *_ANY),
+    )
+    async def listing(
+        request: Request,
+        session: OfSession = None,
+        agent: OfAgent = None,
+        state: InState = None,
+    ) -> Any:
+        if desk.index is None:
+            return {"approvals": []}
+        rows = await desk.index.find(session=session, agent=agent, state=state)
+        return {"approvals": await desk.shown(rows, caller_of(request.scope))}
+
+    @app.get(
+        "/v1/approvals/notifications",
+        operation_id="approval_notifications",
+        summary="Pending approvals (snapshot), then the approval events of the sessions and "
+        "tasks the caller may read; never ends by itself, only after wait",
+        response_class=EventStream,
+        responses=stream_answers(
+            "approval_requested, approval_decided, approval_expiring",
+            ("snapshot", *sorted(APPROVAL_EVENTS), "dropped"),
+        ),
+    )
+    async def notifications(
+        request: Request,
+        session: OfSession = None,
+        agent: OfAgent = None,
+        wait: Wait = None,
+    ) -> Response:
+        caller = caller_of(request.scope)
+        readable: dict[str, bool] = {}
+
+        async def keep(notice: Notice) -> bool:
+            of = notice.data.get("session") or f"{TASK_SESSION}{notice.task}"
+            if session is not None and of != session:
+                return False
+            if agent is not None and notice.agent != agent:
+                return False
+            if of not in readable:
+                entries = await runtime.context.journal.read(of)
+                opened = opened_by(e.record for e in entries)
+                readable[of] = runtime.allows(caller, "read", opened)
+            return readable[of]
+
+        # Subscribed before the snapshot is read, so nothing falls between the two.
+        subscription = notifier.add(APPROVALS)
+        try:
+            rows = (
+                await desk.index.find(session=session, agent=agent, state="pending")
+                if desk.index is not None
+                else []
+            )
+            first = sse("snapshot", {"approvals": await desk.shown(rows, caller)})
+        except BaseException:
+            notifier.remove(APPROVALS, subscription)
+            raise
+
+        events = event_stream(subscription, first, seconds=wait, keep=keep)
+        return follow(notifier, APPROVALS, subscription, events)
+
+    @app.post(
+        "/v1/approvals/{approval}",
+        operation_id="decide_approval",
+        summary="Approve or refuse a pending tool call (the decide right over its session)",
+        response_model=DecisionAnswer,
+        responses=errors(400, 404, 409, 422, 500, 502, 504, *_ANY),
+    )
+    async def decide(approval: ApprovalId, body: DecisionBody, request: Request) -> Any:
         decided: Decided = await desk.decide(
-            request.path_params["approval"],
+            approval,
             _DECISIONS[body.decision],
             body.digest,
             reason=body.reason,
@@ -141,66 +210,4 @@ def approval_routes(
             answer.update(awaiting_json(decided.pending))
         elif decided.outcome is not None:
             answer["turn"] = turn_json(decided.outcome)
-        return JSONResponse(answer)
-
-    async def listing(request: Request) -> Response:
-        query = request.query_params
-        state = query.get("state")
-        if state is not None and state not in STATES:
-            raise RequestError(f"?state= is one of {', '.join(STATES)}, not {state[:40]!r}")
-        if desk.index is None:
-            return JSONResponse({"approvals": []})
-        rows = await desk.index.find(
-            session=query.get("session"), agent=query.get("agent"), state=state
-        )
-        return JSONResponse({"approvals": await desk.shown(rows, caller_of(request.scope))})
-
-    async def notifications(request: Request) -> Response:
-        query = request.query_params
-        seconds = wait_seconds(request) if "wait" in query else None
-        caller = caller_of(request.scope)
-        wanted_session, wanted_agent = query.get("session"), query.get("agent")
-        readable: dict[str, bool] = {}
-
-        async def keep(notice: Notice) -> bool:
-            session = notice.data.get("session") or f"{TASK_SESSION}{notice.task}"
-            if wanted_session is not None and session != wanted_session:
-                return False
-            if wanted_agent is not None and notice.agent != wanted_agent:
-                return False
-            if session not in readable:
-                entries = await runtime.context.journal.read(session)
-                opened = opened_by(e.record for e in entries)
-                readable[session] = runtime.allows(caller, "read", opened)
-            return readable[session]
-
-        # Subscribed before the snapshot is read, so nothing falls between the two.
-        subscription = notifier.add(APPROVALS)
-        try:
-            rows = (
-                await desk.index.find(session=wanted_session, agent=wanted_agent, state="pending")
-                if desk.index is not None
-                else []
-            )
-            first = sse("snapshot", {"approvals": await desk.shown(rows, caller)})
-        except BaseException:
-            notifier.remove(APPROVALS, subscription)
-            raise
-
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                events = event_stream(subscription, first, seconds=seconds, keep=keep)
-                async for chunk in events:
-                    yield chunk
-            finally:
-                notifier.remove(APPROVALS, subscription)
-
-        return StreamingResponse(
-            body(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
-        )
-
-    return [
-        Route("/v1/approvals", listing, methods=["GET"]),
-        Route("/v1/approvals/notifications", notifications, methods=["GET"]),
-        Route("/v1/approvals/{approval}", decide, methods=["POST"]),
-    ]
+        return answer

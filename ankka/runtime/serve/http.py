@@ -15,8 +15,8 @@ render.
 - ``POST /v1/approvals/{id}``, ``GET /v1/approvals``: :mod:`ankka.runtime.serve.approvals_http`.
   A turn that waits for approval is answered 202 ``{"status": "awaiting_approval",
   "approvals": [...]}`` (a stream ends with an ``awaiting_approval`` event).
-- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json``
-  (:mod:`ankka.runtime.serve.openapi`).
+- ``GET /v1/agents``, ``GET /healthz``, ``GET /metrics``, and ``GET /openapi.json`` (FastAPI's
+  document of these routes: :mod:`ankka.runtime.serve.api`).
 - ``GET /readyz``: 200, or 503 naming what is missing (an MCP server without a session);
   ``detail`` names the tools an MCP server's listing left out, and a listing served stale.
 - ``GET /v1/mcp/oauth/callback``: an authorization server's answer to a person's consent
@@ -28,10 +28,12 @@ render.
   ``/console/tasks/{task}``: the console's pages, when enabled
   (:mod:`ankka.runtime.serve.console`).
 
-Every error is ``{"error": {"type", "message"}}`` with the status of its class, a 404 or
-405 from routing included (a 405 names the allowed methods in ``Allow``). Input is bounded
-in front of the routes (:mod:`ankka.runtime.serve.bounds`): body size, session-id form, and a
-caller who leaves mid-body is counted, not logged as a failure.
+The routes are FastAPI's; their bodies and answers are the models of
+:mod:`ankka.runtime.serve.wire`, which ``/openapi.json`` documents. Every error is
+``{"error": {"type", "message"}}`` with the status of its class, a 404 or 405 from routing and
+FastAPI's validation included (:mod:`ankka.runtime.serve.api`). Input is bounded in front of the
+routes (:mod:`ankka.runtime.serve.bounds`): body size, session-id form, and a caller who leaves
+mid-body is counted, not logged as a failure.
 """
 
 from __future__ import annotations
@@ -40,20 +42,16 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.middleware.exceptions import ExceptionMiddleware
+from fastapi import Path, Query
+from fastapi.responses import PlainTextResponse
+from pydantic import BeforeValidator
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import BaseRoute, Route
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute
 
-from ankka._kernel.errors import AnkkaError, RequestError, StoreError
 from ankka._kernel.exposition import CONTENT_TYPE
 from ankka.runtime.drivers.request import Runtime, TurnResult
 from ankka.runtime.drivers.tasks.host import TaskHost
@@ -63,83 +61,68 @@ from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.providers.base import TextDelta
 from ankka.runtime.records.messages import ToolCall
 from ankka.runtime.serve.a2a.service import A2AService
-from ankka.runtime.serve.approvals_http import approval_routes, awaiting_json
-from ankka.runtime.serve.bodies import parse_body
-from ankka.runtime.serve.bounds import DEFAULT_MAX_BODY, BoundedInput
+from ankka.runtime.serve.api import RuntimeAPI, error_json, errors, events, sent
+from ankka.runtime.serve.approvals_http import add_approval_routes, awaiting_json
+from ankka.runtime.serve.bounds import DEFAULT_MAX_BODY, MAX_SESSION_ID, BoundedInput
 from ankka.runtime.serve.identity import Identify, caller_of
 from ankka.runtime.serve.mcp_routes import mcp_routes
-from ankka.runtime.serve.openapi import document
-from ankka.runtime.serve.tasks_http import task_routes
+from ankka.runtime.serve.tasks_http import TASK_AGENT_PATHS, add_task_routes
+from ankka.runtime.serve.wire import (
+    Agents,
+    Awaiting,
+    Calls,
+    Conversation,
+    Health,
+    JudgmentAnswer,
+    JudgmentBody,
+    NotReady,
+    Ready,
+    SessionSummary,
+    TurnAnswer,
+    TurnBody,
+)
 
 __all__ = ["create_app"]
 
 log = logging.getLogger("ankka.runtime")
 
 COST_UNKNOWN = "unknown"  # tokens are counted; money is not (there is no price table)
+TURN_PATH = "/v1/agents/{agent}/sessions/{session}"
+JUDGMENT_PATH = "/v1/agents/{agent}/judgments"
+
+Agent = Annotated[str, Path(description="an agent this service declares")]
+Session = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_SESSION_ID,
+        description=f"1 to {MAX_SESSION_ID} characters of UTF-8, no '/' or control characters",
+    ),
+]
 
 
-class TurnBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    message: str = Field(min_length=1)
+def _flag(value: object) -> object:
+    if isinstance(value, str):
+        lowered = value.lower()
+        if lowered not in ("true", "false", "1", "0"):
+            raise ValueError(f"takes true or false, not {value[:40]!r}")
+        return lowered in ("true", "1")
+    return value
 
 
-_ROUTING = {404: "not_found", 405: "method_not_allowed"}
-
-
-def error_json(exc: BaseException) -> tuple[int, dict[str, Any]]:
-    """The one mapping from an exception to the API's error: its status and its body."""
-    if isinstance(exc, AnkkaError):
-        return exc.status, {"error": {"type": exc.kind, "message": str(exc)}}
-    if isinstance(exc, HTTPException) and exc.status_code in _ROUTING:
-        kind = _ROUTING[exc.status_code]
-        allow = (exc.headers or {}).get("Allow")
-        message = f"use {allow} here" if allow else "no such endpoint; see GET /openapi.json"
-        return exc.status_code, {"error": {"type": kind, "message": message}}
-    log.error("unexpected failure", exc_info=exc)
-    message = "the runtime failed unexpectedly; see its log"
-    return 500, {"error": {"type": "internal_error", "message": message}}
-
-
-async def _error_response(request: Request, exc: Exception) -> Response:
-    status, body = error_json(exc)
-    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}  # Allow (405)
-    if isinstance(exc, AnkkaError) and exc.retry_after is not None:
-        # A store outage, a caller over its TokenReview rate: try again then (whole seconds).
-        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-    if isinstance(exc, StoreError) and status >= 500:
-        # A dependency's failure, said in one line: the store names itself and what to do.
-        log.warning("%s %s: %s", request.method, request.url.path, exc)
-    return JSONResponse(body, status_code=status, headers=headers or None)
-
-
-# Every route's errors are answered here. An ExceptionMiddleware of our own, not Starlette's
-# ``exception_handlers={Exception: ...}``: Starlette sends that one from ServerErrorMiddleware,
-# which re-raises after answering, so the server would log the failure twice and close the
-# caller's connection.
-_ERRORS = Middleware(ExceptionMiddleware, handlers={Exception: _error_response})
-
-
-MAX_JUDGMENT_TEXT = 32_000
-
-
-class JudgmentBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: str = Field(min_length=1, max_length=MAX_JUDGMENT_TEXT)
-
-
-Body = TypeVar("Body", bound=BaseModel)
-
-
-async def _parse(request: Request, shape: type[Body]) -> Body:
-    field = next(iter(shape.model_fields))
-    return parse_body(await request.body(), shape, f'{{"{field}": "..."}}')
-
-
-def _flag(request: Request, name: str) -> bool:
-    raw = request.query_params.get(name, "false").lower()
-    if raw not in ("true", "false", "1", "0"):
-        raise RequestError(f"?{name}= takes true or false, not {raw[:40]!r}")
-    return raw in ("true", "1")
+AsSent = Annotated[
+    bool,
+    BeforeValidator(_flag),
+    Query(description="what the model is now shown (the compaction summary, then the rest)"),
+]
+# Who is identified (401, 403), the store or the token review out (503), a body too large
+# (413: the bounds refuse one on any route): what any route of the API can answer.
+_ANY = (401, 403, 413, 503)
+_STREAM = events(
+    "the reply; for an agent whose answer is a stream, server-sent events: tool_call, "
+    "tool_result and delta, then done (the reply), error or awaiting_approval",
+    *("tool_call", "tool_result", "delta", "done", "error", "awaiting_approval"),
+)
 
 
 def _turn_json(result: TurnResult) -> dict[str, Any]:
@@ -169,11 +152,6 @@ def _event_bytes(event: LoopEvent) -> bytes:
     return _sse("tool_result", event.as_dict())
 
 
-def _caller(request: Request) -> str:
-    """Who is calling, as the identity layer named them (:mod:`ankka.runtime.serve.identity`)."""
-    return caller_of(request.scope)
-
-
 def create_app(
     runtime: Runtime,
     tasks: TaskHost | None = None,
@@ -190,158 +168,202 @@ def create_app(
     (``ankka.runtime.serve.approvals_http``). With ``console``, the console's pages at ``/console``
     (:mod:`ankka.runtime.serve.console`). With ``a2a`` (entered by its owner), every agent
     also at ``/a2a/{agent}`` (:mod:`ankka.runtime.serve.a2a`)."""
-
-    async def turn(request: Request) -> Response:
-        body = await _parse(request, TurnBody)
-        planned = runtime.plan(
-            request.path_params["agent"], request.path_params["session"], body.message
-        )
-        caller = _caller(request)
-        if planned.streams:
-            return await _stream(runtime, planned, request, caller)
-        result = await runtime.run(planned, caller=caller)
-        if result.outcome is None:
-            return JSONResponse(awaiting_json(result.awaiting), status_code=202)
-        return JSONResponse(_turn_json(result))
-
-    async def judgments(request: Request) -> Response:
-        body = await _parse(request, JudgmentBody)
-        judgment = await runtime.judge(request.path_params["agent"], body.text)
-        return JSONResponse(judgment.as_dict())
-
-    async def messages(request: Request) -> Response:
-        session = request.path_params["session"]
-        as_sent = _flag(request, "as_sent")
-        conversation = await runtime.messages(session, as_sent=as_sent, caller=_caller(request))
-        return JSONResponse(
-            {
-                "session": session,
-                "as_sent": as_sent,
-                "messages": [m.as_dict() for m in conversation],
-            }
-        )
-
-    async def session_summary(request: Request) -> Response:
-        summary = await runtime.summary(request.path_params["session"], caller=_caller(request))
-        return JSONResponse(
-            {
-                "session": summary.session,
-                "messages": summary.messages,
-                "turns": summary.turns,
-                "pending": summary.pending,
-                "usage": summary.usage.as_dict(),
-                "unwritten_turns": summary.tally.unwritten_turns,
-                "unwritten_usage": summary.tally.unwritten.as_dict(),
-                "total_usage": summary.tally.total.as_dict(),
-                "judgment_usage": summary.judgment_usage.as_dict(),
-                "cost": COST_UNKNOWN,
-                "compactions": summary.compactions,
-                "compaction_rejections": summary.compaction_rejections,
-                "compaction_usage": summary.compaction_usage.as_dict(),
-                "awaiting_approval": [a.shown() for a in summary.awaiting],
-            }
-        )
-
-    async def calls(request: Request) -> Response:
-        session = request.path_params["session"]
-        found = await runtime.calls(session, caller=_caller(request))
-        return JSONResponse(
-            {
-                "session": session,
-                "calls": [
-                    {**call.as_dict(), "turn": turn, "written": why is None, "reason": why}
-                    for call, turn, why in found
-                ],
-            }
-        )
-
-    async def agents(request: Request) -> Response:
-        service = runtime.service
-        return JSONResponse(
-            {
-                "agents": [
-                    *(
-                        {"name": n, "description": d.description, "kind": "request"}
-                        for n, d in service.agents.items()
-                    ),
-                    *(
-                        {
-                            "name": n,
-                            "description": a.description,
-                            "kind": "autonomous",
-                            "accepts": [
-                                {"type": x.task_type.name, "budget": x.budget} for x in a.accepts
-                            ],
-                        }
-                        for n, a in service.autonomous_agents.items()
-                    ),
-                ],
-                "judgments": [
-                    {"name": n, "description": d.description} for n, d in service.judgments.items()
-                ],
-            }
-        )
-
-    async def healthz(request: Request) -> Response:
-        return JSONResponse({"ok": True})
-
     service = runtime.service
-    published = document(
-        service.agents,
-        service.autonomous_agents if tasks is not None else None,
-        service.judgments,
-    )
-
-    async def openapi(request: Request) -> Response:
-        return JSONResponse(published)
-
-    async def readyz(request: Request) -> Response:
-        # Not ready while a declared MCP server has no session: its tools would be missing.
-        # Ready, with ``detail``, while a server's listing left tools out or its last good
-        # listing is served because refreshing it fails.
-        missing = runtime.missing()
-        mcp = runtime.context.mcp
-        detail = mcp.detail() if mcp is not None else {}
-        body: dict[str, Any] = {"ok": not missing}
-        if missing:
-            body["missing"] = missing
-        if detail:
-            body["detail"] = detail
-        return JSONResponse(body, status_code=503 if missing else 200)
-
-    async def metrics(request: Request) -> Response:
-        return Response(runtime.metrics.render(), media_type=CONTENT_TYPE)
-
     pages: list[BaseRoute] = []
     if console:
         from ankka.runtime.serve.console.routes import console_routes
 
         pages = console_routes(runtime, tasks)
     pages = [*pages, *mcp_routes(runtime.context.mcp, console=console)]
-    routes = Starlette(
-        routes=[
-            *pages,
-            *(a2a.routes() if a2a is not None else ()),
-            *(task_routes(tasks, runtime.policy) if tasks is not None else ()),
-            *approval_routes(runtime, _outcome_json, approver_header=approver_header, tasks=tasks),
-            Route("/v1/agents/{agent}/sessions/{session}", turn, methods=["POST"]),
-            Route("/v1/agents/{agent}/judgments", judgments, methods=["POST"]),
-            Route("/v1/sessions/{session}/messages", messages, methods=["GET"]),
-            Route("/v1/sessions/{session}", session_summary, methods=["GET"]),
-            Route("/v1/sessions/{session}/calls", calls, methods=["GET"]),
-            Route("/v1/agents", agents, methods=["GET"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics, methods=["GET"]),
-            Route("/openapi.json", openapi, methods=["GET"]),
-        ],
-        middleware=[_ERRORS],
-        # Routing's 404 and 405 are answered by Starlette's own inner handler: ours, in shape.
-        exception_handlers={HTTPException: _error_response},
+    if a2a is not None:  # its own document: the agent cards (docs/a2a.md)
+        pages.extend(a2a.routes())
+    autonomous = list(service.autonomous_agents) if tasks is not None else []
+    app = RuntimeAPI(
+        routes=pages,
+        agents={
+            TURN_PATH: service.agents,
+            JUDGMENT_PATH: service.judgments,
+            **dict.fromkeys(TASK_AGENT_PATHS, autonomous),
+        },
     )
+    if tasks is not None:
+        add_task_routes(app, tasks, runtime.policy)
+    add_approval_routes(app, runtime, _outcome_json, approver_header=approver_header, tasks=tasks)
+    _add_session_routes(app, runtime)
+    _add_service_routes(app, runtime)
     return BoundedInput(
-        routes, max_body=max_body, on_caller_left=runtime.metrics.caller_left, identify=identify
+        app, max_body=max_body, on_caller_left=runtime.metrics.caller_left, identify=identify
     )
+
+
+def _add_session_routes(app: RuntimeAPI, runtime: Runtime) -> None:
+    @app.post(
+        TURN_PATH,
+        operation_id="run_turn",
+        summary="Run one turn of an agent in a session",
+        response_model=TurnAnswer,
+        responses={
+            200: _STREAM,
+            202: {"model": Awaiting, "description": "the turn waits for a person's decision"},
+            **errors(400, 404, 409, 422, 500, 502, 504, *_ANY),
+        },
+    )
+    async def turn(agent: Agent, session: Session, body: TurnBody, request: Request) -> Any:
+        planned = runtime.plan(agent, session, body.message)
+        caller = caller_of(request.scope)
+        if planned.streams:
+            return await _stream(runtime, planned, request, caller)
+        result = await runtime.run(planned, caller=caller)
+        if result.outcome is None:
+            return sent(Awaiting, awaiting_json(result.awaiting), 202)
+        return _turn_json(result)
+
+    @app.get(
+        "/v1/sessions/{session}/messages",
+        operation_id="get_messages",
+        summary="A session's conversation (or, as_sent, what the model is now shown)",
+        response_model=Conversation,
+        responses=errors(400, 422, *_ANY),
+    )
+    async def messages(session: Session, request: Request, as_sent: AsSent = False) -> Any:
+        conversation = await runtime.messages(
+            session, as_sent=as_sent, caller=caller_of(request.scope)
+        )
+        return {
+            "session": session,
+            "as_sent": as_sent,
+            "messages": [m.as_dict() for m in conversation],
+        }
+
+    @app.get(
+        "/v1/sessions/{session}",
+        operation_id="get_session",
+        summary="A session's summary: counts, token totals, what it waits for",
+        response_model=SessionSummary,
+        responses=errors(400, *_ANY),
+    )
+    async def session_summary(session: Session, request: Request) -> Any:
+        summary = await runtime.summary(session, caller=caller_of(request.scope))
+        return {
+            "session": summary.session,
+            "messages": summary.messages,
+            "turns": summary.turns,
+            "pending": summary.pending,
+            "usage": summary.usage.as_dict(),
+            "unwritten_turns": summary.tally.unwritten_turns,
+            "unwritten_usage": summary.tally.unwritten.as_dict(),
+            "total_usage": summary.tally.total.as_dict(),
+            "judgment_usage": summary.judgment_usage.as_dict(),
+            "cost": COST_UNKNOWN,
+            "compactions": summary.compactions,
+            "compaction_rejections": summary.compaction_rejections,
+            "compaction_usage": summary.compaction_usage.as_dict(),
+            "awaiting_approval": [a.shown() for a in summary.awaiting],
+        }
+
+    @app.get(
+        "/v1/sessions/{session}/calls",
+        operation_id="get_calls",
+        summary="Every model call of a session, written or not",
+        response_model=Calls,
+        responses=errors(400, *_ANY),
+    )
+    async def calls(session: Session, request: Request) -> Any:
+        found = await runtime.calls(session, caller=caller_of(request.scope))
+        return {
+            "session": session,
+            "calls": [
+                {**call.as_dict(), "turn": turn, "written": why is None, "reason": why}
+                for call, turn, why in found
+            ],
+        }
+
+
+def _add_service_routes(app: RuntimeAPI, runtime: Runtime) -> None:
+    service = runtime.service
+
+    @app.post(
+        JUDGMENT_PATH,
+        operation_id="ask_judgment",
+        summary="Ask a judgment handler about a text",
+        response_model=JudgmentAnswer,
+        responses=errors(400, 404, 422, 500, 502, 504, *_ANY),
+    )
+    async def judgments(agent: Agent, body: JudgmentBody) -> Any:
+        return (await runtime.judge(agent, body.text)).as_dict()
+
+    @app.get(
+        "/v1/agents",
+        operation_id="list_agents",
+        summary="The declared agents and judgment handlers",
+        response_model=Agents,
+        responses=errors(*_ANY),
+    )
+    async def agents() -> Any:
+        return {
+            "agents": [
+                *(
+                    {"name": n, "description": d.description, "kind": "request"}
+                    for n, d in service.agents.items()
+                ),
+                *(
+                    {
+                        "name": n,
+                        "description": a.description,
+                        "kind": "autonomous",
+                        "accepts": [
+                            {"type": x.task_type.name, "budget": x.budget} for x in a.accepts
+                        ],
+                    }
+                    for n, a in service.autonomous_agents.items()
+                ),
+            ],
+            "judgments": [
+                {"name": n, "description": d.description} for n, d in service.judgments.items()
+            ],
+        }
+
+    @app.get(
+        "/healthz",
+        operation_id="healthz",
+        summary="Alive (the store is open once the server listens)",
+        response_model=Health,
+        responses=errors(413),
+    )
+    async def healthz() -> Any:
+        return {"ok": True}
+
+    @app.get(
+        "/readyz",
+        operation_id="readyz",
+        summary="Ready: every declared MCP server has a session",
+        response_model=Ready,
+        responses={
+            503: {"model": NotReady, "description": "not ready: what is missing, and why"},
+            **errors(413),
+        },
+    )
+    async def readyz() -> Any:
+        # Not ready while a declared MCP server has no session: its tools would be missing.
+        # Ready, with ``detail``, while a server's listing left tools out or its last good
+        # listing is served because refreshing it fails.
+        missing = runtime.missing()
+        mcp = runtime.context.mcp
+        detail = mcp.detail() if mcp is not None else {}
+        shown: dict[str, Any] = {"detail": detail} if detail else {}
+        if missing:
+            return sent(NotReady, {"ok": False, "missing": missing, **shown}, 503)
+        return {"ok": True, **shown}
+
+    @app.get(
+        "/metrics",
+        operation_id="metrics",
+        summary="Prometheus metrics",
+        response_class=PlainTextResponse,
+        responses=errors(413),
+    )
+    async def metrics() -> Response:
+        return Response(runtime.metrics.render(), media_type=CONTENT_TYPE)
 
 
 _DONE = object()  # the turn ended (its result or its failure is the task's)

@@ -15,14 +15,16 @@ answered to console callers only
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+from fastapi import Query
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import NotFound
 from ankka.runtime.declare.mcp import CALLBACK_PATH
+from ankka.runtime.serve.api import ApiRoute
 from ankka.runtime.serve.console.access import console_caller
 
 if TYPE_CHECKING:  # the MCP SDK is an extra: a runtime without MCP servers never imports it
@@ -36,6 +38,11 @@ _HEADERS = {
     "Referrer-Policy": "no-referrer",  # the callback's URL carries the code
 }
 MAX_PARAM = 4096
+_HTML = {"content": {"text/html": {"schema": {"type": "string"}}}}
+State = Annotated[str, Query(description="the consent this answers")]
+Code = Annotated[str | None, Query(description="the authorization code")]
+Iss = Annotated[str | None, Query(description="the authorization server (RFC 9207)")]
+Refusal = Annotated[str | None, Query(description="the authorization server's refusal")]
 
 
 def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
@@ -50,12 +57,11 @@ def mcp_routes(servers: McpServers | None, *, console: bool) -> list[BaseRoute]:
     """The routes; mounted on every runtime (one without MCP servers answers that it has
     none), so the API is the same whatever the agents list."""
 
-    async def callback(request: Request) -> Response:
-        query = request.query_params
+    async def callback(
+        state: State = "", code: Code = None, iss: Iss = None, error: Refusal = None
+    ) -> Response:
         if servers is None:
             return _page("not found", "<p>This runtime lists no MCP server.</p>", 404)
-        state, code = query.get("state", ""), query.get("code")
-        error, iss = query.get("error"), query.get("iss")
         if not state or any(len(v or "") > MAX_PARAM for v in (state, code, error, iss)):
             return _page("refused", "<p>This is no authorization server's answer.</p>", 400)
         try:
@@ -93,7 +99,22 @@ def mcp_routes(servers: McpServers | None, *, console: bool) -> list[BaseRoute]:
         table = "<table><tr><th>server</th><th>state</th></tr>" + "".join(rows) + "</table>"
         return _page("MCP servers", f"<h1>MCP servers</h1>{table}")
 
-    routes: list[BaseRoute] = [Route(CALLBACK_PATH, callback, methods=["GET"])]
+    routes: list[BaseRoute] = [
+        ApiRoute(
+            CALLBACK_PATH,
+            callback,
+            methods=["GET"],
+            operation_id="mcp_oauth_callback",
+            summary="Where an authorization server sends a person back after consenting for an "
+            "MCP server",
+            response_class=HTMLResponse,
+            response_description="a page for the person",
+            responses={
+                400: {"description": "no authorization server's answer", **_HTML},
+                404: {"description": "no such consent (or answered already)", **_HTML},
+            },
+        )
+    ]
     if console:
         routes.append(Route("/console/mcp", page, methods=["GET"]))
     return routes

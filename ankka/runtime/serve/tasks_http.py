@@ -25,26 +25,21 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import FastAPI, Path, Query
+from pydantic import BeforeValidator, Field
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import Response
 
 from ankka._kernel.errors import NotFound, RequestError
 from ankka._kernel.identity import is_platform
-from ankka.runtime.declare.autonomous import MAX_BUDGET, MAX_TOKENS
 from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
 from ankka.runtime.drivers.tasks.host import InstanceView, TaskHost
-from ankka.runtime.drivers.tasks.notify import Dropped, Notice, Subscription
+from ankka.runtime.drivers.tasks.notify import EVENTS, Dropped, Notice, Notifier, Subscription
 from ankka.runtime.records.delegation import TreeView
 from ankka.runtime.records.tasks import (
-    MAX_ATTACHMENT,
-    MAX_ATTACHMENTS,
-    MAX_DEPENDENCIES,
     MAX_ID,
-    MAX_INSTRUCTIONS,
     Attachment,
     InstanceState,
     TaskBudget,
@@ -52,15 +47,25 @@ from ankka.runtime.records.tasks import (
     TaskSpec,
     check_id,
 )
-from ankka.runtime.serve.bodies import parse_body
+from ankka.runtime.serve.api import EventStream, errors, events
 from ankka.runtime.serve.identity import caller_of
+from ankka.runtime.serve.wire import Instance, Task, TaskBody
 
-__all__ = ["event_stream", "instance_json", "sse", "task_json", "task_routes", "wait_seconds"]
+__all__ = [
+    "TASK_AGENT_PATHS",
+    "Wait",
+    "add_task_routes",
+    "event_stream",
+    "follow",
+    "instance_json",
+    "sse",
+    "stream_answers",
+    "task_json",
+]
 
 MAX_WAIT = 300.0
 KEEP_ALIVE = 15.0
 COST_UNKNOWN = "unknown"
-MAX_NAME = 320  # a Kubernetes namespace (63) / a name (253)
 _FINAL_EVENTS = {"task_completed", "task_failed", "task_cancelled"}
 _OPERATIONS = {
     "suspend": InstanceState.SUSPENDED,
@@ -69,39 +74,57 @@ _OPERATIONS = {
 }
 
 
-class AttachmentBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(default="", max_length=MAX_ID)
-    text: str | None = Field(default=None, max_length=MAX_ATTACHMENT)
-    ref: str | None = Field(default=None, max_length=2048)
+TASK_PATH = "/v1/agents/{agent}/tasks/{task}"
+INSTANCE_PATH = "/v1/agents/{agent}/instances/{instance}"
+TASK_AGENT_PATHS = (
+    TASK_PATH,
+    INSTANCE_PATH,
+    f"{INSTANCE_PATH}/notifications",
+    f"{INSTANCE_PATH}/{{operation}}",
+)
+_IDS = f"1 to {MAX_ID} letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
+Worker = Annotated[str, Path(description="an autonomous agent this service declares")]
+TaskId = Annotated[str, Path(description=_IDS, min_length=1, max_length=MAX_ID)]
+InstanceId = Annotated[str, Path(description=_IDS, min_length=1, max_length=MAX_ID)]
+Operation = Literal["suspend", "resume", "terminate"]
 
 
-class BudgetBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    iterations: int | None = Field(default=None, ge=1, le=MAX_BUDGET)
-    tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+def _seconds(value: object) -> object:
+    if value is None or isinstance(value, int | float):
+        return value
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        raise ValueError(f"{str(value)[:40]!r} is not a number of seconds") from None
+    if not 0 <= seconds <= MAX_WAIT:
+        raise ValueError(f"must be 0 to {MAX_WAIT:g} seconds, not {str(value)[:40]}")
+    return seconds
 
 
-class TaskBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: str = Field(min_length=1, max_length=MAX_ID)
-    instructions: str = Field(min_length=1, max_length=MAX_INSTRUCTIONS)
-    attachments: list[AttachmentBody | str] = Field(
-        default_factory=list, max_length=MAX_ATTACHMENTS
-    )
-    depends_on: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
-    instance: str | None = Field(default=None, max_length=MAX_ID)
-    budget: BudgetBody | None = None
-    # A name for people (the operator sends the Task's <namespace>/<name>); the console shows it.
-    name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+Wait = Annotated[
+    Annotated[float, Field(ge=0, le=MAX_WAIT)] | None,
+    BeforeValidator(_seconds),
+    Query(description=f"hold (or stream) up to this many seconds, 0 to {MAX_WAIT:g}"),
+]
+# What every task route can answer besides its own: the caller unidentified (401) or not
+# permitted (403), the id or a query value refused (422), a body too large (413), the store
+# or the token review out (503).
+_ANY = (401, 403, 413, 422, 503)
+
+
+# What a task's or an instance's stream sends (docs/http-api.md, Notifications).
+TASK_EVENTS = ("snapshot", *EVENTS, "dropped")
+
+
+def stream_answers(what: str, names: tuple[str, ...]) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a notification stream's route."""
+    return {200: events(f"server-sent events: a snapshot, then {what}", *names), **errors(*_ANY)}
 
 
 def _spec(agent: str, body: TaskBody) -> TaskSpec:
     attachments: list[Attachment] = []
     for index, item in enumerate(body.attachments, 1):
         if isinstance(item, str):
-            if len(item) > MAX_ATTACHMENT:
-                raise RequestError(f"attachment {index} is longer than {MAX_ATTACHMENT} characters")
             attachments.append(Attachment(f"attachment-{index}", text=item))
             continue
         if (item.text is None) == (item.ref is None):
@@ -119,14 +142,6 @@ def _spec(agent: str, body: TaskBody) -> TaskSpec:
         tuple(body.depends_on),
         TaskBudget(budget.iterations, budget.tokens) if budget is not None else None,
         name=body.name,
-    )
-
-
-async def _body(request: Request) -> TaskBody:
-    return parse_body(
-        await request.body(),
-        TaskBody,
-        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?, "budget"?}',
     )
 
 
@@ -215,19 +230,6 @@ def _instance_permitted(request: Request, view: InstanceView) -> InstanceView:
     )
 
 
-def wait_seconds(request: Request) -> float:
-    raw = request.query_params.get("wait")
-    if raw is None:
-        return 0.0
-    try:
-        seconds = float(raw)
-    except ValueError:
-        raise RequestError(f"wait={raw!r} is not a number of seconds") from None
-    if not 0 <= seconds <= MAX_WAIT:
-        raise RequestError(f"wait must be 0 to {MAX_WAIT:g} seconds, not {raw}")
-    return seconds
-
-
 def sse(event: str, data: object, number: int | None = None) -> bytes:
     head = f"id: {number}\n" if number is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
@@ -287,15 +289,49 @@ async def event_stream(
             return
 
 
-def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Route]:
-    """The routes; their errors are answered by the app's one error handler. ``policy``: who
+async def _once(chunk: bytes) -> AsyncIterator[bytes]:
+    yield chunk
+
+
+def follow(
+    notifier: Notifier,
+    key: tuple[str, ...],
+    subscription: Subscription,
+    events: AsyncIterator[bytes],
+) -> EventStream:
+    """``events`` as the stream's answer; ``subscription`` removed however the stream ends."""
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in events:
+                yield chunk
+        finally:
+            notifier.remove(key, subscription)
+
+    return EventStream(body(), headers={"cache-control": "no-cache"})
+
+
+def add_task_routes(app: FastAPI, host: TaskHost, policy: SessionPolicy | None = None) -> None:
+    """The routes, on ``app``; their errors are answered by the app's handlers. ``policy``: who
     may act on a task besides its creator and the platform (default: nobody)."""
     policy = policy or SessionPolicy()
 
-    async def put_task(request: Request) -> Response:
-        agent, task = request.path_params["agent"], request.path_params["task"]
+    @app.put(
+        TASK_PATH,
+        operation_id="put_task",
+        summary="Create a task (again: the same body changes nothing)",
+        status_code=201,
+        response_model=Task,
+        response_description="the task, created",
+        responses={
+            200: {"model": Task, "description": "the same body was sent before"},
+            **errors(400, 404, 409, *_ANY),
+        },
+    )
+    async def put_task(
+        agent: Worker, task: TaskId, body: TaskBody, request: Request, response: Response
+    ) -> Any:
         check_id(task, "task")
-        body = await _body(request)
         with contextlib.suppress(NotFound):
             # Another caller's id is not reused, nor another caller's instance given work.
             _permitted(request, await host.get(task), policy, "write")
@@ -310,50 +346,67 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
             instance=body.instance,
             created_by=caller_of(request.scope),
         )
-        return JSONResponse(
-            task_json(_permitted(request, record, policy, "write")),
-            status_code=201 if created else 200,
-        )
+        response.status_code = 201 if created else 200
+        return task_json(_permitted(request, record, policy, "write"))
 
-    async def get_task(request: Request) -> Response:
-        task = check_id(request.path_params["task"], "task")
-        seconds = wait_seconds(request)
+    @app.get(
+        "/v1/tasks/{task}",
+        operation_id="get_task",
+        summary="A task's record; with wait, once it is final (or as it stands after wait)",
+        response_model=Task,
+        responses=errors(404, *_ANY),
+    )
+    async def get_task(task: TaskId, request: Request, wait: Wait = None) -> Any:
+        check_id(task, "task")
         _permitted(request, await host.get(task), policy, "read")
-        record = await (host.wait(task, seconds) if seconds else host.get(task))
-        return JSONResponse(task_json(record))
+        record = await (host.wait(task, wait) if wait else host.get(task))
+        return task_json(record)
 
-    async def cancel_task(request: Request) -> Response:
-        task = check_id(request.path_params["task"], "task")
+    @app.post(
+        "/v1/tasks/{task}/cancel",
+        operation_id="cancel_task",
+        summary="Cancel a task (cancel_requested while the iteration in progress ends)",
+        response_model=Task,
+        responses=errors(404, 409, *_ANY),
+    )
+    async def cancel_task(task: TaskId, request: Request) -> Any:
+        check_id(task, "task")
         _permitted(request, await host.get(task), policy, "write")
-        return JSONResponse(task_json(await host.cancel(task)))
+        return task_json(await host.cancel(task))
 
-    async def operate(request: Request) -> Response:
-        operation = request.path_params["operation"]
-        state = _OPERATIONS.get(operation)
-        if state is None:
-            raise RequestError(
-                f"{operation!r} is not an instance operation: suspend, resume or terminate"
-            )
-        agent = request.path_params["agent"]
-        instance = check_id(request.path_params["instance"], "instance")
+    @app.post(
+        f"{INSTANCE_PATH}/{{operation}}",
+        operation_id="operate_instance",
+        summary="Suspend, resume or terminate an instance",
+        response_model=Instance,
+        responses=errors(404, 409, *_ANY),
+    )
+    async def operate(
+        agent: Worker, instance: InstanceId, operation: Operation, request: Request
+    ) -> Any:
+        check_id(instance, "instance")
         with contextlib.suppress(NotFound):
             _instance_permitted(request, await host.instance(agent, instance))
-        view = await host.set_instance(agent, instance, state)
-        return JSONResponse(instance_json(view))
+        view = await host.set_instance(agent, instance, _OPERATIONS[operation])
+        return instance_json(view)
 
-    async def get_instance(request: Request) -> Response:
-        agent = request.path_params["agent"]
-        instance = check_id(request.path_params["instance"], "instance")
-        view = _instance_permitted(request, await host.instance(agent, instance))
-        return JSONResponse(instance_json(view))
+    @app.get(
+        INSTANCE_PATH,
+        operation_id="get_instance",
+        summary="An instance and its queue",
+        response_model=Instance,
+        responses=errors(404, *_ANY),
+    )
+    async def get_instance(agent: Worker, instance: InstanceId, request: Request) -> Any:
+        check_id(instance, "instance")
+        return instance_json(_instance_permitted(request, await host.instance(agent, instance)))
 
     async def notifications(
-        request: Request,
         key: tuple[str, ...],
         snapshot: Callable[[], Awaitable[tuple[bytes, bool]]],
+        seconds: float | None,
         ended: Ended | None = None,
     ) -> Response:
-        seconds = wait_seconds(request) if "wait" in request.query_params else None
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = host.notifier.add(key)
         try:
@@ -362,24 +415,21 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
             host.notifier.remove(key, subscription)
             raise
 
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                if done:
-                    yield first
-                    return
-                task = key[1] if key[0] == "task" else None
-                events = event_stream(subscription, first, ended=ended, seconds=seconds, task=task)
-                async for chunk in events:
-                    yield chunk
-            finally:
-                host.notifier.remove(key, subscription)
+        if done:
+            return follow(host.notifier, key, subscription, _once(first))
+        task = key[1] if key[0] == "task" else None
+        events = event_stream(subscription, first, ended=ended, seconds=seconds, task=task)
+        return follow(host.notifier, key, subscription, events)
 
-        return StreamingResponse(
-            body(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
-        )
-
-    async def task_notifications(request: Request) -> Response:
-        task = check_id(request.path_params["task"], "task")
+    @app.get(
+        "/v1/tasks/{task}/notifications",
+        operation_id="task_notifications",
+        summary="A task's events, live; ends after its final event, or after wait",
+        response_class=EventStream,
+        responses={**stream_answers("the task's events", TASK_EVENTS), **errors(404)},
+    )
+    async def task_notifications(task: TaskId, request: Request, wait: Wait = None) -> Response:
+        check_id(task, "task")
         _permitted(request, await host.get(task), policy, "read")
 
         async def snapshot() -> tuple[bytes, bool]:
@@ -398,33 +448,23 @@ def task_routes(host: TaskHost, policy: SessionPolicy | None = None) -> list[Rou
                 reason=record.reason,
             )
 
-        return await notifications(request, ("task", task), snapshot, ended)
+        return await notifications(("task", task), snapshot, wait, ended)
 
-    async def instance_notifications(request: Request) -> Response:
-        agent = request.path_params["agent"]
-        instance = check_id(request.path_params["instance"], "instance")
+    @app.get(
+        f"{INSTANCE_PATH}/notifications",
+        operation_id="instance_notifications",
+        summary="An instance's events, live; never ends by itself, only after wait",
+        response_class=EventStream,
+        responses={**stream_answers("the instance's events", TASK_EVENTS), **errors(404)},
+    )
+    async def instance_notifications(
+        agent: Worker, instance: InstanceId, request: Request, wait: Wait = None
+    ) -> Response:
+        check_id(instance, "instance")
         _instance_permitted(request, await host.instance(agent, instance))
 
         async def snapshot() -> tuple[bytes, bool]:
             view = await host.instance(agent, instance)
             return sse("snapshot", instance_json(view)), False
 
-        return await notifications(request, ("instance", agent, instance), snapshot)
-
-    return [
-        Route("/v1/agents/{agent}/tasks/{task}", put_task, methods=["PUT"]),
-        Route("/v1/tasks/{task}", get_task, methods=["GET"]),
-        Route("/v1/tasks/{task}/cancel", cancel_task, methods=["POST"]),
-        Route("/v1/tasks/{task}/notifications", task_notifications, methods=["GET"]),
-        Route(
-            "/v1/agents/{agent}/instances/{instance}/notifications",
-            instance_notifications,
-            methods=["GET"],
-        ),
-        Route("/v1/agents/{agent}/instances/{instance}", get_instance, methods=["GET"]),
-        Route(
-            "/v1/agents/{agent}/instances/{instance}/{operation}",
-            operate,
-            methods=["POST"],
-        ),
-    ]
+        return await notifications(("instance", agent, instance), snapshot, wait)

@@ -49,6 +49,12 @@ def test_a_task_type_result_must_be_a_pydantic_model() -> None:
         TaskType("x", result=dict)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("limit", [0, -5, True, 2.5])
+def test_a_task_types_output_token_limit_is_a_whole_number_of_at_least_one(limit: object) -> None:
+    with pytest.raises(ConfigurationError, match="max_output_tokens must be a whole number"):
+        TaskType("brief", result=Result, max_output_tokens=limit)  # type: ignore[arg-type]
+
+
 def test_a_budget_outside_its_bounds_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="budget must be 1 to"):
         Accepts(TaskType("x", result=Result), budget=0)

@@ -153,6 +153,28 @@ async def test_the_model_is_shown_the_task_whole_with_both_built_in_tools(
     ]
 
 
+async def test_every_call_of_a_task_carries_its_task_types_output_token_limit(
+    make_host: MakeHost,
+) -> None:
+    from examples.tasks import Summary
+
+    brief = TaskType("summary", result=Summary, max_output_tokens=48)
+    service = Service("brief")
+    service.autonomous(
+        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(brief, budget=5)])
+    )
+    provider = ScriptedProvider([LOOKUP, complete(GOOD)], name="default")
+    host = await make_host(service, provider)
+    await put(host, "t1", "Summarise ankka.")
+    await finished(host, "t1")
+    assert [r.max_output_tokens for r in provider.requests] == [48, 48]
+    unbounded = ScriptedProvider([complete(GOOD)], name="default")
+    other = await make_host(example, unbounded)
+    await put(other, "t2", "Summarise ankka.")
+    await finished(other, "t2")
+    assert [r.max_output_tokens for r in unbounded.requests] == [None]
+
+
 async def test_the_model_is_told_as_it_nears_the_end_in_the_newest_message_only(
     make_host: MakeHost,
 ) -> None:

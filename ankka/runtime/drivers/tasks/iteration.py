@@ -422,6 +422,7 @@ class TaskWork:
             instructions=prompt.instructions(agent, self.task_type),
             tools=(*agent.tools, *self.listed.tools, *delegating, complete, FailTask.of()),
             reasoning_effort=agent.reasoning_effort,
+            max_output_tokens=self.task_type.max_output_tokens,
             tool_choice="required",
             ending=frozenset({COMPLETE_TASK, FAIL_TASK, *self.handoffs}),
             text_answers=False,
