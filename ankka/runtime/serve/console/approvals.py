@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from html import escape
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -26,9 +27,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from ankka._kernel.errors import AnkkaError
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.records.approvals import ApprovalDecided, Decision
-from ankka.runtime.serve.console.pages import page
+from ankka.runtime.serve.console.listing import Listing
+from ankka.runtime.serve.console.pages import page, when
 
 __all__ = [
+    "STATES",
     "approvals_page",
     "approvals_table",
     "decide_from_form",
@@ -37,25 +40,43 @@ __all__ = [
 ]
 
 _DECISIONS: dict[str, Decision] = {"approve": "approved", "refuse": "refused"}
+STATES = ("pending", "approved", "refused", "expired", "ended")
 _MAX_FORM = 16 * 1024
 
 
+def _decision(row: dict[str, Any]) -> str:
+    """A pending request's approve and refuse form (with the digest it shows), else what
+    was decided and by whom."""
+    state = str(row.get("state", "pending"))
+    if state != "pending":
+        by = f" by {escape(str(row['decided_by']))}" if row.get("decided_by") else ""
+        return f"{escape(state)}{by}"
+    return (
+        f'<form method="post" action="/console/approvals/{escape(str(row["id"]))}">'
+        f'<input type="hidden" name="digest" value="{escape(str(row["digest"]))}">'
+        f'<input type="hidden" name="session" value="{escape(str(row.get("session", "")))}">'
+        '<button name="decision" value="approve">approve</button> '
+        '<button name="decision" value="refuse">refuse</button></form>'
+    )
+
+
+def _expires(row: dict[str, Any]) -> str:
+    value = row.get("expires_at")
+    return when(datetime.fromisoformat(value)) if isinstance(value, str) else "-"
+
+
 def approvals_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The pending requests, each with its approve and refuse form (the digest it shows)."""
+    """The requests, each pending one with its approve and refuse form."""
     if not rows:
-        return '<p class="empty">No tool call waits for a decision.</p>'
+        return '<p class="empty">No tool call here.</p>'
     items = "".join(
-        f'<tr data-approval="{escape(str(r["id"]))}">'
+        f'<tr data-approval="{escape(str(r["id"]))}" '
+        f'data-state="{escape(str(r.get("state", "pending")))}">'
         f'<td><a href="/console/sessions/{escape(str(r.get("session", "")))}">'
         f"{escape(str(r.get('session', '')))}</a></td>"
         f"<td>{escape(str(r.get('agent', '')))}</td>"
         f"<td><code>{escape(str(r['tool']))}({escape(_arguments(r['arguments']))})</code></td>"
-        f"<td>{escape(str(r.get('expires_at') or '-'))}</td><td>"
-        f'<form method="post" action="/console/approvals/{escape(str(r["id"]))}">'
-        f'<input type="hidden" name="digest" value="{escape(str(r["digest"]))}">'
-        f'<input type="hidden" name="session" value="{escape(str(r.get("session", "")))}">'
-        '<button name="decision" value="approve">approve</button> '
-        '<button name="decision" value="refuse">refuse</button></form></td></tr>'
+        f"<td>{_expires(r)}</td><td>{_decision(r)}</td></tr>"
         for r in rows
     )
     return (
@@ -64,9 +85,23 @@ def approvals_table(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def approvals_page(rows: Sequence[dict[str, Any]], *, problem: str = "") -> str:
+def approvals_page(
+    rows: Sequence[dict[str, Any]],
+    asked: Listing | None = None,
+    *,
+    more: bool = False,
+    problem: str = "",
+) -> str:
+    """One page of the approvals (newest first) ``asked``'s filters keep (without: the
+    pending ones, as after a refused form)."""
     shown = f'<p class="error" id="problem">{escape(problem)}</p>' if problem else ""
-    return page("approvals", f"<h1>Approvals waiting</h1>{shown}{approvals_table(rows)}")
+    if asked is None:
+        return page("approvals", f"<h1>Approvals</h1>{shown}{approvals_table(rows)}")
+    return page(
+        "approvals",
+        f"<h1>Approvals</h1>{asked.form()}{shown}{approvals_table(rows)}"
+        f"{asked.pager(more=more, shown=len(rows))}",
+    )
 
 
 def decisions_section(decided: Sequence[ApprovalDecided], *, confirm: str | None) -> str:
