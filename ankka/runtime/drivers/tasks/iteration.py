@@ -510,6 +510,9 @@ class TaskWork:
             raise _End(TaskState.CANCELLED, "cancelled")
         if holder is None or holder.state != InstanceState.ACTIVE:
             return None  # suspended: stop before the next model call
+        if row is not None and row.ancestors:
+            self.delegations.ancestors = row.ancestors
+            self.bench.notifier.nest(current.id, row.ancestors)
         budget = Budget(current.budget, row.token_budget if row is not None else None)
         claims = row.claims if row is not None else Claims(current.iterations_used)
         spent = exhausted(budget, claims)
@@ -606,9 +609,12 @@ class TaskWork:
         ends = result.name in (COMPLETE_TASK, FAIL_TASK, *self.handoffs) and not result.is_error
         number = iteration_of(answer.turn)
         if last and not ends and number is not None:
-            # The newest message carries where the next iteration stands, as it is recorded.
-            content = prompt.with_note(result.content, number + 1, self.task.budget)
-            result = replace(result, content=content)
+            # The newest message carries where the next iteration stands, as it is recorded
+            # (for a task that delegates, counting what its children used or hold).
+            following = await self._next_iteration(number)
+            if following <= self.task.budget:  # else no call follows: the budget is spent
+                content = prompt.with_note(result.content, following, self.task.budget)
+                result = replace(result, content=content)
         # The iteration's last commit reads where the task stands for the next call.
         await self._record_judged(answer.turn, (result,), read_back=last and not ends)
         if self._rejected is not None:
@@ -617,6 +623,15 @@ class TaskWork:
             self._current = None  # what the commit read back is older than this
             _tell(self.bench, "task_result_rejected", self.agent, self.task, reason=reason)
         return result
+
+    async def _next_iteration(self, number: int) -> int:
+        """Which of its budget's iterations the next model call is: the one after ``number``,
+        or, for a task that delegates, the one after everything its tree used or holds."""
+        if not self.delegations.names:
+            return number + 1
+        task = self.task.id
+        row = await self.bench.store.read(lambda tx: tree.row(tx, task))
+        return max(number, row.claims.iterations if row is not None else 0) + 1
 
     # --- waiting for a decision --------------------------------------------------------------
 
