@@ -9,12 +9,14 @@ as Kubernetes writes them) and hold no behaviour beyond the checks a schema can 
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from ankka.api.access import AgentAccess, Rights
 from ankka.api.pods import EnvVar, PodOverlay
-from ankka.api.wire import DNS_LABEL, checked
+from ankka.api.stores import PostgresKeys, PostgresStore, SqliteStore, SslMode, Store
+from ankka.api.wire import DNS_LABEL, SecretKeyRef
 from ankka.api.wire import Wire as _Wire
 
 __all__ = [
@@ -147,7 +149,15 @@ class InstallationModelSpec(_Wire):
         default_factory=list, description="Declared capabilities (vllm and openai endpoints)."
     )
     max_concurrency: int | None = Field(default=None, ge=1)
-    """Most requests the gateway sends this model at once; unlimited when unset."""
+    """Most requests the gateway sends this model at once; unlimited when unset. Divided
+    among the gateway's replicas (each takes its share, at least 1; docs/gateway.md)."""
+    max_in_flight_per_caller: int | None = Field(default=None, ge=1)
+    """Most requests one caller (an Agent) has in flight on this model at once (429
+    caller_busy past it); unlimited when unset. Divided among the gateway's replicas."""
+    tokens_per_minute_per_caller: int | None = Field(default=None, ge=1)
+    """Most tokens one caller spends on this model in a sliding minute (429
+    caller_over_token_budget past it); unlimited when unset. Divided among the gateway's
+    replicas."""
     probe_interval_seconds: int = Field(default=60, ge=1, le=86400)
     """How often a served model is probed again (an unserved one is probed every tick)."""
 
@@ -169,15 +179,6 @@ class InstallationModelStatus(_Wire):
     """When the model was last probed."""
     observed_generation: int | None = None
     """The spec generation this status describes."""
-
-
-class SecretKeyRef(_Wire):
-    """A key of a Secret in the same namespace."""
-
-    name: str = Field(pattern=_DNS_LABEL)
-    """The Secret's name, in the Agent's namespace."""
-    key: str = Field(min_length=1)
-    """The key within the Secret."""
 
 
 class HostedPreset(enum.StrEnum):
@@ -343,126 +344,6 @@ class RemoteA2AAgent(_Wire):
     """Its agent card, e.g. https://agents.example/.well-known/agent-card.json."""
     token_secret: SecretKeyRef | None = None
     """A bearer token to send it (mounted as a file, read at each use), if it wants one."""
-
-
-class SqliteStore(_Wire):
-    """SQLite in one file on a volume of the pod, for one replica (the operator refuses more:
-    each pod would keep sessions of its own)."""
-
-    claim_name: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=253)
-    """A PersistentVolumeClaim to keep the file on, so sessions outlive the pod; without one,
-    an emptyDir (sessions last as long as the pod)."""
-
-
-class SslMode(enum.StrEnum):
-    """libpq's sslmode: disable, allow, prefer, require, verify-ca or verify-full."""
-
-    DISABLE = "disable"
-    ALLOW = "allow"
-    PREFER = "prefer"
-    REQUIRE = "require"
-    VERIFY_CA = "verify-ca"
-    VERIFY_FULL = "verify-full"
-
-
-class PostgresKeys(_Wire):
-    """The keys of the Secret that hold each part (CloudNativePG's and most operators' names by
-    default)."""
-
-    host: str = Field(default="host", min_length=1, max_length=253)
-    """The server's host name."""
-    port: str = Field(default="port", min_length=1, max_length=253)
-    """Its port (optional in the Secret: 5432 without it)."""
-    database: str = Field(default="dbname", min_length=1, max_length=253)
-    """The database."""
-    user: str = Field(default="user", min_length=1, max_length=253)
-    """The role to log in as."""
-    password: str = Field(default="password", min_length=1, max_length=253)
-    """Its password."""
-
-
-class PostgresStore(_Wire):
-    """PostgreSQL from a Secret: a whole DSN in one key (dsnSecretRef), or its parts as keys of
-    one Secret (secretName). The values reach the runtime through valueFrom, never the
-    Deployment; every replica shares the sessions, one turn at a time per session."""
-
-    model_config = checked(
-        "has(self.dsnSecretRef) != has(self.secretName)",
-        "give dsnSecretRef (a DSN) or secretName (its parts), not both",
-    )
-
-    dsn_secret_ref: SecretKeyRef | None = None
-    """A key holding the whole DSN, e.g. postgresql://cart:PASSWORD@pg.db.svc:5432/shop."""
-    secret_name: str | None = Field(default=None, pattern=_DNS_LABEL, max_length=253)
-    """A Secret holding the parts, by the keys in keys (host, port, dbname, user, password)."""
-    keys: PostgresKeys = Field(default_factory=PostgresKeys)
-    """Which key of secretName holds which part."""
-    ssl_mode: SslMode | None = None
-    """libpq's sslmode (PGSSLMODE)."""
-    schema_: str | None = Field(
-        default=None, alias="schema", pattern=r"^[a-z_][a-z0-9_]*$", max_length=63
-    )
-    """The schema the runtime's tables live in, created when missing (the role needs CREATE
-    on the database); default ankka_<namespace>_<agent>, so Agents sharing one database never
-    share tables."""
-
-    @model_validator(mode="after")
-    def _one_source(self) -> PostgresStore:
-        if (self.dsn_secret_ref is None) == (self.secret_name is None):
-            raise ValueError("give dsnSecretRef (a DSN) or secretName (its parts), not both")
-        return self
-
-
-class Store(_Wire):
-    """Where the runtime keeps its sessions, tasks and approvals: sqlite or postgres."""
-
-    model_config = checked(
-        "!(has(self.sqlite) && has(self.postgres))", "a store is sqlite or postgres, not both"
-    )
-
-    sqlite: SqliteStore | None = None
-    """SQLite on a volume of the pod (one replica)."""
-    postgres: PostgresStore | None = None
-    """PostgreSQL from a Secret (any number of replicas)."""
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Store:
-        if self.sqlite is not None and self.postgres is not None:
-            raise ValueError("a store is sqlite or postgres, not both")
-        return self
-
-
-_CALLER_PATTERN = r"^[^*\s]+\*?$|^\*$"
-
-
-class Rights(_Wire):
-    """Who else holds which right over a session, by caller pattern: a caller's name (local,
-    a static-token name, system:serviceaccount:NS:NAME, ankka://service/NS/AGENT or NS/AGENT)
-    or such a name ending in * for every caller it begins."""
-
-    read: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
-        default_factory=list, max_length=64
-    )
-    """May read the sessions (messages, summary, calls; a task's record; its approvals)."""
-    write: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
-        default_factory=list, max_length=64
-    )
-    """May send the sessions turns (a task: send it again, cancel it); implies read."""
-    decide: list[Annotated[str, Field(pattern=_CALLER_PATTERN, max_length=256)]] = Field(
-        default_factory=list, max_length=64
-    )
-    """May decide the sessions' approvals; implies read."""
-
-
-class AgentAccess(_Wire):
-    """The session policy, rendered as the runtime's --access-file: it replaces, entry by
-    entry, what the module declares (docs/security.md, The session policy)."""
-
-    service: Rights | None = None
-    """Every agent's sessions, unless the agent has its own entry."""
-    agents: dict[str, Rights] = Field(default_factory=dict, max_length=64)
-    """One agent's sessions, by the agent's name in the module (a name the module does not
-    declare stops the runtime at start, naming it)."""
 
 
 class AgentSpec(PodOverlay):

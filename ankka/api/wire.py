@@ -1,15 +1,17 @@
 """The base of every resource's wire class: camelCase keys, unknown keys refused, frozen.
 
-Shared by ``ankka.api.resources`` (the CRDs' spec and status) and ``ankka.api.pods`` (the pod
-template overlay both Agent and InstallationModel take).
+Shared by ``ankka.api.resources`` (the CRDs' spec and status), ``ankka.api.pods`` (the pod
+template overlay both Agent and InstallationModel take), ``ankka.api.stores`` and
+``ankka.api.access`` (an Agent's store and session policy); with the one Secret key reference
+they all use.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["DNS_LABEL", "Wire", "checked"]
+__all__ = ["DNS_LABEL", "SecretKeyRef", "Wire", "checked"]
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
@@ -36,3 +38,12 @@ def checked(rule: str, message: str) -> ConfigDict:
     return ConfigDict(
         json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message}]}
     )
+
+
+class SecretKeyRef(Wire):
+    """A key of a Secret in the same namespace."""
+
+    name: str = Field(pattern=DNS_LABEL)
+    """The Secret's name, in the Agent's namespace."""
+    key: str = Field(min_length=1)
+    """The key within the Secret."""

@@ -161,6 +161,20 @@ def runtime_env(
         )
         # The URLs in the runtime's A2A cards: its Service's, never the pod's bind address.
         env.append({"name": "ANKKA_PUBLIC_URL", "value": service_url(namespace, name)})
+    env += _models_env(spec, settings)
+    env += _remote_agents_env(spec)
+    env += _mcp_env_vars(spec)
+    env += compaction_env(spec)
+    platform = {e["name"] for e in env}
+    # pods.overlay_conflict refuses a user's variable the operator sets; skipped here too, so
+    # a rendering never carries two of one name.
+    env += [e.rendered() for e in spec.env if e.name not in platform]
+    return env
+
+
+def _models_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
+    """``ANKKA_MODEL_<NAME>_*`` of each model, named by the one mapping (``env_name``)."""
+    env: list[dict[str, Any]] = []
     if any(m.installation is not None for m in spec.models):
         env.append({"name": "ANKKA_MODELS_ADDRESS", "value": settings.models_address})
     for model in spec.models:
@@ -177,6 +191,11 @@ def runtime_env(
             env.append({"name": prefix + "URL", "value": model.address})
         if model.api_key_secret_ref is not None:
             env.append(_from_secret(prefix + "API_KEY", model.api_key_secret_ref))
+    return env
+
+
+def _remote_agents_env(spec: AgentSpec) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = []
     for remote in spec.remote_agents:
         # The runtime's contract (ankka/runtime/providers/a2a_remote.py): _CARD_URL, _TOKEN
         # (only ever through valueFrom).
@@ -184,10 +203,14 @@ def runtime_env(
         env.append({"name": prefix + "CARD_URL", "value": remote.card_url})
         if remote.token_secret is not None:
             env.append(_from_secret(prefix + "TOKEN", remote.token_secret))
+    return env
+
+
+def _mcp_env_vars(spec: AgentSpec) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = []
     for server in spec.mcp_servers:
         # The runtime's contract (ankka/runtime/features/mcp/config.py): _URL, _HEADER_<NAME>;
-        # header
-        # values only ever through valueFrom, so no Secret's value is in the Deployment.
+        # header values only ever through valueFrom, so no Secret's value is in the Deployment.
         prefix = f"ANKKA_MCP_{_mcp_env(server.name)}_"
         env.append({"name": prefix + "URL", "value": server.url})
         approval = server.requires_approval
@@ -202,11 +225,6 @@ def runtime_env(
                     "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
                 }
             )
-    env += compaction_env(spec)
-    platform = {e["name"] for e in env}
-    # pods.overlay_conflict refuses a user's variable the operator sets; skipped here too, so
-    # a rendering never carries two of one name.
-    env += [e.rendered() for e in spec.env if e.name not in platform]
     return env
 
 
@@ -274,6 +292,28 @@ def _pod_spec(spec: AgentSpec, settings: Settings, *, namespace: str, name: str)
     return pod_spec
 
 
+def _deployment_spec(
+    spec: AgentSpec, settings: Settings, *, namespace: str, name: str, held: bool, digest: str
+) -> Obj:
+    """The runtime's Deployment spec: no replicas while held; its pods roll when the policy
+    (the access file's digest) changes."""
+    labels = labels_for("agent", name)
+    template = {
+        "metadata": pods.template_metadata(labels, spec),
+        "spec": _pod_spec(spec, settings, namespace=namespace, name=name),
+    }
+    # The runtime reads its access file at start: a changed policy rolls the pods.
+    template["metadata"].setdefault("annotations", {})[access.DIGEST_ANNOTATION] = digest
+    store = stores.effective_store(spec, settings, agent=name)
+    return {
+        "replicas": 0 if held else spec.replicas,
+        "selector": {"matchLabels": labels},
+        "template": template,
+        # One writer for an SQLite file on a claim: the old pod goes before the new one.
+        **({"strategy": {"type": "Recreate"}} if store.sqlite and store.sqlite.claim_name else {}),
+    }
+
+
 def agent_children(
     *,
     namespace: str,
@@ -288,20 +328,13 @@ def agent_children(
     pods' ConfigMap is there first; a held Agent's Deployment has no replicas."""
     labels = labels_for("agent", name)
     owner = [owner_reference("Agent", name, uid)]
-    store = stores.effective_store(spec, settings, agent=name)
+
+    base = {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": owner}
 
     def meta(**extra: Any) -> dict[str, Any]:
-        return {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": owner,
-            **extra,
-        }
+        return {**base, **extra}
 
-    sa_meta = meta()
-    if spec.service_account_annotations:
-        sa_meta["annotations"] = dict(spec.service_account_annotations)
+    sa_meta = meta(**pods.annotations_meta(spec.service_account_annotations))
     service_account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": sa_meta}
     policy, digest = access.access_configmap(spec, namespace=namespace, name=name, meta=meta())
     service: Obj = {
@@ -313,27 +346,13 @@ def agent_children(
             "ports": [{"name": "https", "port": SERVICE_PORT, "targetPort": "https"}],
         },
     }
-    template = {
-        "metadata": pods.template_metadata(labels, spec),
-        "spec": _pod_spec(spec, settings, namespace=namespace, name=name),
-    }
-    # The runtime reads its access file at start: a changed policy rolls the pods.
-    template["metadata"].setdefault("annotations", {})[access.DIGEST_ANNOTATION] = digest
     deployment: Obj = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": meta(annotations={HELD_ANNOTATION: "true" if held else "false"}),
-        "spec": {
-            "replicas": 0 if held else spec.replicas,
-            "selector": {"matchLabels": labels},
-            "template": template,
-            # One writer for an SQLite file on a claim: the old pod goes before the new one.
-            **(
-                {"strategy": {"type": "Recreate"}}
-                if store.sqlite and store.sqlite.claim_name
-                else {}
-            ),
-        },
+        "spec": _deployment_spec(
+            spec, settings, namespace=namespace, name=name, held=held, digest=digest
+        ),
     }
     children = [
         service_account,

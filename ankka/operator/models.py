@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -66,6 +66,11 @@ _MODEL_ARGS: dict[ServerKind, tuple[str, ...]] = {
 }
 
 
+# The models file's limits that each gateway process keeps in its own memory (docs/gateway.md,
+# "Limits across gateway replicas").
+_LIMITS = ("max_concurrency", "max_in_flight_per_caller", "tokens_per_minute_per_caller")
+
+
 @dataclass(frozen=True, slots=True)
 class ServedModel:
     """One line of the gateway's models file."""
@@ -75,11 +80,30 @@ class ServedModel:
     url: str
     capabilities: tuple[str, ...] = ()
     max_concurrency: int | None = None
+    max_in_flight_per_caller: int | None = None
+    tokens_per_minute_per_caller: int | None = None
     # The model's name on its server (an Ollama tag, a vLLM path); runtimes address the
     # gateway by the InstallationModel's name, and the gateway renames the request upstream.
     upstream_model: str | None = None
     # Who may use it (the service identities of the Agents that name it); None: not rendered.
     callers: tuple[str, ...] | None = None
+
+    def per_gateway(self, gateways: int) -> ServedModel:
+        """This model's limits as one of ``gateways`` gateway processes enforces them: each
+        its share (the limit divided, rounded down, at least 1), so together they allow the
+        limit (more only when a limit is below the number of gateways)."""
+        if gateways <= 1:
+            return self
+
+        def share(limit: int | None) -> int | None:
+            return None if limit is None else max(1, limit // gateways)
+
+        return replace(
+            self,
+            max_concurrency=share(self.max_concurrency),
+            max_in_flight_per_caller=share(self.max_in_flight_per_caller),
+            tokens_per_minute_per_caller=share(self.tokens_per_minute_per_caller),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind, "url": self.url}
@@ -87,8 +111,9 @@ class ServedModel:
             out["upstream_model"] = self.upstream_model
         if self.capabilities:
             out["capabilities"] = list(self.capabilities)
-        if self.max_concurrency is not None:
-            out["max_concurrency"] = self.max_concurrency
+        for key in _LIMITS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         if self.callers is not None:
             out["callers"] = list(self.callers)
         return out
@@ -132,6 +157,8 @@ def probe_target(
         url=url,
         capabilities=declared,
         max_concurrency=spec.max_concurrency,
+        max_in_flight_per_caller=spec.max_in_flight_per_caller,
+        tokens_per_minute_per_caller=spec.tokens_per_minute_per_caller,
         upstream_model=spec.model,
         callers=callers,
     )
@@ -152,7 +179,9 @@ def models_configmap(settings: Settings, models: Iterable[ServedModel]) -> Obj:
             "namespace": settings.namespace,
             "labels": {"app.kubernetes.io/part-of": "ankka", "ankka.dev/role": "models-file"},
         },
-        "data": {"models.yaml": models_file(models)},
+        "data": {
+            "models.yaml": models_file(m.per_gateway(settings.gateway_replicas) for m in models)
+        },
     }
 
 
@@ -171,6 +200,46 @@ def server_children(
     labels = labels_for("model-server", name)
     owner = [owner_reference("InstallationModel", name, uid)]
     port = _port(server)
+    pod_spec = _server_pod(spec, server, name, port)
+    meta = {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": owner}
+    service_account: Obj = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {**meta, **pods.annotations_meta(server.service_account_annotations)},
+        "automountServiceAccountToken": False,
+    }
+    deployment: Obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": server.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": pods.template_metadata(labels, server), "spec": pod_spec},
+        },
+    }
+    service: Obj = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": dict(meta),
+        "spec": {
+            "selector": labels,
+            "ports": [{"name": "http", "port": port, "targetPort": "http"}],
+        },
+    }
+    children = [deployment, service, service_account]
+    if settings is not None and settings.network_policies:
+        children.append(
+            model_server_policy(
+                namespace=namespace, name=name, uid=uid, port=port, settings=settings
+            )
+        )
+    return children
+
+
+def _server_container(spec: InstallationModelSpec, server: ModelServer, port: int) -> Obj:
+    """The model server's container: its image, port, arguments and env (the overlay's after
+    the operator's own)."""
     args = list(server.args)
     if not args and _MODEL_ARGS[server.kind]:
         args = [*_MODEL_ARGS[server.kind], str(port)]
@@ -195,6 +264,12 @@ def server_children(
     env += [e.rendered() for e in server.env if e.name not in {v["name"] for v in env}]
     if env:
         container["env"] = env
+    return container
+
+
+def _server_pod(spec: InstallationModelSpec, server: ModelServer, name: str, port: int) -> Obj:
+    """The model server's pod spec, the overlay merged in."""
+    container = _server_container(spec, server, port)
     # No service-link variables: a model server reads settings from its environment too.
     pod_spec: dict[str, Any] = {
         "enableServiceLinks": False,
@@ -205,59 +280,7 @@ def server_children(
         "containers": [container],
     }
     pods.apply_overlay(pod_spec, container, server)
-    service_account: Obj = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": owner,
-            **(
-                {"annotations": dict(server.service_account_annotations)}
-                if server.service_account_annotations
-                else {}
-            ),
-        },
-        "automountServiceAccountToken": False,
-    }
-    deployment: Obj = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": owner,
-        },
-        "spec": {
-            "replicas": server.replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": pods.template_metadata(labels, server), "spec": pod_spec},
-        },
-    }
-    service: Obj = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": owner,
-        },
-        "spec": {
-            "selector": labels,
-            "ports": [{"name": "http", "port": port, "targetPort": "http"}],
-        },
-    }
-    children = [deployment, service, service_account]
-    if settings is not None and settings.network_policies:
-        children.append(
-            model_server_policy(
-                namespace=namespace, name=name, uid=uid, port=port, settings=settings
-            )
-        )
-    return children
+    return pod_spec
 
 
 def deployed_condition(spec: InstallationModelSpec, *, now: dt.datetime) -> dict[str, Any]:

@@ -14,13 +14,14 @@ Called by ``ankka.operator.agents`` and ``ankka.operator.models``; tested withou
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ankka.api.pods import PodOverlay
 
 __all__ = [
     "RUNTIME_USER",
+    "annotations_meta",
     "apply_overlay",
     "container_security",
     "overlay_conflict",
@@ -108,6 +109,12 @@ def apply_overlay(pod: dict[str, Any], container: dict[str, Any], overlay: PodOv
         pod["affinity"] = dict(overlay.affinity)
     if overlay.priority_class_name:
         pod["priorityClassName"] = overlay.priority_class_name
+
+
+def annotations_meta(given: Mapping[str, str]) -> dict[str, Any]:
+    """``{"annotations": ...}`` for an object's metadata, or nothing when none are given (a
+    ServiceAccount's from ``serviceAccountAnnotations``)."""
+    return {"annotations": dict(given)} if given else {}
 
 
 def template_metadata(labels: dict[str, str], overlay: PodOverlay) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.api.resources import SslMode
+from ankka.api.stores import SslMode
 
 __all__ = ["Settings"]
 
@@ -51,6 +51,9 @@ class Settings:
     # operator.metricsPort; 0 picks a free port); None: not served.
     metrics_port: int | None = None
     metrics_host: str = "0.0.0.0"
+    # How many gateway processes serve the models (the chart's gateway.replicas): each keeps
+    # its limits in its own memory, so the models file gives each its share.
+    gateway_replicas: int = 1
 
     @property
     def models_address(self) -> str:
@@ -63,29 +66,11 @@ class Settings:
         env = os.environ if env is None else env
         defaults = cls()
 
-        def number(name: str, default: float) -> float:
-            raw = env.get(name)
-            if raw is None:
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
-            if value <= 0:
-                raise ConfigurationError(f"{name}={raw!r} must be greater than zero")
-            return value
-
-        lifetime = number(
-            "ANKKA_OPERATOR_CERT_LIFETIME_SECONDS", defaults.certificate_lifetime.total_seconds()
+        lifetime = _number(
+            env,
+            "ANKKA_OPERATOR_CERT_LIFETIME_SECONDS",
+            defaults.certificate_lifetime.total_seconds(),
         )
-
-        def switch(name: str, default: bool) -> bool:
-            raw = env.get(name)
-            if raw is None:
-                return default
-            if raw.strip().lower() not in ("true", "false"):
-                raise ConfigurationError(f"{name}={raw[:20]!r} is neither true nor false")
-            return raw.strip().lower() == "true"
 
         ssl_mode = env.get("ANKKA_OPERATOR_STORE_SSL_MODE", "")
         if ssl_mode and ssl_mode not in {m.value for m in SslMode}:
@@ -94,32 +79,67 @@ class Settings:
                 f"ANKKA_OPERATOR_STORE_SSL_MODE={ssl_mode[:20]!r} is not an sslmode ({known})"
             )
 
-        def port(name: str) -> int | None:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return None
-            if not raw.isdigit() or int(raw) > 65535:
-                raise ConfigurationError(f"{name}={raw[:20]!r} is not a port number")
-            return int(raw)
-
         return cls(
             default_store_secret=env.get("ANKKA_OPERATOR_STORE_SECRET", ""),
             default_store_dsn_key=env.get("ANKKA_OPERATOR_STORE_DSN_KEY", ""),
             default_store_ssl_mode=ssl_mode,
             namespace=env.get("ANKKA_NAMESPACE", defaults.namespace),
-            metrics_port=port("ANKKA_OPERATOR_METRICS_PORT"),
+            metrics_port=_port(env, "ANKKA_OPERATOR_METRICS_PORT"),
             metrics_host=env.get("ANKKA_OPERATOR_METRICS_HOST", defaults.metrics_host),
-            network_policies=switch("ANKKA_OPERATOR_NETWORK_POLICIES", defaults.network_policies),
+            gateway_replicas=_count(env, "ANKKA_GATEWAY_REPLICAS", defaults.gateway_replicas),
+            network_policies=_switch(
+                env, "ANKKA_OPERATOR_NETWORK_POLICIES", defaults.network_policies
+            ),
             token_review_url=env.get("ANKKA_TOKEN_REVIEW_URL", defaults.token_review_url),
             gateway_service=env.get("ANKKA_GATEWAY_SERVICE", defaults.gateway_service),
             certificate_lifetime=dt.timedelta(seconds=lifetime),
-            certificate_check_seconds=number(
-                "ANKKA_OPERATOR_CERT_CHECK_SECONDS", defaults.certificate_check_seconds
+            certificate_check_seconds=_number(
+                env, "ANKKA_OPERATOR_CERT_CHECK_SECONDS", defaults.certificate_check_seconds
             ),
-            probe_tick_seconds=number(
-                "ANKKA_OPERATOR_PROBE_TICK_SECONDS", defaults.probe_tick_seconds
+            probe_tick_seconds=_number(
+                env, "ANKKA_OPERATOR_PROBE_TICK_SECONDS", defaults.probe_tick_seconds
             ),
-            agent_resync_seconds=number(
-                "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS", defaults.agent_resync_seconds
+            agent_resync_seconds=_number(
+                env, "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS", defaults.agent_resync_seconds
             ),
         )
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ConfigurationError(f"{name}={raw!r} must be greater than zero")
+    return value
+
+
+def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise ConfigurationError(f"{name}={raw[:20]!r} is neither true nor false")
+    return raw.strip().lower() == "true"
+
+
+def _port(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) > 65535:
+        raise ConfigurationError(f"{name}={raw[:20]!r} is not a port number")
+    return int(raw)
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(f"{name}={raw[:20]!r} is not a whole number of at least 1")
+    return int(raw)

@@ -25,7 +25,9 @@ import hashlib
 import re
 from typing import Any
 
-from ankka.api.resources import AgentSpec, PostgresStore, SecretKeyRef, SslMode, Store
+from ankka.api.resources import AgentSpec
+from ankka.api.stores import PostgresStore, SslMode, Store
+from ankka.api.wire import SecretKeyRef
 from ankka.operator.objects import Obj, labels_for, owner_reference
 from ankka.operator.settings import Settings
 

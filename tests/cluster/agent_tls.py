@@ -74,9 +74,15 @@ class MountedSecret:
 
 
 def platform_client(
-    kubectl: Kubectl, workdir: Path, *, check_hostname: bool = False, namespace: str = PLATFORM_NS
+    kubectl: Kubectl,
+    workdir: Path,
+    *,
+    check_hostname: bool = False,
+    namespace: str = PLATFORM_NS,
+    uri: str = TESTS_URI,
 ) -> httpx.Client:
-    """An mTLS client as ``ankka://platform/tests``, issued from the platform CA's Secret.
+    """An mTLS client as ``uri`` (``ankka://platform/tests``; an Agent's
+    ``ankka://service/<ns>/<agent>`` to call the gateway as it), from the platform CA's Secret.
 
     With ``check_hostname`` the runtime's certificate must also name the host the request
     gives as ``extensions={"sni_hostname": "<agent>.<ns>.svc"}`` (a Service reached by IP)."""
@@ -86,7 +92,7 @@ def platform_client(
         cert_pem=base64.b64decode(secret["data"]["tls.crt"]).decode(),
         key_pem=base64.b64decode(secret["data"]["tls.key"]).decode(),
     )
-    pair = certs.issue(ca, uri=TESTS_URI, now=dt.datetime.now(dt.UTC))
+    pair = certs.issue(ca, uri=uri, now=dt.datetime.now(dt.UTC))
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "tests.crt").write_text(pair.cert_pem)
     (workdir / "tests.key").write_text(pair.key_pem)

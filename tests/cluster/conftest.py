@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from tests.cluster.controlplane import ControlPlane, start
+from tests.support.http_reply import send_json
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM_NS = "ankka-system"
@@ -234,17 +235,13 @@ class StandIn:
                 if not stand_in.serving:
                     self.send_error(503, "model still loading")
                     return
-                body = json.dumps(
+                send_json(
+                    self,
                     {
                         "capabilities": ["completion", "tools"],
                         "model_info": {"llama.context_length": 8192},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                    },
+                )
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -328,6 +328,10 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
         "kind": "ollama",
         "url": "http://qwen.shop.svc:11434",
         "upstream_model": "qwen3:0.6b",
+        # One gateway (the operator's default): each limit as the spec gives it.
+        "max_concurrency": 4,
+        "max_in_flight_per_caller": 2,
+        "tokens_per_minute_per_caller": 20000,
         "callers": [],  # no Agent names it: the gateway serves it to nobody
     }
     # The Agents that name smollm may use it, and only they (issue 13, defect 12).

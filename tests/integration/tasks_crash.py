@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import httpx
 
 from tests.integration.conftest import model_env, received
+from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 __all__ = [
@@ -46,12 +46,8 @@ def serve_tasks(
 
 
 def wait_until(check: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what} after {seconds:g}s")
+    """:func:`~tests.support.eventually.eventually`, as the crash tests spell it."""
+    eventually(check, what=what, timeout=seconds)
 
 
 def _keys(rows: Iterable[tuple[str, str]]) -> set[Key]:

@@ -8,7 +8,6 @@ the other's scripted answer.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import Script, received
+from tests.support.eventually import eventually
 from tests.support.processes import REPO, Server
 
 pytestmark = pytest.mark.integration
@@ -68,11 +68,7 @@ def chat(client: httpx.Client, server: Server, text: str = QUESTION) -> None:
 
 def until(check: Callable[[], bool], what: str, *, seconds: float = 30) -> None:
     """Poll a condition (bounded): waiting for the consumer, never asserting on speed."""
-    end = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"gave up waiting after {seconds}s for {what}")
-        time.sleep(0.05)
+    eventually(check, what=what, timeout=seconds)
 
 
 def test_a_session_of_2000_turns_stays_under_the_limit_in_every_model_request(

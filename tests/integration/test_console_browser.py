@@ -116,6 +116,37 @@ def test_the_session_page_shows_the_tool_call_and_the_apis_token_counts(
     in_browser(check)
 
 
+def test_the_sessions_are_filtered_through_the_form_and_every_row_and_turn_has_its_time(
+    console: tuple[str, list[dict[str, object]]],
+) -> None:
+    url, _ = console
+    api = httpx.get(f"{url}/v1/sessions/walk").json()
+
+    def check(page: Page) -> None:
+        page.goto(f"{url}/console")
+        row = page.locator('#sessions tr[data-session="walk"]')
+        assert row.locator("time").get_attribute("datetime") == api["updated_at"]
+        page.select_option('form.filters select[name="state"]', "waiting")
+        page.click('form.filters button[type="submit"]')
+        page.wait_for_url(f"{url}/console?agent=&state=waiting")
+        assert page.locator("#sessions").count() == 0
+        assert "No session matches." in page.inner_text("body")
+        page.select_option('form.filters select[name="state"]', "")
+        page.select_option('form.filters select[name="agent"]', "weather")
+        page.click('form.filters button[type="submit"]')
+        page.wait_for_url(f"{url}/console?agent=weather&state=")
+        assert page.locator("#sessions tr[data-session]").count() == 1
+        page.goto(f"{url}/console/sessions/walk")
+        started = page.locator("#times time").first.get_attribute("datetime")
+        assert started == api["created_at"]
+        turns = page.locator("section.turn h3 time")
+        assert turns.count() == 2
+        times = [turns.nth(i).get_attribute("datetime") or "" for i in range(2)]
+        assert api["created_at"] <= times[0] <= times[1] <= api["updated_at"]
+
+    in_browser(check)
+
+
 def test_the_console_is_off_unless_enabled(
     standin: Callable[[Script], Server], serve: Callable[..., Server]
 ) -> None:
@@ -230,7 +261,13 @@ def test_a_pending_call_is_approved_through_the_page_and_the_turn_resumes(
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "console-approvals.png"), full_page=True)
         page.goto(f"{url}/console/approvals")
-        return page.content()
+        pending = page.content()
+        page.select_option('form.filters select[name="state"]', "approved")
+        page.click('form.filters button[type="submit"]')
+        done = page.locator(f'#approvals tr[data-approval="{approval["id"]}"]')
+        assert done.get_attribute("data-state") == "approved"
+        assert "approved by local" in done.inner_text()
+        return pending
 
     after = in_browser(approve)
     assert approval["id"] not in after  # no longer pending

@@ -8,11 +8,13 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.integration.conftest import Script, model_env
@@ -41,8 +43,10 @@ def servers() -> Iterator[list[Server]]:
         server.stop()
 
 
-def serve_team(standin: Server, store: str) -> Server:
+def serve_team(standin: Server, store: str, *, lease: float | None = None) -> Server:
     command = ankka_command("serve", "examples.team:service", "--port", "0", "--store", store)
+    if lease is not None:
+        command += ["--lease-seconds", str(lease)]
     return start(command, env=model_env(standin.url))
 
 
@@ -103,6 +107,32 @@ def test_the_team_example_reports_on_two_delegated_summaries(
     ]
 
 
+def test_a_parents_notifications_carry_its_children_and_end_with_its_own_end(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin(slowed((1, 2), 1500))  # the children's first calls take a while
+    server = serve_team(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    servers.append(server)
+    put_report(server)
+    seen: list[tuple[str, dict[str, Any]]] = []
+    url = f"{server.url}/v1/tasks/r1/notifications"
+    with httpx.stream("GET", url, timeout=60) as answer:
+        assert answer.status_code == 200, answer.read()
+        event = ""
+        for line in answer.iter_lines():  # the server ends the stream
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                seen.append((event, json.loads(line.removeprefix("data: "))))
+    ends = [(e, d["task"], d["agent"]) for e, d in seen if e == "task_completed"]
+    assert sorted(ends) == [
+        ("task_completed", "r1", "lead"),
+        ("task_completed", "r1:1.0", "researcher"),
+        ("task_completed", "r1:1.1", "researcher"),
+    ], dump(seen)
+    assert ends[-1] == ("task_completed", "r1", "lead")  # the stream ended with its own end
+
+
 def slowed(indexes: tuple[int, ...], delay_ms: int) -> list[dict[str, Any]]:
     """The example's script with the turns at ``indexes`` answered after ``delay_ms``, those
     turns twice (a call cut off by a kill is asked again)."""
@@ -153,3 +183,30 @@ def test_a_parent_killed_mid_delegation_resumes_without_making_or_asking_anythin
     every = asked_keys(model_requests(model))
     assert every.count(("r1", 0)) == 1  # the delegating call was made once
     assert sorted(t for t, _ in tree_rows(path)) == ["r1", *CHILDREN]  # each child made once
+
+
+def test_on_postgresql_another_process_carries_a_killed_parents_tree_on(
+    standin: Callable[[Script], Server], servers: list[Server], postgres_server: str
+) -> None:
+    database = f"tree_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    store = postgres_server.rsplit("/", 1)[0] + f"/{database}"
+    model = standin(slowed((1, 2), 2000))
+    one = serve_team(model, store, lease=2.0)
+    servers.append(one)
+    put_report(one)  # the lead and, once made, its children: all in the first process
+    eventually(lambda: in_flight(model, 3), what="the children's calls in flight", timeout=60)
+    two = serve_team(model, store, lease=2.0)
+    servers.append(two)
+    one.process.kill()
+    one.process.wait()
+    recorded = recorded_keys(store)
+    before = len(model_requests(model))
+    check_tree(two, wait_final(two, ["r1"], seconds=120))
+    again = sorted(set(asked_keys(model_requests(model)[before:])) & recorded)
+    assert again == [], f"recorded calls asked again after the kill: {again}"
+    assert asked_keys(model_requests(model)).count(("r1", 0)) == 1
+    with psycopg.connect(store) as conn:
+        rows = conn.execute("SELECT task FROM ankka_task_tree ORDER BY task").fetchall()
+    assert [r[0] for r in rows] == ["r1", *CHILDREN]

@@ -10,7 +10,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,12 +120,12 @@ def offered_tools(request: dict[str, Any]) -> list[str]:
 
 
 def wait_ready(server: Server, *, within: float = 60.0) -> None:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if httpx.get(f"{server.url}/readyz").status_code == 200:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not ready within {within}s: {httpx.get(f'{server.url}/readyz').text}")
+    def ready() -> bool:
+        answer = httpx.get(f"{server.url}/readyz")
+        assert answer.status_code == 200, answer.text  # shown when the wait gives up
+        return True
+
+    eventually(ready, what=f"{server.url} to be ready", timeout=within, interval=0.2)
 
 
 def stop_cleanly(server: Server) -> str:
@@ -241,10 +240,11 @@ def test_a_call_in_flight_when_the_server_dies_is_a_tool_error_not_a_hang(
     answers: list[httpx.Response] = []
     asking = threading.Thread(target=lambda: answers.append(ask(server, "A kettle?")))
     asking.start()
-    end = time.monotonic() + 30
-    while "search 'kettle'" not in "".join(slow.output) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert "search 'kettle'" in "".join(slow.output), "the call never reached the catalogue"
+    eventually(
+        lambda: "search 'kettle'" in "".join(slow.output),
+        what="the call to reach the catalogue",
+        timeout=30,
+    )
     slow.process.send_signal(signal.SIGKILL)
     slow.process.wait()
     asking.join(timeout=45)

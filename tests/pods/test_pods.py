@@ -144,7 +144,9 @@ def test_agents_are_held_until_the_model_pod_is_served(cluster: Cluster) -> None
         timeout=120,
     )
     for name in ("weather", "chat"):
-        wait_phase(cluster, name, "Ready")
+        # Ready means the runtime pod is available (issue 27): a pod started at load average
+        # 22-24 took past 60 s.
+        wait_phase(cluster, name, "Ready", timeout=240)
         cluster.wait_ready(f"{name}'s runtime pod", NS, f"app.kubernetes.io/instance={name}")
 
 
@@ -229,7 +231,7 @@ def test_an_applied_task_is_handed_to_its_runtime_pod_by_the_operator_pod_over_m
         cluster.apply(doc)
     cluster.wait_ready("the stand-in model pod", NS, "app.kubernetes.io/instance=standin")
     cluster.apply(task_agent())
-    wait_phase(cluster, "research", "Ready")
+    wait_phase(cluster, "research", "Ready", timeout=240)
     cluster.wait_ready("research's runtime pod", NS, "app.kubernetes.io/instance=research")
     cluster.apply(task("summary-1"))
     status = poll(

@@ -42,6 +42,7 @@ from ankka.runtime.records.messages import (
 )
 from ankka.runtime.records.registry import Record, decode, encode
 from ankka.runtime.serve.http import create_app
+from tests.support.eventually import eventually_async
 from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
@@ -417,11 +418,16 @@ async def test_a_cancelled_resume_is_ended_with_every_call_it_made(make: Make) -
     )
     clock = runtime.clock
     assert isinstance(clock, ManualClock)
-    for _ in range(10_000):  # until the resumed turn waits on its third model call (≤ 10 s)
-        if clock.sleeping:
-            break
-        await asyncio.sleep(0.001)  # its calls are journaled as they return: real writes
-    assert clock.sleeping
+
+    async def waiting_on_its_third_call() -> bool:
+        return bool(clock.sleeping)  # its calls are journaled as they return: real writes
+
+    await eventually_async(
+        waiting_on_its_third_call,
+        what="the resumed turn to wait on its third model call",
+        timeout=10,
+        interval=0.001,
+    )
     deciding.cancel()
     with pytest.raises(asyncio.CancelledError):
         await deciding

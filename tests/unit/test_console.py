@@ -24,6 +24,7 @@ from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import TaskRecord, TaskSpec, TaskState
 from ankka.runtime.serve.console.access import is_loopback
 from ankka.runtime.serve.console.charts import Bar, budget_bar, stacked_bars
+from ankka.runtime.serve.console.listing import listing
 from ankka.runtime.serve.console.pages import session_page
 from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
@@ -157,6 +158,9 @@ def test_the_budget_bar_fills_the_share_used_and_never_past_the_whole() -> None:
     assert 'width="432.0"' in full  # the whole track (480 less both margins), not more
 
 
+ALL_TASKS = listing("/console/tasks", {}, ())
+
+
 def _task(state: TaskState, **changes: object) -> TaskRecord:
     spec = TaskSpec(agent="r", type="summary", instructions="<i>do</i>")
     return replace(TaskRecord("t<1>", spec, state, budget=5, iterations_used=2), **changes)  # type: ignore[arg-type]
@@ -170,7 +174,7 @@ def test_a_working_task_is_followed_live_and_a_finished_one_is_not() -> None:
     done = task_page(_task(TaskState.FAILED, reason="no <source>"))
     assert "data-events" not in done
     assert "no &lt;source&gt;" in done
-    assert 'data-state="failed"' in tasks_page([_task(TaskState.FAILED)], limit=200)
+    assert 'data-state="failed"' in tasks_page([_task(TaskState.FAILED)], ALL_TASKS, more=False)
 
 
 def test_a_kubectl_applied_task_is_shown_by_its_namespace_and_name() -> None:
@@ -178,8 +182,8 @@ def test_a_kubectl_applied_task_is_shown_by_its_namespace_and_name() -> None:
     named = TaskRecord("5f1c-uid", spec, TaskState.IN_PROGRESS, budget=5)
     page = task_page(named)
     assert "<h1>Task shop/summary-1</h1>" in page and "id 5f1c-uid" in page
-    listing = tasks_page([named], limit=200)
-    assert '<a href="/console/tasks/5f1c-uid">shop/summary-1</a>' in listing
+    listed = tasks_page([named], ALL_TASKS, more=False)
+    assert '<a href="/console/tasks/5f1c-uid">shop/summary-1</a>' in listed
     # The name is for people: the same task, handed again without it, is the same task.
     assert spec.digest() == replace(spec, name=None).digest()
     assert TaskSpec.from_dict(spec.as_dict()) == spec

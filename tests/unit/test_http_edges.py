@@ -21,6 +21,7 @@ from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.providers.base import ModelRequest, ModelResponse, TextDelta
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.serve.http import create_app
+from tests.support.eventually import eventually_async
 from tests.support.runtimes import runtime_for
 from tests.support.stores import journal_store
 
@@ -80,11 +81,11 @@ async def serving(runtime: Runtime) -> AsyncIterator[tuple[str, int]]:
 
 async def until(condition: Callable[[], bool]) -> None:
     """Wait for ``condition`` to hold, at most :data:`BOUND` seconds."""
-    for _ in range(int(BOUND / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"still false after {BOUND} s")
+
+    async def check() -> bool:
+        return condition()
+
+    await eventually_async(check, what="the condition", timeout=BOUND, interval=0.01)
 
 
 def post(path: str, body: object) -> bytes:

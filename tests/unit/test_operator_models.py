@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import pytest
 import yaml
+from pydantic import ValidationError
 
 from ankka.api.capabilities import Capability, ModelCapabilities
 from ankka.api.resources import InstallationModelSpec
 from ankka.operator.models import (
+    models_configmap,
     models_file,
     probe_target,
     served_status,
@@ -17,6 +20,7 @@ from ankka.operator.models import (
     status_worth_writing,
 )
 from ankka.operator.objects import condition_status
+from ankka.operator.settings import Settings
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -69,6 +73,51 @@ def test_models_file_lists_every_model_sorted_with_declared_capabilities_for_ope
     assert rows[1]["kind"] == "openai"
     assert rows[1]["capabilities"] == ["completion", "tools"]
     assert rows[1]["max_concurrency"] == 4
+
+
+def limited(**limits: int) -> InstallationModelSpec:
+    return spec(endpoint={"url": "http://o:11434"}, **limits)
+
+
+def rendered_limits(gateways: int, **limits: int) -> dict[str, Any]:
+    configmap = models_configmap(
+        Settings(gateway_replicas=gateways), [probe_target("m", "alpha", limited(**limits))]
+    )
+    (row,) = yaml.safe_load(configmap["data"]["models.yaml"])
+    keys = ("max_concurrency", "max_in_flight_per_caller", "tokens_per_minute_per_caller")
+    return {k: row[k] for k in keys if k in row}
+
+
+SPEC_LIMITS = {"maxConcurrency": 5, "maxInFlightPerCaller": 3, "tokensPerMinutePerCaller": 20001}
+
+
+@pytest.mark.parametrize(
+    ("gateways", "each"),
+    [
+        # One gateway enforces the spec's limits as they are.
+        (1, (5, 3, 20001)),
+        # Two allow 2 + 2 = 4 of 5 at once (never more than the limit), 1 + 1 of a caller's
+        # 3 requests, 10,000 + 10,000 of its 20,001 tokens a minute.
+        (2, (2, 1, 10000)),
+        (4, (1, 1, 5000)),
+    ],
+)
+def test_each_gateway_replica_gets_its_share_of_every_limit_rounded_down(
+    gateways: int, each: tuple[int, int, int]
+) -> None:
+    keys = ("max_concurrency", "max_in_flight_per_caller", "tokens_per_minute_per_caller")
+    assert rendered_limits(gateways, **SPEC_LIMITS) == dict(zip(keys, each, strict=True))
+    assert rendered_limits(gateways) == {}  # no limit stays no limit
+
+
+def test_a_limit_below_the_replicas_still_lets_each_serve_one() -> None:
+    assert rendered_limits(3, maxConcurrency=2) == {"max_concurrency": 1}
+
+
+def test_an_installation_model_refuses_a_limit_below_one() -> None:
+    for field in ("maxConcurrency", "maxInFlightPerCaller", "tokensPerMinutePerCaller"):
+        with pytest.raises(ValidationError, match=field):
+            limited(**{field: 0})
 
 
 def test_a_successful_probe_sets_served_capabilities_and_context() -> None:

@@ -63,3 +63,11 @@ def test_the_metrics_port_is_off_unless_set_and_must_be_a_port() -> None:
     for bad in ("metrics", "-1", "70000"):
         with pytest.raises(ConfigurationError, match="ANKKA_OPERATOR_METRICS_PORT"):
             Settings.from_env({"ANKKA_OPERATOR_METRICS_PORT": bad})
+
+
+def test_the_gateway_replicas_are_one_unless_set_and_a_whole_number_of_at_least_one() -> None:
+    assert Settings.from_env({}).gateway_replicas == 1
+    assert Settings.from_env({"ANKKA_GATEWAY_REPLICAS": "3"}).gateway_replicas == 3
+    for bad in ("0", "two", "-2", "1.5"):
+        with pytest.raises(ConfigurationError, match=f"ANKKA_GATEWAY_REPLICAS='{bad}'"):
+            Settings.from_env({"ANKKA_GATEWAY_REPLICAS": bad})

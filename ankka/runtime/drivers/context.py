@@ -11,9 +11,9 @@ consumer, leaving it stops that and closes the providers and the journal.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import ConfigurationError
@@ -39,6 +39,7 @@ from ankka.runtime.records.mcp import McpListingRecord
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.store.approval_index import ApprovalIndex
+from ankka.runtime.store.database import Transaction
 from ankka.runtime.store.journal import Journal
 from ankka.runtime.store.journal_store import JournalStore
 from ankka.runtime.store.session_leases import CompactionLeases
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from ankka.runtime.features.mcp.servers import McpServers
 
 __all__ = ["CompactionSetup", "Context", "Listed"]
+
+T = TypeVar("T")
 
 _VERBS: dict[Right, str] = {
     "read": "read",
@@ -262,10 +265,34 @@ class Context:
         except BaseException:
             self.sessions.forget(session)
             raise
+        self._fold_in(session, folded, position, records)
+        return last
+
+    async def commit(
+        self,
+        session: str,
+        folded: SessionState,
+        records: Sequence[Record],
+        then: Callable[[Transaction], T],
+    ) -> T:
+        """:meth:`record`, and ``then`` (a statement of the store's other tables: a task's
+        row) in the same transaction, one round trip (:meth:`Journal.commit`): what ``then``
+        returned."""
+        position = folded.position
+        try:
+            done = await self.journal.commit(session, records, expected=position, then=then)
+        except BaseException:
+            self.sessions.forget(session)
+            raise
+        self._fold_in(session, folded, position, records)
+        return done.value
+
+    def _fold_in(
+        self, session: str, folded: SessionState, position: int, records: Sequence[Record]
+    ) -> None:
         for offset, record in enumerate(records, 1):
             folded.add(position + offset, record)
         self.sessions.remember(session, folded)
-        return last
 
     def allows(self, caller: str, right: Right, opened: SessionOpened | None) -> bool:
         """Whether ``caller`` holds ``right`` over a session ``opened`` says who created."""

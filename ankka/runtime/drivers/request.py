@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from ankka._kernel.clock import Clock
 from ankka._kernel.errors import AnkkaError
@@ -101,6 +102,9 @@ class SessionSummary:
     compaction_usage: Usage = field(default_factory=Usage)
     awaiting: tuple[ApprovalRequest, ...] = ()
     judgment_usage: Usage = field(default_factory=Usage)
+    created_at: datetime | None = None  # its first record's time
+    updated_at: datetime | None = None  # its last record's (its last activity)
+    agents: tuple[str, ...] = ()  # the agents that took its turns, by name
 
     @property
     def turns(self) -> int:
@@ -109,6 +113,12 @@ class SessionSummary:
     @property
     def usage(self) -> Usage:
         return self.tally.written
+
+
+def _agents(records: list[Record]) -> tuple[str, ...]:
+    """The agents named by a session's records (its messages', a suspended turn's), by name."""
+    named = (getattr(r, "agent", None) for r in records)
+    return tuple(sorted({a for a in named if isinstance(a, str) and a}))
 
 
 class Runtime:
@@ -342,6 +352,9 @@ class Runtime:
             compaction_rejections=view.rejected,
             compaction_usage=view.compaction_usage,
             awaiting=awaiting,
+            created_at=entries[0].at if entries else None,
+            updated_at=entries[-1].at if entries else None,
+            agents=_agents(records),
         )
 
     async def __aenter__(self) -> Runtime:

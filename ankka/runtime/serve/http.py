@@ -43,6 +43,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Path, Query
@@ -124,6 +125,10 @@ _STREAM = events(
     "tool_result and delta, then done (the reply), error or awaiting_approval",
     *("tool_call", "tool_result", "delta", "done", "error", "awaiting_approval"),
 )
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 def _turn_json(result: TurnResult) -> dict[str, Any]:
@@ -266,6 +271,9 @@ def _add_session_routes(app: RuntimeAPI, runtime: Runtime) -> None:
             "compaction_rejections": summary.compaction_rejections,
             "compaction_usage": summary.compaction_usage.as_dict(),
             "awaiting_approval": [a.shown() for a in summary.awaiting],
+            "agents": list(summary.agents),
+            "created_at": _iso(summary.created_at),
+            "updated_at": _iso(summary.updated_at),
         }
 
     @app.get(

@@ -252,10 +252,12 @@ async def event_stream(
     ended: Ended | None = None,
     keep: Callable[[Notice], Awaitable[bool]] | None = None,
     recheck: float = RECHECK,
+    task: str | None = None,
 ) -> AsyncIterator[bytes]:
     """The stream: ``snapshot``, then the events (those ``keep`` keeps); for ``seconds``
-    when given. ``ended``: a task's stream, which ends after the task's final event (or,
-    heard of no other way, the end its record shows)."""
+    when given. ``ended``: a task's stream, which ends after the final event of ``task``
+    (not a descendant's, whose events it carries too), or, heard of no other way, the end
+    its record shows."""
     yield snapshot
     loop = asyncio.get_running_loop()
     until = loop.time() + seconds if seconds is not None else None
@@ -284,7 +286,7 @@ async def event_stream(
         if keep is not None and not await keep(item):
             continue
         yield sse(item.event, item.as_dict(), item.number)
-        if ended is not None and item.event in _FINAL_EVENTS and "parent" not in item.data:
+        if ended is not None and item.event in _FINAL_EVENTS and task in (None, item.task):
             return
 
 
@@ -416,7 +418,8 @@ def add_task_routes(app: FastAPI, host: TaskHost, policy: SessionPolicy | None =
 
         if done:
             return follow(host.notifier, key, subscription, _once(first))
-        events = event_stream(subscription, first, ended=ended, seconds=seconds)
+        task = key[1] if key[0] == "task" else None
+        events = event_stream(subscription, first, ended=ended, seconds=seconds, task=task)
         return follow(host.notifier, key, subscription, events)
 
     @app.get(

@@ -260,6 +260,9 @@ class SessionSummary(Wire):
     compaction_rejections: int
     compaction_usage: Usage
     awaiting_approval: list[Approval]
+    agents: list[str] = Field(description="the agents that took its turns")
+    created_at: Time | None = Field(description="its first record's time")
+    updated_at: Time | None = Field(description="its last record's time: its last activity")
 
 
 class SessionCall(ModelCall):

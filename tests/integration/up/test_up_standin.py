@@ -11,7 +11,6 @@ import json
 import signal
 import socket
 import ssl
-import time
 from pathlib import Path
 
 import httpx
@@ -19,6 +18,7 @@ import pytest
 
 from ankka.local.up.state import alive
 from tests.integration.up.conftest import Up, free_port, mtls, start_up
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -150,10 +150,12 @@ def test_a_killed_up_leaves_no_part_and_a_new_up_starts(up_state: Path) -> None:
         up.process.send_signal(signal.SIGKILL)
         up.wait(10)
         # Each part dies with its parent (PR_SET_PDEATHSIG): nothing is left holding a port.
-        deadline = time.monotonic() + 30
-        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [pid for pid in pids if alive(pid)] == []
+        eventually(
+            lambda: [pid for pid in pids if alive(pid)] == [],
+            what="every part of ankka up to end with it",
+            timeout=30,
+            interval=0.1,
+        )
         assert up.ankka("status").returncode == 3  # the record's supervisor is gone
     finally:
         up.stop()

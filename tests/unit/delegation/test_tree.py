@@ -13,6 +13,7 @@ import psycopg
 
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.drivers.tasks.notify import Notice
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import AssistantMessage, ToolResult
 from ankka.runtime.records.tasks import TaskSpec, TaskState
@@ -27,6 +28,7 @@ from tests.unit.tasks.conftest import NO_PAUSE, MakeHost, finished, make_host, p
 __all__ = ["make_host"]  # the task tier's fixture, used here
 
 SCRIPT = json.loads(Path("examples/team-standin.json").read_text())
+CHILDREN = ("r1:1.0", "r1:1.1")
 
 
 async def results(host: TaskHost, task: str) -> list[dict[str, Any]]:
@@ -77,6 +79,26 @@ def tools(
 
 def delegate(instructions: str, tool: str = "delegate__researcher__summary") -> tuple[str, Any]:
     return (tool, {"instructions": instructions})
+
+
+async def test_a_parents_stream_carries_its_childrens_events_and_ends_with_its_own_end(
+    make_host: MakeHost,
+) -> None:
+    host = await make_host(service, ScriptedProvider(SCRIPT, name="default"))
+    seen: list[tuple[str | None, str, str]] = []
+    with host.notifier.subscribe(("task", "r1")) as subscription:
+        await put(host, "r1", "Report on sqlite and postgresql.", agent="lead", kind="report")
+        while not seen or seen[-1][:2] != ("r1", "task_completed"):
+            item = await subscription.next()
+            assert isinstance(item, Notice)
+            seen.append((item.task, item.event, item.agent))
+    for child in CHILDREN:
+        mine = [(event, agent) for task, event, agent in seen if task == child]
+        assert ("task_assigned", "researcher") in mine
+        assert [e for e, _ in mine].count("iteration_completed") == 2
+        assert mine[-1] == ("task_completed", "researcher")
+    delegated = [e for t, e, _ in seen if t == "r1" and e == "task_delegated"]
+    assert len(delegated) == 2
 
 
 async def test_a_failed_child_reaches_its_parent_as_a_failure_never_an_empty_success(
@@ -369,3 +391,80 @@ async def test_the_team_tree_on_postgresql(postgres_server: str) -> None:
         children = [await host.get(child) for child in record.tree.children]
         assert record.tree.tree_usage == record.usage + children[0].usage + children[1].usage
         assert len(provider.requests) == 6
+
+
+async def test_fifty_children_asking_for_the_last_tokens_get_them_one_grant_at_a_time(
+    make_host: MakeHost,
+) -> None:
+    made = Service("race")
+    made.autonomous(
+        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(summary, budget=5)])
+    )
+    made.autonomous(
+        AutonomousAgent(
+            name="lead",
+            accepts=[Accepts(report, budget=100, tokens=1000)],
+            delegates=[Delegate("researcher", summary, budget=1, tokens=100)],
+            limits=Limits(max_children=50),
+        )
+    )
+    fifty = tools(*(delegate(f"Summarise topic {n}.") for n in range(50)), when="user")
+    fifty["usage"] = {"input_tokens": 100, "output_tokens": 0}
+    done = tools(("complete_task", {"title": "t", "points": ["p"]}), when="user", call=1)
+    done["usage"] = {"input_tokens": 30, "output_tokens": 0}
+    last = tools(("fail_task", {"reason": "enough"}), when="tool")
+    provider = ScriptedProvider([fifty, *[done] * 50, last], name="default")
+    host = await make_host(made, provider)
+    await put(host, "r1", agent="lead", kind="report")
+    record = await finished(host, "r1")
+    told = await results(host, "r1")
+    made_children = [t for t in told if t["status"] == "completed"]
+    refused = [t for t in told if t["status"] == "refused"]
+    # 900 tokens left, 100 reserved for each child; a child that ended gives back the 70 it did
+    # not spend, so more than 9 may be made (as many as ended meanwhile), never more than fit.
+    count = len(made_children)
+    assert 9 <= count < 50 and len(refused) == 50 - count
+    assert {t["error"] for t in refused} == {"budget_exhausted"}
+    assert record.tree is not None and len(record.tree.children) == count
+    spent = record.tree.tree_usage.input_tokens + record.tree.tree_usage.output_tokens
+    assert spent == 100 + count * 30
+    # No grant is more than what was left, and a child spends at most one call past its
+    # grant: a child given the last few tokens spends its one call (30) in full. So the tree
+    # spends at most its budget plus, per child given less than a call, what the call took
+    # past it (with children ending meanwhile and giving back, there can be several).
+    grants = [(await host.get(child)).tree for child in record.tree.children]
+    over = sum(max(0, 30 - (g.token_budget or 0)) for g in grants if g is not None)
+    assert spent <= 1000 + over
+    if record.tree.end == "budget_exhausted":  # the lead is told nothing is left: no call
+        assert spent >= 1000 and len(provider.requests) == 1 + count
+    else:
+        assert record.reason == "enough" and len(provider.requests) == 1 + count + 1
+
+
+async def test_the_parent_is_told_where_it_stands_counting_what_its_children_used(
+    make_host: MakeHost,
+) -> None:
+    made = Service("note")
+    made.autonomous(
+        AutonomousAgent(name="researcher", tools=[lookup], accepts=[Accepts(summary, budget=5)])
+    )
+    made.autonomous(
+        AutonomousAgent(
+            name="lead",
+            accepts=[Accepts(report, budget=5)],
+            delegates=[Delegate("researcher", summary, budget=2)],
+        )
+    )
+    script = [
+        tools(delegate("Summarise sqlite."), when="user"),
+        tools(("lookup", {"topic": "sqlite"}), when="user"),
+        tools(("complete_task", {"title": "sqlite", "points": ["one file"]}), when="tool"),
+        tools(("fail_task", {"reason": "enough"}), when="tool"),
+    ]
+    provider = ScriptedProvider(script, name="default")
+    host = await make_host(made, provider)
+    await put(host, "r1", agent="lead", kind="report")
+    await finished(host, "r1")
+    # The lead's second call: its own first, and its child's two, are spent.
+    newest = str(provider.requests[-1].messages[-1].content)
+    assert "This is iteration 4 of 5: 2 iterations remain" in newest

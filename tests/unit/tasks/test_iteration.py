@@ -35,6 +35,7 @@ from ankka.runtime.store.open import Store
 from ankka.runtime.tasks import Accepts, AutonomousAgent, TaskType
 from examples.tasks import lookup
 from examples.tasks import service as example
+from tests.support.eventually import eventually_async
 from tests.unit.tasks.conftest import MakeHost, finished, put
 
 LOOKUP = {"tool_calls": [{"name": "lookup", "arguments": {"topic": "ankka"}}]}
@@ -502,11 +503,11 @@ async def test_a_suspended_instance_stops_before_its_next_model_call_and_resumes
     await asyncio.wait_for(gate.arrived.wait(), 5)
     await host.set_instance("researcher", "i", InstanceState.SUSPENDED)
     gate.waiting.release()
-    for _ in range(100):
-        if not host._workers:
-            break
-        await asyncio.sleep(0.02)
-    assert not host._workers
+
+    async def stopped() -> bool:
+        return not host._workers
+
+    await eventually_async(stopped, what="the suspended instance's worker to stop", timeout=5)
     view = await host.instance("researcher", "i")
     assert view.record.state == InstanceState.SUSPENDED and view.current == "t1"
     assert len(gate.inner.requests) == 1

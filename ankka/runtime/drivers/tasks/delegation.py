@@ -151,6 +151,7 @@ class Delegations:
         self.agent, self.task = agent, task
         self.poke, self.published, self.remotes = poke, published, remotes
         self.names = frozenset(d.tool for d in agent.delegates)
+        self.ancestors: tuple[str, ...] = ()  # the task's own, as its tree row says
 
     def _delegations(self, answer: AssistantMessage | None) -> dict[str, str]:
         """The last answer's delegation calls: call id → its child's id."""
@@ -275,6 +276,7 @@ class Delegations:
             child=made.task, child_agent=declared.agent,
         )  # fmt: skip
         if made.task is not None:
+            self.notifier.nest(made.task, (*self.ancestors, task.id))
             self.notifier.publish(
                 "task_assigned", agent=declared.agent, instance=own_instance_id(made.task),
                 task=made.task, parent=task.id,

@@ -3,12 +3,14 @@
 The task driver of the one loop (:func:`ankka.runtime.engine.loop.drive`). It differs from a
 request turn only in its hooks (:class:`TaskWork`): how it commits and how it ends.
 
-- Before each model call it reads the task's record: a cancelled task stops here (at the end
-  of the iteration before), a suspended instance stops before the call, a spent budget fails
-  the task; the agent's MCP servers list their tools for the iteration.
+- Before each model call it checks the task's record (as the iteration's last commit read it
+  back, or read now): a cancelled task stops here (at the end of the iteration before), a
+  suspended instance stops before the call, a spent budget fails the task; the agent's MCP
+  servers list their tools for the iteration.
 - Every answer is recorded at once in the journal session ``task:<id>``, in one append with
   the iteration's marks (:mod:`ankka.runtime.records.iterations`: started, completed with the
-  call's usage); then the completion on the task record (its count and usage, once). An answer
+  call's usage) and, in the same transaction, the completion on the task record (its count
+  and usage, once). So an iteration with one tool call is two store round trips. An answer
   that calls no tool is no answer of a task's (its requests require a tool call): the call is
   accounted, and it is a failed attempt, made again without spending budget.
 - Every tool result is recorded as it comes, in order. The newest one, when the end is near,
@@ -29,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from ankka._kernel.errors import ConfigurationError, ModelError, Refused, StoreError
 from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
@@ -77,11 +79,15 @@ from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import InstanceRecord, InstanceState, TaskRecord, TaskState
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
+from ankka.runtime.store.database import Transaction
 from ankka.runtime.store.journal_store import ConcurrentAppend
 from ankka.runtime.store.tasks import Ended as EndedTask
 from ankka.runtime.store.tasks import TaskStore
 
 __all__ = ["LeaseLost", "RetryPolicy", "Waiting", "Workbench", "publish_ended", "work_task"]
+
+T = TypeVar("T")
+Current = tuple[TaskRecord | None, InstanceRecord | None, tree.TreeRow | None]
 
 NO_TOOL_CALL = "no_tool_call"  # why an answer calling no tool is accounted, not recorded
 # Records another process may append to a task's session while its instance works it: a
@@ -276,6 +282,9 @@ class TaskWork:
         self.dependency_results: dict[str, Any] = {}
         self._rejected: str | None = None
         self._compactions = 0
+        # Where the task stands, as the iteration's last commit read it back (the next call's
+        # check then costs no round trip of its own).
+        self._current: Current | None = None
         self.handoffs = {h.tool: h.agent for h in agent.handoffs}
         self.delegations = Delegations(
             self.ctx,
@@ -393,6 +402,7 @@ class TaskWork:
         """The calls left wait on children: read them again (with the instance's mark, in one
         read); None when one has ended meanwhile, else wait (leave memory) until the mark
         changes. A task cancelled meanwhile ends here, and its children with it."""
+        self._current = None  # the children's ends change the tree's row: the next call reads
         read = await self.delegations.children(end.answer)
         if read.task is None or read.task.final:
             raise _Gone()
@@ -492,7 +502,7 @@ class TaskWork:
     # --- the engine's hooks ----------------------------------------------------------------
 
     async def before_call(self, state: TurnState) -> str | None:
-        current, holder, row = await self.bench.store.read(self._read_current)
+        current, holder, row = await self._where_it_stands(state)
         if current is None or current.final or current.instance != self.task.instance:
             return None  # ended elsewhere, or its instance was terminated
         # Between iterations: a cancelled task stops here, after its iteration's tools ran.
@@ -500,6 +510,9 @@ class TaskWork:
             raise _End(TaskState.CANCELLED, "cancelled")
         if holder is None or holder.state != InstanceState.ACTIVE:
             return None  # suspended: stop before the next model call
+        if row is not None and row.ancestors:
+            self.delegations.ancestors = row.ancestors
+            self.bench.notifier.nest(current.id, row.ancestors)
         budget = Budget(current.budget, row.token_budget if row is not None else None)
         claims = row.claims if row is not None else Claims(current.iterations_used)
         spent = exhausted(budget, claims)
@@ -512,7 +525,6 @@ class TaskWork:
         self.task = current
         if current.state != TaskState.IN_PROGRESS:
             await self._set_state(TaskState.IN_PROGRESS)  # back to work after a rejection
-        await self._refresh(state)
         self.number = current.iterations_used + 1
         turn = f"{current.id}#{self.number}"
         servers = self.agent.servers
@@ -525,9 +537,7 @@ class TaskWork:
               budget=current.budget)  # fmt: skip
         return turn
 
-    def _read_current(
-        self, tx: Any
-    ) -> tuple[TaskRecord | None, InstanceRecord | None, tree.TreeRow | None]:
+    def _read_current(self, tx: Transaction) -> Current:
         task = self.task
         instance = task.instance or ""
         return (
@@ -543,10 +553,11 @@ class TaskWork:
         if not answer.tool_calls:
             # A task's requests require a tool call: this one is accounted, not recorded as
             # an answer (a synthetic message would be needed to go on from it), and tried again.
-            await self._append(
-                (UnwrittenCalls(answer.turn, self.agent.name, NO_TOOL_CALL, (call,)),)
+            unwritten = UnwrittenCalls(answer.turn, self.agent.name, NO_TOOL_CALL, (call,))
+            spent = partial(
+                statements.add_usage, task=self.task.id, usage=call.usage, now=self.ctx.clock.now()
             )
-            await self._add_usage(call.usage)
+            await self._append((unwritten,), then=spent)  # with its usage: one transaction
             await self.failures.attempt(
                 f"the model answered without calling a tool (a task ends only through "
                 f"{COMPLETE_TASK} or {FAIL_TASK})",
@@ -561,13 +572,14 @@ class TaskWork:
             answer,
             IterationCompleted(number, call.usage),
         ]
-        await self._append(records)
-        recorded = await self.bench.store.write(
-            lambda tx: statements.complete_iteration(
-                tx, task.id, number, call.usage, self.ctx.clock.now()
+        # The answer, its marks and the completion on the task's row: one transaction.
+        recorded = await self._append(
+            records,
+            then=partial(
+                statements.complete_iteration, task=task.id, number=number, usage=call.usage,
+                now=self.ctx.clock.now(),
             ),
-            serial=False,
-        )
+        )  # fmt: skip
         if recorded is None or recorded.final:
             raise _Gone()  # ended meanwhile (its parent ended, a deadline): run none of it
         self.task = replace(task, iterations_used=max(task.iterations_used, number))
@@ -597,15 +609,29 @@ class TaskWork:
         ends = result.name in (COMPLETE_TASK, FAIL_TASK, *self.handoffs) and not result.is_error
         number = iteration_of(answer.turn)
         if last and not ends and number is not None:
-            # The newest message carries where the next iteration stands, as it is recorded.
-            content = prompt.with_note(result.content, number + 1, self.task.budget)
-            result = replace(result, content=content)
-        await self._record_judged(answer.turn, (result,))
+            # The newest message carries where the next iteration stands, as it is recorded
+            # (for a task that delegates, counting what its children used or hold).
+            following = await self._next_iteration(number)
+            if following <= self.task.budget:  # else no call follows: the budget is spent
+                content = prompt.with_note(result.content, following, self.task.budget)
+                result = replace(result, content=content)
+        # The iteration's last commit reads where the task stands for the next call.
+        await self._record_judged(answer.turn, (result,), read_back=last and not ends)
         if self._rejected is not None:
             reason, self._rejected = self._rejected, None
             await self._set_state(TaskState.RESULT_REJECTED, reason=reason)
+            self._current = None  # what the commit read back is older than this
             _tell(self.bench, "task_result_rejected", self.agent, self.task, reason=reason)
         return result
+
+    async def _next_iteration(self, number: int) -> int:
+        """Which of its budget's iterations the next model call is: the one after ``number``,
+        or, for a task that delegates, the one after everything its tree used or holds."""
+        if not self.delegations.names:
+            return number + 1
+        task = self.task.id
+        row = await self.bench.store.read(lambda tx: tree.row(tx, task))
+        return max(number, row.claims.iterations if row is not None else 0) + 1
 
     # --- waiting for a decision --------------------------------------------------------------
 
@@ -638,17 +664,25 @@ class TaskWork:
 
     # --- commits ---------------------------------------------------------------------------
 
-    async def _append(self, records: Sequence[Record]) -> None:
-        """Append after the position the instance holds; records that another process may
-        write meanwhile (a compaction, a decision) are folded in and the append made again,
-        anything else means the instance is someone else's (:class:`LeaseLost`)."""
+    async def _append(
+        self, records: Sequence[Record], *, then: Callable[[Transaction], T] | None = None
+    ) -> T | None:
+        """Append after the position the instance holds, with ``then`` (a statement of the
+        task's rows) in the same transaction when given: what it returned. Records that
+        another process may write meanwhile (a compaction, a decision) are folded in and the
+        append made again, anything else means the instance is someone else's
+        (:class:`LeaseLost`)."""
         if self.folded.position == 0:
             # The session is its task's creator's, under its agent's policy, as the task is.
             records = (SessionOpened(self.task.created_by, self.task.spec.agent), *records)
         journal, folded = self.ctx.journal, self.folded
+        found: T | None = None
         while True:
             try:
-                await self.ctx.record(self.session, folded, records)
+                if then is None:
+                    await self.ctx.record(self.session, folded, records)
+                else:
+                    found = await self.ctx.commit(self.session, folded, records, then)
                 break
             except ConcurrentAppend as exc:
                 newer = await journal.read(self.session, after=folded.position)
@@ -661,35 +695,50 @@ class TaskWork:
                     folded.add(entry.seq, entry.record)
         settings = self.ctx.compaction_of(self.agent.name, self.agent.compaction)
         self.ctx.committed(self.session, settings, self.agent.model)
+        return found
 
-    async def _refresh(self, state: TurnState) -> None:
-        """Fold in what others wrote since (a compaction): the next request is sent from the
-        session as it now stands. Reads only the events after the position held."""
+    async def _where_it_stands(self, state: TurnState) -> Current:
+        """The task's and its instance's rows, as the last commit read them back or else
+        read now, with what this process's compaction consumer appended since (the same read);
+        the next request is sent from the session as it then stands. The session is never
+        read whole: the fold is the instance's own, kept as it commits."""
+        found, self._current = self._current, None
         folded = self.folded
-        for entry in await self.ctx.journal.read(self.session, after=folded.position):
-            folded.add(entry.seq, entry.record)
-        self.ctx.sessions.remember(self.session, folded)
-        if folded.view.compactions != self._compactions:
+        if found is None or self.ctx.compactor.wrote_since_asked(self.session):
+            since = await self.ctx.journal.read_with(
+                self.session, after=folded.position, then=self._read_current
+            )
+            for entry in since.entries:
+                folded.add(entry.seq, entry.record)
+            self.ctx.sessions.remember(self.session, folded)
+            found = since.value
+        if folded.view.compactions != self._compactions:  # here, or folded in by a commit
             state.context, state.produced = self._history()
+        return found
 
-    async def _record_judged(self, turn: str, records: Sequence[Record]) -> None:
+    async def _record_judged(
+        self, turn: str, records: Sequence[Record], *, read_back: bool = False
+    ) -> None:
         """``records`` with what judged guardrails spent since (a ``judgment_usage`` record,
-        summed on the task's usage too), in one append."""
+        summed on the task's usage in the same transaction), in one commit; ``read_back``:
+        the commit also reads where the task stands, for the next call."""
         judging = self.ledger.judging
         usage = judging.usage if judging.spent else None
         judging.spent.clear()
         if usage is not None:
             records = (JudgmentUsage(usage, self.agent.name, turn), *records)
-        if records:
-            await self._append(records)
-        if usage is not None:
-            await self._add_usage(usage)
-
-    async def _add_usage(self, usage: Any) -> None:
+        if not records:
+            return
         task, now = self.task, self.ctx.clock.now()
-        await self.bench.store.write(
-            lambda tx: statements.add_usage(tx, task.id, usage, now), serial=False
-        )
+
+        def then(tx: Transaction) -> Current | None:
+            if usage is not None:
+                statements.add_usage(tx, task.id, usage, now)
+            return self._read_current(tx) if read_back else None
+
+        found = await self._append(records, then=then)
+        if read_back:
+            self._current = found
 
     async def _reject(self, reason: str) -> None:
         self._rejected = reason

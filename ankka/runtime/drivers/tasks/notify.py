@@ -20,7 +20,7 @@ import json
 import logging
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -74,6 +74,7 @@ EVENTS = (
 
 
 APPROVAL_EVENTS = frozenset({"approval_requested", "approval_decided", "approval_expiring"})
+_TASK_ENDS = frozenset({"task_completed", "task_failed", "task_cancelled"})
 # The key of ``GET /v1/approvals/notifications``: every approval event, of request agents'
 # sessions and of tasks, whoever's (the route keeps those the caller may read).
 APPROVALS = ("approvals",)
@@ -141,6 +142,8 @@ class Notifier:
         self._numbers = itertools.count(1)
         self._subscribers: dict[tuple[str, ...], set[Subscription]] = {}
         self._once: set[tuple[str, str]] = set()
+        # A delegated task's ancestors (nearest last): its events are theirs too, until it ends.
+        self._above: dict[str, tuple[str, ...]] = {}
         self._relay = relay
         self._origin = uuid.uuid4().hex  # this process's notices come back; they are skipped
         self._listening = False
@@ -175,7 +178,12 @@ class Notifier:
         return Notice(next(self._numbers), event, agent, instance, task, self._clock.now(), data)
 
     def _deliver(self, notice: Notice) -> None:
-        keys: list[tuple[str, ...]] = [("task", notice.task)] if notice.task is not None else []
+        task = notice.task
+        keys: list[tuple[str, ...]] = [("task", task)] if task is not None else []
+        if task is not None and task in self._above:
+            keys += [("task", above) for above in self._above[task]]
+            if notice.event in _TASK_ENDS:
+                del self._above[task]
         if notice.instance is not None:
             keys.append(("instance", notice.agent, notice.instance))
         if notice.event in APPROVAL_EVENTS:
@@ -203,6 +211,12 @@ class Notifier:
             log.warning("a relayed task notification was not understood: %s", exc)
             return
         self._deliver(notice)
+
+    def nest(self, task: str, ancestors: Sequence[str]) -> None:
+        """``task`` was delegated under ``ancestors``: its events go to their task streams
+        too (each carries its own ``agent`` and ``task``), until it ends."""
+        if ancestors:
+            self._above[task] = tuple(ancestors)
 
     def once(self, task: str, condition: str) -> bool:
         """True the first time ``condition`` is met for ``task`` (in this process)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -110,6 +111,7 @@ class Compactor:
         self._views: WeighedLRU[str, SentView] = WeighedLRU(
             _footprint, entries=cache_sessions, max_bytes=cache_bytes
         )
+        self._wrote: OrderedDict[str, None] = OrderedDict()
         self._idle = asyncio.Event()
         self._idle.set()
         self._group: asyncio.TaskGroup | None = None
@@ -141,6 +143,12 @@ class Compactor:
         if not queued and session not in self._running:
             self._idle.clear()
             self._queue.put_nowait(session)
+
+    def wrote_since_asked(self, session: str) -> bool:
+        """Whether this consumer appended to ``session`` (a summary or a rejection) since this
+        was last asked: a writer that keeps its own fold (a task's) reads the session again
+        only then, and learns of another process's append from its next commit's refusal."""
+        return self._wrote.pop(session, False) is None
 
     async def idle(self) -> None:
         """Wait until nothing is queued or running (tests and benchmarks)."""
@@ -215,6 +223,9 @@ class Compactor:
                 if base != cut.base:
                     return False  # another compaction landed since the cut: it stands
                 await self._journal.append(session, [record], expected=view.position)
+                self._wrote[session] = None
+                while len(self._wrote) > self._capacity:  # bounded: the oldest is forgotten
+                    self._wrote.popitem(last=False)
         finally:
             await self._leases.release(session, self._holder)
         self._failures.pop(session, None)

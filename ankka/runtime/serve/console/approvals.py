@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from html import escape
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -27,9 +28,11 @@ from ankka._kernel.errors import AnkkaError
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.records.approvals import ApprovalDecided, Decision
 from ankka.runtime.serve.console.csrf import FIELD, form_token, keep_token, token_matches
-from ankka.runtime.serve.console.pages import page
+from ankka.runtime.serve.console.listing import Listing
+from ankka.runtime.serve.console.pages import page, when
 
 __all__ = [
+    "STATES",
     "approvals_answer",
     "approvals_page",
     "approvals_table",
@@ -39,27 +42,44 @@ __all__ = [
 ]
 
 _DECISIONS: dict[str, Decision] = {"approve": "approved", "refuse": "refused"}
+STATES = ("pending", "approved", "refused", "expired", "ended")
 _MAX_FORM = 16 * 1024
 
 
+def _decision(row: dict[str, Any], token: str) -> str:
+    """A pending request's approve and refuse form (with the digest it shows and the browser's
+    form ``token``), else what was decided and by whom."""
+    state = str(row.get("state", "pending"))
+    if state != "pending":
+        by = f" by {escape(str(row['decided_by']))}" if row.get("decided_by") else ""
+        return f"{escape(state)}{by}"
+    return (
+        f'<form method="post" action="/console/approvals/{escape(str(row["id"]))}">'
+        f'<input type="hidden" name="digest" value="{escape(str(row["digest"]))}">'
+        f'<input type="hidden" name="session" value="{escape(str(row.get("session", "")))}">'
+        f'<input type="hidden" name="{FIELD}" value="{escape(token)}">'
+        '<button name="decision" value="approve">approve</button> '
+        '<button name="decision" value="refuse">refuse</button></form>'
+    )
+
+
+def _expires(row: dict[str, Any]) -> str:
+    value = row.get("expires_at")
+    return when(datetime.fromisoformat(value)) if isinstance(value, str) else "-"
+
+
 def approvals_table(rows: Sequence[dict[str, Any]], *, token: str) -> str:
-    """The pending requests, each with its approve and refuse form (the digest it shows and
-    the browser's form ``token``)."""
+    """The requests, each pending one with its approve and refuse form."""
     if not rows:
-        return '<p class="empty">No tool call waits for a decision.</p>'
+        return '<p class="empty">No tool call here.</p>'
     items = "".join(
-        f'<tr data-approval="{escape(str(r["id"]))}">'
+        f'<tr data-approval="{escape(str(r["id"]))}" '
+        f'data-state="{escape(str(r.get("state", "pending")))}">'
         f'<td><a href="/console/sessions/{escape(str(r.get("session", "")))}">'
         f"{escape(str(r.get('session', '')))}</a></td>"
         f"<td>{escape(str(r.get('agent', '')))}</td>"
         f"<td><code>{escape(str(r['tool']))}({escape(_arguments(r['arguments']))})</code></td>"
-        f"<td>{escape(str(r.get('expires_at') or '-'))}</td><td>"
-        f'<form method="post" action="/console/approvals/{escape(str(r["id"]))}">'
-        f'<input type="hidden" name="digest" value="{escape(str(r["digest"]))}">'
-        f'<input type="hidden" name="session" value="{escape(str(r.get("session", "")))}">'
-        f'<input type="hidden" name="{FIELD}" value="{escape(token)}">'
-        '<button name="decision" value="approve">approve</button> '
-        '<button name="decision" value="refuse">refuse</button></form></td></tr>'
+        f"<td>{_expires(r)}</td><td>{_decision(r, token)}</td></tr>"
         for r in rows
     )
     return (
@@ -68,23 +88,39 @@ def approvals_table(rows: Sequence[dict[str, Any]], *, token: str) -> str:
     )
 
 
-def approvals_page(rows: Sequence[dict[str, Any]], *, token: str, problem: str = "") -> str:
+def approvals_page(
+    rows: Sequence[dict[str, Any]],
+    asked: Listing | None = None,
+    *,
+    token: str,
+    more: bool = False,
+    problem: str = "",
+) -> str:
+    """One page of the approvals (newest first) ``asked``'s filters keep (without: the
+    pending ones, as after a refused form)."""
     shown = f'<p class="error" id="problem">{escape(problem)}</p>' if problem else ""
     table = approvals_table(rows, token=token)
-    return page("approvals", f"<h1>Approvals waiting</h1>{shown}{table}")
+    if asked is None:
+        return page("approvals", f"<h1>Approvals</h1>{shown}{table}")
+    return page(
+        "approvals",
+        f"<h1>Approvals</h1>{asked.form()}{shown}{table}{asked.pager(more=more, shown=len(rows))}",
+    )
 
 
 def approvals_answer(
     request: Request,
     rows: Sequence[dict[str, Any]],
     headers: dict[str, str],
+    asked: Listing | None = None,
     *,
+    more: bool = False,
     problem: str = "",
     status: int = 200,
 ) -> Response:
     """The approvals page as an answer, with the browser's form token set."""
     token = form_token(request)
-    body = approvals_page(rows, token=token, problem=problem)
+    body = approvals_page(rows, asked, token=token, more=more, problem=problem)
     return keep_token(HTMLResponse(body, status_code=status, headers=headers), token)
 
 

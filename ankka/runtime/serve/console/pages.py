@@ -12,9 +12,18 @@ from html import escape
 from ankka.runtime.drivers.request import SessionSummary
 from ankka.runtime.records.messages import AssistantMessage, Message, ToolResult, Usage, UserMessage
 from ankka.runtime.serve.console.charts import Bar, stacked_bars
+from ankka.runtime.serve.console.listing import Listing, when
 from ankka.runtime.serve.console.views import SessionView, TurnView
 
-__all__ = ["USAGE_HEAD", "not_found", "page", "session_page", "sessions_page", "usage_cells"]
+__all__ = [
+    "USAGE_HEAD",
+    "not_found",
+    "page",
+    "session_page",
+    "sessions_page",
+    "usage_cells",
+    "when",
+]
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#222}
@@ -24,6 +33,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .turn{border:1px solid #ccc;border-radius:6px;padding:.5rem .8rem;margin:.6rem 0}
 .msg{margin:.25rem 0;white-space:pre-wrap}.role{font-weight:600;margin-right:.4rem}
 .tool-call code,.tool-result code{background:#f3f3f3;padding:0 .2rem}
+form.filters{margin:.4rem 0}.pager a{margin:0 .6rem}
 .error{color:#a00}.muted,.axis{color:#777;fill:#777;font-size:11px}nav a{margin-right:1rem}
 """
 _IN, _OUT = "#4a7bd0", "#e0913a"
@@ -50,32 +60,41 @@ USAGE_HEAD = (
 )
 
 
-def sessions_page(rows: Sequence[SessionSummary], *, more: bool) -> str:
-    """The sessions list; ``more``: there may be older ones the caller may read (the count of
-    sessions it may not read is not shown)."""
+def sessions_page(
+    rows: Sequence[SessionSummary], asked: Listing, *, more: bool, scanned: bool = False
+) -> str:
+    """One page of the sessions list, most recently active first: those ``asked``'s filters
+    keep of the sessions the caller may read (the count of those it may not is not shown);
+    ``more``: there are older ones; ``scanned``: only the most recent were looked at."""
     if not rows:
-        table = '<p class="empty">No sessions yet: ask an agent and this page shows it.</p>'
+        empty = "No session matches." if asked.chosen else "No sessions yet: ask an agent."
+        table = f'<p class="empty">{empty}</p>'
     else:
         body = "".join(
             f'<tr data-session="{escape(s.session)}">'
             f'<td><a href="/console/sessions/{escape(s.session)}">{escape(s.session)}</a></td>'
+            f"<td>{escape(', '.join(s.agents))}</td>"
             f'<td class="n">{s.turns}</td><td class="n">{s.messages}</td>'
-            f"{usage_cells(s.usage)}<td>unknown</td></tr>"
+            f"{usage_cells(s.usage)}<td>unknown</td>"
+            f"<td>{'waiting' if s.awaiting else ''}</td><td>{when(s.updated_at)}</td></tr>"
             for s in rows
         )
         table = (
-            '<table id="sessions"><thead><tr><th>session</th><th class="n">turns</th>'
-            f'<th class="n">messages</th>{USAGE_HEAD}<th>cost</th></tr></thead>'
+            '<table id="sessions"><thead><tr><th>session</th><th>agents</th>'
+            f'<th class="n">turns</th><th class="n">messages</th>{USAGE_HEAD}<th>cost</th>'
+            "<th>approval</th><th>last active</th></tr></thead>"
             f"<tbody>{body}</tbody></table>"
         )
     note = (
-        f'<p class="muted">Showing the {len(rows)} most recent sessions you may read.</p>'
-        if more
+        '<p class="muted">Only the most recently active sessions are listed here; an older '
+        "one's page is at /console/sessions/{session}.</p>"
+        if scanned and not more
         else ""
     )
     return page(
         "sessions",
-        f'<h1>Sessions</h1><div data-refresh="5">{table}{note}</div>',
+        f"<h1>Sessions</h1>{asked.form()}"
+        f'<div data-refresh="5">{table}{asked.pager(more=more, shown=len(rows))}{note}</div>',
     )
 
 
@@ -122,8 +141,9 @@ def _turn(index: int, turn: TurnView) -> str:
     )
     return (
         f'<section class="turn" data-turn="{escape(turn.turn)}">'
-        f'<h3>Turn {index} <span class="muted">{escape(turn.agent)} · {escape(turn.turn)}</span>'
-        f"</h3>{''.join(_message(m) for m in turn.messages)}{table if turn.calls else ''}"
+        f'<h3>Turn {index} <span class="muted">{escape(turn.agent)} · {escape(turn.turn)} · '
+        f"{when(turn.at)}</span></h3>"
+        f"{''.join(_message(m) for m in turn.messages)}{table if turn.calls else ''}"
         "</section>"
     )
 
@@ -170,6 +190,8 @@ def session_page(view: SessionView, *, extra: str = "") -> str:
     turns = "".join(_turn(i, t) for i, t in enumerate(view.turns, 1))
     body = (
         f"<h1>Session {escape(view.session)}</h1>"
+        f'<p class="muted" id="times">started {when(s.created_at)} · last active '
+        f"{when(s.updated_at)}</p>"
         f'<div data-refresh="5"><p class="muted">{s.turns} turn(s), {s.messages} messages, '
         f"{s.pending} request(s) waiting. Cost: unknown (ankka counts tokens, not money).</p>"
         f"{extra}<h2>Tokens</h2>{chart}{totals}<h2>Per agent and model</h2>{agents}"

@@ -13,6 +13,8 @@ runtime run with ``--trust-network`` off loopback, is answered 403.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
 from html import escape
 from importlib import resources
 
@@ -25,9 +27,11 @@ from ankka.runtime.declare.policy import NotPermitted
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.records.approvals import ApprovalDecided
-from ankka.runtime.records.tasks import TaskRecord
+from ankka.runtime.records.registry import Entry
+from ankka.runtime.records.tasks import TaskRecord, TaskState
 from ankka.runtime.serve.console.access import console_caller, is_loopback
 from ankka.runtime.serve.console.approvals import (
+    STATES,
     approvals_answer,
     approvals_table,
     decide_from_form,
@@ -35,15 +39,14 @@ from ankka.runtime.serve.console.approvals import (
     pending,
 )
 from ankka.runtime.serve.console.csrf import form_token, keep_token
+from ankka.runtime.serve.console.listing import BadQuery, Filter, Listing, listing
 from ankka.runtime.serve.console.pages import not_found, page, session_page, sessions_page
 from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
 
-__all__ = ["MAX_SESSIONS", "console_routes", "is_loopback"]
+__all__ = ["MAX_SCANNED", "console_routes", "is_loopback"]
 
-MAX_SESSIONS = 200  # the list shows the last ones; a session's own page is always reachable
-MAX_SCANNED = 2000  # the most recent sessions looked at for the ones the caller may read
-MAX_TASKS = 200
+MAX_SCANNED = 2000  # the most recent sessions (tasks, approvals) looked at for a list
 _SCRIPT = resources.files("ankka.runtime.serve.console").joinpath("static/console.js").read_bytes()
 _HEADERS = {
     # Nothing but this server: the page works offline and sends nothing elsewhere.
@@ -69,23 +72,62 @@ def _not_permitted(exc: NotPermitted) -> Response:
     return _refused(page("refused", f"<h1>Refused</h1><p>{escape(str(exc))}</p>"))
 
 
+def _bad(exc: BadQuery) -> Response:
+    body = page("not understood", f'<h1>Not understood</h1><p id="problem">{escape(str(exc))}</p>')
+    return HTMLResponse(body, status_code=400, headers=_HEADERS)
+
+
+def _turn_times(entries: list[Entry]) -> Mapping[str, datetime]:
+    """When each turn of a session began: its first record's time."""
+    times: dict[str, datetime] = {}
+    for entry in entries:
+        turn = getattr(entry.record, "turn", None)
+        if isinstance(turn, str) and turn and turn not in times:
+            times[turn] = entry.at
+    return times
+
+
 def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[BaseRoute]:
     policy = runtime.policy
+    service = runtime.service
+    agents = tuple(sorted((*service.agents, *service.autonomous_agents)))
+    workers = tuple(sorted(service.autonomous_agents))
+    types = tuple(
+        sorted({x.task_type.name for a in service.autonomous_agents.values() for x in a.accepts})
+    )
+    session_filters = (Filter("agent", "agent", agents), Filter("state", "state", ("waiting",)))
+    task_filters = (
+        Filter("state", "state", tuple(s.value for s in TaskState)),
+        Filter("agent", "agent", workers),
+        Filter("type", "type", types),
+    )
+    approval_filters = (Filter("state", "state", STATES), Filter("agent", "agent", agents))
 
     async def sessions(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
             return _refused()
+        try:
+            asked = listing("/console", request.query_params, session_filters)
+        except BadQuery as exc:
+            return _bad(exc)
         names = await runtime.context.journal.sessions()
-        readable = []
+        agent, state = asked.chosen.get("agent"), asked.chosen.get("state")
+        passing = []
         for name in reversed(names[-MAX_SCANNED:]):
             try:
-                readable.append(await runtime.summary(name, caller=caller))
+                summary = await runtime.summary(name, caller=caller)
             except NotPermitted:
                 continue
-            if len(readable) == MAX_SESSIONS:
+            if agent is not None and agent not in summary.agents:
+                continue
+            if state == "waiting" and not summary.awaiting:
+                continue
+            passing.append(summary)
+            if len(passing) == asked.wanted():
                 break
-        more = len(readable) == MAX_SESSIONS or len(names) > MAX_SCANNED
-        return HTMLResponse(sessions_page(readable, more=more), headers=_HEADERS)
+        rows, more = asked.window(passing)
+        body = sessions_page(rows, asked, more=more, scanned=len(names) > MAX_SCANNED)
+        return HTMLResponse(body, headers=_HEADERS)
 
     async def session(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
@@ -96,11 +138,8 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
         except NotPermitted as exc:
             return _not_permitted(exc)
         summary = await runtime.summary(name, caller=caller)
-        decided = [
-            e.record
-            for e in await runtime.context.journal.read(name)
-            if isinstance(e.record, ApprovalDecided)
-        ]
+        entries = await runtime.context.journal.read(name)
+        decided = [e.record for e in entries if isinstance(e.record, ApprovalDecided)]
         if not messages and not summary.awaiting and not decided:
             missing = not_found(f"No session {name!r} has any message.")
             return HTMLResponse(missing, status_code=404, headers=_HEADERS)
@@ -109,6 +148,7 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             messages,
             summary,
             as_sent=await runtime.messages(name, as_sent=True, caller=caller),
+            times=_turn_times(entries),
         )
         waiting = [r for r in await pending(runtime, caller) if r.get("session") == name]
         token = form_token(request)
@@ -125,9 +165,20 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
     async def task_list(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
             return _refused()
-        records = await tasks.recent(MAX_TASKS) if tasks is not None else []
-        shown = [r for r in records if readable(caller, r)]
-        return HTMLResponse(tasks_page(shown, limit=MAX_TASKS), headers=_HEADERS)
+        try:
+            asked = listing("/console/tasks", request.query_params, task_filters)
+        except BadQuery as exc:
+            return _bad(exc)
+        records = await tasks.recent(MAX_SCANNED) if tasks is not None else []
+        passing = [
+            r
+            for r in records
+            if readable(caller, r)
+            and asked.keeps(state=r.state.value, agent=r.spec.agent, type=r.spec.type)
+        ]
+        rows, more = asked.window(passing)
+        body = tasks_page(rows, asked, more=more, scanned=len(records) >= MAX_SCANNED)
+        return HTMLResponse(body, headers=_HEADERS)
 
     async def task(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
@@ -147,7 +198,24 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
     async def approvals(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
             return _refused()
-        return approvals_answer(request, await pending(runtime, caller), _HEADERS)
+        query = dict(request.query_params)
+        query.setdefault("state", "pending")  # the form's "any" sends state= (every state)
+        try:
+            asked = listing("/console/approvals", query, approval_filters)
+        except BadQuery as exc:
+            return _bad(exc)
+        rows = await listed(asked, caller)
+        shown, more = asked.window(rows)
+        return approvals_answer(request, shown, _HEADERS, asked, more=more)
+
+    async def listed(asked: Listing, caller: str) -> list[dict[str, object]]:
+        desk = runtime.approvals
+        if desk.index is None:
+            return []
+        found = await desk.index.find(
+            agent=asked.chosen.get("agent"), state=asked.chosen.get("state"), limit=MAX_SCANNED
+        )
+        return list(reversed(await desk.shown(found, caller)))  # newest first
 
     async def decision(request: Request) -> Response:
         if (caller := console_caller(request)) is None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from html import escape
 
 from ankka.runtime.records.tasks import TaskRecord
 from ankka.runtime.serve.console.charts import budget_bar
-from ankka.runtime.serve.console.pages import USAGE_HEAD, page, usage_cells
+from ankka.runtime.serve.console.listing import Listing
+from ankka.runtime.serve.console.pages import USAGE_HEAD, page, usage_cells, when
 
 __all__ = ["task_page", "tasks_page"]
 
@@ -31,33 +31,33 @@ def _iterations(record: TaskRecord) -> str:
     return f'<span data-iterations="{used}">{used}</span> / {record.budget}'
 
 
-def when(moment: datetime | None) -> str:
-    """A time as the console shows it: UTC to the second, machine-readable in ``datetime``."""
-    if moment is None:
-        return "-"
-    shown = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f'<time datetime="{escape(moment.isoformat())}">{shown}</time>'
-
-
-def tasks_page(records: Sequence[TaskRecord], *, limit: int) -> str:
+def tasks_page(
+    records: Sequence[TaskRecord], asked: Listing, *, more: bool, scanned: bool = False
+) -> str:
+    """One page of the tasks list, newest first: those ``asked``'s filters keep; ``more``:
+    there are older ones; ``scanned``: only the most recent were looked at."""
     if not records:
-        table = '<p class="empty">No tasks yet.</p>'
+        table = f'<p class="empty">{"No task matches." if asked.chosen else "No tasks yet."}</p>'
     else:
         rows = "".join(
             f'<tr data-task="{escape(r.id)}" data-state="{escape(r.state.value)}">'
             f'<td><a href="/console/tasks/{escape(r.id)}">{escape(_shown(r))}</a></td>'
             f"<td>{escape(r.spec.agent)}</td><td>{escape(r.spec.type)}</td>"
             f'<td class="state">{escape(r.state.value)}</td><td class="n">{_iterations(r)}</td>'
-            f"{usage_cells(r.usage)}<td>unknown</td><td>{when(r.updated_at)}</td></tr>"
+            f"{usage_cells(r.usage)}<td>unknown</td><td>{when(r.created_at)}</td>"
+            f"<td>{when(r.updated_at)}</td></tr>"
             for r in records
         )
         table = (
             '<table id="tasks"><thead><tr><th>task</th><th>agent</th><th>type</th><th>state</th>'
-            f'<th class="n">iterations</th>{USAGE_HEAD}<th>cost</th><th>updated</th></tr>'
-            f"</thead><tbody>{rows}</tbody></table>"
+            f'<th class="n">iterations</th>{USAGE_HEAD}<th>cost</th><th>created</th>'
+            f"<th>updated</th></tr></thead><tbody>{rows}</tbody></table>"
         )
-    more = f'<p class="muted">The last {limit} tasks.</p>' if len(records) >= limit else ""
-    return page("tasks", f'<h1>Tasks</h1><div data-refresh="5">{table}{more}</div>')
+    note = '<p class="muted">Only the most recent tasks are listed.</p>' if scanned else ""
+    pager = asked.pager(more=more, shown=len(records))
+    return page(
+        "tasks", f'<h1>Tasks</h1>{asked.form()}<div data-refresh="5">{table}{pager}{note}</div>'
+    )
 
 
 def task_page(record: TaskRecord) -> str:

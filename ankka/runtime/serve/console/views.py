@@ -8,8 +8,9 @@ there is no price table, so it is shown as unknown.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from ankka.runtime.drivers.request import SessionSummary
 from ankka.runtime.records.messages import (
@@ -32,6 +33,7 @@ class TurnView:
     tool_calls: tuple[ToolCall, ...]
     calls: tuple[ModelCall, ...]
     usage: Usage  # the turn's own sum (the last answer's turn_usage), zero while unanswered
+    at: datetime | None = None  # when it began (its first record's time), when known
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class SessionView:
     summaries: tuple[SummaryMessage, ...] = field(default=())
 
 
-def _turns(messages: Sequence[Message]) -> list[TurnView]:
+def _turns(messages: Sequence[Message], times: Mapping[str, datetime]) -> list[TurnView]:
     order: list[str] = []
     grouped: dict[str, list[Message]] = {}
     for message in messages:
@@ -76,6 +78,7 @@ def _turns(messages: Sequence[Message]) -> list[TurnView]:
                 tool_calls=tuple(c for m in answers for c in m.tool_calls),
                 calls=tuple(m.call for m in answers if m.call is not None),
                 usage=usage or Usage(),
+                at=times.get(key),
             )
         )
     return views
@@ -96,9 +99,11 @@ def session_view(
     summary: SessionSummary,
     *,
     as_sent: Sequence[Message] = (),
+    times: Mapping[str, datetime] | None = None,
 ) -> SessionView:
-    """``as_sent`` (the view the model is shown) supplies the compaction summaries, if any."""
-    turns = _turns(messages)
+    """``as_sent`` (the view the model is shown) supplies the compaction summaries, if any;
+    ``times``, when each turn began (turn id → time)."""
+    turns = _turns(messages, times or {})
     return SessionView(
         session=session,
         summary=summary,

@@ -1,0 +1,18 @@
+"""One JSON answer from an ``http.server`` handler (the tests' small stand-in servers)."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+__all__ = ["send_json"]
+
+
+def send_json(handler: BaseHTTPRequestHandler, payload: Any, status: int = 200) -> None:
+    body = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
