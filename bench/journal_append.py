@@ -111,7 +111,16 @@ async def seed_tasks(opened: Opened, prefix: str, sessions: int) -> None:
         for n in range(sessions):
             spec = TaskSpec("bench", "summary", f"x{n}")
             task = f"{prefix}{n}"
-            statements.put(tx, task, spec, instance=None, budget=10**6, created_by="b", now=now)
+            statements.put(
+                tx,
+                task,
+                spec,
+                instance=None,
+                budget=10**6,
+                created_by="b",
+                may_read=statements.read_any,
+                now=now,
+            )
 
     await opened.store.tasks.write(put)
 

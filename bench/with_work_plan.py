@@ -35,7 +35,16 @@ def fill(tx: Transaction, tasks: int) -> None:
     for n in range(tasks):
         task = f"t{n}"
         body = TaskSpec("researcher", "summary", f"x{n}")
-        statements.put(tx, task, body, instance=f"i{n // 4}", budget=5, created_by="b", now=NOW)
+        statements.put(
+            tx,
+            task,
+            body,
+            instance=f"i{n // 4}",
+            budget=5,
+            created_by="b",
+            may_read=statements.read_any,
+            now=NOW,
+        )
         if n % 10:
             done = TaskState.COMPLETED if n % 3 else TaskState.FAILED
             statements.finish(tx, task, done, reason=None, now=NOW)

@@ -322,3 +322,36 @@ def test_over_mtls_the_decider_is_the_client_certificate_s_uri_san(
     assert decided.status_code == 200, decided.text
     assert decided.json()["decided_by"] == "ankka://person/ann"
     assert runs(log) == ["A1 250.0"]
+
+
+def test_over_mtls_the_decider_is_the_identity_the_policy_authorised(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    """A certificate whose first URI SAN is not its ankka:// identity: the decision records
+    the identity the decide right was checked for, not the first SAN (issue 31, item 5)."""
+    ca = new_ca()
+    tls_dir = write_tls_dir(
+        tmp_path / "tls", leaf=ca.issue("ankka://service/shop/refunds", server=True), ca_pem=ca.pem
+    )
+    uris = ("spiffe://cluster.local/ns/shop/sa/mallory", "ankka://service/shop/alice")
+    leaf = ca.leaf("alice", uris=uris, client=True)
+    person = client_context(ca, leaf, tmp_path, stem="alice")
+    model, store, _, _, env = setup(standin, tmp_path)
+    command = ankka_command("serve", TARGET, "--port", "0", "--store", store)
+    servers.append(
+        start([*command, "--tls-dir", str(tls_dir)], env={**model_env(model.url), **env})
+    )
+    url = servers[-1].url.replace("127.0.0.1", "localhost")
+    with httpx.Client(verify=person, timeout=30) as client:
+        answer = client.post(f"{url}/v1/agents/refunds/sessions/s1", json={"message": "refund A1"})
+        assert answer.status_code == 202, answer.text
+        (request,) = answer.json()["approvals"]
+        decided = client.post(
+            f"{url}/v1/approvals/{request['id']}",
+            json={"decision": "approve", "digest": request["digest"]},
+        )
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["decided_by"] == "shop/alice"
+        listed = client.get(f"{url}/v1/approvals", params={"session": "s1"}).json()
+    assert [a["decided_by"] for a in listed["approvals"]] == ["shop/alice"]
+    assert "mallory" not in json.dumps(listed)

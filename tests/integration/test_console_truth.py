@@ -50,16 +50,23 @@ def test_sessions_are_listed_by_last_activity_and_a_waiting_one_shows_its_reques
     assert waiting.status_code == 202, waiting.text
     approval = waiting.json()["approvals"][0]
     assert _order(httpx.get(f"{server.url}/console").text)[0] == "w"
-    page = httpx.get(f"{server.url}/console/sessions/w")
+    browser = httpx.Client(base_url=server.url, timeout=60)  # keeps the page's cookie
+    page = browser.get("/console/sessions/w")
     assert page.status_code == 200, page.text  # it was "Not found"
     assert "Waiting for a decision" in page.text
     assert f'data-approval="{approval["id"]}"' in page.text
+    token = re.search(r'name="form_token" value="([^"]+)"', page.text)
+    assert token is not None
 
-    decided = httpx.post(
-        f"{server.url}/console/approvals/{approval['id']}",
-        data={"decision": "approve", "digest": approval["digest"], "session": "w"},
+    decided = browser.post(
+        f"/console/approvals/{approval['id']}",
+        data={
+            "decision": "approve",
+            "digest": approval["digest"],
+            "session": "w",
+            "form_token": token.group(1),
+        },
         headers={"Origin": server.url},
-        timeout=60,
     )
     assert decided.status_code == 303, decided.text
     assert decided.headers["location"] == f"/console/sessions/w?decided={approval['id']}"

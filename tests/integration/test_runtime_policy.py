@@ -10,13 +10,14 @@ import json
 import ssl
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.integration.conftest import Script
+from tests.integration.conftest import Script, received
 from tests.support.certs import client_context, new_ca, write_tls_dir
 from tests.support.processes import REPO, Server, ankka_command
 
@@ -141,6 +142,102 @@ def test_an_instance_is_its_creators_and_the_platforms(
     assert call("POST", f"{inbox}/suspend", admin).json()["state"] == "suspended"
     assert call("POST", f"{inbox}/resume", alice).json()["state"] == "active"
     server.stop()
+
+
+def _token_callers(
+    standin: Callable[[Script], Server], serve: Serve, tmp_path: Path, rounds: int
+) -> tuple[Server, Callable[..., httpx.Response]]:
+    """``ankka serve`` of the tasks example with callers alice, bob and the platform
+    (``--token-file``), and a stand-in answering ``rounds`` tasks."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(
+        "alice alice-token-0123456789\nbob bob-token-0123456789ab\n"
+        "ankka://platform/admin admin-token-01234567\n"
+    )
+    script = json.loads((REPO / "examples" / "tasks-standin.json").read_text())
+    model = standin(script * rounds)
+    server = serve(model.url, target="examples.tasks:service", args=["--token-file", str(tokens)])
+    token = {"alice": "alice-token-0123456789", "bob": "bob-token-0123456789ab"}
+
+    def call(who: str, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"authorization": f"Bearer {token[who]}"}
+        return httpx.request(method, f"{server.url}{path}", headers=headers, timeout=30, **kw)
+
+    return model, call
+
+
+def test_a_dependency_needs_read_access_and_is_answered_as_a_missing_one(
+    standin: Callable[[Script], Server], serve: Serve, tmp_path: Path
+) -> None:
+    model, call = _token_callers(standin, serve, tmp_path, rounds=2)
+    body = {"type": "summary", "instructions": "Summarise ankka."}
+    assert call("alice", "PUT", "/v1/agents/researcher/tasks/a1", json=body).status_code == 201
+    assert call("alice", "GET", "/v1/tasks/a1", params={"wait": 20}).json()["state"] == (
+        "completed"
+    )
+    assert call("bob", "GET", "/v1/tasks/a1").status_code == 403
+
+    # bob names alice's task, then one that does not exist: one answer, word for word.
+    theirs = call(
+        "bob", "PUT", "/v1/agents/researcher/tasks/b1", json={**body, "depends_on": ["a1"]}
+    )
+    nothing = call(
+        "bob", "PUT", "/v1/agents/researcher/tasks/b1", json={**body, "depends_on": ["zz"]}
+    )
+    assert theirs.status_code == nothing.status_code == 422, theirs.text
+    assert (
+        theirs.json()["error"]["message"].replace("'a1'", "'zz'")
+        == (nothing.json()["error"]["message"])
+    )
+    assert "ankka is an agent platform" not in theirs.text
+    assert call("bob", "GET", "/v1/tasks/b1").status_code == 404  # nothing was created
+
+    # alice's own dependency is hers to name, and her task is given its result.
+    mine = call(
+        "alice", "PUT", "/v1/agents/researcher/tasks/a2", json={**body, "depends_on": ["a1"]}
+    )
+    assert mine.status_code == 201, mine.text
+    assert call("alice", "GET", "/v1/tasks/a2", params={"wait": 20}).json()["state"] == (
+        "completed"
+    )
+    seen = [json.dumps(r["body"]) for r in received(model)]
+    assert sum("ankka is an agent platform" in text for text in seen) >= 1
+
+
+def test_no_caller_takes_a_tasks_own_instance_or_one_being_claimed(
+    standin: Callable[[Script], Server], serve: Serve, tmp_path: Path
+) -> None:
+    rounds = 20
+    _, call = _token_callers(standin, serve, tmp_path, rounds=rounds + 1)
+    body = {"type": "summary", "instructions": "Summarise ankka."}
+
+    # task.X is task X's own instance: bob cannot name it before X exists.
+    squat = call(
+        "bob", "PUT", "/v1/agents/researcher/tasks/b0", json={**body, "instance": "task.x"}
+    )
+    assert squat.status_code == 422, squat.text
+    assert "'task.x'" in squat.json()["error"]["message"]
+    assert (
+        call("bob", "POST", "/v1/agents/researcher/instances/task.x/terminate").status_code == 404
+    )
+    assert call("alice", "PUT", "/v1/agents/researcher/tasks/x", json=body).status_code == 201
+    own = "/v1/agents/researcher/instances/task.x"
+    for method, path in (
+        ("GET", own),
+        ("POST", f"{own}/terminate"),
+        ("GET", f"{own}/notifications"),
+    ):
+        assert call("bob", method, path).status_code == 403, path
+
+    # Two callers claiming one new instance at once: exactly one gets it, every time.
+    def claim(who: str, n: int) -> int:
+        task = {**body, "instance": f"shared-{n}"}
+        return call(who, "PUT", f"/v1/agents/researcher/tasks/{who}-{n}", json=task).status_code
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for n in range(rounds):
+            answers = sorted(pool.map(claim, ("alice", "bob"), (n, n)))
+            assert answers == [201, 403], (n, answers)
 
 
 @pytest.mark.parametrize(

@@ -202,6 +202,24 @@ def test_metrics_count_turns_calls_tools_and_tokens(
     assert httpx.get(f"{server.url}/readyz").status_code == 200
 
 
+def test_tool_names_a_model_invents_do_not_grow_the_metrics_labels(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    invented = [{"name": f"invented_{n}", "arguments": {}} for n in range(20)]
+    model = standin(
+        [
+            {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}, *invented]},
+            {"text": "Done."},
+        ]
+    )
+    server = serve(model.url)
+    assert turn(server, "Oslo?").json()["reply"] == "Done."
+    text = httpx.get(f"{server.url}/metrics").text
+    assert 'ankka_tool_calls_total{agent="weather",outcome="ok",tool="get_weather"} 1.0' in text
+    assert 'ankka_tool_calls_total{agent="weather",outcome="error",tool="(unknown)"} 20.0' in text
+    assert "invented_" not in text
+
+
 # Bad input -------------------------------------------------------------------------------
 
 

@@ -49,7 +49,7 @@ async def a_task(store: Store, task: str = "t1") -> TaskRecord:
     spec = TaskSpec("researcher", "summary", "Summarise ankka.")
     record, _, _ = await store.tasks.write(
         partial(statements.put, task=task, spec=spec, instance=None, budget=5,
-                created_by="local", now=NOW)
+                created_by="local", may_read=statements.read_any, now=NOW)
     )  # fmt: skip
     return record
 

@@ -405,7 +405,9 @@ class ApprovalDesk:
             raise
         if self.index is not None:
             await self.index.close_session(session, self._states(current))
-        ctx.metrics.turn_finished(planned.agent, outcome, ctx.clock.monotonic() - resumed)
+        offered = {tool.name for tool in effect.tools}
+        seconds = ctx.clock.monotonic() - resumed
+        ctx.metrics.turn_finished(planned.agent, outcome, seconds, offered=offered)
         if planned.effect.write_memory:
             ctx.committed(session, settings, planned.effect.model)
         return Decided(last, "completed", outcome=outcome)

@@ -73,6 +73,7 @@ class TurnResult:
 
     outcome: TurnOutcome | None
     awaiting: tuple[ApprovalRequest, ...] = ()
+    offered: frozenset[str] = frozenset()  # the names of the tools the turn offered
 
     @property
     def finished(self) -> TurnOutcome:
@@ -202,7 +203,8 @@ class Runtime:
             ctx.metrics.calls_made(agent, ledger.calls)
             raise
         if result.outcome is not None:
-            ctx.metrics.turn_finished(agent, result.outcome, ctx.clock.monotonic() - started)
+            seconds = ctx.clock.monotonic() - started
+            ctx.metrics.turn_finished(agent, result.outcome, seconds, offered=result.offered)
             self.committed(planned)
         return result
 
@@ -241,7 +243,7 @@ class Runtime:
         else:
             kept = unwritten(ledger, agent, turn, NOT_WRITTEN, outcome.calls)
             await self._account(session, folded, opening, kept)
-        return TurnResult(outcome)
+        return TurnResult(outcome, offered=frozenset(tool.name for tool in effect.tools))
 
     def _judged(self, ledger: Ledger, agent: str, turn: str) -> tuple[JudgmentUsage, ...]:
         """The turn's judgment usage record, counted in the metrics."""

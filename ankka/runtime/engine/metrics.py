@@ -2,12 +2,15 @@
 
 Each runtime has its own registry (tests start many in one process), with prometheus-client's
 process collector (``process_*``: CPU, memory, open files, start time). Labels never carry
-message text, keys or session ids.
+message text, keys or session ids, and every label set is bounded by what the service declares:
+a tool call is counted under the tool's name only when its turn offered a tool of that name (the
+agent's declared tools and its MCP servers' listed ones); any name a model invents is counted
+under :data:`UNKNOWN_TOOL` (issue 31, item 10: invented names grew the label set without end).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from prometheus_client import (
     CollectorRegistry,
@@ -22,7 +25,9 @@ from ankka._kernel.exposition import LATENCY_BUCKETS
 from ankka.runtime.engine.loop import TurnOutcome
 from ankka.runtime.records.messages import ModelCall, Usage
 
-__all__ = ["RuntimeMetrics"]
+__all__ = ["UNKNOWN_TOOL", "RuntimeMetrics"]
+
+UNKNOWN_TOOL = "(unknown)"
 
 
 class RuntimeMetrics:
@@ -90,12 +95,17 @@ class RuntimeMetrics:
         """Report ``held()`` as the session cache's bytes, read when scraped."""
         self.session_cache.set_function(held)
 
-    def turn_finished(self, agent: str, outcome: TurnOutcome, seconds: float) -> None:
+    def turn_finished(
+        self, agent: str, outcome: TurnOutcome, seconds: float, *, offered: Collection[str]
+    ) -> None:
+        """Count a finished turn; its tool calls by name when ``offered`` (the names of the
+        tools the turn offered) holds the name, else as :data:`UNKNOWN_TOOL`."""
         self.turns.labels(agent, "ok").inc()
         self.turn_seconds.labels(agent).observe(seconds)
         self.calls_made(agent, outcome.calls)
         for result in outcome.tool_results:
-            self.tool_calls.labels(agent, result.name, "error" if result.is_error else "ok").inc()
+            tool = result.name if result.name in offered else UNKNOWN_TOOL
+            self.tool_calls.labels(agent, tool, "error" if result.is_error else "ok").inc()
 
     def calls_made(self, agent: str, calls: Iterable[ModelCall]) -> None:
         """Count model calls and their tokens, whether or not their turn was written."""

@@ -36,6 +36,8 @@ __all__ = [
     "cascade",
     "check_id",
     "next_task",
+    "OWN_INSTANCE_PREFIX",
+    "check_instance_name",
     "own_instance_id",
 ]
 
@@ -87,9 +89,25 @@ def check_id(value: str, what: str) -> str:
     return value
 
 
+OWN_INSTANCE_PREFIX = "task."
+
+
 def own_instance_id(task: str) -> str:
     """The instance a task created without one gets; it ends with the task."""
-    return f"task.{task}"
+    return f"{OWN_INSTANCE_PREFIX}{task}"
+
+
+def check_instance_name(instance: str) -> str:
+    """An instance a caller names: a valid id, and not a task's own (``task.X`` is task X's
+    alone, so no caller can take it before X exists)."""
+    check_id(instance, "instance")
+    if instance.startswith(OWN_INSTANCE_PREFIX):
+        raise RequestError(
+            f"instance {instance!r} is not a name a caller may give: instances named "
+            f"'{OWN_INSTANCE_PREFIX}...' are the tasks' own; leave 'instance' out for a task "
+            "of its own, or name another"
+        )
+    return instance
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,13 +62,11 @@ _ANY = (401, 403, 413, 503)
 
 
 def decider(request: Request, header: str | None, policy: SessionPolicy | None = None) -> str:
-    """Who is deciding: the mTLS client's URI SAN, the caller a token names (with the person
-    it names in ``header`` when it is one of the policy's approvers: ``ankka approve``'s
-    delegate), a trusted proxy's header, or the caller as the runtime names it (``local``)."""
-    tls = (request.scope.get("extensions") or {}).get("tls") or {}
-    sans = tls.get("peer_uri_sans") or ()
-    if sans:
-        return str(sans[0])
+    """Who is deciding: the identity the policy authorised (a client certificate's ``ankka://``
+    identity or the caller a token names; with the person it names in ``header`` when it is
+    one of the policy's approvers: ``ankka approve``'s delegate), a trusted proxy's header, or
+    the caller as the runtime names it (``local``). Never a certificate's other URI SANs: the
+    record names whom the decide right was checked for (issue 31, item 5)."""
     caller = caller_of(request.scope)
     if caller != LOCAL:
         named = request.headers.get(header, "").strip()[:200] if header else ""

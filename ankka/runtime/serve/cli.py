@@ -26,6 +26,7 @@ from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
 from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
 from ankka.runtime.serve.a2a import options as a2a_options
+from ankka.runtime.serve.hosts import ALLOWED_HOSTS_VARIABLE, allowed_hosts
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
 from ankka.runtime.serve.target import load_service
 
@@ -62,6 +63,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "PGHOST, PGUSER, PGPASSWORD ...; default: sqlite:///ankka.sqlite3)",
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument(
+        "--allowed-host",
+        metavar="NAME",
+        action="append",
+        default=[n for n in os.environ.get(ALLOWED_HOSTS_VARIABLE, "").split(",") if n.strip()],
+        help="a name callers send in Host besides addresses, localhost and Service names "
+        "(repeatable; env ANKKA_ALLOWED_HOSTS, comma-separated); a request to any other name "
+        "is refused 421, so a web page cannot reach this runtime by DNS rebinding",
+    )
     parser.add_argument(
         "--max-body-bytes",
         type=int,
@@ -438,6 +448,7 @@ def run(args: argparse.Namespace) -> int:
                 approver_header=args.approver_header,
                 console=args.console == "on",
                 a2a=a2a,
+                allowed_hosts=allowed_hosts(args.allowed_host, args.public_url),
             )
             # At SIGTERM what is in flight is answered in the API's shape, never dropped.
             drained = Drain(

@@ -65,6 +65,7 @@ from ankka.runtime.serve.a2a.service import A2AService
 from ankka.runtime.serve.api import RuntimeAPI, error_json, errors, events, sent
 from ankka.runtime.serve.approvals_http import add_approval_routes, awaiting_json
 from ankka.runtime.serve.bounds import DEFAULT_MAX_BODY, MAX_SESSION_ID, BoundedInput
+from ankka.runtime.serve.hosts import ServedHosts
 from ankka.runtime.serve.identity import Identify, caller_of
 from ankka.runtime.serve.mcp_routes import mcp_routes
 from ankka.runtime.serve.tasks_http import TASK_AGENT_PATHS, add_task_routes
@@ -166,13 +167,16 @@ def create_app(
     approver_header: str | None = None,
     console: bool = False,
     a2a: A2AService | None = None,
+    allowed_hosts: frozenset[str] = frozenset(),
 ) -> BoundedInput:
     """The API of ``runtime``; with ``tasks``, also the task routes
     (:mod:`ankka.runtime.serve.tasks_http`). Without ``identify`` every caller is ``local``.
     ``approver_header`` names the header a trusted proxy sets to say who decides an approval
     (``ankka.runtime.serve.approvals_http``). With ``console``, the console's pages at ``/console``
     (:mod:`ankka.runtime.serve.console`). With ``a2a`` (entered by its owner), every agent
-    also at ``/a2a/{agent}`` (:mod:`ankka.runtime.serve.a2a`)."""
+    also at ``/a2a/{agent}`` (:mod:`ankka.runtime.serve.a2a`). A request is answered only for
+    a ``Host`` the runtime serves, ``allowed_hosts`` among them, and never framed
+    (:mod:`ankka.runtime.serve.hosts`)."""
     service = runtime.service
     pages: list[BaseRoute] = []
     if console:
@@ -197,7 +201,10 @@ def create_app(
     _add_session_routes(app, runtime)
     _add_service_routes(app, runtime)
     return BoundedInput(
-        app, max_body=max_body, on_caller_left=runtime.metrics.caller_left, identify=identify
+        ServedHosts(app, allowed=allowed_hosts),
+        max_body=max_body,
+        on_caller_left=runtime.metrics.caller_left,
+        identify=identify,
     )
 
 

@@ -33,7 +33,9 @@ if TYPE_CHECKING:  # the MCP SDK is an extra: a runtime without MCP servers neve
 __all__ = ["mcp_routes"]
 
 _HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'",
+    "Content-Security-Policy": (
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+    ),
     "Cache-Control": "no-store",
     "Referrer-Policy": "no-referrer",  # the callback's URL carries the code
 }

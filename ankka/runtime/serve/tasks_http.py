@@ -46,6 +46,7 @@ from ankka.runtime.records.tasks import (
     TaskRecord,
     TaskSpec,
     check_id,
+    check_instance_name,
 )
 from ankka.runtime.serve.api import EventStream, errors, events
 from ankka.runtime.serve.identity import caller_of
@@ -336,7 +337,7 @@ def add_task_routes(app: FastAPI, host: TaskHost, policy: SessionPolicy | None =
             # Another caller's id is not reused, nor another caller's instance given work.
             _permitted(request, await host.get(task), policy, "write")
         if body.instance is not None:
-            check_id(body.instance, "instance")
+            check_instance_name(body.instance)
             with contextlib.suppress(NotFound):
                 _instance_permitted(request, await host.instance(agent, body.instance))
         record, created = await host.put(

@@ -126,6 +126,7 @@ def delegate(tx: Transaction, wanted: Wanted, *, now: datetime) -> Made:
             instance=None,
             budget=given.iterations,
             created_by=parent.created_by,
+            may_read=statements.read_any,  # a child names no dependencies
             now=now,
         )
     tree.insert_child(

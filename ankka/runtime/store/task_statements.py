@@ -9,12 +9,14 @@ the statements are written once, with ``?`` placeholders, for both databases.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from ankka._kernel.errors import NotFound, RequestError
+from ankka._kernel.identity import is_platform
+from ankka.runtime.declare.policy import NotPermitted
 from ankka.runtime.records.delegation import End
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.records.tasks import (
@@ -53,7 +55,9 @@ __all__ = [
     "get_instance",
     "pick",
     "put",
+    "Readable",
     "queue",
+    "read_any",
     "recent",
     "release",
     "renew",
@@ -110,6 +114,29 @@ def _states(tx: Transaction, ids: Sequence[str]) -> dict[str, TaskState]:
     return states
 
 
+Readable = Callable[[str, str], bool]
+"""Whether the caller may read a task that (creator, agent) names."""
+
+
+def read_any(creator: str, agent: str) -> bool:
+    """:data:`Readable` of the platform, which may read every task."""
+    return True
+
+
+def _readable(tx: Transaction, ids: Sequence[str], may_read: Readable) -> set[str]:
+    """Those of ``ids`` that exist and the caller may read."""
+    found: set[str] = set()
+    for start in range(0, len(ids), 200):
+        chunk = list(ids[start : start + 200])
+        marks = ", ".join("?" for _ in chunk)
+        for task, creator, agent in tx.rows(
+            f"SELECT id, created_by, agent FROM ankka_tasks WHERE id IN ({marks})", chunk
+        ):
+            if may_read(str(creator), str(agent)):
+                found.add(str(task))
+    return found
+
+
 def pick(tx: Transaction, agent: str, instance: str) -> Picked:
     unfinished = queue(tx, agent, instance)
     needed = sorted({d for t in unfinished for d in t.spec.depends_on})
@@ -125,20 +152,26 @@ def put(
     instance: str | None,
     budget: int,
     created_by: str,
+    may_read: Readable,
     now: datetime,
     tokens: int | None = None,
 ) -> tuple[TaskRecord, bool, list[Ended]]:
     """Create ``task`` (or find it, when the same body was sent before) with ``budget``
     iterations and, when given, ``tokens`` for its tree. A spec naming a parent of another
-    runtime's (``spec.lineage``) starts a tree row of its own, as does a token budget."""
+    runtime's (``spec.lineage``) starts a tree row of its own, as does a token budget.
+    ``may_read`` says whether ``created_by`` may read a task its creator created for an
+    agent: every dependency must be one (:mod:`ankka.runtime.declare.policy`)."""
     existing = get(tx, task)
     if existing is not None:
         return _again(tx, existing, spec, instance, now, created_by)
-    missing = sorted(set(spec.depends_on) - set(_states(tx, spec.depends_on)))
+    # A task another caller may not read is answered exactly as a missing one: naming it
+    # neither reaches its result nor tells whether it exists (issue 31, item 1).
+    missing = sorted(set(spec.depends_on) - _readable(tx, spec.depends_on, may_read))
     if missing:
         raise RequestError(
             f"task {task!r} depends on {', '.join(repr(m) for m in missing)}, which "
-            "does not exist; create the tasks it depends on first"
+            "does not exist or is not the caller's to read; create the tasks it depends on "
+            "first, or name tasks the caller may read"
         )
     own = instance is None
     where = own_instance_id(task) if own else instance
@@ -271,6 +304,13 @@ def _ensure_instance(
     tx: Transaction, agent: str, instance: str, *, own: bool, now: datetime, created_by: str
 ) -> None:
     found = get_instance(tx, agent, instance)
+    if found is not None and not _may_use(found, created_by):
+        # Checked in the transaction that assigns: of two callers claiming one new instance
+        # at once, the second finds the first's (issue 31, item 2).
+        raise NotPermitted(
+            f"caller {created_by!r} may not give work to instance {instance!r} of agent "
+            f"{agent!r}: it is another caller's; name an instance of your own"
+        )
     if found is None:
         tx.rows(
             "INSERT INTO ankka_instances (agent, id, state, own, created_at) "
@@ -286,6 +326,13 @@ def _ensure_instance(
             f"instance {instance!r} of agent {agent!r} was {found.state.value}; an "
             "instance id is never used again, name a new one"
         )
+
+
+def _may_use(found: InstanceRecord, caller: str) -> bool:
+    """Whether ``caller`` may assign work to ``found``: its creator and the platform may (an
+    instance from a store older than its creator record is checked by the HTTP layer)."""
+    creator = found.created_by
+    return creator is None or creator == caller or is_platform(caller)
 
 
 # A value a task's column takes (text, a number, a flag as 0/1, or NULL).

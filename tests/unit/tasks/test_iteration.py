@@ -565,7 +565,14 @@ async def recorded_without_completion(tmp_path: Path, marked: bool) -> None:
     spec = TaskSpec("researcher", "summary", "Summarise ankka.")
     await store.write(
         lambda tx: statements.put(
-            tx, "t1", spec, instance=None, budget=5, created_by="local", now=now
+            tx,
+            "t1",
+            spec,
+            instance=None,
+            budget=5,
+            created_by="local",
+            may_read=statements.read_any,
+            now=now,
         )
     )
     await store.write(

@@ -68,7 +68,14 @@ async def put(
 ) -> tuple[TaskRecord, bool, list[Ended]]:
     result: tuple[TaskRecord, bool, list[Ended]] = await store.write(
         lambda tx: statements.put(
-            tx, task, body or spec(), instance=instance, budget=5, created_by="local", now=NOW
+            tx,
+            task,
+            body or spec(),
+            instance=instance,
+            budget=5,
+            created_by="local",
+            may_read=statements.read_any,
+            now=NOW,
         )
     )
     return result
@@ -293,7 +300,14 @@ async def test_with_work_answers_as_the_join_did_and_reads_the_live_tasks_index(
         for n in range(64):
             task, instance = f"t{n}", f"i{n % 12}"
             statements.put(
-                tx, task, spec(f"x{n}"), instance=instance, budget=5, created_by="local", now=NOW
+                tx,
+                task,
+                spec(f"x{n}"),
+                instance=instance,
+                budget=5,
+                created_by="local",
+                may_read=statements.read_any,
+                now=NOW,
             )
             statements.update(tx, task, NOW, state=states[n % len(states)].value)
         for instance, state in (("i3", InstanceState.SUSPENDED), ("i5", InstanceState.ENDED)):

@@ -47,6 +47,7 @@ from ankka.runtime.records.tasks import (
     TaskSpec,
     TaskState,
     check_id,
+    check_instance_name,
 )
 from ankka.runtime.store import delegate_statements, trace_statements
 from ankka.runtime.store import task_statements as statements
@@ -372,9 +373,14 @@ class TaskHost:
             )
         check_id(task, "task")
         if instance is not None:
-            check_id(instance, "instance")
+            check_instance_name(instance)
         for dependency in spec.depends_on:
             check_id(dependency, "dependency")
+        policy = self.context.policy
+
+        def may_read(creator: str, of: str) -> bool:
+            return policy.allows(created_by, "read", creator=creator, agent=of)
+
         iterations, tokens = _budget_of(accepts.budget, accepts.tokens, spec)
         # The context current now (the PUT's or the A2A request's span) is the task's trace.
         carrier = tracing.carrier() if self.context.spans is not None else {}
@@ -388,6 +394,7 @@ class TaskHost:
                 budget=iterations,
                 tokens=tokens,
                 created_by=created_by,
+                may_read=may_read,
                 now=self.clock.now(),
             )
             if done[1] and carrier:

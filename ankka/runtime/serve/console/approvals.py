@@ -5,11 +5,11 @@ shows them); each has a form that posts its decision with the digest it was show
 decision goes through the same desk and the same digest check as the API's
 ``POST /v1/approvals/{id}``. The decider is the console's caller (:mod:`.access`), who must
 hold the decide right over the session (:mod:`ankka.runtime.declare.policy`); the list shows only
-the
-approvals of sessions it may read. A form posted from another site is refused: its ``Origin``
-must be this server's. After a decision the person is taken to the session's page, which
-confirms it (``?decided=ID``) and lists every decision of the session (who, what, when); a
-session waiting for a decision shows its requests there with the same forms.
+the approvals of sessions it may read. A form posted from another site is refused: its
+``Origin`` must be this server's, and its form token the one the page set (:mod:`.csrf`).
+After a decision the person is taken to the session's page, which confirms it
+(``?decided=ID``) and lists every decision of the session (who, what, when); a session waiting
+for a decision shows its requests there with the same forms.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from ankka._kernel.errors import AnkkaError
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.records.approvals import ApprovalDecided, Decision
+from ankka.runtime.serve.console.csrf import FIELD, form_token, keep_token, token_matches
 from ankka.runtime.serve.console.listing import Listing
 from ankka.runtime.serve.console.pages import page, when
 
 __all__ = [
     "STATES",
+    "approvals_answer",
     "approvals_page",
     "approvals_table",
     "decide_from_form",
@@ -44,9 +46,9 @@ STATES = ("pending", "approved", "refused", "expired", "ended")
 _MAX_FORM = 16 * 1024
 
 
-def _decision(row: dict[str, Any]) -> str:
-    """A pending request's approve and refuse form (with the digest it shows), else what
-    was decided and by whom."""
+def _decision(row: dict[str, Any], token: str) -> str:
+    """A pending request's approve and refuse form (with the digest it shows and the browser's
+    form ``token``), else what was decided and by whom."""
     state = str(row.get("state", "pending"))
     if state != "pending":
         by = f" by {escape(str(row['decided_by']))}" if row.get("decided_by") else ""
@@ -55,6 +57,7 @@ def _decision(row: dict[str, Any]) -> str:
         f'<form method="post" action="/console/approvals/{escape(str(row["id"]))}">'
         f'<input type="hidden" name="digest" value="{escape(str(row["digest"]))}">'
         f'<input type="hidden" name="session" value="{escape(str(row.get("session", "")))}">'
+        f'<input type="hidden" name="{FIELD}" value="{escape(token)}">'
         '<button name="decision" value="approve">approve</button> '
         '<button name="decision" value="refuse">refuse</button></form>'
     )
@@ -65,7 +68,7 @@ def _expires(row: dict[str, Any]) -> str:
     return when(datetime.fromisoformat(value)) if isinstance(value, str) else "-"
 
 
-def approvals_table(rows: Sequence[dict[str, Any]]) -> str:
+def approvals_table(rows: Sequence[dict[str, Any]], *, token: str) -> str:
     """The requests, each pending one with its approve and refuse form."""
     if not rows:
         return '<p class="empty">No tool call here.</p>'
@@ -76,7 +79,7 @@ def approvals_table(rows: Sequence[dict[str, Any]]) -> str:
         f"{escape(str(r.get('session', '')))}</a></td>"
         f"<td>{escape(str(r.get('agent', '')))}</td>"
         f"<td><code>{escape(str(r['tool']))}({escape(_arguments(r['arguments']))})</code></td>"
-        f"<td>{_expires(r)}</td><td>{_decision(r)}</td></tr>"
+        f"<td>{_expires(r)}</td><td>{_decision(r, token)}</td></tr>"
         for r in rows
     )
     return (
@@ -89,19 +92,36 @@ def approvals_page(
     rows: Sequence[dict[str, Any]],
     asked: Listing | None = None,
     *,
+    token: str,
     more: bool = False,
     problem: str = "",
 ) -> str:
     """One page of the approvals (newest first) ``asked``'s filters keep (without: the
     pending ones, as after a refused form)."""
     shown = f'<p class="error" id="problem">{escape(problem)}</p>' if problem else ""
+    table = approvals_table(rows, token=token)
     if asked is None:
-        return page("approvals", f"<h1>Approvals</h1>{shown}{approvals_table(rows)}")
+        return page("approvals", f"<h1>Approvals</h1>{shown}{table}")
     return page(
         "approvals",
-        f"<h1>Approvals</h1>{asked.form()}{shown}{approvals_table(rows)}"
-        f"{asked.pager(more=more, shown=len(rows))}",
+        f"<h1>Approvals</h1>{asked.form()}{shown}{table}{asked.pager(more=more, shown=len(rows))}",
     )
+
+
+def approvals_answer(
+    request: Request,
+    rows: Sequence[dict[str, Any]],
+    headers: dict[str, str],
+    asked: Listing | None = None,
+    *,
+    more: bool = False,
+    problem: str = "",
+    status: int = 200,
+) -> Response:
+    """The approvals page as an answer, with the browser's form token set."""
+    token = form_token(request)
+    body = approvals_page(rows, asked, token=token, more=more, problem=problem)
+    return keep_token(HTMLResponse(body, status_code=status, headers=headers), token)
 
 
 def decisions_section(decided: Sequence[ApprovalDecided], *, confirm: str | None) -> str:
@@ -154,21 +174,25 @@ async def decide_from_form(
     runtime: Runtime, request: Request, caller: str, headers: dict[str, str]
 ) -> Response:
     """Decide as ``caller`` (who must hold the decide right), from the console's own page."""
-    if not _same_origin(request):
+    raw = await request.body()
+    form = parse_qs(raw[:_MAX_FORM].decode("utf-8", "replace")) if len(raw) <= _MAX_FORM else {}
+    if not _same_origin(request) or not token_matches(request, (form.get(FIELD) or [""])[0]):
         return HTMLResponse(
-            page("refused", "<p>A decision is taken only from this console's own page.</p>"),
+            page(
+                "refused",
+                "<p>A decision is taken only from this console's own page: reload the page "
+                "and decide there.</p>",
+            ),
             status_code=403,
             headers=headers,
         )
-    raw = await request.body()
-    form = parse_qs(raw[:_MAX_FORM].decode("utf-8", "replace")) if len(raw) <= _MAX_FORM else {}
     decision = (form.get("decision") or [""])[0]
     digest = (form.get("digest") or [""])[0]
     session = (form.get("session") or [""])[0]
     if decision not in _DECISIONS or not digest:
         problem = "the form needs a decision (approve or refuse) and the digest it was shown"
-        body = approvals_page(await pending(runtime, caller), problem=problem)
-        return HTMLResponse(body, status_code=400, headers=headers)
+        rows = await pending(runtime, caller)
+        return approvals_answer(request, rows, headers, problem=problem, status=400)
     try:
         await runtime.approvals.decide(
             request.path_params["approval"],
@@ -178,8 +202,8 @@ async def decide_from_form(
             caller=caller,
         )
     except AnkkaError as exc:  # a stale digest, a second decision, not permitted, unknown
-        body = approvals_page(await pending(runtime, caller), problem=str(exc))
-        return HTMLResponse(body, status_code=exc.status, headers=headers)
+        rows = await pending(runtime, caller)
+        return approvals_answer(request, rows, headers, problem=str(exc), status=exc.status)
     # Back to the session, where the decision is shown and confirmed (else to the list).
     approval = quote(request.path_params["approval"], safe="")
     where = (

@@ -32,12 +32,13 @@ from ankka.runtime.records.tasks import TaskRecord, TaskState
 from ankka.runtime.serve.console.access import console_caller, is_loopback
 from ankka.runtime.serve.console.approvals import (
     STATES,
-    approvals_page,
+    approvals_answer,
     approvals_table,
     decide_from_form,
     decisions_section,
     pending,
 )
+from ankka.runtime.serve.console.csrf import form_token, keep_token
 from ankka.runtime.serve.console.listing import BadQuery, Filter, Listing, listing
 from ankka.runtime.serve.console.pages import not_found, page, session_page, sessions_page
 from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
@@ -49,7 +50,9 @@ MAX_SCANNED = 2000  # the most recent sessions (tasks, approvals) looked at for 
 _SCRIPT = resources.files("ankka.runtime.serve.console").joinpath("static/console.js").read_bytes()
 _HEADERS = {
     # Nothing but this server: the page works offline and sends nothing elsewhere.
-    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'",
+    "Content-Security-Policy": (
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+    ),
     "Cache-Control": "no-store",
 }
 
@@ -148,10 +151,13 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             times=_turn_times(entries),
         )
         waiting = [r for r in await pending(runtime, caller) if r.get("session") == name]
+        token = form_token(request)
         extra = decisions_section(decided, confirm=request.query_params.get("decided")) + (
-            "<h2>Waiting for a decision</h2>" + approvals_table(waiting) if waiting else ""
+            "<h2>Waiting for a decision</h2>" + approvals_table(waiting, token=token)
+            if waiting
+            else ""
         )
-        return HTMLResponse(session_page(view, extra=extra), headers=_HEADERS)
+        return keep_token(HTMLResponse(session_page(view, extra=extra), headers=_HEADERS), token)
 
     def readable(caller: str, record: TaskRecord) -> bool:
         return policy.allows(caller, "read", creator=record.created_by, agent=record.spec.agent)
@@ -200,7 +206,7 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             return _bad(exc)
         rows = await listed(asked, caller)
         shown, more = asked.window(rows)
-        return HTMLResponse(approvals_page(shown, asked, more=more), headers=_HEADERS)
+        return approvals_answer(request, shown, _HEADERS, asked, more=more)
 
     async def listed(asked: Listing, caller: str) -> list[dict[str, object]]:
         desk = runtime.approvals
