@@ -162,7 +162,14 @@ class Caller:
 
     def serves(self, pod: dict[str, Any]) -> bool:
         """The pod has read the models file with the held model and probed it."""
-        listed = self.client.get(self.url(pod, "/v1/models"), timeout=30).json()["data"]
+        try:
+            answer = self.client.get(self.url(pod, "/v1/models"), timeout=30)
+        except httpx.TransportError as exc:
+            # The tier's certificates live 90 s, less than kubelet's Secret refresh: a pod can
+            # serve its previous certificate for a while after it expired, until the mount
+            # catches up and the gateway reloads it. That is not yet serving; keep asking.
+            raise AssertionError(f"{pod['metadata']['name']}: {exc}") from exc
+        listed = answer.json()["data"]
         assert [m for m in listed if m["id"] == MODEL and "capabilities" in m], listed
         return True
 
