@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ankka.runtime.store.database import Row, Transaction
-from ankka.runtime.store.tasks import TaskStore
+from ankka.runtime.store.tasks import TaskStore, create_tables
 
 __all__ = ["SCHEMA", "ApprovalIndex", "IndexRow"]
 
@@ -60,11 +60,7 @@ class ApprovalIndex:
         self.store = store
 
     async def create(self) -> None:
-        def work(tx: Transaction) -> None:
-            for statement in SCHEMA:
-                tx.rows(statement)
-
-        await self.store.write(work)
+        await create_tables(self.store, SCHEMA)
 
     async def schedule(
         self,

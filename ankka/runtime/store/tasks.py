@@ -15,7 +15,7 @@ a process that dies stops renewing, and after ``until`` another may claim the in
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar
@@ -41,6 +41,7 @@ __all__ = [
     "TaskStore",
     "TaskTables",
     "Transaction",
+    "create_tables",
     "instance_from_row",
     "task_from_row",
 ]
@@ -203,6 +204,16 @@ class TaskStore(Protocol):
         """The relay that carries live notifications to the other processes on the store, or
         None when one process uses it."""
         ...
+
+
+async def create_tables(store: TaskStore, schema: Sequence[str]) -> None:
+    """Run a side table's ``CREATE ... IF NOT EXISTS`` statements in one write transaction."""
+
+    def work(tx: Transaction) -> None:
+        for statement in schema:
+            tx.rows(statement)
+
+    await store.write(work)
 
 
 class TaskTables:

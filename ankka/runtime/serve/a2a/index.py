@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ankka.runtime.store.tasks import TaskStore, Transaction
+from ankka.runtime.store.tasks import TaskStore, Transaction, create_tables
 
 __all__ = ["SCHEMA", "A2AIndex", "OutboxRow", "PushConfig", "TaskRow"]
 
@@ -152,11 +152,7 @@ class A2AIndex:
         self.store = store
 
     async def create(self) -> None:
-        def work(tx: Transaction) -> None:
-            for statement in SCHEMA:
-                tx.rows(statement)
-
-        await self.store.write(work)
+        await create_tables(self.store, SCHEMA)
 
     # -- tasks --------------------------------------------------------------------------------
 
