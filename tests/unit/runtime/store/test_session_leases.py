@@ -1,5 +1,6 @@
 """The session lease of compaction over the store on SQLite (the scenario, also run on
-PostgreSQL, is in tests/support/leases.py; instances' leases: tests/unit/runtime/store/test_tasks.py)."""
+PostgreSQL, is in tests/support/leases.py; instances' leases:
+tests/unit/runtime/store/test_tasks.py)."""
 
 from __future__ import annotations
 
