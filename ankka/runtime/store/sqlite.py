@@ -171,6 +171,11 @@ class SqliteDatabase:
         """Transactions committed by the writer so far (writes share them)."""
         return self._writer.commits
 
+    @property
+    def queued(self) -> int:
+        """Writes waiting for the writer (the next commit takes them all)."""
+        return self._writer.queued
+
     async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
         # One writer at a time is SQLite's own rule (and this file has one), so ``serial``
         # changes nothing here.
