@@ -342,7 +342,11 @@ class ListedApproval(Approval):
 
 
 class ApprovalListing(Wire):
+    """One page of the approvals the caller may read, oldest first; ``next`` is the cursor of
+    the page after (``?cursor=``), null on the last page."""
+
     approvals: list[ListedApproval]
+    next: str | None = None
 
 
 class DecisionAnswer(Wire):

@@ -25,6 +25,7 @@ from ankka.runtime.store.database import Transaction
 from ankka.runtime.store.journal_store import ConcurrentAppend
 from ankka.runtime.store.open import Store
 from ankka.runtime.store.sqlite import SqliteDatabase
+from tests.support.eventually import eventually_async
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 CALL = ModelCall("p", "m", "researcher", 1.0, Usage(7, 3))
@@ -96,19 +97,24 @@ async def test_journal_appends_and_task_writes_share_the_one_writers_commits(
         database = store.database
         assert isinstance(database, SqliteDatabase)
         first = database.commits
-        release = threading.Event()
+        busy, release = threading.Event(), threading.Event()
 
         def slow(tx: Transaction) -> None:
+            busy.set()
             release.wait(10)  # the writer is busy while the others queue behind it
 
         head = asyncio.ensure_future(store.tasks.write(slow))
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(busy.wait, 10), "the writer never ran the slow write"
         queued: list[asyncio.Future[object]] = [
             asyncio.ensure_future(store.journal.append(f"s{n}", [ANSWER], expected=0))
             for n in range(8)
         ]
         queued.append(asyncio.ensure_future(store.tasks.write(completion(), serial=False)))
-        await asyncio.sleep(0.05)
+
+        async def all_queued() -> bool:
+            return database.queued == 9
+
+        await eventually_async(all_queued, what="the nine writes queued behind the slow one")
         release.set()
         await head
         await asyncio.gather(*queued)
