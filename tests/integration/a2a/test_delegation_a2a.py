@@ -17,14 +17,13 @@ import pytest
 
 from tests.integration.conftest import Script, model_env
 from tests.integration.tasks_crash import asked_keys, dump, model_requests, wait_final
-from tests.integration.test_delegation import REPORT, STANDIN, servers, told
+from tests.integration.test_delegation import REPORT, STANDIN, told
 from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
 
 SCRIPT = [STANDIN[0], STANDIN[-1]]  # the lead delegates both summaries, then reports
-__all__ = ["servers"]  # the fixture, shared with test_delegation.py
 
 
 def sdk_agent(servers: list[Server], *args: str) -> Server:
