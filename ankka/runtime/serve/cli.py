@@ -329,6 +329,7 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.drivers.request import Runtime
     from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
     from ankka.runtime.drivers.tasks.remote import peers_from_environment
+    from ankka.runtime.drivers.teams.backlog import TeamHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
@@ -415,6 +416,7 @@ def run(args: argparse.Namespace) -> int:
             ),
         )
         runtime.approvals.task_decided = tasks.approval_decided
+        teams = TeamHost(tasks)
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         agents = [*service.agents, *service.autonomous_agents]
         say(f"ankka serve: agents {', '.join(agents)}; models {names}", stream=sys.stderr)
@@ -439,6 +441,8 @@ def run(args: argparse.Namespace) -> int:
             # The task host resumes every instance with work as it starts: no request
             # needed.
             await stack.enter_async_context(tasks)
+            # Each team's member instances claim its backlog's items (docs/teams.md).
+            await stack.enter_async_context(teams)
             if tls is not None:
                 await stack.enter_async_context(tls)
             if probe_sock is not None:
@@ -464,6 +468,7 @@ def run(args: argparse.Namespace) -> int:
                 console=args.console == "on",
                 a2a=a2a,
                 allowed_hosts=allowed_hosts(args.allowed_host, args.public_url),
+                teams=teams,
             )
             # At SIGTERM what is in flight is answered in the API's shape, never dropped.
             drained = Drain(

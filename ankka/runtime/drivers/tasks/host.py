@@ -42,6 +42,7 @@ from ankka.runtime.drivers.tasks.iteration import (
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
 from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
 from ankka.runtime.records.tasks import (
+    TEAM_TASK_PREFIX,
     InstanceRecord,
     InstanceState,
     TaskRecord,
@@ -150,6 +151,9 @@ class TaskHost:
         self._group: asyncio.TaskGroup | None = None
         self._last_renewal = float("-inf")
         self._last_idle_reset = float("-inf")
+        # Instances this host must leave alone: a team's member instances of other processes
+        # (docs/teams.md), which end with their claims rather than being taken over.
+        self.reserved: Callable[[Key], bool] = _none_reserved
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -232,6 +236,8 @@ class TaskHost:
             if key in self._idle and self._idle[key] not in (None, mark):
                 del self._idle[key]  # waiting on a child, and something changed since
             if key in self._workers or key in self._idle or key[0] not in self.agents:
+                continue
+            if self.reserved(key):
                 continue
             until = now + self.lease_seconds
             claimed = await self.store.write(
@@ -398,6 +404,11 @@ class TaskHost:
                 f"agent {agent!r} does not accept task type {spec.type!r} (it accepts: {types})"
             )
         check_id(task, "task")
+        if task.startswith(TEAM_TASK_PREFIX):
+            raise RequestError(
+                f"task id {task!r} is not one a caller may give: ids '{TEAM_TASK_PREFIX}...' "
+                "are the tasks of teams' backlog items (docs/teams.md)"
+            )
         if instance is not None:
             check_instance_name(instance)
         for dependency in spec.depends_on:
@@ -522,6 +533,10 @@ class TaskHost:
         if current is None and picked.task is not None and picked.task.started:
             current = picked.task.id
         return InstanceView(record, current, tuple(queue))
+
+
+def _none_reserved(key: Key) -> bool:
+    return False
 
 
 def _budget_of(iterations: int, tokens: int | None, spec: TaskSpec) -> tuple[int, int | None]:
