@@ -52,9 +52,7 @@ def tasks_page(records: Sequence[TaskRecord], asked: Listing, *, more: bool) -> 
             f"<th>updated</th></tr></thead><tbody>{rows}</tbody></table>"
         )
     pager = asked.pager(more=more, shown=len(records))
-    return page(
-        "tasks", f'<h1>Tasks</h1>{asked.form()}<div data-refresh="5">{table}{pager}</div>'
-    )
+    return page("tasks", f'<h1>Tasks</h1>{asked.form()}<div data-refresh="5">{table}{pager}</div>')
 
 
 def task_page(record: TaskRecord) -> str:
