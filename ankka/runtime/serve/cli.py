@@ -332,6 +332,7 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.drivers.teams.backlog import TeamHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
+    from ankka.runtime.providers.a2a_remote import remote_agents_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
     from ankka.runtime.providers.retry import TurnRetry
     from ankka.runtime.store.open import Store, sqlite_path
@@ -352,6 +353,7 @@ def run(args: argparse.Namespace) -> int:
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
         peers = peers_from_environment(os.environ)
+        a2a_agents = remote_agents_from_environment(os.environ)
     except AnkkaError as exc:
         say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
@@ -411,6 +413,7 @@ def run(args: argparse.Namespace) -> int:
                 max_instances=args.max_instances,
                 notification_buffer=args.notification_buffer,
                 peers=peers,
+                a2a_agents=a2a_agents,
                 peer_tls_dir=args.tls_dir,
                 delegators=delegators_from(os.environ),
             ),

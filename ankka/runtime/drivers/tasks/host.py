@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -41,6 +41,7 @@ from ankka.runtime.drivers.tasks.iteration import (
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
 from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
+from ankka.runtime.providers.a2a_remote import RemoteAgent
 from ankka.runtime.records.tasks import (
     TEAM_TASK_PREFIX,
     InstanceRecord,
@@ -91,6 +92,8 @@ class HostOptions:
     # folder of this runtime's own certificate (its identity when it calls them), and who may
     # create a task here as another runtime's child (ANKKA_DELEGATORS).
     peers: Mapping[str, Peer] = field(default_factory=dict)
+    # Remote A2A agents (ANKKA_A2A_REMOTE_<NAME>_*), by their name as the variables spell it.
+    a2a_agents: Mapping[str, RemoteAgent] = field(default_factory=dict)
     peer_tls_dir: str | None = None
     delegators: frozenset[str] = frozenset()
 
@@ -116,19 +119,22 @@ class TaskHost:
             options.retry,
             poke=self._work_made,
             woken=self._woken,
-            remotes=frozenset(options.peers),
         )
         self.delegators = options.delegators
+        a2a = _delegated_a2a(self.service.autonomous_agents.values(), options.a2a_agents)
         self.remote = (
             RemoteChildren(
                 store,
                 options.peers,
                 told=partial(told, self.bench),
+                a2a=a2a,
                 tls_dir=options.peer_tls_dir,
             )
-            if options.peers
+            if options.peers or a2a
             else None
         )
+        if self.remote is not None:
+            self.bench = replace(self.bench, remotes=self.remote.names)
         owner = options.owner
         lease_seconds = options.lease_seconds
         poll_seconds = options.poll_seconds
@@ -533,6 +539,20 @@ class TaskHost:
         if current is None and picked.task is not None and picked.task.started:
             current = picked.task.id
         return InstanceView(record, current, tuple(queue))
+
+
+def _delegated_a2a(
+    agents: Iterable[AutonomousAgent], remote: Mapping[str, RemoteAgent]
+) -> dict[str, RemoteAgent]:
+    """The remote A2A agents the service's agents delegate to, by the name their ``Delegate``
+    gives (``ANKKA_A2A_REMOTE_<NAME>_*`` spells it upper case, ``-`` as ``_``)."""
+    found: dict[str, RemoteAgent] = {}
+    for agent in agents:
+        for item in agent.delegates:
+            known = remote.get(item.agent.lower().replace("-", "_"))
+            if known is not None:
+                found[item.agent] = known
+    return found
 
 
 def _none_reserved(key: Key) -> bool:
