@@ -29,7 +29,7 @@ from ankka.runtime.records.approvals import APPROVAL_RECORD_TYPES, ApprovalRecor
 from ankka.runtime.records.compaction import CompactionRecord, CompactionRejected, HistoryCompacted
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord
+from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord, SampledCall
 from ankka.runtime.records.messages import (
     MESSAGE_TYPES,
     AssistantMessage,
@@ -45,6 +45,7 @@ Record = (
     Message
     | McpToolsRecord
     | McpToolsChanged
+    | SampledCall
     | CompactionRecord
     | UnwrittenCalls
     | SessionOpened
@@ -69,6 +70,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     ToolResult,
     McpToolsRecord,
     McpToolsChanged,
+    SampledCall,
     HistoryCompacted,
     CompactionRejected,
     UnwrittenCalls,

@@ -32,8 +32,10 @@ from fastapi import FastAPI, Path, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ankka._kernel.errors import RequestError
 from ankka.runtime.declare.policy import LOCAL, SessionPolicy
 from ankka.runtime.drivers.approvals import Decided
+from ankka.runtime.drivers.elicitations import ELICITATION
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.notify import APPROVAL_EVENTS, APPROVALS, Notice, Notifier
@@ -130,7 +132,7 @@ def add_approval_routes(
         if desk.index is None:
             return {"approvals": []}
         rows = await desk.index.find(session=session, agent=agent, state=state)
-        return {"approvals": await desk.shown(rows, caller_of(request.scope))}
+        return {"approvals": await runtime.questions.listed(rows, caller_of(request.scope))}
 
     @app.get(
         "/v1/approvals/notifications",
@@ -172,7 +174,7 @@ def add_approval_routes(
                 if desk.index is not None
                 else []
             )
-            first = sse("snapshot", {"approvals": await desk.shown(rows, caller)})
+            first = sse("snapshot", {"approvals": await runtime.questions.listed(rows, caller)})
         except BaseException:
             notifier.remove(APPROVALS, subscription)
             raise
@@ -188,6 +190,24 @@ def add_approval_routes(
         responses=errors(400, 404, 409, 422, 500, 502, 504, *_ANY),
     )
     async def decide(approval: ApprovalId, body: DecisionBody, request: Request) -> Any:
+        if approval.startswith(ELICITATION):  # a server's question: to the waiting call
+            answered = await runtime.questions.answer(
+                approval,
+                _DECISIONS[body.decision],
+                body.digest,
+                content=body.content,
+                reason=body.reason,
+                decided_by=decider(request, approver_header, runtime.policy),
+                caller=caller_of(request.scope),
+            )
+            return {
+                "approval": approval,
+                "decision": answered.decision,
+                "decided_by": answered.decided_by,
+                "status": "recorded",
+            }
+        if body.content is not None:
+            raise RequestError("content answers a server's question (an eli_ id) only")
         decided: Decided = await desk.decide(
             approval,
             _DECISIONS[body.decision],

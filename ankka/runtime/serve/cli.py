@@ -398,6 +398,7 @@ def run(args: argparse.Namespace) -> int:
                 max_instances=args.max_instances,
                 notification_buffer=args.notification_buffer,
             ),
+            questions=runtime.questions,
         )
         runtime.approvals.task_decided = tasks.approval_decided
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"

@@ -31,6 +31,7 @@ from ankka._kernel import tracing
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.elicitations import ElicitationDesk
 from ankka.runtime.drivers.tasks.iteration import (
     LeaseLost,
     RetryPolicy,
@@ -88,8 +89,15 @@ class HostOptions:
 
 class TaskHost:
     def __init__(
-        self, context: Context, *, store: TaskStore, options: HostOptions | None = None
+        self,
+        context: Context,
+        *,
+        store: TaskStore,
+        options: HostOptions | None = None,
+        questions: ElicitationDesk | None = None,
     ) -> None:
+        """``questions``: where the tasks' MCP servers' questions wait for a person (the
+        request runtime's desk, so one API answers both)."""
         options = options or HostOptions()
         self.context = context
         self.service = context.service
@@ -107,6 +115,7 @@ class TaskHost:
             options.retry,
             poke=self._work_made,
             woken=self._woken,
+            questions=questions,
         )
         owner = options.owner
         lease_seconds = options.lease_seconds
