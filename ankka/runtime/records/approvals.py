@@ -6,7 +6,7 @@ start is one :class:`ApprovedCallStarted`, appended before the tool runs, which 
 approval: a resume that finds it recorded never runs the call again. A turn that cannot go on
 is closed by :class:`TurnEnded`. A server's question during a call and its answer is one
 :class:`ElicitationAnswered`. Pure values; their encodings are pinned in
-``tests/unit/test_approvals.py``.
+``tests/unit/runtime/drivers/test_approvals.py``.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ stored format: change it only with a migration.
 A record type has a ``kind`` (the stored event's kind), ``as_dict()`` and ``from_dict()``.
 To add one (a task iteration, a suspended turn, an approval decision): write the frozen value
 with those three, add it to :data:`Record` and :data:`RECORD_TYPES`, and pin its encoding in
-``tests/unit/test_journal.py``. Nothing else changes: the stores keep ``(kind, body)`` pairs,
-the :class:`~ankka.runtime.store.journal.Journal` encodes and decodes through here, and the
-fold passes over records that are not messages.
+``tests/unit/runtime/store/test_journal.py``. Nothing else changes: the stores keep
+``(kind, body)`` pairs, the :class:`~ankka.runtime.store.journal.Journal` encodes and decodes
+through here, and the fold passes over records that are not messages.
 """
 
 from __future__ import annotations

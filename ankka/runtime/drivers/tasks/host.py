@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -41,6 +41,7 @@ from ankka.runtime.drivers.tasks.iteration import (
     work_task,
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
+from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
 from ankka.runtime.records.tasks import (
     InstanceRecord,
     InstanceState,
@@ -85,6 +86,12 @@ class HostOptions:
     notification_buffer: int = DEFAULT_BUFFER
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    # Delegation across runtimes (docs/delegation.md): the agents other runtimes serve, the
+    # folder of this runtime's own certificate (its identity when it calls them), and who may
+    # create a task here as another runtime's child (ANKKA_DELEGATORS).
+    peers: Mapping[str, Peer] = field(default_factory=dict)
+    peer_tls_dir: str | None = None
+    delegators: frozenset[str] = frozenset()
 
 
 class TaskHost:
@@ -115,7 +122,19 @@ class TaskHost:
             options.retry,
             poke=self._work_made,
             woken=self._woken,
+            remotes=frozenset(options.peers),
             questions=questions,
+        )
+        self.delegators = options.delegators
+        self.remote = (
+            RemoteChildren(
+                store,
+                options.peers,
+                told=partial(told, self.bench),
+                tls_dir=options.peer_tls_dir,
+            )
+            if options.peers
+            else None
         )
         owner = options.owner
         lease_seconds = options.lease_seconds
@@ -147,12 +166,16 @@ class TaskHost:
         await group.__aenter__()
         self._group = group
         self._scheduler = group.create_task(self._schedule(), name="ankka-task-scheduler")
+        if self.remote is not None:
+            self._follower = group.create_task(self.remote.run(), name="ankka-remote-children")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self._group is None:
             return
         self._scheduler.cancel()
+        if self.remote is not None:
+            self._follower.cancel()
         for worker in list(self._workers.values()):
             worker.cancel()
         await self._group.__aexit__(None, None, None)
@@ -170,6 +193,8 @@ class TaskHost:
     def _work_made(self) -> None:
         """A task was made here (a child): look for it now, waking no idle instance."""
         self._wake.set()
+        if self.remote is not None:
+            self.remote.wake()
 
     def _woken(self, keys: Sequence[Key]) -> None:
         """These instances have something new (a child of theirs ended): take them up now."""

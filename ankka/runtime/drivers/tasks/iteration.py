@@ -123,6 +123,8 @@ class Workbench:
     """Tell the scheduler there is work (a child was made)."""
     woken: Callable[[Sequence[tuple[str, str]]], None] = field(default=lambda keys: None)
     """Tell the scheduler instances have something new (parents told of a child's end)."""
+    remotes: frozenset[str] = frozenset()
+    """The agents other runtimes serve (``ANKKA_PEERS``): a delegation to one is remote."""
     questions: ElicitationDesk | None = None
     """Where an MCP server's questions during a call wait for a person (None: cancelled)."""
 
@@ -299,6 +301,7 @@ class TaskWork:
             task,
             poke=bench.poke,
             published=partial(told, bench),
+            remotes=bench.remotes,
         )
 
     # --- the work --------------------------------------------------------------------------
