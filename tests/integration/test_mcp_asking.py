@@ -167,6 +167,26 @@ def test_a_refused_question_is_declined_and_an_expired_one_cancelled(rig: Asking
     assert sorted(a["state"] for a in listed) == ["expired", "refused"]
 
 
+def test_a_call_resumed_after_its_approval_asks_its_question_too(rig: AskingRig) -> None:
+    mcp, model, server = rig.begin(
+        [BUY, {"text": "Bought."}], "--elicit-tool", "--handshake-only", requires_approval="buy"
+    )
+    waits = httpx.post(f"{server.url}/v1/agents/clerk/sessions/s", json={"message": "A kettle"})
+    assert waits.status_code == 202, waits.text
+    (approval,) = waits.json()["approvals"]
+    decided: list[httpx.Response] = []
+    resume = threading.Thread(target=lambda: decided.append(decide(server, approval, "approve")))
+    resume.start()  # the resumed turn runs buy, whose server asks
+    question = pending_question(server)
+    assert decide(server, question, "approve", content={"quantity": 4}).status_code == 200
+    resume.join(timeout=60)
+    assert decided and decided[0].status_code == 200, decided
+    assert decided[0].json()["status"] == "completed"
+    assert tool_result(model) == "bought 4 of kettle-1"
+    assert "".join(mcp.output).count("elicitation answered") == 1, mcp.output
+    assert len(rig.journal("elicitation_answered")) == 1
+
+
 def test_a_tasks_call_waits_for_the_servers_question_like_an_approval(rig: AskingRig) -> None:
     done = {"name": "complete_task", "arguments": {"title": "bought", "points": ["a kettle"]}}
     mcp, model, server = rig.begin(

@@ -27,11 +27,10 @@ accounted in the turn's ledger and journaled as
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -48,7 +47,7 @@ from ankka.runtime.drivers.approvals import ApprovalDesk
 from ankka.runtime.drivers.context import Context
 from ankka.runtime.engine.executor import Executor, Ledger
 from ankka.runtime.engine.metrics import RuntimeMetrics
-from ankka.runtime.features.mcp.asking import ASKING, Answer, Question, Sampled
+from ankka.runtime.features.mcp.asking import Answer, Question, Sampled
 from ankka.runtime.features.mcp.elicitation import accepted
 from ankka.runtime.providers.base import ModelProvider, ModelRequest
 from ankka.runtime.records.approvals import (
@@ -65,7 +64,7 @@ from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.store.approval_index import IndexRow
 
-__all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "asking", "sampling_of"]
+__all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "sampling_of"]
 
 log = logging.getLogger("ankka.approvals")
 
@@ -101,6 +100,23 @@ class ElicitationDesk:
 
     def notify(self, event: str, data: dict[str, Any]) -> None:
         self._approvals.notify(event, data)
+
+    def for_turn(
+        self,
+        session: str,
+        agent: str,
+        turn: str,
+        position: int,
+        opened: SessionOpened | None,
+        provider: ModelProvider,
+        ledger: Ledger,
+    ) -> TurnAsker:
+        """A request turn's asker: its records kept for the turn's batch."""
+        declared = self._context.service.agents.get(agent)
+        servers = declared.mcp_servers if declared is not None else ()
+        return TurnAsker(
+            self, session, agent, turn, position, opened, provider, ledger, sampling_of(servers)
+        )
 
     @property
     def executor(self) -> Executor:
@@ -171,25 +187,28 @@ class ElicitationDesk:
             asker.opened,
             loop.create_future(),
         )
-        await index.schedule(
-            asker.session, asker.agent, [(approval, request.tool, request.expires_at)], now
-        )
-        self._pending[approval] = pending
+        if asker.waiting is not None:  # before it can be seen (a task awaits approval)
+            await asker.waiting(True)
         try:
-            asker.tell("approval_requested", {"session": asker.session, **shown(request)})
-            if asker.waiting is not None:
-                await asker.waiting(True)
-            decided, content = await self._answer_of(pending, asker.turn, question.timeout)
+            await index.schedule(
+                asker.session, asker.agent, [(approval, request.tool, request.expires_at)], now
+            )
+            self._pending[approval] = pending
+            try:
+                asker.tell("approval_requested", {"session": asker.session, **shown(request)})
+                decided, content = await self._answer_of(pending, asker.turn, question.timeout)
+            finally:
+                self._pending.pop(approval, None)
+            self._recent[approval] = decided
+            while len(self._recent) > _RECENT:
+                self._recent.popitem(last=False)
+            action = _ACTIONS[decided.decision]
+            answered = ElicitationAnswered(question.server, request, decided, action, content)
+            await asker.keep(answered)
+            await index.settle([approval], decided.decision, close=True)
         finally:
-            self._pending.pop(approval, None)
-        self._recent[approval] = decided
-        while len(self._recent) > _RECENT:
-            self._recent.popitem(last=False)
-        action = _ACTIONS[decided.decision]
-        await asker.keep(ElicitationAnswered(question.server, request, decided, action, content))
-        await index.settle([approval], decided.decision, close=True)
-        if asker.waiting is not None:
-            await asker.waiting(False)
+            if asker.waiting is not None:
+                await asker.waiting(False)
         data = {"id": approval, "decision": decided.decision, "decided_by": decided.decided_by}
         asker.tell("approval_decided", {"session": asker.session, **data})
         return Answer(action, content if action == "accept" else None)  # type: ignore[arg-type]
@@ -349,13 +368,3 @@ class TurnAsker:
 def sampling_of(servers: Sequence[McpServer]) -> frozenset[str]:
     """The servers an agent lets ask its model."""
     return frozenset(s.name for s in servers if s.sampling)
-
-
-@contextlib.contextmanager
-def asking(asker: TurnAsker) -> Iterator[TurnAsker]:
-    """The turn's calls ask ``asker`` (set in the turn's task, read by its MCP calls)."""
-    token = ASKING.set(asker)
-    try:
-        yield asker
-    finally:
-        ASKING.reset(token)

@@ -37,7 +37,7 @@ from ankka.runtime.declare.judgments.verify import ask
 from ankka.runtime.declare.policy import LOCAL, NotPermitted, Right, SessionPolicy
 from ankka.runtime.drivers.approvals import ApprovalDesk, Notify, Timers
 from ankka.runtime.drivers.context import Context
-from ankka.runtime.drivers.elicitations import ElicitationDesk, TurnAsker, asking, sampling_of
+from ankka.runtime.drivers.elicitations import ElicitationDesk
 from ankka.runtime.drivers.judgments import plan_judgment
 from ankka.runtime.drivers.turns import spent_records, take_turn, unwritten
 from ankka.runtime.engine import planning
@@ -48,6 +48,7 @@ from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.engine.session import SessionState
 from ankka.runtime.engine.view import SentView
+from ankka.runtime.features.mcp.asking import asking
 from ankka.runtime.records.accounting import (
     NOT_WRITTEN,
     SessionUsage,
@@ -137,6 +138,7 @@ class Runtime:
         self.context = context
         self.approvals = ApprovalDesk(context, timers=timers, notify=notify)
         self.questions = ElicitationDesk(context, self.approvals)
+        self.approvals.questions = self.questions  # a resumed turn's servers ask it too
 
     # The context's seams, as the HTTP layer, the console and tests read them.
     @property
@@ -222,10 +224,9 @@ class Runtime:
     ) -> TurnResult:
         """The turn, committed (or suspended, or accounted as unwritten); the lock is held."""
         ctx, agent, session = self.context, planned.agent, planned.session
-        declared = ctx.service.agents.get(agent)
-        servers = declared.mcp_servers if declared is not None else ()
-        asker = TurnAsker(self.questions, session, agent, turn, folded.position, folded.opened,
-                          planned.provider, ledger, sampling_of(servers))  # fmt: skip
+        asker = self.questions.for_turn(
+            session, agent, turn, folded.position, folded.opened, planned.provider, ledger
+        )
         try:
             effect, listed = await ctx.turn_tools(planned, turn, folded)
             with asking(asker):

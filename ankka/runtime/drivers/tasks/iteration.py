@@ -28,7 +28,6 @@ fails it at once.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -38,7 +37,7 @@ from ankka._kernel.errors import ConfigurationError, ModelError, Refused, StoreE
 from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
 from ankka.runtime.drivers.approvals import need_index
 from ankka.runtime.drivers.context import Context, Listed
-from ankka.runtime.drivers.elicitations import ElicitationDesk, TurnAsker, asking, sampling_of
+from ankka.runtime.drivers.elicitations import ElicitationDesk, TurnAsker, sampling_of
 from ankka.runtime.drivers.tasks import prompt
 from ankka.runtime.drivers.tasks.decide import Decoded, decode_fail, decode_result, result_json
 from ankka.runtime.drivers.tasks.delegation import Delegations, note_of, tools_of
@@ -58,6 +57,7 @@ from ankka.runtime.engine.steps import (
     TurnState,
     Verdict,
 )
+from ankka.runtime.features.mcp.asking import asking
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.approvals import (
@@ -371,7 +371,7 @@ class TaskWork:
         asker = self._asker(provider)
         while True:
             try:
-                with asking(asker) if asker is not None else contextlib.nullcontext():
+                with asking(asker):
                     end = await drive(
                         state,
                         executor=self.ctx.executor,

@@ -18,11 +18,27 @@ the turn's task, so :class:`~.servers.McpTool` reads it there).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-__all__ = ["ASKING", "Answer", "Asker", "InFlight", "Question", "Sampled"]
+from ankka.runtime.engine.executor import Ledger
+from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.records.registry import Record
+from ankka.runtime.records.session import SessionOpened
+
+__all__ = [
+    "ASKING",
+    "Answer",
+    "Asker",
+    "Askers",
+    "InFlight",
+    "Question",
+    "Sampled",
+    "asking",
+]
 
 Action = Literal["accept", "decline", "cancel"]
 
@@ -58,7 +74,10 @@ class Sampled:
 
 
 class Asker(Protocol):
-    """A turn's answers to what its calls' servers ask."""
+    """A turn's answers to what its calls' servers ask; ``records``: what it keeps for the
+    turn's batch."""
+
+    records: list[Record]
 
     async def elicit(self, question: Question) -> Answer: ...
 
@@ -67,7 +86,32 @@ class Asker(Protocol):
     ) -> Sampled: ...
 
 
+class Askers(Protocol):
+    """Where a turn's asker comes from (the runtime's desk)."""
+
+    def for_turn(
+        self,
+        session: str,
+        agent: str,
+        turn: str,
+        position: int,
+        opened: SessionOpened | None,
+        provider: ModelProvider,
+        ledger: Ledger,
+    ) -> Asker: ...
+
+
 ASKING: ContextVar[Asker | None] = ContextVar("ankka_mcp_asking", default=None)
+
+
+@contextlib.contextmanager
+def asking(asker: Asker | None) -> Iterator[None]:
+    """The turn's calls ask ``asker`` (set in the turn's task, read by its MCP calls)."""
+    token = ASKING.set(asker)
+    try:
+        yield
+    finally:
+        ASKING.reset(token)
 
 
 @dataclass(slots=True)
