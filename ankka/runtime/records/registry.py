@@ -27,6 +27,7 @@ from ankka._kernel.jsonload import loads
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.approvals import APPROVAL_RECORD_TYPES, ApprovalRecord
 from ankka.runtime.records.compaction import CompactionRecord, CompactionRejected, HistoryCompacted
+from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
 from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord, SampledCall
@@ -53,6 +54,8 @@ Record = (
     | ApprovalRecord
     | IterationStarted
     | IterationCompleted
+    | TurnSkipped
+    | ConversationEnded
 )
 """What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
 decision, an approved call's start or a turn's end (:mod:`ankka.runtime.records.approvals`). An
@@ -79,6 +82,8 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     *APPROVAL_RECORD_TYPES,
     IterationStarted,
     IterationCompleted,
+    TurnSkipped,
+    ConversationEnded,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}
