@@ -12,6 +12,7 @@ tests/integration/asking_services.py, the stand-in as the model.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -43,11 +44,16 @@ class AskingRig(Rig):
         return mcp, model, self.serve(mcp, model, **env)
 
     def serve(self, mcp: Server, model: Server, **env: str) -> Server:
-        """``ankka serve`` on this test's store, with ``mcp`` and ``model``."""
+        """``ankka serve`` on this test's store, with ``mcp`` and ``model`` (and its console)."""
         store = f"sqlite:///{self.tmp_path / 'store.sqlite3'}"
         settings = {f"ANKKA_MCP_CATALOG_{k.upper()}": v for k, v in env.items()}
         command = ankka_command("serve", TARGET, "--port", "0", "--store", store)
-        environment = {**model_env(model.url), "ANKKA_MCP_CATALOG_URL": mcp.url, **settings}
+        environment = {
+            **model_env(model.url),
+            "ANKKA_MCP_CATALOG_URL": mcp.url,
+            **settings,
+            "ANKKA_CONSOLE": "on",
+        }
         return self._keep(start(command, env=environment))
 
     def journal(self, kind: str) -> list[dict[str, Any]]:
@@ -139,6 +145,34 @@ def test_a_servers_question_reaches_a_person_and_the_answer_goes_back_once(rig: 
     (shown,) = listed["approvals"]
     assert shown["id"] == question["id"] and shown["decided_by"] == "local"
     assert shown["kind"] == "elicitation"
+
+
+def test_a_person_answers_the_question_on_the_console(rig: AskingRig) -> None:
+    mcp, model, server = rig.begin([BUY, {"text": "Bought."}], "--elicit-tool", "--handshake-only")
+    turn = Asked(server)
+    question = pending_question(server)
+    browser = httpx.Client(base_url=server.url, timeout=60)  # keeps the page's cookie
+    page = browser.get("/console/approvals", params={"state": "pending"})
+    assert page.status_code == 200, page.text
+    assert f'data-approval="{question["id"]}"' in page.text
+    assert 'name="field.quantity"' in page.text and 'name="field.note"' in page.text
+    token = re.search(r'name="form_token" value="([^"]+)"', page.text)
+    assert token is not None
+    form = {
+        "decision": "approve",
+        "digest": question["digest"],
+        "session": "s",
+        "form_token": token.group(1),
+        "field.quantity": "5",
+        "field.note": "",
+    }
+    decided = browser.post(
+        f"/console/approvals/{question['id']}", data=form, headers={"Origin": server.url}
+    )
+    assert decided.status_code == 303, decided.text
+    assert turn.result().status_code == 200
+    assert tool_result(model) == "bought 5 of kettle-1"
+    assert "".join(mcp.output).count("elicitation answered") == 1, mcp.output
 
 
 def test_a_refused_question_is_declined_and_an_expired_one_cancelled(rig: AskingRig) -> None:
