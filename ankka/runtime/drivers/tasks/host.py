@@ -55,6 +55,7 @@ from ankka.runtime.records.tasks import (
 from ankka.runtime.store import delegate_statements, trace_statements
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
+from ankka.runtime.store.readable import EVERYONE, Readers
 from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
 
 __all__ = ["HostOptions", "InstanceView", "TaskHost"]
@@ -464,9 +465,21 @@ class TaskHost:
             raise NotFound(f"there is no task {task!r}")
         return record
 
-    async def recent(self, limit: int) -> list[TaskRecord]:
-        """The last ``limit`` tasks created, newest first."""
-        records: list[TaskRecord] = await self.store.read(lambda tx: statements.recent(tx, limit))
+    async def recent(
+        self,
+        limit: int,
+        *,
+        who: Readers = EVERYONE,
+        offset: int = 0,
+        matching: Mapping[str, str] | None = None,
+    ) -> list[TaskRecord]:
+        """The tasks ``who`` may read whose ``state``/``agent``/``type`` are ``matching``,
+        newest first: ``limit`` after the first ``offset``."""
+
+        def work(tx: Transaction) -> list[TaskRecord]:
+            return statements.recent(tx, limit, who=who, offset=offset, matching=matching)
+
+        records: list[TaskRecord] = await self.store.read(work)
         return records
 
     async def wait(self, task: str, seconds: float) -> TaskRecord:
