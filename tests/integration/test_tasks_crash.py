@@ -10,7 +10,7 @@ import json
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,6 @@ pytestmark = pytest.mark.integration
 
 TASKS = [f"t{n:02d}" for n in range(20)]
 BODY = {"type": "summary", "instructions": "Summarise ankka."}
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.stop()
 
 
 def kill(server: Server) -> None:

@@ -27,9 +27,10 @@ from ankka._kernel.jsonload import loads
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.approvals import APPROVAL_RECORD_TYPES, ApprovalRecord
 from ankka.runtime.records.compaction import CompactionRecord, CompactionRejected, HistoryCompacted
+from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord
+from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord, SampledCall
 from ankka.runtime.records.messages import (
     MESSAGE_TYPES,
     AssistantMessage,
@@ -45,6 +46,7 @@ Record = (
     Message
     | McpToolsRecord
     | McpToolsChanged
+    | SampledCall
     | CompactionRecord
     | UnwrittenCalls
     | SessionOpened
@@ -52,6 +54,8 @@ Record = (
     | ApprovalRecord
     | IterationStarted
     | IterationCompleted
+    | TurnSkipped
+    | ConversationEnded
 )
 """What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
 decision, an approved call's start or a turn's end (:mod:`ankka.runtime.records.approvals`). An
@@ -69,6 +73,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     ToolResult,
     McpToolsRecord,
     McpToolsChanged,
+    SampledCall,
     HistoryCompacted,
     CompactionRejected,
     UnwrittenCalls,
@@ -77,6 +82,8 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     *APPROVAL_RECORD_TYPES,
     IterationStarted,
     IterationCompleted,
+    TurnSkipped,
+    ConversationEnded,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}

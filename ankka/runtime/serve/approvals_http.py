@@ -3,7 +3,10 @@
 - ``POST /v1/approvals/{id}`` ``{"decision": "approve"|"refuse", "digest", "reason"?}``:
   recorded (with who decided) before anything runs; the last decision of a turn resumes it and
   answers with the turn. 409 on a digest that does not match or a second decision.
-- ``GET /v1/approvals?session=&agent=&state=pending``: the requests, newest state first.
+- ``GET /v1/approvals?session=&agent=&state=pending&limit=&cursor=``: the requests the caller
+  may read, oldest first, at most ``limit`` (1 to 500, default 500) a page; ``next`` in the
+  answer is the ``?cursor=`` of the page after (null on the last). The caller's access is a
+  condition of the store's query, so another caller's rows never crowd its own out of a page.
 - ``GET /v1/approvals/notifications?session=&agent=&wait=S``: server-sent events, the shape of
   a task's notifications: ``snapshot`` (``{"approvals": [...]}``, the pending requests as the
   listing shows them), then ``approval_requested``, ``approval_decided`` and
@@ -32,8 +35,10 @@ from fastapi import FastAPI, Path, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ankka._kernel.errors import RequestError
 from ankka.runtime.declare.policy import LOCAL, SessionPolicy
 from ankka.runtime.drivers.approvals import Decided
+from ankka.runtime.drivers.elicitations import ELICITATION
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.notify import APPROVAL_EVENTS, APPROVALS, Notice, Notifier
@@ -43,6 +48,8 @@ from ankka.runtime.serve.api import EventStream, errors
 from ankka.runtime.serve.identity import caller_of
 from ankka.runtime.serve.tasks_http import Wait, event_stream, follow, sse, stream_answers
 from ankka.runtime.serve.wire import ApprovalListing, DecisionAnswer, DecisionBody
+from ankka.runtime.store.approval_index import cursor_of
+from ankka.runtime.store.readable import MAX_LIMIT, decode_cursor, encode_cursor, readers
 
 __all__ = ["add_approval_routes", "decider", "awaiting_json"]
 
@@ -57,6 +64,13 @@ OfAgent = Annotated[str | None, Query(description="only this agent's")]
 InState = Annotated[
     Literal["pending", "approved", "refused", "expired", "ended"] | None,
     Query(description="only those in this state"),
+]
+Limit = Annotated[
+    int, Query(ge=1, le=MAX_LIMIT, description=f"at most this many a page (1 to {MAX_LIMIT})")
+]
+PageCursor = Annotated[
+    str | None,
+    Query(max_length=2048, description="the previous answer's next: the page after it"),
 ]
 _ANY = (401, 403, 413, 503)
 
@@ -126,11 +140,24 @@ def add_approval_routes(
         session: OfSession = None,
         agent: OfAgent = None,
         state: InState = None,
+        limit: Limit = MAX_LIMIT,
+        cursor: PageCursor = None,
     ) -> Any:
+        after = decode_cursor(cursor) if cursor is not None else None
         if desk.index is None:
-            return {"approvals": []}
-        rows = await desk.index.find(session=session, agent=agent, state=state)
-        return {"approvals": await desk.shown(rows, caller_of(request.scope))}
+            return {"approvals": [], "next": None}
+        caller = caller_of(request.scope)
+        rows = await desk.index.find(
+            session=session,
+            agent=agent,
+            state=state,
+            limit=limit + 1,
+            who=readers(runtime.policy, caller),
+            after=after,
+        )
+        page, more = rows[:limit], len(rows) > limit
+        shown = await runtime.questions.listed(page, caller)
+        return {"approvals": shown, "next": encode_cursor(cursor_of(page[-1])) if more else None}
 
     @app.get(
         "/v1/approvals/notifications",
@@ -167,12 +194,13 @@ def add_approval_routes(
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = notifier.add(APPROVALS)
         try:
+            who = readers(runtime.policy, caller)
             rows = (
-                await desk.index.find(session=session, agent=agent, state="pending")
+                await desk.index.find(session=session, agent=agent, state="pending", who=who)
                 if desk.index is not None
                 else []
             )
-            first = sse("snapshot", {"approvals": await desk.shown(rows, caller)})
+            first = sse("snapshot", {"approvals": await runtime.questions.listed(rows, caller)})
         except BaseException:
             notifier.remove(APPROVALS, subscription)
             raise
@@ -188,6 +216,24 @@ def add_approval_routes(
         responses=errors(400, 404, 409, 422, 500, 502, 504, *_ANY),
     )
     async def decide(approval: ApprovalId, body: DecisionBody, request: Request) -> Any:
+        if approval.startswith(ELICITATION):  # a server's question: to the waiting call
+            answered = await runtime.questions.answer(
+                approval,
+                _DECISIONS[body.decision],
+                body.digest,
+                content=body.content,
+                reason=body.reason,
+                decided_by=decider(request, approver_header, runtime.policy),
+                caller=caller_of(request.scope),
+            )
+            return {
+                "approval": approval,
+                "decision": answered.decision,
+                "decided_by": answered.decided_by,
+                "status": "recorded",
+            }
+        if body.content is not None:
+            raise RequestError("content answers a server's question (an eli_ id) only")
         decided: Decided = await desk.decide(
             approval,
             _DECISIONS[body.decision],

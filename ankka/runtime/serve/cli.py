@@ -94,6 +94,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also answer /healthz and /readyz (only) over plain HTTP on PORT, for kubelet's "
         "probes, which have no client certificate (off by default; 0 picks a free one)",
     )
+    serve.add_probe_budget(parser, "--probe-max-connections")
     parser.add_argument(
         "--token-file",
         metavar="FILE",
@@ -329,8 +330,10 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.drivers.request import Runtime
     from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
     from ankka.runtime.drivers.tasks.remote import peers_from_environment
+    from ankka.runtime.drivers.teams.backlog import TeamHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
+    from ankka.runtime.providers.a2a_remote import remote_agents_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
     from ankka.runtime.providers.retry import TurnRetry
     from ankka.runtime.store.open import Store, sqlite_path
@@ -351,6 +354,7 @@ def run(args: argparse.Namespace) -> int:
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
         peers = peers_from_environment(os.environ)
+        a2a_agents = remote_agents_from_environment(os.environ)
     except AnkkaError as exc:
         say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
@@ -410,11 +414,14 @@ def run(args: argparse.Namespace) -> int:
                 max_instances=args.max_instances,
                 notification_buffer=args.notification_buffer,
                 peers=peers,
+                a2a_agents=a2a_agents,
                 peer_tls_dir=args.tls_dir,
                 delegators=delegators_from(os.environ),
             ),
+            questions=runtime.questions,
         )
         runtime.approvals.task_decided = tasks.approval_decided
+        teams = TeamHost(tasks)
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         agents = [*service.agents, *service.autonomous_agents]
         say(f"ankka serve: agents {', '.join(agents)}; models {names}", stream=sys.stderr)
@@ -439,10 +446,13 @@ def run(args: argparse.Namespace) -> int:
             # The task host resumes every instance with work as it starts: no request
             # needed.
             await stack.enter_async_context(tasks)
+            # Each team's member instances claim its backlog's items (docs/teams.md).
+            await stack.enter_async_context(teams)
             if tls is not None:
                 await stack.enter_async_context(tls)
             if probe_sock is not None:
-                await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
+                budget = serve.probe_limits(limits, args.probe_max_connections)
+                await stack.enter_async_context(_probe_port(probe_sock, runtime, budget))
             if reviewer is not None:
                 await stack.enter_async_context(reviewer)
             from ankka.runtime.serve.http import create_app
@@ -464,6 +474,8 @@ def run(args: argparse.Namespace) -> int:
                 console=args.console == "on",
                 a2a=a2a,
                 allowed_hosts=allowed_hosts(args.allowed_host, args.public_url),
+                teams=teams,
+                caller_share=limits.caller_share,
             )
             # At SIGTERM what is in flight is answered in the API's shape, never dropped.
             drained = Drain(

@@ -99,6 +99,15 @@ class _Tx:
         )
         return [r[0] for r in rows]
 
+    def journal_table(self) -> str:
+        return "events"
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
+
+    def stamp(self) -> str:
+        return "?"
+
 
 class ThreadConnection:
     """One connection and the one thread that uses it (the store's reader)."""

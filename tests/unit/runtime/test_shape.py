@@ -15,7 +15,17 @@ from pathlib import Path
 
 RUNTIME = Path(__file__).resolve().parents[3] / "ankka" / "runtime"
 ROOMS = {"records", "declare", "providers", "store", "engine", "features", "drivers", "serve"}
-FACADES = {"agents", "compaction", "guardrails", "judgments", "policy", "tasks", "testing", "tools"}
+FACADES = {
+    "agents",
+    "compaction",
+    "guardrails",
+    "judgments",
+    "policy",
+    "tasks",
+    "teams",
+    "testing",
+    "tools",
+}
 DOUBLES = ("ankka.runtime.providers.scripted", "ankka.runtime.providers.scripted_judgments")
 
 

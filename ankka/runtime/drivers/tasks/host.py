@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -31,6 +31,7 @@ from ankka._kernel import tracing
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.elicitations import ElicitationDesk
 from ankka.runtime.drivers.tasks.iteration import (
     LeaseLost,
     RetryPolicy,
@@ -41,7 +42,9 @@ from ankka.runtime.drivers.tasks.iteration import (
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
 from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
+from ankka.runtime.providers.a2a_remote import RemoteAgent
 from ankka.runtime.records.tasks import (
+    TEAM_TASK_PREFIX,
     InstanceRecord,
     InstanceState,
     TaskRecord,
@@ -53,6 +56,7 @@ from ankka.runtime.records.tasks import (
 from ankka.runtime.store import delegate_statements, trace_statements
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
+from ankka.runtime.store.readable import EVERYONE, Readers
 from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
 
 __all__ = ["HostOptions", "InstanceView", "TaskHost"]
@@ -89,14 +93,23 @@ class HostOptions:
     # folder of this runtime's own certificate (its identity when it calls them), and who may
     # create a task here as another runtime's child (ANKKA_DELEGATORS).
     peers: Mapping[str, Peer] = field(default_factory=dict)
+    # Remote A2A agents (ANKKA_A2A_REMOTE_<NAME>_*), by their name as the variables spell it.
+    a2a_agents: Mapping[str, RemoteAgent] = field(default_factory=dict)
     peer_tls_dir: str | None = None
     delegators: frozenset[str] = frozenset()
 
 
 class TaskHost:
     def __init__(
-        self, context: Context, *, store: TaskStore, options: HostOptions | None = None
+        self,
+        context: Context,
+        *,
+        store: TaskStore,
+        options: HostOptions | None = None,
+        questions: ElicitationDesk | None = None,
     ) -> None:
+        """``questions``: where the tasks' MCP servers' questions wait for a person (the
+        request runtime's desk, so one API answers both)."""
         options = options or HostOptions()
         self.context = context
         self.service = context.service
@@ -114,19 +127,23 @@ class TaskHost:
             options.retry,
             poke=self._work_made,
             woken=self._woken,
-            remotes=frozenset(options.peers),
+            questions=questions,
         )
         self.delegators = options.delegators
+        a2a = _delegated_a2a(self.service.autonomous_agents.values(), options.a2a_agents)
         self.remote = (
             RemoteChildren(
                 store,
                 options.peers,
                 told=partial(told, self.bench),
+                a2a=a2a,
                 tls_dir=options.peer_tls_dir,
             )
-            if options.peers
+            if options.peers or a2a
             else None
         )
+        if self.remote is not None:
+            self.bench = replace(self.bench, remotes=self.remote.names)
         owner = options.owner
         lease_seconds = options.lease_seconds
         poll_seconds = options.poll_seconds
@@ -149,6 +166,9 @@ class TaskHost:
         self._group: asyncio.TaskGroup | None = None
         self._last_renewal = float("-inf")
         self._last_idle_reset = float("-inf")
+        # Instances this host must leave alone: a team's member instances of other processes
+        # (docs/teams.md), which end with their claims rather than being taken over.
+        self.reserved: Callable[[Key], bool] = _none_reserved
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -231,6 +251,8 @@ class TaskHost:
             if key in self._idle and self._idle[key] not in (None, mark):
                 del self._idle[key]  # waiting on a child, and something changed since
             if key in self._workers or key in self._idle or key[0] not in self.agents:
+                continue
+            if self.reserved(key):
                 continue
             until = now + self.lease_seconds
             claimed = await self.store.write(
@@ -397,6 +419,11 @@ class TaskHost:
                 f"agent {agent!r} does not accept task type {spec.type!r} (it accepts: {types})"
             )
         check_id(task, "task")
+        if task.startswith(TEAM_TASK_PREFIX):
+            raise RequestError(
+                f"task id {task!r} is not one a caller may give: ids '{TEAM_TASK_PREFIX}...' "
+                "are the tasks of teams' backlog items (docs/teams.md)"
+            )
         if instance is not None:
             check_instance_name(instance)
         for dependency in spec.depends_on:
@@ -447,9 +474,21 @@ class TaskHost:
             raise NotFound(f"there is no task {task!r}")
         return record
 
-    async def recent(self, limit: int) -> list[TaskRecord]:
-        """The last ``limit`` tasks created, newest first."""
-        records: list[TaskRecord] = await self.store.read(lambda tx: statements.recent(tx, limit))
+    async def recent(
+        self,
+        limit: int,
+        *,
+        who: Readers = EVERYONE,
+        offset: int = 0,
+        matching: Mapping[str, str] | None = None,
+    ) -> list[TaskRecord]:
+        """The tasks ``who`` may read whose ``state``/``agent``/``type`` are ``matching``,
+        newest first: ``limit`` after the first ``offset``."""
+
+        def work(tx: Transaction) -> list[TaskRecord]:
+            return statements.recent(tx, limit, who=who, offset=offset, matching=matching)
+
+        records: list[TaskRecord] = await self.store.read(work)
         return records
 
     async def wait(self, task: str, seconds: float) -> TaskRecord:
@@ -509,6 +548,24 @@ class TaskHost:
         if current is None and picked.task is not None and picked.task.started:
             current = picked.task.id
         return InstanceView(record, current, tuple(queue))
+
+
+def _delegated_a2a(
+    agents: Iterable[AutonomousAgent], remote: Mapping[str, RemoteAgent]
+) -> dict[str, RemoteAgent]:
+    """The remote A2A agents the service's agents delegate to, by the name their ``Delegate``
+    gives (``ANKKA_A2A_REMOTE_<NAME>_*`` spells it upper case, ``-`` as ``_``)."""
+    found: dict[str, RemoteAgent] = {}
+    for agent in agents:
+        for item in agent.delegates:
+            known = remote.get(item.agent.lower().replace("-", "_"))
+            if known is not None:
+                found[item.agent] = known
+    return found
+
+
+def _none_reserved(key: Key) -> bool:
+    return False
 
 
 def _budget_of(iterations: int, tokens: int | None, spec: TaskSpec) -> tuple[int, int | None]:

@@ -19,6 +19,7 @@ from ankka._kernel.errors import StoreError
 from ankka.runtime.records import registry as events
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacted
+from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.messages import (
@@ -102,7 +103,15 @@ REJECTED = CompactionRejected(
     usage=Usage(9, 0),
     at=datetime(2026, 12, 1, 8, 0, tzinfo=UTC),
 )
-RECORDS = (*TURN, COMPACTED, REJECTED, IterationStarted(2), IterationCompleted(2, Usage(7, 3)))
+RECORDS = (
+    *TURN,
+    COMPACTED,
+    REJECTED,
+    IterationStarted(2),
+    IterationCompleted(2, Usage(7, 3)),
+    TurnSkipped("t2", "writer", "speaker_silent", "said nothing within 5 s"),
+    ConversationEnded("t2", "max_turns", "3 turns, its max_turns"),
+)
 
 # The stored format, byte for byte, as sessions already on disk hold it.
 STORED = [
@@ -143,6 +152,12 @@ STORED = [
         '{"number":2,"usage":{"input_tokens":7,"output_tokens":3,"cache_read_tokens":0,'
         '"cache_write_tokens":0}}',
     ),
+    (
+        "turn_skipped",
+        '{"turn":"t2","speaker":"writer","reason":"speaker_silent",'
+        '"detail":"said nothing within 5 s"}',
+    ),
+    ("conversation_ended", '{"turn":"t2","reason":"max_turns","detail":"3 turns, its max_turns"}'),
 ]
 
 

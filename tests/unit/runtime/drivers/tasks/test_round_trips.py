@@ -46,6 +46,15 @@ class Watched:
     def sessions(self) -> list[str]:
         return self.inner.sessions()
 
+    def journal_table(self) -> str:
+        return self.inner.journal_table()
+
+    def json_text(self, column: str, key: str) -> str:
+        return self.inner.json_text(column, key)
+
+    def stamp(self) -> str:
+        return self.inner.stamp()
+
 
 @dataclass
 class Counting:
