@@ -20,8 +20,7 @@ from pathlib import Path
 import httpx
 
 from ankka.operator import certs
-from tests.cluster.conftest import PLATFORM_NS, Kubectl
-from tests.support.eventually import eventually
+from tests.cluster.conftest import PLATFORM_NS, Kubectl, poll
 
 __all__ = ["MountedSecret", "platform_client"]
 
@@ -65,7 +64,7 @@ class MountedSecret:
             self._copy()
 
     def __enter__(self) -> MountedSecret:
-        eventually(self._copy, what=f"the Secret {self.namespace}/{self.name}", timeout=60)
+        poll(f"the Secret {self.namespace}/{self.name}", self._copy, timeout=60)
         self._thread.start()
         return self
 

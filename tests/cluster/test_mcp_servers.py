@@ -7,8 +7,7 @@ from typing import Any
 
 import yaml
 
-from tests.cluster.conftest import Kubectl, Operator
-from tests.support.eventually import eventually
+from tests.cluster.conftest import Kubectl, Operator, poll
 
 NS = "mcp-shop"
 
@@ -58,7 +57,7 @@ def test_mcp_servers_render_the_runtime_env_with_the_header_from_its_secret(
             ],
         ),
     )
-    deployment = eventually(lambda: kubectl.get("deployment", "shop", NS), what="shop's Deployment")
+    deployment = poll("shop's Deployment", lambda: kubectl.get("deployment", "shop", NS))
     (runtime,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e for e in runtime["env"]}
     assert env["ANKKA_MCP_CATALOG_URL"]["value"] == "http://catalog.mcp-shop.svc:8000/mcp"
@@ -79,8 +78,9 @@ def test_an_approval_requiring_server_is_rendered_for_the_runtime(
             [{"name": "catalog", "url": "http://c/mcp", "requiresApproval": {"all": True}}],
         ),
     )
-    deployment = eventually(
-        lambda: kubectl.get("deployment", "careful", NS), what="careful's Deployment"
+    deployment = poll(
+        "careful's Deployment",
+        lambda: kubectl.get("deployment", "careful", NS),
     )
     env = {
         e["name"]: e.get("value")

@@ -20,10 +20,9 @@ import httpx
 import pytest
 import yaml
 
-from tests.cluster.conftest import Kubectl, Operator
+from tests.cluster.conftest import Kubectl, Operator, poll
 from tests.cluster.controlplane import ControlPlane
 from tests.integration.conftest import model_env
-from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 NS = "reviewed"
@@ -53,7 +52,7 @@ def runtime_credential(kubectl: Kubectl, operator: Operator, controlplane: Contr
         subjects = json.loads(out).get("subjects") or []
         return {"kind": "ServiceAccount", "name": AGENT, "namespace": NS} in subjects
 
-    eventually(named, what="the operator to name the Agent's ServiceAccount in " + BINDING)
+    poll("the operator to name the Agent's ServiceAccount in " + BINDING, named)
     for account in ("alice", "bob", "carol"):
         kubectl.run("create", "serviceaccount", account, "-n", NS, check=False)
     path = controlplane.workdir / "frontdesk.token"

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.cluster.controlplane import ControlPlane, bin_dir
-from tests.support.eventually import eventually
 
 __all__ = [
     "CLUSTER_DNS",
@@ -345,12 +344,14 @@ def _shim_pids(socket_path: Path) -> list[int]:
 def _wait_for(
     what: str, check: Callable[[], bool], child_list: list[Child], timeout: float
 ) -> None:
-    def alive_and_ready() -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         for c in child_list:
-            c.check()  # a child that died fails the wait at once, naming it
-        return check()
-
-    eventually(alive_and_ready, what=f"{what} to be ready", timeout=timeout, interval=0.25)
+            c.check()
+        if check():
+            return
+        time.sleep(0.25)
+    raise RuntimeError(f"{what} not ready within {timeout:.0f}s")
 
 
 @contextmanager
