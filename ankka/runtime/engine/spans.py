@@ -78,6 +78,11 @@ def _error_type(exc: BaseException) -> str:
     return exc.kind if isinstance(exc, AnkkaError) else type(exc).__qualname__
 
 
+def _has_error(span: Span) -> bool:
+    attributes = getattr(span, "attributes", None) or {}
+    return genai.ERROR_TYPE in attributes
+
+
 def _failed(span: Span, error: str) -> None:
     from opentelemetry.trace import StatusCode
 
@@ -153,7 +158,7 @@ class EngineSpans:
             genai.OPERATION_NAME: "execute_tool",
             genai.TOOL_NAME: call.name,
             genai.TOOL_CALL_ID: call.id,
-            genai.TOOL_TYPE: "function",
+            genai.TOOL_TYPE: str(getattr(step.tool, "tool_type", "function")),
         }
         if step.tool is not None and step.tool.spec.description:
             attributes[genai.TOOL_DESCRIPTION] = step.tool.spec.description[:_DESCRIPTION_LIMIT]
@@ -165,7 +170,7 @@ class EngineSpans:
             result = await run()
             if step.tool is None:
                 _failed(span, "unknown_tool")
-            elif result.is_error:
+            elif result.is_error and not _has_error(span):  # a tool may have said what failed
                 _failed(span, "tool_error")
             elif self.content:
                 span.set_attribute(genai.TOOL_CALL_RESULT, span_content.bounded(result.content))
