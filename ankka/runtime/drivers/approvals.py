@@ -293,16 +293,21 @@ class ApprovalDesk:
             await self.index.settle([approval], decision)
         # After the last decision its row is written once the turn is settled (off the
         # path from the decision to the approved call's start).
-        self._told(session, current.record.agent, approval, decision, decided_by)
+        self._told(row, record, current.request(approval))
         if not current.all_decided:
             return Decided(record, "recorded", current.undecided)
         return await self._resume(session, folded, current, record)
 
     def _told(
-        self, session: str, agent: str, approval: str, decision: str, decided_by: str
+        self, row: IndexRow, record: ApprovalDecided, request: ApprovalRequest | None
     ) -> None:
-        data = {"id": approval, "decision": decision, "decided_by": decided_by}
-        self.notify("approval_decided", {"session": session, "agent": agent, **data})
+        """A decision was recorded: the notice, and the wait's span when tracing is on."""
+        data = {"id": row.id, "decision": record.decision, "decided_by": record.decided_by}
+        self.notify("approval_decided", {"session": row.session, "agent": row.agent, **data})
+        spans = self._context.spans
+        if spans is not None and row.created_at is not None:
+            call = request.call_id if request is not None else None
+            spans.approval_wait(row.id, row.tool, call, row.created_at, record)
 
     async def _decide_task(
         self,
@@ -331,7 +336,7 @@ class ApprovalDesk:
         await self._context.record(row.session, folded, (record,))
         last = held.all_decided
         await self.index.settle([row.id], decision, close=last)
-        self._told(row.session, row.agent, row.id, decision, decided_by)
+        self._told(row, record, request)
         return Decided(record, "resumed" if last else "recorded", held.undecided)
 
     async def _resume(

@@ -146,6 +146,7 @@ class Context:
             workers=setup.workers,
             cache_sessions=cache_sessions,
             cache_bytes=cache_bytes,
+            spans=spans,
         )
         sessions = SessionCache(journal, cache_sessions, max_bytes=cache_bytes)
         metrics.watch_session_cache(lambda: sessions.bytes)

@@ -35,7 +35,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS ankka_approvals_session ON ankka_approvals (session)",
 )
 
-_COLUMNS = "id, session, agent, tool, state, expires_at, noticed, open"
+_COLUMNS = "id, session, agent, tool, state, expires_at, noticed, open, created_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +48,13 @@ class IndexRow:
     expires_at: datetime | None
     noticed: bool
     open: bool
+    created_at: datetime | None = None  # when its turn was suspended
 
 
 def _row(r: Row) -> IndexRow:
     at = datetime.fromtimestamp(float(r[5]), UTC) if r[5] is not None else None
-    return IndexRow(r[0], r[1], r[2], r[3], r[4], at, bool(r[6]), bool(r[7]))
+    created = datetime.fromisoformat(str(r[8])) if r[8] else None
+    return IndexRow(r[0], r[1], r[2], r[3], r[4], at, bool(r[6]), bool(r[7]), created)
 
 
 class ApprovalIndex:
