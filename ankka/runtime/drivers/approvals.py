@@ -152,6 +152,7 @@ class ApprovalDesk:
             with contextlib.suppress(AnkkaError):
                 await index.drop([r.id for r in requests])
             raise
+        ctx.metrics.work.requested(planned.agent, [r.tool for r in requests])
         for r in requests:
             self.notify(
                 "approval_requested",
@@ -304,6 +305,8 @@ class ApprovalDesk:
         """A decision was recorded: the notice, and the wait's span when tracing is on."""
         data = {"id": row.id, "decision": record.decision, "decided_by": record.decided_by}
         self.notify("approval_decided", {"session": row.session, "agent": row.agent, **data})
+        waited = (record.at - row.created_at).total_seconds() if row.created_at else None
+        self._context.metrics.work.decided(row.agent, row.tool, record.decision, waited)
         spans = self._context.spans
         if spans is not None and row.created_at is not None:
             call = request.call_id if request is not None else None
@@ -554,12 +557,17 @@ class ApprovalDesk:
                         session, folded, current, "cut_off", self._cut_off_reason(current)
                     )
 
+    async def _count_pending(self) -> None:
+        if self.index is not None:
+            self._context.metrics.work.pending(await self.index.pending_count())
+
     async def _timers(self) -> None:
         """The durable timers' clock: a runtime that was down at an expiry decides it on its
         first tick, right after it starts."""
         while True:
             try:
                 await self.expire_due()
+                await self._count_pending()
             except AnkkaError as exc:
                 log.warning("approval timers: %s", exc)
             await asyncio.sleep(self.timers.tick_seconds)

@@ -174,6 +174,15 @@ class ApprovalIndex:
 
         return await self.store.read(work)
 
+    async def pending_count(self) -> int:
+        """How many requests wait for a decision (every replica's)."""
+
+        def work(tx: Transaction) -> int:
+            rows = tx.rows("SELECT COUNT(*) FROM ankka_approvals WHERE state = 'pending'")
+            return int(rows[0][0]) if rows else 0
+
+        return await self.store.read(work)
+
     async def open_sessions(self) -> list[str]:
         def work(tx: Transaction) -> list[str]:
             rows = tx.rows("SELECT DISTINCT session FROM ankka_approvals WHERE open = 1")
