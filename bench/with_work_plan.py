@@ -22,7 +22,7 @@ from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store.open import Store
 from ankka.runtime.store.tasks import LIVE_EXCLUDED, Transaction
 from tests.support.postgres import postgres_cluster
-from tests.unit.tasks.test_task_store import JOINED_WITH_WORK
+from tests.unit.runtime.store.test_tasks import JOINED_WITH_WORK
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 LIVE_INDEX = (

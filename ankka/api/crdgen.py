@@ -4,7 +4,7 @@ Why: the CRDs' schemas must say exactly what ``ankka.api.resources`` says, or th
 accepts what the operator cannot parse (or prunes what it needs). So they are generated, never
 edited: ``python -m ankka.api.crdgen`` rewrites ``crds/`` and the chart's copy in
 ``charts/ankka/crds/`` (Helm installs only files inside the chart); ``--check`` exits 1 naming
-each file that differs (``tests/unit/test_crds.py`` runs the same comparison).
+each file that differs (``tests/unit/api/test_crds.py`` runs the same comparison).
 
 Pydantic's JSON Schema is turned into a *structural* OpenAPI v3 schema: ``$ref`` inlined,
 ``Optional`` unwrapped (absent, not null), titles dropped, enums kept. Descriptions (what

@@ -20,7 +20,7 @@ class Wire(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown keys are refused.
 
     Every class and field has a description (a docstring, or the string after a field): it is
-    what ``kubectl explain`` shows, and ``tests/unit/test_crd_docs.py`` fails on one missing.
+    what ``kubectl explain`` shows, and ``tests/unit/api/test_crd_docs.py`` fails on one missing.
     """
 
     model_config = ConfigDict(

@@ -65,7 +65,7 @@ class TooLarge(RequestError):
 
 def error_body(status: int, message: str, *, code: str, param: str | None = None) -> bytes:
     """An error in OpenAI's shape (:class:`~ankka.gateway.answers.OpenAIError`, which
-    tests/unit/test_openapi_frame.py checks these bytes against)."""
+    tests/unit/_kernel/test_openapi_frame.py checks these bytes against)."""
     kind = _TYPES.get(status, "server_error")
     error = {"message": message, "type": kind, "param": param, "code": code}
     return json.dumps({"error": error}).encode()

@@ -10,7 +10,7 @@ records the person the command names with the delegate (docs/operator.md, Approv
 
 Rendered as a ConfigMap ``<agent>-access`` mounted at :data:`ACCESS_DIR`; the pod template
 carries the file's digest, so a changed policy rolls the pods (the runtime reads it at start).
-Called by ``ankka.operator.agents``; tested in ``tests/unit/test_operator_access.py``.
+Called by ``ankka.operator.agents``; tested in ``tests/unit/operator/test_access.py``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ The conditions, each with a CamelCase reason and words for ``kubectl describe``:
 
 The phase says the same in one word: ``Failed``, ``Held``, ``Progressing`` (rendered and
 released, pods not all available yet) or ``Ready``. Called by ``ankka.operator.reconcile``;
-tested without a cluster (``tests/unit/test_operator_agent_status.py``).
+tested without a cluster (``tests/unit/operator/test_agent_status.py``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 Deployment, Service and ServiceAccount it becomes, and the status it is given.
 
 Called by ``ankka.operator.handlers``; tested without a cluster
-(``tests/unit/test_operator_agents.py``). The model settings follow the runtime's contract:
+(``tests/unit/operator/test_agents.py``). The model settings follow the runtime's contract:
 ``ANKKA_MODELS_ADDRESS`` plus ``ANKKA_MODEL_<NAME>_PRESET`` / ``_MODEL`` / ``_URL`` /
 ``_API_KEY``, on the runtime container only; each MCP server is ``ANKKA_MCP_<NAME>_URL`` and
 ``ANKKA_MCP_<NAME>_HEADER_<HEADER>`` (from a Secret, through ``valueFrom``).

@@ -2,7 +2,7 @@
 and the status a probe result becomes.
 
 Called by ``ankka.operator.handlers``; no I/O here, so every rendering is tested without a
-cluster (``tests/unit/test_operator_models.py``).
+cluster (``tests/unit/operator/test_models.py``).
 """
 
 from __future__ import annotations

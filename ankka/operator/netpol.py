@@ -2,7 +2,7 @@
 ClusterRoleBinding that lets runtimes check service-account tokens (TokenReview).
 
 Called by ``ankka.operator.reconcile``; tested without a cluster
-(``tests/unit/test_operator_netpol.py``) and read back from a real API server
+(``tests/unit/operator/test_netpol.py``) and read back from a real API server
 (``tests/cluster/test_netpol.py``).
 
 The NetworkPolicy admits, on the runtime's serving port only, the platform's gateway and

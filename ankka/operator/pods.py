@@ -9,7 +9,7 @@ user. Nothing the overlay says can remove or replace what the operator owns: a c
 by :func:`overlay_conflict` before anything is rendered, naming the field.
 
 Called by ``ankka.operator.agents`` and ``ankka.operator.models``; tested without a cluster
-(``tests/unit/test_operator_pods.py``).
+(``tests/unit/operator/test_pods.py``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ message) and ``restartCount``. The operator reads the pods of the model's Deploy
 probe fails (:func:`ankka.operator.reconcile.probe_model`) and this module turns them into a
 condition that names the signal (``illegal instruction (SIGILL)``, never ``132``).
 
-Pure: pods in, a condition out; tested without a cluster (tests/unit/test_operator_server_pods.py).
+Pure: pods in, a condition out; tested without a cluster (tests/unit/operator/test_server_pods.py).
 """
 
 from __future__ import annotations

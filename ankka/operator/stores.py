@@ -16,7 +16,7 @@ volume, and what the operator refuses.
   SQLite on an emptyDir.
 
 Called by ``ankka.operator.agents`` and ``ankka.operator.reconcile``; tested without a
-cluster (``tests/unit/test_operator_stores.py``).
+cluster (``tests/unit/operator/test_stores.py``).
 """
 
 from __future__ import annotations

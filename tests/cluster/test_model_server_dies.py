@@ -6,7 +6,7 @@ hand, as a kubelet writes them for a llama-server that dies of SIGILL at every s
 whose CPU reports AMX its kernel refuses (exit code 132 from the image's entrypoint, the
 entrypoint's report as the termination message, CrashLoopBackOff). What is proved is the
 operator's side: it finds the pods by the Deployment's labels, is allowed to list them, and
-names the signal; the entrypoint's side is tests/unit/test_llama_image_entrypoint.py.
+names the signal; the entrypoint's side is tests/unit/local/test_llama_image_entrypoint.py.
 """
 
 from __future__ import annotations

@@ -38,6 +38,15 @@ def standin(tmp_path: Path) -> Iterator[Callable[[Script], Server]]:
         server.stop()
 
 
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    """Servers a test starts (``ankka serve`` processes, ...): each stopped after it."""
+    started: list[Server] = []
+    yield started
+    for server in started:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def jaeger_backend() -> Iterator[Jaeger]:
     """Jaeger (OTLP in, query API out) for this session; fails naming its build when missing."""

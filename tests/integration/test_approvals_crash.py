@@ -9,7 +9,7 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +34,6 @@ SCRIPT: Script = [
     {"text": "Refunded A1."},
     {"text": "Hello again."},
 ]
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.stop()
 
 
 def serve(standin: Server, store: str, env: dict[str, str]) -> Server:

@@ -9,7 +9,7 @@ import copy
 import json
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +33,6 @@ pytestmark = pytest.mark.integration
 STANDIN = json.loads((Path(__file__).parents[2] / "examples/team-standin.json").read_text())
 REPORT = {"type": "report", "instructions": "Report on sqlite and postgresql."}
 CHILDREN = ["r1:1.0", "r1:1.1"]
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.stop()
 
 
 def serve_team(standin: Server, store: str, *, lease: float | None = None) -> Server:

@@ -66,7 +66,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, A
     try:
         runtime = start(
             ankka_command(
-                "serve", "examples.tasks:service", "--port", "0",
+                "serve", "examples.newsroom:service", "--port", "0",
                 "--store", f"sqlite:///{tmp / 'store.sqlite3'}",
             ),
             deadline=60,

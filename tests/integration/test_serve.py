@@ -7,6 +7,7 @@ import itertools
 import json
 import subprocess
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import Script, received
+from tests.support.eventually import eventually_async
 from tests.support.processes import REPO, Server, ankka_command
 
 pytestmark = pytest.mark.integration
@@ -96,6 +98,9 @@ async def test_concurrent_requests_to_one_session_are_answered_one_at_a_time_in_
             summary = (await client.get("/v1/sessions/s")).json()
             return int(summary["pending"]) + sum(t.done() for t in tasks)
 
+        async def holds(requests: int) -> bool:
+            return await admitted() >= requests
+
         for i in range(count):
             # Launch request i only once the server holds the previous ones, so "arrival
             # order" is known to the test without relying on timing.
@@ -104,12 +109,12 @@ async def test_concurrent_requests_to_one_session_are_answered_one_at_a_time_in_
                     client.post("/v1/agents/polite/sessions/s", json={"message": f"m{i}"})
                 )
             )
-            for _ in range(12_000):  # bounded: 60 s at most
-                if await admitted() >= i + 1:
-                    break
-                await asyncio.sleep(0.005)
-            else:
-                pytest.fail(f"request {i} was not admitted within 60 s")
+            await eventually_async(
+                partial(holds, i + 1),
+                what=f"request {i} to be admitted",
+                timeout=60,
+                interval=0.005,
+            )
         answers = await asyncio.gather(*tasks)
     assert [a.json()["reply"] for a in answers] == [f"reply {i}" for i in range(count)]
     sent = received(model)

@@ -112,12 +112,25 @@ async def test_a_stopped_store_is_503_with_retry_after_and_nothing_is_written(
 
 
 async def _one_session(
-    client: httpx.AsyncClient, pods: list[Server], session: str, turns: int, seen: list[str]
-) -> None:
-    """Send ``turns`` messages to ``session`` one after another, round the pods, each until it
-    is answered: again after ``Retry-After`` on a 503, after reading the session on an outcome
-    the runtime could not know; nothing else is taken."""
-    for n in range(turns):
+    client: httpx.AsyncClient,
+    pods: list[Server],
+    session: str,
+    seen: list[str],
+    *,
+    until: asyncio.Event,
+    most: int,
+) -> list[str]:
+    """Send messages to ``session`` one after another, round the pods, until ``until`` is set
+    and two more have been answered (at most ``most``), each until it is answered: again after
+    ``Retry-After`` on a 503, after reading the session on an outcome the runtime could not
+    know; nothing else is taken. Returns the messages sent, in order."""
+    sent: list[str] = []
+    after = 0
+    for n in range(most):
+        if until.is_set():
+            if after == 2:
+                return sent
+            after += 1
         message = f"{session} message {n}"
         while True:
             pod = pods[(n + len(seen)) % len(pods)]
@@ -138,31 +151,50 @@ async def _one_session(
             }:
                 break
             await asyncio.sleep(1)
+        sent.append(message)
+    return sent
 
 
 async def test_three_processes_through_a_restart_under_load_write_each_turn_once(
     standin: Callable[[Script], Server], serve: Callable[..., Server], cluster: Cluster
 ) -> None:
     store = await _database(cluster.dsn)
-    sessions, turns = 12, 8
-    model = standin([{"text": "ok", "delay_ms": 30} for _ in range(sessions * turns * 4)])
+    # Each session sends turns until the server is back, then two more: the load spans the
+    # whole outage however fast this machine is. The bound on turns ends a load that never
+    # sees the server return.
+    sessions, most = 12, 400
+    model = standin([{"text": "ok", "delay_ms": 30} for _ in range(sessions * most * 2)])
     pods = [serve(model.url, store=store) for _ in range(3)]
     seen: list[str] = []
+    restarted = asyncio.Event()
     async with httpx.AsyncClient(timeout=120) as client:
         load = asyncio.gather(
-            *(_one_session(client, pods, f"s{n}", turns, seen) for n in range(sessions))
+            *(
+                _one_session(client, pods, f"s{n}", seen, until=restarted, most=most)
+                for n in range(sessions)
+            )
         )
 
         async def running() -> bool:
             return len(seen) >= sessions
 
+        async def cut() -> bool:
+            return any(not s.startswith("200") for s in seen)
+
         await eventually_async(running, what="the load is running")
-        await asyncio.to_thread(cluster.restart, "fast")
-        await asyncio.wait_for(load, 300)
+        # The restart, held down until it has cut a request: a server back within the pool's
+        # wait (5 s) would be hidden from every caller, and the test would prove nothing.
+        await asyncio.to_thread(cluster.stop, "fast")
+        try:
+            await eventually_async(cut, what="a request the stopped store refused")
+        finally:
+            await asyncio.to_thread(cluster.start)
+        restarted.set()
+        sent = await asyncio.wait_for(load, 300)
         for n in range(sessions):
             answer = await client.get(f"{pods[n % 3].url}/v1/sessions/s{n}/messages")
             users = [m["content"] for m in answer.json()["messages"] if m["role"] == "user"]
-            assert users == [f"s{n} message {t}" for t in range(turns)]  # each once, in order
+            assert users == sent[n]  # each once, in order
     refused = [s for s in seen if not s.startswith("200")]
     assert refused, "the restart cut no request: it proved nothing"
     assert all(s.startswith(("503 ", "500 None")) for s in refused), refused

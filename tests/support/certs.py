@@ -63,10 +63,13 @@ class CA:
     def cert_pem(self) -> bytes:
         return self.pem
 
-    def issue(self, uri: str, *, server: bool = False, expired: bool = False) -> Issued:
-        """A leaf for ``uri``: a client certificate, or (``server``) one for localhost too."""
-        if server:
-            return self.leaf(uri, uris=(uri,), dns=("localhost",), ips=("127.0.0.1",))
+    def issue(
+        self, uri: str, *, server: bool = False, expired: bool = False, runtime: bool = False
+    ) -> Issued:
+        """A leaf for ``uri``: a client certificate, or (``server``) one for localhost too,
+        or (``runtime``) one for both, as the operator issues an agent's runtime."""
+        if server or runtime:
+            return self.leaf(uri, uris=(uri,), dns=("localhost",), ips=("127.0.0.1",), both=runtime)
         return self.leaf(uri, uris=(uri,), client=True, expired=expired)
 
     def leaf(
@@ -78,6 +81,7 @@ class CA:
         ips: tuple[str, ...] = (),
         client: bool = False,
         expired: bool = False,
+        both: bool = False,
     ) -> Issued:
         """Any leaf this CA signs: the SANs given (none at all is allowed), client or server."""
         now = dt.datetime.now(dt.UTC)
@@ -89,7 +93,9 @@ class CA:
         names: list[x509.GeneralName] = [x509.UniformResourceIdentifier(u) for u in uris]
         names += [x509.DNSName(d) for d in dns]
         names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-        usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+        usages = [ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]
+        if both:
+            usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
         serial = x509.random_serial_number()
         builder = (
             x509.CertificateBuilder()
@@ -100,7 +106,7 @@ class CA:
             .not_valid_before(not_before)
             .not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()),
                 critical=False,

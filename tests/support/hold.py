@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import socket
 import ssl
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from tests.support.eventually import eventually
 
 __all__ = [
     "MID_BODY",
@@ -67,14 +68,20 @@ def read_until_closed(sock: socket.socket, *, within: float = 20.0) -> bytes:
 
 
 def closed_count(socks: list[socket.socket], at_least: int, *, within: float = 10.0) -> int:
-    """How many of ``socks`` the server has closed, waiting (bounded) until ``at_least`` are:
-    a server closes an evicted connection on its next loop turn, maybe after it answered."""
-    end = time.monotonic() + within
-    while True:
+    """How many of ``socks`` the server has closed, once at least ``at_least`` (≥ 1) are; the
+    test fails if that takes past ``within`` seconds. A server closes an evicted connection on
+    its next loop turn, maybe after it answered."""
+
+    def closed() -> int:
         count = sum(is_closed(s) for s in socks)
-        if count >= at_least or time.monotonic() > end:
-            return count
-        time.sleep(0.02)
+        return count if count >= at_least else 0
+
+    return eventually(
+        closed,
+        what=f"the server to close {at_least} of {len(socks)} connections",
+        timeout=within,
+        interval=0.02,
+    )
 
 
 def is_closed(sock: socket.socket) -> bool:

@@ -1,6 +1,7 @@
-"""The session lease rule as one scenario, run on SQLite (tests/unit/test_leases.py) and on
-PostgreSQL (tests/integration/test_compaction_postgres.py): taken when free, run out or
-already the taker's; released only by its holder."""
+"""The session lease rule as one scenario, run on SQLite
+(tests/unit/runtime/store/test_session_leases.py) and on PostgreSQL
+(tests/integration/test_compaction_postgres.py): taken when free, run out or already the
+taker's; released only by its holder."""
 
 from __future__ import annotations
 

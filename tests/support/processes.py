@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -76,10 +75,7 @@ def start(
         ready.set()
 
     threading.Thread(target=pump, daemon=True).start()
-    end = time.monotonic() + deadline
-    while not ready.wait(0.05):
-        if time.monotonic() > end:
-            break
+    ready.wait(deadline)  # set by the listening line, or by the output's end
     if not found:
         process.kill()
         process.wait()

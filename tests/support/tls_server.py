@@ -16,6 +16,8 @@ from typing import Any
 
 import uvicorn
 
+from tests.support.eventually import eventually_async
+
 __all__ = ["serve_tls"]
 
 
@@ -42,10 +44,14 @@ async def serve_tls(
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:
-            if task.done():
+
+        async def started() -> bool:
+            if task.done():  # it ended before it started: its error, at once
                 task.result()
-            await asyncio.sleep(0.01)
+                raise RuntimeError("the TLS server stopped before it started")
+            return bool(server.started)
+
+        await eventually_async(started, what="the TLS server to start", interval=0.01)
         yield f"https://127.0.0.1:{port}"
     finally:
         server.should_exit = True

@@ -30,6 +30,7 @@ from ankka.runtime.declare.guardrails import AnyGuardrail, Guardrail
 from ankka.runtime.declare.judgments.plan import JudgmentDeclaration, JudgmentHandler
 from ankka.runtime.declare.mcp import McpServer, normalise
 from ankka.runtime.declare.policy import Access, SessionPolicy
+from ankka.runtime.declare.teams import Conversation, Team
 from ankka.runtime.declare.tools import RunnableTool
 
 __all__ = [
@@ -176,6 +177,8 @@ class Service:
         self._agents: dict[str, AgentDeclaration] = {}
         self._judgments: dict[str, JudgmentDeclaration] = {}
         self._autonomous: dict[str, AutonomousAgent] = {}
+        self._teams: dict[str, Team] = {}
+        self._conversations: dict[str, Conversation] = {}
 
     @property
     def agents(self) -> dict[str, AgentDeclaration]:
@@ -190,6 +193,40 @@ class Service:
         self._refuse_taken(f"agent {agent.name!r}", agent.name)
         self._autonomous[agent.name] = agent
         return agent
+
+    @property
+    def teams(self) -> dict[str, Team]:
+        return dict(self._teams)
+
+    @property
+    def conversations(self) -> dict[str, Conversation]:
+        return dict(self._conversations)
+
+    def team(self, team: Team) -> Team:
+        """Declare a team over a backlog (docs/teams.md); its lead and members are autonomous
+        agents declared here before it."""
+        if team.name in self._teams:
+            raise ConfigurationError(f"team {team.name!r} is declared twice in {self.name!r}")
+        self._declared(f"team {team.name!r}", (str(team.lead), *team.member_names))
+        self._teams[team.name] = team
+        return team
+
+    def conversation(self, conversation: Conversation) -> Conversation:
+        """Declare a moderated conversation among autonomous agents declared here before it."""
+        name = conversation.name
+        if name in self._conversations:
+            raise ConfigurationError(f"conversation {name!r} is declared twice in {self.name!r}")
+        self._declared(f"conversation {name!r}", conversation.speaker_names)
+        self._conversations[name] = conversation
+        return conversation
+
+    def _declared(self, what: str, names: Sequence[str]) -> None:
+        missing = sorted(set(names) - set(self._autonomous))
+        if missing:
+            raise ConfigurationError(
+                f"{what} names {', '.join(map(repr, missing))}, not an autonomous agent of "
+                f"{self.name!r}; declare it with service.autonomous(...) first"
+            )
 
     def _refuse_taken(self, what: str, name: str) -> None:
         """Agents, autonomous agents and judgment handlers share one namespace (the routes)."""

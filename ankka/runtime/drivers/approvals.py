@@ -21,7 +21,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
@@ -305,12 +305,13 @@ class ApprovalDesk:
         """A decision was recorded: the notice, and the wait's span when tracing is on."""
         data = {"id": row.id, "decision": record.decision, "decided_by": record.decided_by}
         self.notify("approval_decided", {"session": row.session, "agent": row.agent, **data})
-        waited = (record.at - row.created_at).total_seconds() if row.created_at else None
+        requested = datetime.fromisoformat(row.created_at) if row.created_at else None
+        waited = (record.at - requested).total_seconds() if requested else None
         self._context.metrics.work.decided(row.agent, row.tool, record.decision, waited)
         spans = self._context.spans
-        if spans is not None and row.created_at is not None:
+        if spans is not None and requested is not None:
             call = request.call_id if request is not None else None
-            spans.approval_wait(row.id, row.tool, call, row.created_at, record)
+            spans.approval_wait(row.id, row.tool, call, requested, record)
 
     async def _decide_task(
         self,

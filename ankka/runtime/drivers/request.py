@@ -59,7 +59,7 @@ from ankka.runtime.records.judgments import JudgmentUsage
 from ankka.runtime.records.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.records.registry import Entry, Record
 from ankka.runtime.records.session import SessionOpened, opened_by
-from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
+from ankka.runtime.records.tasks import CONVERSATION_SESSION_PREFIX, TASK_SESSION_PREFIX
 
 __all__ = ["Runtime", "SessionSummary", "TurnResult"]
 
@@ -185,6 +185,11 @@ class Runtime:
             raise NotPermitted(
                 f"session {session!r} is a task's: only its task writes it (read it, or send "
                 "the agent a message in a session of your own)"
+            )
+        if session.startswith(CONVERSATION_SESSION_PREFIX):
+            raise NotPermitted(
+                f"session {session!r} is a moderated conversation's: send it a message at "
+                "POST /v1/conversations/{conversation}/sessions/{session} (docs/teams.md)"
             )
         started = ctx.clock.monotonic()
         ledger = ctx.executor.ledger()

@@ -12,8 +12,8 @@ carrying it is not stable (a later user message drops it); Anthropic also merges
 same-role messages, so its last wire message is not stable (the next can join it).
 :class:`EncodedPrefixes` keeps the stable items' bytes of each session's last request, and the
 next request encodes only from that boundary and joins the rest after the bytes kept: the
-same bytes as a whole encoding (``tests/unit/test_prefix_splice.py`` compares them over many
-turns on every wire). No I/O.
+same bytes as a whole encoding (``tests/unit/runtime/providers/test_prefix_splice.py``
+compares them over many turns on every wire). No I/O.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ far, the calls that wait); each decision is one :class:`ApprovalDecided`; an app
 start is one :class:`ApprovedCallStarted`, appended before the tool runs, which *spends* the
 approval: a resume that finds it recorded never runs the call again. A turn that cannot go on
 is closed by :class:`TurnEnded`. Pure values; their encodings are pinned in
-``tests/unit/test_approvals.py``.
+``tests/unit/runtime/drivers/test_approvals.py``.
 """
 
 from __future__ import annotations

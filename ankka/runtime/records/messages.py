@@ -272,7 +272,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
 
 MESSAGE_OVERHEAD = 512
 """Bytes a message held in memory takes beside its strings (its objects, its call's figures;
-measured in tests/unit/test_session_cache_bytes.py)."""
+measured in tests/unit/runtime/engine/test_session_cache_bytes.py)."""
 
 
 def footprint(message: Message) -> int:

@@ -11,9 +11,9 @@ stored format: change it only with a migration.
 A record type has a ``kind`` (the stored event's kind), ``as_dict()`` and ``from_dict()``.
 To add one (a task iteration, a suspended turn, an approval decision): write the frozen value
 with those three, add it to :data:`Record` and :data:`RECORD_TYPES`, and pin its encoding in
-``tests/unit/test_journal.py``. Nothing else changes: the stores keep ``(kind, body)`` pairs,
-the :class:`~ankka.runtime.store.journal.Journal` encodes and decodes through here, and the
-fold passes over records that are not messages.
+``tests/unit/runtime/store/test_journal.py``. Nothing else changes: the stores keep
+``(kind, body)`` pairs, the :class:`~ankka.runtime.store.journal.Journal` encodes and decodes
+through here, and the fold passes over records that are not messages.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ankka._kernel.jsonload import loads
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.approvals import APPROVAL_RECORD_TYPES, ApprovalRecord
 from ankka.runtime.records.compaction import CompactionRecord, CompactionRejected, HistoryCompacted
+from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
 from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord
@@ -52,6 +53,8 @@ Record = (
     | ApprovalRecord
     | IterationStarted
     | IterationCompleted
+    | TurnSkipped
+    | ConversationEnded
 )
 """What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
 decision, an approved call's start or a turn's end (:mod:`ankka.runtime.records.approvals`). An
@@ -77,6 +80,8 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     *APPROVAL_RECORD_TYPES,
     IterationStarted,
     IterationCompleted,
+    TurnSkipped,
+    ConversationEnded,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}

@@ -28,6 +28,7 @@ __all__ = [
     "Conflict",
     "InstanceRecord",
     "InstanceState",
+    "CONVERSATION_SESSION_PREFIX",
     "TASK_SESSION_PREFIX",
     "TaskBudget",
     "TaskRecord",
@@ -36,13 +37,16 @@ __all__ = [
     "cascade",
     "check_id",
     "next_task",
+    "MEMBER_INSTANCE_PREFIX",
     "OWN_INSTANCE_PREFIX",
+    "TEAM_TASK_PREFIX",
     "check_instance_name",
     "own_instance_id",
 ]
 
 MAX_ID = 128
 TASK_SESSION_PREFIX = "task:"  # a task's journal session; only its task writes there
+CONVERSATION_SESSION_PREFIX = "conversation:"  # a moderated conversation's (docs/teams.md)
 MAX_INSTRUCTIONS = 100_000
 MAX_ATTACHMENTS = 32
 MAX_ATTACHMENT = 200_000
@@ -90,6 +94,8 @@ def check_id(value: str, what: str) -> str:
 
 
 OWN_INSTANCE_PREFIX = "task."
+MEMBER_INSTANCE_PREFIX = "team."  # a team's member instances (docs/teams.md)
+TEAM_TASK_PREFIX = "team:"  # the tasks of teams' backlog items
 
 
 def own_instance_id(task: str) -> str:
@@ -101,6 +107,11 @@ def check_instance_name(instance: str) -> str:
     """An instance a caller names: a valid id, and not a task's own (``task.X`` is task X's
     alone, so no caller can take it before X exists)."""
     check_id(instance, "instance")
+    if instance.startswith(MEMBER_INSTANCE_PREFIX):
+        raise RequestError(
+            f"instance {instance!r} is not a name a caller may give: instances named "
+            f"'{MEMBER_INSTANCE_PREFIX}...' are teams' member instances; name another"
+        )
     if instance.startswith(OWN_INSTANCE_PREFIX):
         raise RequestError(
             f"instance {instance!r} is not a name a caller may give: instances named "

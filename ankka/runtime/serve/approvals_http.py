@@ -3,7 +3,10 @@
 - ``POST /v1/approvals/{id}`` ``{"decision": "approve"|"refuse", "digest", "reason"?}``:
   recorded (with who decided) before anything runs; the last decision of a turn resumes it and
   answers with the turn. 409 on a digest that does not match or a second decision.
-- ``GET /v1/approvals?session=&agent=&state=pending``: the requests, newest state first.
+- ``GET /v1/approvals?session=&agent=&state=pending&limit=&cursor=``: the requests the caller
+  may read, oldest first, at most ``limit`` (1 to 500, default 500) a page; ``next`` in the
+  answer is the ``?cursor=`` of the page after (null on the last). The caller's access is a
+  condition of the store's query, so another caller's rows never crowd its own out of a page.
 - ``GET /v1/approvals/notifications?session=&agent=&wait=S``: server-sent events, the shape of
   a task's notifications: ``snapshot`` (``{"approvals": [...]}``, the pending requests as the
   listing shows them), then ``approval_requested``, ``approval_decided`` and
@@ -43,6 +46,8 @@ from ankka.runtime.serve.api import EventStream, errors
 from ankka.runtime.serve.identity import caller_of
 from ankka.runtime.serve.tasks_http import Wait, event_stream, follow, sse, stream_answers
 from ankka.runtime.serve.wire import ApprovalListing, DecisionAnswer, DecisionBody
+from ankka.runtime.store.approval_index import cursor_of
+from ankka.runtime.store.readable import MAX_LIMIT, decode_cursor, encode_cursor, readers
 
 __all__ = ["add_approval_routes", "decider", "awaiting_json"]
 
@@ -57,6 +62,13 @@ OfAgent = Annotated[str | None, Query(description="only this agent's")]
 InState = Annotated[
     Literal["pending", "approved", "refused", "expired", "ended"] | None,
     Query(description="only those in this state"),
+]
+Limit = Annotated[
+    int, Query(ge=1, le=MAX_LIMIT, description=f"at most this many a page (1 to {MAX_LIMIT})")
+]
+PageCursor = Annotated[
+    str | None,
+    Query(max_length=2048, description="the previous answer's next: the page after it"),
 ]
 _ANY = (401, 403, 413, 503)
 
@@ -126,11 +138,24 @@ def add_approval_routes(
         session: OfSession = None,
         agent: OfAgent = None,
         state: InState = None,
+        limit: Limit = MAX_LIMIT,
+        cursor: PageCursor = None,
     ) -> Any:
+        after = decode_cursor(cursor) if cursor is not None else None
         if desk.index is None:
-            return {"approvals": []}
-        rows = await desk.index.find(session=session, agent=agent, state=state)
-        return {"approvals": await desk.shown(rows, caller_of(request.scope))}
+            return {"approvals": [], "next": None}
+        caller = caller_of(request.scope)
+        rows = await desk.index.find(
+            session=session,
+            agent=agent,
+            state=state,
+            limit=limit + 1,
+            who=readers(runtime.policy, caller),
+            after=after,
+        )
+        page, more = rows[:limit], len(rows) > limit
+        shown = await desk.shown(page, caller)
+        return {"approvals": shown, "next": encode_cursor(cursor_of(page[-1])) if more else None}
 
     @app.get(
         "/v1/approvals/notifications",
@@ -167,8 +192,9 @@ def add_approval_routes(
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = notifier.add(APPROVALS)
         try:
+            who = readers(runtime.policy, caller)
             rows = (
-                await desk.index.find(session=session, agent=agent, state="pending")
+                await desk.index.find(session=session, agent=agent, state="pending", who=who)
                 if desk.index is not None
                 else []
             )

@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -313,12 +314,23 @@ def _engine_spans(traces: tracing.Tracing | None) -> EngineSpans | None:
     return EngineSpans(traces.tracer, content=tracing.capture_content())
 
 
+DELEGATORS_VARIABLE = "ANKKA_DELEGATORS"
+
+
+def delegators_from(env: Mapping[str, str]) -> frozenset[str]:
+    """Who may create a task here as another runtime's child: ``ANKKA_DELEGATORS``, callers
+    (as the identity layer names them) separated by commas or spaces."""
+    return frozenset(n for n in env.get(DELEGATORS_VARIABLE, "").replace(",", " ").split() if n)
+
+
 def run(args: argparse.Namespace) -> int:
     from ankka.runtime.declare.compaction import from_environment
     from ankka.runtime.drivers.approvals import Timers
     from ankka.runtime.drivers.context import CompactionSetup, Context
     from ankka.runtime.drivers.request import Runtime
     from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
+    from ankka.runtime.drivers.tasks.remote import peers_from_environment
+    from ankka.runtime.drivers.teams.backlog import TeamHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
@@ -340,6 +352,7 @@ def run(args: argparse.Namespace) -> int:
         providers = providers_from_environment(os.environ)
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
+        peers = peers_from_environment(os.environ)
     except AnkkaError as exc:
         say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
@@ -398,9 +411,13 @@ def run(args: argparse.Namespace) -> int:
                 lease_seconds=args.lease_seconds,
                 max_instances=args.max_instances,
                 notification_buffer=args.notification_buffer,
+                peers=peers,
+                peer_tls_dir=args.tls_dir,
+                delegators=delegators_from(os.environ),
             ),
         )
         runtime.approvals.task_decided = tasks.approval_decided
+        teams = TeamHost(tasks)
         names = ", ".join(f"{n} ({p.model})" for n, p in providers.items()) or "none configured"
         agents = [*service.agents, *service.autonomous_agents]
         say(f"ankka serve: agents {', '.join(agents)}; models {names}", stream=sys.stderr)
@@ -425,6 +442,8 @@ def run(args: argparse.Namespace) -> int:
             # The task host resumes every instance with work as it starts: no request
             # needed.
             await stack.enter_async_context(tasks)
+            # Each team's member instances claim its backlog's items (docs/teams.md).
+            await stack.enter_async_context(teams)
             if tls is not None:
                 await stack.enter_async_context(tls)
             if probe_sock is not None:
@@ -450,6 +469,7 @@ def run(args: argparse.Namespace) -> int:
                 console=args.console == "on",
                 a2a=a2a,
                 allowed_hosts=allowed_hosts(args.allowed_host, args.public_url),
+                teams=teams,
             )
             # At SIGTERM what is in flight is answered in the API's shape, never dropped.
             drained = Drain(

@@ -56,6 +56,8 @@ from starlette.routing import BaseRoute
 from ankka._kernel.exposition import CONTENT_TYPE
 from ankka.runtime.drivers.request import Runtime, TurnResult
 from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.drivers.teams.backlog import TeamHost
+from ankka.runtime.drivers.teams.conversation import Conversations
 from ankka.runtime.engine.executor import LoopEvent
 from ankka.runtime.engine.loop import TurnOutcome
 from ankka.runtime.engine.planning import PlannedTurn
@@ -69,6 +71,7 @@ from ankka.runtime.serve.hosts import ServedHosts
 from ankka.runtime.serve.identity import Identify, caller_of
 from ankka.runtime.serve.mcp_routes import mcp_routes
 from ankka.runtime.serve.tasks_http import TASK_AGENT_PATHS, add_task_routes
+from ankka.runtime.serve.teams_http import add_conversation_routes, add_team_routes
 from ankka.runtime.serve.wire import (
     Agents,
     Awaiting,
@@ -168,9 +171,12 @@ def create_app(
     console: bool = False,
     a2a: A2AService | None = None,
     allowed_hosts: frozenset[str] = frozenset(),
+    teams: TeamHost | None = None,
 ) -> BoundedInput:
     """The API of ``runtime``; with ``tasks``, also the task routes
-    (:mod:`ankka.runtime.serve.tasks_http`). Without ``identify`` every caller is ``local``.
+    (:mod:`ankka.runtime.serve.tasks_http`); with ``teams``, the backlog routes, and the
+    conversation routes when the service declares any (:mod:`ankka.runtime.serve.teams_http`).
+    Without ``identify`` every caller is ``local``.
     ``approver_header`` names the header a trusted proxy sets to say who decides an approval
     (``ankka.runtime.serve.approvals_http``). With ``console``, the console's pages at ``/console``
     (:mod:`ankka.runtime.serve.console`). With ``a2a`` (entered by its owner), every agent
@@ -197,6 +203,10 @@ def create_app(
     )
     if tasks is not None:
         add_task_routes(app, tasks, runtime.policy)
+    if teams is not None and service.teams:
+        add_team_routes(app, teams, runtime.policy)
+    if service.conversations:
+        add_conversation_routes(app, Conversations(runtime.context))
     add_approval_routes(app, runtime, _outcome_json, approver_header=approver_header, tasks=tasks)
     _add_session_routes(app, runtime)
     _add_service_routes(app, runtime)

@@ -1,7 +1,9 @@
 """The task routes of the runtime's HTTP API. Thin: parse, ask the :class:`TaskHost`, render.
 
 - ``PUT /v1/agents/{agent}/tasks/{task}`` ``{"type", "instructions", "attachments"?,
-  "depends_on"?, "instance"?}`` → 201 with the record (200 when the same body was sent before);
+  "depends_on"?, "instance"?, "parent"?, "lineage"?}`` → 201 with the record (200 when the
+  same body was sent before); a ``parent`` (another runtime's delegation) only from the
+  runtime's delegators;
 - ``GET /v1/tasks/{task}`` (``?wait=S`` holds up to S seconds until the task is final);
 - ``POST /v1/tasks/{task}/cancel``;
 - ``POST /v1/agents/{agent}/instances/{instance}/{suspend|resume|terminate}``,
@@ -142,8 +144,31 @@ def _spec(agent: str, body: TaskBody) -> TaskSpec:
         tuple(attachments),
         tuple(body.depends_on),
         TaskBudget(budget.iterations, budget.tokens) if budget is not None else None,
+        parent=body.parent,
+        lineage=tuple(body.lineage),
         name=body.name,
     )
+
+
+def _delegated(request: Request, body: TaskBody, agent: str, delegators: frozenset[str]) -> None:
+    """A body naming a parent is another runtime's delegation: only a caller the runtime's
+    delegators name (``ANKKA_DELEGATORS``) may send one, with the chain above it, which must
+    not hold the agent already (a cycle)."""
+    if body.parent is None:
+        if body.lineage:
+            raise RequestError("'lineage' comes with 'parent' (a delegated child's chain)")
+        return
+    caller = caller_of(request.scope)
+    if caller not in delegators:
+        raise NotPermitted(
+            f"caller {caller!r} may not create a task as another runtime's child: it is not "
+            "among this runtime's delegators (ANKKA_DELEGATORS)"
+        )
+    if not body.lineage:
+        raise RequestError("a task with a 'parent' needs its 'lineage' (the agents above it)")
+    if agent in body.lineage:
+        chain = " → ".join((*body.lineage, agent))
+        raise RequestError(f"delegating to {agent!r} would make a cycle: {chain}")
 
 
 def task_json(record: TaskRecord) -> dict[str, Any]:
@@ -333,6 +358,7 @@ def add_task_routes(app: FastAPI, host: TaskHost, policy: SessionPolicy | None =
         agent: Worker, task: TaskId, body: TaskBody, request: Request, response: Response
     ) -> Any:
         check_id(task, "task")
+        _delegated(request, body, agent, host.delegators)
         with contextlib.suppress(NotFound):
             # Another caller's id is not reused, nor another caller's instance given work.
             _permitted(request, await host.get(task), policy, "write")

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ankka.runtime.declare.autonomous import MAX_BUDGET, MAX_TOKENS
+from ankka.runtime.records.delegation import MAX_CHAIN
 from ankka.runtime.records.tasks import (
     MAX_ATTACHMENT,
     MAX_ATTACHMENTS,
@@ -98,7 +99,8 @@ class BudgetBody(Wire):
 
 class TaskBody(Body):
     shape: ClassVar[str] = (
-        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?, "budget"?}'
+        '{"type", "instructions", "attachments"?, "depends_on"?, "instance"?, "name"?, "budget"?, '
+        '"parent"?, "lineage"?}'
     )
     type: str = Field(min_length=1, max_length=MAX_ID)
     instructions: str = Field(min_length=1, max_length=MAX_INSTRUCTIONS)
@@ -114,6 +116,16 @@ class TaskBody(Body):
         default=None,
         description="a name for people (the operator sends the Task's <namespace>/<name>); "
         "the console shows it",
+    )
+    parent: Annotated[str, Field(min_length=1, max_length=MAX_ID)] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="another runtime's task this one is a child of (delegation across "
+        "runtimes: only from a caller ANKKA_DELEGATORS names)",
+    )
+    lineage: list[Annotated[str, Field(min_length=1, max_length=MAX_ID)]] = Field(
+        default_factory=list,
+        max_length=MAX_CHAIN,
+        description="with parent: the chain of agents from the root to the parent",
     )
 
 
@@ -330,7 +342,11 @@ class ListedApproval(Approval):
 
 
 class ApprovalListing(Wire):
+    """One page of the approvals the caller may read, oldest first; ``next`` is the cursor of
+    the page after (``?cursor=``), null on the last page."""
+
     approvals: list[ListedApproval]
+    next: str | None = None
 
 
 class DecisionAnswer(Wire):

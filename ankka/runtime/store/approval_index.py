@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ankka.runtime.store.database import Row, Transaction
+from ankka.runtime.store.readable import EVERYONE, Cursor, Readers, clause, opened
 from ankka.runtime.store.tasks import TaskStore, create_tables
 
-__all__ = ["SCHEMA", "ApprovalIndex", "IndexRow"]
+__all__ = ["SCHEMA", "ApprovalIndex", "IndexRow", "cursor_of"]
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS ankka_approvals (
@@ -35,7 +36,8 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS ankka_approvals_session ON ankka_approvals (session)",
 )
 
-_COLUMNS = "id, session, agent, tool, state, expires_at, noticed, open, created_at"
+_COLUMNS = "id, session, agent, tool, state, expires_at, noticed, open"
+_COLUMNS_OF = ", ".join(f"a.{c}" for c in _COLUMNS.split(", "))
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +50,19 @@ class IndexRow:
     expires_at: datetime | None
     noticed: bool
     open: bool
-    created_at: datetime | None = None  # when its turn was suspended
+    created_at: str = ""  # when its turn was suspended (ISO text), as :meth:`find` and
+    # :meth:`get` read it: the listing's sort key, and an approval's wait's start
 
 
 def _row(r: Row) -> IndexRow:
     at = datetime.fromtimestamp(float(r[5]), UTC) if r[5] is not None else None
-    created = datetime.fromisoformat(str(r[8])) if r[8] else None
-    return IndexRow(r[0], r[1], r[2], r[3], r[4], at, bool(r[6]), bool(r[7]), created)
+    made = str(r[8]) if len(r) > 8 else ""
+    return IndexRow(r[0], r[1], r[2], r[3], r[4], at, bool(r[6]), bool(r[7]), made)
+
+
+def cursor_of(row: IndexRow) -> Cursor:
+    """Where the page after ``row`` starts."""
+    return (row.created_at, row.id)
 
 
 class ApprovalIndex:
@@ -93,7 +101,9 @@ class ApprovalIndex:
 
     async def get(self, approval: str) -> IndexRow | None:
         def work(tx: Transaction) -> IndexRow | None:
-            found = tx.rows(f"SELECT {_COLUMNS} FROM ankka_approvals WHERE id = ?", (approval,))
+            found = tx.rows(
+                f"SELECT {_COLUMNS}, created_at FROM ankka_approvals WHERE id = ?", (approval,)
+            )
             return _row(found[0]) if found else None
 
         return await self.store.read(work)
@@ -143,19 +153,32 @@ class ApprovalIndex:
         agent: str | None = None,
         state: str | None = None,
         limit: int = 500,
+        who: Readers = EVERYONE,
+        after: Cursor | None = None,
+        newest: bool = False,
     ) -> list[IndexRow]:
+        """The rows passing the filters that ``who`` may read (its sessions' creators, in the
+        query: issue 31, item 3), oldest first (``newest``: newest first), after the cursor
+        ``after`` (:func:`cursor_of` of the previous page's last row)."""
         where, params = [], []
-        for column, value in (("session", session), ("agent", agent), ("state", state)):
+        for column, value in (("a.session", session), ("a.agent", agent), ("a.state", state)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        if after is not None:
+            older = "<" if newest else ">"
+            where.append(f"(a.created_at {older} ? OR (a.created_at = ? AND a.id {older} ?))")
+            params += [after[0], after[0], after[1]]
+        order = "DESC" if newest else "ASC"
 
         def work(tx: Transaction) -> list[IndexRow]:
+            join, creator, of_agent = opened(tx, "a.session")
+            condition, allowed = clause(who, creator, of_agent)
             rows = tx.rows(
-                f"SELECT {_COLUMNS} FROM ankka_approvals{clause} ORDER BY created_at, id "
-                f"LIMIT {int(limit)}",
-                params,
+                f"SELECT {_COLUMNS_OF}, a.created_at FROM ankka_approvals a {join} "
+                f"WHERE {' AND '.join([*where, condition])} "
+                f"ORDER BY a.created_at {order}, a.id {order} LIMIT {int(limit)}",
+                [*params, *allowed],
             )
             return [_row(r) for r in rows]
 

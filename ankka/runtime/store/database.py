@@ -68,6 +68,21 @@ class Transaction(Protocol):
         time)."""
         ...
 
+    def journal_table(self) -> str:
+        """The journal's table (``session``, ``seq``, ``kind``, ``body``, ``at``), for a
+        statement that joins a row to its session's records."""
+        ...
+
+    def json_text(self, column: str, key: str) -> str:
+        """The SQL of the top-level string ``key`` of the JSON text in ``column`` (NULL when
+        absent); ``key`` is the caller's own constant, never input."""
+        ...
+
+    def stamp(self) -> str:
+        """The placeholder of an event time given as ISO text, comparable to the journal's
+        ``at``."""
+        ...
+
 
 Work = Callable[[Transaction], T]
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from ankka.runtime.records.delegation import (
     Budget,
     ChildOutcome,
     End,
     Exhausted,
+    Grant,
     Refusal,
     child_id,
     grant,
@@ -24,11 +26,12 @@ from ankka.runtime.records.delegation import (
     refusal,
 )
 from ankka.runtime.records.tasks import Attachment, TaskSpec, TaskState
+from ankka.runtime.store import remote_statements as remote
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.tasks import Ended, Transaction
 
-__all__ = ["Made", "Wanted", "calls", "delegate", "expire"]
+__all__ = ["Made", "Wanted", "calls", "delegate", "expire", "remote_body"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,7 +132,7 @@ def delegate(tx: Transaction, wanted: Wanted, *, now: datetime) -> Made:
             may_read=statements.read_any,  # a child names no dependencies
             now=now,
         )
-    tree.insert_child(
+    made = tree.insert_child(
         tx,
         above,
         task=child,
@@ -140,7 +143,25 @@ def delegate(tx: Transaction, wanted: Wanted, *, now: datetime) -> Made:
         deadline_seconds=wanted.deadline,
         remote=wanted.remote,
     )
+    if wanted.remote is not None:
+        remote.record(tx, child, wanted.remote, remote_body(wanted, made.lineage[:-1], given))
     return Made(child, None, True, tuple(ended))
+
+
+def remote_body(wanted: Wanted, lineage: Sequence[str], given: Grant) -> dict[str, Any]:
+    """The body of the ``PUT`` that creates ``wanted``'s child at its peer: the task, its
+    parent here, the chain of agents above it and its grant as its budget."""
+    budget: dict[str, int] = {"iterations": given.iterations}
+    if given.tokens is not None:
+        budget["tokens"] = given.tokens
+    return {
+        "type": wanted.type,
+        "instructions": wanted.instructions,
+        "attachments": list(wanted.attachments),
+        "budget": budget,
+        "parent": wanted.parent,
+        "lineage": list(lineage),
+    }
 
 
 def _taken(child: str) -> Refusal:

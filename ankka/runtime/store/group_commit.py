@@ -80,6 +80,11 @@ class GroupWriter:
         self._closed = False
         self.commits = 0  # batches committed: writes ÷ commits is how well they grouped
 
+    @property
+    def queued(self) -> int:
+        """Writes waiting for the thread: the next commit takes them all."""
+        return len(self._queue)
+
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in a transaction that is committed before this returns."""
         if self._closed:

@@ -177,6 +177,15 @@ class _Tx:
         )
         return [r[0] for r in rows.fetchall()]
 
+    def journal_table(self) -> str:
+        return "ankka_events"
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"(({column})::json ->> '{key}')"
+
+    def stamp(self) -> str:
+        return "CAST(? AS TIMESTAMPTZ)"
+
 
 class _Failed(Exception):
     """A psycopg failure and how far its transaction had got (on the worker thread)."""

@@ -99,6 +99,15 @@ class _Tx:
         )
         return [r[0] for r in rows]
 
+    def journal_table(self) -> str:
+        return "events"
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
+
+    def stamp(self) -> str:
+        return "?"
+
 
 class ThreadConnection:
     """One connection and the one thread that uses it (the store's reader)."""
@@ -161,6 +170,11 @@ class SqliteDatabase:
     def commits(self) -> int:
         """Transactions committed by the writer so far (writes share them)."""
         return self._writer.commits
+
+    @property
+    def queued(self) -> int:
+        """Writes waiting for the writer (the next commit takes them all)."""
+        return self._writer.queued
 
     async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
         # One writer at a time is SQLite's own rule (and this file has one), so ``serial``

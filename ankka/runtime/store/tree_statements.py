@@ -97,6 +97,12 @@ TREE_SCHEMA = (
     # children still waiting for an outcome are in it.
     "CREATE INDEX IF NOT EXISTS ankka_task_tree_due ON ankka_task_tree (deadline_at) "
     "WHERE outcome IS NULL AND deadline_at IS NOT NULL",
+    # The body that creates each remote child at its peer (store/remote_statements.py).
+    """CREATE TABLE IF NOT EXISTS ankka_remote_children (
+    task TEXT PRIMARY KEY,
+    peer TEXT NOT NULL,
+    body TEXT NOT NULL
+)""",
 )
 
 _COLUMNS = (

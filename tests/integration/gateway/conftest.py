@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import Script
+from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -71,15 +71,6 @@ def write_models(path: Path, models: Sequence[dict[str, Any]], **top: object) ->
     tmp.replace(path)
 
 
-def wait_until(condition: Callable[[], bool], *, what: str, deadline: float = 20.0) -> None:
-    """Poll ``condition`` until true; fail naming ``what`` after ``deadline`` seconds."""
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            pytest.fail(f"gave up waiting {deadline}s for {what}")
-        time.sleep(0.05)
-
-
 StartStandin = Callable[[Script], Standin]
 StartGateway = Callable[..., Gateway]
 
@@ -125,7 +116,7 @@ def start_gateway(tmp_path: Path) -> Iterator[StartGateway]:
             gateway = Gateway(server.url, server, path, verify, server.output)
             if ready:
                 with httpx.Client(verify=verify) as client:
-                    wait_until(
+                    eventually(
                         lambda: client.get(f"{gateway.url}/readyz").status_code == 200,
                         what="the gateway to probe its models",
                     )

@@ -15,6 +15,7 @@ import pytest
 
 from tests.integration.gateway.conftest import StartGateway, StartStandin, standin_model
 from tests.integration.gateway.test_mtls import CALLER, Platform, platform, standin_for
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -95,10 +96,9 @@ async def test_one_callers_requests_in_flight_are_bounded_per_model(
     ):
         url = f"{gateway.url}/v1/chat/completions"
         slow = asyncio.ensure_future(mine.post(url, json=HI))
-        for _ in range(500):  # until the slow request is in flight (at most ~10 s)
-            if standin.chats():
-                break
-            await asyncio.sleep(0.02)
+        await asyncio.to_thread(
+            eventually, standin.chats, what="the slow request to reach the stand-in"
+        )
         second = await mine.post(url, json=HI)
         from_other = await theirs.post(url, json=HI)
         first = await slow

@@ -19,8 +19,8 @@ from tests.integration.gateway.conftest import (
     StartGateway,
     StartStandin,
     standin_model,
-    wait_until,
 )
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -293,7 +293,7 @@ def test_not_ready_until_every_model_was_probed(
         gateway = start_gateway(
             [standin_model(standin.url), standin_model(silent_url, name="silent")], ready=False
         )
-        wait_until(
+        eventually(
             lambda: httpx.get(f"{gateway.url}/readyz").json()["models"]["small"]["probed"],
             what="the stand-in's model to be probed",
         )

@@ -8,12 +8,12 @@ reaches the upstream (issue 13, defects 4 and 5).
 from __future__ import annotations
 
 import socket
-import time
 
 import httpx
 import pytest
 
 from tests.integration.gateway.conftest import StartGateway, StartStandin, standin_model
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -113,15 +113,9 @@ def test_a_caller_leaving_mid_body_is_counted_not_traced(
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
         )
     counted = 'ankka_gateway_caller_disconnects_total{caller="anonymous",model="(unknown)"} 1.0'
-    metrics = ""
-    for _ in range(200):  # until the gateway has seen it leave (at most ~10 s)
-        metrics = gateway.metrics()
-        if counted in metrics:
-            break
-        time.sleep(0.05)
+    eventually(lambda: counted in gateway.metrics(), what="the gateway to see the caller leave")
     output = gateway.server.stop()
 
-    assert counted in metrics
     assert "Traceback" not in output
 
 

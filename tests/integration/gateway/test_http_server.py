@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ from tests.integration.gateway.conftest import (
     StartStandin,
     standin_model,
 )
+from tests.support.eventually import eventually
 from tests.support.hold import read_until_closed
 
 pytestmark = pytest.mark.integration
@@ -213,14 +213,7 @@ def test_a_client_half_closing_mid_body_is_a_caller_leaving_and_nothing_is_sent(
         sock.sendall(_chat_head(len(_CHAT)) + _CHAT[:10])
         sock.shutdown(socket.SHUT_WR)
         assert read_until_closed(sock) == b""
-    metrics = ""
-    for _ in range(200):  # until the gateway has counted it (at most ~10 s)
-        metrics = gateway.metrics()
-        if counted in metrics:
-            break
-        time.sleep(0.05)
-
-    assert counted in metrics
+    eventually(lambda: counted in gateway.metrics(), what="the gateway to count the caller leaving")
     assert standin.chats() == []
 
 

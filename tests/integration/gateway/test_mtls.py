@@ -25,9 +25,9 @@ from tests.integration.gateway.conftest import (
     StartGateway,
     StartStandin,
     standin_model,
-    wait_until,
 )
 from tests.support.certs import CA, GATEWAY_URI, Issued, client_context, new_ca, write_tls_dir
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -175,7 +175,7 @@ async def test_rotating_certificates_under_200_requests_in_flight_loses_none(
         try:
             # Every request has reached the stand-in (which holds each for 8 s): all in flight.
             await asyncio.to_thread(
-                wait_until,
+                eventually,
                 lambda: len(standin.chats()) == in_flight,
                 what=f"all {in_flight} requests to reach the stand-in",
             )
@@ -187,7 +187,7 @@ async def test_rotating_certificates_under_200_requests_in_flight_loses_none(
             )
             rotated = platform.context(new, new.issue(CALLER), "rotated")
             await asyncio.to_thread(
-                wait_until,
+                eventually,
                 lambda: connect(url, rotated) == "answered",
                 what="the gateway to serve the rotated certificates",
             )

@@ -19,8 +19,8 @@ from tests.integration.gateway.conftest import (
     StartGateway,
     StartStandin,
     standin_model,
-    wait_until,
 )
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -137,9 +137,9 @@ def test_a_caller_leaving_mid_stream_cancels_the_upstream_request(
         assert connections_to(standin.url) == 1
     # Leaving the block closed the connection mid-stream.
 
-    wait_until(lambda: bool(IDLE.search(gateway.metrics())), what="the stream to be dropped")
+    eventually(lambda: bool(IDLE.search(gateway.metrics())), what="the stream to be dropped")
     # Cancelled, the upstream connection is closed; a finished one would be kept for reuse.
-    wait_until(lambda: connections_to(standin.url) == 0, what="the upstream connection to close")
+    eventually(lambda: connections_to(standin.url) == 0, what="the upstream connection to close")
     assert 'ankka_gateway_caller_disconnects_total{caller="anonymous",model="small"} 1.0' in (
         gateway.metrics()
     )
@@ -161,8 +161,8 @@ def test_a_caller_leaving_before_the_first_byte_cancels_the_upstream_request(
         )
 
     assert len(standin.chats()) == 1  # it did reach the upstream before the caller left
-    wait_until(lambda: bool(IDLE.search(gateway.metrics())), what="the request to be dropped")
-    wait_until(lambda: connections_to(standin.url) == 0, what="the upstream connection to close")
+    eventually(lambda: bool(IDLE.search(gateway.metrics())), what="the request to be dropped")
+    eventually(lambda: connections_to(standin.url) == 0, what="the upstream connection to close")
 
 
 def _chat_request(gateway: Gateway) -> bytes:
@@ -193,12 +193,12 @@ def test_a_caller_half_closing_while_a_whole_answer_is_awaited_cancels_it_and_is
 
     with socket.create_connection((url.host, url.port), timeout=30) as sock:
         sock.sendall(_chat_request(gateway))
-        wait_until(lambda: len(standin.chats()) == 1, what="the request to reach the upstream")
+        eventually(lambda: len(standin.chats()) == 1, what="the request to reach the upstream")
         sock.shutdown(socket.SHUT_WR)  # the whole request was sent; the caller stops waiting
         assert sock.recv(1) == b""  # the gateway closed its side, answering nothing
 
-    wait_until(lambda: bool(IDLE.search(gateway.metrics())), what="the request to be dropped")
-    wait_until(lambda: connections_to(standin.url) == 0, what="the upstream connection to close")
+    eventually(lambda: bool(IDLE.search(gateway.metrics())), what="the request to be dropped")
+    eventually(lambda: connections_to(standin.url) == 0, what="the upstream connection to close")
     assert 'ankka_gateway_caller_disconnects_total{caller="anonymous",model="small"} 1.0' in (
         gateway.metrics()
     )
@@ -228,8 +228,8 @@ def test_a_changed_models_file_is_served_without_restart(
     def listed() -> list[str]:
         return [m["id"] for m in httpx.get(f"{gateway.openai_url}/models").json()["data"]]
 
-    wait_until(lambda: listed() == ["small", "other"], what="the new model to be listed")
-    wait_until(lambda: httpx.get(f"{gateway.url}/readyz").status_code == 200, what="the new probe")
+    eventually(lambda: listed() == ["small", "other"], what="the new model to be listed")
+    eventually(lambda: httpx.get(f"{gateway.url}/readyz").status_code == 200, what="the new probe")
     answer = httpx.post(
         f"{gateway.openai_url}/chat/completions", json={"model": "other", "messages": HI}
     )
@@ -244,7 +244,7 @@ def test_a_broken_models_file_keeps_the_models_read_before(
     gateway = start_gateway([standin_model(standin.url)])
 
     gateway.models_file.write_text("models: [{name: broken, kind: nonsense}]\n")
-    wait_until(
+    eventually(
         lambda: any("still serving the models read before" in line for line in gateway.output),
         what="the gateway to report the broken file",
     )
@@ -271,7 +271,7 @@ def test_capabilities_are_probed_again_and_decisions_follow(
     def show() -> Any:
         return httpx.post(f"{gateway.url}/api/show", json={"model": "small"}).json()
 
-    wait_until(lambda: "tools" in show()["capabilities"], what="the re-probe to see tools")
+    eventually(lambda: "tools" in show()["capabilities"], what="the re-probe to see tools")
     answer = httpx.post(f"{gateway.openai_url}/chat/completions", json=body)
     assert answer.status_code == 200, answer.text
     assert json.loads(answer.text)["choices"][0]["message"]["content"] == "now with tools"

@@ -8,7 +8,6 @@ import signal
 import ssl
 import subprocess
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,11 +120,9 @@ def start_up(
         seen.set()
 
     threading.Thread(target=pump, daemon=True).start()
-    end = time.monotonic() + deadline
-    while not seen.wait(0.1):
-        if time.monotonic() > end:
-            up.stop()
-            pytest.fail(f"ankka up did not print {ready!r} in {deadline}s:\n{up.text}")
+    if not seen.wait(deadline):  # set by the line, or by the output's end
+        up.stop()
+        pytest.fail(f"ankka up did not print {ready!r} in {deadline}s:\n{up.text}")
     return up
 
 

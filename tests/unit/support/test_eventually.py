@@ -33,6 +33,30 @@ def test_a_failing_assertion_is_retried_then_reported() -> None:
         eventually(never, what="rows", timeout=0.0, interval=0)
 
 
+def test_the_detail_is_asked_once_at_the_deadline_and_shown() -> None:
+    asked: list[str] = []
+
+    def detail() -> str:
+        asked.append("log")
+        return "the server's log: listening on :0"
+
+    with pytest.raises(pytest.fail.Exception, match=r"last value: None\nthe server's log: listen"):
+        eventually(lambda: None, what="the server", timeout=0.0, interval=0, detail=detail)
+    assert asked == ["log"]
+
+
+def test_another_exception_ends_the_wait_at_once() -> None:
+    tries: list[int] = []
+
+    def died() -> bool:
+        tries.append(1)
+        raise RuntimeError("the server exited with 1")
+
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        eventually(died, what="the server", interval=0)
+    assert tries == [1]
+
+
 async def test_the_async_form_awaits_its_check() -> None:
     answers = iter([None, 3])
 

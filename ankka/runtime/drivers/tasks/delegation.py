@@ -242,8 +242,8 @@ class Delegations:
         if remote is None and target is None:
             return ChildOutcome(
                 "refused", None, declared.agent, None,
-                f"agent {declared.agent!r} is not served by this runtime (delegating to "
-                "another runtime's agents is not built yet): no child was made",
+                f"agent {declared.agent!r} is served neither by this runtime nor by a peer "
+                "it knows (ANKKA_PEERS): no child was made",
                 "agent_unknown",
             )  # fmt: skip
         accepts = target.accepted(declared.task_type.name) if target is not None else None

@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -40,7 +40,9 @@ from ankka.runtime.drivers.tasks.iteration import (
     work_task,
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
+from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
 from ankka.runtime.records.tasks import (
+    TEAM_TASK_PREFIX,
     InstanceRecord,
     InstanceState,
     TaskRecord,
@@ -84,6 +86,12 @@ class HostOptions:
     notification_buffer: int = DEFAULT_BUFFER
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    # Delegation across runtimes (docs/delegation.md): the agents other runtimes serve, the
+    # folder of this runtime's own certificate (its identity when it calls them), and who may
+    # create a task here as another runtime's child (ANKKA_DELEGATORS).
+    peers: Mapping[str, Peer] = field(default_factory=dict)
+    peer_tls_dir: str | None = None
+    delegators: frozenset[str] = frozenset()
 
 
 class TaskHost:
@@ -110,6 +118,18 @@ class TaskHost:
             options.retry,
             poke=self._work_made,
             woken=self._woken,
+            remotes=frozenset(options.peers),
+        )
+        self.delegators = options.delegators
+        self.remote = (
+            RemoteChildren(
+                store,
+                options.peers,
+                told=partial(told, self.bench),
+                tls_dir=options.peer_tls_dir,
+            )
+            if options.peers
+            else None
         )
         owner = options.owner
         lease_seconds = options.lease_seconds
@@ -133,6 +153,9 @@ class TaskHost:
         self._group: asyncio.TaskGroup | None = None
         self._last_renewal = float("-inf")
         self._last_idle_reset = float("-inf")
+        # Instances this host must leave alone: a team's member instances of other processes
+        # (docs/teams.md), which end with their claims rather than being taken over.
+        self.reserved: Callable[[Key], bool] = _none_reserved
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -141,12 +164,16 @@ class TaskHost:
         await group.__aenter__()
         self._group = group
         self._scheduler = group.create_task(self._schedule(), name="ankka-task-scheduler")
+        if self.remote is not None:
+            self._follower = group.create_task(self.remote.run(), name="ankka-remote-children")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self._group is None:
             return
         self._scheduler.cancel()
+        if self.remote is not None:
+            self._follower.cancel()
         for worker in list(self._workers.values()):
             worker.cancel()
         await self._group.__aexit__(None, None, None)
@@ -164,6 +191,8 @@ class TaskHost:
     def _work_made(self) -> None:
         """A task was made here (a child): look for it now, waking no idle instance."""
         self._wake.set()
+        if self.remote is not None:
+            self.remote.wake()
 
     def _woken(self, keys: Sequence[Key]) -> None:
         """These instances have something new (a child of theirs ended): take them up now."""
@@ -209,6 +238,8 @@ class TaskHost:
             if key in self._idle and self._idle[key] not in (None, mark):
                 del self._idle[key]  # waiting on a child, and something changed since
             if key in self._workers or key in self._idle or key[0] not in self.agents:
+                continue
+            if self.reserved(key):
                 continue
             until = now + self.lease_seconds
             claimed = await self.store.write(
@@ -375,6 +406,11 @@ class TaskHost:
                 f"agent {agent!r} does not accept task type {spec.type!r} (it accepts: {types})"
             )
         check_id(task, "task")
+        if task.startswith(TEAM_TASK_PREFIX):
+            raise RequestError(
+                f"task id {task!r} is not one a caller may give: ids '{TEAM_TASK_PREFIX}...' "
+                "are the tasks of teams' backlog items (docs/teams.md)"
+            )
         if instance is not None:
             check_instance_name(instance)
         for dependency in spec.depends_on:
@@ -487,6 +523,10 @@ class TaskHost:
         if current is None and picked.task is not None and picked.task.started:
             current = picked.task.id
         return InstanceView(record, current, tuple(queue))
+
+
+def _none_reserved(key: Key) -> bool:
+    return False
 
 
 def _budget_of(iterations: int, tokens: int | None, spec: TaskSpec) -> tuple[int, int | None]:

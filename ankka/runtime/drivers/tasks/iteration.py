@@ -120,6 +120,8 @@ class Workbench:
     """Tell the scheduler there is work (a child was made)."""
     woken: Callable[[Sequence[tuple[str, str]]], None] = field(default=lambda keys: None)
     """Tell the scheduler instances have something new (parents told of a child's end)."""
+    remotes: frozenset[str] = frozenset()
+    """The agents other runtimes serve (``ANKKA_PEERS``): a delegation to one is remote."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +298,7 @@ class TaskWork:
             task,
             poke=bench.poke,
             published=partial(told, bench),
+            remotes=bench.remotes,
         )
 
     # --- the work --------------------------------------------------------------------------

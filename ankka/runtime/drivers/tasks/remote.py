@@ -1,0 +1,281 @@
+"""Children another runtime works: created there over its task API, followed to their end.
+
+A ``Delegate`` naming an agent a *peer* serves (another runtime: another Agent's pods, named
+in ``ANKKA_PEERS``) makes a child whose tree row and ``PUT`` body are recorded here first
+(:mod:`ankka.runtime.store.remote_statements`, in the transaction that reserves its grant);
+then :class:`RemoteChildren`, in every process on the store, follows each child not settled:
+
+1. ``PUT {peer}/v1/agents/{agent}/tasks/{child}`` with the recorded body (``parent``,
+   ``lineage``, ``budget``): the id is derived from the parent and the call, so sending it
+   again after a restart of either side makes nothing new (the peer answers 200);
+2. ``POST {peer}/v1/tasks/{child}/cancel`` once its parent ended or its deadline passed;
+3. ``GET {peer}/v1/tasks/{child}?wait=S`` until the child is final; its end, its
+   ``tree_iterations`` and ``tree_usage`` are settled in the tree in one transaction
+   (:func:`~ankka.runtime.store.remote_statements.ended`), which tells the parent once and
+   wakes it.
+
+A peer that is away (refused connections, 5xx, a broken wait) is asked again, the pause
+doubling from 0.2 s to 5 s; a peer that refuses the child (4xx) ends it ``refused``,
+``peer_refused``, with the peer's answer as its reason. The runtime calls as itself: its
+``--tls-dir`` certificate over mTLS (the peer's certificate must carry the URI SAN its entry
+names), or a bearer token from a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ankka._kernel.errors import ConfigurationError, StoreError
+from ankka.runtime.providers.mtls import RotatingClientTLS
+from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.store import remote_statements as remote
+from ankka.runtime.store import tree_statements as tree
+from ankka.runtime.store.remote_statements import Followed
+from ankka.runtime.store.tasks import Ended, TaskStore
+
+__all__ = ["PEERS_VARIABLE", "Peer", "RemoteChildren", "peers_from_environment"]
+
+log = logging.getLogger("ankka.runtime.tasks")
+
+PEERS_VARIABLE = "ANKKA_PEERS"
+WAIT_SECONDS = 10.0  # each GET ?wait= (a cancel owed meanwhile is sent after it)
+_FINAL = frozenset({"completed", "failed", "cancelled"})
+_ENDS = frozenset(e.value for e in End)
+
+
+class Peer(BaseModel):
+    """Where another runtime serves ``agent``: its base URL, the URI SAN its certificate
+    must carry (https with ``--tls-dir``), and a file holding a bearer token to send."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: str = Field(min_length=1, max_length=128)
+    url: str = Field(pattern=r"^https?://", max_length=2000)
+    identity: str | None = Field(default=None, max_length=2000)
+    token_file: str | None = None
+
+
+def peers_from_environment(env: Mapping[str, str]) -> dict[str, Peer]:
+    """``ANKKA_PEERS``: a JSON object, agent → ``{"url", "identity"?, "token_file"?}``."""
+    raw = env.get(PEERS_VARIABLE, "").strip()
+    if not raw:
+        return {}
+    try:
+        given = json.loads(raw)
+        if not isinstance(given, dict):
+            raise ValueError("not an object")
+        return {
+            str(name): Peer.model_validate({"agent": name, **entry})
+            for name, entry in given.items()
+        }
+    except (ValueError, TypeError, ValidationError) as exc:
+        first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+        what = f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}" if first else exc
+        raise ConfigurationError(
+            f'{PEERS_VARIABLE} is not a JSON object of agent → {{"url", "identity"?, '
+            f'"token_file"?}} ({what})'
+        ) from None
+
+
+class _Refused(Exception):
+    """The peer answered the child with a 4xx: it will not work it."""
+
+
+@dataclass
+class _Client:
+    http: httpx.AsyncClient
+    generation: int
+
+
+class RemoteChildren:
+    """Follows every remote child on the store that is not settled (see the module)."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        peers: Mapping[str, Peer],
+        *,
+        told: Callable[[list[Ended]], None],
+        tls_dir: str | None = None,
+        poll_seconds: float = 1.0,
+        wait_seconds: float = WAIT_SECONDS,
+    ) -> None:
+        self.store, self.peers, self.told = store, dict(peers), told
+        self.poll_seconds, self.wait_seconds = poll_seconds, wait_seconds
+        self._tls = {
+            name: RotatingClientTLS(tls_dir, expected_uri=peer.identity)
+            for name, peer in self.peers.items()
+            if tls_dir is not None and peer.url.startswith("https://") and peer.identity
+        }
+        for name, peer in self.peers.items():
+            if tls_dir is not None and peer.url.startswith("https://") and not peer.identity:
+                raise ConfigurationError(
+                    f"{PEERS_VARIABLE}: peer {name!r} is https with --tls-dir; name the URI SAN "
+                    'its certificate carries as its "identity" (ankka://service/<ns>/<agent>)'
+                )
+        self._clients: dict[str, _Client] = {}
+        self._following: dict[str, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.peers)
+
+    def wake(self) -> None:
+        """A child was made here: look for it now."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Start following each child not followed yet, every poll (and when woken)."""
+        try:
+            while True:
+                with contextlib.suppress(StoreError):
+                    for child in await self.store.read(lambda tx: remote.following(tx, 200)):
+                        self._start(child)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_seconds):
+                        await self._wake.wait()
+                self._wake.clear()
+        finally:
+            for task in self._following.values():
+                task.cancel()
+            for client in self._clients.values():
+                await client.http.aclose()
+
+    def _start(self, child: Followed) -> None:
+        if child.task in self._following or child.peer not in self.peers:
+            return
+        task = asyncio.create_task(self._follow(child), name=f"ankka-remote-{child.task}")
+        self._following[child.task] = task
+        task.add_done_callback(lambda _: self._following.pop(child.task, None))
+
+    async def _follow(self, child: Followed) -> None:
+        failures, created = 0, False
+        peer = self.peers[child.peer]
+        while True:
+            try:
+                current = await self._current(child.task)
+                if current is None:
+                    return  # settled (by this process or another)
+                if not created:
+                    await self._put(peer, current)
+                    created = True
+                if current.outcome is not None and not current.cancel_sent:
+                    await self._cancel(peer, current.task)
+                    await self.store.write(lambda tx: tree.cancel_sent(tx, child.task))
+                record = await self._get(peer, current.task)
+                if record.get("state") in _FINAL:
+                    await self._settle(peer, current.task, _outcome(peer, record), record)
+                    return
+                failures = 0
+            except _Refused as refused:
+                why = ChildOutcome(
+                    "refused", child.task, peer.agent, None, str(refused), "peer_refused"
+                )
+                await self._settle(peer, child.task, why, {})
+                return
+            except (httpx.HTTPError, StoreError, _Away) as exc:
+                failures += 1
+                if failures in (1, 10) or failures % 100 == 0:
+                    log.warning(
+                        "remote child %s at %s: %s (asking again)", child.task, peer.url, exc
+                    )
+                await asyncio.sleep(min(5.0, 0.2 * 2 ** min(failures, 5)))
+
+    async def _current(self, task: str) -> Followed | None:
+        found = await self.store.read(lambda tx: remote.following(tx, 1, task=task))
+        return found[0] if found else None
+
+    async def _settle(
+        self, peer: Peer, task: str, outcome: ChildOutcome, record: Mapping[str, Any]
+    ) -> None:
+        iterations = int(record.get("tree_iterations") or 0)
+        usage = Usage.from_dict(dict(record.get("tree_usage") or {}))
+        ended = await self.store.write(
+            lambda tx: remote.ended(tx, task, outcome, iterations=iterations, usage=usage)
+        )
+        if ended:
+            log.info("remote child %s at %s ended %s", task, peer.url, outcome.status)
+            self.told(ended)
+
+    # -- the peer's API -----------------------------------------------------------------------
+
+    def _client(self, peer: Peer) -> httpx.AsyncClient:
+        rotating = self._tls.get(peer.agent)
+        verify: Any = rotating.current() if rotating is not None else True
+        generation = rotating.generation if rotating is not None else 0
+        known = self._clients.get(peer.agent)
+        if known is not None and known.generation == generation:
+            return known.http
+        headers = {}
+        if peer.token_file is not None:
+            headers["authorization"] = f"Bearer {Path(peer.token_file).read_text().strip()}"
+        made = httpx.AsyncClient(
+            base_url=peer.url.rstrip("/"),
+            verify=verify,
+            headers=headers,
+            timeout=httpx.Timeout(10.0, read=self.wait_seconds + 10.0),
+        )
+        if known is not None:
+            asyncio.get_running_loop().create_task(known.http.aclose())
+        self._clients[peer.agent] = _Client(made, generation)
+        return made
+
+    async def _put(self, peer: Peer, child: Followed) -> dict[str, Any]:
+        path = f"/v1/agents/{peer.agent}/tasks/{child.task}"
+        return _answer(await self._client(peer).put(path, json=child.body), "creating it")
+
+    async def _cancel(self, peer: Peer, task: str) -> None:
+        answer = await self._client(peer).post(f"/v1/tasks/{task}/cancel")
+        if answer.status_code != 409:  # already final there: nothing to cancel
+            _answer(answer, "cancelling it")
+
+    async def _get(self, peer: Peer, task: str) -> dict[str, Any]:
+        answer = await self._client(peer).get(
+            f"/v1/tasks/{task}", params={"wait": f"{self.wait_seconds:g}"}
+        )
+        return _answer(answer, "reading it")
+
+
+class _Away(Exception):
+    """The peer answered 5xx (or not JSON): it is there but cannot answer now."""
+
+
+def _answer(answer: httpx.Response, doing: str) -> dict[str, Any]:
+    if answer.status_code >= 500 or answer.status_code in (408, 429):
+        raise _Away(f"{doing}: the peer answered {answer.status_code}")
+    try:
+        data = answer.json()
+    except ValueError:
+        raise _Away(f"{doing}: the peer's answer ({answer.status_code}) is not JSON") from None
+    if answer.status_code >= 400:
+        message = (data.get("error") or {}).get("message") if isinstance(data, dict) else None
+        raise _Refused(
+            f"the peer refused {doing} ({answer.status_code}): {str(message or data)[:500]}"
+        )
+    if not isinstance(data, dict):
+        raise _Away(f"{doing}: the peer's answer is not a JSON object")
+    return data
+
+
+def _outcome(peer: Peer, record: Mapping[str, Any]) -> ChildOutcome:
+    end = str(record.get("end") or record.get("state"))
+    kind = End(end) if end in _ENDS else End.FAILED
+    return outcome_of_end(
+        kind,
+        task=str(record.get("id")),
+        agent=peer.agent,
+        result=record.get("result"),
+        reason=record.get("reason"),
+    )

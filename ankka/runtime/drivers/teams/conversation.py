@@ -1,0 +1,264 @@
+"""A moderated conversation, run to its end (docs/teams.md, "Moderated conversations").
+
+``POST /v1/conversations/{conversation}/sessions/{session}`` with a message: under the
+session's turn lock, the message is recorded, then the moderator chooses a speaker, the
+speaker takes its turn (:mod:`.speaking`), the turn is recorded, and so on until the
+moderator ends it, the turns run out (``max_turns``), its tokens are spent, or its deadline
+passes. A speaker that says nothing (or not within its turn's deadline) is silent; one whose
+turn fails has failed; a name the moderator gives that is not a speaker is unknown: each is
+skipped or ends the conversation by the conversation's policy, and is recorded with why.
+Every turn is bounded by what is left of the deadline, so the run never hangs. The session
+is the journal's ``conversation:<name>:<session>``; a later message goes on from its
+transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ankka._kernel.errors import AnkkaError, NotFound
+from ankka._kernel.ids import new_id
+from ankka.runtime.declare.teams import (
+    Conversation,
+    EndReason,
+    Moderated,
+    Selector,
+    Spoken,
+)
+from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.teams.speaking import USER, choose_by_model, speak
+from ankka.runtime.engine.executor import Ledger
+from ankka.runtime.records.accounting import UnwrittenCalls
+from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
+from ankka.runtime.records.messages import AssistantMessage, Usage, UserMessage
+from ankka.runtime.records.registry import Record
+from ankka.runtime.records.session import SessionOpened
+from ankka.runtime.records.tasks import CONVERSATION_SESSION_PREFIX, check_id
+
+__all__ = ["CONVERSATION_PREFIX", "Conversations", "Outcome", "session_of"]
+
+CONVERSATION_PREFIX = CONVERSATION_SESSION_PREFIX
+T = TypeVar("T")
+
+
+def session_of(conversation: str, session: str) -> str:
+    return f"{CONVERSATION_PREFIX}{conversation}:{session}"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    turns: tuple[Spoken, ...]
+    skipped: tuple[TurnSkipped, ...]
+    reason: EndReason
+    detail: str
+    usage: Usage
+
+
+@dataclass
+class _Run:
+    conversation: Conversation
+    session: str
+    turn: str
+    deadline: float
+    transcript: list[Spoken]
+    said: list[Spoken] = field(default_factory=list)
+    skipped: list[TurnSkipped] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    last: str | None = None
+
+
+class Conversations:
+    """The service's moderated conversations, on a context's journal."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.declared = context.service.conversations
+
+    def conversation(self, name: str) -> Conversation:
+        found = self.declared.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.declared)) or "none"
+            raise NotFound(f"there is no conversation {name!r} (conversations: {known})")
+        return found
+
+    async def run(self, name: str, session: str, message: str, *, caller: str) -> Outcome:
+        conversation = self.conversation(name)
+        check_id(session, "session")
+        ctx = self.context
+        journal_session = session_of(name, session)
+        async with ctx.queue.turn(journal_session):
+            folded = await ctx.sessions.load(journal_session)
+            ctx.check(journal_session, caller, "write", folded.opened)
+            opening = (SessionOpened(caller, name),) if folded.position == 0 else ()
+            transcript = [
+                Spoken(m.agent if isinstance(m, AssistantMessage) else USER, m.content or "")
+                for m in folded.view.messages
+                if isinstance(m, UserMessage | AssistantMessage)
+            ]
+            turn = new_id("conv")
+            await self._record(journal_session, (*opening, UserMessage(message, name, turn)))
+            transcript.append(Spoken(USER, message))
+            run = _Run(
+                conversation,
+                journal_session,
+                turn,
+                ctx.clock.monotonic() + conversation.deadline,
+                transcript,
+            )
+            reason, detail = await self._turns(run)
+            await self._record(journal_session, (ConversationEnded(turn, reason.value, detail),))
+        return Outcome(tuple(run.said), tuple(run.skipped), reason, detail, run.usage)
+
+    async def _record(self, session: str, records: tuple[Record, ...]) -> None:
+        folded = await self.context.sessions.load(session)
+        await self.context.record(session, folded, records)
+
+    async def _turns(self, run: _Run) -> tuple[EndReason, str]:
+        conversation = run.conversation
+        for number in range(conversation.max_turns):
+            left = run.deadline - self.context.clock.monotonic()
+            if left <= 0:
+                return (
+                    EndReason.DEADLINE_EXCEEDED,
+                    f"its deadline of {conversation.deadline:g} s passed",
+                )
+            if conversation.tokens is not None and _total(run.usage) >= conversation.tokens:
+                return (
+                    EndReason.BUDGET_EXHAUSTED,
+                    f"{_total(run.usage)} tokens spent of its {conversation.tokens}",
+                )
+            ended = await self._turn(run, number)
+            if ended is not None:
+                return ended
+        return EndReason.MAX_TURNS, f"{conversation.max_turns} turns, its max_turns"
+
+    async def _turn(self, run: _Run, number: int) -> tuple[EndReason, str] | None:
+        conversation = run.conversation
+        try:
+            chosen = await self._bounded(run, self._choose(run, number))
+        except TimeoutError:
+            return self._late(run) or (
+                EndReason.DEADLINE_EXCEEDED,
+                "the moderator did not choose in time",
+            )
+        except Exception as exc:  # a moderator function is the service's code
+            return EndReason.MODERATOR, f"the moderator failed: {type(exc).__name__}: {exc}"
+        if chosen is None:
+            return EndReason.MODERATOR, "the moderator ended it"
+        if chosen not in conversation.speaker_names:
+            detail = (
+                f"the moderator named {chosen[:64]!r}, not a speaker of {conversation.name!r} "
+                f"({', '.join(conversation.speaker_names)})"
+            )
+            return await self._skip(
+                run, chosen[:64], EndReason.UNKNOWN_SPEAKER, detail, conversation.on_unknown
+            )
+        return await self._speak(run, chosen)
+
+    async def _speak(self, run: _Run, speaker: str) -> tuple[EndReason, str] | None:
+        conversation = run.conversation
+        agent = self.context.service.autonomous_agents[speaker]
+        ledger = self.context.executor.ledger()
+        try:
+            answer = await self._bounded(
+                run,
+                speak(self.context, conversation, agent, run.transcript, run.turn, ledger),
+                turn_deadline=True,
+            )
+        except TimeoutError:
+            await self._spent(run, ledger, speaker, "speaker_silent")
+            late = self._late(run)
+            if late is not None:
+                return late
+            detail = f"{speaker} said nothing within {conversation.turn_deadline:g} s"
+            return await self._skip(
+                run, speaker, EndReason.SPEAKER_SILENT, detail, conversation.on_silent
+            )
+        except AnkkaError as exc:
+            await self._spent(run, ledger, speaker, "speaker_failed")
+            detail = f"{speaker}'s turn failed: {exc}"
+            return await self._skip(
+                run, speaker, EndReason.SPEAKER_FAILED, detail, conversation.on_failure
+            )
+        run.usage = run.usage + ledger.usage
+        run.last = speaker
+        if not answer.text.strip():
+            await self._spent(run, ledger, speaker, "speaker_silent", add=False)
+            detail = f"{speaker} answered with nothing"
+            return await self._skip(
+                run, speaker, EndReason.SPEAKER_SILENT, detail, conversation.on_silent
+            )
+        said = AssistantMessage(
+            answer.text, (), speaker, run.turn, answer.call, turn_usage=ledger.usage
+        )
+        await self._record(run.session, (said,))
+        spoken = Spoken(speaker, answer.text)
+        run.transcript.append(spoken)
+        run.said.append(spoken)
+        return None
+
+    async def _spent(
+        self, run: _Run, ledger: Ledger, agent: str, reason: str, *, add: bool = True
+    ) -> None:
+        """Account the calls of a turn that wrote nothing."""
+        if add:
+            run.usage = run.usage + ledger.usage
+        if ledger.calls:
+            await self._record(
+                run.session, (UnwrittenCalls(run.turn, agent, reason, tuple(ledger.calls)),)
+            )
+
+    async def _skip(
+        self, run: _Run, speaker: str, reason: EndReason, detail: str, policy: str
+    ) -> tuple[EndReason, str] | None:
+        skipped = TurnSkipped(run.turn, speaker, reason.value, detail)
+        await self._record(run.session, (skipped,))
+        run.skipped.append(skipped)
+        run.last = speaker if speaker in run.conversation.speaker_names else run.last
+        return (reason, detail) if policy == "end" else None
+
+    def _late(self, run: _Run) -> tuple[EndReason, str] | None:
+        if run.deadline - self.context.clock.monotonic() <= 0:
+            return (
+                EndReason.DEADLINE_EXCEEDED,
+                f"its deadline of {run.conversation.deadline:g} s passed",
+            )
+        return None
+
+    async def _bounded(
+        self, run: _Run, work: Coroutine[Any, Any, T], *, turn_deadline: bool = False
+    ) -> T:
+        left = run.deadline - self.context.clock.monotonic()
+        if turn_deadline:
+            left = min(left, run.conversation.turn_deadline)
+        async with asyncio.timeout(max(left, 0.0)):
+            return await work
+
+    async def _choose(self, run: _Run, number: int) -> str | None:
+        conversation = run.conversation
+        moderator = conversation.moderator
+        names = conversation.speaker_names
+        if isinstance(moderator, Moderated):
+            return moderator.choose(tuple(run.transcript), names)
+        if isinstance(moderator, Selector):
+            ledger = self.context.executor.ledger()
+            try:
+                return await choose_by_model(
+                    self.context, conversation, moderator, run.transcript, run.turn, ledger
+                )
+            finally:
+                run.usage = run.usage + ledger.usage
+                if ledger.calls:
+                    calls = UnwrittenCalls(
+                        run.turn, f"{conversation.name}.moderator", "moderator", tuple(ledger.calls)
+                    )
+                    await self._record(run.session, (calls,))
+        following = names.index(run.last) + 1 if run.last in names else 0
+        return names[following % len(names)]
+
+
+def _total(usage: Usage) -> int:
+    return usage.input_tokens + usage.output_tokens

@@ -1,0 +1,59 @@
+"""A moderated conversation's own journal records (docs/teams.md). Pure.
+
+What the speakers said is the session's messages (a user message, then each speaker's
+answer as an assistant message naming its agent). Besides them, a conversation records each
+turn the moderator gave that produced nothing (:class:`TurnSkipped`: who, and why) and its end
+(:class:`ConversationEnded`: the typed reason and a sentence a person can read). Neither is
+part of the conversation's fold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = ["ConversationEnded", "TurnSkipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSkipped:
+    """A turn given to ``speaker`` that produced nothing: ``reason`` is ``speaker_silent``,
+    ``speaker_failed`` or ``unknown_speaker``; ``detail`` says what happened."""
+
+    kind: ClassVar[str] = "turn_skipped"
+
+    turn: str
+    speaker: str
+    reason: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "speaker": self.speaker,
+            "reason": self.reason,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TurnSkipped:
+        turn, speaker = str(data["turn"]), str(data["speaker"])
+        return cls(turn, speaker, str(data["reason"]), str(data["detail"]))
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationEnded:
+    """How a run of the conversation (one message's) ended."""
+
+    kind: ClassVar[str] = "conversation_ended"
+
+    turn: str
+    reason: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "reason": self.reason, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConversationEnded:
+        return cls(str(data["turn"]), str(data["reason"]), str(data["detail"]))

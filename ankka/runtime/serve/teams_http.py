@@ -1,0 +1,160 @@
+"""The team and conversation routes. Thin: parse, ask the team host or the conversations,
+render (docs/http-api.md, "Teams" and "Conversations").
+
+- ``PUT /v1/teams/{team}/items/{item}`` ``{"type", "instructions", "depends_on"?,
+  "assignee"?}`` → 201 with the item (200 when the same body was sent before, 409 when a
+  different one was);
+- ``GET /v1/teams/{team}/items/{item}`` (``?wait=S`` holds up to S seconds until it is
+  final), ``GET /v1/teams/{team}/items``;
+- ``POST /v1/conversations/{conversation}/sessions/{session}`` ``{"message"}`` runs the
+  moderated conversation to its end.
+
+An item is its creator's, the platform's and whoever the lead's access names, as a task is
+its creator's (:mod:`ankka.runtime.declare.policy`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Path
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
+from ankka.runtime.drivers.teams.backlog import TeamHost
+from ankka.runtime.drivers.teams.conversation import Conversations
+from ankka.runtime.records.tasks import MAX_ID, check_id
+from ankka.runtime.serve.api import errors
+from ankka.runtime.serve.identity import caller_of
+from ankka.runtime.serve.tasks_http import Wait
+from ankka.runtime.serve.teams_wire import ConversationBody, ConversationRun, ItemBody, ItemListing
+from ankka.runtime.serve.teams_wire import Item as ItemWire
+from ankka.runtime.store.team_statements import Item
+from ankka.runtime.store.team_statements import ItemBody as StoredBody
+
+__all__ = ["add_conversation_routes", "add_team_routes", "item_json"]
+
+_ANY = (401, 403, 413, 422, 503)
+_IDS = f"1 to {MAX_ID} letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
+TeamName = Annotated[str, Path(description="a team this service declares", max_length=MAX_ID)]
+ItemId = Annotated[str, Path(description=_IDS, min_length=1, max_length=MAX_ID)]
+Name = Annotated[str, Path(description="a conversation this service declares", max_length=MAX_ID)]
+SessionId = Annotated[str, Path(description=_IDS, min_length=1, max_length=MAX_ID)]
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    claimed = item.claimed_by
+    return {
+        "id": item.id,
+        "type": item.body.type,
+        "state": item.state,
+        "claimed_by": {"agent": claimed[0], "instance": claimed[1]} if claimed else None,
+        "result": item.result,
+        "reason": item.reason,
+        "team": item.team,
+        "task": item.task,
+        "instructions": item.body.instructions,
+        "depends_on": list(item.body.depends_on),
+        "assignee": item.body.assignee,
+        "claims": item.claims,
+        "claimed_at": item.claimed_at.isoformat() if item.claimed_at else None,
+        "created_by": item.created_by,
+        "created_at": item.created_at.isoformat(),
+        "updated_at": item.updated_at.isoformat(),
+    }
+
+
+def _permitted(
+    request: Request, host: TeamHost, item: Item, policy: SessionPolicy, right: Right
+) -> Item:
+    caller = caller_of(request.scope)
+    lead = str(host.team(item.team).lead)
+    if not policy.allows(caller, right, creator=item.created_by, agent=lead):
+        raise NotPermitted(
+            f"caller {caller!r} may not {'read' if right == 'read' else 'change'} item "
+            f"{item.id!r} of team {item.team!r}: it is its creator's, the platform's, and of "
+            "whoever its lead's access names"
+        )
+    return item
+
+
+def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None:
+    @app.put(
+        "/v1/teams/{team}/items/{item}",
+        operation_id="put_team_item",
+        summary="Add an item to a team's backlog (again: the same body changes nothing)",
+        status_code=201,
+        response_model=ItemWire,
+        responses={
+            200: {"model": ItemWire, "description": "the same body was sent before"},
+            **errors(404, 409, *_ANY),
+        },
+    )
+    async def put_item(
+        team: TeamName, item: ItemId, body: ItemBody, request: Request, response: Response
+    ) -> Any:
+        check_id(item, "item")
+        stored = StoredBody(body.type, body.instructions, tuple(body.depends_on), body.assignee)
+        found, created = await host.put(team, item, stored, created_by=caller_of(request.scope))
+        response.status_code = 201 if created else 200
+        return item_json(_permitted(request, host, found, policy, "write"))
+
+    @app.get(
+        "/v1/teams/{team}/items/{item}",
+        operation_id="get_team_item",
+        summary="A backlog item; with wait, once it is final (or as it stands after wait)",
+        response_model=ItemWire,
+        responses=errors(404, *_ANY),
+    )
+    async def get_item(team: TeamName, item: ItemId, request: Request, wait: Wait = None) -> Any:
+        check_id(item, "item")
+        _permitted(request, host, await host.get(team, item), policy, "read")
+        found = await (host.wait(team, item, wait) if wait else host.get(team, item))
+        return item_json(found)
+
+    @app.get(
+        "/v1/teams/{team}/items",
+        operation_id="list_team_items",
+        summary="A team's backlog, in the order its items were added, with counts by state",
+        response_model=ItemListing,
+        responses=errors(404, *_ANY),
+    )
+    async def list_items(team: TeamName, request: Request) -> Any:
+        caller = caller_of(request.scope)
+        lead = str(host.team(team).lead)
+        shown = [
+            i
+            for i in await host.items(team)
+            if policy.allows(caller, "read", creator=i.created_by, agent=lead)
+        ]
+        counts = Counter(i.state for i in shown)
+        return {"team": team, "items": [item_json(i) for i in shown], "counts": dict(counts)}
+
+
+def add_conversation_routes(app: FastAPI, conversations: Conversations) -> None:
+    @app.post(
+        "/v1/conversations/{conversation}/sessions/{session}",
+        operation_id="run_conversation",
+        summary="Run a moderated conversation to its end, from a message",
+        response_model=ConversationRun,
+        responses=errors(404, 409, *_ANY),
+    )
+    async def run(
+        conversation: Name, session: SessionId, body: ConversationBody, request: Request
+    ) -> Any:
+        outcome = await conversations.run(
+            conversation, session, body.message, caller=caller_of(request.scope)
+        )
+        return {
+            "conversation": conversation,
+            "session": session,
+            "turns": [{"speaker": t.speaker, "text": t.text} for t in outcome.turns],
+            "skipped": [
+                {"speaker": s.speaker, "reason": s.reason, "detail": s.detail}
+                for s in outcome.skipped
+            ],
+            "ended": {"reason": outcome.reason.value, "detail": outcome.detail},
+            "usage": outcome.usage.as_dict(),
+        }

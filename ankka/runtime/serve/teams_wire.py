@@ -1,0 +1,94 @@
+"""The team and conversation routes' wire: their bodies and answers (docs/http-api.md)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
+
+from ankka.runtime.declare.teams import EndReason
+from ankka.runtime.records.tasks import MAX_DEPENDENCIES, MAX_ID, MAX_INSTRUCTIONS
+from ankka.runtime.serve.wire import Body, Wire
+
+__all__ = [
+    "ConversationBody",
+    "ConversationRun",
+    "Item",
+    "ItemBody",
+    "ItemListing",
+]
+
+ItemState = Literal["waiting", "ready", "claimed", "completed", "failed", "cancelled"]
+
+
+class ItemBody(Body):
+    shape: ClassVar[str] = '{"type", "instructions", "depends_on"?, "assignee"?}'
+    type: str = Field(min_length=1, max_length=MAX_ID)
+    instructions: str = Field(min_length=1, max_length=MAX_INSTRUCTIONS)
+    depends_on: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
+    assignee: str | SkipJsonSchema[None] = Field(
+        default=None, max_length=MAX_ID, description="the member agent that must work it"
+    )
+
+
+class ClaimedBy(Wire):
+    agent: str = Field(description="the member agent")
+    instance: str = Field(description="its member instance")
+
+
+class Item(Wire):
+    """A backlog item: ``claimed_by`` names who works it (or worked it, once final)."""
+
+    id: str
+    type: str
+    state: ItemState
+    claimed_by: ClaimedBy | None
+    result: Any = Field(description="the task's typed result, once completed")
+    reason: str | None = Field(description="why it failed or was cancelled")
+    team: str
+    task: str = Field(description="the task that works it: GET /v1/tasks/{task}")
+    instructions: str
+    depends_on: list[str]
+    assignee: str | None
+    claims: int = Field(description="how many times it was claimed (more: a claim ran out)")
+    claimed_at: str | None
+    created_by: str
+    created_at: str
+    updated_at: str
+
+
+class ItemListing(Wire):
+    team: str
+    items: list[Item]
+    counts: dict[str, int] = Field(description="items by state")
+
+
+class ConversationBody(Body):
+    shape: ClassVar[str] = '{"message": "..."}'
+    message: str = Field(min_length=1, max_length=MAX_INSTRUCTIONS)
+
+
+class Turn(Wire):
+    speaker: str
+    text: str
+
+
+class Skipped(Wire):
+    speaker: str
+    reason: str
+    detail: str
+
+
+class Ended(Wire):
+    reason: EndReason
+    detail: str = Field(description="what ended it, in words")
+
+
+class ConversationRun(Wire):
+    conversation: str
+    session: str
+    turns: list[Turn] = Field(description="this message's turns, in order")
+    skipped: list[Skipped] = Field(description="turns that produced nothing, and why")
+    ended: Ended
+    usage: dict[str, int]

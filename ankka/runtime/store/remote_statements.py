@@ -1,0 +1,88 @@
+"""Children another runtime works: what is sent to create each, and what is followed.
+
+A delegation to an agent another runtime serves (a *peer*, docs/delegation.md) makes no task
+here: its tree row (``ankka_task_tree.remote`` names the peer) holds its grant and outcome,
+and this side table holds the body of the ``PUT`` that creates it there, written in the
+transaction that makes the row, so that any process, after any restart, can send it again
+(the child's id is derived from the call, so sending it again makes nothing new there).
+
+Its table (``ankka_remote_children``) is in the tree's schema
+(:data:`~ankka.runtime.store.tree_statements.TREE_SCHEMA`): a table of its own, so a store
+written before it needs no migration.
+
+- :func:`record`: the child's body, beside its tree row;
+- :func:`following`: the children still to be followed (not settled yet), with their bodies;
+- :func:`ended`: the peer said the child ended: its spend joins the tree and its parent is
+  told, once (:func:`ankka.runtime.store.tree_statements.remote_ended`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ankka.runtime.records.delegation import ChildOutcome
+from ankka.runtime.records.messages import Usage
+from ankka.runtime.records.tasks import TaskState
+from ankka.runtime.store import tree_statements as tree
+from ankka.runtime.store.tasks import Ended, Transaction
+
+__all__ = ["Followed", "ended", "following", "record"]
+
+_STATES = {"completed": TaskState.COMPLETED, "cancelled": TaskState.CANCELLED}
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """A remote child still to follow: its id, its peer (the agent's name), the body that
+    creates it there, what its parent was told already (a deadline, the parent's end: its
+    cancel is then owed) and whether that cancel was sent."""
+
+    task: str
+    peer: str
+    body: dict[str, Any]
+    outcome: ChildOutcome | None
+    cancel_sent: bool
+
+
+def record(tx: Transaction, task: str, peer: str, body: dict[str, Any]) -> None:
+    tx.rows(
+        "INSERT INTO ankka_remote_children (task, peer, body) VALUES (?, ?, ?)",
+        (task, peer, json.dumps(body, ensure_ascii=False)),
+    )
+
+
+def following(tx: Transaction, limit: int = 100, *, task: str | None = None) -> list[Followed]:
+    """The remote children whose end has not been settled yet (or only ``task``)."""
+    where, params = ("AND r.task = ? ", (task, limit)) if task is not None else ("", (limit,))
+    rows = tx.rows(
+        "SELECT r.task, r.peer, r.body, t.outcome, t.cancel_sent FROM ankka_remote_children r "
+        f"JOIN ankka_task_tree t ON t.task = r.task WHERE t.settled = 0 {where}"
+        "ORDER BY r.task LIMIT ?",
+        params,
+    )
+    return [
+        Followed(
+            str(r[0]),
+            str(r[1]),
+            json.loads(r[2]),
+            ChildOutcome.from_dict(json.loads(r[3])) if r[3] is not None else None,
+            bool(r[4]),
+        )
+        for r in rows
+    ]
+
+
+def ended(
+    tx: Transaction, task: str, outcome: ChildOutcome, *, iterations: int, usage: Usage
+) -> list[Ended]:
+    """The peer said ``task`` ended (``outcome``), having spent ``iterations`` and ``usage``
+    over its tree: settled once; what ended, with the parent to wake, or nothing when it was
+    settled before."""
+    found = tree.row(tx, task)
+    if found is None or found.settled:
+        return []
+    woken = tree.remote_ended(tx, task, outcome, iterations=iterations, usage=usage)
+    state = _STATES.get(outcome.status, TaskState.FAILED)
+    return [Ended(task, found.agent, None, state, outcome.reason, woken)]

@@ -1,0 +1,229 @@
+"""Delegation across runtimes, over two real ``ankka serve`` processes on loopback with mTLS:
+the lead's runtime knows the researcher as a peer (``ANKKA_PEERS``), the researcher's runtime
+names the lead's identity among its delegators (``ANKKA_DELEGATORS``). The stand-in is the
+model of both. SIGKILLed mid-wait (the lead's runtime) or mid-child (the researcher's), a new
+process carries on: each child is made once, each end told once, no recorded model call is
+asked again, and the lead's ``tree_usage`` counts the remote children's spend once."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import ssl
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Script, model_env
+from tests.integration.tasks_crash import asked_keys, dump, model_requests, recorded_keys
+from tests.integration.test_delegation import CHILDREN, REPORT, STANDIN, in_flight, slowed
+from tests.support.certs import CA, client_context, new_ca, write_tls_dir
+from tests.support.eventually import eventually
+from tests.support.processes import Server, ankka_command, start
+
+pytestmark = pytest.mark.integration
+
+LEAD = "ankka://service/team/lead"
+RESEARCHER = "ankka://service/team/researcher"
+ALICE = "ankka://service/team/alice"
+LEAD_CALLER = "team/lead"  # the lead's runtime, as the identity layer names it
+
+
+@dataclass
+class Pair:
+    """The two runtimes' settings: their stores, TLS folders, the researcher's port."""
+
+    root: Path
+    ca: CA
+    model: Server
+    port: int
+    servers: list[Server]
+
+    def store(self, side: str) -> str:
+        return f"sqlite:///{self.root / f'{side}.sqlite3'}"
+
+    def researcher(self, delegators: str = LEAD_CALLER) -> Server:
+        tls = write_tls_dir(
+            self.root / "researcher-tls", leaf=self.ca.issue(RESEARCHER, runtime=True),
+            ca_pem=self.ca.pem,
+        )  # fmt: skip
+        command = ankka_command(
+            "serve", "examples.team:service", "--port", str(self.port),
+            "--store", self.store("researcher"), "--tls-dir", str(tls),
+        )  # fmt: skip
+        env = {**model_env(self.model.url), "ANKKA_DELEGATORS": delegators}
+        return self._started(command, env)
+
+    def lead(self) -> Server:
+        tls = write_tls_dir(
+            self.root / "lead-tls", leaf=self.ca.issue(LEAD, runtime=True), ca_pem=self.ca.pem
+        )
+        command = ankka_command(
+            "serve", "examples.team:service", "--port", "0", "--store", self.store("lead"),
+            "--tls-dir", str(tls),
+        )  # fmt: skip
+        peers = {"researcher": {"url": f"https://127.0.0.1:{self.port}", "identity": RESEARCHER}}
+        env = {**model_env(self.model.url), "ANKKA_PEERS": json.dumps(peers)}
+        return self._started(command, env)
+
+    def _started(self, command: list[str], env: dict[str, str]) -> Server:
+        server = start(command, env=env)
+        server.url = server.url.replace("http://", "https://")
+        self.servers.append(server)
+        return server
+
+    def client(self, who: str = ALICE) -> httpx.Client:
+        stem = who.rsplit("/", 1)[-1]
+        context: ssl.SSLContext = client_context(self.ca, self.ca.issue(who), self.root, stem=stem)
+        return httpx.Client(verify=context, timeout=120)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def pair(standin: Callable[[Script], Server], tmp_path: Path) -> Iterator[Callable[..., Pair]]:
+    made: list[Pair] = []
+
+    def make(script: Script = STANDIN) -> Pair:
+        made.append(Pair(tmp_path, new_ca(), standin(script), free_port(), []))
+        return made[-1]
+
+    yield make
+    for pair_ in made:
+        for server in pair_.servers:
+            server.stop()
+
+
+def kill(server: Server) -> None:
+    server.process.kill()  # SIGKILL: no shutdown, no flush
+    server.process.wait()
+
+
+def final(client: httpx.Client, server: Server, task: str) -> dict[str, Any]:
+    answer = client.get(f"{server.url}/v1/tasks/{task}", params={"wait": 100})
+    assert answer.status_code == 200, answer.text
+    record: dict[str, Any] = answer.json()
+    return record
+
+
+def told_of(client: httpx.Client, lead: Server) -> list[dict[str, Any]]:
+    """The delegation calls' results in the report's session."""
+    history = client.get(f"{lead.url}/v1/sessions/task:r1/messages").json()["messages"]
+    return [
+        json.JSONDecoder().raw_decode(m["content"])[0]
+        for m in history
+        if m["role"] == "tool" and m.get("name", "").startswith("delegate__")
+    ]
+
+
+def check(pair: Pair, lead: Server, researcher: Server) -> None:
+    """The report is done, with one section per remote summary, each told once, and every
+    call of the tree counted once in the lead's tree_usage."""
+    with pair.client() as alice:
+        report = final(alice, lead, "r1")
+    assert report["state"] == "completed", dump(report)
+    assert report["result"] == STANDIN[-1]["tool_calls"][0]["arguments"]
+    assert report["children"] == CHILDREN
+    with pair.client(LEAD) as as_lead:  # the children are the lead runtime's (it made them)
+        children = {c: final(as_lead, researcher, c) for c in CHILDREN}
+    for child in children.values():
+        assert child["state"] == "completed", dump(child)
+        assert child["parent"] == "r1" and child["created_by"] == LEAD_CALLER
+    # The tree's budget went with them: the lead (8) had 7 left after its first call; the
+    # first child was given its type's 5, the second what remained, 2.
+    assert [c["iterations"]["budget"] for c in children.values()] == [5, 2]
+    with pair.client() as alice:
+        told = told_of(alice, lead)
+    assert sorted((t["status"], t["task"]) for t in told) == [
+        ("completed", "r1:1.0"),
+        ("completed", "r1:1.1"),
+    ], dump(told)
+    for key in report["usage"]:
+        own = report["usage"][key] + sum(c["tree_usage"][key] for c in children.values())
+        assert report["tree_usage"][key] == own, key
+    assert report["tree_iterations"] == 6
+    assert remote_rows(pair.root / "lead.sqlite3") == [(c, "researcher", 1) for c in CHILDREN]
+
+
+def remote_rows(path: Path) -> list[tuple[str, str, int]]:
+    """The lead's tree rows of remote children: each made once, each settled."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT task, remote, settled FROM ankka_task_tree WHERE remote IS NOT NULL "
+            "ORDER BY task"
+        ).fetchall()
+    return [(str(t), str(r), int(s)) for t, r, s in rows]
+
+
+def test_a_lead_delegates_to_a_researcher_another_runtime_serves_over_mtls(
+    pair: Callable[..., Pair],
+) -> None:
+    two = pair()
+    researcher, lead = two.researcher(), two.lead()
+    with two.client() as alice:
+        answer = alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT)
+    assert answer.status_code == 201, answer.text
+    check(two, lead, researcher)
+    assert len(model_requests(two.model)) == 6
+    # Only a delegator may send a body naming a parent: alice is not one.
+    body = {"type": "summary", "instructions": "x", "parent": "p", "lineage": ["lead"]}
+    with two.client() as alice:
+        refused = alice.put(f"{researcher.url}/v1/agents/researcher/tasks/x", json=body)
+    assert refused.status_code == 403, refused.text
+    assert "ANKKA_DELEGATORS" in refused.json()["error"]["message"]
+    # Nor may a delegator send a cycle.
+    cycle = {**body, "lineage": ["researcher", "lead"]}
+    with two.client(LEAD) as as_lead:
+        refused = as_lead.put(f"{researcher.url}/v1/agents/researcher/tasks/y", json=cycle)
+    assert refused.status_code == 422, refused.text
+    assert "researcher → lead → researcher" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("killed", ["the lead's runtime", "the researcher's runtime"])
+def test_either_runtime_killed_mid_delegation_loses_and_repeats_nothing(
+    pair: Callable[..., Pair], killed: str
+) -> None:
+    two = pair(slowed((1, 2), 2500))  # the children's first calls take a while
+    researcher, lead = two.researcher(), two.lead()
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+    eventually(lambda: in_flight(two.model, 3), what="the children's calls in flight", timeout=60)
+    side = "lead" if killed == "the lead's runtime" else "researcher"
+    kill(lead if side == "lead" else researcher)
+    recorded = recorded_keys(two.store(side))
+    assert ("r1", 0) in recorded_keys(two.store("lead"))  # the delegating answer, recorded
+    before = len(model_requests(two.model))
+    if side == "lead":
+        lead = two.lead()
+    else:
+        researcher = two.researcher()  # the same port: the lead's runtime finds it again
+    check(two, lead, researcher)
+    again = sorted(set(asked_keys(model_requests(two.model)[before:])) & recorded)
+    assert again == [], f"recorded calls asked again after the restart: {again}"
+    assert asked_keys(model_requests(two.model)).count(("r1", 0)) == 1
+
+
+def test_a_peer_that_does_not_name_the_lead_among_its_delegators_refuses_its_children(
+    pair: Callable[..., Pair],
+) -> None:
+    two = pair([STANDIN[0], STANDIN[-1]])  # the lead delegates, then reports what it has
+    researcher, lead = two.researcher(delegators="team/someone-else"), two.lead()
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+        report = final(alice, lead, "r1")
+        told = told_of(alice, lead)
+    assert report["state"] == "completed", dump(report)
+    assert [(t["status"], t["error"]) for t in told] == [("refused", "peer_refused")] * 2
+    assert all("(403)" in t["reason"] and "ANKKA_DELEGATORS" in t["reason"] for t in told)
+    assert report["tree_iterations"] == 2  # nothing was spent over there
+    with two.client(LEAD) as as_lead:
+        assert as_lead.get(f"{researcher.url}/v1/tasks/r1:1.0").status_code == 404

@@ -1,0 +1,136 @@
+"""A listing filters by the caller's access in the store's query and pages by cursor (issue 31,
+item 3), over real HTTP with ``ankka serve --token-file`` (callers alice and bob) on SQLite and
+PostgreSQL: bob's volume past the old fixed window (the 500 oldest approvals) does not hide
+alice's, and paging through ``next`` yields each of hers exactly once and none of bob's."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from tests.integration.conftest import Script
+from tests.support.processes import Server
+
+pytestmark = pytest.mark.integration
+
+Serve = Callable[..., Server]
+TARGET = "tests.integration.approval_services:service"
+ALICE, BOB = "alice-token-0123456789", "bob-token-0123456789ab"
+BOBS_TURNS, BOBS_CALLS = 6, 100  # 600 of bob's approvals, past the old window of 500
+ALICES_TURNS, ALICES_CALLS = 3, 2
+
+
+def _calls(who: str, turn: int, count: int) -> dict[str, Any]:
+    return {
+        "tool_calls": [
+            {"name": "refund", "arguments": {"order": f"{who}-{turn}-{i}", "amount": 250}}
+            for i in range(count)
+        ]
+    }
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'listings.sqlite3'}"
+        return
+    dsn: str = request.getfixturevalue("postgres_server")
+    name = f"listings_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+def _page(server: Server, token: str, **params: Any) -> dict[str, Any]:
+    answer = httpx.get(
+        f"{server.url}/v1/approvals",
+        params=params,
+        headers={"authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def _every_page(server: Server, token: str, limit: int) -> list[dict[str, Any]]:
+    """Every approval the caller is shown, page by page through ``next`` (bounded)."""
+    seen: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(1000):
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        page = _page(server, token, **params)
+        assert len(page["approvals"]) <= limit
+        seen += page["approvals"]
+        cursor = page["next"]
+        if cursor is None:
+            return seen
+    raise AssertionError("the pages never ended")
+
+
+def test_another_callers_volume_hides_none_of_yours_and_each_page_is_yours(
+    standin: Callable[[Script], Server], serve: Serve, store: str, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\nbob {BOB}\n")
+    script: list[Any] = [_calls("bob", t, BOBS_CALLS) for t in range(BOBS_TURNS)]
+    script += [_calls("alice", t, ALICES_CALLS) for t in range(ALICES_TURNS)]
+    model = standin(script)
+    server = serve(model.url, store=store, target=TARGET, args=["--token-file", str(tokens)])
+
+    def turn(token: str, session: str) -> list[str]:
+        answer = httpx.post(
+            f"{server.url}/v1/agents/refunds/sessions/{session}",
+            json={"message": "refund these"},
+            headers={"authorization": f"Bearer {token}"},
+            timeout=120,
+        )
+        assert answer.status_code == 202, answer.text
+        return [a["id"] for a in answer.json()["approvals"]]
+
+    bobs = {i for t in range(BOBS_TURNS) for i in turn(BOB, f"bob-{t}")}
+    alices = {i for t in range(ALICES_TURNS) for i in turn(ALICE, f"alice-{t}")}
+    assert len(bobs) == BOBS_TURNS * BOBS_CALLS and len(alices) == ALICES_TURNS * ALICES_CALLS
+
+    # One page of the default size: all of alice's, though 600 of bob's are older.
+    first = _page(server, ALICE)
+    assert {a["id"] for a in first["approvals"]} == alices
+    assert first["next"] is None
+
+    # Paged two at a time: each of hers exactly once, none of bob's.
+    paged = [a["id"] for a in _every_page(server, ALICE, 2)]
+    assert sorted(paged) == sorted(alices)
+    assert not set(paged) & bobs
+    # Bob pages through his 600 (past one page of the most a page holds): each once.
+    his = [a["id"] for a in _every_page(server, BOB, 500)]
+    assert sorted(his) == sorted(bobs)
+    assert {a["session"] for a in _page(server, BOB, limit=1)["approvals"]} <= {
+        f"bob-{t}" for t in range(BOBS_TURNS)
+    }
+    server.stop()
+
+
+def test_a_cursor_the_runtime_did_not_give_and_a_limit_out_of_bounds_are_refused(
+    standin: Callable[[Script], Server], serve: Serve, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\n")
+    server = serve(standin([]).url, target=TARGET, args=["--token-file", str(tokens)])
+    headers = {"authorization": f"Bearer {ALICE}"}
+    asked = (
+        ({"cursor": "not-a-cursor"}, "?cursor=", "invalid_cursor"),
+        ({"limit": 501}, "?limit=", "invalid_request"),
+        ({"limit": 0}, "?limit=", "invalid_request"),
+    )
+    for params, named, kind in asked:
+        answer = httpx.get(f"{server.url}/v1/approvals", params=params, headers=headers)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["type"] == kind
+        assert named in answer.json()["error"]["message"]
+    server.stop()

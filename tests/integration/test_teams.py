@@ -1,0 +1,130 @@
+"""Teams over real processes: ``ankka serve examples.newsroom:service`` with the stand-in as
+the model. Members claim the backlog's items and finish them; the newsroom's standup runs
+to its end with its speakers and its reason; the routes' contract (201, 200, 409)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.conftest import Script, model_env
+from tests.integration.tasks_crash import model_requests
+from tests.support.processes import Server, ankka_command, start
+
+pytestmark = pytest.mark.integration
+
+STANDIN = json.loads((Path(__file__).parents[2] / "examples/newsroom-standin.json").read_text())
+SUMMARY = {"type": "summary", "instructions": "Summarise sqlite."}
+DRAFT = {"type": "draft", "instructions": "Write up sqlite.", "depends_on": ["sqlite"]}
+
+
+def serve_newsroom(standin: Server, store: str, *, lease: float | None = None) -> Server:
+    command = ankka_command("serve", "examples.newsroom:service", "--port", "0", "--store", store)
+    if lease is not None:
+        command += ["--lease-seconds", str(lease)]
+    return start(command, env=model_env(standin.url))
+
+
+def put_item(server: Server, item: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.put(f"{server.url}/v1/teams/newsroom/items/{item}", json=body, timeout=30)
+
+
+def wait_item(server: Server, item: str, seconds: float = 60) -> dict[str, Any]:
+    url = f"{server.url}/v1/teams/newsroom/items/{item}"
+    answer = httpx.get(url, params={"wait": seconds}, timeout=seconds + 10)
+    assert answer.status_code == 200, answer.text
+    record: dict[str, Any] = answer.json()
+    return record
+
+
+def test_members_claim_the_backlog_and_finish_it_in_dependency_order(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin(STANDIN[:3])
+    server = serve_newsroom(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    servers.append(server)
+    assert put_item(server, "sqlite", SUMMARY).status_code == 201
+    draft = put_item(server, "draft-1", DRAFT)
+    assert draft.status_code == 201, draft.text
+    assert draft.json()["state"] in ("waiting", "ready", "claimed")
+    summary = wait_item(server, "sqlite")
+    assert summary["state"] == "completed", summary
+    assert summary["claimed_by"]["agent"] == "researcher"
+    assert summary["claimed_by"]["instance"].startswith("team.newsroom.")
+    assert summary["result"] == STANDIN[1]["tool_calls"][0]["arguments"]
+    written = wait_item(server, "draft-1")
+    assert written["state"] == "completed", written
+    assert written["claimed_by"]["agent"] == "writer"
+    assert set(written["result"]) == {"title", "body"}
+    assert summary["reason"] is None and set(written) >= {"id", "type", "state", "result"}
+    # The draft's model was shown the summary it depends on.
+    writer_request = model_requests(model)[2]["body"]["messages"]
+    assert "SQLite is an embedded database" in writer_request[1]["content"]
+    listing = httpx.get(f"{server.url}/v1/teams/newsroom/items", timeout=30).json()
+    assert [i["id"] for i in listing["items"]] == ["sqlite", "draft-1"]
+    assert listing["counts"] == {"completed": 2}
+    task = httpx.get(f"{server.url}/v1/tasks/{written['task']}", timeout=30).json()
+    assert task["state"] == "completed" and task["agent"] == "writer"
+
+
+def test_an_item_sent_again_is_the_same_item_and_a_different_body_is_refused(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin([])
+    server = serve_newsroom(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    servers.append(server)
+    body = {"type": "draft", "instructions": "Write up nothing yet.", "depends_on": []}
+    first = put_item(server, "d", body)
+    assert first.status_code == 201, first.text
+    assert put_item(server, "d", body).status_code == 200
+    again = put_item(server, "d", {**body, "instructions": "Something else."})
+    assert again.status_code == 409, again.text
+    assert "different body" in again.json()["error"]["message"]
+    unknown = put_item(server, "x", {"type": "poem", "instructions": "A poem."})
+    assert unknown.status_code == 422 and "poem" in unknown.json()["error"]["message"]
+    missing = put_item(server, "y", {**body, "depends_on": ["nowhere"]})
+    assert missing.status_code == 422 and "nowhere" in missing.json()["error"]["message"]
+    no_team = httpx.get(f"{server.url}/v1/teams/sports/items/d", timeout=30)
+    assert no_team.status_code == 404 and "sports" in no_team.json()["error"]["message"]
+    reserved = httpx.put(
+        f"{server.url}/v1/agents/writer/tasks/team:newsroom:d",
+        json={"type": "draft", "instructions": "x"},
+        timeout=30,
+    )
+    assert reserved.status_code == 422, reserved.text
+
+
+def test_the_standup_runs_round_robin_to_its_turn_limit_with_each_speaker(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin(STANDIN[3:])
+    server = serve_newsroom(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    servers.append(server)
+    answer = httpx.post(
+        f"{server.url}/v1/conversations/standup/sessions/monday",
+        json={"message": "Good morning: what is everyone doing today?"},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+    run = answer.json()
+    assert [t["speaker"] for t in run["turns"]] == ["editor", "researcher", "writer"]
+    assert [t["text"] for t in run["turns"]] == [t["text"] for t in STANDIN[3:]]
+    assert run["ended"]["reason"] == "max_turns"
+    assert run["skipped"] == []
+    # The researcher was shown the editor's turn as someone else's, named.
+    second = model_requests(model)[1]["body"]["messages"]
+    assert "[editor] Today I review the sqlite draft." in second[-1]["content"]
+    messages = httpx.get(
+        f"{server.url}/v1/sessions/conversation:standup:monday/messages", timeout=30
+    ).json()["messages"]
+    assert [(m["role"], m.get("agent")) for m in messages] == [
+        ("user", "standup"),
+        ("assistant", "editor"),
+        ("assistant", "researcher"),
+        ("assistant", "writer"),
+    ]

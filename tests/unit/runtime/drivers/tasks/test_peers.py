@@ -1,0 +1,48 @@
+"""The settings of delegation across runtimes: ``ANKKA_PEERS`` and ``ANKKA_DELEGATORS``."""
+
+from __future__ import annotations
+
+import pytest
+
+from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.drivers.tasks.remote import Peer, peers_from_environment
+from ankka.runtime.serve.cli import delegators_from
+
+
+def test_peers_are_read_from_a_json_object_of_agents() -> None:
+    env = {
+        "ANKKA_PEERS": '{"researcher": {"url": "https://researcher.team.svc:443", '
+        '"identity": "ankka://service/team/researcher"}}'
+    }
+    assert peers_from_environment(env) == {
+        "researcher": Peer(
+            agent="researcher",
+            url="https://researcher.team.svc:443",
+            identity="ankka://service/team/researcher",
+        )
+    }
+    assert peers_from_environment({}) == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("[1]", "not an object"),
+        ("{", "Expecting"),
+        ('{"r": {"url": "ftp://x"}}', "url"),
+        ('{"r": {"url": "http://x", "secret": 1}}', "secret"),
+    ],
+)
+def test_a_bad_peers_value_is_refused_naming_what_is_wrong(value: str, named: str) -> None:
+    with pytest.raises(ConfigurationError, match="ANKKA_PEERS") as caught:
+        peers_from_environment({"ANKKA_PEERS": value})
+    assert named in str(caught.value)
+
+
+def test_delegators_are_callers_separated_by_commas_or_spaces() -> None:
+    assert delegators_from({"ANKKA_DELEGATORS": "team/lead, team/other  x"}) == {
+        "team/lead",
+        "team/other",
+        "x",
+    }
+    assert delegators_from({}) == frozenset()
