@@ -43,7 +43,7 @@ from mcp.client.session import ElicitationFnT, SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthToken
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, Implementation
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT, Implementation
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -375,6 +375,13 @@ class McpConnection:
                     await self._reconnect(generation)
                     raise self._lost(what) from exc
                 message = redact(exc.message[:500], self.secrets)
+                if exc.code == REQUEST_TIMEOUT:  # the SDK's own: no answer in time
+                    await self.check_soon()
+                    raise CallFailed(
+                        f"MCP server {self.name!r} did not answer {what} within "
+                        f"{self.settings.timeout:g}s",
+                        error_type="timeout",
+                    ) from exc
                 raise CallFailed(
                     f"MCP server {self.name!r} answered {what} with an error: {message}",
                     error_type=str(exc.code),
