@@ -345,7 +345,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     metrics = RuntimeMetrics()
     try:
-        traces = tracing.from_environment("ankka-runtime", quiet=[mcp_feature.SDK_SCOPE])
+        traces = tracing.from_environment(
+            "ankka-runtime", quiet=[mcp_feature.SDK_SCOPE, a2a_options.SDK_SCOPE]
+        )
         spans = _engine_spans(traces)
         service = load_service(args.target)
         sqlite_path(args.store)  # a store URL that is none is refused before anything is said

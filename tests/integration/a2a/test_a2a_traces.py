@@ -68,6 +68,8 @@ def test_an_a2a_request_agents_turn_is_in_the_callers_trace(
     (agent,) = [s for s in spans if s.name == "invoke_agent echo"]
     assert agent.parent_id == rpc.span_id
     assert agent.tags["ankka.turn.outcome"] == "finished"
+    # The runtime's spans only: none of the a2a-sdk's (its tracer is quieted).
+    assert [s.name for s in spans if s.name.startswith("a2a.")] == []
 
 
 def test_an_a2a_task_and_its_iterations_are_in_the_callers_trace(
