@@ -91,7 +91,7 @@ def test_a_task_tree_through_the_gateway_and_an_mcp_server_is_one_trace(
             task = httpx.get(f"{runtime.url}/v1/tasks/l1", params={"wait": 60}, timeout=90)
             record = task.json()
             assert record["state"] == "completed", record
-            (child,) = [c["id"] for c in record["children"]]
+            (child,) = record["children"]
             calls = _calls(runtime.url, "task:l1") + _calls(runtime.url, f"task:{child}")
             names = {
                 PUT, "invoke_agent lead", "invoke_agent researcher", "execute_tool lookup",
