@@ -1,10 +1,12 @@
 """A listing filters by the caller's access in the store's query and pages by cursor (issue 31,
 item 3), over real HTTP with ``ankka serve --token-file`` (callers alice and bob) on SQLite and
-PostgreSQL: bob's volume past the old fixed window (the 500 oldest approvals) does not hide
-alice's, and paging through ``next`` yields each of hers exactly once and none of bob's."""
+PostgreSQL: bob's volume past the old fixed windows (the API's 500 oldest approvals, the
+console's 2,000) does not hide alice's, and paging through ``next`` yields each of hers exactly
+once and none of bob's; the console's lists show her hers and none of his."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +24,8 @@ pytestmark = pytest.mark.integration
 Serve = Callable[..., Server]
 TARGET = "tests.integration.approval_services:service"
 ALICE, BOB = "alice-token-0123456789", "bob-token-0123456789ab"
-BOBS_TURNS, BOBS_CALLS = 6, 100  # 600 of bob's approvals, past the old window of 500
+# 2,100 of bob's approvals: past the API's old window (the 500 oldest) and the console's (2,000)
+BOBS_TURNS, BOBS_CALLS = 21, 100
 ALICES_TURNS, ALICES_CALLS = 3, 2
 
 
@@ -82,7 +85,13 @@ def test_another_callers_volume_hides_none_of_yours_and_each_page_is_yours(
     script: list[Any] = [_calls("bob", t, BOBS_CALLS) for t in range(BOBS_TURNS)]
     script += [_calls("alice", t, ALICES_CALLS) for t in range(ALICES_TURNS)]
     model = standin(script)
-    server = serve(model.url, store=store, target=TARGET, args=["--token-file", str(tokens)])
+    server = serve(
+        model.url,
+        store=store,
+        target=TARGET,
+        args=["--token-file", str(tokens)],
+        env={"ANKKA_CONSOLE": "on"},
+    )
 
     def turn(token: str, session: str) -> list[str]:
         answer = httpx.post(
@@ -107,12 +116,27 @@ def test_another_callers_volume_hides_none_of_yours_and_each_page_is_yours(
     paged = [a["id"] for a in _every_page(server, ALICE, 2)]
     assert sorted(paged) == sorted(alices)
     assert not set(paged) & bobs
-    # Bob pages through his 600 (past one page of the most a page holds): each once.
+    # Bob pages through his 2,100 (past one page of the most a page holds): each once.
     his = [a["id"] for a in _every_page(server, BOB, 500)]
     assert sorted(his) == sorted(bobs)
     assert {a["session"] for a in _page(server, BOB, limit=1)["approvals"]} <= {
         f"bob-{t}" for t in range(BOBS_TURNS)
     }
+
+    # The console: alice's approvals and sessions, none of bob's; bob's pages hold only his.
+    def console(token: str, path: str, **params: str) -> str:
+        headers = {"authorization": f"Bearer {token}"}
+        answer = httpx.get(f"{server.url}{path}", params=params, headers=headers, timeout=60)
+        assert answer.status_code == 200, answer.text
+        return answer.text
+
+    shown = set(re.findall(r'<tr data-approval="([^"]+)"', console(ALICE, "/console/approvals")))
+    assert shown == alices
+    sessions = set(re.findall(r'<tr data-session="([^"]+)"', console(ALICE, "/console")))
+    assert sessions == {f"alice-{t}" for t in range(ALICES_TURNS)}
+    second = console(BOB, "/console/approvals", page="2")
+    assert set(re.findall(r'<tr data-approval="([^"]+)"', second)) <= bobs
+    assert len(re.findall(r'<tr data-approval="', second)) == 50
     server.stop()
 
 

@@ -235,6 +235,12 @@ class RemoteAgents:
             found = (task.id, task.context_id)
         return await self._follow(client, streams, found[0])
 
+    async def cancel(self, agent: RemoteAgent, task_id: str) -> None:
+        """Ask ``agent`` to cancel ``task_id`` (a task that ended already stays as it is)."""
+        client, _ = await self._client(agent)
+        with contextlib.suppress(A2AError):  # not cancelable: it ended
+            await client.cancel_task(pb.CancelTaskRequest(id=task_id))
+
     @staticmethod
     async def _first_task(stream: AsyncIterator[pb.StreamResponse]) -> pb.Task:
         try:

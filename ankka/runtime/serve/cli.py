@@ -95,6 +95,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also answer /healthz and /readyz (only) over plain HTTP on PORT, for kubelet's "
         "probes, which have no client certificate (off by default; 0 picks a free one)",
     )
+    serve.add_probe_budget(parser, "--probe-max-connections")
     parser.add_argument(
         "--token-file",
         metavar="FILE",
@@ -333,6 +334,7 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.drivers.teams.backlog import TeamHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
+    from ankka.runtime.providers.a2a_remote import remote_agents_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
     from ankka.runtime.providers.retry import TurnRetry
     from ankka.runtime.store.open import Store, sqlite_path
@@ -355,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
         peers = peers_from_environment(os.environ)
+        a2a_agents = remote_agents_from_environment(os.environ)
     except AnkkaError as exc:
         say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")
         return 2
@@ -414,9 +417,11 @@ def run(args: argparse.Namespace) -> int:
                 max_instances=args.max_instances,
                 notification_buffer=args.notification_buffer,
                 peers=peers,
+                a2a_agents=a2a_agents,
                 peer_tls_dir=args.tls_dir,
                 delegators=delegators_from(os.environ),
             ),
+            questions=runtime.questions,
         )
         runtime.approvals.task_decided = tasks.approval_decided
         teams = TeamHost(tasks)
@@ -449,7 +454,8 @@ def run(args: argparse.Namespace) -> int:
             if tls is not None:
                 await stack.enter_async_context(tls)
             if probe_sock is not None:
-                await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
+                budget = serve.probe_limits(limits, args.probe_max_connections)
+                await stack.enter_async_context(_probe_port(probe_sock, runtime, budget))
             if reviewer is not None:
                 await stack.enter_async_context(reviewer)
             from ankka.runtime.serve.http import create_app
@@ -472,6 +478,7 @@ def run(args: argparse.Namespace) -> int:
                 a2a=a2a,
                 allowed_hosts=allowed_hosts(args.allowed_host, args.public_url),
                 teams=teams,
+                caller_share=limits.caller_share,
             )
             # At SIGTERM what is in flight is answered in the API's shape, never dropped.
             drained = Drain(

@@ -37,6 +37,7 @@ from ankka.runtime.records.messages import Message
 from ankka.runtime.records.registry import Entry, Record, StoredEvent, decode, encode
 from ankka.runtime.store.database import Transaction
 from ankka.runtime.store.journal_store import JournalStore, SharedSessionLock, Written
+from ankka.runtime.store.readable import Cursor, Readers
 
 __all__ = ["Committed", "Journal", "Since"]
 
@@ -117,6 +118,11 @@ class Journal:
     async def sessions(self) -> list[str]:
         """Every session, least recently active first (by its last record's time)."""
         return await self._store.sessions()
+
+    async def readable(self, who: Readers, *, after: Cursor | None, limit: int) -> list[Cursor]:
+        """A page of the sessions ``who`` may read, most recently active first, after the
+        cursor ``after``: each as its cursor key (last record's time, name)."""
+        return await self._store.readable(who, after=after, limit=limit)
 
     def session_lock(self) -> SharedSessionLock | None:
         """The store's cross-process turn lock, or None when it has none (see the store)."""

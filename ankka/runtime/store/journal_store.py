@@ -22,6 +22,7 @@ from typing import Generic, Protocol, TypeVar
 from ankka._kernel.errors import StoreError
 from ankka.runtime.records.registry import StoredEvent
 from ankka.runtime.store.database import Database, SharedSessionLock, Transaction
+from ankka.runtime.store.readable import Cursor, Readers, readable_sessions
 
 __all__ = [
     "ConcurrentAppend",
@@ -94,6 +95,11 @@ class JournalStore(Protocol):
 
     async def sessions(self) -> list[str]: ...
 
+    async def readable(self, who: Readers, *, after: Cursor | None, limit: int) -> list[Cursor]:
+        """The sessions ``who`` may read, most recently active first, after ``after``: each
+        as its cursor key (:func:`~ankka.runtime.store.readable.readable_sessions`)."""
+        ...
+
     def session_lock(self) -> SharedSessionLock | None:
         """The lock that keeps one turn at a time per session across every process using this
         store, or None when the store is used by one process only (SQLite): the in-process
@@ -155,6 +161,12 @@ class JournalTables:
     async def sessions(self) -> list[str]:
         def work(tx: Transaction) -> list[str]:
             return tx.sessions()
+
+        return await self.database.read(work)
+
+    async def readable(self, who: Readers, *, after: Cursor | None, limit: int) -> list[Cursor]:
+        def work(tx: Transaction) -> list[Cursor]:
+            return readable_sessions(tx, who, after=after, limit=limit)
 
         return await self.database.read(work)
 

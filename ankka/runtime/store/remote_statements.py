@@ -12,6 +12,8 @@ written before it needs no migration.
 
 - :func:`record`: the child's body, beside its tree row;
 - :func:`following`: the children still to be followed (not settled yet), with their bodies;
+- :func:`a2a_task` and :func:`remember_a2a`: which A2A task a child sent to a remote A2A
+  agent became (the A2A client's ledger, ``ankka_remote_a2a``);
 - :func:`ended`: the peer said the child ended: its spend joins the tree and its parent is
   told, once (:func:`ankka.runtime.store.tree_statements.remote_ended`).
 """
@@ -28,7 +30,7 @@ from ankka.runtime.records.tasks import TaskState
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.tasks import Ended, Transaction
 
-__all__ = ["Followed", "ended", "following", "record"]
+__all__ = ["Followed", "a2a_task", "ended", "following", "record", "remember_a2a"]
 
 _STATES = {"completed": TaskState.COMPLETED, "cancelled": TaskState.CANCELLED}
 
@@ -86,3 +88,17 @@ def ended(
     woken = tree.remote_ended(tx, task, outcome, iterations=iterations, usage=usage)
     state = _STATES.get(outcome.status, TaskState.FAILED)
     return [Ended(task, found.agent, None, state, outcome.reason, woken)]
+
+
+def a2a_task(tx: Transaction, key: str) -> tuple[str, str] | None:
+    """The A2A task (and its context) ``key``'s message became, once its agent answered."""
+    found = tx.rows("SELECT task, context FROM ankka_remote_a2a WHERE key = ?", (key,))
+    return (str(found[0][0]), str(found[0][1])) if found else None
+
+
+def remember_a2a(tx: Transaction, key: str, task: str, context: str) -> None:
+    if a2a_task(tx, key) is None:
+        tx.rows(
+            "INSERT INTO ankka_remote_a2a (key, task, context) VALUES (?, ?, ?)",
+            (key, task, context),
+        )

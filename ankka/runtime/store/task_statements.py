@@ -9,7 +9,7 @@ the statements are written once, with ``?`` placeholders, for both databases.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -33,6 +33,7 @@ from ankka.runtime.records.tasks import (
 )
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.leases import claim, release, renew
+from ankka.runtime.store.readable import EVERYONE, Readers, clause
 from ankka.runtime.store.tasks import (
     LIVE_EXCLUDED,
     TASK_COLUMNS,
@@ -75,10 +76,28 @@ def get(tx: Transaction, task: str) -> TaskRecord | None:
     return task_from_row(found[0]) if found else None
 
 
-def recent(tx: Transaction, limit: int) -> list[TaskRecord]:
-    """The last ``limit`` tasks created, newest first (the console's list)."""
+def recent(
+    tx: Transaction,
+    limit: int,
+    *,
+    who: Readers = EVERYONE,
+    offset: int = 0,
+    matching: Mapping[str, str] | None = None,
+) -> list[TaskRecord]:
+    """The tasks ``who`` may read (a condition of the query: issue 31, item 3) whose columns
+    equal ``matching`` (``state``, ``agent``, ``type``), newest first: ``limit`` of them after
+    the first ``offset`` (the console's list)."""
+    condition, params = clause(who, "created_by", "agent")
+    where = [condition]
+    for column, value in sorted((matching or {}).items()):
+        if column not in ("state", "agent", "type"):
+            raise ValueError(f"tasks are not listed by {column!r}")
+        where.append(f"{column} = ?")
+        params.append(value)
     rows = tx.rows(
-        f"SELECT {TASK_COLUMNS} FROM ankka_tasks ORDER BY created_at DESC, id LIMIT ?", (limit,)
+        f"SELECT {TASK_COLUMNS} FROM ankka_tasks WHERE {' AND '.join(where)} "
+        f"ORDER BY created_at DESC, id DESC LIMIT {int(limit)} OFFSET {int(offset)}",
+        params,
     )
     return [task_from_row(row) for row in rows]
 

@@ -103,6 +103,12 @@ TREE_SCHEMA = (
     peer TEXT NOT NULL,
     body TEXT NOT NULL
 )""",
+    # Which A2A task each child delegated to a remote A2A agent became (the client's ledger).
+    """CREATE TABLE IF NOT EXISTS ankka_remote_a2a (
+    key TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    context TEXT NOT NULL
+)""",
 )
 
 _COLUMNS = (

@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -31,6 +31,7 @@ from ankka._kernel import tracing
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.elicitations import ElicitationDesk
 from ankka.runtime.drivers.tasks.iteration import (
     LeaseLost,
     RetryPolicy,
@@ -41,6 +42,7 @@ from ankka.runtime.drivers.tasks.iteration import (
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
 from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
+from ankka.runtime.providers.a2a_remote import RemoteAgent
 from ankka.runtime.records.tasks import (
     TEAM_TASK_PREFIX,
     InstanceRecord,
@@ -54,6 +56,7 @@ from ankka.runtime.records.tasks import (
 from ankka.runtime.store import delegate_statements, trace_statements
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
+from ankka.runtime.store.readable import EVERYONE, Readers
 from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
 
 __all__ = ["HostOptions", "InstanceView", "TaskHost"]
@@ -90,14 +93,23 @@ class HostOptions:
     # folder of this runtime's own certificate (its identity when it calls them), and who may
     # create a task here as another runtime's child (ANKKA_DELEGATORS).
     peers: Mapping[str, Peer] = field(default_factory=dict)
+    # Remote A2A agents (ANKKA_A2A_REMOTE_<NAME>_*), by their name as the variables spell it.
+    a2a_agents: Mapping[str, RemoteAgent] = field(default_factory=dict)
     peer_tls_dir: str | None = None
     delegators: frozenset[str] = frozenset()
 
 
 class TaskHost:
     def __init__(
-        self, context: Context, *, store: TaskStore, options: HostOptions | None = None
+        self,
+        context: Context,
+        *,
+        store: TaskStore,
+        options: HostOptions | None = None,
+        questions: ElicitationDesk | None = None,
     ) -> None:
+        """``questions``: where the tasks' MCP servers' questions wait for a person (the
+        request runtime's desk, so one API answers both)."""
         options = options or HostOptions()
         self.context = context
         self.service = context.service
@@ -118,19 +130,23 @@ class TaskHost:
             options.retry,
             poke=self._work_made,
             woken=self._woken,
-            remotes=frozenset(options.peers),
+            questions=questions,
         )
         self.delegators = options.delegators
+        a2a = _delegated_a2a(self.service.autonomous_agents.values(), options.a2a_agents)
         self.remote = (
             RemoteChildren(
                 store,
                 options.peers,
                 told=partial(told, self.bench),
+                a2a=a2a,
                 tls_dir=options.peer_tls_dir,
             )
-            if options.peers
+            if options.peers or a2a
             else None
         )
+        if self.remote is not None:
+            self.bench = replace(self.bench, remotes=self.remote.names)
         owner = options.owner
         lease_seconds = options.lease_seconds
         poll_seconds = options.poll_seconds
@@ -461,9 +477,21 @@ class TaskHost:
             raise NotFound(f"there is no task {task!r}")
         return record
 
-    async def recent(self, limit: int) -> list[TaskRecord]:
-        """The last ``limit`` tasks created, newest first."""
-        records: list[TaskRecord] = await self.store.read(lambda tx: statements.recent(tx, limit))
+    async def recent(
+        self,
+        limit: int,
+        *,
+        who: Readers = EVERYONE,
+        offset: int = 0,
+        matching: Mapping[str, str] | None = None,
+    ) -> list[TaskRecord]:
+        """The tasks ``who`` may read whose ``state``/``agent``/``type`` are ``matching``,
+        newest first: ``limit`` after the first ``offset``."""
+
+        def work(tx: Transaction) -> list[TaskRecord]:
+            return statements.recent(tx, limit, who=who, offset=offset, matching=matching)
+
+        records: list[TaskRecord] = await self.store.read(work)
         return records
 
     async def wait(self, task: str, seconds: float) -> TaskRecord:
@@ -523,6 +551,20 @@ class TaskHost:
         if current is None and picked.task is not None and picked.task.started:
             current = picked.task.id
         return InstanceView(record, current, tuple(queue))
+
+
+def _delegated_a2a(
+    agents: Iterable[AutonomousAgent], remote: Mapping[str, RemoteAgent]
+) -> dict[str, RemoteAgent]:
+    """The remote A2A agents the service's agents delegate to, by the name their ``Delegate``
+    gives (``ANKKA_A2A_REMOTE_<NAME>_*`` spells it upper case, ``-`` as ``_``)."""
+    found: dict[str, RemoteAgent] = {}
+    for agent in agents:
+        for item in agent.delegates:
+            known = remote.get(item.agent.lower().replace("-", "_"))
+            if known is not None:
+                found[item.agent] = known
+    return found
 
 
 def _none_reserved(key: Key) -> bool:

@@ -18,7 +18,8 @@ A peer that is away (refused connections, 5xx, a broken wait) is asked again, th
 doubling from 0.2 s to 5 s; a peer that refuses the child (4xx) ends it ``refused``,
 ``peer_refused``, with the peer's answer as its reason. The runtime calls as itself: its
 ``--tls-dir`` certificate over mTLS (the peer's certificate must carry the URI SAN its entry
-names), or a bearer token from a file.
+names), or a bearer token from a file. A child of a remote A2A agent is followed over A2A
+instead (:mod:`.remote_a2a`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ankka._kernel.errors import ConfigurationError, StoreError
+from ankka.runtime.drivers.tasks.remote_a2a import A2AChildren
+from ankka.runtime.providers.a2a_remote import RemoteAgent
 from ankka.runtime.providers.mtls import RotatingClientTLS
 from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
 from ankka.runtime.records.messages import Usage
@@ -108,6 +111,7 @@ class RemoteChildren:
         peers: Mapping[str, Peer],
         *,
         told: Callable[[list[Ended]], None],
+        a2a: Mapping[str, RemoteAgent] | None = None,
         tls_dir: str | None = None,
         poll_seconds: float = 1.0,
         wait_seconds: float = WAIT_SECONDS,
@@ -125,13 +129,16 @@ class RemoteChildren:
                     f"{PEERS_VARIABLE}: peer {name!r} is https with --tls-dir; name the URI SAN "
                     'its certificate carries as its "identity" (ankka://service/<ns>/<agent>)'
                 )
+        self.a2a = (
+            A2AChildren(store, a2a, settle=self._settle, wait_seconds=wait_seconds) if a2a else None
+        )
         self._clients: dict[str, _Client] = {}
         self._following: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
 
     @property
     def names(self) -> frozenset[str]:
-        return frozenset(self.peers)
+        return frozenset(self.peers) | frozenset(self.a2a.agents if self.a2a else ())
 
     def wake(self) -> None:
         """A child was made here: look for it now."""
@@ -153,11 +160,19 @@ class RemoteChildren:
                 task.cancel()
             for client in self._clients.values():
                 await client.http.aclose()
+            if self.a2a is not None:
+                await self.a2a.aclose()
 
     def _start(self, child: Followed) -> None:
-        if child.task in self._following or child.peer not in self.peers:
+        if child.task in self._following:
             return
-        task = asyncio.create_task(self._follow(child), name=f"ankka-remote-{child.task}")
+        if child.peer in self.peers:
+            work = self._follow(child)
+        elif self.a2a is not None and child.peer in self.a2a.agents:
+            work = self.a2a.follow(child)
+        else:
+            return  # another process knows the peer (this one's settings do not name it)
+        task = asyncio.create_task(work, name=f"ankka-remote-{child.task}")
         self._following[child.task] = task
         task.add_done_callback(lambda _: self._following.pop(child.task, None))
 
@@ -177,14 +192,17 @@ class RemoteChildren:
                     await self.store.write(lambda tx: tree.cancel_sent(tx, child.task))
                 record = await self._get(peer, current.task)
                 if record.get("state") in _FINAL:
-                    await self._settle(peer, current.task, _outcome(peer, record), record)
+                    iterations = int(record.get("tree_iterations") or 0)
+                    usage = Usage.from_dict(dict(record.get("tree_usage") or {}))
+                    told = _outcome(peer, record)
+                    await self._settle(peer.agent, current.task, told, iterations, usage)
                     return
                 failures = 0
             except _Refused as refused:
                 why = ChildOutcome(
                     "refused", child.task, peer.agent, None, str(refused), "peer_refused"
                 )
-                await self._settle(peer, child.task, why, {})
+                await self._settle(peer.agent, child.task, why, 0, Usage())
                 return
             except (httpx.HTTPError, StoreError, _Away) as exc:
                 failures += 1
@@ -199,15 +217,14 @@ class RemoteChildren:
         return found[0] if found else None
 
     async def _settle(
-        self, peer: Peer, task: str, outcome: ChildOutcome, record: Mapping[str, Any]
+        self, peer: str, task: str, outcome: ChildOutcome, iterations: int, usage: Usage
     ) -> None:
-        iterations = int(record.get("tree_iterations") or 0)
-        usage = Usage.from_dict(dict(record.get("tree_usage") or {}))
+        """``task`` ended at ``peer`` having spent ``iterations`` and ``usage``: settled once."""
         ended = await self.store.write(
             lambda tx: remote.ended(tx, task, outcome, iterations=iterations, usage=usage)
         )
         if ended:
-            log.info("remote child %s at %s ended %s", task, peer.url, outcome.status)
+            log.info("remote child %s (%s) ended %s", task, peer, outcome.status)
             self.told(ended)
 
     # -- the peer's API -----------------------------------------------------------------------

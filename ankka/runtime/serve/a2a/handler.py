@@ -301,9 +301,12 @@ class AnkkaRequestHandler(RequestHandler):
         """Every task of ``agent`` the caller may read, most recently updated first, with the
         time it was updated (the cursor's key)."""
         before: tuple[str, str] | None = None
+        who = self.port.readers(caller)  # the store's query holds only what the caller may read
         while True:
             if agent.kind == "request":
-                rows = await self.index.page(agent.name, before=before, limit=500, context=context)
+                rows = await self.index.page(
+                    agent.name, before=before, limit=500, context=context, who=who
+                )
                 for row in rows:
                     if self.port.allows(caller, "read", creator=row.created_by, agent=agent.name):
                         yield await self.turns.view(row), row.updated_at
@@ -311,7 +314,7 @@ class AnkkaRequestHandler(RequestHandler):
                     return
                 before = (rows[-1].updated_at, rows[-1].id)
                 continue
-            records = await self.port.task_page(agent.name, before=before, limit=500)
+            records = await self.port.task_page(agent.name, before=before, limit=500, caller=caller)
             for record in records:
                 if not self.port.allows(
                     caller, "read", creator=record.created_by, agent=agent.name

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ankka.runtime.store.readable import EVERYONE, Readers, clause
 from ankka.runtime.store.tasks import TaskStore, Transaction, create_tables
 
 __all__ = ["SCHEMA", "A2AIndex", "OutboxRow", "PushConfig", "TaskRow"]
@@ -207,11 +208,19 @@ class A2AIndex:
         return result
 
     async def page(
-        self, agent: str, *, before: tuple[str, str] | None, limit: int, context: str | None
+        self,
+        agent: str,
+        *,
+        before: tuple[str, str] | None,
+        limit: int,
+        context: str | None,
+        who: Readers = EVERYONE,
     ) -> list[TaskRow]:
-        """``agent``'s rows, most recently updated first, after the cursor ``before``
-        ((updated_at, id) of the last row of the previous page)."""
-        where, params = ["agent = ?"], [agent]
+        """``agent``'s rows ``who`` may read (in the query), most recently updated first,
+        after the cursor ``before`` ((updated_at, id) of the last row of the previous page)."""
+        readable, params = clause(who, "created_by", "agent")
+        where = ["agent = ?", readable]
+        params.insert(0, agent)
         if before is not None:
             where.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
             params += [before[0], before[0], before[1]]

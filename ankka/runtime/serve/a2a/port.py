@@ -27,6 +27,7 @@ from ankka.runtime.records.approvals import ApprovalRequest, TurnEnded, TurnSusp
 from ankka.runtime.records.messages import AssistantMessage
 from ankka.runtime.records.session import opened_by
 from ankka.runtime.records.tasks import TaskRecord, TaskSpec, TaskState
+from ankka.runtime.store.readable import Readers, clause, readers
 from ankka.runtime.store.tasks import TASK_COLUMNS, Transaction, task_from_row
 
 __all__ = [
@@ -111,6 +112,10 @@ class RuntimePort:
 
     def allows(self, caller: str, right: Right, *, creator: str | None, agent: str) -> bool:
         return self.runtime.policy.allows(caller, right, creator=creator, agent=agent)
+
+    def readers(self, caller: str) -> Readers:
+        """Whose rows ``caller`` may read, as a store query's condition takes it."""
+        return readers(self.runtime.policy, caller)
 
     # -- request agents ---------------------------------------------------------------------
 
@@ -239,10 +244,13 @@ class RuntimePort:
         return await self._host().wait(task, seconds)
 
     async def task_page(
-        self, agent: str, *, before: tuple[str, str] | None, limit: int
+        self, agent: str, *, before: tuple[str, str] | None, limit: int, caller: str
     ) -> list[TaskRecord]:
-        """``agent``'s tasks, most recently updated first, after the cursor ``before``."""
-        where, params = ["agent = ?"], [agent]
+        """``agent``'s tasks ``caller`` may read (in the query), most recently updated first,
+        after the cursor ``before``."""
+        readable, params = clause(self.readers(caller), "created_by", "agent")
+        where = ["agent = ?", readable]
+        params.insert(0, agent)
         if before is not None:
             where.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
             params += [before[0], before[0], before[1]]

@@ -57,6 +57,15 @@ class Listing:
         start = (self.page - 1) * PER_PAGE
         return list(rows[start : start + PER_PAGE]), len(rows) > start + PER_PAGE
 
+    def skipped(self) -> int:
+        """How many passing rows the pages before this one hold (the query's offset)."""
+        return (self.page - 1) * PER_PAGE
+
+    def cut(self, rows: Sequence[T]) -> tuple[list[T], bool]:
+        """This page's rows of ``rows`` read from :meth:`skipped` on (at most
+        ``PER_PAGE + 1`` of them), and whether there are older ones."""
+        return list(rows[:PER_PAGE]), len(rows) > PER_PAGE
+
     def wanted(self) -> int:
         """How many passing rows cover this page and tell whether there is another."""
         return self.page * PER_PAGE + 1

@@ -6,9 +6,10 @@ Reads only through the runtime's own read API (:meth:`Runtime.messages`,
 callers on this machine (loopback), and elsewhere only a caller the runtime identified (a client
 certificate with ``--tls-dir`` or a token with ``--token-file``, as for the API); every page
 follows the session policy (:mod:`ankka.runtime.declare.policy`): a caller sees the sessions, tasks
-and
-approvals it may read and decides those it may decide. Anyone else, including every caller of a
-runtime run with ``--trust-network`` off loopback, is answered 403.
+and approvals it may read and decides those it may decide. Each list is read through a store
+query whose condition is the caller's read right (:mod:`ankka.runtime.store.readable`), so no
+other caller's volume crowds one's own rows out of a page (issue 31, item 3). Anyone else,
+including every caller of a runtime run with ``--trust-network`` off loopback, is answered 403.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from ankka._kernel.errors import NotFound
 from ankka.runtime.declare.policy import NotPermitted
-from ankka.runtime.drivers.request import Runtime
+from ankka.runtime.drivers.request import Runtime, SessionSummary
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.records.approvals import ApprovalDecided
 from ankka.runtime.records.registry import Entry
@@ -40,12 +41,13 @@ from ankka.runtime.serve.console.approvals import (
     pending,
 )
 from ankka.runtime.serve.console.csrf import form_token, keep_token
-from ankka.runtime.serve.console.listing import BadQuery, Filter, Listing, listing
+from ankka.runtime.serve.console.listing import PER_PAGE, BadQuery, Filter, Listing, listing
 from ankka.runtime.serve.console.pages import not_found, page, session_page, sessions_page
 from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
 from ankka.runtime.serve.console.waterfall import trace_link, waterfall
 from ankka.runtime.store import trace_statements
+from ankka.runtime.store.readable import Cursor, readers
 
 __all__ = ["MAX_SCANNED", "TRACE_UI_VARIABLE", "console_routes", "is_loopback"]
 
@@ -53,7 +55,8 @@ TRACE_UI_VARIABLE = "ANKKA_TRACE_UI_URL"
 """The collector's UI (e.g. Jaeger's, ``http://jaeger:16686``): a task's page links its trace
 there (``{trace_id}`` in it is replaced, else ``/trace/<id>`` is appended)."""
 
-MAX_SCANNED = 2000  # the most recent sessions (tasks, approvals) looked at for a list
+MAX_SCANNED = 2000  # the most readable sessions one session list looks at (its filters)
+_CHUNK = 200  # sessions read from the store at once
 _SCRIPT = resources.files("ankka.runtime.serve.console").joinpath("static/console.js").read_bytes()
 _HEADERS = {
     # Nothing but this server: the page works offline and sends nothing elsewhere.
@@ -122,24 +125,44 @@ def console_routes(
             asked = listing("/console", request.query_params, session_filters)
         except BadQuery as exc:
             return _bad(exc)
-        names = await runtime.context.journal.sessions()
         agent, state = asked.chosen.get("agent"), asked.chosen.get("state")
-        passing = []
-        for name in reversed(names[-MAX_SCANNED:]):
-            try:
-                summary = await runtime.summary(name, caller=caller)
-            except NotPermitted:
-                continue
-            if agent is not None and agent not in summary.agents:
-                continue
-            if state == "waiting" and not summary.awaiting:
-                continue
-            passing.append(summary)
-            if len(passing) == asked.wanted():
-                break
+        passing, scanned = await readable_summaries(caller, asked.wanted(), agent, state)
         rows, more = asked.window(passing)
-        body = sessions_page(rows, asked, more=more, scanned=len(names) > MAX_SCANNED)
+        body = sessions_page(rows, asked, more=more, scanned=scanned)
         return HTMLResponse(body, headers=_HEADERS)
+
+    async def readable_summaries(
+        caller: str, wanted: int, agent: str | None, state: str | None
+    ) -> tuple[list[SessionSummary], bool]:
+        """Up to ``wanted`` summaries of the sessions the caller may read that pass the
+        filters, most recently active first, walked through the store's cursor (only the
+        caller's readable sessions are read: issue 31, item 3); and whether the walk stopped
+        at :data:`MAX_SCANNED` readable sessions before it ended."""
+        who = readers(policy, caller)
+        journal = runtime.context.journal
+        passing: list[SessionSummary] = []
+        after: Cursor | None = None
+        looked = 0
+        while looked < MAX_SCANNED:
+            size = min(_CHUNK, MAX_SCANNED - looked)
+            keys = await journal.readable(who, after=after, limit=size)
+            for _, name in keys:
+                try:
+                    summary = await runtime.summary(name, caller=caller)
+                except NotPermitted:
+                    continue
+                if agent is not None and agent not in summary.agents:
+                    continue
+                if state == "waiting" and not summary.awaiting:
+                    continue
+                passing.append(summary)
+                if len(passing) == wanted:
+                    return passing, False
+            if len(keys) < size:
+                return passing, False
+            looked += len(keys)
+            after = keys[-1]
+        return passing, True
 
     async def session(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
@@ -181,16 +204,18 @@ def console_routes(
             asked = listing("/console/tasks", request.query_params, task_filters)
         except BadQuery as exc:
             return _bad(exc)
-        records = await tasks.recent(MAX_SCANNED) if tasks is not None else []
-        passing = [
-            r
-            for r in records
-            if readable(caller, r)
-            and asked.keeps(state=r.state.value, agent=r.spec.agent, type=r.spec.type)
-        ]
-        rows, more = asked.window(passing)
-        body = tasks_page(rows, asked, more=more, scanned=len(records) >= MAX_SCANNED)
-        return HTMLResponse(body, headers=_HEADERS)
+        records = (  # the filters are the table's columns: state, agent, type
+            await tasks.recent(
+                PER_PAGE + 1,
+                who=readers(policy, caller),
+                offset=asked.skipped(),
+                matching=asked.chosen,
+            )
+            if tasks is not None
+            else []
+        )
+        rows, more = asked.cut(records)
+        return HTMLResponse(tasks_page(rows, asked, more=more), headers=_HEADERS)
 
     async def task(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
@@ -230,9 +255,13 @@ def console_routes(
         if desk.index is None:
             return []
         found = await desk.index.find(
-            agent=asked.chosen.get("agent"), state=asked.chosen.get("state"), limit=MAX_SCANNED
+            agent=asked.chosen.get("agent"),
+            state=asked.chosen.get("state"),
+            limit=asked.wanted(),
+            who=readers(policy, caller),
+            newest=True,
         )
-        return list(reversed(await desk.shown(found, caller)))  # newest first
+        return await runtime.questions.listed(found, caller)
 
     async def decision(request: Request) -> Response:
         if (caller := console_caller(request)) is None:

@@ -31,11 +31,9 @@ def _iterations(record: TaskRecord) -> str:
     return f'<span data-iterations="{used}">{used}</span> / {record.budget}'
 
 
-def tasks_page(
-    records: Sequence[TaskRecord], asked: Listing, *, more: bool, scanned: bool = False
-) -> str:
-    """One page of the tasks list, newest first: those ``asked``'s filters keep; ``more``:
-    there are older ones; ``scanned``: only the most recent were looked at."""
+def tasks_page(records: Sequence[TaskRecord], asked: Listing, *, more: bool) -> str:
+    """One page of the tasks list, newest first: those ``asked``'s filters keep (the store's
+    query filtered them, and by the caller's read right); ``more``: there are older ones."""
     if not records:
         table = f'<p class="empty">{"No task matches." if asked.chosen else "No tasks yet."}</p>'
     else:
@@ -53,11 +51,8 @@ def tasks_page(
             f'<th class="n">iterations</th>{USAGE_HEAD}<th>cost</th><th>created</th>'
             f"<th>updated</th></tr></thead><tbody>{rows}</tbody></table>"
         )
-    note = '<p class="muted">Only the most recent tasks are listed.</p>' if scanned else ""
     pager = asked.pager(more=more, shown=len(records))
-    return page(
-        "tasks", f'<h1>Tasks</h1>{asked.form()}<div data-refresh="5">{table}{pager}{note}</div>'
-    )
+    return page("tasks", f'<h1>Tasks</h1>{asked.form()}<div data-refresh="5">{table}{pager}</div>')
 
 
 def task_page(record: TaskRecord, *, work: str = "") -> str:

@@ -17,6 +17,7 @@ from ankka.runtime.records.approvals import ResumedCall
 from ankka.runtime.records.messages import AssistantMessage
 from ankka.runtime.records.registry import Record
 from ankka.runtime.store.journal_store import JournalStore, SharedSessionLock
+from ankka.runtime.store.readable import Cursor, Readers
 from tests.support.runtimes import runtime_for
 from tests.support.stores import OwnedJournalStore, journal_store
 from tests.unit.runtime.drivers.test_approvals import START, refund_call, service
@@ -40,6 +41,9 @@ class RefusingResumedCalls:
 
     async def sessions(self) -> list[str]:
         return await self.inner.sessions()
+
+    async def readable(self, who: Readers, *, after: Cursor | None, limit: int) -> list[Cursor]:
+        return await self.inner.readable(who, after=after, limit=limit)
 
     def session_lock(self) -> SharedSessionLock | None:
         return None
