@@ -14,7 +14,14 @@ serve`` and the gateway's TLS port run on) with:
 - a **connection cap** per listener: at ``max_connections``, a new connection closes the
   oldest one that is idle (between requests, or still sending its head) to make room, so a
   crowd of idle sockets cannot keep a real caller out; when every connection is working on a
-  request the new one gets 503 with ``Retry-After``.
+  request the new one gets 503 with ``Retry-After``;
+- a **health reserve** past the cap: when every connection is working, :data:`HEALTH_RESERVE`
+  more are let in for one request each, answered only on a health path (/healthz, /readyz,
+  /metrics; everything else 503), so a caller holding every slot does not blind the probes.
+
+What is counted before a connection reaches the protocol (TLS handshakes, connections per
+source address) is :mod:`ankka._kernel.admission`'s; how many requests one caller may have in
+flight (``max_requests_per_caller``, a share of ``max_connections``) is the server's own.
 
 Time is checked against the last activity when a timer fires, not by re-arming a timer per
 chunk, so the hot path pays one timestamp per callback. uvicorn is imported only when a server
@@ -27,7 +34,15 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ConnectionLimits", "bounded_protocol"]
+from ankka._kernel.admission import AdmissionLimits
+
+__all__ = [
+    "HEALTH_PATHS",
+    "HEALTH_RESERVE",
+    "ConnectionLimits",
+    "bounded_protocol",
+    "health_request",
+]
 
 _IDLE, _HEAD, _BODY, _BUSY = "idle", "head", "body", "busy"
 
@@ -40,12 +55,51 @@ class ConnectionLimits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     max_header_bytes: int = 64 * 1024
+    max_handshakes: int = 256
+    max_connections_per_source: int = 256
+    handshake_timeout_s: float = 10.0
+    # None: half of max_connections (at least 1).
+    max_requests_per_caller: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_connections < 1 or self.max_header_bytes < 1:
             raise ValueError("max_connections and max_header_bytes must be at least 1")
         if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise ValueError("the header and body timeouts must be positive")
+        if self.max_requests_per_caller is not None and self.max_requests_per_caller < 1:
+            raise ValueError("max_requests_per_caller must be at least 1")
+        self.admission()  # its own checks
+
+    def admission(self) -> AdmissionLimits:
+        return AdmissionLimits(
+            max_handshakes=self.max_handshakes,
+            max_connections_per_source=self.max_connections_per_source,
+            handshake_timeout_s=self.handshake_timeout_s,
+        )
+
+    @property
+    def caller_share(self) -> int:
+        """Requests one caller may have in flight at once on this listener."""
+        if self.max_requests_per_caller is not None:
+            return self.max_requests_per_caller
+        return max(1, self.max_connections // 2)
+
+
+# Connections let in past max_connections when every one is working, for a health path only.
+HEALTH_RESERVE = 8
+HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+_HEALTH_TARGETS = frozenset(path.encode() for path in HEALTH_PATHS)
+
+
+def health_request(head: bytes) -> bool | None:
+    """Whether the request whose first bytes are ``head`` is a GET of a health path; None
+    while its request line is still arriving."""
+    end = head.find(b"\r\n")
+    if end < 0:
+        return None if len(head) < 4096 else False
+    method, _, rest = head[:end].partition(b" ")
+    target = rest.partition(b" ")[0].partition(b"?")[0]
+    return method == b"GET" and target in _HEALTH_TARGETS
 
 
 def _answer(status: bytes, extra: bytes = b"") -> bytes:
@@ -67,15 +121,40 @@ def bounded_protocol(base: type[Any], limits: ConnectionLimits) -> type[asyncio.
         _ankka_since = 0.0
         _ankka_head_bytes = 0
         _ankka_timer: asyncio.TimerHandle | None = None
+        # A connection of the health reserve: its first bytes, until its request line is in.
+        _ankka_reserve: bytes | None = None
+        _ankka_once = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             self._ankka_since = self.loop.time()
-            if len(self.connections) > limits.max_connections and not self._make_room():
-                transport.write(_FULL)
-                transport.close()
-                return
+            cap = limits.max_connections
+            if len(self.connections) > cap and self._open() > cap and not self._make_room():
+                if self._open() > cap + HEALTH_RESERVE:
+                    transport.write(_FULL)
+                    transport.close()
+                    return
+                self._ankka_reserve = b""
             self._arm(limits.header_timeout_s)
+
+        def _reserved(self, data: bytes) -> bytes | None:
+            """What a reserve connection may pass on to the parser (None: nothing yet)."""
+            head = (self._ankka_reserve or b"") + data
+            verdict = health_request(head)
+            if verdict is None:
+                self._ankka_reserve = head
+                return None
+            self._ankka_reserve = None
+            if not verdict:
+                self.transport.write(_FULL)
+                self.transport.close()
+                return None
+            self._ankka_once = True
+            return head
+
+        def _open(self) -> int:
+            """Connections not closing (a TLS one waits for the client's close a while)."""
+            return sum(not other.transport.is_closing() for other in self.connections)
 
         def _make_room(self) -> bool:
             """Close the oldest idle connection (one sending its head if none is idle)."""
@@ -122,6 +201,11 @@ def bounded_protocol(base: type[Any], limits: ConnectionLimits) -> type[asyncio.
             self.transport.close()
 
         def data_received(self, data: bytes) -> None:
+            if self._ankka_reserve is not None:
+                passed = self._reserved(data)
+                if passed is None:
+                    return
+                data = passed
             state = self._ankka_state
             if state == _BODY:
                 self._ankka_since = self.loop.time()
@@ -156,6 +240,8 @@ def bounded_protocol(base: type[Any], limits: ConnectionLimits) -> type[asyncio.
             self._ankka_state = _IDLE
             self._ankka_since = self.loop.time()
             super().on_response_complete()
+            if self._ankka_once:  # a reserve connection serves one health request
+                self.transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -36,6 +38,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ankka._kernel.admission import Admission
 from ankka._kernel.bounded import ConnectionLimits, bounded_protocol
 from ankka._kernel.drain import GRACE_SECONDS
 from ankka._kernel.logs import say
@@ -43,6 +46,8 @@ from ankka._kernel.logs import say
 __all__ = [
     "ConnectionLimits",
     "add_limit_options",
+    "add_probe_budget",
+    "probe_limits",
     "bind",
     "limits_from",
     "port_number",
@@ -63,7 +68,9 @@ def port_number(text: str) -> int:
 
 
 def add_limit_options(parser: argparse.ArgumentParser, *, env_prefix: str | None = None) -> None:
-    """``--max-connections``, ``--header-timeout``, ``--body-timeout``, ``--max-header-bytes``.
+    """``--max-connections``, ``--header-timeout``, ``--body-timeout``, ``--max-header-bytes``,
+    ``--max-handshakes``, ``--handshake-timeout``, ``--max-connections-per-source`` and
+    ``--max-requests-per-caller``.
 
     With ``env_prefix`` each default can also come from ``<env_prefix><OPTION>``
     (e.g. ``ANKKA_GATEWAY_MAX_CONNECTIONS``), as the gateway's other options do.
@@ -79,17 +86,55 @@ def add_limit_options(parser: argparse.ArgumentParser, *, env_prefix: str | None
          "longest wait between two pieces of a request body; past it the connection closes"),
         ("--max-header-bytes", int, defaults.max_header_bytes, "N",
          "largest request head (request line and headers); past it, 431"),
+        ("--max-handshakes", int, defaults.max_handshakes, "N",
+         "TLS handshakes under way at once, counted from accept; past it the oldest handshake "
+         "of the address holding the most is closed"),
+        ("--handshake-timeout", float, defaults.handshake_timeout_s, "SECONDS",
+         "time a TLS handshake may take; past it the connection closes"),
+        ("--max-connections-per-source", int, defaults.max_connections_per_source, "N",
+         "connections from one address, handshakes included; past it that address's oldest "
+         "handshake is closed, or the newcomer"),
+        ("--max-requests-per-caller", int, None, "N",
+         "requests one caller may have in flight at once (streams included); past it, 429 "
+         "(default: half of --max-connections); health paths are never counted"),
     )  # fmt: skip
     for flag, kind, value, metavar, meaning in options:
         variable = f"{env_prefix}{flag[2:].upper().replace('-', '_')}" if env_prefix else None
         found = os.environ.get(variable) if variable else None
+        shown = " (%(default)s)" if value is not None else ""
         parser.add_argument(
             flag,
             type=kind,
             default=kind(found) if found else value,
             metavar=metavar,
-            help=f"{meaning} (%(default)s)" + (f"; env {variable}" if variable else ""),
+            help=f"{meaning}{shown}" + (f"; env {variable}" if variable else ""),
         )
+
+
+PROBE_MAX_CONNECTIONS = 32
+
+
+def add_probe_budget(parser: argparse.ArgumentParser, flag: str, env: str | None = None) -> None:
+    """``flag`` (``--probe-max-connections``, ``--health-max-connections``): the plain health
+    port's own connection cap, apart from the API's, so neither can use up the other's."""
+    found = os.environ.get(env) if env else None
+    parser.add_argument(
+        flag,
+        type=int,
+        default=int(found) if found else PROBE_MAX_CONNECTIONS,
+        metavar="N",
+        help="connections the health port holds at once, apart from the API's; past it the "
+        "oldest still waiting for its request is closed (%(default)s)"
+        + (f"; env {env}" if env else ""),
+    )
+
+
+def probe_limits(limits: ConnectionLimits, max_connections: int) -> ConnectionLimits:
+    """The health port's bounds: the API's timeouts, its own connection cap."""
+    try:
+        return dataclasses.replace(limits, max_connections=max_connections)
+    except ValueError as exc:
+        raise SystemExit(f"health port: {exc}") from exc
 
 
 def limits_from(args: argparse.Namespace) -> ConnectionLimits:
@@ -100,6 +145,10 @@ def limits_from(args: argparse.Namespace) -> ConnectionLimits:
             header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout,
             max_header_bytes=args.max_header_bytes,
+            max_handshakes=args.max_handshakes,
+            max_connections_per_source=args.max_connections_per_source,
+            handshake_timeout_s=args.handshake_timeout,
+            max_requests_per_caller=args.max_requests_per_caller,
         )
     except ValueError as exc:
         raise SystemExit(f"connection limits: {exc}") from exc
@@ -139,12 +188,13 @@ async def serve_forever(
     host, port = sock.getsockname()[:2]
     scheme = "https" if ssl_context is not None else "http"
     protocol: type[Any] = _coalescing_protocol()
-    extra: dict[str, Any] = {}
+    limits = limits or ConnectionLimits()
     if ssl_context is not None:
-        context = ssl_context
-        extra["ssl_context_factory"] = lambda _config, _default: context
         protocol = _tls_identity_protocol(protocol)
-    extra["http"] = bounded_protocol(protocol, limits or ConnectionLimits())
+    bounded = bounded_protocol(protocol, limits)
+    # uvicorn listens with ssl=None: the handshake is the admission's, counted from accept.
+    admission = Admission(limits.admission(), ssl_context)
+    extra: dict[str, Any] = {"http": lambda **kw: admission.gate(functools.partial(bounded, **kw))}
     config = uvicorn.Config(
         app,
         # uvicorn's loggers propagate to the root's one handler (ankka._kernel.logs), so its

@@ -9,7 +9,7 @@ as Kubernetes writes them) and hold no behaviour beyond the checks a schema can 
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -346,6 +346,19 @@ class RemoteA2AAgent(_Wire):
     """A bearer token to send it (mounted as a file, read at each use), if it wants one."""
 
 
+class AgentDelegation(_Wire):
+    """Another Agent (in this namespace) whose agents this Agent's agents may delegate to
+    (docs/delegation.md, Across runtimes)."""
+
+    agent: str = Field(pattern=_DNS_LABEL, max_length=63)
+    """The Agent resource whose runtime serves them."""
+    serves: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=128)]] = (
+        Field(default_factory=list, max_length=32)
+    )
+    """The agents, as the code's Delegate names them, that runtime serves (default: the
+    Agent's own name)."""
+
+
 class AgentSpec(PodOverlay):
     """A service's agents: the image and module to run, the models they use, and the pod
     settings of their runtime (resources, env from Secrets, tolerations, ...)."""
@@ -385,6 +398,10 @@ class AgentSpec(PodOverlay):
     """
     remote_agents: list[RemoteA2AAgent] = Field(default_factory=list, max_length=32)
     """Agents of other platforms (A2A) the agents may delegate to (docs/a2a.md)."""
+    delegates_to: list[AgentDelegation] = Field(default_factory=list, max_length=32)
+    """Other Agents whose agents these may delegate to: rendered as this runtime's
+    ANKKA_PEERS, as the other's ANKKA_DELEGATORS, and as a caller in the other's
+    NetworkPolicy."""
 
 
 class AgentStatus(_Wire):
@@ -537,6 +554,10 @@ class TaskStatus(_Wire):
         default=None, description="The runtime record's version when this status was written."
     )
     runtime_task: str | None = Field(default=None, description="The task's id at the runtime.")
+    parent: str | None = Field(default=None, max_length=128)
+    """The runtime task this one is a delegated child of (none for a Task made here)."""
+    children: list[str] = Field(default_factory=list, max_length=64)
+    """The runtime tasks it delegated, in the order they were made (the first 64)."""
     approvals: list[PendingApproval] = Field(
         default_factory=list, max_length=64, description="Tool calls waiting for a decision."
     )
@@ -638,6 +659,7 @@ class Task(Resource):
         Printer(name="Phase", type="string", json_path=".status.phase"),
         Printer(name="Iterations", type="integer", json_path=".status.iterationsUsed"),
         Printer(name="Budget", type="integer", json_path=".status.iterationBudget"),
+        Printer(name="Parent", type="string", json_path=".status.parent"),
         Printer(name="Approval", type="string", json_path=".status.approvals[0].id", priority=1),
         Printer(name="Reason", type="string", json_path=".status.reason", priority=1),
         _AGE,

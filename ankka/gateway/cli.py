@@ -98,6 +98,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="largest request body accepted; larger ones get 413 (%(default)s)",
     )
     serve.add_limit_options(parser, env_prefix="ANKKA_GATEWAY_")
+    serve.add_probe_budget(
+        parser, "--health-max-connections", env="ANKKA_GATEWAY_HEALTH_MAX_CONNECTIONS"
+    )
     parser.add_argument(
         "--server",
         choices=("raw", "uvicorn"),
@@ -182,7 +185,11 @@ def run(args: argparse.Namespace) -> int:
             await stack.enter_async_context(gateway)
             if health_sock is not None:
                 await stack.enter_async_context(
-                    HealthPort(health_sock, gateway.operations, limits=limits)
+                    HealthPort(
+                        health_sock,
+                        gateway.operations,
+                        limits=serve.probe_limits(limits, args.health_max_connections),
+                    )
                 )
                 shown, port = health_sock.getsockname()[:2]
                 say(f"ankka gateway: health on http://{shown}:{port}")

@@ -18,8 +18,13 @@ Every bound uvicorn and :mod:`ankka._kernel.bounded` gave is kept here:
   pieces; past it the connection closes and the app hears a disconnect);
 - at most ``max_body`` bytes of a body are held; past it the rest is discarded, the app's own
   check answers (413), and the connection closes after the answer;
+- connections are counted from accept, TLS handshakes included (:mod:`ankka._kernel.admission`:
+  ``max_handshakes``, ``handshake_timeout_s``, ``max_connections_per_source``);
 - ``max_connections`` per listener: a newcomer closes the oldest idle connection (one between
-  requests, else one still sending its head), or gets 503 when every one is working;
+  requests, else one still sending its head), or gets 503 when every one is working, except
+  that :data:`~ankka._kernel.bounded.HEALTH_RESERVE` more may each ask for one health path;
+- one caller (named by its certificate; with plain HTTP, by its address) may have at most
+  ``limits.caller_share`` requests in flight (429 past it); health paths are not counted;
 - keep-alive (HTTP/1.1 by default, HTTP/1.0 when asked) with an idle timeout; pipelined
   requests are answered in order, reading paused while two wait; ``Expect: 100-continue``
   is answered before the body is read (not when the declared body passes ``max_body``);
@@ -51,8 +56,11 @@ from urllib.parse import unquote
 
 import httptools
 
-from ankka._kernel.bounded import ConnectionLimits
+from ankka._kernel.admission import Admission
+from ankka._kernel.bounded import HEALTH_PATHS, HEALTH_RESERVE, ConnectionLimits, health_request
+from ankka._kernel.identity import caller_name
 from ankka._kernel.logs import say
+from ankka._kernel.shares import CallerShares
 from ankka._kernel.tls import peer_uri_sans
 from ankka.gateway.cycle import App, Cycle, Dates, refusal
 from ankka.gateway.wire import WATCH_DISCONNECT, Scope
@@ -73,6 +81,16 @@ _FULL = refusal(
     "too_many_connections",
     b"retry-after: 1\r\n",
 )
+
+
+def _past_share(share: int) -> bytes:
+    return refusal(
+        429,
+        f"this caller has {share} requests in flight, its share of the gateway's connections; "
+        "retry when one ends (--max-requests-per-caller sets the share)",
+        "too_many_requests",
+        b"retry-after: 1\r\n",
+    )
 
 
 def _too_large_head(limit: int) -> bytes:
@@ -142,6 +160,11 @@ class _Connection(asyncio.Protocol):
         self.extensions: dict[str, Any] = {}
         self.client: tuple[str, int] | None = None
         self.local: tuple[str, int] | None = None
+        self.caller = ""  # whose share this connection's requests count against
+        self.holds_share = False
+        # A connection of the health reserve: its first bytes, until its request line is in.
+        self.reserve: bytes | None = None
+        self.once = False  # a reserve connection: one health request, then closed
 
     # connection events
 
@@ -156,10 +179,16 @@ class _Connection(asyncio.Protocol):
         if server.tls:  # connected after the handshake: the peer is verified
             sans = peer_uri_sans(transport.get_extra_info("peercert"))
             self.extensions = {"tls": {"peer_uri_sans": sans}}
-        if len(server.connections) > self.limits.max_connections and not server.make_room(self):
-            transport.write(_FULL)
-            transport.close()
-            return
+            self.caller = caller_name(sans)
+        elif self.client is not None:  # plain HTTP: every caller is anonymous, so by address
+            self.caller = self.client[0]
+        cap = self.limits.max_connections
+        if len(server.connections) > cap and server.open() > cap and not server.make_room(self):
+            if server.open() > cap + HEALTH_RESERVE:
+                transport.write(_FULL)
+                transport.close()
+                return
+            self.reserve = b""
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -185,6 +214,16 @@ class _Connection(asyncio.Protocol):
             self.flush_handle = None
 
     def data_received(self, data: bytes) -> None:
+        if self.reserve is not None:
+            head = self.reserve + data
+            verdict = health_request(head)
+            self.reserve = head if verdict is None else None
+            if not verdict:
+                if verdict is False:
+                    self._refuse(_FULL)
+                return
+            self.once = True
+            data = head
         if self.state == _BODY:
             self.since = self.loop.time()
         else:  # the head ends at the first blank line; what follows it is body
@@ -322,6 +361,11 @@ class _Connection(asyncio.Protocol):
         }
 
     def _begin(self, cycle: Cycle) -> None:
+        if cycle.scope["path"] not in HEALTH_PATHS:
+            if not self.server.shares.take(self.caller):
+                self._refuse(_past_share(self.server.shares.share))
+                return
+            self.holds_share = True
         self.active = cycle
         if cycle.expect and not cycle.body_done:
             self.write(_CONTINUE)
@@ -330,7 +374,7 @@ class _Connection(asyncio.Protocol):
     def answered(self, cycle: Cycle) -> None:
         """``cycle``'s answer is out: close the connection unless it is kept alive."""
         cycle.wake()
-        if not cycle.keep_alive or self.lost:
+        if not cycle.keep_alive or self.lost or self.once:
             self.transport.close()
 
     def finished(self, cycle: Cycle) -> None:
@@ -342,6 +386,9 @@ class _Connection(asyncio.Protocol):
         """
         if self.active is cycle:
             self.active = None
+            if self.holds_share:
+                self.holds_share = False
+                self.server.shares.give_back(self.caller)
         if self.lost or self.transport.is_closing():
             return
         self.served += 1
@@ -467,6 +514,9 @@ class RawServer:
         self.keep_alive_s = keep_alive_s
         self.grace_s = grace_s
         self.dates = Dates()
+        self.shares = CallerShares(limits.caller_share)
+        # Counts connections from accept; the TLS handshake is its, not the loop's.
+        self.admission = Admission(limits.admission(), ssl_context)
         self.connections: dict[_Connection, None] = {}  # oldest first
         self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
@@ -478,6 +528,11 @@ class RawServer:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
+
+    def open(self) -> int:
+        """Connections not closing: a TLS connection closed by the gateway stays in
+        ``connections`` until the client answers its close (or a timeout), holding no slot."""
+        return sum(not conn.transport.is_closing() for conn in self.connections)
 
     def make_room(self, newcomer: _Connection) -> bool:
         """Close the oldest idle connection (one sending its head if none is idle)."""
@@ -501,8 +556,9 @@ class RawServer:
     async def serve(self, sock: socket.socket) -> None:
         self.loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        admission = self.admission
         server = await self.loop.create_server(
-            lambda: _Connection(self), sock=sock, ssl=self.ssl_context, backlog=2048
+            lambda: admission.gate(lambda: _Connection(self)), sock=sock, backlog=2048
         )
         try:
             await self._stop.wait()

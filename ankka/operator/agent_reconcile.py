@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from ankka.api.resources import AgentSpec
-from ankka.operator import agent_status, agents, certificates, events, stores
+from ankka.operator import agent_status, agents, certificates, delegation, events, stores
 from ankka.operator.kube import LATER
 from ankka.operator.objects import Obj, condition_status
 from ankka.operator.reconcile import API_VERSION, Platform, _counted, _involved, record
@@ -180,6 +180,9 @@ async def _reconcile_agent(
             spec=spec,
             settings=p.settings,
             held=bool(awaited),
+            delegators=delegation.delegators_of(
+                p.view.agents() if p.view is not None else (), namespace=namespace, name=name
+            ),
         )
         for child in children:
             await p.apply(child)

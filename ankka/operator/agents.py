@@ -10,12 +10,12 @@ Called by ``ankka.operator.handlers``; tested without a cluster
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ankka._kernel.model_names import env_name, settings_name
 from ankka.api.resources import AgentSpec, SecretKeyRef
-from ankka.operator import access, netpol, pods, stores
+from ankka.operator import access, delegation, netpol, pods, stores
 from ankka.operator.certs import agent_uri
 from ankka.operator.objects import Obj, labels_for, owner_reference
 from ankka.operator.settings import Settings
@@ -146,9 +146,15 @@ def _from_secret(name: str, ref: SecretKeyRef) -> dict[str, Any]:
 
 
 def runtime_env(
-    spec: AgentSpec, settings: Settings, *, namespace: str = "", name: str = ""
+    spec: AgentSpec,
+    settings: Settings,
+    *,
+    namespace: str = "",
+    name: str = "",
+    delegators: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """The runtime container's environment: platform settings, models, MCP, then the user's."""
+    """The runtime container's environment: platform settings, models, MCP, who it may
+    delegate to and who may delegate to it, then the user's."""
     env: list[dict[str, Any]] = [
         {"name": "ANKKA_MODULE", "value": spec.module},
         {"name": "ANKKA_TLS_DIR", "value": CERT_DIR},
@@ -163,6 +169,10 @@ def runtime_env(
         env.append({"name": "ANKKA_PUBLIC_URL", "value": service_url(namespace, name)})
     env += _models_env(spec, settings)
     env += _remote_agents_env(spec)
+    env += delegation.peers_env(
+        spec, namespace=namespace, url_of=lambda agent: service_url(namespace, agent)
+    )
+    env += delegation.delegators_env(delegators, namespace=namespace)
     env += _mcp_env_vars(spec)
     env += compaction_env(spec)
     platform = {e["name"] for e in env}
@@ -240,7 +250,7 @@ def overlay_conflict(
 
 
 def _runtime_container(
-    spec: AgentSpec, settings: Settings, *, namespace: str, name: str
+    spec: AgentSpec, settings: Settings, *, namespace: str, name: str, delegators: Sequence[str]
 ) -> dict[str, Any]:
     """The runtime container: ``ankka serve`` over mTLS on RUNTIME_PORT, probes on PROBE_PORT,
     the policy from the access file, the store from ANKKA_STORE (a DSN stays out of args)."""
@@ -258,7 +268,7 @@ def _runtime_container(
             {"name": "https", "containerPort": RUNTIME_PORT},
             {"name": "probe", "containerPort": PROBE_PORT},
         ],
-        "env": runtime_env(spec, settings, namespace=namespace, name=name),
+        "env": runtime_env(spec, settings, namespace=namespace, name=name, delegators=delegators),
         "volumeMounts": [
             {"name": "tls", "mountPath": CERT_DIR, "readOnly": True},
             {"name": "access", "mountPath": access.ACCESS_DIR, "readOnly": True},
@@ -270,8 +280,12 @@ def _runtime_container(
     }
 
 
-def _pod_spec(spec: AgentSpec, settings: Settings, *, namespace: str, name: str) -> Obj:
-    runtime = _runtime_container(spec, settings, namespace=namespace, name=name)
+def _pod_spec(
+    spec: AgentSpec, settings: Settings, *, namespace: str, name: str, delegators: Sequence[str]
+) -> Obj:
+    runtime = _runtime_container(
+        spec, settings, namespace=namespace, name=name, delegators=delegators
+    )
     pod_spec: dict[str, Any] = {
         # Service links would add e.g. ANKKA_MODEL_X_PORT=tcp://... for a Service named
         # ankka-model-x, inside the runtime's ANKKA_MODEL_<NAME>_* settings.
@@ -293,14 +307,21 @@ def _pod_spec(spec: AgentSpec, settings: Settings, *, namespace: str, name: str)
 
 
 def _deployment_spec(
-    spec: AgentSpec, settings: Settings, *, namespace: str, name: str, held: bool, digest: str
+    spec: AgentSpec,
+    settings: Settings,
+    *,
+    namespace: str,
+    name: str,
+    held: bool,
+    digest: str,
+    delegators: Sequence[str],
 ) -> Obj:
     """The runtime's Deployment spec: no replicas while held; its pods roll when the policy
     (the access file's digest) changes."""
     labels = labels_for("agent", name)
     template = {
         "metadata": pods.template_metadata(labels, spec),
-        "spec": _pod_spec(spec, settings, namespace=namespace, name=name),
+        "spec": _pod_spec(spec, settings, namespace=namespace, name=name, delegators=delegators),
     }
     # The runtime reads its access file at start: a changed policy rolls the pods.
     template["metadata"].setdefault("annotations", {})[access.DIGEST_ANNOTATION] = digest
@@ -322,10 +343,12 @@ def agent_children(
     spec: AgentSpec,
     settings: Settings,
     held: bool,
+    delegators: Sequence[str] = (),
 ) -> list[Obj]:
     """ServiceAccounts (the runtime's, ankka approve's delegate), the access file's ConfigMap,
     a Service, a Deployment and (unless switched off) a NetworkPolicy, in that order, so the
-    pods' ConfigMap is there first; a held Agent's Deployment has no replicas."""
+    pods' ConfigMap is there first; a held Agent's Deployment has no replicas. ``delegators``:
+    the Agents whose ``spec.delegatesTo`` name this one (its ANKKA_DELEGATORS and callers)."""
     labels = labels_for("agent", name)
     owner = [owner_reference("Agent", name, uid)]
 
@@ -351,7 +374,13 @@ def agent_children(
         "kind": "Deployment",
         "metadata": meta(annotations={HELD_ANNOTATION: "true" if held else "false"}),
         "spec": _deployment_spec(
-            spec, settings, namespace=namespace, name=name, held=held, digest=digest
+            spec,
+            settings,
+            namespace=namespace,
+            name=name,
+            held=held,
+            digest=digest,
+            delegators=delegators,
         ),
     }
     children = [
@@ -370,6 +399,7 @@ def agent_children(
                 spec=spec,
                 settings=settings,
                 port=RUNTIME_PORT,
+                delegators=delegators,
             )
         )
     return children

@@ -43,7 +43,14 @@ from ankka._kernel.exposition import CONTENT_TYPE
 from ankka._kernel.health import HealthPort
 from ankka._kernel.logs import say
 from ankka.api.resources import GROUP, VERSION
-from ankka.operator import agent_reconcile, certificates, periodic, reconcile, task_reconcile
+from ankka.operator import (
+    agent_reconcile,
+    certificates,
+    delegation,
+    periodic,
+    reconcile,
+    task_reconcile,
+)
 from ankka.operator.kube import Kube, KubeError
 from ankka.operator.objects import condition_status
 from ankka.operator.runtime_client import RuntimeClients
@@ -295,6 +302,10 @@ async def model_served_changed(event: kopf.RawEvent, memo: kopf.Memo, **kwargs: 
 async def agent_changed(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
     p = platform(memo)
     await agent_reconcile.reconcile_agent(p, str(namespace), name)
+    # The Agents it delegates to (or did) may have gained (or lost) a delegator.
+    named = delegation.targets_of(kwargs.get("old")) | delegation.targets_of(kwargs.get("new"))
+    for target in sorted(named - {name}):
+        await agent_reconcile.reconcile_agent(p, str(namespace), target)
     # The models it names may have gained (or lost) a caller.
     await reconcile.render_models_file(p, kwargs["agents_by_model"])
     await reconcile.render_token_review_binding(p, lambda: _accounts(kwargs))
@@ -337,6 +348,9 @@ async def agent_deployment_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: A
 async def agent_deleted(namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any) -> None:
     p = platform(memo)
     p.statuses.pop((str(namespace), name), None)
+    # The Agents it delegated to lose it as a delegator.
+    for target in sorted(delegation.targets_of((kwargs.get("body") or {}).get("spec")) - {name}):
+        await agent_reconcile.reconcile_agent(p, str(namespace), target)
     await reconcile.render_models_file(p, kwargs["agents_by_model"])
     await reconcile.render_token_review_binding(p, lambda: _accounts(kwargs))
 

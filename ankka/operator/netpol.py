@@ -13,7 +13,7 @@ let through whatever the policies say; nothing else reaches the pods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ankka.api.resources import AgentCaller, AgentSpec
@@ -107,11 +107,20 @@ def _platform(settings: Settings) -> list[dict[str, Any]]:
 
 
 def agent_network_policy(
-    *, namespace: str, name: str, uid: str, spec: AgentSpec, settings: Settings, port: int
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    spec: AgentSpec,
+    settings: Settings,
+    port: int,
+    delegators: Sequence[str] = (),
 ) -> Obj:
-    """Ingress to the Agent's runtime pods: the gateway, the operator and ``spec.callers``, on
-    ``port`` (the runtime's serving port) only."""
+    """Ingress to the Agent's runtime pods: the gateway, the operator, ``spec.callers`` and the
+    runtime pods of the Agents that delegate to it (``delegators``), on ``port`` (the
+    runtime's serving port) only."""
     callers = [caller_peer(c, namespace=namespace) for c in spec.callers]
+    callers += [_in_namespace(namespace, runtime_pods(d)) for d in delegators]
     return _policy(
         namespace=namespace,
         name=name,

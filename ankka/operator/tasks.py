@@ -87,6 +87,9 @@ def _cut(text: str | None) -> str | None:
     return text[: MAX_REASON - 1] + "…"
 
 
+MAX_CHILDREN = 64  # TaskStatus.children, as the CRD bounds it
+
+
 def status_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """The status fields a runtime record gives (camelCase, as the resource spells them)."""
     usage = record.get("usage") or {}
@@ -114,6 +117,8 @@ def status_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
         "reason": _cut(reason),
         "lastEvent": record.get("version"),
         "runtimeTask": record.get("id"),
+        "parent": record.get("parent"),
+        "children": [str(c) for c in list(record.get("children") or [])[:MAX_CHILDREN]],
     }
 
 

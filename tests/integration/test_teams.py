@@ -14,6 +14,7 @@ import pytest
 
 from tests.integration.conftest import Script, model_env
 from tests.integration.tasks_crash import model_requests
+from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -128,3 +129,43 @@ def test_the_standup_runs_round_robin_to_its_turn_limit_with_each_speaker(
         ("assistant", "researcher"),
         ("assistant", "writer"),
     ]
+
+
+def test_cancelling_items_stops_their_tasks_and_cancels_what_waits_on_them(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    slow = {**STANDIN[0], "delay_ms": 3000}
+    model = standin([slow, STANDIN[1]])
+    server = serve_newsroom(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    servers.append(server)
+    assert put_item(server, "sqlite", SUMMARY).status_code == 201
+    assert put_item(server, "draft-1", DRAFT).status_code == 201
+    assert put_item(server, "draft-2", {**DRAFT, "instructions": "Again."}).status_code == 201
+    url = f"{server.url}/v1/teams/newsroom/items"
+    first = httpx.post(f"{url}/draft-2/cancel", timeout=30).json()
+    assert (first["state"], first["reason"]) == ("cancelled", "cancelled")  # never started
+    eventually(lambda: model_requests(model) != [], what="the summary's first call", timeout=60)
+    httpx.post(f"{url}/sqlite/cancel", timeout=30)  # in an iteration: stops at its end
+    summary = wait_item(server, "sqlite")
+    assert summary["state"] == "cancelled", summary
+    draft = wait_item(server, "draft-1")
+    assert draft["state"] == "cancelled"
+    assert draft["reason"] == "it depends on 'sqlite', which was cancelled"
+    assert len(model_requests(model)) == 1  # nothing was asked after the cancel
+
+
+def test_an_item_whose_dependency_failed_is_cancelled(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin([])  # the stand-in refuses every call (418): the summary's task fails
+    server = serve_newsroom(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    servers.append(server)
+    assert put_item(server, "sqlite", SUMMARY).status_code == 201
+    assert put_item(server, "draft-1", DRAFT).status_code == 201
+    assert wait_item(server, "sqlite")["state"] == "failed"
+    draft = wait_item(server, "draft-1")
+    assert (draft["state"], draft["reason"]) == (
+        "cancelled",
+        "it depends on 'sqlite', which was failed",
+    )
+    assert draft["claimed_by"] is None or draft["claims"] == 0

@@ -4,6 +4,7 @@ close one (bounded: a read that waits past ``within`` seconds fails the test).""
 
 from __future__ import annotations
 
+import resource
 import socket
 import ssl
 from collections.abc import Iterator
@@ -18,6 +19,9 @@ __all__ = [
     "closed_count",
     "hold",
     "is_closed",
+    "open_files_at_least",
+    "past_share",
+    "requests_held",
     "read_until_closed",
 ]
 
@@ -37,12 +41,16 @@ def hold(
     *,
     send: bytes = SILENT,
     tls: ssl.SSLContext | None = None,
+    source: str | None = None,
 ) -> Iterator[list[socket.socket]]:
-    """Open ``count`` connections that send ``send`` and then nothing; closed on exit."""
+    """Open ``count`` connections that send ``send`` and then nothing; closed on exit.
+    ``source``: the local address to connect from (another loopback address, 127.0.0.2, is
+    another source to the server)."""
     held: list[socket.socket] = []
+    bind = (source, 0) if source is not None else None
     try:
         for _ in range(count):
-            raw = socket.create_connection((host, port), timeout=10)
+            raw = socket.create_connection((host, port), timeout=10, source_address=bind)
             sock = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
             held.append(sock)
             if send:
@@ -51,6 +59,43 @@ def hold(
     finally:
         for sock in held:
             sock.close()
+
+
+@contextmanager
+def requests_held(
+    host: str, port: int, tls: ssl.SSLContext, requests: list[bytes]
+) -> Iterator[list[ssl.SSLSocket]]:
+    """One TLS connection per request in ``requests``, each sent whole and then left open
+    (its answer unread); closed on exit."""
+    held: list[ssl.SSLSocket] = []
+    try:
+        for request in requests:
+            raw = socket.create_connection((host, port), timeout=10)
+            sock = tls.wrap_socket(raw, server_hostname=host)
+            held.append(sock)
+            sock.sendall(request)
+        yield held
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def past_share(answer: bytes) -> bool:
+    """Whether ``answer`` (raw HTTP) is the refusal of a request past its caller's share."""
+    return (
+        answer.startswith(b"HTTP/1.1 429")
+        and b"retry-after: 1" in answer.lower()
+        and b"too_many_requests" in answer
+    )
+
+
+def open_files_at_least(count: int) -> None:
+    """Raise this process's soft limit on open files to ``count`` (within the hard limit), so a
+    test can hold that many sockets."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = count if hard == resource.RLIM_INFINITY else min(count, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def read_until_closed(sock: socket.socket, *, within: float = 20.0) -> bytes:

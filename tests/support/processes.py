@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -50,8 +51,15 @@ def start(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     deadline: float = 30.0,
+    max_files: int | None = None,
 ) -> Server:
+    """``max_files``: the process's limit on open files (RLIMIT_NOFILE), as a small pod's."""
     merged = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+
+    def limit_files() -> None:
+        if max_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+
     process = subprocess.Popen(
         list(command),
         stdout=subprocess.PIPE,
@@ -59,6 +67,7 @@ def start(
         text=True,
         env=merged,
         cwd=cwd or REPO,
+        preexec_fn=limit_files if max_files is not None else None,
     )
     output: list[str] = []
     found: list[str] = []

@@ -11,6 +11,10 @@ there):
   rule is checked on the raw path, before the server's own percent-decoding: that decoding
   turns invalid UTF-8 (``%FF``, ``%FE``) into U+FFFD, so two different ids would share one
   journal, and it decodes ``%2F`` before routing, so the id would be split;
+- **one caller's share**: an identified caller may have at most ``caller_share`` requests in
+  flight (streams included; ``--max-requests-per-caller``, half of ``--max-connections``
+  by default); past it, 429 with ``Retry-After``, so one caller's streams cannot hold every
+  connection. The open paths (the probes among them) and local callers are not counted;
 - **a caller who leaves mid-body** is a normal event, not a failure: it is counted
   (``ankka_caller_disconnects_total``) and answered with nothing, no traceback logged.
 
@@ -28,6 +32,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from ankka._kernel.errors import AnkkaError, RequestError
+from ankka._kernel.shares import CallerShares
 from ankka.runtime.declare.policy import LOCAL
 from ankka.runtime.serve.identity import Identify
 
@@ -72,6 +77,14 @@ class BodyTooLarge(RequestError):
 class InvalidSessionId(RequestError):
     kind = "invalid_session_id"
     status = 400
+
+
+class PastShare(RequestError):
+    """The caller has as many requests in flight as its share of the server allows."""
+
+    kind = "too_many_requests"
+    status = 429
+    retry_after = 1
 
 
 class CallerLeft(RequestError):
@@ -119,6 +132,8 @@ def _declared_length(scope: Scope) -> int | None:
 async def _refuse(send: Send, error: AnkkaError) -> None:
     body = json.dumps({"error": {"type": error.kind, "message": str(error)}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if error.retry_after is not None:
+        headers.append((b"retry-after", b"%d" % max(1, round(error.retry_after))))
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -133,11 +148,13 @@ class BoundedInput:
         max_body: int,
         on_caller_left: Callable[[], None],
         identify: Identify | None = None,
+        caller_share: int | None = None,
     ) -> None:
         self._app = app
         self.max_body = max_body
         self._on_caller_left = on_caller_left
         self._identify = identify
+        self.shares = CallerShares(caller_share) if caller_share is not None else None
 
     def _too_large(self) -> BodyTooLarge:
         return BodyTooLarge(
@@ -182,4 +199,22 @@ class BoundedInput:
                 raise CallerLeft("the caller left before its request arrived whole")
             return message
 
-        await self._app(scope, bounded_receive, send)
+        caller = scope["ankka.caller"]
+        shares = self.shares if caller != LOCAL else None  # the machine's own user: no share
+        if shares is None:
+            await self._app(scope, bounded_receive, send)
+            return
+        if not shares.take(caller):
+            await _refuse(send, self._past_share(shares.share))
+            return
+        try:
+            await self._app(scope, bounded_receive, send)
+        finally:
+            shares.give_back(caller)
+
+    @staticmethod
+    def _past_share(share: int) -> PastShare:
+        return PastShare(
+            f"this caller has {share} requests in flight, its share of the server's "
+            "connections; retry when one ends (--max-requests-per-caller sets the share)"
+        )

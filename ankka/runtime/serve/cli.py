@@ -94,6 +94,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also answer /healthz and /readyz (only) over plain HTTP on PORT, for kubelet's "
         "probes, which have no client certificate (off by default; 0 picks a free one)",
     )
+    serve.add_probe_budget(parser, "--probe-max-connections")
     parser.add_argument(
         "--token-file",
         metavar="FILE",
@@ -434,6 +435,7 @@ def run(args: argparse.Namespace) -> int:
                 peer_tls_dir=args.tls_dir,
                 delegators=delegators_from(os.environ),
             ),
+            questions=runtime.questions,
         )
         runtime.approvals.task_decided = tasks.approval_decided
         teams = TeamHost(tasks)
@@ -466,7 +468,8 @@ def run(args: argparse.Namespace) -> int:
             if tls is not None:
                 await stack.enter_async_context(tls)
             if probe_sock is not None:
-                await stack.enter_async_context(_probe_port(probe_sock, runtime, limits))
+                budget = serve.probe_limits(limits, args.probe_max_connections)
+                await stack.enter_async_context(_probe_port(probe_sock, runtime, budget))
             if reviewer is not None:
                 await stack.enter_async_context(reviewer)
             from ankka.runtime.serve.http import create_app
@@ -489,6 +492,7 @@ def run(args: argparse.Namespace) -> int:
                 a2a=a2a,
                 allowed_hosts=allowed_hosts(args.allowed_host, args.public_url),
                 teams=teams,
+                caller_share=limits.caller_share,
             )
             # At SIGTERM what is in flight is answered in the API's shape, never dropped.
             drained = Drain(

@@ -172,6 +172,7 @@ def create_app(
     a2a: A2AService | None = None,
     allowed_hosts: frozenset[str] = frozenset(),
     teams: TeamHost | None = None,
+    caller_share: int | None = None,
 ) -> BoundedInput:
     """The API of ``runtime``; with ``tasks``, also the task routes
     (:mod:`ankka.runtime.serve.tasks_http`); with ``teams``, the backlog routes, and the
@@ -182,7 +183,8 @@ def create_app(
     (:mod:`ankka.runtime.serve.console`). With ``a2a`` (entered by its owner), every agent
     also at ``/a2a/{agent}`` (:mod:`ankka.runtime.serve.a2a`). A request is answered only for
     a ``Host`` the runtime serves, ``allowed_hosts`` among them, and never framed
-    (:mod:`ankka.runtime.serve.hosts`)."""
+    (:mod:`ankka.runtime.serve.hosts`). With ``caller_share``, an identified caller has at most
+    that many requests in flight (:class:`~ankka.runtime.serve.bounds.BoundedInput`)."""
     service = runtime.service
     pages: list[BaseRoute] = []
     if console:
@@ -215,6 +217,7 @@ def create_app(
         max_body=max_body,
         on_caller_left=runtime.metrics.caller_left,
         identify=identify,
+        caller_share=caller_share,
     )
 
 
@@ -298,8 +301,14 @@ def _add_session_routes(app: RuntimeAPI, runtime: Runtime) -> None:
         return {
             "session": session,
             "calls": [
-                {**call.as_dict(), "turn": turn, "written": why is None, "reason": why}
-                for call, turn, why in found
+                {
+                    **call.as_dict(),
+                    "turn": turn,
+                    "written": why is None,
+                    "reason": why,
+                    "sampling": server,
+                }
+                for call, turn, why, server in found
             ],
         }
 

@@ -5,7 +5,7 @@ render (docs/http-api.md, "Teams" and "Conversations").
   "assignee"?}`` → 201 with the item (200 when the same body was sent before, 409 when a
   different one was);
 - ``GET /v1/teams/{team}/items/{item}`` (``?wait=S`` holds up to S seconds until it is
-  final), ``GET /v1/teams/{team}/items``;
+  final), ``GET /v1/teams/{team}/items``, ``POST /v1/teams/{team}/items/{item}/cancel``;
 - ``POST /v1/conversations/{conversation}/sessions/{session}`` ``{"message"}`` runs the
   moderated conversation to its end.
 
@@ -113,6 +113,18 @@ def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None
         _permitted(request, host, await host.get(team, item), policy, "read")
         found = await (host.wait(team, item, wait) if wait else host.get(team, item))
         return item_json(found)
+
+    @app.post(
+        "/v1/teams/{team}/items/{item}/cancel",
+        operation_id="cancel_team_item",
+        summary="Cancel a backlog item (its task stops at the end of the iteration in progress)",
+        response_model=ItemWire,
+        responses=errors(404, *_ANY),
+    )
+    async def cancel_item(team: TeamName, item: ItemId, request: Request) -> Any:
+        check_id(item, "item")
+        _permitted(request, host, await host.get(team, item), policy, "write")
+        return item_json(await host.cancel(team, item))
 
     @app.get(
         "/v1/teams/{team}/items",

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ankka._kernel.errors import RequestError
+from ankka._kernel.errors import NotFound, RequestError
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.records.tasks import Conflict, InstanceState, TaskSpec, TaskState
 from ankka.runtime.store import task_statements as tasks
-from ankka.runtime.store.tasks import Transaction
+from ankka.runtime.store.tasks import Ended, Transaction
 
 __all__ = [
     "SCHEMA",
@@ -33,6 +33,7 @@ __all__ = [
     "Grant",
     "Item",
     "ItemBody",
+    "cancel",
     "claim_next",
     "expire",
     "get",
@@ -481,6 +482,28 @@ def _exhausted(tx: Transaction, team: str, item: Item, now: datetime) -> list[It
     why = f"team {team!r}'s backlog budget is spent; item {item.id!r} was not started"
     _unclaim(tx, team, item.id, "failed", now, reason=why)
     return [*_one(tx, team, item.id), *_after(tx, team, item.id, "failed", now)]
+
+
+def cancel(tx: Transaction, team: str, item: str, now: datetime) -> tuple[Item, list[Ended]]:
+    """Cancel ``item``: its task, when it has one at work (at once, or at the end of the
+    iteration in progress, as a task's cancel is), else the item itself; the items waiting
+    on it are cancelled with it. The item as it is now, and the tasks that ended."""
+    found = get(tx, team, item)
+    if found is None:
+        raise NotFound(f"team {team!r} has no item {item!r}")
+    if found.final:
+        return found, []
+    record = tasks.get(tx, found.task)
+    ended: list[Ended] = []
+    if record is not None and not record.final:
+        ended = tasks.cancel(tx, found.task, now)[1]
+    else:
+        _unclaim(tx, team, item, "cancelled", now, reason="cancelled")
+        _after(tx, team, item, "cancelled", now)
+    settle(tx, team, now)
+    again = get(tx, team, item)
+    assert again is not None
+    return again, ended
 
 
 def claims(tx: Transaction, team: str) -> list[tuple[str, int, str, str, str, str]]:

@@ -103,6 +103,7 @@ def start_gateway(tmp_path: Path) -> Iterator[StartGateway]:
             args: Sequence[str] = (),
             ready: bool = True,
             env: Mapping[str, str] | None = None,
+            max_files: int | None = None,
             **top: object,
         ) -> Gateway:
             path = tmp_path / "models.yaml"
@@ -111,7 +112,7 @@ def start_gateway(tmp_path: Path) -> Iterator[StartGateway]:
             command = ankka_command(
                 "gateway", "--models", str(path), *mode, "--host", "127.0.0.1", "--port", "0", *args
             )
-            server = start(command, env=env)
+            server = start(command, env=env, max_files=max_files)
             stack.callback(server.stop)
             gateway = Gateway(server.url, server, path, verify, server.output)
             if ready:

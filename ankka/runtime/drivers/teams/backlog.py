@@ -28,6 +28,7 @@ from typing import Any
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.declare.teams import Team
 from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.drivers.tasks.iteration import told
 from ankka.runtime.records.tasks import MEMBER_INSTANCE_PREFIX, Conflict, check_id
 from ankka.runtime.store import team_statements as backlog
 from ankka.runtime.store.tasks import create_tables
@@ -229,6 +230,15 @@ class TeamHost:
             if found.final or left <= 0:
                 return found
             await asyncio.sleep(min(left, 0.25))
+
+    async def cancel(self, team: str, item: str) -> Item:
+        """Cancel ``item`` (the lead re-planning): see :func:`backlog.cancel`."""
+        self.team(team)
+        now = self.clock.now()
+        found, ended = await self.store.write(lambda tx: backlog.cancel(tx, team, item, now))
+        told(self.tasks.bench, ended)
+        self.tasks.poke()
+        return found
 
     async def claims(self, team: str) -> list[tuple[str, int, str, str, str, str]]:
         self.team(team)
