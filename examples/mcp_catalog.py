@@ -8,7 +8,10 @@ trying what can go wrong: ``--token T`` refuses requests without ``Authorization
 ``--delay S`` makes every search take S seconds; ``--poisoned-tool`` also lists a tool whose
 description carries a prompt injection (what a description guardrail is for);
 ``--sampling-tool`` also lists ``describe(product)``, which asks the client's model to write a
-description (an MCP sampling request) and answers what the client said; ``--handshake-only``
+description (an MCP sampling request) and answers what the client said; ``--elicit-tool``
+also lists ``buy(product)``, which asks the client's person how many (an MCP elicitation:
+``quantity``, an integer, and ``note``, a string defaulting to empty) and answers what they
+said, printing each answer it receives; ``--handshake-only``
 advertises only the
 initialize-handshake protocol (2025-11-25), as servers on earlier SDKs do, so clients hold a
 session that a restart ends (the server then answers 404 to its id).
@@ -30,6 +33,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import DiscoverResult, SamplingMessage, ServerCapabilities, TextContent
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -63,6 +67,7 @@ def build(
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
     sampling_tool: bool = False,
+    elicit_tool: bool = False,
 ) -> MCPServer:
     """The catalogue server; ``auth`` and ``token_verifier`` make it an OAuth resource server
     (examples/mcp_oauth_catalog.py)."""
@@ -112,9 +117,28 @@ def build(
                 return f"the client refused sampling: {exc.code} {exc.message}"
             return f"the client's model wrote: {answer.content}"
 
+    if elicit_tool:
+
+        @server.tool()
+        async def buy(product: str, ctx: Context) -> str:
+            """Buy a product: asks the customer how many."""
+            answer = await ctx.elicit(f"How many of {product} should I buy?", Order)
+            print(f"mcp catalog: elicitation answered {answer.action}", flush=True)
+            if answer.action == "accept":
+                note = f" ({answer.data.note})" if answer.data.note else ""
+                return f"bought {answer.data.quantity} of {product}{note}"
+            return f"the customer answered {answer.action}; nothing was bought"
+
     if handshake_only:
         server.middleware.insert(0, _HandshakeOnly())
     return server
+
+
+class Order(BaseModel):
+    """The form ``buy`` asks the customer to fill."""
+
+    quantity: int
+    note: str = ""
 
 
 class _HandshakeOnly:
@@ -154,12 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--handshake-only", action="store_true")
     parser.add_argument("--poisoned-tool", action="store_true")
     parser.add_argument("--sampling-tool", action="store_true")
+    parser.add_argument("--elicit-tool", action="store_true")
     args = parser.parse_args(argv)
     server = build(
         delay=args.delay,
         handshake_only=args.handshake_only,
         poisoned_tool=args.poisoned_tool,
         sampling_tool=args.sampling_tool,
+        elicit_tool=args.elicit_tool,
     )
     app: ASGIApp = server.streamable_http_app()
     if args.token:

@@ -1,6 +1,8 @@
 """Decide a Task's pending tool approval, as a person allowed to by the cluster's RBAC.
 
-``ankka approve TASK APPROVAL-ID --digest D [--refuse] [--reason R] [-n NAMESPACE]`` (also
+``ankka approve TASK APPROVAL-ID --digest D [--refuse] [--reason R] [--content JSON]
+[-n NAMESPACE]`` (``--content``: the form's values answering an MCP server's question, an
+``eli_`` id; docs/mcp.md) (also
 ``kubectl ankka approve ...`` with the ``kubectl-ankka`` plugin shim, docs/operator.md):
 
 1. reads the Task (the caller's kubeconfig) and refuses an id its status does not list as
@@ -41,6 +43,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--digest", required=True, help="the digest shown with the request")
     parser.add_argument("--refuse", action="store_true", help="refuse instead of approving")
     parser.add_argument("--reason", default="", help="why (told to the model when refused)")
+    parser.add_argument(
+        "--content",
+        type=_content,
+        help="a JSON object: the values answering an MCP server's question (an eli_ id)",
+    )
     parser.add_argument("-n", "--namespace", default="default")
     parser.add_argument(
         "--via",
@@ -53,6 +60,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 class _Refused(Exception):
     pass
+
+
+def _content(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--content is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--content must be a JSON object (the form's fields)")
+    return value
 
 
 async def _decide(args: argparse.Namespace) -> dict[str, Any]:
@@ -114,11 +131,13 @@ async def _decide(args: argparse.Namespace) -> dict[str, Any]:
         route = await approve_route.route_to(
             kube, ns, spec.agent, agent, address=address, via=args.via
         )
-        decision = {
+        decision: dict[str, Any] = {
             "decision": "refuse" if args.refuse else "approve",
             "digest": args.digest,
             "reason": args.reason,
         }
+        if args.content is not None:
+            decision["content"] = args.content
         headers = {APPROVER_HEADER: username} if username else {}
         status_code, data = await approve_route.send(
             kube, route, f"/v1/approvals/{args.approval}", decision, headers

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import httpx
 import pytest
@@ -83,12 +83,19 @@ class Opened(NamedTuple):
     server: Server
 
 
-@pytest.fixture
-def rig(tmp_path: Path, standin: Callable[[Script], Server]) -> Iterator[Rig]:
-    made = Rig(tmp_path, standin)
+R = TypeVar("R", bound=Rig)
+
+
+def kept(made: R) -> Iterator[R]:
+    """A fixture's body: ``made``, and every process it started stopped after the test."""
     yield made
     for server in made.started:
         server.stop()
+
+
+@pytest.fixture
+def rig(tmp_path: Path, standin: Callable[[Script], Server]) -> Iterator[Rig]:
+    yield from kept(Rig(tmp_path, standin))
 
 
 def ask(server: Server, message: str, session: str = "s") -> httpx.Response:

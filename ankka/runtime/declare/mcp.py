@@ -56,10 +56,13 @@ def check_server_name(name: str, *, where: str) -> None:
 class McpServer:
     """An MCP server an agent uses. ``requires_approval`` (``True`` for every tool, or the
     server's tool names) makes those calls wait for a person's decision (docs/approvals.md);
-    ``ANKKA_MCP_<SERVER>_REQUIRES_APPROVAL`` adds to it."""
+    ``ANKKA_MCP_<SERVER>_REQUIRES_APPROVAL`` adds to it. ``sampling=True`` lets the server
+    ask the agent's own model for a completion during a call (``sampling/createMessage``),
+    accounted in the agent's usage; else such a request is refused (docs/mcp.md)."""
 
     name: str
     requires_approval: bool | tuple[str, ...] = False
+    sampling: bool = False
 
     def __post_init__(self) -> None:
         check_server_name(self.name, where="McpServer")

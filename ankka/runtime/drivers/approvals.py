@@ -42,6 +42,7 @@ from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.engine.session import SessionState
 from ankka.runtime.engine.steps import Decided as Verdicts
 from ankka.runtime.engine.steps import RunTool, Verdict
+from ankka.runtime.features.mcp.asking import Askers, asking
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.approvals import (
     ApprovalDecided,
@@ -113,6 +114,8 @@ class ApprovalDesk:
         # Told of a task's decision (task id, the event's data, whether it was the last).
         self.task_decided: Callable[[str, dict[str, Any], bool], None] | None = None
         self._timer: asyncio.Task[None] | None = None
+        # What a resumed turn's MCP servers ask during its calls (the runtime's desk).
+        self.questions: Askers | None = None
 
     # --- suspending ----------------------------------------------------------------------
 
@@ -388,12 +391,28 @@ class ApprovalDesk:
         resumption = Resumption(suspended.messages, verdicts, answered, starting)
         ledger = ctx.executor.ledger(current.calls)
         resumed = ctx.clock.monotonic()
+        questions = self.questions
+        asker = (
+            questions.for_turn(
+                session,
+                planned.agent,
+                current.turn,
+                folded.position,
+                folded.opened,
+                planned.provider,
+                ledger,
+            )
+            if questions is not None
+            else None
+        )
         try:
             effect, listed = await ctx.turn_tools(planned, current.turn, folded)
-            outcome = await take_turn(
-                ctx, planned, effect, folded, current.turn, ledger=ledger, resume=resumption
-            )
-            spent = self._judged(ledger, planned.agent, current.turn)
+            with asking(asker):
+                outcome = await take_turn(
+                    ctx, planned, effect, folded, current.turn, ledger=ledger, resume=resumption
+                )
+            asked = tuple(asker.records) if asker is not None else ()
+            spent = (*asked, *self._judged(ledger, planned.agent, current.turn))
             if isinstance(outcome, TurnSuspension):
                 if self.index is not None:
                     await self.index.close_session(session, self._states(current))

@@ -37,6 +37,7 @@ from ankka.runtime.declare.judgments.verify import ask
 from ankka.runtime.declare.policy import LOCAL, NotPermitted, Right, SessionPolicy
 from ankka.runtime.drivers.approvals import ApprovalDesk, Notify, Timers
 from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.elicitations import ElicitationDesk
 from ankka.runtime.drivers.judgments import plan_judgment
 from ankka.runtime.drivers.turns import spent_records, take_turn, unwritten
 from ankka.runtime.engine import planning
@@ -47,6 +48,7 @@ from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.engine.session import SessionState
 from ankka.runtime.engine.view import SentView
+from ankka.runtime.features.mcp.asking import asking
 from ankka.runtime.records.accounting import (
     NOT_WRITTEN,
     SessionUsage,
@@ -56,6 +58,7 @@ from ankka.runtime.records.accounting import (
 from ankka.runtime.records.approvals import ApprovalRequest
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.judgments import JudgmentUsage
+from ankka.runtime.records.mcp import SampledCall
 from ankka.runtime.records.messages import AssistantMessage, Message, ModelCall, Usage
 from ankka.runtime.records.registry import Entry, Record
 from ankka.runtime.records.session import SessionOpened, opened_by
@@ -134,6 +137,8 @@ class Runtime:
         ``notify`` receives the approval events."""
         self.context = context
         self.approvals = ApprovalDesk(context, timers=timers, notify=notify)
+        self.questions = ElicitationDesk(context, self.approvals)
+        self.approvals.questions = self.questions  # a resumed turn's servers ask it too
 
     # The context's seams, as the HTTP layer, the console and tests read them.
     @property
@@ -224,18 +229,25 @@ class Runtime:
     ) -> TurnResult:
         """The turn, committed (or suspended, or accounted as unwritten); the lock is held."""
         ctx, agent, session = self.context, planned.agent, planned.session
+        asker = self.questions.for_turn(
+            session, agent, turn, folded.position, folded.opened, planned.provider, ledger
+        )
         try:
             effect, listed = await ctx.turn_tools(planned, turn, folded)
-            outcome = await take_turn(ctx, planned, effect, folded, turn, ledger=ledger, emit=emit)
+            with asking(asker):
+                outcome = await take_turn(
+                    ctx, planned, effect, folded, turn, ledger=ledger, emit=emit
+                )
         except AnkkaError as exc:
-            await self._account(session, folded, opening, unwritten(ledger, agent, turn, exc.kind))
+            records = (*asker.records, *unwritten(ledger, agent, turn, exc.kind))
+            await self._account(session, folded, opening, records)
             raise
         except BaseException:
             # Cancelled (the caller left): what it spent, best effort.
-            records = unwritten(ledger, agent, turn, "cancelled")
+            records = (*asker.records, *unwritten(ledger, agent, turn, "cancelled"))
             await self._account(session, folded, opening, records, quietly=True)
             raise
-        judged = self._judged(ledger, agent, turn)
+        judged = (*asker.records, *self._judged(ledger, agent, turn))
         if isinstance(outcome, TurnSuspension):
             # Who opened the session goes first, with the tool listings.
             before: tuple[Record, ...] = (*opening, *listed.records, *judged)
@@ -301,15 +313,18 @@ class Runtime:
 
     async def calls(
         self, session: str, *, caller: str = LOCAL
-    ) -> list[tuple[ModelCall, str, str | None]]:
-        """Every model call of the session in order: (call, turn, why it was not written)."""
-        found: list[tuple[ModelCall, str, str | None]] = []
+    ) -> list[tuple[ModelCall, str, str | None, str | None]]:
+        """Every model call of the session in order: (call, turn, why it was not written,
+        the MCP server whose sampling request it answered)."""
+        found: list[tuple[ModelCall, str, str | None, str | None]] = []
         for entry in await self._entries(session, caller):
             record = entry.record
             if isinstance(record, AssistantMessage) and record.call is not None:
-                found.append((record.call, record.turn, None))
+                found.append((record.call, record.turn, None, None))
             elif isinstance(record, UnwrittenCalls):
-                found.extend((call, record.turn, record.reason) for call in record.calls)
+                found.extend((call, record.turn, record.reason, None) for call in record.calls)
+            elif isinstance(record, SampledCall):
+                found.append((record.call, record.turn, None, record.server))
         return found
 
     async def judge(self, name: str, text: str) -> Judgment:
@@ -368,6 +383,7 @@ class Runtime:
         await self.context.__aenter__()
         try:
             await self.approvals.__aenter__()
+            await self.questions.recover()
         except BaseException:
             await self.context.aclose()
             raise

@@ -16,6 +16,7 @@ from ankka.runtime.records.approvals import (
     ApprovalDecided,
     ApprovalRequest,
     ApprovedCallStarted,
+    ElicitationAnswered,
     ResumedCall,
     TurnEnded,
     TurnSuspended,
@@ -109,6 +110,9 @@ class ApprovalState:
             held = self.held.get(record.approval)
             if held is not None:
                 held.decisions[record.approval] = record
+        elif isinstance(record, ElicitationAnswered):
+            self.requested[record.request.id] = record.request
+            self.decided[record.request.id] = record.decided
         elif isinstance(record, ApprovedCallStarted):
             held = self.held.get(record.approval)
             if held is not None:

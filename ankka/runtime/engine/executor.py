@@ -17,6 +17,7 @@ capability added here is every agent's:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
@@ -36,10 +37,12 @@ from ankka.runtime.records.messages import AssistantMessage, ModelCall, ToolCall
 if TYPE_CHECKING:
     from ankka.runtime.engine.spans import EngineSpans
 
-__all__ = ["Emit", "Executor", "Ledger", "LoopEvent", "Retry", "decode"]
+__all__ = ["RUNNING", "Emit", "Executor", "Ledger", "LoopEvent", "Retry", "decode"]
 
 LoopEvent = TextDelta | ToolCall | ToolResult
 Emit = Callable[[LoopEvent], Awaitable[None]]
+RUNNING: ContextVar[ToolCall | None] = ContextVar("ankka_running_call", default=None)
+"""The call whose tool is running (in the turn's task): what a server's question names."""
 
 
 @dataclass(slots=True)
@@ -186,7 +189,11 @@ async def _run(step: RunTool) -> ToolResult:
         offered = ", ".join(sorted(step.offered)) or "none"
         content = f"there is no tool named {call.name!r}; the tools offered are: {offered}"
         return ToolResult(call.id, call.name, content, True, answer.agent, answer.turn)
-    outcome = await step.tool.run(call.arguments)
+    token = RUNNING.set(call)
+    try:
+        outcome = await step.tool.run(call.arguments)
+    finally:
+        RUNNING.reset(token)
     return ToolResult(
         call.id, call.name, outcome.content, outcome.is_error, answer.agent, answer.turn
     )

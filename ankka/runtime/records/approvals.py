@@ -4,7 +4,8 @@ A suspended turn is one :class:`TurnSuspended` (the request's input, the turn's 
 far, the calls that wait); each decision is one :class:`ApprovalDecided`; an approved call's
 start is one :class:`ApprovedCallStarted`, appended before the tool runs, which *spends* the
 approval: a resume that finds it recorded never runs the call again. A turn that cannot go on
-is closed by :class:`TurnEnded`. Pure values; their encodings are pinned in
+is closed by :class:`TurnEnded`. A server's question during a call and its answer is one
+:class:`ElicitationAnswered`. Pure values; their encodings are pinned in
 ``tests/unit/runtime/drivers/test_approvals.py``.
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovedCallStarted",
     "Decision",
+    "ElicitationAnswered",
     "ResumedCall",
     "TurnEnded",
     "TurnSuspended",
@@ -261,7 +263,51 @@ class ResumedCall:
         return cls(str(data["turn"]), ModelCall.from_dict(data["call"]))
 
 
-ApprovalRecord = TurnSuspended | ApprovalDecided | ApprovedCallStarted | TurnEnded | ResumedCall
+@dataclass(frozen=True, slots=True)
+class ElicitationAnswered:
+    """A server's question (an elicitation during the call ``request.call_id``) and what was
+    sent back, once: ``action`` ``accept`` (with ``content``), ``decline`` or ``cancel``.
+    ``request.arguments`` is the canonical JSON of ``{"message", "requestedSchema"}``, so
+    the digest binds the decision to the question as the person saw it. Journaled with the
+    turn's records (a request turn's batch, a task's next append)."""
+
+    kind: ClassVar[str] = "elicitation_answered"
+
+    server: str
+    request: ApprovalRequest
+    decided: ApprovalDecided
+    action: str
+    content: dict[str, Any] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "request": self.request.as_dict(),
+            "decided": self.decided.as_dict(),
+            "action": self.action,
+            "content": self.content,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ElicitationAnswered:
+        content = data.get("content")
+        return cls(
+            str(data["server"]),
+            ApprovalRequest.from_dict(data["request"]),
+            ApprovalDecided.from_dict(data["decided"]),
+            str(data["action"]),
+            dict(content) if isinstance(content, dict) else None,
+        )
+
+
+ApprovalRecord = (
+    TurnSuspended
+    | ApprovalDecided
+    | ApprovedCallStarted
+    | TurnEnded
+    | ResumedCall
+    | ElicitationAnswered
+)
 
 APPROVAL_RECORD_TYPES: tuple[type[ApprovalRecord], ...] = (
     TurnSuspended,
@@ -269,6 +315,7 @@ APPROVAL_RECORD_TYPES: tuple[type[ApprovalRecord], ...] = (
     ApprovedCallStarted,
     TurnEnded,
     ResumedCall,
+    ElicitationAnswered,
 )
 
 

@@ -20,11 +20,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ankka.runtime.records.messages import ModelCall
+
 __all__ = [
     "ListedTool",
     "McpListingRecord",
     "McpToolsChanged",
     "McpToolsRecord",
+    "SampledCall",
     "ToolListing",
     "changes",
     "listing_in",
@@ -155,6 +158,37 @@ class McpToolsChanged:
 
 McpListingRecord = McpToolsRecord | McpToolsChanged
 """What a turn records of one server's listing."""
+
+
+@dataclass(frozen=True, slots=True)
+class SampledCall:
+    """A model call the turn made for an MCP server's sampling request (during one of its
+    calls). Listed by ``/calls``; its tokens are the turn's (a request turn's ``turn_usage``
+    holds them, a task's iteration's usage too), so it is summed nowhere else."""
+
+    kind: ClassVar[str] = "mcp_sampled_call"
+
+    turn: str
+    agent: str
+    server: str
+    call: ModelCall
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "agent": self.agent,
+            "server": self.server,
+            "call": self.call.as_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SampledCall:
+        return cls(
+            str(data["turn"]),
+            str(data["agent"]),
+            str(data["server"]),
+            ModelCall.from_dict(data["call"]),
+        )
 
 
 def changes(old: ToolListing, new: ToolListing) -> tuple[tuple[str, ...], tuple[ListedTool, ...]]:

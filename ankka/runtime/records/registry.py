@@ -30,7 +30,7 @@ from ankka.runtime.records.compaction import CompactionRecord, CompactionRejecte
 from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord
+from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord, SampledCall
 from ankka.runtime.records.messages import (
     MESSAGE_TYPES,
     AssistantMessage,
@@ -46,6 +46,7 @@ Record = (
     Message
     | McpToolsRecord
     | McpToolsChanged
+    | SampledCall
     | CompactionRecord
     | UnwrittenCalls
     | SessionOpened
@@ -72,6 +73,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     ToolResult,
     McpToolsRecord,
     McpToolsChanged,
+    SampledCall,
     HistoryCompacted,
     CompactionRejected,
     UnwrittenCalls,

@@ -35,8 +35,10 @@ from fastapi import FastAPI, Path, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ankka._kernel.errors import RequestError
 from ankka.runtime.declare.policy import LOCAL, SessionPolicy
 from ankka.runtime.drivers.approvals import Decided
+from ankka.runtime.drivers.elicitations import ELICITATION
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.notify import APPROVAL_EVENTS, APPROVALS, Notice, Notifier
@@ -154,7 +156,7 @@ def add_approval_routes(
             after=after,
         )
         page, more = rows[:limit], len(rows) > limit
-        shown = await desk.shown(page, caller)
+        shown = await runtime.questions.listed(page, caller)
         return {"approvals": shown, "next": encode_cursor(cursor_of(page[-1])) if more else None}
 
     @app.get(
@@ -198,7 +200,7 @@ def add_approval_routes(
                 if desk.index is not None
                 else []
             )
-            first = sse("snapshot", {"approvals": await desk.shown(rows, caller)})
+            first = sse("snapshot", {"approvals": await runtime.questions.listed(rows, caller)})
         except BaseException:
             notifier.remove(APPROVALS, subscription)
             raise
@@ -214,6 +216,24 @@ def add_approval_routes(
         responses=errors(400, 404, 409, 422, 500, 502, 504, *_ANY),
     )
     async def decide(approval: ApprovalId, body: DecisionBody, request: Request) -> Any:
+        if approval.startswith(ELICITATION):  # a server's question: to the waiting call
+            answered = await runtime.questions.answer(
+                approval,
+                _DECISIONS[body.decision],
+                body.digest,
+                content=body.content,
+                reason=body.reason,
+                decided_by=decider(request, approver_header, runtime.policy),
+                caller=caller_of(request.scope),
+            )
+            return {
+                "approval": approval,
+                "decision": answered.decision,
+                "decided_by": answered.decided_by,
+                "status": "recorded",
+            }
+        if body.content is not None:
+            raise RequestError("content answers a server's question (an eli_ id) only")
         decided: Decided = await desk.decide(
             approval,
             _DECISIONS[body.decision],

@@ -418,6 +418,7 @@ def run(args: argparse.Namespace) -> int:
                 peer_tls_dir=args.tls_dir,
                 delegators=delegators_from(os.environ),
             ),
+            questions=runtime.questions,
         )
         runtime.approvals.task_decided = tasks.approval_decided
         teams = TeamHost(tasks)

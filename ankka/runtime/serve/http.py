@@ -301,8 +301,14 @@ def _add_session_routes(app: RuntimeAPI, runtime: Runtime) -> None:
         return {
             "session": session,
             "calls": [
-                {**call.as_dict(), "turn": turn, "written": why is None, "reason": why}
-                for call, turn, why in found
+                {
+                    **call.as_dict(),
+                    "turn": turn,
+                    "written": why is None,
+                    "reason": why,
+                    "sampling": server,
+                }
+                for call, turn, why, server in found
             ],
         }
 

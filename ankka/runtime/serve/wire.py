@@ -130,10 +130,18 @@ class TaskBody(Body):
 
 
 class DecisionBody(Body):
-    shape: ClassVar[str] = '{"decision": "approve"|"refuse", "digest": "...", "reason"?: "..."}'
+    shape: ClassVar[str] = (
+        '{"decision": "approve"|"refuse", "digest": "...", "reason"?: "...", "content"?: {...}}'
+    )
     decision: Literal["approve", "refuse"]
     digest: str = Field(min_length=64, max_length=64)
     reason: str = Field(default="", max_length=2000)
+    content: dict[str, Any] | None = Field(
+        default=None,
+        max_length=100,
+        description="a server's question (id eli_...) approved: the form's values, checked "
+        "against its schema (fields left out take the schema's defaults)",
+    )
 
 
 # --- answers ------------------------------------------------------------------------------
@@ -281,6 +289,11 @@ class SessionCall(ModelCall):
     turn: str
     written: bool
     reason: str | None = Field(description="why its turn wrote nothing, when it did not")
+    sampling: str | None = Field(
+        default=None,
+        description="the MCP server whose sampling request the call answered (its tokens are "
+        "its turn's)",
+    )
 
 
 class Calls(Wire):
@@ -334,6 +347,11 @@ class NotReady(Wire):
 
 
 class ListedApproval(Approval):
+    kind: Literal["tool_call", "elicitation"] = Field(
+        default="tool_call",
+        description="elicitation: an MCP server's question during the call (arguments: its "
+        "message and requestedSchema; approving sends content)",
+    )
     session: str
     agent: str
     state: Literal["pending", "approved", "refused", "expired", "ended"]

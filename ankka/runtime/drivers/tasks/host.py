@@ -31,6 +31,7 @@ from ankka._kernel import tracing
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.elicitations import ElicitationDesk
 from ankka.runtime.drivers.tasks.iteration import (
     LeaseLost,
     RetryPolicy,
@@ -100,8 +101,15 @@ class HostOptions:
 
 class TaskHost:
     def __init__(
-        self, context: Context, *, store: TaskStore, options: HostOptions | None = None
+        self,
+        context: Context,
+        *,
+        store: TaskStore,
+        options: HostOptions | None = None,
+        questions: ElicitationDesk | None = None,
     ) -> None:
+        """``questions``: where the tasks' MCP servers' questions wait for a person (the
+        request runtime's desk, so one API answers both)."""
         options = options or HostOptions()
         self.context = context
         self.service = context.service
@@ -119,6 +127,7 @@ class TaskHost:
             options.retry,
             poke=self._work_made,
             woken=self._woken,
+            questions=questions,
         )
         self.delegators = options.delegators
         a2a = _delegated_a2a(self.service.autonomous_agents.values(), options.a2a_agents)

@@ -37,6 +37,7 @@ from ankka._kernel.errors import ConfigurationError, ModelError, Refused, StoreE
 from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
 from ankka.runtime.drivers.approvals import need_index
 from ankka.runtime.drivers.context import Context, Listed
+from ankka.runtime.drivers.elicitations import ElicitationDesk, TurnAsker, sampling_of
 from ankka.runtime.drivers.tasks import prompt
 from ankka.runtime.drivers.tasks.decide import Decoded, decode_fail, decode_result, result_json
 from ankka.runtime.drivers.tasks.delegation import Delegations, note_of, tools_of
@@ -56,6 +57,8 @@ from ankka.runtime.engine.steps import (
     TurnState,
     Verdict,
 )
+from ankka.runtime.features.mcp.asking import asking
+from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.approvals import (
     ApprovalDecided,
@@ -122,6 +125,8 @@ class Workbench:
     """Tell the scheduler instances have something new (parents told of a child's end)."""
     remotes: frozenset[str] = frozenset()
     """The agents other runtimes serve (``ANKKA_PEERS``): a delegation to one is remote."""
+    questions: ElicitationDesk | None = None
+    """Where an MCP server's questions during a call wait for a person (None: cancelled)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,18 +368,20 @@ class TaskWork:
         state.decided = await self._decided(state)
         state.children = (await self.delegations.children(_last_answer(state.produced))).children
         provider = provider_for(self.ctx.providers, self.agent.name, self.agent.model)
+        asker = self._asker(provider)
         while True:
             try:
-                end = await drive(
-                    state,
-                    executor=self.ctx.executor,
-                    provider=provider,
-                    driver=self,
-                    ledger=self.ledger,
-                    retry=self.failures,
-                    delegator=self.delegations,
-                    session=self.session,
-                )
+                with asking(asker):
+                    end = await drive(
+                        state,
+                        executor=self.ctx.executor,
+                        provider=provider,
+                        driver=self,
+                        ledger=self.ledger,
+                        retry=self.failures,
+                        delegator=self.delegations,
+                        session=self.session,
+                    )
             except ModelError as exc:  # one a retry cannot help (a refused key, ...)
                 raise _End(TaskState.FAILED, str(exc)) from exc
             if isinstance(end, Ended) and end.call.name in self.handoffs:
@@ -635,6 +642,25 @@ class TaskWork:
         task = self.task.id
         row = await self.bench.store.read(lambda tx: tree.row(tx, task))
         return max(number, row.claims.iterations if row is not None else 0) + 1
+
+    def _asker(self, provider: ModelProvider) -> TurnAsker | None:
+        """What the task's MCP servers ask during its calls: a question waits for a person
+        (the task awaits approval meanwhile), sampling is the task's model's when allowed."""
+        desk = self.bench.questions
+        if desk is None:
+            return None
+
+        def tell(event: str, data: dict[str, Any]) -> None:
+            _tell(self.bench, event, self.agent, self.task, **data)
+
+        async def waiting(now: bool) -> None:
+            await self._set_state(TaskState.AWAITING_APPROVAL if now else TaskState.IN_PROGRESS)
+
+        return TurnAsker(
+            desk, self.session, self.agent.name, f"{self.task.id}#{self.number}",
+            self.folded.position, self.folded.opened, provider, self.ledger,
+            sampling_of(self.agent.servers), record=self._append, notify=tell, waiting=waiting,
+        )  # fmt: skip
 
     # --- waiting for a decision --------------------------------------------------------------
 

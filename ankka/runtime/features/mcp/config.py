@@ -14,6 +14,8 @@ becomes a header without the code knowing it:
 - ``ANKKA_MCP_<SERVER>_OAUTH`` and ``_OAUTH_*``: how the server's OAuth tokens are obtained
   (:mod:`.oauth_settings`);
 - ``ANKKA_MCP_<SERVER>_PING_INTERVAL``: seconds between health pings (default 15; 0: none).
+- ``ANKKA_MCP_<SERVER>_ELICITATION_TIMEOUT``: seconds a person has to answer a question the
+  server asks during a call (default 600).
 
 One variable is no server's: ``ANKKA_MCP_CREDENTIALS`` says where OAuth credentials are kept
 (:mod:`.credentials`).
@@ -41,10 +43,12 @@ SUFFIXES: dict[str, str] = {
     "TIMEOUT": "seconds one tool call may take (default 60)",
     "REQUIRES_APPROVAL": "'all' or a comma list of tool names that need a decision",
     "PING_INTERVAL": "seconds between health pings (default 15; 0 turns them off)",
+    "ELICITATION_TIMEOUT": "seconds a person has to answer the server's question (default 600)",
     **OAUTH_SUFFIXES,
 }
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_PING_INTERVAL = 15.0
+DEFAULT_ELICITATION_TIMEOUT = 600.0
 _HEADER_NAME = re.compile(r"^[A-Z0-9][A-Z0-9_]*$")
 MAX_HEADER_VALUE = 8192
 
@@ -61,6 +65,10 @@ class McpServerSettings:
     """``True`` (every tool) or tool names whose calls wait for a decision."""
     oauth: OAuthSettings | None = None
     ping_interval: float = DEFAULT_PING_INTERVAL
+    elicitation_timeout: float = DEFAULT_ELICITATION_TIMEOUT
+    """Seconds a person has to answer a question the server asks during a call."""
+    sampling: bool = False
+    """Whether some agent allows this server's sampling requests (``McpServer(sampling=)``)."""
 
     def needs_approval(self, tool: str) -> bool:
         approval = self.requires_approval
@@ -154,7 +162,8 @@ def _server(name: str, values: dict[str, str], headers: dict[str, str]) -> McpSe
             )
     oauth = parse_oauth(values, lambda suffix: env_name(name, suffix))
     ping = _seconds(name, values, "PING_INTERVAL", DEFAULT_PING_INTERVAL, low=0.0)
-    return McpServerSettings(name, url, headers, timeout, requires, oauth, ping)
+    asking = _seconds(name, values, "ELICITATION_TIMEOUT", DEFAULT_ELICITATION_TIMEOUT, low=1.0)
+    return McpServerSettings(name, url, headers, timeout, requires, oauth, ping, asking)
 
 
 def _seconds(

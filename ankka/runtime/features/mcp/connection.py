@@ -43,11 +43,24 @@ from mcp.client.session import ElicitationFnT, SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthToken
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, Implementation
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestFormParams,
+    ElicitRequestParams,
+    ElicitResult,
+    ErrorData,
+    Implementation,
+    TextContent,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ankka._kernel.errors import DependencyFailed
+from ankka.runtime.features.mcp.asking import Call, InFlight, Question
 from ankka.runtime.features.mcp.bounded import MAX_ANSWER_BYTES, BoundedTransport, too_large
 from ankka.runtime.features.mcp.config import McpServerSettings
 from ankka.runtime.features.mcp.lenient import lenient_page, refusal
@@ -100,13 +113,19 @@ class McpConnection:
         auth: httpx2.Auth | None = None,
         elicitation: ElicitationFnT | None = None,
         sampling: SamplingFnT | None = None,
+        asks: bool = False,
     ) -> None:
+        """``elicitation`` and ``sampling`` answer the server's requests themselves (the
+        conformance client's); else ``asks`` declares elicitation and gives each question to
+        the turn whose call is in flight (:mod:`.asking`), as it does sampling requests when
+        an agent allows them of this server (``settings.sampling``)."""
         self.settings = settings
         self.name = settings.name
         self.auth = auth
         """The OAuth provider (:mod:`.oauth`), if the server has one; set before :meth:`run`."""
-        self._elicitation = elicitation
-        self._sampling = sampling
+        self._elicitation = elicitation or (self._on_elicit if asks else None)
+        self._sampling = sampling or (self._on_sample if asks and settings.sampling else None)
+        self.in_flight = InFlight()
         self._tokens: set[str] = set()
         self._check = False  # the supervisor should ping now
         self._refused_with: int | None = None  # the last 401/403 of the MCP endpoint
@@ -330,16 +349,37 @@ class McpConnection:
 
         return await self._request("tools/list", walk)
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> Any:
-        return await self._request(
-            f"tool {tool!r}", lambda client: client.call_tool(tool, arguments)
-        )
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], call: Call | None = None
+    ) -> Any:
+        """Call ``tool``; ``call``: the turn asking, so what the server asks during the call
+        reaches it (:mod:`.asking`), and the call's time stops while a person answers."""
+        if call is None:
+            return await self._request(
+                f"tool {tool!r}", lambda client: client.call_tool(tool, arguments)
+            )
+        # The SDK's own wait for the answer allows a person's longest answer too; the
+        # call's deadline (held open while they answer) bounds the rest.
+        longest = self.settings.timeout + self.settings.elicitation_timeout
+        self.in_flight.calls.append(call)
+        try:
+            return await self._request(
+                f"tool {tool!r}",
+                lambda client: client.call_tool(tool, arguments, read_timeout_seconds=longest),
+                call,
+            )
+        finally:
+            self.in_flight.calls.remove(call)
 
-    async def _request(self, what: str, send: Callable[[Client], Awaitable[T]]) -> T:
+    async def _request(
+        self, what: str, send: Callable[[Client], Awaitable[T]], call: Call | None = None
+    ) -> T:
         for attempt in (1, 2):
             client, generation = await self._current()
             try:
-                async with asyncio.timeout(self.settings.timeout + 5.0):
+                async with asyncio.timeout(self.settings.timeout + 5.0) as deadline:
+                    if call is not None:
+                        call.deadline = deadline
                     return await send(client)
             except MCPError as exc:
                 if self._session_gone == generation and attempt == 1:
@@ -390,6 +430,55 @@ class McpConnection:
                 raise self._lost(what) from exc
         raise CallFailed(f"MCP server {self.name!r} forgot its session twice in a row")
 
+    # -- what the server asks during a call (:mod:`.asking`) ---------------------------------
+
+    async def _on_elicit(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        call = self.in_flight.only()
+        if call is None or not isinstance(params, ElicitRequestFormParams):
+            why = "it is not a form" if call is not None else "no single turn's call is in flight"
+            log.warning("MCP server %r asked a question; answered cancel (%s)", self.name, why)
+            return ElicitResult(action="cancel")
+        question = Question(
+            self.name,
+            call.tool,
+            call.call_id,
+            params.message,
+            dict(params.requested_schema),
+            self.settings.elicitation_timeout,
+        )
+        deadline = call.deadline
+        if deadline is not None:
+            deadline.reschedule(None)  # a person's time is not the server's
+        try:
+            answer = await call.asker.elicit(question)
+        finally:
+            if deadline is not None:
+                loop = asyncio.get_running_loop()
+                deadline.reschedule(loop.time() + self.settings.timeout + 5.0)
+        return ElicitResult(action=answer.action, content=answer.content)
+
+    async def _on_sample(
+        self, context: Any, params: CreateMessageRequestParams
+    ) -> CreateMessageResult | ErrorData:
+        call = self.in_flight.only()
+        if call is None:
+            log.warning(
+                "MCP server %r asked for sampling; no single turn's call is in flight", self.name
+            )
+            return ErrorData(code=INVALID_REQUEST, message="Sampling not supported")
+        messages: list[tuple[str, str]] = [(m.role, _text(m.content)) for m in params.messages]
+        sampled = await call.asker.sample(
+            self.name, params.system_prompt, messages, params.max_tokens
+        )
+        if sampled.text is None:
+            return ErrorData(code=INVALID_REQUEST, message=sampled.why or "Sampling not supported")
+        return CreateMessageResult(
+            role="assistant",
+            content=TextContent(type="text", text=sampled.text),
+            model=sampled.model,
+            stop_reason=sampled.stop_reason,
+        )
+
     def _lost(self, what: str) -> CallFailed:
         return CallFailed(
             f"the connection to MCP server {self.name!r} broke during {what}; it may or may "
@@ -430,3 +519,13 @@ class McpConnection:
                         )
                 except TimeoutError:
                     pass
+
+
+def _text(content: Any) -> str:
+    """A sampling message's text: its text blocks joined; other blocks named."""
+    blocks = content if isinstance(content, list) else [content]
+    parts = []
+    for block in blocks:
+        text = getattr(block, "text", None)
+        parts.append(text if isinstance(text, str) else f"[{getattr(block, 'type', 'content')}]")
+    return "\n".join(parts)

@@ -40,6 +40,8 @@ from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import TurnFailed
 from ankka.runtime.declare.guardrails import Guardrail
 from ankka.runtime.declare.tools import ApprovalRule, ToolOutcome, ToolSpec
+from ankka.runtime.engine.executor import RUNNING
+from ankka.runtime.features.mcp.asking import ASKING, Call
 from ankka.runtime.features.mcp.compiled import Compiled, Compiler
 from ankka.runtime.features.mcp.config import McpServerSettings
 from ankka.runtime.features.mcp.connection import CallFailed, McpConnection
@@ -99,6 +101,13 @@ class McpTool:
         """A server's tool waits for every call or none (its rule has no predicate)."""
         return self.approval is not None and self.approval.needed(None)
 
+    def _asking(self) -> Call | None:
+        """The turn this call belongs to, for what the server asks during it."""
+        asker, running = ASKING.get(), RUNNING.get()
+        if asker is None:
+            return None
+        return Call(asker, self.name, running.id if running is not None else "")
+
     async def run(self, raw_arguments: str) -> ToolOutcome:
         server, secrets = self.connection.name, self.connection.secrets
         arguments = parse_arguments(raw_arguments, self.name)
@@ -111,7 +120,7 @@ class McpTool:
             return ToolOutcome(redact(str(problem), secrets), is_error=True)
         started = self.clock.monotonic()
         try:
-            result = await self.connection.call_tool(self.tool, arguments)
+            result = await self.connection.call_tool(self.tool, arguments, self._asking())
         except CallFailed as failure:
             self.metrics.call(server, self.tool, "failed", self.clock.monotonic() - started)
             return ToolOutcome(str(failure), is_error=True)

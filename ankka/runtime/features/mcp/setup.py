@@ -8,6 +8,7 @@ imported only here and only when some agent lists a server.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -20,7 +21,7 @@ from ankka.runtime.features.mcp.config import parse_environment
 if TYPE_CHECKING:
     from ankka.runtime.features.mcp.servers import McpServers
 
-__all__ = ["declared_servers", "servers_from_environment"]
+__all__ = ["declared_servers", "sampling_servers", "servers_from_environment"]
 
 
 def declared_servers(service: Service) -> list[str]:
@@ -44,6 +45,8 @@ def servers_from_environment(
     settings = parse_environment(environ, declared)
     if not settings:
         return None
+    sampled = sampling_servers(service)
+    settings = {n: replace(s, sampling=n in sampled) for n, s in settings.items()}
     try:
         from ankka.runtime.features.mcp.credentials import store_from
         from ankka.runtime.features.mcp.servers import DEFAULT_REDIRECT_BASE, McpServers
@@ -57,4 +60,13 @@ def servers_from_environment(
         registry=registry,
         credentials=store_from(environ.get(CREDENTIALS_VARIABLE)),
         redirect_base=redirect_base or DEFAULT_REDIRECT_BASE,
+        connection_options={"asks": True},
     )
+
+
+def sampling_servers(service: Service) -> frozenset[str]:
+    """The servers some agent lets ask its model (``McpServer(..., sampling=True)``)."""
+    names = {s.name for d in service.agents.values() for s in d.mcp_servers if s.sampling}
+    tasks = service.autonomous_agents.values()
+    names.update(s.name for a in tasks for s in a.servers if s.sampling)
+    return frozenset(names)

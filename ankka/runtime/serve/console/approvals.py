@@ -1,4 +1,6 @@
-"""The console's one write: a person approves or refuses a pending tool call.
+"""The console's one write: a person approves or refuses a pending tool call, or answers an
+MCP server's question (its form's fields, each as the schema types it; approve sends them,
+refuse declines).
 
 ``GET /console/approvals`` lists the pending approvals (as ``GET /v1/approvals?state=pending``
 shows them); each has a form that posts its decision with the digest it was shown, so the
@@ -25,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ankka._kernel.errors import AnkkaError
+from ankka.runtime.drivers.elicitations import ELICITATION
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.records.approvals import ApprovalDecided, Decision
 from ankka.runtime.serve.console.csrf import FIELD, form_token, keep_token, token_matches
@@ -57,10 +60,54 @@ def _decision(row: dict[str, Any], token: str) -> str:
         f'<form method="post" action="/console/approvals/{escape(str(row["id"]))}">'
         f'<input type="hidden" name="digest" value="{escape(str(row["digest"]))}">'
         f'<input type="hidden" name="session" value="{escape(str(row.get("session", "")))}">'
-        f'<input type="hidden" name="{FIELD}" value="{escape(token)}">'
+        f'<input type="hidden" name="{FIELD}" value="{escape(token)}">{_fields(row)}'
         '<button name="decision" value="approve">approve</button> '
         '<button name="decision" value="refuse">refuse</button></form>'
     )
+
+
+def _properties(row: dict[str, Any]) -> dict[str, Any]:
+    """A server's question's form fields (none for a tool call)."""
+    arguments = row.get("arguments")
+    schema = arguments.get("requestedSchema") if isinstance(arguments, dict) else None
+    found = schema.get("properties") if isinstance(schema, dict) else None
+    return found if isinstance(found, dict) and row.get("kind") == "elicitation" else {}
+
+
+def _fields(row: dict[str, Any]) -> str:
+    """An input per field of a server's question (empty: the schema's default is sent)."""
+    inputs = []
+    for name, field in _properties(row).items():
+        kind = field.get("type", "string") if isinstance(field, dict) else "string"
+        default = field.get("default", "") if isinstance(field, dict) else ""
+        inputs.append(
+            f'<label>{escape(str(name))} ({escape(str(kind))}) <input name="field.'
+            f'{escape(str(name))}" placeholder="{escape(str(default))}"></label> '
+        )
+    return "".join(inputs)
+
+
+def form_content(form: dict[str, list[str]], properties: dict[str, Any]) -> dict[str, Any]:
+    """The values typed into a question's form, as its schema's types (a value that does
+    not convert is sent as typed, so the schema check names it); empty fields left out."""
+    content: dict[str, Any] = {}
+    for name, field in properties.items():
+        typed = (form.get(f"field.{name}") or [""])[0].strip()
+        if not typed:
+            continue
+        kind = field.get("type") if isinstance(field, dict) else None
+        value: Any = typed
+        try:
+            if kind == "integer":
+                value = int(typed)
+            elif kind == "number":
+                value = float(typed)
+        except ValueError:
+            pass
+        if kind == "boolean":
+            value = typed.lower() in ("true", "on", "yes", "1")
+        content[str(name)] = value
+    return content
 
 
 def _expires(row: dict[str, Any]) -> str:
@@ -161,7 +208,7 @@ async def pending(runtime: Runtime, caller: str) -> list[dict[str, Any]]:
     if desk.index is None:
         return []
     rows = await desk.index.find(session=None, agent=None, state="pending")
-    return await desk.shown(rows, caller)
+    return await runtime.questions.listed(rows, caller)
 
 
 def _same_origin(request: Request) -> bool:
@@ -193,19 +240,30 @@ async def decide_from_form(
         problem = "the form needs a decision (approve or refuse) and the digest it was shown"
         rows = await pending(runtime, caller)
         return approvals_answer(request, rows, headers, problem=problem, status=400)
+    approval = request.path_params["approval"]
     try:
-        await runtime.approvals.decide(
-            request.path_params["approval"],
-            _DECISIONS[decision],
-            digest,
-            decided_by=caller,
-            caller=caller,
-        )
+        if approval.startswith(ELICITATION):  # a server's question: its form's values
+            rows = await pending(runtime, caller)
+            asked = next((r for r in rows if r["id"] == approval), {})
+            content = form_content(form, _properties(asked)) if decision == "approve" else None
+            await runtime.questions.answer(
+                approval,
+                _DECISIONS[decision],
+                digest,
+                content=content,
+                reason="",
+                decided_by=caller,
+                caller=caller,
+            )
+        else:
+            await runtime.approvals.decide(
+                approval, _DECISIONS[decision], digest, decided_by=caller, caller=caller
+            )
     except AnkkaError as exc:  # a stale digest, a second decision, not permitted, unknown
         rows = await pending(runtime, caller)
         return approvals_answer(request, rows, headers, problem=str(exc), status=exc.status)
     # Back to the session, where the decision is shown and confirmed (else to the list).
-    approval = quote(request.path_params["approval"], safe="")
+    approval = quote(approval, safe="")
     where = (
         f"/console/sessions/{quote(session, safe='')}?decided={approval}"
         if session

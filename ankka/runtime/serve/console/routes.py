@@ -244,7 +244,7 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             who=readers(policy, caller),
             newest=True,
         )
-        return await desk.shown(found, caller)
+        return await runtime.questions.listed(found, caller)
 
     async def decision(request: Request) -> Response:
         if (caller := console_caller(request)) is None:

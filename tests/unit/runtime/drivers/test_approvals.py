@@ -26,6 +26,7 @@ from ankka.runtime.records.approvals import (
     ApprovalDecided,
     ApprovalRequest,
     ApprovedCallStarted,
+    ElicitationAnswered,
     ResumedCall,
     TurnEnded,
     TurnSuspended,
@@ -178,7 +179,9 @@ async def test_a_resumed_turn_that_fails_is_accounted_as_unwritten_calls(make: M
     assert isinstance(records[-1], TurnEnded) and records[-1].cause == "failed"
     summary = await runtime.summary("s")
     assert summary.tally.unwritten == unwritten.usage and summary.usage == Usage()
-    assert [c for c, _, why in await runtime.calls("s") if why is not None] == list(unwritten.calls)
+    assert [c for c, _, why, _ in await runtime.calls("s") if why is not None] == list(
+        unwritten.calls
+    )
 
 
 async def test_refuse_tells_the_model_a_person_refused_and_why(make: Make) -> None:
@@ -342,7 +345,9 @@ async def assert_accounted_once(
     summary = await runtime.summary("s")
     assert summary.tally.unwritten == unwritten.usage
     assert summary.tally.unwritten_turns == 1
-    assert [c for c, _, why in await runtime.calls("s") if why == reason] == list(unwritten.calls)
+    assert [c for c, _, why, _ in await runtime.calls("s") if why == reason] == list(
+        unwritten.calls
+    )
     metrics = runtime.metrics.render().decode()
     total = unwritten.usage.input_tokens
     line = f'ankka_tokens_total{{agent="refunds",kind="input",provider="default"}} {total:.1f}'
@@ -482,7 +487,7 @@ async def test_a_resumed_turn_written_or_suspended_again_counts_its_calls_once(
     assert [r.call.usage.input_tokens for r in records if isinstance(r, ResumedCall)] == [7, 5]
     summary = await runtime.summary("s")
     assert summary.tally.unwritten_turns == 0 and summary.usage.input_tokens == 23
-    assert [c.usage.input_tokens for c, _, _ in await runtime.calls("s")] == [11, 7, 5]
+    assert [c.usage.input_tokens for c, _, _, _ in await runtime.calls("s")] == [11, 7, 5]
 
 
 async def test_a_resumed_turn_that_completes_is_in_the_metrics(make: Make) -> None:
@@ -574,6 +579,20 @@ def test_the_records_encodings_are_pinned() -> None:
         "reason": "no",
         "decided_by": "ann",
         "at": "2026-12-01T08:00:00+00:00",
+    }
+    question = ApprovalRequest(
+        "eli_1", "c1", "mcp__shop__buy", '{"message":"How many?"}', "d" * 64, None
+    )
+    decided = ApprovalDecided("eli_1", "t1", "approved", "", "ann", START)
+    answered = ElicitationAnswered("shop", question, decided, "accept", {"quantity": 2})
+    kind, body = encode(answered)
+    assert kind == "elicitation_answered" and decode(kind, body) == answered
+    assert json.loads(body) == {
+        "server": "shop",
+        "request": question.as_dict(),
+        "decided": decided.as_dict(),
+        "action": "accept",
+        "content": {"quantity": 2},
     }
 
 

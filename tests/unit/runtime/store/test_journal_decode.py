@@ -23,6 +23,7 @@ from ankka.runtime.records.approvals import (
     ApprovalDecided,
     ApprovalRequest,
     ApprovedCallStarted,
+    ElicitationAnswered,
     ResumedCall,
     TurnEnded,
     TurnSuspended,
@@ -30,7 +31,7 @@ from ankka.runtime.records.approvals import (
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
-from ankka.runtime.records.mcp import ListedTool, McpToolsChanged, McpToolsRecord
+from ankka.runtime.records.mcp import ListedTool, McpToolsChanged, McpToolsRecord, SampledCall
 from ankka.runtime.records.messages import (
     AssistantMessage,
     ModelCall,
@@ -106,6 +107,14 @@ EVERY_KIND: tuple[events.Record, ...] = (
     ResumedCall("t3", CALL),
     AssistantMessage("done", (), "a", "t3", CALL, Usage(60, 8, 4, 2)),
     TurnEnded("t3", "answered", ""),
+    ElicitationAnswered(
+        "files",
+        ApprovalRequest("eli_1", "c11", "mcp__files__write", '{"message":"Sure?"}', "c" * 64, AT),
+        ApprovalDecided("eli_1", "t4", "approved", "", "user:alice", AT),
+        "accept",
+        {"sure": True},
+    ),
+    SampledCall("t4", "a", "files", CALL),
 )
 
 _RENDERED = {"call": "model_call", "turn_usage": "usage", "call_id": "tool_call_id"}

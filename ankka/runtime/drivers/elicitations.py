@@ -1,0 +1,370 @@
+"""A server's questions during a call, as pending decisions; and its sampling requests.
+
+An MCP server may ask, while it answers a tool call, for a person's answer to a form
+(``elicitation/create``). The call stays open (its time stops) while the question waits
+as a **pending decision exactly like a tool approval**: an index row (id ``eli_...``) with its
+expiry, a digest over (the offered tool, the canonical JSON of ``{"message",
+"requestedSchema"}``, the call id, the journal position the turn started at), listed with
+``GET /v1/approvals`` and heard as ``approval_requested``. ``POST /v1/approvals/{id}``
+answers it: ``approve`` (with ``content``, checked against the requested schema, the
+schema's defaults for fields left out) is sent as ``accept``, ``refuse`` as ``decline``, and
+an expiry as ``cancel``. The first decision wins (a second is 409 naming it); the answer goes
+to the server once, and the question and its answer are journaled as
+:class:`~ankka.runtime.records.approvals.ElicitationAnswered` with the turn's records.
+
+The turn's lock is held by the turn itself while it waits (the call is in flight), so the
+decision is given to the waiting call in this process, not under that lock. A runtime that
+stops while a question waits takes the call with it: the server's request ends with that
+connection (the server sees its stream close, as for any client that goes away), the row is
+ended at the next start (:meth:`ElicitationDesk.recover`), and a decision then is 409.
+
+Sampling (``sampling/createMessage``) is served by :meth:`TurnAsker.sample` with the
+turn's own model when the agent allows it for that server (``McpServer(..., sampling=True)``),
+accounted in the turn's ledger and journaled as
+:class:`~ankka.runtime.records.mcp.SampledCall`; otherwise refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ankka._kernel.errors import NotFound, RequestError
+from ankka._kernel.ids import new_id
+from ankka.runtime.declare.mcp import McpServer
+from ankka.runtime.drivers.approval_errors import (
+    ApprovalConflict,
+    refuse_decided,
+    refuse_digest,
+)
+from ankka.runtime.drivers.approvals import ApprovalDesk
+from ankka.runtime.drivers.context import Context
+from ankka.runtime.engine.executor import Executor, Ledger
+from ankka.runtime.engine.metrics import RuntimeMetrics
+from ankka.runtime.features.mcp.asking import Answer, Question, Sampled
+from ankka.runtime.features.mcp.elicitation import accepted
+from ankka.runtime.providers.base import ModelProvider, ModelRequest
+from ankka.runtime.records.approvals import (
+    ApprovalDecided,
+    ApprovalRequest,
+    Decision,
+    ElicitationAnswered,
+    canonical_arguments,
+    digest,
+)
+from ankka.runtime.records.mcp import SampledCall
+from ankka.runtime.records.messages import AssistantMessage, Message, UserMessage
+from ankka.runtime.records.registry import Record
+from ankka.runtime.records.session import SessionOpened
+from ankka.runtime.store.approval_index import IndexRow
+
+__all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "sampling_of"]
+
+log = logging.getLogger("ankka.approvals")
+
+ELICITATION = "eli_"  # the id prefix of a server's question
+PLATFORM = "platform"
+_ACTIONS = {"approved": "accept", "refused": "decline", "expired": "cancel"}
+_RECENT = 1024
+Recorder = Callable[[Sequence[Record]], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: ApprovalRequest
+    server: str
+    schema: dict[str, Any]
+    session: str
+    agent: str
+    turn: str
+    opened: SessionOpened | None
+    answered: asyncio.Future[tuple[ApprovalDecided, dict[str, Any] | None]]
+
+
+class ElicitationDesk:
+    """The questions waiting in this process, by id."""
+
+    def __init__(self, context: Context, approvals: ApprovalDesk) -> None:
+        self._context = context
+        self._approvals = approvals
+        self._pending: dict[str, _Pending] = {}
+        # Decided here lately: a second decision is answered with the first even before
+        # the turn's batch journals it.
+        self._recent: OrderedDict[str, ApprovalDecided] = OrderedDict()
+
+    def notify(self, event: str, data: dict[str, Any]) -> None:
+        self._approvals.notify(event, data)
+
+    def for_turn(
+        self,
+        session: str,
+        agent: str,
+        turn: str,
+        position: int,
+        opened: SessionOpened | None,
+        provider: ModelProvider,
+        ledger: Ledger,
+    ) -> TurnAsker:
+        """A request turn's asker: its records kept for the turn's batch."""
+        declared = self._context.service.agents.get(agent)
+        servers = declared.mcp_servers if declared is not None else ()
+        return TurnAsker(
+            self, session, agent, turn, position, opened, provider, ledger, sampling_of(servers)
+        )
+
+    @property
+    def executor(self) -> Executor:
+        return self._context.executor
+
+    @property
+    def metrics(self) -> RuntimeMetrics:
+        return self._context.metrics
+
+    def holds(self, approval: str) -> bool:
+        return approval in self._pending
+
+    async def listed(self, rows: Sequence[IndexRow], caller: str | None) -> list[dict[str, Any]]:
+        """The rows as the API shows them: the journal's requests (a question's marked ``kind:
+        elicitation``) and the questions waiting in this process, of sessions ``caller``
+        (None: the platform) may read."""
+        found = await self._approvals.shown(rows, caller)
+        for item in found:
+            if item["id"].startswith(ELICITATION):
+                item["kind"] = "elicitation"
+        listed = {item["id"] for item in found}
+        for row in rows:
+            pending = self._pending.get(row.id) if row.id not in listed else None
+            if pending is None:
+                continue
+            if caller is None or self._context.allows(caller, "read", pending.opened):
+                found.append(
+                    {
+                        **shown(pending.request),
+                        "session": pending.session,
+                        "agent": pending.agent,
+                        "state": "pending",
+                    }
+                )
+        return found
+
+    async def ask(self, asker: TurnAsker, question: Question) -> Answer:
+        """Wait for a person's answer (or the question's expiry): what the server is sent."""
+        ctx = self._context
+        index = ctx.approvals
+        if index is None:
+            log.warning(
+                "MCP server %r asked a question; no approval index, answered cancel",
+                question.server,
+            )
+            return Answer("cancel")
+        now = ctx.clock.now()
+        arguments = canonical_arguments(
+            json.dumps({"message": question.message, "requestedSchema": question.schema})
+        )
+        approval = new_id("eli")
+        request = ApprovalRequest(
+            approval,
+            question.call_id,
+            question.tool,
+            arguments,
+            digest(question.tool, arguments, question.call_id, asker.position),
+            now + timedelta(seconds=question.timeout),
+        )
+        loop = asyncio.get_running_loop()
+        pending = _Pending(
+            request,
+            question.server,
+            question.schema,
+            asker.session,
+            asker.agent,
+            asker.turn,
+            asker.opened,
+            loop.create_future(),
+        )
+        if asker.waiting is not None:  # before it can be seen (a task awaits approval)
+            await asker.waiting(True)
+        try:
+            await index.schedule(
+                asker.session, asker.agent, [(approval, request.tool, request.expires_at)], now
+            )
+            self._pending[approval] = pending
+            try:
+                asker.tell("approval_requested", {"session": asker.session, **shown(request)})
+                decided, content = await self._answer_of(pending, asker.turn, question.timeout)
+            finally:
+                self._pending.pop(approval, None)
+            self._recent[approval] = decided
+            while len(self._recent) > _RECENT:
+                self._recent.popitem(last=False)
+            action = _ACTIONS[decided.decision]
+            answered = ElicitationAnswered(question.server, request, decided, action, content)
+            await asker.keep(answered)
+            await index.settle([approval], decided.decision, close=True)
+        finally:
+            if asker.waiting is not None:
+                await asker.waiting(False)
+        data = {"id": approval, "decision": decided.decision, "decided_by": decided.decided_by}
+        asker.tell("approval_decided", {"session": asker.session, **data})
+        return Answer(action, content if action == "accept" else None)  # type: ignore[arg-type]
+
+    async def _answer_of(
+        self, pending: _Pending, turn: str, seconds: float
+    ) -> tuple[ApprovalDecided, dict[str, Any] | None]:
+        """The person's decision, or the platform's expiry (itself the first decision, so
+        one that comes later is refused naming it)."""
+        try:
+            async with asyncio.timeout(seconds):
+                return await asyncio.shield(pending.answered)
+        except TimeoutError:
+            if pending.answered.done():  # decided as the limit passed: that decision holds
+                return pending.answered.result()
+            now = self._context.clock.now()
+            expired = ApprovalDecided(
+                pending.request.id, turn, "expired", "no one answered in time", PLATFORM, now
+            )
+            pending.answered.set_result((expired, None))
+            return expired, None
+
+    async def answer(
+        self,
+        approval: str,
+        decision: Decision,
+        given_digest: str | None,
+        *,
+        content: dict[str, Any] | None,
+        reason: str,
+        decided_by: str,
+        caller: str | None,
+    ) -> ApprovalDecided:
+        """Give a person's decision to the waiting call (the first decision wins)."""
+        pending = self._pending.get(approval)
+        if pending is None:
+            raise await self._not_waiting(approval)
+        ctx = self._context
+        if caller is not None:
+            ctx.check(pending.session, caller, "decide", pending.opened)
+        if pending.answered.done():
+            refuse_decided(approval, pending.answered.result()[0])
+        refuse_digest(approval, pending.request, given_digest)
+        sent: dict[str, Any] | None = None
+        if decision == "approved":
+            sent = accepted(pending.schema, content or {})
+        elif content:
+            raise RequestError(f"approval {approval!r}: content goes only with approve")
+        record = ApprovalDecided(
+            approval, pending.turn, decision, reason, decided_by, ctx.clock.now()
+        )
+        pending.answered.set_result((record, sent))
+        return record
+
+    async def _not_waiting(self, approval: str) -> Exception:
+        """Why a question is not waiting here: decided (409 naming it), gone, or unknown."""
+        refuse_decided(approval, self._recent.get(approval))
+        ctx = self._context
+        row = await ctx.approvals.get(approval) if ctx.approvals is not None else None
+        if row is None:
+            return NotFound(f"there is no approval {approval!r}")
+        folded = await ctx.sessions.load(row.session)
+        try:
+            refuse_decided(approval, folded.approvals.decided.get(approval))
+        except ApprovalConflict as exc:
+            return exc
+        return ApprovalConflict(
+            f"approval {approval!r} is a server's question whose call is no longer in flight "
+            "(its runtime stopped, or another runtime holds it); the server's request ended "
+            "with that call's connection, so there is nothing to answer"
+        )
+
+    async def recover(self) -> None:
+        """At start: every question still pending was asked by a call this process no longer
+        holds (the runtime stopped): ended."""
+        index = self._context.approvals
+        if index is None:
+            return
+        rows = await index.find(state="pending")
+        gone = [r.id for r in rows if r.id.startswith(ELICITATION) and r.id not in self._pending]
+        if gone:
+            await index.settle(gone, "ended", close=True)
+            log.warning("ended %d server question(s) asked before the runtime stopped", len(gone))
+
+
+def shown(request: ApprovalRequest) -> dict[str, Any]:
+    """A question as the API shows it: the request's fields and ``kind: elicitation``."""
+    return {**request.shown(), "kind": "elicitation"}
+
+
+@dataclass(slots=True)
+class TurnAsker:
+    """One turn's answers to what its calls' servers ask. ``record``: how its records are
+    journaled at once (a task's append); None keeps them for the turn's batch
+    (:attr:`records`)."""
+
+    desk: ElicitationDesk
+    session: str
+    agent: str
+    turn: str
+    position: int
+    opened: SessionOpened | None
+    provider: ModelProvider
+    ledger: Ledger
+    sampling: frozenset[str] = frozenset()
+    record: Recorder | None = None
+    records: list[Record] = field(default_factory=list)
+    notify: Callable[[str, dict[str, Any]], None] | None = None
+    """Who hears of the turn's questions (a task's subscribers); None: the approval desk's."""
+    waiting: Callable[[bool], Awaitable[None]] | None = None
+    """Told when a question starts and stops waiting (a task's state follows it)."""
+
+    def tell(self, event: str, data: dict[str, Any]) -> None:
+        if self.notify is not None:
+            self.notify(event, data)
+        else:
+            self.desk.notify(event, {"agent": self.agent, **data})
+
+    async def keep(self, record: Record) -> None:
+        if self.record is None:
+            self.records.append(record)
+        else:
+            await self.record((record,))
+
+    async def elicit(self, question: Question) -> Answer:
+        return await self.desk.ask(self, question)
+
+    async def sample(
+        self, server: str, system: str | None, messages: list[tuple[str, str]], max_tokens: int
+    ) -> Sampled:
+        """The turn's model completes the server's messages (no tools), when allowed."""
+        if server not in self.sampling:
+            log.info(
+                "MCP server %r asked for sampling; agent %r does not allow it", server, self.agent
+            )
+            return Sampled(None, why="Sampling not supported")
+        sent: list[Message] = []
+        for role, text in messages:
+            if role == "user":
+                sent.append(UserMessage(text, self.agent, self.turn))
+            else:
+                sent.append(AssistantMessage(text, (), self.agent, self.turn))
+        request = ModelRequest(system or "", tuple(sent), (), max_output_tokens=max_tokens)
+        executor = self.desk.executor
+        answer = await executor.call(
+            self.provider, request, agent=self.agent, turn=self.turn, ledger=self.ledger
+        )
+        if answer.call is not None:
+            await self.keep(SampledCall(self.turn, self.agent, server, answer.call))
+            if self.record is not None:  # a task's, counted as made (a request turn's
+                # calls are counted with the turn)
+                self.desk.metrics.calls_made(self.agent, (answer.call,))
+        model = answer.call.model if answer.call is not None else self.provider.model
+        return Sampled(answer.content or "", model=model)
+
+
+def sampling_of(servers: Sequence[McpServer]) -> frozenset[str]:
+    """The servers an agent lets ask its model."""
+    return frozenset(s.name for s in servers if s.sampling)

@@ -1,0 +1,137 @@
+"""Requests a server sends during a tool call, routed to the turn that made the call.
+
+A server may ask its client something while it answers ``tools/call``: a person's answer to a
+form (``elicitation/create``) or a model's completion (``sampling/createMessage``). The SDK
+hands such a request to one callback per session, with nothing naming the call it belongs to
+(the protocol's client side carries no link), so each call registers the turn's
+:class:`Asker` on its connection while it is in flight (:class:`InFlight`), and the
+connection's callbacks give the request to it:
+
+- exactly one call in flight on the session: that call's turn is asked;
+- none, or calls of more than one turn: nobody can tell who asked, so an elicitation is
+  answered ``cancel`` and a sampling request refused, each logged.
+
+The turn's asker is set by its driver in :data:`ASKING` (a context variable: the call runs in
+the turn's task, so :class:`~.servers.McpTool` reads it there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ankka.runtime.engine.executor import Ledger
+from ankka.runtime.providers.base import ModelProvider
+from ankka.runtime.records.registry import Record
+from ankka.runtime.records.session import SessionOpened
+
+__all__ = [
+    "ASKING",
+    "Answer",
+    "Asker",
+    "Askers",
+    "InFlight",
+    "Question",
+    "Sampled",
+    "asking",
+]
+
+Action = Literal["accept", "decline", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A server's form: asked during the call ``call_id`` of the offered tool ``tool``."""
+
+    server: str
+    tool: str
+    call_id: str
+    message: str
+    schema: dict[str, Any]
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What goes back to the server: ``content`` only with ``accept``."""
+
+    action: Action
+    content: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sampled:
+    """A model's completion for a server (None ``text``: refused, ``why``)."""
+
+    text: str | None
+    model: str = ""
+    stop_reason: str = "endTurn"
+    why: str = ""
+
+
+class Asker(Protocol):
+    """A turn's answers to what its calls' servers ask; ``records``: what it keeps for the
+    turn's batch."""
+
+    records: list[Record]
+
+    async def elicit(self, question: Question) -> Answer: ...
+
+    async def sample(
+        self, server: str, system: str | None, messages: list[tuple[str, str]], max_tokens: int
+    ) -> Sampled: ...
+
+
+class Askers(Protocol):
+    """Where a turn's asker comes from (the runtime's desk)."""
+
+    def for_turn(
+        self,
+        session: str,
+        agent: str,
+        turn: str,
+        position: int,
+        opened: SessionOpened | None,
+        provider: ModelProvider,
+        ledger: Ledger,
+    ) -> Asker: ...
+
+
+ASKING: ContextVar[Asker | None] = ContextVar("ankka_mcp_asking", default=None)
+
+
+@contextlib.contextmanager
+def asking(asker: Asker | None) -> Iterator[None]:
+    """The turn's calls ask ``asker`` (set in the turn's task, read by its MCP calls)."""
+    token = ASKING.set(asker)
+    try:
+        yield
+    finally:
+        ASKING.reset(token)
+
+
+@dataclass(slots=True)
+class Call:
+    """One call in flight: its turn's asker, its tool, and its deadline (held open while a
+    person decides)."""
+
+    asker: Asker
+    tool: str
+    call_id: str
+    deadline: asyncio.Timeout | None = None
+
+
+@dataclass(slots=True)
+class InFlight:
+    """The calls in flight on one server's session."""
+
+    calls: list[Call] = field(default_factory=list)
+
+    def only(self) -> Call | None:
+        """The one turn that may have asked, or None (no call, or several turns')."""
+        askers = {id(c.asker) for c in self.calls}
+        return self.calls[-1] if len(askers) == 1 else None

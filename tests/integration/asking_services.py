@@ -1,0 +1,33 @@
+"""Agents whose MCP server asks during a call (examples/mcp_catalog.py ``--elicit-tool``,
+``--sampling-tool``): the request agent ``clerk`` allows the catalogue's sampling requests,
+``guarded`` does not; the autonomous agent ``purchaser`` buys through the same tool."""
+
+from __future__ import annotations
+
+from ankka.runtime.agents import McpServer, Service, Turn, TurnRequest
+from ankka.runtime.tasks import Accepts, AutonomousAgent
+from examples.tasks import summary
+
+service = Service("asking")
+
+
+@service.agent("clerk", mcp_servers=[McpServer("catalog", sampling=True)])
+def clerk(request: TurnRequest) -> Turn:
+    return Turn(message=request.message, instructions="Buy what the customer asks for.")
+
+
+@service.agent("guarded", mcp_servers=["catalog"])
+def guarded(request: TurnRequest) -> Turn:
+    return Turn(message=request.message, instructions="Describe products.")
+
+
+service.autonomous(
+    AutonomousAgent(
+        name="purchaser",
+        instructions="Buy each product asked about, then complete the task.",
+        mcp_servers=["catalog"],
+        accepts=[Accepts(summary, budget=4)],
+    )
+)
+
+__all__ = ["service"]
