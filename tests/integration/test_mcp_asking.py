@@ -315,3 +315,29 @@ def test_sampling_is_served_by_the_agents_model_when_it_allows_it(rig: AskingRig
     assert refused.status_code == 200, refused.text
     result = received(model)[4]["body"]["messages"][-1]["content"]
     assert "the client refused sampling" in result and "Sampling not supported" in result
+
+
+def test_a_tasks_sampling_is_its_models_and_counts_in_its_usage(rig: AskingRig) -> None:
+    describe = {"name": "mcp__catalog__describe", "arguments": {"product": "kettle-1"}}
+    done = {"name": "complete_task", "arguments": {"title": "described", "points": ["ok"]}}
+    wrote = {"text": "A shiny steel kettle.", "usage": {"input_tokens": 7, "output_tokens": 5}}
+    _, model, server = rig.begin(
+        [{"tool_calls": [describe], "usage": USAGE}, wrote, {"tool_calls": [done], "usage": USAGE}],
+        "--sampling-tool",
+        "--handshake-only",
+    )
+    with httpx.Client(base_url=server.url, timeout=70) as client:
+        task = {"type": "summary", "instructions": "Describe a kettle."}
+        assert client.put("/v1/agents/purchaser/tasks/t1", json=task).status_code == 201
+        record = client.get("/v1/tasks/t1", params={"wait": 60}).json()
+        session = client.get("/v1/sessions/task:t1").json()
+        calls = client.get("/v1/sessions/task:t1/calls").json()["calls"]
+        metrics = client.get("/metrics").text
+    assert record["state"] == "completed", record
+    assert received(model)[1]["body"]["messages"] == [{"role": "user", "content": "kettle-1"}]
+    assert "A shiny steel kettle." in received(model)[2]["body"]["messages"][-1]["content"]
+    assert record["usage"]["input_tokens"] == 27, record
+    assert session["usage"]["input_tokens"] == 27, session
+    assert [c.get("sampling") for c in calls].count("catalog") == 1, calls
+    line = 'ankka_model_calls_total{agent="purchaser",model="standin",provider="default"} 3.0'
+    assert line in metrics
