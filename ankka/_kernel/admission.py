@@ -17,8 +17,9 @@ process) are refused (issue 31, item 6). A listener whose factory returns
   it has none, the newcomer is.
 
 The handshake runs in the loop's own TLS protocol (asyncio's or uvloop's ``SSLProtocol``, put
-on the socket by the gate, with the first bytes it read, rather than by the loop), and the connection's own protocol
-(uvicorn's, the gateway's) is connected after it exactly as with ``create_server(ssl=...)``.
+on the socket by the gate, with the first bytes it read, rather than by the loop), and the
+connection's own protocol (uvicorn's, the gateway's) is connected after it exactly as with
+``create_server(ssl=...)``.
 Bookkeeping plus one small protocol; standard library only (uvloop when it runs the loop).
 """
 
