@@ -1,15 +1,18 @@
-"""A member killed mid-item, over real processes on PostgreSQL: two ``ankka serve
-examples.newsroom:service`` share one store; the first is SIGKILLed while its researcher's
-item is half done (its first answer recorded, its second call in flight). Its claim runs out
-after the lease, the item comes back to the backlog, and the other process's researcher
-claims it and finishes it from its journal: no recorded model call is asked again, every item
-ends once, and no item was claimed by two members at once."""
+"""A member killed mid-item. On PostgreSQL: two ``ankka serve examples.newsroom:service``
+share one store; the first is SIGKILLed while its researcher's item is half done (its first
+answer recorded, its second call in flight). Its claim runs out after the lease, the item
+comes back to the backlog, and the other process's researcher claims it and finishes it from
+its journal: no recorded model call is asked again, every item ends once, and no item was
+claimed by two members at once. On SQLite: the one process, killed and started again, keeps
+its own claim and carries the item on at once."""
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +28,7 @@ from tests.support.processes import Server
 pytestmark = pytest.mark.integration
 
 ITEMS = ["t1", "t2", "t3"]
+TASK = "team:newsroom:t1"
 LEASE = 2.0
 
 
@@ -132,3 +136,38 @@ def test_a_killed_members_item_is_finished_by_another_with_nothing_asked_twice(
             "SELECT id, state FROM ankka_tasks WHERE id LIKE 'team:%' ORDER BY id"
         ).fetchall()
     assert ends == [(f"team:newsroom:{i}", "completed") for i in ITEMS]
+
+
+def test_on_sqlite_a_restarted_process_carries_its_own_claim_on_at_once(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    store = f"sqlite:///{path}"
+    model = standin(turns(1))
+    first = serve_newsroom(model, store)
+    servers.append(first)
+    answer = httpx.put(
+        f"{first.url}/v1/teams/newsroom/items/t1",
+        json={"type": "summary", "instructions": "Summarise t1."},
+        timeout=30,
+    )
+    assert answer.status_code == 201, answer.text
+    eventually(
+        lambda: (TASK, 0) in recorded_keys(store) and len(model_requests(model)) == 2,
+        what="the item's second call in flight",
+        timeout=60,
+    )
+    first.process.kill()
+    first.process.wait()
+    recorded = recorded_keys(store)
+    before = len(model_requests(model))
+    second = serve_newsroom(model, store)
+    servers.append(second)
+    record = wait_item(second, "t1")
+    assert record["state"] == "completed", record
+    assert record["claims"] == 1  # its own claim, kept across the restart: nothing returned
+    again = sorted(set(asked_keys(model_requests(model)[before:])) & recorded)
+    assert again == [], f"recorded calls asked again after the restart: {again}"
+    with sqlite3.connect(path) as db:
+        made = db.execute("SELECT instance FROM ankka_team_claims").fetchall()
+    assert [m[0] for m in made] == [record["claimed_by"]["instance"]]
