@@ -128,6 +128,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the CA the API server's certificate is checked with (default: the pod's "
         "service-account ca.crt)",
     )
+    review.add_argument(
+        "--token-review-cache-seconds",
+        metavar="S",
+        type=float,
+        default=60.0,
+        help="how long an accepted token's verdict is kept, never past the exp it claims "
+        "(%(default)s; a revoked token is accepted that long after revocation)",
+    )
     parser.add_argument(
         "--trust-network",
         action="store_true",
@@ -216,7 +224,16 @@ def _reviewer(
             f"--token-review-url {args.token_review_url[:80]!r}: the API server is reached "
             "over https:// only (tokens travel in the request)"
         )
-    settings = ReviewSettings(url=args.token_review_url, audience=args.token_review_audience)
+    if not 0 < args.token_review_cache_seconds <= 86400:
+        raise ConfigurationError(
+            f"--token-review-cache-seconds {args.token_review_cache_seconds}: give seconds "
+            "from more than 0 to 86400"
+        )
+    settings = ReviewSettings(
+        url=args.token_review_url,
+        audience=args.token_review_audience,
+        ttl=args.token_review_cache_seconds,
+    )
     if args.token_review_credential:
         settings = replace(settings, credential_file=Path(args.token_review_credential))
     if args.token_review_ca:
