@@ -8,15 +8,18 @@ process) are refused (issue 31, item 6). A listener whose factory returns
 :meth:`Admission.gate` counts each connection the moment it is accepted:
 
 - a TLS handshake must finish within ``handshake_timeout_s`` (10 s by default);
-- at most ``max_handshakes`` handshakes are under way at once; past it the oldest handshake of
-  the source holding the most is closed, so one crowd cannot push out another's handshake;
+- at most ``max_handshakes`` handshakes are under way at once; past it the oldest connection
+  that has sent nothing yet, of the source holding the most such, is closed (when every one has
+  sent something, the oldest handshake of the source holding the most): a crowd that never
+  sends a ClientHello cannot push out a client's handshake, nor one source another's;
 - at most ``max_connections_per_source`` connections from one address (handshakes and
   established connections alike); past it that address's oldest handshake is closed, or, when
   it has none, the newcomer is.
 
 The handshake runs in the loop's own TLS protocol (asyncio's or uvloop's ``SSLProtocol``, put
-on the socket by the gate rather than by the loop), and the connection's own protocol
-(uvicorn's, the gateway's) is connected after it exactly as with ``create_server(ssl=...)``.
+on the socket by the gate, with the first bytes it read, rather than by the loop), and the
+connection's own protocol (uvicorn's, the gateway's) is connected after it exactly as with
+``create_server(ssl=...)``.
 Bookkeeping plus one small protocol; standard library only (uvloop when it runs the loop).
 """
 
@@ -80,6 +83,8 @@ class _Gate(asyncio.Protocol):
         self.raw: asyncio.Transport | None = None
         self.inner: asyncio.Protocol | None = None  # until its handshake is done
         self.counted = False
+        self.silent = False  # a TLS connection that has sent nothing yet
+        self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
@@ -90,26 +95,42 @@ class _Gate(asyncio.Protocol):
         if not admission.admit(self):
             raw.abort()
             return
-        inner = self.make()
-        _release_when_lost(inner, self)
         if admission.ssl_context is None:
+            inner = self.make()
+            _release_when_lost(inner, self)
             raw.set_protocol(inner)
             inner.connection_made(raw)
             return
+        # Silent until its first byte: the TLS protocol starts with the ClientHello, and a
+        # silent connection is the first to go when room is needed.
+        self.silent = True
+        self.timer = asyncio.get_running_loop().call_later(
+            admission.limits.handshake_timeout_s, self.evict
+        )
+
+    def data_received(self, data: bytes) -> None:
+        """The first bytes of a TLS connection: hand it, and them, to the loop's TLS protocol."""
+        admission = self.admission
+        if not self.silent or self.raw is None or admission.ssl_context is None:
+            return
+        self.silent = False
+        left = admission.limits.handshake_timeout_s
+        if self.timer is not None:
+            left = max(0.1, self.timer.when() - asyncio.get_running_loop().time())
+            self.timer.cancel()
+            self.timer = None
+        inner = self.inner = self.make()
+        _release_when_lost(inner, self)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         tls = _tls_protocol_class(loop)(
-            loop,
-            inner,
-            admission.ssl_context,
-            waiter,
-            server_side=True,
-            ssl_handshake_timeout=admission.limits.handshake_timeout_s,
-        )
-        self.inner = inner
+            loop, inner, admission.ssl_context, waiter, server_side=True,
+            ssl_handshake_timeout=left,
+        )  # fmt: skip
         waiter.add_done_callback(self._shaken)
-        raw.set_protocol(tls)
-        tls.connection_made(raw)
+        self.raw.set_protocol(tls)
+        tls.connection_made(self.raw)
+        _feed(cast(asyncio.BufferedProtocol, tls), data)
 
     def _shaken(self, waiter: asyncio.Future[None]) -> None:
         if waiter.cancelled() or waiter.exception() is not None:
@@ -125,13 +146,31 @@ class _Gate(asyncio.Protocol):
             self.admission.established(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        # Only while this gate is the socket's protocol (never: it hands over at once).
+        # Only while this gate is the socket's protocol: a TLS connection that sent nothing.
+        self._stop_timer()
         self.admission.release(self)
 
     def evict(self) -> None:
+        self._stop_timer()
         if self.raw is not None:
             self.raw.abort()
         self.admission.release(self)
+
+    def _stop_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def _feed(protocol: asyncio.BufferedProtocol, data: bytes) -> None:
+    """Give ``data`` to a buffered protocol as the transport would have."""
+    view = memoryview(data)
+    while view:
+        buffer = memoryview(protocol.get_buffer(len(view)))
+        size = min(len(buffer), len(view))
+        buffer[:size] = view[:size]
+        protocol.buffer_updated(size)
+        view = view[size:]
 
 
 def _release_when_lost(inner: asyncio.Protocol, gate: _Gate) -> None:
@@ -210,14 +249,18 @@ class Admission:
         gate.evict()
 
     def _oldest_handshake(self, source: str) -> _Gate | None:
-        return next((g for g in self.handshakes if g.source == source), None)
+        """``source``'s oldest silent connection, else its oldest handshake."""
+        mine = [g for g in self.handshakes if g.source == source]
+        return next((g for g in mine if g.silent), mine[0] if mine else None)
 
     def _crowded_handshake(self) -> _Gate:
-        """The oldest handshake of the source with the most handshakes under way."""
+        """The oldest silent connection of the source with the most, else the oldest
+        handshake of the source with the most under way: a client that sends its ClientHello
+        at once is not pushed out by a crowd that sends nothing."""
+        silent = [g for g in self.handshakes if g.silent]
+        pool = silent or list(self.handshakes)
         counts: dict[str, int] = {}
-        for gate in self.handshakes:
+        for gate in pool:
             counts[gate.source] = counts.get(gate.source, 0) + 1
         crowded = max(counts, key=counts.__getitem__)
-        found = self._oldest_handshake(crowded)
-        assert found is not None
-        return found
+        return next(g for g in pool if g.source == crowded)

@@ -1,6 +1,7 @@
 """Agents whose MCP server asks during a call (examples/mcp_catalog.py ``--elicit-tool``,
 ``--sampling-tool``): the request agent ``clerk`` allows the catalogue's sampling requests,
-``guarded`` does not; the autonomous agent ``purchaser`` buys through the same tool."""
+``guarded`` does not; the autonomous agent ``purchaser`` buys through the same tool and allows
+sampling too."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ service.autonomous(
     AutonomousAgent(
         name="purchaser",
         instructions="Buy each product asked about, then complete the task.",
-        mcp_servers=["catalog"],
+        mcp_servers=[McpServer("catalog", sampling=True)],
         accepts=[Accepts(summary, budget=4)],
     )
 )

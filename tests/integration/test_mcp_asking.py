@@ -41,16 +41,17 @@ class AskingRig(Rig):
     def begin(self, script: Script, *catalog: str, **env: str) -> tuple[Server, Server, Server]:
         mcp = self.catalog(*catalog)
         model = self.standin(script)
-        return mcp, model, self.serve(mcp, model, **env)
+        return mcp, model, self.serve(mcp.url, model, **env)
 
-    def serve(self, mcp: Server, model: Server, **env: str) -> Server:
-        """``ankka serve`` on this test's store, with ``mcp`` and ``model`` (and its console)."""
+    def serve(self, mcp_url: str, model: Server, **env: str) -> Server:
+        """``ankka serve`` (and its console) on this test's store, with the catalogue at
+        ``mcp_url`` and ``model``."""
         store = f"sqlite:///{self.tmp_path / 'store.sqlite3'}"
         settings = {f"ANKKA_MCP_CATALOG_{k.upper()}": v for k, v in env.items()}
         command = ankka_command("serve", TARGET, "--port", "0", "--store", store)
         environment = {
             **model_env(model.url),
-            "ANKKA_MCP_CATALOG_URL": mcp.url,
+            "ANKKA_MCP_CATALOG_URL": mcp_url,
             **settings,
             "ANKKA_CONSOLE": "on",
         }
@@ -257,7 +258,7 @@ def test_a_task_killed_while_its_question_waits_asks_again_and_is_answered_once(
     first.process.kill()  # SIGKILL while the question waits: no shutdown, no flush
     first.process.wait(timeout=15)
 
-    second = rig.serve(mcp, model)
+    second = rig.serve(mcp.url, model)
     gone = decide(second, asked, "approve", content={"quantity": 1})
     assert gone.status_code == 409 and "no longer in flight" in gone.text, gone.text
     again = pending_question(second)  # the call ran again; the server asked again
@@ -315,3 +316,41 @@ def test_sampling_is_served_by_the_agents_model_when_it_allows_it(rig: AskingRig
     assert refused.status_code == 200, refused.text
     result = received(model)[4]["body"]["messages"][-1]["content"]
     assert "the client refused sampling" in result and "Sampling not supported" in result
+
+
+def test_a_tasks_sampling_is_its_models_and_counts_in_its_usage(rig: AskingRig) -> None:
+    describe = {"name": "mcp__catalog__describe", "arguments": {"product": "kettle-1"}}
+    done = {"name": "complete_task", "arguments": {"title": "described", "points": ["ok"]}}
+    wrote = {"text": "A shiny steel kettle.", "usage": {"input_tokens": 7, "output_tokens": 5}}
+    _, model, server = rig.begin(
+        [{"tool_calls": [describe], "usage": USAGE}, wrote, {"tool_calls": [done], "usage": USAGE}],
+        "--sampling-tool",
+        "--handshake-only",
+    )
+    with httpx.Client(base_url=server.url, timeout=70) as client:
+        task = {"type": "summary", "instructions": "Describe a kettle."}
+        assert client.put("/v1/agents/purchaser/tasks/t1", json=task).status_code == 201
+        record = client.get("/v1/tasks/t1", params={"wait": 60}).json()
+        session = client.get("/v1/sessions/task:t1").json()
+        calls = client.get("/v1/sessions/task:t1/calls").json()["calls"]
+        metrics = client.get("/metrics").text
+    assert record["state"] == "completed", record
+    assert received(model)[1]["body"]["messages"] == [{"role": "user", "content": "kettle-1"}]
+    assert "A shiny steel kettle." in received(model)[2]["body"]["messages"][-1]["content"]
+    assert record["usage"]["input_tokens"] == 27, record
+    assert session["usage"]["input_tokens"] == 27, session
+    assert [c.get("sampling") for c in calls].count("catalog") == 1, calls
+    line = 'ankka_model_calls_total{agent="purchaser",model="standin",provider="default"} 3.0'
+    assert line in metrics
+
+
+def test_a_task_whose_server_is_down_fails_fast_naming_it(rig: AskingRig) -> None:
+    model = rig.standin([{"text": "never asked"}])
+    server = rig.serve("http://127.0.0.1:1/mcp", model)  # nothing listens there
+    with httpx.Client(base_url=server.url, timeout=40) as client:
+        task = {"type": "summary", "instructions": "Buy a kettle."}
+        assert client.put("/v1/agents/purchaser/tasks/t1", json=task).status_code == 201
+        record = client.get("/v1/tasks/t1", params={"wait": 30}).json()
+    assert record["state"] == "failed", record
+    assert "MCP server 'catalog' is not available" in record["reason"], record
+    assert received(model) == []  # before any model call

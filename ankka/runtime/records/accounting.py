@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ankka.runtime.records.iterations import IterationCompleted, iteration_of
+from ankka.runtime.records.mcp import SampledCall
 from ankka.runtime.records.messages import AssistantMessage, ModelCall, Usage
 
 __all__ = ["NOT_WRITTEN", "SessionUsage", "UnwrittenCalls", "session_usage"]
@@ -97,6 +98,8 @@ def session_usage(records: Iterable[object]) -> SessionUsage:
         elif isinstance(record, UnwrittenCalls):
             unwritten_turns += 1
             unwritten = unwritten + record.usage
+        elif isinstance(record, SampledCall) and iteration_of(record.turn) is not None:
+            written = written + record.call.usage  # a task's (a request turn's are its own)
     for usage in iterations.values():
         turns += 1
         written = written + usage

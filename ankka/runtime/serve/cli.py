@@ -26,6 +26,7 @@ from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
 from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
+from ankka.runtime.features import mcp as mcp_feature
 from ankka.runtime.serve.a2a import options as a2a_options
 from ankka.runtime.serve.hosts import ALLOWED_HOSTS_VARIABLE, allowed_hosts
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
@@ -128,6 +129,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the CA the API server's certificate is checked with (default: the pod's "
         "service-account ca.crt)",
     )
+    review.add_argument(
+        "--token-review-cache-seconds",
+        metavar="S",
+        type=float,
+        default=60.0,
+        help="how long an accepted token's verdict is kept, never past the exp it claims "
+        "(%(default)s; a revoked token is accepted that long after revocation)",
+    )
     parser.add_argument(
         "--trust-network",
         action="store_true",
@@ -216,7 +225,16 @@ def _reviewer(
             f"--token-review-url {args.token_review_url[:80]!r}: the API server is reached "
             "over https:// only (tokens travel in the request)"
         )
-    settings = ReviewSettings(url=args.token_review_url, audience=args.token_review_audience)
+    if not 0 < args.token_review_cache_seconds <= 86400:
+        raise ConfigurationError(
+            f"--token-review-cache-seconds {args.token_review_cache_seconds}: give seconds "
+            "from more than 0 to 86400"
+        )
+    settings = ReviewSettings(
+        url=args.token_review_url,
+        audience=args.token_review_audience,
+        ttl=args.token_review_cache_seconds,
+    )
     if args.token_review_credential:
         settings = replace(settings, credential_file=Path(args.token_review_credential))
     if args.token_review_ca:
@@ -346,7 +364,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     metrics = RuntimeMetrics()
     try:
-        traces = tracing.from_environment("ankka-runtime")
+        traces = tracing.from_environment(
+            "ankka-runtime", quiet=[mcp_feature.SDK_SCOPE, a2a_options.SDK_SCOPE]
+        )
         spans = _engine_spans(traces)
         service = load_service(args.target)
         sqlite_path(args.store)  # a store URL that is none is refused before anything is said

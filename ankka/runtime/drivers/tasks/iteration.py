@@ -70,11 +70,13 @@ from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacte
 from ankka.runtime.records.delegation import Budget, Claims, End, exhausted
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted, iteration_of
 from ankka.runtime.records.judgments import JudgmentUsage
+from ankka.runtime.records.mcp import SampledCall
 from ankka.runtime.records.messages import (
     AssistantMessage,
     Message,
     ToolCall,
     ToolResult,
+    Usage,
     UserMessage,
 )
 from ankka.runtime.records.registry import Record
@@ -241,6 +243,8 @@ async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) 
             )
         )
         told(bench, ended)
+        if finished.end is not None and any(item.id == task.id for item in ended):
+            bench.context.metrics.work.ended_for(agent.name, finished.end.value)
         return None
 
 
@@ -288,6 +292,7 @@ class TaskWork:
         self.number = task.iterations_used
         self.dependency_results: dict[str, Any] = {}
         self._rejected: str | None = None
+        self._asker: TurnAsker | None = None
         self._compactions = 0
         # Where the task stands, as the iteration's last commit read it back (the next call's
         # check then costs no round trip of its own).
@@ -368,7 +373,7 @@ class TaskWork:
         state.decided = await self._decided(state)
         state.children = (await self.delegations.children(_last_answer(state.produced))).children
         provider = provider_for(self.ctx.providers, self.agent.name, self.agent.model)
-        asker = self._asker(provider)
+        asker = self._asker = self._asking(provider)
         while True:
             try:
                 with asking(asker):
@@ -576,6 +581,8 @@ class TaskWork:
             return False
         self.failures.count = 0
         number, task = self.number, self.task
+        if self._asker is not None:  # what its servers ask next belongs to this iteration
+            self._asker.turn = answer.turn
         records: list[Record] = [
             *self.listed.records,
             IterationStarted(number),
@@ -643,7 +650,7 @@ class TaskWork:
         row = await self.bench.store.read(lambda tx: tree.row(tx, task))
         return max(number, row.claims.iterations if row is not None else 0) + 1
 
-    def _asker(self, provider: ModelProvider) -> TurnAsker | None:
+    def _asking(self, provider: ModelProvider) -> TurnAsker | None:
         """What the task's MCP servers ask during its calls: a question waits for a person
         (the task awaits approval meanwhile), sampling is the task's model's when allowed."""
         desk = self.bench.questions
@@ -659,8 +666,24 @@ class TaskWork:
         return TurnAsker(
             desk, self.session, self.agent.name, f"{self.task.id}#{self.number}",
             self.folded.position, self.folded.opened, provider, self.ledger,
-            sampling_of(self.agent.servers), record=self._append, notify=tell, waiting=waiting,
+            sampling_of(self.agent.servers), record=self._record_asked, notify=tell,
+            waiting=waiting,
         )  # fmt: skip
+
+    async def _record_asked(self, records: Sequence[Record]) -> None:
+        """A question's answer, or a sampling call with its tokens on the task's row (one
+        transaction): the task's usage and budget count what its servers had its model do."""
+        usage = Usage()
+        for record in records:
+            if isinstance(record, SampledCall):
+                usage = usage + record.call.usage
+        if usage == Usage():
+            await self._append(records)
+            return
+        now = self.ctx.clock.now()
+        await self._append(
+            records, then=partial(statements.add_usage, task=self.task.id, usage=usage, now=now)
+        )
 
     # --- waiting for a decision --------------------------------------------------------------
 
@@ -685,6 +708,7 @@ class TaskWork:
             rows = [(r.id, r.tool, r.expires_at) for r in requests]
             await index.schedule(self.session, self.agent.name, rows, now)
             await self._append((TurnSuspended(answer.turn, self.agent.name, "", (), requests),))
+            self.ctx.metrics.work.requested(self.agent.name, [r.tool for r in requests])
         if self.task.state != TaskState.AWAITING_APPROVAL:
             await self._set_state(TaskState.AWAITING_APPROVAL)
         if held is None:

@@ -195,6 +195,19 @@ def test_token_review_alone_lets_serve_listen_off_loopback(
     assert "service-account token" in said and "TokenReview at https://10.0.0.1:6443" in said
 
 
+def test_how_long_an_accepted_verdict_is_kept_is_a_setting_within_bounds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    review = ("--host", "0.0.0.0", "--token-review-url", "https://10.0.0.1:6443")
+    _, _, reviewer = _identity(_args(*review))
+    assert reviewer is not None and reviewer.settings.ttl == 60
+    _, _, reviewer = _identity(_args(*review, "--token-review-cache-seconds", "600"))
+    assert reviewer is not None and reviewer.settings.ttl == 600
+    for bad in ("0", "-1", "86401", "nan"):
+        with pytest.raises(ConfigurationError, match="--token-review-cache-seconds"):
+            _identity(_args(*review, "--token-review-cache-seconds", bad))
+
+
 def test_only_a_jwt_shaped_token_is_worth_a_review() -> None:
     assert jwt_shaped(TOKEN) and jwt_shaped(jwt(1))
     for junk in (TOKEN_TEXT, "a.b.c", "..", "e30.e30.e30", jwt(1) + ".x"):

@@ -28,6 +28,7 @@ from ankka.runtime.records.approvals import (
     TurnEnded,
     TurnSuspended,
 )
+from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
@@ -115,6 +116,8 @@ EVERY_KIND: tuple[events.Record, ...] = (
         {"sure": True},
     ),
     SampledCall("t4", "a", "files", CALL),
+    TurnSkipped("t5", "writer", "speaker_silent", "no answer within the turn's 30 s"),
+    ConversationEnded("t5", "moderator", "the editor ended the standup"),
 )
 
 _RENDERED = {"call": "model_call", "turn_usage": "usage", "call_id": "tool_call_id"}

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from ankka._kernel.errors import NotFound, RequestError
+from ankka.runtime.declare.policy import SessionPolicy
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.records.tasks import (
     Conflict,
@@ -23,6 +24,7 @@ from ankka.runtime.records.tasks import (
 )
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store.open import Store
+from ankka.runtime.store.readable import readers
 from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -346,3 +348,44 @@ async def test_a_lease_is_held_by_one_owner_until_it_expires(store: TaskStore) -
     assert renewed == [("researcher", "i1")]
     assert await store.write(lambda tx: claim(tx, "researcher", "i1", "p2", 200.0, 121.0))
     assert await store.write(lambda tx: statements.renew(tx, "p1", 130.0)) == []
+
+
+async def test_the_task_listing_holds_only_what_the_caller_may_read_newest_first_by_offset(
+    store: TaskStore,
+) -> None:
+    """Issue 31, item 3: the caller's read right is a condition of the query, so bob's many
+    tasks never crowd alice's out of a page; the console's filters are conditions too."""
+
+    async def made(task: str, by: str) -> None:
+        await store.write(
+            lambda tx: statements.put(
+                tx, task, spec(task), instance=None, budget=5,
+                created_by=by, may_read=statements.read_any, now=NOW,
+            )
+        )  # fmt: skip
+
+    for n in range(30):
+        await made(f"bob-{n:02}", "bob")
+    for n in range(3):
+        await made(f"alice-{n}", "alice")
+    policy = SessionPolicy()
+
+    async def listed(caller: str, limit: int, offset: int = 0, **matching: str) -> list[str]:
+        who = readers(policy, caller)
+        found: list[TaskRecord] = await store.read(
+            lambda tx: statements.recent(tx, limit, who=who, offset=offset, matching=matching)
+        )
+        return [r.id for r in found]
+
+    assert await listed("alice", 2) == ["alice-2", "alice-1"]  # same time: by id, newest first
+    assert await listed("alice", 2, offset=2) == ["alice-0"]
+    await fail(store, "alice-1")
+    assert await listed("alice", 50, state="failed") == ["alice-1"]
+    every = ["alice-2", "alice-1", "alice-0"]
+    assert await listed("alice", 50, agent="researcher", type="summary") == every
+    assert await listed("alice", 50, type="other") == []
+    assert len(await listed("bob", 50)) == 30 and not any(
+        i.startswith("alice") for i in await listed("bob", 50)
+    )
+    assert len(await listed("ankka://platform/op", 50)) == 33
+    assert await listed("alice", 50, agent="nobody") == []
