@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 
 from ankka.operator import certs
-from tests.cluster.conftest import PLATFORM_NS, Kubectl, poll
+from tests.cluster.conftest import PLATFORM_NS, Kubectl
+from tests.support.eventually import eventually
 
 __all__ = ["MountedSecret", "platform_client"]
 
@@ -64,7 +65,7 @@ class MountedSecret:
             self._copy()
 
     def __enter__(self) -> MountedSecret:
-        poll(f"the Secret {self.namespace}/{self.name}", self._copy, timeout=60)
+        eventually(self._copy, what=f"the Secret {self.namespace}/{self.name}", timeout=60)
         self._thread.start()
         return self
 

@@ -15,8 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import httpx
 import pytest
 
 from tests.cluster.controlplane import ControlPlane, start
+from tests.support.eventually import eventually
 from tests.support.http_reply import send_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,20 +37,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.cluster)
-
-
-def poll(
-    what: str, check: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.2
-) -> Any:
-    """Call ``check`` until it returns something truthy; fail naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
 @pytest.fixture(scope="session")
@@ -206,9 +192,9 @@ def operator(controlplane: ControlPlane, kubectl: Kubectl, helm_release: str) ->
     )
     op = Operator(env, controlplane.workdir / "operator.log")
     op.start()
-    poll(
-        "the operator to create the platform CA",
+    eventually(
         lambda: kubectl.get("secret", "ankka-ca", PLATFORM_NS) or not op.alive(),
+        what="the operator to create the platform CA",
         timeout=60,
     )
     assert op.alive(), "the operator exited at start:\n" + op.log_tail()

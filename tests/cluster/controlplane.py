@@ -16,7 +16,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -28,6 +27,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
+
+from tests.support.eventually import eventually
 
 __all__ = ["BINARIES", "ControlPlane", "PodNetwork", "bin_dir", "start"]
 
@@ -206,23 +207,20 @@ def _wait_ready(
 ) -> None:
     ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
     ctx.load_cert_chain(str(d / "admin.crt"), str(d / "admin.key"))
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
+
+    def tail() -> str:
+        return f"{log.stem}'s log:\n" + log.read_text()[-4000:]
+
+    def ready() -> bool:
         if proc.poll() is not None:
-            raise RuntimeError(
-                f"{log.stem} exited with {proc.returncode}; its log:\n" + log.read_text()[-4000:]
-            )
+            raise RuntimeError(f"{log.stem} exited with {proc.returncode}; {tail()}")
         try:
             with urllib.request.urlopen(url, context=ctx, timeout=5) as response:
-                if response.status == 200:
-                    return
+                return bool(response.status == 200)
         except OSError as exc:
-            last = str(exc)
-        time.sleep(0.25)
-    raise RuntimeError(
-        f"{url} not ready within {timeout}s (last: {last}); log:\n" + log.read_text()[-4000:]
-    )
+            raise AssertionError(str(exc)) from exc
+
+    eventually(ready, what=f"{url} to answer 200", timeout=timeout, interval=0.25, detail=tail)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ import httpx
 import pytest
 import yaml
 
-from tests.cluster.conftest import ROOT, Kubectl, Operator, poll
+from tests.cluster.conftest import ROOT, Kubectl, Operator
 from tests.cluster.controlplane import ControlPlane
+from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 NS = "approvals-lab"
@@ -96,11 +97,11 @@ def desk(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> It
             },
         }
     )
-    poll(
-        "the desk Agent rendered (no pods in this tier: Progressing, never Ready)",
+    eventually(
         lambda: (
             (kubectl.get("agent", "desk", NS) or {}).get("status", {}).get("phase") == "Progressing"
         ),
+        what="the desk Agent rendered (no pods in this tier: Progressing, never Ready)",
         timeout=60,
     )
     yield here
@@ -149,9 +150,9 @@ def test_a_task_s_pending_approval_is_listed_and_decided_through_rbac(desk: Desk
             },
         }
     )
-    status = poll(
-        "the Task to list its pending approval",
+    status = eventually(
         lambda: (s := desk.status_of("publish-1")).get("approvals") and s,
+        what="the Task to list its pending approval",
         timeout=60,
     )
     assert status["phase"] == "AwaitingApproval" and status["state"] == "awaiting-approval"
@@ -213,9 +214,9 @@ def test_a_task_s_pending_approval_is_listed_and_decided_through_rbac(desk: Desk
     )
     assert decided.returncode == 0, decided.stderr
     assert json.loads(decided.stdout)["decided_by"] == f"system:serviceaccount:{NS}:viewer"
-    done = poll(
-        "the Task to complete",
+    done = eventually(
         lambda: (s := desk.status_of("publish-1")).get("phase") == "Completed" and s,
+        what="the Task to complete",
         timeout=60,
     )
     assert done["result"] == RESULT and done["approvals"] == []

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator, poll
+from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator
 from tests.cluster.controlplane import ControlPlane
+from tests.support.eventually import eventually
 
 
 def rendered(cp: ControlPlane, *values: str) -> list[dict[str, Any]]:
@@ -87,9 +88,9 @@ def test_the_gateway_waits_for_the_models_configmap_rather_than_an_empty_directo
 def test_the_operator_renders_the_models_configmap_at_its_start(
     kubectl: Kubectl, operator: Operator
 ) -> None:
-    configmap = poll(
-        "the models ConfigMap the gateway mounts",
+    configmap = eventually(
         lambda: kubectl.get("configmap", "ankka-models", PLATFORM_NS),
+        what="the models ConfigMap the gateway mounts",
     )
     listed = yaml.safe_load(configmap["data"]["models.yaml"])
     assert isinstance(listed, list)

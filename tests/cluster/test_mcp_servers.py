@@ -7,7 +7,8 @@ from typing import Any
 
 import yaml
 
-from tests.cluster.conftest import Kubectl, Operator, poll
+from tests.cluster.conftest import Kubectl, Operator
+from tests.support.eventually import eventually
 
 NS = "mcp-shop"
 
@@ -57,7 +58,7 @@ def test_mcp_servers_render_the_runtime_env_with_the_header_from_its_secret(
             ],
         ),
     )
-    deployment = poll("shop's Deployment", lambda: kubectl.get("deployment", "shop", NS))
+    deployment = eventually(lambda: kubectl.get("deployment", "shop", NS), what="shop's Deployment")
     (runtime,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e for e in runtime["env"]}
     assert env["ANKKA_MCP_CATALOG_URL"]["value"] == "http://catalog.mcp-shop.svc:8000/mcp"
@@ -78,9 +79,8 @@ def test_an_approval_requiring_server_is_rendered_for_the_runtime(
             [{"name": "catalog", "url": "http://c/mcp", "requiresApproval": {"all": True}}],
         ),
     )
-    deployment = poll(
-        "careful's Deployment",
-        lambda: kubectl.get("deployment", "careful", NS),
+    deployment = eventually(
+        lambda: kubectl.get("deployment", "careful", NS), what="careful's Deployment"
     )
     env = {
         e["name"]: e.get("value")

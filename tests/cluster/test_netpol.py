@@ -16,8 +16,9 @@ from typing import Any
 import yaml
 
 from ankka.operator.agents import RUNTIME_PORT
-from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator, poll
+from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator
 from tests.cluster.controlplane import ControlPlane
+from tests.support.eventually import eventually
 
 NS = "netpol"
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -50,7 +51,9 @@ def test_an_agents_policy_admits_the_platform_and_its_declared_callers_on_its_po
         {"namespace": "ops"},
     ]
     kubectl.run("apply", "-f", "-", stdin=agent("orders", callers=callers))
-    policy = poll("orders' NetworkPolicy", lambda: kubectl.get("networkpolicy", "orders", NS))
+    policy = eventually(
+        lambda: kubectl.get("networkpolicy", "orders", NS), what="orders' NetworkPolicy"
+    )
     (owner,) = policy["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"]) == ("Agent", "orders")
     spec = policy["spec"]
@@ -70,7 +73,9 @@ def test_an_agents_policy_admits_the_platform_and_its_declared_callers_on_its_po
         {"namespaceSelector": {"matchLabels": {NAME_LABEL: "ops"}}},
     ]
     # The runtime pods the policy selects carry the labels it selects them by.
-    deployment = poll("orders' Deployment", lambda: kubectl.get("deployment", "orders", NS))
+    deployment = eventually(
+        lambda: kubectl.get("deployment", "orders", NS), what="orders' Deployment"
+    )
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
 
@@ -123,8 +128,8 @@ def test_a_deployed_model_servers_policy_admits_only_the_gateway_and_the_operato
         "spec": {"model": "qwen3:0.6b", "server": {"kind": "llamacpp", "image": "llama:1"}},
     }
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(model))
-    policy = poll(
-        "the model server's policy", lambda: kubectl.get("networkpolicy", "served-here", NS)
+    policy = eventually(
+        lambda: kubectl.get("networkpolicy", "served-here", NS), what="the model server's policy"
     )
     (owner,) = policy["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"]) == ("InstallationModel", "served-here")
@@ -180,7 +185,7 @@ def test_the_models_files_callers_are_the_agents_naming_each_model(
         tiny = [f"ankka://service/{NS}/archive", f"ankka://service/{NS}/reports"]
         return (got, want) if got == want and want.get("tiny") == tiny else None
 
-    assert poll("the models file's callers to match the Agents' spec.models", compare)
+    assert eventually(compare, what="the models file's callers to match the Agents' spec.models")
 
 
 def test_the_chart_switches_policies_and_token_review_off(controlplane: ControlPlane) -> None:

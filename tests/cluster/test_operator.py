@@ -10,7 +10,6 @@ import base64
 import datetime as dt
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,9 @@ from tests.cluster.conftest import (
     Kubectl,
     Operator,
     StandIn,
-    poll,
 )
 from tests.cluster.controlplane import ControlPlane
+from tests.support.eventually import eventually
 
 NS = "shop"
 
@@ -56,9 +55,8 @@ def reasons(kubectl: Kubectl, kind: str, name: str) -> dict[str, dict[str, Any]]
 
 
 def poll_reason(kubectl: Kubectl, kind: str, name: str, reason: str) -> dict[str, Any]:
-    found: dict[str, Any] = poll(
-        f"a {reason} Event on {kind} {name}",
-        lambda: reasons(kubectl, kind, name).get(reason),
+    found: dict[str, Any] = eventually(
+        lambda: reasons(kubectl, kind, name).get(reason), what=f"a {reason} Event on {kind} {name}"
     )
     return found
 
@@ -128,9 +126,9 @@ def test_helm_install_created_crds_and_platform_objects(
 def test_gateway_certificate_names_the_platform_identity(
     kubectl: Kubectl, operator: Operator
 ) -> None:
-    secret = poll(
-        "the gateway's certificate Secret",
+    secret = eventually(
         lambda: kubectl.get("secret", "ankka-gateway-tls", PLATFORM_NS),
+        what="the gateway's certificate Secret",
     )
     pair = secret_pair(secret)
     assert certs.matches(pair)
@@ -192,49 +190,47 @@ def test_invalid_resources_are_refused_by_the_api_server(
 def test_agent_is_held_until_its_model_is_served_then_released(
     kubectl: Kubectl, shop: Path, stand_in: StandIn, operator: Operator
 ) -> None:
-    held = poll(
-        "cart to be held",
+    held = eventually(
         lambda: (
             (a := kubectl.get("agent", "cart", NS))
             and (a.get("status") or {}).get("phase") == "Held"
             and a
         ),
+        what="cart to be held",
     )
     assert condition(held, "ModelsServed")["status"] == "False"
     assert "smollm" in condition(held, "ModelsServed")["message"]
     assert held["status"]["awaitingModels"] == ["smollm"]
-    deployment = poll("cart's Deployment", lambda: kubectl.get("deployment", "cart", NS))
+    deployment = eventually(lambda: kubectl.get("deployment", "cart", NS), what="cart's Deployment")
     assert deployment["spec"]["replicas"] == 0
     # The model is probed (and refused: 503) while the agent stays held.
-    poll("a failed probe", lambda: stand_in.shows >= 2)
+    eventually(lambda: stand_in.shows >= 2, what="a failed probe")
     model = kubectl.get("installationmodel", "smollm", NS)
     assert condition(model, "Served")["status"] == "False"
     assert kubectl.get("deployment", "cart", NS)["spec"]["replicas"] == 0  # type: ignore[index]
 
     stand_in.serve()
-    served = poll(
-        "smollm to be Served",
+    served = eventually(
         lambda: (
             condition(kubectl.get("installationmodel", "smollm", NS), "Served").get("status")
             == "True"
         ),
+        what="smollm to be Served",
     )
     assert served
-    started = time.monotonic()
-    released = poll(
-        "cart to be released",
+    released = eventually(  # at once, not at the next periodic probe
         lambda: (d := kubectl.get("deployment", "cart", NS)) and d["spec"]["replicas"] == 2 and d,
+        what="cart to be released",
         timeout=10,
     )
-    assert time.monotonic() - started < 10
     assert released["metadata"]["annotations"]["ankka.dev/held"] == "false"
-    agent = poll(
-        "cart released (no pods in this tier: Progressing)",
+    agent = eventually(
         lambda: (
             (a := kubectl.get("agent", "cart", NS))
             and a["status"].get("phase") == "Progressing"
             and a
         ),
+        what="cart released (no pods in this tier: Progressing)",
     )
     assert condition(agent, "ModelsServed")["status"] == "True"
     model = kubectl.get("installationmodel", "smollm", NS)
@@ -275,7 +271,7 @@ def test_agent_is_held_until_its_model_is_served_then_released(
 
 
 def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> None:
-    deployment = poll("cart's Deployment", lambda: kubectl.get("deployment", "cart", NS))
+    deployment = eventually(lambda: kubectl.get("deployment", "cart", NS), what="cart's Deployment")
     for kind in ("service", "serviceaccount", "deployment"):
         child = kubectl.get(kind, "cart", NS)
         assert child is not None, kind
@@ -304,7 +300,7 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
     assert env["ANKKA_COMPACTION_LIMIT_CHARS"] == "8000"
     assert env["ANKKA_COMPACTION_KEEP_MESSAGES"] == "6"
     assert "subPath" not in runtime["volumeMounts"][0]
-    secret = poll("cart's certificate", lambda: kubectl.get("secret", "cart-tls", NS))
+    secret = eventually(lambda: kubectl.get("secret", "cart-tls", NS), what="cart's certificate")
     assert certs.uris_of(secret_pair(secret).cert_pem) == ["ankka://service/shop/cart"]
     # It also serves the runtime's Service: every name the Service answers to.
     assert certs.dns_names_of(secret_pair(secret).cert_pem) == [
@@ -313,14 +309,14 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
     # The deployed model's server and the gateway's models file.
     assert kubectl.get("deployment", "qwen", NS) is not None
     assert kubectl.get("service", "qwen", NS) is not None
-    cm = poll(
-        "the models file",
+    cm = eventually(
         lambda: (
             (c := kubectl.get("configmap", "ankka-models", PLATFORM_NS))
             and "smollm" in c["data"]["models.yaml"]
             and "ankka://service/shop/cart" in c["data"]["models.yaml"]
             and c
         ),
+        what="the models file",
     )
     rows = {r["name"]: r for r in yaml.safe_load(cm["data"]["models.yaml"])}
     assert rows["qwen"] == {
@@ -350,13 +346,13 @@ def test_rendered_children_and_the_runtime_env(kubectl: Kubectl, shop: Path) -> 
 def test_agent_whose_installation_model_sets_an_address_fails_with_no_children(
     kubectl: Kubectl, shop: Path
 ) -> None:
-    agent = poll(
-        "misaddressed to fail",
+    agent = eventually(
         lambda: (
             (a := kubectl.get("agent", "misaddressed", NS))
             and (a.get("status") or {}).get("phase") == "Failed"
             and a
         ),
+        what="misaddressed to fail",
     )
     ready = condition(agent, "Ready")
     assert ready["reason"] == "InvalidSpec"
@@ -383,37 +379,39 @@ def test_an_agent_made_invalid_is_failed_and_runs_no_pods(kubectl: Kubectl, shop
         },
     }
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
-    poll(
-        "turncoat running",
+    eventually(
         lambda: (
             ((kubectl.get("deployment", "turncoat", NS) or {}).get("spec") or {}).get("replicas")
             == 1
         ),
+        what="turncoat running",
     )
     doc["spec"]["models"][0]["apiKeySecretRef"] = {"name": "k", "key": "k"}  # type: ignore[index]
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
-    agent = poll(
-        "turncoat to fail",
+    agent = eventually(
         lambda: (
             (a := kubectl.get("agent", "turncoat", NS))
             and (a.get("status") or {}).get("phase") == "Failed"
             and a
         ),
+        what="turncoat to fail",
     )
     assert condition(agent, "Ready")["message"].startswith("spec.models[0].apiKeySecretRef:")
     invalid = poll_reason(kubectl, "Agent", "turncoat", "InvalidSpec")
     assert invalid["type"] == "Warning"
     assert "spec.models[0].apiKeySecretRef" in invalid["message"]
-    poll(
-        "turncoat scaled to 0",
+    eventually(
         lambda: (kubectl.get("deployment", "turncoat", NS) or {})["spec"]["replicas"] == 0,
+        what="turncoat scaled to 0",
     )
 
 
 def test_certificate_is_renewed_before_expiry_and_key_always_matches(
     kubectl: Kubectl, shop: Path
 ) -> None:
-    first = secret_pair(poll("cart's certificate", lambda: kubectl.get("secret", "cart-tls", NS)))
+    first = secret_pair(
+        eventually(lambda: kubectl.get("secret", "cart-tls", NS), what="cart's certificate")
+    )
     first_expiry = certs.not_after(first.cert_pem)
     seen: list[certs.KeyPair] = []
 
@@ -423,7 +421,7 @@ def test_certificate_is_renewed_before_expiry_and_key_always_matches(
         seen.append(pair)
         return pair.cert_pem != first.cert_pem
 
-    poll("cart's certificate to be renewed", renewed, timeout=40)
+    eventually(renewed, what="cart's certificate to be renewed", timeout=40)
     assert dt.datetime.now(dt.UTC) < first_expiry, "renewed only after the old one expired"
     assert certs.uris_of(seen[-1].cert_pem) == ["ankka://service/shop/cart"]
     assert "renewed" in poll_reason(kubectl, "Agent", "cart", "CertificateRenewed")["message"]
@@ -448,8 +446,7 @@ def test_operator_restart_mid_reconcile_converges_without_duplicates(
         for n in names
     ]
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
-    poll(
-        "the first burst child",
+    eventually(
         lambda: (
             kubectl.items("deployment", NS, "app.kubernetes.io/name=agent")
             and any(
@@ -457,6 +454,7 @@ def test_operator_restart_mid_reconcile_converges_without_duplicates(
                 for d in kubectl.items("deployment", NS, "app.kubernetes.io/name=agent")
             )
         ),
+        what="the first burst child",
         interval=0.05,
     )
     operator.kill()
@@ -465,9 +463,9 @@ def test_operator_restart_mid_reconcile_converges_without_duplicates(
     def phase(name: str) -> Any:
         return ((kubectl.get("agent", name, NS) or {}).get("status") or {}).get("phase")
 
-    poll(
-        "every burst Agent rendered",
+    eventually(
         lambda: all(phase(n) == "Progressing" for n in names),
+        what="every burst Agent rendered",
         timeout=60,
     )
     for n in names:
@@ -484,9 +482,9 @@ def test_operator_restart_mid_reconcile_converges_without_duplicates(
 
 
 def test_deleting_an_agent_removes_what_it_owned(kubectl: Kubectl, shop: Path) -> None:
-    poll(
-        "cart's children",
+    eventually(
         lambda: kubectl.get("secret", "cart-tls", NS) and kubectl.get("deployment", "cart", NS),
+        what="cart's children",
     )
     kubectl.run("delete", "agent", "cart", "-n", NS, "--wait=true", "--timeout=60s")
     owned = [
@@ -495,9 +493,9 @@ def test_deleting_an_agent_removes_what_it_owned(kubectl: Kubectl, shop: Path) -
         ("serviceaccount", "cart"),
         ("secret", "cart-tls"),
     ]
-    poll(
-        "cart's children to be garbage-collected",
+    eventually(
         lambda: all(kubectl.get(kind, name, NS) is None for kind, name in owned),
+        what="cart's children to be garbage-collected",
         timeout=60,
     )
 
@@ -541,21 +539,23 @@ def test_a_scale_by_patch_leaves_the_next_apply_in_charge(kubectl: Kubectl, shop
         return found or {"metadata": {}, "spec": {}}
 
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
-    poll("scaler running", lambda: deployment()["spec"].get("replicas") == 1)
+    eventually(lambda: deployment()["spec"].get("replicas") == 1, what="scaler running")
     # Only the replicas change: merge-patched (an Update), not applied whole.
     doc["spec"]["replicas"] = 3  # type: ignore[index]
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
-    scaled = poll("scaler at 3", lambda: (d := deployment())["spec"].get("replicas") == 3 and d)
+    scaled = eventually(
+        lambda: (d := deployment())["spec"].get("replicas") == 3 and d, what="scaler at 3"
+    )
     assert _owns_replicas(scaled, "Update")
     assert scaled["metadata"]["annotations"]["ankka.dev/held"] == "false"
     # Anything else changes: the whole Deployment is applied, forced, and owns replicas again.
     doc["spec"]["image"] = "i2"  # type: ignore[index]
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
-    applied = poll(
-        "scaler's new image",
+    applied = eventually(
         lambda: (
             (d := deployment())["spec"]["template"]["spec"]["containers"][0]["image"] == "i2" and d
         ),
+        what="scaler's new image",
     )
     assert applied["spec"]["replicas"] == 3
     # The forced apply owns replicas again (shared with the patch's entry while the values
@@ -564,6 +564,8 @@ def test_a_scale_by_patch_leaves_the_next_apply_in_charge(kubectl: Kubectl, shop
     # And the patch works again on top of that apply: the two never fight.
     doc["spec"]["replicas"] = 2  # type: ignore[index]
     kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(doc))
-    again = poll("scaler at 2", lambda: (d := deployment())["spec"].get("replicas") == 2 and d)
+    again = eventually(
+        lambda: (d := deployment())["spec"].get("replicas") == 2 and d, what="scaler at 2"
+    )
     assert again["spec"]["template"]["spec"]["containers"][0]["image"] == "i2"
     kubectl.run("delete", "agent", "scaler", "-n", NS, "--wait=true", "--timeout=60s")

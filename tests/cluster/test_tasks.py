@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from tests.cluster.agent_tls import MountedSecret, platform_client
-from tests.cluster.conftest import Kubectl, Operator, poll
+from tests.cluster.conftest import Kubectl, Operator
 from tests.cluster.controlplane import ControlPlane
+from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 NS = "lab"
@@ -112,12 +113,12 @@ def lab(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> Ite
         assert runtime.url.startswith("https://127.0.0.1:"), runtime.url
         here = Lab(kubectl, model, runtime, workdir, platform_client(kubectl, workdir / "tests"))
         here.apply(agent("research", runtime={"address": runtime.url}))
-        poll(
-            "the research Agent rendered (no pods in this tier: Progressing)",
+        eventually(
             lambda: (
                 (kubectl.get("agent", "research", NS) or {}).get("status", {}).get("phase")
                 == "Progressing"
             ),
+            what="the research Agent rendered (no pods in this tier: Progressing)",
             timeout=60,
         )
         yield here
@@ -129,9 +130,9 @@ def lab(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> Ite
 def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab: Lab) -> None:
     lab.script([LOOKUP, COMPLETE])
     lab.apply(task("summary-1"))
-    status = poll(
-        "the Task to complete",
+    status = eventually(
         lambda: (s := lab.status_of("summary-1")).get("phase") == "Completed" and s,
+        what="the Task to complete",
         timeout=60,
     )
     assert status["result"] == RESULT
@@ -156,8 +157,7 @@ def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab
     assert row.split()[1:6] == ["research", "summary", "Completed", "2", "5"]
     # kubectl describe shows what the operator did: handed over, then completed.
     selector = "involvedObject.kind=Task,involvedObject.name=summary-1"
-    seen = poll(
-        "the Task's Handed and Completed Events",
+    seen = eventually(
         lambda: (
             (
                 r := {
@@ -173,6 +173,7 @@ def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab
             >= {"Handed", "Completed"}
             and r
         ),
+        what="the Task's Handed and Completed Events",
         timeout=30,
     )
     assert "Failed" not in seen
@@ -181,11 +182,13 @@ def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab
 def test_a_task_whose_dependency_fails_ends_cancelled(lab: Lab) -> None:
     lab.script([FAIL])
     lab.apply(task("root"), task("child", dependsOn=["root"]))
-    poll("the root to fail", lambda: lab.status_of("root").get("phase") == "Failed", timeout=60)
+    eventually(
+        lambda: lab.status_of("root").get("phase") == "Failed", what="the root to fail", timeout=60
+    )
     assert lab.status_of("root")["reason"] == "nothing to say"
-    status = poll(
-        "the child to be cancelled",
+    status = eventually(
         lambda: (s := lab.status_of("child")).get("phase") == "Cancelled" and s,
+        what="the child to be cancelled",
         timeout=60,
     )
     assert status["iterationsUsed"] == 0
@@ -195,16 +198,16 @@ def test_a_task_whose_dependency_fails_ends_cancelled(lab: Lab) -> None:
 def test_deleting_a_running_task_cancels_it(lab: Lab) -> None:
     lab.script([{**LOOKUP, "delay_ms": 15_000}, COMPLETE])
     lab.apply(task("doomed"))
-    poll(
-        "the Task to be running",
+    eventually(
         lambda: lab.status_of("doomed").get("state") == "in-progress",
+        what="the Task to be running",
         timeout=60,
     )
     uid = lab.task("doomed")["metadata"]["uid"]
     lab.kubectl.run("delete", "task", "doomed", "-n", NS, "--wait=true", "--timeout=60s")
-    record = poll(
-        "the runtime to cancel the task",
+    record = eventually(
         lambda: (r := lab.record(uid).json())["state"] == "cancelled" and r,
+        what="the runtime to cancel the task",
         timeout=60,
     )
     assert record["iterations"]["used"] == 1  # it stopped at the end of its iteration
@@ -221,7 +224,7 @@ def test_an_agent_held_for_its_models_holds_its_tasks(lab: Lab) -> None:
         found = [c for c in status.get("conditions") or [] if c["reason"] == "AgentHeld"]
         return status if found else None
 
-    status = poll("the Task to wait for its held Agent", held, timeout=60)
+    status = eventually(held, what="the Task to wait for its held Agent", timeout=60)
     assert status["phase"] == "Pending"
     handed = next(c for c in status["conditions"] if c["type"] == "Handed")
     assert handed["status"] == "False"
@@ -272,7 +275,7 @@ def test_a_runtime_whose_certificate_names_another_agent_is_refused(lab: Lab) ->
         found = [c for c in conditions if c.get("reason") == "WrongRuntimeIdentity"]
         return found[0] if found else None
 
-    handed = poll("the operator to refuse the runtime", refused, timeout=60)
+    handed = eventually(refused, what="the operator to refuse the runtime", timeout=60)
     assert handed["type"] == "Handed" and handed["status"] == "False"
     assert "ankka://service/lab/research, not ankka://service/lab/impostor" in handed["message"]
     assert "lab/impostor-tls" in handed["message"]  # what the runtime should serve instead

@@ -20,9 +20,10 @@ import httpx
 import pytest
 import yaml
 
-from tests.cluster.conftest import Kubectl, Operator, poll
+from tests.cluster.conftest import Kubectl, Operator
 from tests.cluster.controlplane import ControlPlane
 from tests.integration.conftest import model_env
+from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
 
 NS = "reviewed"
@@ -52,7 +53,7 @@ def runtime_credential(kubectl: Kubectl, operator: Operator, controlplane: Contr
         subjects = json.loads(out).get("subjects") or []
         return {"kind": "ServiceAccount", "name": AGENT, "namespace": NS} in subjects
 
-    poll("the operator to name the Agent's ServiceAccount in " + BINDING, named)
+    eventually(named, what="the operator to name the Agent's ServiceAccount in " + BINDING)
     for account in ("alice", "bob", "carol"):
         kubectl.run("create", "serviceaccount", account, "-n", NS, check=False)
     path = controlplane.workdir / "frontdesk.token"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import Kubectl, poll
+from tests.cluster.conftest import Kubectl
 from tests.cluster.controlplane import ControlPlane, PodNetwork, start
 from tests.pods import netns, node
+from tests.support.eventually import eventually
 from tests.support.postgres import postgres_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ IMAGE_NAMES = ("ankka", "weather", "llama-server", "pause")
 # Short enough that the tier sees a renewal with its pods running (renewed at two thirds).
 CERT_LIFETIME_SECONDS = 90
 
-__all__ = ["PLATFORM_NS", "Cluster", "Kubectl", "image", "poll"]
+__all__ = ["PLATFORM_NS", "Cluster", "Kubectl", "image"]
 
 
 def _version() -> str:
@@ -122,14 +122,12 @@ class Cluster:
         return [p for p in self.pods(namespace, selector) if _ready(p)]
 
     def wait_ready(self, what: str, namespace: str, selector: str, *, timeout: float = 240) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready = self.ready_pods(namespace, selector) or self._unready(namespace, selector)
-            if ready:
-                return ready
-            time.sleep(1)
-        pytest.fail(
-            f"timed out after {timeout}s waiting for {what}:\n{self.why(namespace, selector)}"
+        return eventually(
+            lambda: self.ready_pods(namespace, selector) or self._unready(namespace, selector),
+            what=what,
+            timeout=timeout,
+            interval=1,
+            detail=lambda: self.why(namespace, selector),
         )
 
     def why(self, namespace: str, selector: str) -> str:

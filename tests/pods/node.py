@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cluster.controlplane import ControlPlane, bin_dir
+from tests.support.eventually import eventually
 
 __all__ = [
     "CLUSTER_DNS",
@@ -344,14 +345,12 @@ def _shim_pids(socket_path: Path) -> list[int]:
 def _wait_for(
     what: str, check: Callable[[], bool], child_list: list[Child], timeout: float
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def alive_and_ready() -> bool:
         for c in child_list:
-            c.check()
-        if check():
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"{what} not ready within {timeout:.0f}s")
+            c.check()  # a child that died fails the wait at once, naming it
+        return check()
+
+    eventually(alive_and_ready, what=f"{what} to be ready", timeout=timeout, interval=0.25)
 
 
 @contextmanager

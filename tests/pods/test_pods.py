@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,7 @@ import httpx
 import pytest
 
 from tests.cluster.agent_tls import platform_client
-from tests.pods.conftest import PLATFORM_NS, Cluster, poll
+from tests.pods.conftest import PLATFORM_NS, Cluster
 from tests.pods.manifests import (
     MODEL,
     NS,
@@ -35,6 +34,7 @@ from tests.pods.manifests import (
     task,
     task_agent,
 )
+from tests.support.eventually import eventually
 
 _CALLER: list[httpx.Client] = []  # the tests' mTLS client, made once the CA exists
 
@@ -45,7 +45,9 @@ def phase(cluster: Cluster, name: str) -> str | None:
 
 
 def wait_phase(cluster: Cluster, name: str, wanted: str, *, timeout: float = 60) -> None:
-    poll(f"Agent {name} {wanted}", lambda: phase(cluster, name) == wanted, timeout=timeout)
+    eventually(
+        lambda: phase(cluster, name) == wanted, what=f"Agent {name} {wanted}", timeout=timeout
+    )
 
 
 def service_url(cluster: Cluster, name: str) -> str:
@@ -127,8 +129,7 @@ def test_agents_are_held_until_the_model_pod_is_served(cluster: Cluster) -> None
 
     cluster.apply(installation_model())
     cluster.wait_ready("the llama.cpp pod", NS, f"app.kubernetes.io/instance={MODEL}")
-    poll(
-        "smollm Served",
+    eventually(
         lambda: (
             "True"
             in json.dumps(
@@ -141,6 +142,7 @@ def test_agents_are_held_until_the_model_pod_is_served(cluster: Cluster) -> None
                 ]
             )
         ),
+        what="smollm Served",
         timeout=120,
     )
     for name in ("weather", "chat"):
@@ -164,8 +166,8 @@ def test_the_model_pod_s_log_says_how_its_server_started(cluster: Cluster) -> No
 def test_the_real_model_answers_an_agent_pod_through_the_gateway_over_mtls(
     cluster: Cluster,
 ) -> None:
-    response = poll(
-        "the chat agent's first answer", lambda: answered(cluster, "first"), timeout=180
+    response = eventually(
+        lambda: answered(cluster, "first"), what="the chat agent's first answer", timeout=180
     )
     body = response.json()
     assert body["reply"].strip(), body
@@ -207,17 +209,18 @@ def test_certificates_renew_with_the_pods_running(cluster: Cluster) -> None:
     secret = cluster.kubectl.get("secret", "chat-tls", NS)
     assert secret is not None
     first = secret["data"]["tls.crt"]
-    poll(
-        "chat's certificate renewed",
+    eventually(
         lambda: (cluster.kubectl.get("secret", "chat-tls", NS) or {})["data"]["tls.crt"] != first,
+        what="chat's certificate renewed",
         timeout=120,
         interval=1,
     )
     renewed = base64.b64decode(cluster.kubectl.get("secret", "chat-tls", NS)["data"]["tls.crt"])  # type: ignore[index]
     assert renewed
     # The kubelet refreshes the mounted Secret; the runtime reloads it: same pod, no restart.
-    time.sleep(0)  # nothing to wait for but the next answer
-    assert poll("an answer after renewal", lambda: answered(cluster, "renewed"), timeout=180)
+    assert eventually(
+        lambda: answered(cluster, "renewed"), what="an answer after renewal", timeout=180
+    )
     after = runtime_pod(cluster, "chat")
     assert after["metadata"]["uid"] == pod["metadata"]["uid"]
     assert after["status"]["containerStatuses"][0]["restartCount"] == 0
@@ -234,8 +237,7 @@ def test_an_applied_task_is_handed_to_its_runtime_pod_by_the_operator_pod_over_m
     wait_phase(cluster, "research", "Ready", timeout=240)
     cluster.wait_ready("research's runtime pod", NS, "app.kubernetes.io/instance=research")
     cluster.apply(task("summary-1"))
-    status = poll(
-        "the Task to complete",
+    status = eventually(
         lambda: (
             (s := ((cluster.kubectl.get("task", "summary-1", NS) or {}).get("status") or {})).get(
                 "phase"
@@ -243,6 +245,7 @@ def test_an_applied_task_is_handed_to_its_runtime_pod_by_the_operator_pod_over_m
             == "Completed"
             and s
         ),
+        what="the Task to complete",
         timeout=180,
         interval=1,
     )
@@ -259,13 +262,13 @@ def test_an_applied_task_is_handed_to_its_runtime_pod_by_the_operator_pod_over_m
 
 
 def wait_replaced(cluster: Cluster, what: str, selector: str, old: dict[str, Any]) -> None:
-    poll(
-        f"a new {what} pod Ready",
+    eventually(
         lambda: [
             p
             for p in cluster.ready_pods(PLATFORM_NS, selector)
             if p["metadata"]["uid"] != old["metadata"]["uid"]
         ],
+        what=f"a new {what} pod Ready",
         timeout=180,
         interval=1,
     )
@@ -276,7 +279,9 @@ def test_the_gateway_pod_deleted_and_recreated_answers_again(cluster: Cluster) -
     (old,) = cluster.ready_pods(PLATFORM_NS, selector)
     cluster.kubectl.run("delete", "pod", old["metadata"]["name"], "-n", PLATFORM_NS, "--wait=false")
     wait_replaced(cluster, "gateway", selector, old)
-    assert poll("an answer through the new gateway", lambda: answered(cluster, "regw"), timeout=180)
+    assert eventually(
+        lambda: answered(cluster, "regw"), what="an answer through the new gateway", timeout=180
+    )
 
 
 def test_the_operator_pod_killed_converges_without_duplicates(cluster: Cluster) -> None:
@@ -299,9 +304,9 @@ def test_the_operator_pod_killed_converges_without_duplicates(cluster: Cluster) 
 @pytest.mark.parametrize("name", ["late"])
 def test_deleting_an_agent_removes_its_pods(cluster: Cluster, name: str) -> None:
     cluster.kubectl.run("delete", "agent", name, "-n", NS, "--wait=false")
-    poll(
-        f"{name}'s pods gone",
+    eventually(
         lambda: not cluster.pods(NS, f"app.kubernetes.io/instance={name}"),
+        what=f"{name}'s pods gone",
         timeout=180,
         interval=1,
     )
