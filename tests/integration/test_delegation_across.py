@@ -8,6 +8,7 @@ asked again, and the lead's ``tree_usage`` counts the remote children's spend on
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import sqlite3
 import ssl
@@ -24,6 +25,7 @@ from tests.integration.tasks_crash import asked_keys, dump, model_requests, reco
 from tests.integration.test_delegation import CHILDREN, REPORT, STANDIN, in_flight, slowed
 from tests.support.certs import CA, client_context, new_ca, write_tls_dir
 from tests.support.eventually import eventually
+from tests.support.jaeger import Jaeger
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -47,7 +49,9 @@ class Pair:
     def store(self, side: str) -> str:
         return f"sqlite:///{self.root / f'{side}.sqlite3'}"
 
-    def researcher(self, delegators: str = LEAD_CALLER) -> Server:
+    def researcher(
+        self, delegators: str = LEAD_CALLER, env: dict[str, str] | None = None
+    ) -> Server:
         tls = write_tls_dir(
             self.root / "researcher-tls", leaf=self.ca.issue(RESEARCHER, runtime=True),
             ca_pem=self.ca.pem,
@@ -56,20 +60,22 @@ class Pair:
             "serve", "examples.team:service", "--port", str(self.port),
             "--store", self.store("researcher"), "--tls-dir", str(tls),
         )  # fmt: skip
-        env = {**model_env(self.model.url), "ANKKA_DELEGATORS": delegators}
-        return self._started(command, env)
+        extra = {**model_env(self.model.url), "ANKKA_DELEGATORS": delegators, **(env or {})}
+        return self._started(command, extra)
 
-    def lead(self) -> Server:
+    def lead(
+        self, env: dict[str, str] | None = None, target: str = "examples.team:service"
+    ) -> Server:
         tls = write_tls_dir(
             self.root / "lead-tls", leaf=self.ca.issue(LEAD, runtime=True), ca_pem=self.ca.pem
         )
         command = ankka_command(
-            "serve", "examples.team:service", "--port", "0", "--store", self.store("lead"),
+            "serve", target, "--port", "0", "--store", self.store("lead"),
             "--tls-dir", str(tls),
         )  # fmt: skip
         peers = {"researcher": {"url": f"https://127.0.0.1:{self.port}", "identity": RESEARCHER}}
-        env = {**model_env(self.model.url), "ANKKA_PEERS": json.dumps(peers)}
-        return self._started(command, env)
+        extra = {**model_env(self.model.url), "ANKKA_PEERS": json.dumps(peers), **(env or {})}
+        return self._started(command, extra)
 
     def _started(self, command: list[str], env: dict[str, str]) -> Server:
         server = start(command, env=env)
@@ -164,6 +170,39 @@ def remote_rows(path: Path) -> list[tuple[str, str, int]]:
     return [(str(t), str(r), int(s)) for t, r, s in rows]
 
 
+def test_a_remote_child_is_in_the_trace_of_the_call_that_delegated_it(
+    pair: Callable[..., Pair], jaeger_backend: Jaeger
+) -> None:
+    two = pair()
+    researcher = two.researcher(env=jaeger_backend.env("researcher"))
+    lead = two.lead(env=jaeger_backend.env("lead"))
+    trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+    with two.client() as alice:
+        answer = alice.put(
+            f"{lead.url}/v1/agents/lead/tasks/r1",
+            json=REPORT,
+            headers={"traceparent": f"00-{trace_id}-{caller}-01"},
+        )
+    assert answer.status_code == 201, answer.text
+    check(two, lead, researcher)
+    delegate, put = (
+        "execute_tool delegate__researcher__summary",
+        "PUT /v1/agents/{agent}/tasks/{task}",
+    )
+    spans = jaeger_backend.trace(
+        trace_id, names={put, delegate, "invoke_agent lead", "invoke_agent researcher"}
+    )
+    assert {s.trace_id for s in spans} == {trace_id}
+    calls = [s for s in spans if s.name == delegate and s.service == "lead"]
+    at_peer = [s for s in spans if s.name == put and s.service == "researcher"]
+    assert len(calls) == 2 and at_peer
+    # The peer's PUT continues the delegating call's span; the child's iterations are under it.
+    assert {s.parent_id for s in at_peer} == {c.span_id for c in calls}
+    iterations = [s for s in spans if s.name == "invoke_agent researcher"]
+    assert iterations and {s.parent_id for s in iterations} <= {s.span_id for s in at_peer}
+    assert {s.service for s in iterations} == {"researcher"}
+
+
 def test_a_lead_delegates_to_a_researcher_another_runtime_serves_over_mtls(
     pair: Callable[..., Pair],
 ) -> None:
@@ -227,3 +266,29 @@ def test_a_peer_that_does_not_name_the_lead_among_its_delegators_refuses_its_chi
     assert report["tree_iterations"] == 2  # nothing was spent over there
     with two.client(LEAD) as as_lead:
         assert as_lead.get(f"{researcher.url}/v1/tasks/r1:1.0").status_code == 404
+
+
+def test_a_remote_child_that_never_answers_in_time_is_told_past_its_deadline_and_cancelled(
+    pair: Callable[..., Pair],
+) -> None:
+    slow = [dict(STANDIN[i], delay_ms=30_000) for i in (1, 2)]  # the children's first calls
+    two = pair([STANDIN[0], *slow, STANDIN[-1]])
+    researcher = two.researcher()
+    lead = two.lead(target="tests.integration.delegation_services:service")
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+        report = final(alice, lead, "r1")
+        told = told_of(alice, lead)
+    assert report["state"] == "completed", dump(report)  # the lead went on without them
+    assert [(t["status"], t["task"]) for t in told] == [
+        ("deadline_exceeded", "r1:1.0"),
+        ("deadline_exceeded", "r1:1.1"),
+    ], dump(told)
+    assert all("no end within its deadline of 3 s" in t["reason"] for t in told)
+
+    def cancelled_there() -> bool:
+        with two.client(LEAD) as as_lead:
+            records = [as_lead.get(f"{researcher.url}/v1/tasks/{c}").json() for c in CHILDREN]
+        return all(r["cancel_requested"] or r["state"] == "cancelled" for r in records)
+
+    eventually(cancelled_there, what="the children's cancel sent to their runtime", timeout=30)
