@@ -14,13 +14,19 @@ also lists ``buy(product)``, which asks the client's person how many (an MCP eli
 said, printing each answer it receives; ``--handshake-only``
 advertises only the
 initialize-handshake protocol (2025-11-25), as servers on earlier SDKs do, so clients hold a
-session that a restart ends (the server then answers 404 to its id).
+session that a restart ends (the server then answers 404 to its id); ``--record-meta FILE``
+appends the ``_meta`` of every ``tools/call`` to FILE, one JSON line each.
+
+Traced like ankka's servers: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the SDK's span of each
+request it serves is exported, a child of the ``traceparent`` the client sent in ``_meta``
+(an ankka runtime's ``execute_tool`` span; docs/observability.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -40,6 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ankka._kernel import tracing
 from ankka._kernel.serve import bind
 
 # A fixed table keeps the example deterministic and offline. The last description is a
@@ -67,6 +74,7 @@ def build(
     auth: AuthSettings | None = None,
     token_verifier: TokenVerifier | None = None,
     sampling_tool: bool = False,
+    record_meta: Path | None = None,
     elicit_tool: bool = False,
 ) -> MCPServer:
     """The catalogue server; ``auth`` and ``token_verifier`` make it an OAuth resource server
@@ -131,7 +139,25 @@ def build(
 
     if handshake_only:
         server.middleware.insert(0, _HandshakeOnly())
+    if record_meta is not None:
+        server.middleware.insert(0, _RecordMeta(record_meta))
     return server
+
+
+class _RecordMeta:
+    """Append each ``tools/call``'s ``params._meta`` to a file, one JSON object a line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method == "tools/call":
+            line = json.dumps({"tool": (ctx.params or {}).get("name"), "meta": ctx.meta or {}})
+            with self.path.open("a") as out:
+                out.write(line + "\n")
+        return await call_next(ctx)
 
 
 class Order(BaseModel):
@@ -178,13 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--handshake-only", action="store_true")
     parser.add_argument("--poisoned-tool", action="store_true")
     parser.add_argument("--sampling-tool", action="store_true")
+    parser.add_argument("--record-meta", type=Path, help="append each call's _meta to FILE")
     parser.add_argument("--elicit-tool", action="store_true")
     args = parser.parse_args(argv)
+    traces = tracing.from_environment("mcp-catalog")
     server = build(
         delay=args.delay,
         handshake_only=args.handshake_only,
         poisoned_tool=args.poisoned_tool,
         sampling_tool=args.sampling_tool,
+        record_meta=args.record_meta,
         elicit_tool=args.elicit_tool,
     )
     app: ASGIApp = server.streamable_http_app()
@@ -194,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
     print(f"mcp catalog: listening on http://{host}:{port}/mcp", flush=True)
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        if traces is not None:
+            traces.shutdown()
     return 0
 
 

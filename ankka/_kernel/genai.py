@@ -20,6 +20,7 @@ __all__ = [
     "MCP_METHOD_NAME",
     "MCP_PROTOCOL_VERSION",
     "MCP_SESSION_ID",
+    "NETWORK_PROTOCOL_NAME",
     "NETWORK_TRANSPORT",
     "OPERATION_DURATION",
     "OPERATION_NAME",
@@ -32,6 +33,7 @@ __all__ = [
     "REQUEST_STREAM",
     "RESPONSE_FINISH_REASONS",
     "RESPONSE_MODEL",
+    "RPC_RESPONSE_STATUS_CODE",
     "SERVER_ADDRESS",
     "SERVER_PORT",
     "SYSTEM_INSTRUCTIONS",
@@ -87,6 +89,9 @@ MCP_METHOD_NAME = "mcp.method.name"
 MCP_SESSION_ID = "mcp.session.id"
 MCP_PROTOCOL_VERSION = "mcp.protocol.version"
 NETWORK_TRANSPORT = "network.transport"
+NETWORK_PROTOCOL_NAME = "network.protocol.name"
+RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
+"""The JSON-RPC error's code, when an MCP server answered a call with one."""
 
 TOKEN_USAGE = "gen_ai.client.token.usage"
 """Histogram of tokens per operation and token type (``input``, ``output``), unit ``{token}``."""

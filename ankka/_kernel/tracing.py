@@ -39,6 +39,7 @@ __all__ = [
     "SEMCONV_VERSION",
     "ServerSpans",
     "Tracing",
+    "active",
     "capture_content",
     "carrier",
     "enabled_by",
@@ -84,6 +85,12 @@ def _exporter(environ: Mapping[str, str]) -> str:
     return names[0]
 
 
+def active() -> bool:
+    """Whether this process traces (:func:`from_environment` configured it): what a client
+    asks before it spends anything on a trace context."""
+    return _on
+
+
 def enabled_by(environ: Mapping[str, str]) -> bool:
     """Whether ``environ`` turns tracing on (a ConfigurationError names a value it refuses)."""
     return _exporter(environ) != "none"
@@ -110,12 +117,15 @@ def _version() -> str:
         return ""
 
 
-def from_environment(service: str, environ: Mapping[str, str] | None = None) -> Tracing | None:
+def from_environment(
+    service: str, environ: Mapping[str, str] | None = None, *, quiet: Iterable[str] = ()
+) -> Tracing | None:
     """The tracing ``environ`` (default: the process's) configures, or ``None`` when it is off.
 
     ``service`` is the ``service.name`` used unless ``OTEL_SERVICE_NAME`` or
-    ``OTEL_RESOURCE_ATTRIBUTES`` names one. Raises :class:`ConfigurationError` naming the
-    setting or the missing extra.
+    ``OTEL_RESOURCE_ATTRIBUTES`` names one. ``quiet`` names libraries' instrumentation scopes
+    whose spans are not made (the server's own spans describe that work). Raises
+    :class:`ConfigurationError` naming the setting or the missing extra.
     """
     env = os.environ if environ is None else environ
     exporter = _exporter(env)
@@ -130,37 +140,19 @@ def from_environment(service: str, environ: Mapping[str, str] | None = None) -> 
             "(http/protobuf, a collector's port 4318); unset it or set http/protobuf"
         )
     try:
-        from opentelemetry import trace
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import (
-            BatchSpanProcessor,
-            ConsoleSpanExporter,
-            SpanExporter,
-        )
+        from ankka._kernel import tracing_sdk
     except ImportError:
         raise ConfigurationError(
             "tracing is configured (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER) but "
             "OpenTelemetry's SDK is not installed: pip install 'ankka[tracing]'"
         ) from None
     version = _version()
-    resource = Resource.create({"service.version": version} if version else {})
-    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({"service.name": service}))
-    provider = TracerProvider(resource=resource)  # the sampler comes from OTEL_TRACES_SAMPLER
-    span_exporter: SpanExporter
-    if exporter == "console":
-        span_exporter = ConsoleSpanExporter()
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        span_exporter = OTLPSpanExporter()  # endpoint, headers, timeout: OTEL_EXPORTER_OTLP_*
-    provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    trace.set_tracer_provider(provider)
+    provider = tracing_sdk.provider(
+        service, version, console=exporter == "console", quiet=frozenset(quiet)
+    )
     global _on
     _on = True
-    tracer = trace.get_tracer("ankka", version or None, schema_url=SCHEMA_URL)
-    return Tracing(provider, tracer)
+    return Tracing(provider, tracing_sdk.tracer(version, SCHEMA_URL))
 
 
 class _ScopeHeaders:

@@ -105,3 +105,34 @@ def test_a_tasks_session_counts_its_iterations_and_tokens_as_the_task_does(
     assert stamps == [task["created_at"], task["updated_at"]]  # the record's own times
     listed = httpx.get(f"{server.url}/console/tasks").text
     assert f'<time datetime="{task["updated_at"]}">' in listed
+
+
+def test_a_tasks_timeline_is_drawn_from_its_journal_and_links_its_trace(
+    standin: Callable[[Any], Server], serve: Callable[..., Server]
+) -> None:
+    script = json.loads((REPO / "examples" / "tasks-standin.json").read_text())
+    env = {
+        "ANKKA_CONSOLE": "on",
+        "OTEL_TRACES_EXPORTER": "console",  # traced (the task records its context), no collector
+        "ANKKA_TRACE_UI_URL": "http://jaeger.example:16686",
+    }
+    server = serve(standin(script).url, target="examples.tasks:service", env=env)
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    body = {"type": "summary", "instructions": "Summarise ankka."}
+    headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    put = httpx.put(
+        f"{server.url}/v1/agents/researcher/tasks/t1", json=body, headers=headers, timeout=30
+    )
+    assert put.status_code == 201, put.text
+    task = httpx.get(f"{server.url}/v1/tasks/t1", params={"wait": 60}, timeout=90).json()
+    assert task["state"] == "completed", task
+    shown = httpx.get(f"{server.url}/console/tasks/t1").text
+    timeline = shown[shown.index('<table id="waterfall">') :]
+    rows = re.findall(r'<tr data-depth="(\d)"><td[^>]*>([^<]*)</td>', timeline)
+    iterations = [name for depth, name in rows if depth == "0"]
+    assert iterations == [f"t1#{n}" for n in range(1, task["iterations"]["used"] + 1)]
+    inside = [name for depth, name in rows if depth == "1"]
+    assert inside.count("chat standin") == task["iterations"]["used"]
+    assert "execute_tool complete_task" in inside
+    link = re.search(r'<a id="trace-link" href="([^"]+)">', shown)
+    assert link is not None and link.group(1) == f"http://jaeger.example:16686/trace/{trace_id}"

@@ -8,6 +8,7 @@ asked again, and the lead's ``tree_usage`` counts the remote children's spend on
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import sqlite3
 import ssl
@@ -24,6 +25,7 @@ from tests.integration.tasks_crash import asked_keys, dump, model_requests, reco
 from tests.integration.test_delegation import CHILDREN, REPORT, STANDIN, in_flight, slowed
 from tests.support.certs import CA, client_context, new_ca, write_tls_dir
 from tests.support.eventually import eventually
+from tests.support.jaeger import Jaeger
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -47,7 +49,9 @@ class Pair:
     def store(self, side: str) -> str:
         return f"sqlite:///{self.root / f'{side}.sqlite3'}"
 
-    def researcher(self, delegators: str = LEAD_CALLER) -> Server:
+    def researcher(
+        self, delegators: str = LEAD_CALLER, env: dict[str, str] | None = None
+    ) -> Server:
         tls = write_tls_dir(
             self.root / "researcher-tls", leaf=self.ca.issue(RESEARCHER, runtime=True),
             ca_pem=self.ca.pem,
@@ -56,10 +60,10 @@ class Pair:
             "serve", "examples.team:service", "--port", str(self.port),
             "--store", self.store("researcher"), "--tls-dir", str(tls),
         )  # fmt: skip
-        env = {**model_env(self.model.url), "ANKKA_DELEGATORS": delegators}
-        return self._started(command, env)
+        extra = {**model_env(self.model.url), "ANKKA_DELEGATORS": delegators, **(env or {})}
+        return self._started(command, extra)
 
-    def lead(self) -> Server:
+    def lead(self, env: dict[str, str] | None = None) -> Server:
         tls = write_tls_dir(
             self.root / "lead-tls", leaf=self.ca.issue(LEAD, runtime=True), ca_pem=self.ca.pem
         )
@@ -68,8 +72,8 @@ class Pair:
             "--tls-dir", str(tls),
         )  # fmt: skip
         peers = {"researcher": {"url": f"https://127.0.0.1:{self.port}", "identity": RESEARCHER}}
-        env = {**model_env(self.model.url), "ANKKA_PEERS": json.dumps(peers)}
-        return self._started(command, env)
+        extra = {**model_env(self.model.url), "ANKKA_PEERS": json.dumps(peers), **(env or {})}
+        return self._started(command, extra)
 
     def _started(self, command: list[str], env: dict[str, str]) -> Server:
         server = start(command, env=env)
@@ -162,6 +166,39 @@ def remote_rows(path: Path) -> list[tuple[str, str, int]]:
             "ORDER BY task"
         ).fetchall()
     return [(str(t), str(r), int(s)) for t, r, s in rows]
+
+
+def test_a_remote_child_is_in_the_trace_of_the_call_that_delegated_it(
+    pair: Callable[..., Pair], jaeger_backend: Jaeger
+) -> None:
+    two = pair()
+    researcher = two.researcher(env=jaeger_backend.env("researcher"))
+    lead = two.lead(env=jaeger_backend.env("lead"))
+    trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+    with two.client() as alice:
+        answer = alice.put(
+            f"{lead.url}/v1/agents/lead/tasks/r1",
+            json=REPORT,
+            headers={"traceparent": f"00-{trace_id}-{caller}-01"},
+        )
+    assert answer.status_code == 201, answer.text
+    check(two, lead, researcher)
+    delegate, put = (
+        "execute_tool delegate__researcher__summary",
+        "PUT /v1/agents/{agent}/tasks/{task}",
+    )
+    spans = jaeger_backend.trace(
+        trace_id, names={put, delegate, "invoke_agent lead", "invoke_agent researcher"}
+    )
+    assert {s.trace_id for s in spans} == {trace_id}
+    calls = [s for s in spans if s.name == delegate and s.service == "lead"]
+    at_peer = [s for s in spans if s.name == put and s.service == "researcher"]
+    assert len(calls) == 2 and at_peer
+    # The peer's PUT continues the delegating call's span; the child's iterations are under it.
+    assert {s.parent_id for s in at_peer} == {c.span_id for c in calls}
+    iterations = [s for s in spans if s.name == "invoke_agent researcher"]
+    assert iterations and {s.parent_id for s in iterations} <= {s.span_id for s in at_peer}
+    assert {s.service for s in iterations} == {"researcher"}
 
 
 def test_a_lead_delegates_to_a_researcher_another_runtime_serves_over_mtls(

@@ -35,6 +35,21 @@ from starlette.routing import Route
 __all__ = ["main"]
 
 COUNT: dict[str, int] = {"messages": 0}
+TRACEPARENTS: list[str] = []  # of the requests to "/", in order (the last 100)
+
+
+class _Heard:
+    """Keep the ``traceparent`` each request to the JSON-RPC endpoint carried."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/":
+            for name, value in scope["headers"]:
+                if name == b"traceparent":
+                    TRACEPARENTS[:] = [*TRACEPARENTS[-99:], value.decode("latin-1")]
+        await self.app(scope, receive, send)
 
 
 class Echo(AgentExecutor):
@@ -67,7 +82,7 @@ class Echo(AgentExecutor):
             await TaskUpdater(event_queue, task.id, task.context_id).cancel()
 
 
-def app(url: str, delay: float, fail: str | None) -> Starlette:
+def app(url: str, delay: float, fail: str | None) -> Any:
     card = pb.AgentCard(
         name="sdk-echo",
         description="Echoes a message (the a2a-sdk's own server).",
@@ -83,14 +98,14 @@ def app(url: str, delay: float, fail: str | None) -> Starlette:
     handler = DefaultRequestHandler(Echo(delay, fail), InMemoryTaskStore(), card)
 
     async def count(request: Request) -> Response:
-        return JSONResponse(COUNT)
+        return JSONResponse({**COUNT, "traceparents": TRACEPARENTS})
 
     routes: list[Any] = [
         *create_agent_card_routes(card),
         *create_jsonrpc_routes(handler, "/"),
         Route("/_count", count, methods=["GET"]),
     ]
-    return Starlette(routes=routes)
+    return _Heard(Starlette(routes=routes))
 
 
 def main(argv: list[str] | None = None) -> int:

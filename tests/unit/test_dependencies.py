@@ -39,6 +39,12 @@ EXTRA_PACKAGES = {
     "ankka.runtime.features.mcp.consent": "mcp",
     "ankka.runtime.features.mcp.credentials": "mcp",
     "ankka.runtime.features.mcp.oauth": "mcp",
+    # What an MCP call adds to its span: imported by servers.py (so, lazily); the SDK needs
+    # OpenTelemetry's API, which the extra declares.
+    "ankka.runtime.features.mcp.spans": "mcp",
+    # The tracer provider: imported by tracing.from_environment only once tracing is
+    # configured, naming the extra when it is missing.
+    "ankka._kernel.tracing_sdk": "tracing",
 }
 # Import names of benchmark peers that may not be installed here (``make bench`` installs them)
 # and whose distribution is named otherwise.

@@ -21,7 +21,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ankka._kernel.errors import AnkkaError, ConfigurationError, NotFound
@@ -155,6 +155,7 @@ class ApprovalDesk:
             with contextlib.suppress(AnkkaError):
                 await index.drop([r.id for r in requests])
             raise
+        ctx.metrics.work.requested(planned.agent, [r.tool for r in requests])
         for r in requests:
             self.notify(
                 "approval_requested",
@@ -296,16 +297,24 @@ class ApprovalDesk:
             await self.index.settle([approval], decision)
         # After the last decision its row is written once the turn is settled (off the
         # path from the decision to the approved call's start).
-        self._told(session, current.record.agent, approval, decision, decided_by)
+        self._told(row, record, current.request(approval))
         if not current.all_decided:
             return Decided(record, "recorded", current.undecided)
         return await self._resume(session, folded, current, record)
 
     def _told(
-        self, session: str, agent: str, approval: str, decision: str, decided_by: str
+        self, row: IndexRow, record: ApprovalDecided, request: ApprovalRequest | None
     ) -> None:
-        data = {"id": approval, "decision": decision, "decided_by": decided_by}
-        self.notify("approval_decided", {"session": session, "agent": agent, **data})
+        """A decision was recorded: the notice, and the wait's span when tracing is on."""
+        data = {"id": row.id, "decision": record.decision, "decided_by": record.decided_by}
+        self.notify("approval_decided", {"session": row.session, "agent": row.agent, **data})
+        requested = datetime.fromisoformat(row.created_at) if row.created_at else None
+        waited = (record.at - requested).total_seconds() if requested else None
+        self._context.metrics.work.decided(row.agent, row.tool, record.decision, waited)
+        spans = self._context.spans
+        if spans is not None and requested is not None:
+            call = request.call_id if request is not None else None
+            spans.approval_wait(row.id, row.tool, call, requested, record)
 
     async def _decide_task(
         self,
@@ -334,7 +343,7 @@ class ApprovalDesk:
         await self._context.record(row.session, folded, (record,))
         last = held.all_decided
         await self.index.settle([row.id], decision, close=last)
-        self._told(row.session, row.agent, row.id, decision, decided_by)
+        self._told(row, record, request)
         return Decided(record, "resumed" if last else "recorded", held.undecided)
 
     async def _resume(
@@ -568,12 +577,17 @@ class ApprovalDesk:
                         session, folded, current, "cut_off", self._cut_off_reason(current)
                     )
 
+    async def _count_pending(self) -> None:
+        if self.index is not None:
+            self._context.metrics.work.pending(await self.index.pending_count())
+
     async def _timers(self) -> None:
         """The durable timers' clock: a runtime that was down at an expiry decides it on its
         first tick, right after it starts."""
         while True:
             try:
                 await self.expire_due()
+                await self._count_pending()
             except AnkkaError as exc:
                 log.warning("approval timers: %s", exc)
             await asyncio.sleep(self.timers.tick_seconds)

@@ -30,6 +30,7 @@ from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.engine.planning import PlannedTurn
 from ankka.runtime.engine.session import SessionCache, SessionState
 from ankka.runtime.engine.sessions import SessionQueue
+from ankka.runtime.engine.spans import provider_name
 from ankka.runtime.features.compaction.consumer import Compactor, Job
 from ankka.runtime.features.compaction.metrics import CompactionMetrics
 from ankka.runtime.providers.base import ModelProvider
@@ -146,9 +147,12 @@ class Context:
             workers=setup.workers,
             cache_sessions=cache_sessions,
             cache_bytes=cache_bytes,
+            spans=spans,
         )
         sessions = SessionCache(journal, cache_sessions, max_bytes=cache_bytes)
         metrics.watch_session_cache(lambda: sessions.bytes)
+        for provider in providers.values():
+            metrics.genai_providers[provider.name] = provider_name(provider)
         return cls(
             service=service,
             journal=journal,

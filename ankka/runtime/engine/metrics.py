@@ -21,8 +21,10 @@ from prometheus_client import (
     generate_latest,
 )
 
+from ankka._kernel import genai
 from ankka._kernel.exposition import LATENCY_BUCKETS
 from ankka.runtime.engine.loop import TurnOutcome
+from ankka.runtime.engine.work_metrics import WorkMetrics
 from ankka.runtime.records.messages import ModelCall, Usage
 
 __all__ = ["UNKNOWN_TOOL", "RuntimeMetrics"]
@@ -85,6 +87,29 @@ class RuntimeMetrics:
             ["kind"],
             registry=r,
         )
+        genai_labels = [
+            genai.prometheus_label(key)
+            for key in (genai.OPERATION_NAME, genai.PROVIDER_NAME, genai.REQUEST_MODEL)
+        ]
+        self.genai_tokens = Histogram(
+            genai.prometheus_label(genai.TOKEN_USAGE),
+            "Number of input and output tokens used, per model call (OpenTelemetry GenAI)",
+            [*genai_labels, genai.prometheus_label(genai.TOKEN_TYPE)],
+            buckets=genai.TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.genai_duration = Histogram(
+            genai.prometheus_label(genai.OPERATION_DURATION),
+            "GenAI operation duration: one model call, as accounted (OpenTelemetry GenAI)",
+            [*genai_labels, genai.prometheus_label(genai.ERROR_TYPE)],
+            unit="seconds",
+            buckets=genai.DURATION_BUCKETS,
+            registry=r,
+        )
+        self.genai_providers: dict[str, str] = {}
+        """A configured model's ``gen_ai.provider.name`` (``openai``, ``anthropic``), by its
+        name; set by the context that owns the providers."""
+        self.work = WorkMetrics(r)
         self.session_cache = Gauge(
             "ankka_session_cache_bytes",
             "Bytes the folds of recent sessions hold (an estimate; bounded by --session-cache-mb)",
@@ -112,11 +137,19 @@ class RuntimeMetrics:
         for call in calls:
             self.model_calls.labels(agent, call.provider, call.model).inc()
             self.model_seconds.labels(call.provider, call.model).observe(call.latency_ms / 1000)
+            self._genai(call)
             for kind, count in call.usage.as_dict().items():
                 if count:
                     self.tokens.labels(agent, call.provider, kind.removesuffix("_tokens")).inc(
                         count
                     )
+
+    def _genai(self, call: ModelCall) -> None:
+        kind = self.genai_providers.get(call.provider, "_OTHER")
+        tokens = self.genai_tokens
+        tokens.labels("chat", kind, call.model, "input").observe(call.usage.input_tokens)
+        tokens.labels("chat", kind, call.model, "output").observe(call.usage.output_tokens)
+        self.genai_duration.labels("chat", kind, call.model, "").observe(call.latency_ms / 1000)
 
     def model_retried(self, provider: str, model: str, kind: str) -> None:
         """A model call failed retryably and is made again (providers/retry.py)."""

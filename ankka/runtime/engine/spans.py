@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ankka._kernel import genai
@@ -32,6 +33,7 @@ from ankka.runtime.declare.judgments.seam import Inquiry, JudgmentProvider, Prov
 from ankka.runtime.engine import span_content
 from ankka.runtime.engine.steps import RunTool, TurnState
 from ankka.runtime.providers.base import ModelProvider, ModelRequest, ModelResponse
+from ankka.runtime.records.approvals import ApprovalDecided
 from ankka.runtime.records.iterations import iteration_of
 from ankka.runtime.records.messages import AssistantMessage, ToolCall, ToolResult, Usage
 from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
@@ -76,6 +78,15 @@ def _usage(usage: Usage) -> Attributes:
 
 def _error_type(exc: BaseException) -> str:
     return exc.kind if isinstance(exc, AnkkaError) else type(exc).__qualname__
+
+
+def _nanos(at: datetime) -> int:
+    return int(at.timestamp() * 1_000_000_000)
+
+
+def _has_error(span: Span) -> bool:
+    attributes = getattr(span, "attributes", None) or {}
+    return genai.ERROR_TYPE in attributes
 
 
 def _failed(span: Span, error: str) -> None:
@@ -153,7 +164,7 @@ class EngineSpans:
             genai.OPERATION_NAME: "execute_tool",
             genai.TOOL_NAME: call.name,
             genai.TOOL_CALL_ID: call.id,
-            genai.TOOL_TYPE: "function",
+            genai.TOOL_TYPE: str(getattr(step.tool, "tool_type", "function")),
         }
         if step.tool is not None and step.tool.spec.description:
             attributes[genai.TOOL_DESCRIPTION] = step.tool.spec.description[:_DESCRIPTION_LIMIT]
@@ -165,7 +176,7 @@ class EngineSpans:
             result = await run()
             if step.tool is None:
                 _failed(span, "unknown_tool")
-            elif result.is_error:
+            elif result.is_error and not _has_error(span):  # a tool may have said what failed
                 _failed(span, "tool_error")
             elif self.content:
                 span.set_attribute(genai.TOOL_CALL_RESULT, span_content.bounded(result.content))
@@ -184,6 +195,32 @@ class EngineSpans:
         }
         with self.span(genai.execute_tool_span_name(call.name), attributes) as span:
             yield span
+
+    # --- approvals -----------------------------------------------------------------------
+
+    def approval_wait(
+        self,
+        approval: str,
+        tool: str,
+        call_id: str | None,
+        requested: datetime,
+        decided: ApprovalDecided,
+    ) -> None:
+        """An approval's wait, from its turn's suspension to its decision, as a span of its
+        own (made, start and end, as the decision is recorded, under what is current then:
+        the deciding request's span, or nothing for an expiry's timer)."""
+        attributes: Attributes = {
+            genai.TOOL_NAME: tool,
+            "ankka.approval.id": approval,
+            "ankka.approval.decision": decided.decision,
+            "ankka.turn": decided.turn,
+        }
+        if call_id:
+            attributes[genai.TOOL_CALL_ID] = call_id
+        span = self.tracer.start_span(
+            f"ankka.approval {tool}", attributes=attributes, start_time=_nanos(requested)
+        )
+        span.end(end_time=max(_nanos(decided.at), _nanos(requested)))
 
     # --- judgments -----------------------------------------------------------------------
 

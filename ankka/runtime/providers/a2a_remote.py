@@ -20,6 +20,10 @@ remote task to an end, durably:
 
 Authentication: a bearer token read from a file at each use (a projected service-account
 token rotates), or a client certificate (mTLS), as the :class:`RemoteAgent` names.
+
+Trace context: every request carries the W3C context current when it is sent
+(``traceparent``, ``tracestate``, ``baggage``: the delegating call's span when tracing is on),
+so the remote's spans join the delegating task's trace; nothing when no span is current.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from a2a.client.errors import A2AClientError
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import A2AError
 from google.protobuf import json_format
+
+from ankka._kernel import tracing
 
 __all__ = [
     "Ledger",
@@ -162,7 +168,9 @@ class RemoteAgents:
             if agent.tls_cert is not None:
                 verify = ssl.create_default_context(cafile=agent.tls_ca)
                 verify.load_cert_chain(agent.tls_cert, agent.tls_key)
-            self._http[agent.name] = httpx.AsyncClient(timeout=self.timeout, verify=verify)
+            self._http[agent.name] = httpx.AsyncClient(
+                timeout=self.timeout, verify=verify, event_hooks={"request": [_traced]}
+            )
         return self._http[agent.name]
 
     def _headers(self, agent: RemoteAgent) -> dict[str, str]:
@@ -263,6 +271,13 @@ class RemoteAgents:
                         pass  # the end is read from the task itself, below
                     continue
             await asyncio.sleep(self.poll)
+
+
+async def _traced(request: httpx.Request) -> None:
+    """The current trace context on ``request``; none when nothing is traced (a dictionary
+    lookup when OpenTelemetry was never imported)."""
+    for name, value in tracing.carrier().items():
+        request.headers[name] = value
 
 
 def encode_outcome(outcome: RemoteOutcome) -> str:

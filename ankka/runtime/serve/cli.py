@@ -26,6 +26,7 @@ from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.logs import say
 from ankka.runtime.declare.policy import load_policy
 from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES
+from ankka.runtime.features import mcp as mcp_feature
 from ankka.runtime.serve.a2a import options as a2a_options
 from ankka.runtime.serve.hosts import ALLOWED_HOSTS_VARIABLE, allowed_hosts
 from ankka.runtime.serve.identity import Identify, is_loopback, load_tokens
@@ -363,7 +364,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     metrics = RuntimeMetrics()
     try:
-        traces = tracing.from_environment("ankka-runtime")
+        traces = tracing.from_environment(
+            "ankka-runtime", quiet=[mcp_feature.SDK_SCOPE, a2a_options.SDK_SCOPE]
+        )
         spans = _engine_spans(traces)
         service = load_service(args.target)
         sqlite_path(args.store)  # a store URL that is none is refused before anything is said

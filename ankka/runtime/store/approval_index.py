@@ -50,7 +50,8 @@ class IndexRow:
     expires_at: datetime | None
     noticed: bool
     open: bool
-    created_at: str = ""  # the listing's sort key (ISO text), as :meth:`find` reads it
+    created_at: str = ""  # when its turn was suspended (ISO text), as :meth:`find` and
+    # :meth:`get` read it: the listing's sort key, and an approval's wait's start
 
 
 def _row(r: Row) -> IndexRow:
@@ -100,7 +101,9 @@ class ApprovalIndex:
 
     async def get(self, approval: str) -> IndexRow | None:
         def work(tx: Transaction) -> IndexRow | None:
-            found = tx.rows(f"SELECT {_COLUMNS} FROM ankka_approvals WHERE id = ?", (approval,))
+            found = tx.rows(
+                f"SELECT {_COLUMNS}, created_at FROM ankka_approvals WHERE id = ?", (approval,)
+            )
             return _row(found[0]) if found else None
 
         return await self.store.read(work)
@@ -191,6 +194,15 @@ class ApprovalIndex:
                 (before.timestamp(),),
             )
             return [_row(r) for r in rows]
+
+        return await self.store.read(work)
+
+    async def pending_count(self) -> int:
+        """How many requests wait for a decision (every replica's)."""
+
+        def work(tx: Transaction) -> int:
+            rows = tx.rows("SELECT COUNT(*) FROM ankka_approvals WHERE state = 'pending'")
+            return int(rows[0][0]) if rows else 0
 
         return await self.store.read(work)
 

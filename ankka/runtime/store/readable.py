@@ -136,17 +136,18 @@ def readable_sessions(
 ) -> list[Cursor]:
     """The sessions ``who`` may read, most recently active first, after ``after``: each as
     its cursor key (its last event's time as ISO text, its name)."""
-    join, creator, agent = opened(tx, "e.session")
+    join, creator, agent = opened(tx, "s.session")
     condition, params = clause(who, creator, agent)
-    having = ""
+    where = [condition]
     if after is not None:
         stamp = tx.stamp()
-        having = f" HAVING (MAX(e.at) < {stamp} OR (MAX(e.at) = {stamp} AND e.session < ?))"
+        where.append(f"(s.last < {stamp} OR (s.last = {stamp} AND s.session < ?))")
         params += [after[0], after[0], after[1]]
+    # Each session's last time first, then its opener's record once per session (not per event).
     rows = tx.rows(
-        f"SELECT e.session, MAX(e.at) FROM {tx.journal_table()} e {join} WHERE {condition} "
-        f"GROUP BY e.session{having} ORDER BY MAX(e.at) DESC, e.session DESC "
-        f"LIMIT {int(limit)}",
+        f"SELECT s.session, s.last FROM (SELECT session, MAX(at) AS last FROM "
+        f"{tx.journal_table()} GROUP BY session) s {join} WHERE {' AND '.join(where)} "
+        f"ORDER BY s.last DESC, s.session DESC LIMIT {int(limit)}",
         params,
     )
     return [(r[1] if isinstance(r[1], str) else r[1].isoformat(), str(r[0])) for r in rows]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from ankka.runtime.providers.a2a_remote import RemoteAgent, RemoteAgents
 from tests.support.processes import Server, start
@@ -42,6 +43,11 @@ def sdk_agent() -> Iterator[Server]:
     server = _sdk_server("--delay", "1.5", "--fail", "impossible")
     yield server
     server.stop()
+
+
+def _traceparents(server: Server) -> list[str]:
+    heard: list[str] = httpx.get(f"{server.url}/_count").json()["traceparents"]
+    return heard
 
 
 def _sent(server: Server) -> int:
@@ -100,3 +106,26 @@ async def test_no_answer_within_the_deadline_is_unreachable() -> None:
         assert outcome.task_id  # it was sent: the caller knows which task to ask about
     finally:
         server.stop()
+
+
+async def test_every_request_to_the_remote_carries_the_current_trace_context(
+    sdk_agent: Server,
+) -> None:
+    provider = TracerProvider()  # not the global one: only this test's span is current
+    tracer = provider.get_tracer("test")
+    agent = RemoteAgent("echo", f"{sdk_agent.url}/.well-known/agent-card.json")
+    async with RemoteAgents(poll_seconds=0.2) as remote:
+        with tracer.start_as_current_span("delegating") as span:
+            outcome = await remote.delegate(agent, key="t3/c", text="hi", ledger=MemoryLedger())
+        context = span.get_span_context()
+        heard = await asyncio.to_thread(_traceparents, sdk_agent)
+        assert outcome.kind == "completed"
+        assert heard, "no request carried a traceparent"
+        # version, trace id, the span's id; the flags say sampled (and a random trace id)
+        assert {h.rsplit("-", 1)[0] for h in heard} == {
+            f"00-{context.trace_id:032x}-{context.span_id:016x}"
+        }
+        # Outside any span, nothing is sent.
+        await remote.delegate(agent, key="t4/c", text="hi", ledger=MemoryLedger())
+    assert await asyncio.to_thread(_traceparents, sdk_agent) == heard
+    provider.shutdown()

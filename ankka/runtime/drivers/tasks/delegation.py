@@ -212,6 +212,7 @@ class Delegations:
         assert number is not None, "a task's answer names its iteration"
         wanted = self._wanted(declared, call, number, _index(answer, call), given)
         if isinstance(wanted, ChildOutcome):
+            self.context.metrics.work.delegated(self.agent.name, declared.agent, "refused")
             return Child(None, _result(answer, call, wanted))
         now = self.context.clock.now()
         # With tracing on, the child is recorded in this trace (the delegation's execute_tool
@@ -225,6 +226,9 @@ class Delegations:
             return made
 
         made: Made = await self.store.write(write)
+        if made.created or made.task is None:  # counted once: a child found again is not
+            outcome = "child_made" if made.created else "refused"
+            self.context.metrics.work.delegated(self.agent.name, declared.agent, outcome)
         if made.created:
             self._told_made(made, declared)
         result = _result(answer, call, made.outcome) if made.outcome is not None else None

@@ -117,7 +117,10 @@ class TaskHost:
         self.clock = context.clock
         # Other processes' notices reach this one's subscribers through the store's relay.
         self.notifier = Notifier(
-            self.clock, buffer=options.notification_buffer, relay=store.notices()
+            self.clock,
+            buffer=options.notification_buffer,
+            relay=store.notices(),
+            heard=context.metrics.work.heard,
         )
         self.bench = Workbench(
             context,

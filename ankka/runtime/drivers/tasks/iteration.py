@@ -243,6 +243,8 @@ async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) 
             )
         )
         told(bench, ended)
+        if finished.end is not None and any(item.id == task.id for item in ended):
+            bench.context.metrics.work.ended_for(agent.name, finished.end.value)
         return None
 
 
@@ -706,6 +708,7 @@ class TaskWork:
             rows = [(r.id, r.tool, r.expires_at) for r in requests]
             await index.schedule(self.session, self.agent.name, rows, now)
             await self._append((TurnSuspended(answer.turn, self.agent.name, "", (), requests),))
+            self.ctx.metrics.work.requested(self.agent.name, [r.tool for r in requests])
         if self.task.state != TaskState.AWAITING_APPROVAL:
             await self._set_state(TaskState.AWAITING_APPROVAL)
         if held is None:

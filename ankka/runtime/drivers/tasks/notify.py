@@ -20,7 +20,7 @@ import json
 import logging
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -135,9 +135,17 @@ class Subscription:
 
 class Notifier:
     def __init__(
-        self, clock: Clock, *, buffer: int = DEFAULT_BUFFER, relay: NoticeRelay | None = None
+        self,
+        clock: Clock,
+        *,
+        buffer: int = DEFAULT_BUFFER,
+        relay: NoticeRelay | None = None,
+        heard: Callable[[str, str, Mapping[str, Any]], None] | None = None,
     ) -> None:
+        """``heard(event, agent, data)`` is told of every notice published here (the
+        metrics), never of one relayed from another process."""
         self._clock = clock
+        self._heard = heard
         self.buffer = buffer
         self._numbers = itertools.count(1)
         self._subscribers: dict[tuple[str, ...], set[Subscription]] = {}
@@ -159,6 +167,8 @@ class Notifier:
     ) -> Notice:
         assert event in EVENTS, event
         notice = self.notice(event, agent=agent, instance=instance, task=task, **data)
+        if self._heard is not None:
+            self._heard(event, agent, data)
         self._deliver(notice)
         if self._relay is not None:
             self._relay.send(_relayed(self._origin, notice))

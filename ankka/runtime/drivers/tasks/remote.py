@@ -43,6 +43,7 @@ from ankka.runtime.providers.mtls import RotatingClientTLS
 from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.store import remote_statements as remote
+from ankka.runtime.store import trace_statements
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.remote_statements import Followed
 from ankka.runtime.store.tasks import Ended, TaskStore
@@ -255,10 +256,12 @@ class RemoteChildren:
         return {"authorization": f"Bearer {token.strip()}"}
 
     async def _put(self, peer: Peer, child: Followed) -> dict[str, Any]:
+        """Create the child at the peer; with the trace context recorded with it (the
+        delegating call's span, when tracing is on), so the peer's task is in this trace."""
         path = f"/v1/agents/{peer.agent}/tasks/{child.task}"
-        answer = await self._client(peer).put(
-            path, json=child.body, headers=await self._headers(peer)
-        )
+        carrier = await self.store.read(lambda tx: trace_statements.get(tx, child.task))
+        headers = {**carrier, **await self._headers(peer)}
+        answer = await self._client(peer).put(path, json=child.body, headers=headers)
         return _answer(answer, "creating it")
 
     async def _cancel(self, peer: Peer, task: str) -> None:

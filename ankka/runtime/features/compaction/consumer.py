@@ -23,23 +23,28 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from ankka._kernel import tracing
 from ankka._kernel.clock import Clock
 from ankka._kernel.errors import AnkkaError, ConfigurationError
 from ankka._kernel.ids import new_id
 from ankka.runtime.declare.compaction import Compaction
 from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES, WeighedLRU
 from ankka.runtime.engine.view import SentView
-from ankka.runtime.features.compaction.cut import choose_cut
+from ankka.runtime.features.compaction.cut import Cut, choose_cut
 from ankka.runtime.features.compaction.decide import due, pause_until, verdict_record
 from ankka.runtime.features.compaction.metrics import CompactionMetrics
+from ankka.runtime.features.compaction.spans import compaction_ended, compaction_span
 from ankka.runtime.features.compaction.summariser import summarise, summary_request
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.providers.config import find_model
-from ankka.runtime.records.compaction import HistoryCompacted
+from ankka.runtime.records.compaction import CompactionRecord, HistoryCompacted
 from ankka.runtime.records.registry import Entry, Record
 from ankka.runtime.store.session_leases import CompactionLeases, LocalLeases
+
+if TYPE_CHECKING:
+    from ankka.runtime.engine.spans import EngineSpans
 
 __all__ = ["Compactor", "Job"]
 
@@ -91,7 +96,10 @@ class Compactor:
         lease_ttl: timedelta = timedelta(minutes=10),
         cache_sessions: int = 1024,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        spans: EngineSpans | None = None,
     ) -> None:
+        """``spans``: when tracing is on, each compaction is an ``ankka.compaction`` span (its
+        summariser's call a ``chat`` inside) under the context of the commit that queued it."""
         if workers < 1:
             raise ConfigurationError("a compactor needs at least one worker")
         self._journal = journal
@@ -116,6 +124,8 @@ class Compactor:
         self._idle.set()
         self._group: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._spans = spans
+        self._carriers: dict[str, dict[str, str]] = {}  # per pending session, tracing on
 
     async def __aenter__(self) -> Compactor:
         self._group = asyncio.TaskGroup()
@@ -140,6 +150,8 @@ class Compactor:
         """A turn of ``session`` was committed: queue it. Returns at once."""
         queued = session in self._pending
         self._pending[session] = job
+        if self._spans is not None:
+            self._carriers[session] = tracing.carrier()
         if not queued and session not in self._running:
             self._idle.clear()
             self._queue.put_nowait(session)
@@ -158,9 +170,14 @@ class Compactor:
         while True:
             session = await self._queue.get()
             job = self._pending.pop(session)
+            carrier = self._carriers.pop(session, {})
             self._running.add(session)
             try:
-                again = await self._compact(session, job)
+                if self._spans is None:
+                    again = await self._compact(session, job)
+                else:
+                    with self._spans.under(carrier):
+                        again = await self._compact(session, job)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a summariser or store failure: skip, pause, go on
@@ -213,24 +230,36 @@ class Compactor:
         if not await self._leases.acquire(session, self._holder, self._lease_ttl):
             return False  # another process is compacting it
         try:
-            summary = await summarise(
-                provider, summary_request(cut.replaced, settings, replaced_chars=cut.replaced_chars)
-            )
-            record = await verdict_record(summary, cut, settings, self._clock.now())
-            async with self._turns.turn(session):
-                view = await self._view(session)
-                base = view.summary.through if view.summary is not None else 0
-                if base != cut.base:
-                    return False  # another compaction landed since the cut: it stands
-                await self._journal.append(session, [record], expected=view.position)
-                self._wrote[session] = None
-                while len(self._wrote) > self._capacity:  # bounded: the oldest is forgotten
-                    self._wrote.popitem(last=False)
+            with compaction_span(self._spans, session, cut.replaced_chars) as span:
+                record = await self._summarise(session, cut, job, provider)
+                if span is not None:
+                    compaction_ended(span, record)
+            if record is None:
+                return False  # another compaction landed since the cut: it stands
         finally:
             await self._leases.release(session, self._holder)
         self._failures.pop(session, None)
         self.metrics.recorded(record)
         return isinstance(record, HistoryCompacted)
+
+    async def _summarise(
+        self, session: str, cut: Cut, job: Job, provider: ModelProvider
+    ) -> CompactionRecord | None:
+        """Summarise, check, and journal the verdict; None when another compaction landed
+        since the cut."""
+        request = summary_request(cut.replaced, job.settings, replaced_chars=cut.replaced_chars)
+        summary = await summarise(provider, request, self._spans)
+        record = await verdict_record(summary, cut, job.settings, self._clock.now())
+        async with self._turns.turn(session):
+            view = await self._view(session)
+            base = view.summary.through if view.summary is not None else 0
+            if base != cut.base:
+                return None
+            await self._journal.append(session, [record], expected=view.position)
+            self._wrote[session] = None
+            while len(self._wrote) > self._capacity:  # bounded: the oldest is forgotten
+                self._wrote.popitem(last=False)
+        return record
 
 
 def _footprint(view: SentView) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
 
 from ankka.runtime.declare.compaction import Compaction
 from ankka.runtime.providers.base import ModelProvider, ModelRequest
@@ -21,6 +23,9 @@ from ankka.runtime.records.messages import (
     Usage,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    from ankka.runtime.engine.spans import EngineSpans
 
 __all__ = ["Summary", "summarise", "summary_request", "transcript"]
 
@@ -70,9 +75,15 @@ def summary_request(
     )
 
 
-async def summarise(provider: ModelProvider, request: ModelRequest) -> Summary:
-    """Call the provider once; its errors propagate (the consumer skips and retries)."""
-    response = await provider.complete(request)
+async def summarise(
+    provider: ModelProvider, request: ModelRequest, spans: EngineSpans | None = None
+) -> Summary:
+    """Call the provider once (in a ``chat`` span when tracing is on); its errors propagate
+    (the consumer skips and retries)."""
+    if spans is None:
+        response = await provider.complete(request)
+    else:
+        response = await spans.chat(provider, request, partial(provider.complete, request))
     return Summary(
         (response.content or "").strip(),
         provider.name,

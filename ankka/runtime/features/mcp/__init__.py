@@ -14,4 +14,7 @@ agent lists a server. See docs/mcp.md.
 
 from ankka.runtime.declare.mcp import McpServer
 
-__all__ = ["McpServer"]
+__all__ = ["SDK_SCOPE", "McpServer"]
+
+SDK_SCOPE = "mcp-python-sdk"
+"""The MCP SDK's tracer: a traced runtime makes none of its spans (:mod:`.spans` says why)."""

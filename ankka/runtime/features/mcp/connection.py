@@ -47,6 +47,7 @@ from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    REQUEST_TIMEOUT,
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequestFormParams,
@@ -92,6 +93,14 @@ class CallFailed(DependencyFailed):
     kind = "mcp_call_failed"
     status = 502
 
+    def __init__(self, message: str, *, error_type: str = "unavailable", code: int | None = None):
+        super().__init__(message)
+        self.error_type = error_type
+        """What went wrong, bounded (the span's ``error.type``): the JSON-RPC error's code,
+        ``timeout``, ``connection_lost``, ``too_large``, ``invalid_result``, ``unavailable``."""
+        self.code = code
+        """The JSON-RPC error's code, when the server answered with one."""
+
 
 class Listed:
     """A server's tools as ``tools/list`` answered them (every page), and why any the
@@ -131,6 +140,8 @@ class McpConnection:
         self._refused_with: int | None = None  # the last 401/403 of the MCP endpoint
         self.problem: str | None = "not connected yet"
         self.protocol: str | None = None
+        self.session_id: str | None = None
+        """The server's ``mcp-session-id`` of the current session (handshake-era sessions)."""
         self._initial_pause = initial_pause
         self._max_pause = max_pause
         self._on_change = on_change
@@ -239,8 +250,12 @@ class McpConnection:
         generation = self._generation + 1
 
         self._refused_with = None
+        self.session_id = None
 
         async def on_response(response: httpx2.Response) -> None:
+            session = response.headers.get("mcp-session-id")
+            if session and len(session) <= 256:
+                self.session_id = session
             if response.status_code in (401, 403) and response.request.url == self.settings.url:
                 self._refused_with = response.status_code
             # The spec's signal that the server no longer knows the session (it restarted):
@@ -350,13 +365,19 @@ class McpConnection:
         return await self._request("tools/list", walk)
 
     async def call_tool(
-        self, tool: str, arguments: dict[str, Any], call: Call | None = None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        call: Call | None = None,
+        meta: dict[str, str] | None = None,
     ) -> Any:
         """Call ``tool``; ``call``: the turn asking, so what the server asks during the call
-        reaches it (:mod:`.asking`), and the call's time stops while a person answers."""
+        reaches it (:mod:`.asking`), and the call's time stops while a person answers;
+        ``meta`` goes in the request's ``_meta`` (the trace context)."""
+        sent: Any = meta or None
         if call is None:
             return await self._request(
-                f"tool {tool!r}", lambda client: client.call_tool(tool, arguments)
+                f"tool {tool!r}", lambda client: client.call_tool(tool, arguments, meta=sent)
             )
         # The SDK's own wait for the answer allows a person's longest answer too; the
         # call's deadline (held open while they answer) bounds the rest.
@@ -365,7 +386,9 @@ class McpConnection:
         try:
             return await self._request(
                 f"tool {tool!r}",
-                lambda client: client.call_tool(tool, arguments, read_timeout_seconds=longest),
+                lambda client: client.call_tool(
+                    tool, arguments, read_timeout_seconds=longest, meta=sent
+                ),
                 call,
             )
         finally:
@@ -390,14 +413,24 @@ class McpConnection:
                 if too_large(exc.message):
                     raise CallFailed(
                         f"MCP server {self.name!r} answered {what} with more than "
-                        f"{MAX_ANSWER_BYTES} bytes; the answer was not read"
+                        f"{MAX_ANSWER_BYTES} bytes; the answer was not read",
+                        error_type="too_large",
                     ) from None
                 if exc.code == CONNECTION_CLOSED:
                     await self._reconnect(generation)
                     raise self._lost(what) from exc
                 message = redact(exc.message[:500], self.secrets)
+                if exc.code == REQUEST_TIMEOUT:  # the SDK's own: no answer in time
+                    await self.check_soon()
+                    raise CallFailed(
+                        f"MCP server {self.name!r} did not answer {what} within "
+                        f"{self.settings.timeout:g}s",
+                        error_type="timeout",
+                    ) from exc
                 raise CallFailed(
-                    f"MCP server {self.name!r} answered {what} with an error: {message}"
+                    f"MCP server {self.name!r} answered {what} with an error: {message}",
+                    error_type=str(exc.code),
+                    code=exc.code,
                 ) from exc
             except (ValidationError, ValueError) as exc:
                 # The server answered, but not with what the protocol allows (a result of the
@@ -405,18 +438,21 @@ class McpConnection:
                 why = refusal(exc) if isinstance(exc, ValidationError) else str(exc)[:300]
                 raise CallFailed(
                     f"MCP server {self.name!r} answered {what} with a result that does not "
-                    f"fit the protocol: {redact(why, self.secrets)}"
+                    f"fit the protocol: {redact(why, self.secrets)}",
+                    error_type="invalid_result",
                 ) from None
             except RuntimeError as exc:
                 raise CallFailed(
                     f"MCP server {self.name!r} answered {what} with a result the client "
-                    f"refused: {redact(str(exc)[:300], self.secrets)}"
+                    f"refused: {redact(str(exc)[:300], self.secrets)}",
+                    error_type="invalid_result",
                 ) from None
             except TimeoutError as exc:
                 await self.check_soon()
                 raise CallFailed(
                     f"MCP server {self.name!r} did not answer {what} within "
-                    f"{self.settings.timeout:g}s"
+                    f"{self.settings.timeout:g}s",
+                    error_type="timeout",
                 ) from exc
             except asyncio.CancelledError:
                 task = asyncio.current_task()
@@ -482,7 +518,8 @@ class McpConnection:
     def _lost(self, what: str) -> CallFailed:
         return CallFailed(
             f"the connection to MCP server {self.name!r} broke during {what}; it may or may "
-            "not have run, and it is not sent again"
+            "not have run, and it is not sent again",
+            error_type="connection_lost",
         )
 
     async def _current(self) -> tuple[Client, int]:

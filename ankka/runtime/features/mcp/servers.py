@@ -32,15 +32,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 from prometheus_client import CollectorRegistry
 
+from ankka._kernel import tracing
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import TurnFailed
 from ankka.runtime.declare.guardrails import Guardrail
 from ankka.runtime.declare.tools import ApprovalRule, ToolOutcome, ToolSpec
 from ankka.runtime.engine.executor import RUNNING
+from ankka.runtime.features.mcp import spans as mcp_spans
 from ankka.runtime.features.mcp.asking import ASKING, Call
 from ankka.runtime.features.mcp.compiled import Compiled, Compiler
 from ankka.runtime.features.mcp.config import McpServerSettings
@@ -96,6 +98,7 @@ class McpTool:
     metrics: McpMetrics
     clock: Clock
     approval: ApprovalRule | None = None  # every call of the tool waits for a decision
+    tool_type: ClassVar[str] = "extension"  # its span's gen_ai.tool.type
 
     def needs_approval(self, raw_arguments: str) -> bool:
         """A server's tool waits for every call or none (its rule has no predicate)."""
@@ -118,14 +121,23 @@ class McpTool:
         if problem is not None or isinstance(arguments, str):
             self.metrics.call(server, self.tool, "invalid", None)
             return ToolOutcome(redact(str(problem), secrets), is_error=True)
+        traced = tracing.active()  # off: this one test, nothing built
+        if traced:
+            mcp_spans.sending(self.connection, self.tool)
         started = self.clock.monotonic()
         try:
-            result = await self.connection.call_tool(self.tool, arguments, self._asking())
+            result = await self.connection.call_tool(
+                self.tool, arguments, self._asking(), mcp_spans.meta() if traced else None
+            )
         except CallFailed as failure:
             self.metrics.call(server, self.tool, "failed", self.clock.monotonic() - started)
+            if traced:
+                mcp_spans.failed(failure)
             return ToolOutcome(str(failure), is_error=True)
         seconds = self.clock.monotonic() - started
         rendered = render(result)
+        if traced and rendered.is_error:
+            mcp_spans.tool_error()
         rendered = type(rendered)(redact(rendered.text, secrets), rendered.is_error)
         checked = await guard(rendered, self.result_guardrails, self.name)
         if checked is not rendered:

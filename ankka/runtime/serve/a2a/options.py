@@ -13,7 +13,11 @@ if TYPE_CHECKING:
     from ankka.runtime.drivers.tasks.host import TaskHost
     from ankka.runtime.serve.a2a.service import A2AService
 
-__all__ = ["add_options", "from_options"]
+__all__ = ["SDK_SCOPE", "add_options", "from_options"]
+
+SDK_SCOPE = "a2a-python-sdk"
+"""The a2a-sdk's tracer: a traced runtime makes none of its spans (one per method of its request
+dispatcher); the runtime's SERVER span of each A2A request stands for that work."""
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

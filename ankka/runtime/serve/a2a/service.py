@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.response_helpers import (
@@ -157,8 +158,13 @@ class A2AService:
                 return JSONResponse(body, status_code=404)
             return self._card(request, self.root_agent)
 
-        def known(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[..., object]:
+        def known(
+            endpoint: Callable[[Request], Awaitable[Response]], path: str
+        ) -> Callable[..., object]:
+            template = SimpleNamespace(path=path)  # the route a server span is named by
+
             async def checked(request: Request) -> Response:
+                request.scope["route"] = template
                 agent = request.path_params.get("agent", "")
                 if agent not in self.handler.agents:
                     return _no_agent(agent, self.handler.agents)
@@ -180,7 +186,11 @@ class A2AService:
             # at the root would shadow every other route.
             if isinstance(route, Route):
                 routes.append(
-                    Route(route.path, known(route.endpoint), methods=sorted(route.methods or ()))
+                    Route(
+                        route.path,
+                        known(route.endpoint, route.path),
+                        methods=sorted(route.methods or ()),
+                    )
                 )
         return routes
 

@@ -14,6 +14,7 @@ including every caller of a runtime run with ``--trust-network`` off loopback, i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import datetime
 from html import escape
@@ -44,9 +45,15 @@ from ankka.runtime.serve.console.listing import PER_PAGE, BadQuery, Filter, List
 from ankka.runtime.serve.console.pages import not_found, page, session_page, sessions_page
 from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
+from ankka.runtime.serve.console.waterfall import trace_link, waterfall
+from ankka.runtime.store import trace_statements
 from ankka.runtime.store.readable import Cursor, readers
 
-__all__ = ["MAX_SCANNED", "console_routes", "is_loopback"]
+__all__ = ["MAX_SCANNED", "TRACE_UI_VARIABLE", "console_routes", "is_loopback"]
+
+TRACE_UI_VARIABLE = "ANKKA_TRACE_UI_URL"
+"""The collector's UI (e.g. Jaeger's, ``http://jaeger:16686``): a task's page links its trace
+there (``{trace_id}`` in it is replaced, else ``/trace/<id>`` is appended)."""
 
 MAX_SCANNED = 2000  # the most readable sessions one session list looks at (its filters)
 _CHUNK = 200  # sessions read from the store at once
@@ -90,7 +97,12 @@ def _turn_times(entries: list[Entry]) -> Mapping[str, datetime]:
     return times
 
 
-def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[BaseRoute]:
+def console_routes(
+    runtime: Runtime, tasks: TaskHost | None = None, *, trace_ui: str | None = None
+) -> list[BaseRoute]:
+    """``trace_ui``: the collector's UI (default: ``$ANKKA_TRACE_UI_URL``; empty: no link)."""
+    if trace_ui is None:
+        trace_ui = os.environ.get(TRACE_UI_VARIABLE, "").strip()
     policy = runtime.policy
     service = runtime.service
     agents = tuple(sorted((*service.agents, *service.autonomous_agents)))
@@ -218,7 +230,12 @@ def console_routes(runtime: Runtime, tasks: TaskHost | None = None) -> list[Base
             return HTMLResponse(missing, status_code=404, headers=_HEADERS)
         if not readable(caller, record):
             return _not_permitted(NotPermitted(f"caller {caller!r} may not read task {name!r}"))
-        return HTMLResponse(task_page(record), headers=_HEADERS)
+        entries = await runtime.context.journal.read(record.session)
+        work = f"<h2>Timeline</h2>{waterfall(entries)}"
+        if trace_ui:
+            carrier = await tasks.store.read(lambda tx: trace_statements.get(tx, record.id))
+            work = trace_link(trace_ui, carrier) + work
+        return HTMLResponse(task_page(record, work=work), headers=_HEADERS)
 
     async def approvals(request: Request) -> Response:
         if (caller := console_caller(request)) is None:

@@ -55,7 +55,9 @@ def tasks_page(records: Sequence[TaskRecord], asked: Listing, *, more: bool) -> 
     return page("tasks", f'<h1>Tasks</h1>{asked.form()}<div data-refresh="5">{table}{pager}</div>')
 
 
-def task_page(record: TaskRecord) -> str:
+def task_page(record: TaskRecord, *, work: str = "") -> str:
+    """The task's page; ``work`` (already escaped HTML: its timeline, a link to its trace)
+    goes below its figures."""
     if record.result is not None:
         outcome = (
             '<h2>Result</h2><pre id="result">'
@@ -87,7 +89,7 @@ def task_page(record: TaskRecord) -> str:
         f"{budget_bar(record.iterations_used, record.budget, title='iterations used of budget')}"
         f'<h2>Tokens</h2><table id="task-usage"><thead><tr>{USAGE_HEAD}<th>cost</th></tr>'
         f"</thead><tbody><tr>{usage_cells(record.usage)}<td>unknown</td></tr></tbody></table>"
-        f"</div>{outcome}{live}"
+        f"</div>{outcome}{live}{work}"
         f'<p><a href="/console/sessions/{escape(record.session)}">what was done (its session)</a>'
         "</p>"
         f'<h2>Instructions</h2><div class="msg">{escape(record.spec.instructions)}</div>'

@@ -15,7 +15,6 @@ import pytest
 
 from ankka.runtime.drivers.tasks import remote
 from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
-from ankka.runtime.store.remote_statements import Followed
 from ankka.runtime.store.tasks import TaskStore
 from tests.support.raw_server import serve
 
@@ -88,4 +87,4 @@ async def test_a_401_is_asked_again_not_the_child_refused(tmp_path: Path) -> Non
         with pytest.raises(remote._Away, match="401"):
             await children._get(peer, "task_child")
         with pytest.raises(remote._Away, match="401"):
-            await children._put(peer, Followed("task_child", "researcher", {}, None, False))
+            await children._cancel(peer, "task_child")

@@ -1,0 +1,73 @@
+"""Declaring teams and moderated conversations: what is refused, and how, where it is declared."""
+
+from __future__ import annotations
+
+import pytest
+
+from ankka._kernel.errors import ConfigurationError
+from ankka.runtime.agents import Service
+from ankka.runtime.tasks import Accepts, AutonomousAgent
+from ankka.runtime.teams import Conversation, Moderated, RoundRobin, Team
+from examples.tasks import summary
+
+
+def agent(name: str) -> AutonomousAgent:
+    return AutonomousAgent(name=name, accepts=[Accepts(summary, budget=2)])
+
+
+def service_of(*names: str) -> Service:
+    service = Service("s")
+    for name in names:
+        service.autonomous(agent(name))
+    return service
+
+
+def test_a_team_names_only_agents_its_service_declares() -> None:
+    service = service_of("lead", "a")
+    with pytest.raises(ConfigurationError, match="'b', not an autonomous agent of 's'"):
+        service.team(Team(name="t", lead="lead", members=["a", "b"]))
+
+
+def test_a_team_is_declared_once_with_members_each_once() -> None:
+    service = service_of("lead", "a")
+    service.team(Team(name="t", lead="lead", members=["a"]))
+    with pytest.raises(ConfigurationError, match="declared twice"):
+        service.team(Team(name="t", lead="lead", members=["a"]))
+    with pytest.raises(ConfigurationError, match="each once"):
+        Team(name="u", lead="lead", members=["a", "a"])
+    with pytest.raises(ConfigurationError, match="no members"):
+        Team(name="u", lead="lead", members=[])
+
+
+def test_a_teams_budget_and_instances_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="iterations must be at least 1"):
+        Team(name="t", lead="l", members=["a"], iterations=0)
+    with pytest.raises(ConfigurationError, match="instances must be 1 to 16"):
+        Team(name="t", lead="l", members=["a"], instances=0)
+    with pytest.raises(Exception, match="not a valid id"):
+        Team(name="no spaces", lead="l", members=["a"])
+
+
+def test_a_conversation_takes_a_function_as_its_moderator() -> None:
+    def first(transcript: object, speakers: object) -> str | None:
+        return "a"
+
+    conversation = Conversation(name="c", speakers=["a", "b"], moderator=first)  # type: ignore[arg-type]
+    assert conversation.moderator == Moderated(first)
+    assert Conversation(name="c", speakers=["a"]).moderator == RoundRobin()
+    with pytest.raises(ConfigurationError, match="moderator takes"):
+        Conversation(name="c", speakers=["a"], moderator="round-robin")  # type: ignore[arg-type]
+
+
+def test_a_conversations_limits_and_policies_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="max_turns must be 1 to 200"):
+        Conversation(name="c", speakers=["a"], max_turns=0)
+    with pytest.raises(ConfigurationError, match="turn_deadline <= deadline"):
+        Conversation(name="c", speakers=["a"], deadline=5, turn_deadline=10)
+    with pytest.raises(ConfigurationError, match="'skip' or 'end', not 'retry'"):
+        Conversation(name="c", speakers=["a"], on_silent="retry")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="each once"):
+        Conversation(name="c", speakers=["a", "a"])
+    service = service_of("a")
+    with pytest.raises(ConfigurationError, match="'b', not an autonomous agent"):
+        service.conversation(Conversation(name="c", speakers=["a", "b"]))
