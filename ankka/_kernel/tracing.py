@@ -42,6 +42,7 @@ __all__ = [
     "active",
     "capture_content",
     "carrier",
+    "continued",
     "enabled_by",
     "from_environment",
     "header_lines",
@@ -225,6 +226,23 @@ def capture_content(environ: Mapping[str, str] | None = None) -> bool:
         f"{_CONTENT}={value[:40]!r}: ankka records message content on spans with true, "
         "and leaves it out with false (the default)"
     )
+
+
+@contextmanager
+def continued(recorded: Mapping[str, str]) -> Iterator[None]:
+    """Inside, the recorded context ``recorded`` (W3C headers, as :func:`carrier` gave them) is
+    current, so what is sent in it carries it on; nothing changes when it is empty (always, with
+    tracing off: nothing is recorded then)."""
+    if not recorded:
+        yield
+        return
+    from opentelemetry import context, propagate
+
+    token = context.attach(propagate.extract(dict(recorded)))
+    try:
+        yield
+    finally:
+        context.detach(token)
 
 
 def trace_ids() -> tuple[str, str] | None:

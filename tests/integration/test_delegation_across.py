@@ -63,12 +63,14 @@ class Pair:
         extra = {**model_env(self.model.url), "ANKKA_DELEGATORS": delegators, **(env or {})}
         return self._started(command, extra)
 
-    def lead(self, env: dict[str, str] | None = None) -> Server:
+    def lead(
+        self, env: dict[str, str] | None = None, target: str = "examples.team:service"
+    ) -> Server:
         tls = write_tls_dir(
             self.root / "lead-tls", leaf=self.ca.issue(LEAD, runtime=True), ca_pem=self.ca.pem
         )
         command = ankka_command(
-            "serve", "examples.team:service", "--port", "0", "--store", self.store("lead"),
+            "serve", target, "--port", "0", "--store", self.store("lead"),
             "--tls-dir", str(tls),
         )  # fmt: skip
         peers = {"researcher": {"url": f"https://127.0.0.1:{self.port}", "identity": RESEARCHER}}
@@ -264,3 +266,29 @@ def test_a_peer_that_does_not_name_the_lead_among_its_delegators_refuses_its_chi
     assert report["tree_iterations"] == 2  # nothing was spent over there
     with two.client(LEAD) as as_lead:
         assert as_lead.get(f"{researcher.url}/v1/tasks/r1:1.0").status_code == 404
+
+
+def test_a_remote_child_that_never_answers_in_time_is_told_past_its_deadline_and_cancelled(
+    pair: Callable[..., Pair],
+) -> None:
+    slow = [dict(STANDIN[i], delay_ms=30_000) for i in (1, 2)]  # the children's first calls
+    two = pair([STANDIN[0], *slow, STANDIN[-1]])
+    researcher = two.researcher()
+    lead = two.lead(target="tests.integration.delegation_services:service")
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+        report = final(alice, lead, "r1")
+        told = told_of(alice, lead)
+    assert report["state"] == "completed", dump(report)  # the lead went on without them
+    assert [(t["status"], t["task"]) for t in told] == [
+        ("deadline_exceeded", "r1:1.0"),
+        ("deadline_exceeded", "r1:1.1"),
+    ], dump(told)
+    assert all("no end within its deadline of 3 s" in t["reason"] for t in told)
+
+    def cancelled_there() -> bool:
+        with two.client(LEAD) as as_lead:
+            records = [as_lead.get(f"{researcher.url}/v1/tasks/{c}").json() for c in CHILDREN]
+        return all(r["cancel_requested"] or r["state"] == "cancelled" for r in records)
+
+    eventually(cancelled_there, what="the children's cancel sent to their runtime", timeout=30)

@@ -102,6 +102,8 @@ class ScriptedProvider:
             ]
         )
         self.requests: list[ModelRequest] = []
+        # Counting a request's answers walks its history: only a script with ``call`` asks.
+        self._counts_calls = any(t.call is not None for t in self._queue.turns)
 
     @property
     def name(self) -> str:
@@ -117,7 +119,7 @@ class ScriptedProvider:
 
     def _take(self, request: ModelRequest) -> tuple[int, ScriptTurn]:
         role = _last_role(request.messages)
-        call = _call_number(request.messages)
+        call = _call_number(request.messages) if self._counts_calls else None
         turn = self._queue.take(role, call)
         if turn is not None:
             return self._queue.served, turn
@@ -130,8 +132,8 @@ class ScriptedProvider:
         else:
             detail = (
                 f"the script has {self.remaining} of {total} turn(s) left, none for a request "
-                f"whose last message is from {role!r} and which is model call {call} "
-                "(see each turn's 'when' and 'call')"
+                f"whose last message is from {role!r} and which is model call "
+                f"{_call_number(request.messages)} (see each turn's 'when' and 'call')"
             )
         raise ScriptExhausted(self._name, detail)
 

@@ -184,8 +184,8 @@ def calls(tx: Transaction, children: Sequence[str]) -> dict[str, ChildOutcome | 
 
 def expire(tx: Transaction, *, now: datetime, limit: int = 100) -> list[Ended]:
     """End every child past its deadline: a child here is ended ``deadline_exceeded`` (and
-    its own children with it), a remote child's parent is told so at once (its runtime is
-    sent the cancel). Each parent woken is named in what is answered."""
+    its own children with it), a remote child's parent is told so at once and given its grant
+    back (its runtime is sent the cancel). Each parent woken is named in what is answered."""
     ended: list[Ended] = []
     for child in tree.due(tx, now.timestamp(), limit):
         reason = f"no end within its deadline of {child.deadline_seconds or 0:g} s"
@@ -203,6 +203,9 @@ def expire(tx: Transaction, *, now: datetime, limit: int = 100) -> list[Ended]:
             End.DEADLINE_EXCEEDED, task=child.task, agent=child.agent, reason=reason
         )
         woken = tree.set_outcome(tx, child.task, outcome)
+        # The parent goes on now: what the child was given is its parent's again (what it
+        # spent is added when its runtime says).
+        tree.release_grant(tx, child.task)
         if woken is not None:
             ended.append(Ended(child.task, child.agent, None, TaskState.FAILED, reason, woken))
     return ended

@@ -52,6 +52,7 @@ __all__ = [
     "ensure_root",
     "insert_child",
     "mark",
+    "release_grant",
     "remote_ended",
     "row",
     "set_outcome",
@@ -478,6 +479,26 @@ def set_outcome(tx: Tx, child: str, outcome: ChildOutcome) -> Key | None:
     if not changed or changed[0][0] is None:
         return None
     return _wake(tx, str(changed[0][0]))
+
+
+def release_grant(tx: Tx, child: str) -> None:
+    """Give ``child``'s grant back to its parent now (a remote child told an end before its
+    runtime said what it spent): the parent's claims drop by it and the child's row holds no
+    grant, so its spend, once known, is added to the claims as it is (its settlement)."""
+    found = row(tx, child)
+    if found is None or found.parent is None or found.settled:
+        return
+    delta = settled(found.grant, 0, 0)
+    tx.rows(
+        "UPDATE ankka_task_tree SET claimed_iterations = claimed_iterations + ?, "
+        "claimed_tokens = claimed_tokens + ? WHERE task = ?",
+        (delta.iterations, delta.tokens, found.parent),
+    )
+    tx.rows(
+        "UPDATE ankka_task_tree SET grant_iterations = 0, grant_tokens = CASE WHEN "
+        "grant_tokens IS NULL THEN NULL ELSE 0 END WHERE task = ?",
+        (child,),
+    )
 
 
 def due(tx: Tx, now: float, limit: int = 100) -> list[TreeRow]:

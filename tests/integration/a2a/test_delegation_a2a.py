@@ -6,6 +6,7 @@ runtime follows the same A2A tasks again without sending a message twice."""
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from tests.integration.conftest import Script, model_env
 from tests.integration.tasks_crash import asked_keys, dump, model_requests, wait_final
 from tests.integration.test_delegation import REPORT, STANDIN, told
 from tests.support.eventually import eventually
+from tests.support.jaeger import Jaeger
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -32,13 +34,19 @@ def sdk_agent(servers: list[Server], *args: str) -> Server:
     return servers[-1]
 
 
-def lead(servers: list[Server], model: Server, agent: Server, store: Path) -> Server:
+def lead(
+    servers: list[Server],
+    model: Server,
+    agent: Server,
+    store: Path,
+    env: dict[str, str] | None = None,
+) -> Server:
     command = ankka_command(
         "serve", "examples.team:service", "--port", "0", "--store", f"sqlite:///{store}"
     )
     card = f"{agent.url}/.well-known/agent-card.json"
-    env = {**model_env(model.url), "ANKKA_A2A_REMOTE_RESEARCHER_CARD_URL": card}
-    servers.append(start(command, env=env))
+    extra = {**model_env(model.url), "ANKKA_A2A_REMOTE_RESEARCHER_CARD_URL": card, **(env or {})}
+    servers.append(start(command, env=extra))
     return servers[-1]
 
 
@@ -72,6 +80,33 @@ def test_a_lead_delegates_its_summaries_to_an_a2a_sdk_agent(
     assert answer.status_code == 201, answer.text
     wait_final(server, ["r1"])
     check(server, agent, told(server, "r1"))
+
+
+def test_every_request_to_the_remote_agent_carries_its_delegating_calls_context(
+    standin: Callable[[Script], Server],
+    servers: list[Server],
+    tmp_path: Path,
+    jaeger_backend: Jaeger,
+) -> None:
+    model, agent = standin(SCRIPT), sdk_agent(servers, "--delay", "0.5")
+    server = lead(servers, model, agent, tmp_path / "lead.sqlite3", jaeger_backend.env("lead"))
+    trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+    headers = {"traceparent": f"00-{trace_id}-{caller}-01"}
+    answer = httpx.put(
+        f"{server.url}/v1/agents/lead/tasks/r1", json=REPORT, headers=headers, timeout=30
+    )
+    assert answer.status_code == 201, answer.text
+    wait_final(server, ["r1"])
+    check(server, agent, told(server, "r1"))
+    delegate = "execute_tool delegate__researcher__summary"
+    spans = jaeger_backend.trace(trace_id, names={delegate}, at_least=2)
+    calls = {s.span_id for s in spans if s.name == delegate}
+    assert len(calls) == 2
+    heard = httpx.get(f"{agent.url}/_count").json()["traceparents"]
+    assert heard, "no request to the remote agent carried a traceparent"
+    # Every one in the caller's trace, the child of one of the two delegating calls.
+    assert {h.split("-")[1] for h in heard} == {trace_id}
+    assert {h.split("-")[2] for h in heard} == calls
 
 
 def test_a_failing_remote_agent_is_a_failed_child_naming_what_it_said(

@@ -26,11 +26,13 @@ import httpx
 from a2a.client.errors import A2AClientError
 from a2a.utils.errors import A2AError
 
+from ankka._kernel import tracing
 from ankka._kernel.errors import StoreError
 from ankka.runtime.providers.a2a_remote import RemoteAgent, RemoteAgents, RemoteOutcome
 from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.store import remote_statements as remote
+from ankka.runtime.store import trace_statements
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.remote_statements import Followed
 from ankka.runtime.store.tasks import TaskStore
@@ -90,6 +92,9 @@ class A2AChildren:
     async def follow(self, child: Followed) -> None:
         agent, failures = self.agents[child.peer], 0
         text = "\n\n".join([child.body["instructions"], *child.body.get("attachments", ())])
+        # The context recorded with the child (its delegating call's span, tracing on): every
+        # request to the remote agent carries it, so its work joins the delegating trace.
+        recorded = await self.store.read(lambda tx: trace_statements.get(tx, child.task))
         while True:
             try:
                 current = await self.store.read(lambda tx: remote.following(tx, 1, task=child.task))
@@ -100,14 +105,15 @@ class A2AChildren:
                     assert current[0].outcome is not None
                     await self.settle(child.peer, child.task, current[0].outcome, 0, Usage())
                     return
-                outcome = await self.client.delegate(
-                    agent,
-                    key=child.task,
-                    text=text,
-                    ledger=self.ledger,
-                    deadline=self.wait_seconds,
-                    data={"taskType": child.body["type"], "parent": child.body["parent"]},
-                )
+                with tracing.continued(recorded):
+                    outcome = await self.client.delegate(
+                        agent,
+                        key=child.task,
+                        text=text,
+                        ledger=self.ledger,
+                        deadline=self.wait_seconds,
+                        data={"taskType": child.body["type"], "parent": child.body["parent"]},
+                    )
                 if outcome.kind != "unreachable":  # no end within this wait: look again
                     told = outcome_of_remote(outcome, task=child.task, agent=child.peer)
                     await self.settle(child.peer, child.task, told, 0, Usage())
