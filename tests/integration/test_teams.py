@@ -43,10 +43,10 @@ def wait_item(server: Server, item: str, seconds: float = 60) -> dict[str, Any]:
     return record
 
 
-def test_members_claim_the_backlog_and_finish_it_in_dependency_order(
+def test_the_example_script_runs_the_backlog_in_dependency_order_then_the_standup(
     standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
 ) -> None:
-    model = standin(STANDIN[:3])
+    model = standin(STANDIN)  # the whole example script: the backlog, then the standup
     server = serve_newsroom(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
     servers.append(server)
     assert put_item(server, "sqlite", SUMMARY).status_code == 201
@@ -71,6 +71,13 @@ def test_members_claim_the_backlog_and_finish_it_in_dependency_order(
     assert listing["counts"] == {"completed": 2}
     task = httpx.get(f"{server.url}/v1/tasks/{written['task']}", timeout=30).json()
     assert task["state"] == "completed" and task["agent"] == "writer"
+    standup = httpx.post(
+        f"{server.url}/v1/conversations/standup/sessions/monday",
+        json={"message": "Good morning."},
+        timeout=120,
+    ).json()
+    assert [t["speaker"] for t in standup["turns"]] == ["editor", "researcher", "writer"]
+    assert standup["ended"]["reason"] == "max_turns"
 
 
 def test_an_item_sent_again_is_the_same_item_and_a_different_body_is_refused(

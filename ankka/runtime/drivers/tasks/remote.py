@@ -14,7 +14,8 @@ then :class:`RemoteChildren`, in every process on the store, follows each child 
    (:func:`~ankka.runtime.store.remote_statements.ended`), which tells the parent once and
    wakes it.
 
-A peer that is away (refused connections, 5xx, a broken wait, a 401 for the credential)
+A peer that is away (refused connections, 5xx, a broken wait, a 401 for the credential),
+or this runtime's own certificate or token file unreadable for now (a rotation half-written),
 is asked again, the pause doubling from 0.2 s to 5 s; a peer that refuses the child (another
 4xx) ends it ``refused``, ``peer_refused``, with the peer's answer as its reason. The runtime
 calls as itself: its ``--tls-dir`` certificate over mTLS (the peer's certificate must carry
@@ -48,7 +49,7 @@ from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.remote_statements import Followed
 from ankka.runtime.store.tasks import Ended, TaskStore
 
-__all__ = ["PEERS_VARIABLE", "Peer", "RemoteChildren", "peers_from_environment"]
+__all__ = ["PEERS_VARIABLE", "Peer", "RemoteChildren", "check_peers", "peers_from_environment"]
 
 log = logging.getLogger("ankka.runtime.tasks")
 
@@ -92,6 +93,17 @@ def peers_from_environment(env: Mapping[str, str]) -> dict[str, Peer]:
         ) from None
 
 
+def check_peers(peers: Mapping[str, Peer], tls_dir: str | None) -> None:
+    """Refuse an https peer with no identity when this runtime calls with its certificate
+    (``ankka serve`` checks it at start, before anything listens)."""
+    for name, peer in peers.items():
+        if tls_dir is not None and peer.url.startswith("https://") and not peer.identity:
+            raise ConfigurationError(
+                f"{PEERS_VARIABLE}: peer {name!r} is https with --tls-dir; name the URI SAN "
+                'its certificate carries as its "identity" (ankka://service/<ns>/<agent>)'
+            )
+
+
 class _Refused(Exception):
     """The peer answered the child with a 4xx: it will not work it."""
 
@@ -123,12 +135,7 @@ class RemoteChildren:
             for name, peer in self.peers.items()
             if tls_dir is not None and peer.url.startswith("https://") and peer.identity
         }
-        for name, peer in self.peers.items():
-            if tls_dir is not None and peer.url.startswith("https://") and not peer.identity:
-                raise ConfigurationError(
-                    f"{PEERS_VARIABLE}: peer {name!r} is https with --tls-dir; name the URI SAN "
-                    'its certificate carries as its "identity" (ankka://service/<ns>/<agent>)'
-                )
+        check_peers(self.peers, tls_dir)
         self.a2a = (
             A2AChildren(store, a2a, settle=self._settle, wait_seconds=wait_seconds) if a2a else None
         )
@@ -204,7 +211,7 @@ class RemoteChildren:
                 )
                 await self._settle(peer.agent, child.task, why, 0, Usage())
                 return
-            except (httpx.HTTPError, StoreError, _Away, OSError) as exc:  # OSError: token file
+            except (httpx.HTTPError, StoreError, _Away, ConfigurationError, OSError) as exc:
                 failures += 1
                 if failures in (1, 10) or failures % 100 == 0:
                     log.warning(
