@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.cluster.controlplane import ControlPlane, start
 from tests.support.http_reply import send_json
@@ -51,6 +52,17 @@ def poll(
             return last
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+def agent_manifest(name: str, namespace: str, image: str, module: str, **spec: Any) -> str:
+    """An Agent as ``kubectl apply -f -`` takes it (YAML), ``spec`` its other fields."""
+    body = {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"image": image, "module": module, **spec},
+    }
+    return yaml.safe_dump(body)
 
 
 @pytest.fixture(scope="session")

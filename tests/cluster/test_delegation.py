@@ -8,21 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import yaml
-
-from tests.cluster.conftest import PLATFORM_NS, Kubectl, Operator, poll
+from tests.cluster.conftest import PLATFORM_NS, Kubectl, Operator, agent_manifest, poll
 
 NS = "delegation"
 
 
 def agent(name: str, **spec: Any) -> str:
-    body = {
-        "apiVersion": "ankka.dev/v1alpha1",
-        "kind": "Agent",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"image": "localhost/team:1", "module": "team.agents", **spec},
-    }
-    return yaml.safe_dump(body)
+    return agent_manifest(name, NS, "localhost/team:1", "team.agents", **spec)
 
 
 def env_of(kubectl: Kubectl, name: str) -> dict[str, str]:

@@ -6,6 +6,7 @@ once and none of bob's; the console's lists show her hers and none of his."""
 
 from __future__ import annotations
 
+import html
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -126,17 +127,45 @@ def test_another_callers_volume_hides_none_of_yours_and_each_page_is_yours(
     # The console: alice's approvals and sessions, none of bob's; bob's pages hold only his.
     def console(token: str, path: str, **params: str) -> str:
         headers = {"authorization": f"Bearer {token}"}
-        answer = httpx.get(f"{server.url}{path}", params=params, headers=headers, timeout=60)
+        answer = httpx.get(  # params {} would drop a link's own query
+            f"{server.url}{path}", params=params or None, headers=headers, timeout=60
+        )
         assert answer.status_code == 200, answer.text
         return answer.text
 
-    shown = set(re.findall(r'<tr data-approval="([^"]+)"', console(ALICE, "/console/approvals")))
-    assert shown == alices
-    sessions = set(re.findall(r'<tr data-session="([^"]+)"', console(ALICE, "/console")))
-    assert sessions == {f"alice-{t}" for t in range(ALICES_TURNS)}
-    second = console(BOB, "/console/approvals", page="2")
-    assert set(re.findall(r'<tr data-approval="([^"]+)"', second)) <= bobs
-    assert len(re.findall(r'<tr data-approval="', second)) == 50
+    def every_console_page(token: str, path: str, row: str, **params: str) -> list[str]:
+        """Every row the console lists, page by page through its "older" links (bounded)."""
+        seen: list[str] = []
+        page = console(token, path, **params)
+        for _ in range(100):
+            seen += re.findall(rf'<tr data-{row}="([^"]+)"', page)
+            older = re.search(r'<a rel="next" href="([^"]+)">older</a>', page)
+            if older is None:
+                return seen
+            link = html.unescape(older.group(1))
+            assert "cursor=" in link and all(f"{k}={v}" in link for k, v in params.items())
+            page = console(token, link)
+        raise AssertionError("the console's pages never ended")
+
+    # Through the console's links, "any" state: each of hers once, none of his; his 2,100 in
+    # 42 pages of 50, each once, none of hers.
+    shown = every_console_page(ALICE, "/console/approvals", "approval", state="")
+    assert sorted(shown) == sorted(alices)
+    his_shown = every_console_page(BOB, "/console/approvals", "approval", state="pending")
+    assert sorted(his_shown) == sorted(bobs)
+    sessions = every_console_page(ALICE, "/console", "session")
+    assert sorted(sessions) == sorted(f"alice-{t}" for t in range(ALICES_TURNS))
+    his_sessions = every_console_page(BOB, "/console", "session", state="waiting")
+    assert sorted(his_sessions) == sorted(f"bob-{t}" for t in range(BOBS_TURNS))
+    # A cursor the console did not give: 400 naming it, not a 500.
+    for path in ("/console", "/console/tasks", "/console/approvals"):
+        answer = httpx.get(
+            f"{server.url}{path}",
+            params={"cursor": "bm90LWEtY3Vyc29y"},
+            headers={"authorization": f"Bearer {ALICE}"},
+        )
+        assert answer.status_code == 400, (path, answer.text)
+        assert "?cursor= is not a cursor this console gave" in answer.text
     server.stop()
 
 
