@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.cluster.controlplane import ControlPlane, start
 from tests.support.eventually import eventually
@@ -37,6 +38,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.cluster)
+
+
+def agent_manifest(name: str, namespace: str, image: str, module: str, **spec: Any) -> str:
+    """An Agent as ``kubectl apply -f -`` takes it (YAML), ``spec`` its other fields."""
+    body = {
+        "apiVersion": "ankka.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"image": image, "module": module, **spec},
+    }
+    return yaml.safe_dump(body)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ankka.operator.agents import RUNTIME_PORT
-from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator
+from tests.cluster.conftest import PLATFORM_NS, ROOT, Kubectl, Operator, agent_manifest
 from tests.cluster.controlplane import ControlPlane
 from tests.support.eventually import eventually
 
@@ -32,13 +32,7 @@ def in_ns(ns: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 def agent(name: str, **spec: Any) -> str:
-    body = {
-        "apiVersion": "ankka.dev/v1alpha1",
-        "kind": "Agent",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"image": "localhost/netpol:1", "module": "netpol.agents", **spec},
-    }
-    return yaml.safe_dump(body)
+    return agent_manifest(name, NS, "localhost/netpol:1", "netpol.agents", **spec)
 
 
 def test_an_agents_policy_admits_the_platform_and_its_declared_callers_on_its_port(

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.cluster.agent_tls import MountedSecret, platform_client
-from tests.cluster.conftest import Kubectl, Operator
+from tests.cluster.conftest import ROOT, Kubectl, Operator
 from tests.cluster.controlplane import ControlPlane
 from tests.support.eventually import eventually
 from tests.support.processes import Server, ankka_command, start
@@ -107,7 +107,8 @@ def lab(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> Ite
     objects.write_text(yaml.safe_dump(agent("research")))
     kubectl.run("apply", "-f", str(objects))
     with MountedSecret(kubectl, NS, "research-tls", workdir / "research-tls") as mounted:
-        command = ankka_command("serve", "examples.tasks:service", "--port", "0")
+        # The team: the researcher of examples/tasks.py and a lead that delegates to it.
+        command = ankka_command("serve", "examples.team:service", "--port", "0")
         tls = ["--tls-dir", str(mounted.directory), "--store", store]
         runtime = start([*command, *tls], env=env)
         assert runtime.url.startswith("https://127.0.0.1:"), runtime.url
@@ -153,8 +154,10 @@ def test_an_applied_task_is_worked_by_its_agent_s_runtime_and_ends_completed(lab
         table.splitlines()[0],
         next(line for line in table.splitlines() if line.startswith("summary-1")),
     )
-    assert header.split() == ["NAME", "AGENT", "TYPE", "PHASE", "ITERATIONS", "BUDGET", "AGE"]
+    columns = ["NAME", "AGENT", "TYPE", "PHASE", "ITERATIONS", "BUDGET", "PARENT", "AGE"]
+    assert header.split() == columns
     assert row.split()[1:6] == ["research", "summary", "Completed", "2", "5"]
+    assert len(row.split()) == len(columns) - 1  # no parent: that cell is empty
     # kubectl describe shows what the operator did: handed over, then completed.
     selector = "involvedObject.kind=Task,involvedObject.name=summary-1"
     seen = eventually(
@@ -284,3 +287,20 @@ def test_a_runtime_whose_certificate_names_another_agent_is_refused(lab: Lab) ->
     uid = lab.task("misled")["metadata"]["uid"]
     assert lab.record(uid).status_code == 404
     lab.kubectl.run("delete", "task", "misled", "-n", NS, "--wait=true", "--timeout=60s")
+
+
+def test_a_delegating_tasks_status_shows_its_children(lab: Lab) -> None:
+    team = json.loads((ROOT / "examples/team-standin.json").read_text())
+    lab.script(team)
+    report = {"autonomousAgent": "lead", "type": "report", "instructions": "Report on both."}
+    lab.apply(task("report-1", **report))
+    status = eventually(
+        lambda: (s := lab.status_of("report-1")).get("phase") == "Completed" and s,
+        what="the report to complete",
+        timeout=90,
+    )
+    uid = lab.task("report-1")["metadata"]["uid"]
+    assert status["children"] == [f"{uid}:1.0", f"{uid}:1.1"]
+    assert status.get("parent") is None
+    child = lab.record(f"{uid}:1.0").json()
+    assert child["parent"] == uid and child["state"] == "completed"

@@ -1,7 +1,7 @@
 """Agents whose MCP server asks during a call (examples/mcp_catalog.py ``--elicit-tool``,
 ``--sampling-tool``): the request agent ``clerk`` allows the catalogue's sampling requests,
 ``guarded`` does not; the autonomous agent ``purchaser`` buys through the same tool and allows
-sampling too."""
+sampling too, as ``frugal`` does within a token budget."""
 
 from __future__ import annotations
 
@@ -28,6 +28,17 @@ service.autonomous(
         instructions="Buy each product asked about, then complete the task.",
         mcp_servers=[McpServer("catalog", sampling=True)],
         accepts=[Accepts(summary, budget=4)],
+    )
+)
+
+# The same, with a token budget its first model call spends: its server's sampling request
+# may not make a model call past it.
+service.autonomous(
+    AutonomousAgent(
+        name="frugal",
+        instructions="Describe each product asked about, then complete the task.",
+        mcp_servers=[McpServer("catalog", sampling=True)],
+        accepts=[Accepts(summary, budget=4, tokens=12)],
     )
 )
 

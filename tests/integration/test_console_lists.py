@@ -4,9 +4,9 @@ item 7: filters, paging, timestamps everywhere).
 A real runtime (tests/integration/client_services.py: the weather and refunds agents and the
 researcher's tasks, the console on) on the stand-in: 51 sessions of one agent and one of
 another, waiting for a person. Filtering by agent or by "waiting" shows exactly those; 51
-sessions are two pages (50 newest first, then the oldest), linked both ways with the filter
-kept; every row and every turn shows when, as the API's own times; a query a page does not
-take is a 400 naming what it takes.
+sessions are two pages (50 newest first, then the oldest), linked by cursor ("older", and
+"newest" back) with the filter kept; every row and every turn shows when, as the API's own
+times; a query a page does not take is a 400 naming what it takes.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _sessions(page: str) -> list[str]:
     return re.findall(r'<tr data-session="([^"]+)">', page)
 
 
-def test_the_session_list_filters_by_agent_and_waiting_pages_by_fifty_and_shows_times(
+def test_the_session_list_filters_by_agent_and_waiting_pages_by_cursor_and_shows_times(
     standin: Callable[[Any], Server], serve: Callable[..., Server]
 ) -> None:
     model = standin([WEATHER] * MANY + [REFUND])
@@ -59,10 +59,11 @@ def test_the_session_list_filters_by_agent_and_waiting_pages_by_fifty_and_shows_
         assert _sessions(first) == newest  # 50, newest first
         older = re.search(r'<a rel="next" href="([^"]+)">', first)
         assert older is not None
-        assert older.group(1).replace("&amp;", "&") == "/console?agent=weather&page=2"
-        second = http.get(older.group(1).replace("&amp;", "&")).text
+        link = older.group(1).replace("&amp;", "&")
+        assert link.startswith("/console?agent=weather&cursor=")  # the filter kept
+        second = http.get(link).text
         assert _sessions(second) == ["w-00"]
-        assert '<a rel="prev" href="/console?agent=weather">' in second
+        assert '<a rel="first" href="/console?agent=weather">newest</a>' in second
         assert 'rel="next"' not in second
         # The filter form shows what is chosen.
         assert '<option value="weather" selected>' in second
@@ -80,8 +81,8 @@ def test_the_session_list_filters_by_agent_and_waiting_pages_by_fifty_and_shows_
 
         for query, named in (
             ({"agent": "nobody"}, "?agent= is one of refunds, researcher, weather"),
-            ({"page": "0"}, "?page= is a whole number from 1"),
-            ({"colour": "red"}, "this page takes ?agent=, ?state=, ?page="),
+            ({"cursor": "0"}, "?cursor= is not a cursor this console gave"),
+            ({"page": "2"}, "this page takes ?agent=, ?state=, ?cursor=; not ?page="),
         ):
             refused = http.get("/console", params=query)
             assert refused.status_code == 400, query

@@ -344,6 +344,28 @@ def test_a_tasks_sampling_is_its_models_and_counts_in_its_usage(rig: AskingRig) 
     assert line in metrics
 
 
+def test_a_tasks_sampling_makes_no_model_call_past_its_token_budget(rig: AskingRig) -> None:
+    describe = {"name": "mcp__catalog__describe", "arguments": {"product": "kettle-1"}}
+    # The first call spends the task's 12 tokens; the server then asks for sampling.
+    _, model, server = rig.begin(
+        [{"tool_calls": [describe], "usage": USAGE}, {"text": "never sent"}],
+        "--sampling-tool",
+        "--handshake-only",
+    )
+    with httpx.Client(base_url=server.url, timeout=70) as client:
+        task = {"type": "summary", "instructions": "Describe a kettle."}
+        assert client.put("/v1/agents/frugal/tasks/t1", json=task).status_code == 201
+        record = client.get("/v1/tasks/t1", params={"wait": 60}).json()
+        calls = client.get("/v1/sessions/task:t1/calls").json()["calls"]
+    assert record["state"] == "failed", record
+    assert record["end"] == "budget_exhausted", record
+    assert len(received(model)) == 1  # the sampling request made no model call
+    assert [c.get("sampling") for c in calls] == [None], calls
+    assert record["usage"]["input_tokens"] == 10, record
+    results = [r for r in rig.journal("tool_result") if "describe" in json.dumps(r)]
+    assert any("token budget (12) is spent" in json.dumps(r) for r in results), results
+
+
 def test_a_task_whose_server_is_down_fails_fast_naming_it(rig: AskingRig) -> None:
     model = rig.standin([{"text": "never asked"}])
     server = rig.serve("http://127.0.0.1:1/mcp", model)  # nothing listens there

@@ -43,10 +43,10 @@ def wait_item(server: Server, item: str, seconds: float = 60) -> dict[str, Any]:
     return record
 
 
-def test_members_claim_the_backlog_and_finish_it_in_dependency_order(
+def test_the_example_script_runs_the_backlog_in_dependency_order_then_the_standup(
     standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
 ) -> None:
-    model = standin(STANDIN[:3])
+    model = standin(STANDIN)  # the whole example script: the backlog, then the standup
     server = serve_newsroom(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
     servers.append(server)
     assert put_item(server, "sqlite", SUMMARY).status_code == 201
@@ -71,6 +71,13 @@ def test_members_claim_the_backlog_and_finish_it_in_dependency_order(
     assert listing["counts"] == {"completed": 2}
     task = httpx.get(f"{server.url}/v1/tasks/{written['task']}", timeout=30).json()
     assert task["state"] == "completed" and task["agent"] == "writer"
+    standup = httpx.post(
+        f"{server.url}/v1/conversations/standup/sessions/monday",
+        json={"message": "Good morning."},
+        timeout=120,
+    ).json()
+    assert [t["speaker"] for t in standup["turns"]] == ["editor", "researcher", "writer"]
+    assert standup["ended"]["reason"] == "max_turns"
 
 
 def test_an_item_sent_again_is_the_same_item_and_a_different_body_is_refused(
@@ -169,3 +176,33 @@ def test_an_item_whose_dependency_failed_is_cancelled(
         "it depends on 'sqlite', which was failed",
     )
     assert draft["claimed_by"] is None or draft["claims"] == 0
+
+
+def test_items_of_two_callers_are_worked_by_the_same_member_and_each_callers_own(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin(STANDIN[:2] * 2)
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice alice-token-0123456789\nbob bob-token-0123456789ab\n")
+    store = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    command = ankka_command("serve", "examples.newsroom:service", "--port", "0", "--store", store)
+    server = start([*command, "--token-file", str(tokens)], env=model_env(model.url))
+    servers.append(server)
+    url = f"{server.url}/v1/teams/newsroom/items"
+    alice = {"authorization": "Bearer alice-token-0123456789"}
+    bob = {"authorization": "Bearer bob-token-0123456789ab"}
+    assert httpx.put(f"{url}/a", json=SUMMARY, headers=alice, timeout=30).status_code == 201
+    assert httpx.put(f"{url}/b", json=SUMMARY, headers=bob, timeout=30).status_code == 201
+    done = {}
+    for item, who in (("a", alice), ("b", bob)):
+        answer = httpx.get(f"{url}/{item}", params={"wait": 60}, headers=who, timeout=70)
+        done[item] = answer.json()
+    assert {i: r["state"] for i, r in done.items()} == {"a": "completed", "b": "completed"}
+    assert done["a"]["claimed_by"] == done["b"]["claimed_by"]  # one member instance, in turn
+    assert (done["a"]["created_by"], done["b"]["created_by"]) == ("alice", "bob")
+    refused = httpx.get(f"{url}/a", headers=bob, timeout=30)
+    assert refused.status_code == 403, refused.text
+    listed = httpx.get(url, headers=bob, timeout=30).json()
+    assert [i["id"] for i in listed["items"]] == ["b"]
+    task = httpx.get(f"{server.url}/v1/tasks/{done['a']['task']}", headers=bob, timeout=30)
+    assert task.status_code == 403  # the item's task is its creator's too

@@ -299,6 +299,11 @@ def shown(request: ApprovalRequest) -> dict[str, Any]:
     return {**request.shown(), "kind": "elicitation"}
 
 
+MOST_SAMPLES = 8
+"""Sampling requests one turn serves: a server asking again and again within one call is
+refused after these, so a tool call cannot make model calls without bound."""
+
+
 @dataclass(slots=True)
 class TurnAsker:
     """One turn's answers to what its calls' servers ask. ``record``: how its records are
@@ -320,6 +325,12 @@ class TurnAsker:
     """Who hears of the turn's questions (a task's subscribers); None: the approval desk's."""
     waiting: Callable[[bool], Awaitable[None]] | None = None
     """Told when a question starts and stops waiting (a task's state follows it)."""
+    allowance: Callable[[], Awaitable[str | None]] | None = None
+    """Why the turn may make no more model calls now (a task's spent token budget), or None;
+    asked before each sampling call."""
+    max_output_tokens: int | None = None
+    """The most a sampling call may ask the model to write (the task type's bound)."""
+    sampled: int = 0
 
     def tell(self, event: str, data: dict[str, Any]) -> None:
         if self.notify is not None:
@@ -345,6 +356,15 @@ class TurnAsker:
                 "MCP server %r asked for sampling; agent %r does not allow it", server, self.agent
             )
             return Sampled(None, why="Sampling not supported")
+        if self.sampled >= MOST_SAMPLES:
+            return Sampled(None, why=f"at most {MOST_SAMPLES} sampling requests a turn")
+        why = await self.allowance() if self.allowance is not None else None
+        if why is not None:
+            log.info("MCP server %r asked for sampling; agent %r: %s", server, self.agent, why)
+            return Sampled(None, why=why)
+        self.sampled += 1
+        if self.max_output_tokens is not None:
+            max_tokens = min(max_tokens, self.max_output_tokens)
         sent: list[Message] = []
         for role, text in messages:
             if role == "user":

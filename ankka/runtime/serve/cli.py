@@ -347,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.drivers.context import CompactionSetup, Context
     from ankka.runtime.drivers.request import Runtime
     from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
-    from ankka.runtime.drivers.tasks.remote import peers_from_environment
+    from ankka.runtime.drivers.tasks.remote import check_peers, peers_from_environment
     from ankka.runtime.drivers.teams.backlog import TeamHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
@@ -374,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
         mcp = servers_from_environment(service, os.environ, registry=metrics.registry)
         compaction = from_environment(os.environ)
         peers = peers_from_environment(os.environ)
+        check_peers(peers, args.tls_dir)
         a2a_agents = remote_agents_from_environment(os.environ)
     except AnkkaError as exc:
         say(f"ankka serve: {exc}", stream=sys.stderr, level="ERROR")

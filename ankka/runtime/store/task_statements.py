@@ -33,7 +33,7 @@ from ankka.runtime.records.tasks import (
 )
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.leases import claim, release, renew
-from ankka.runtime.store.readable import EVERYONE, Readers, clause
+from ankka.runtime.store.readable import EVERYONE, Cursor, Readers, clause
 from ankka.runtime.store.tasks import (
     LIVE_EXCLUDED,
     TASK_COLUMNS,
@@ -81,14 +81,18 @@ def recent(
     limit: int,
     *,
     who: Readers = EVERYONE,
-    offset: int = 0,
+    after: Cursor | None = None,
     matching: Mapping[str, str] | None = None,
 ) -> list[TaskRecord]:
     """The tasks ``who`` may read (a condition of the query: issue 31, item 3) whose columns
-    equal ``matching`` (``state``, ``agent``, ``type``), newest first: ``limit`` of them after
-    the first ``offset`` (the console's list)."""
+    equal ``matching`` (``state``, ``agent``, ``type``), newest first: ``limit`` of them older
+    than the cursor ``after`` (a task's creation time as ISO text and its id: the console's
+    list)."""
     condition, params = clause(who, "created_by", "agent")
     where = [condition]
+    if after is not None:
+        where.append("(created_at < ? OR (created_at = ? AND id < ?))")
+        params += [after[0], after[0], after[1]]
     for column, value in sorted((matching or {}).items()):
         if column not in ("state", "agent", "type"):
             raise ValueError(f"tasks are not listed by {column!r}")
@@ -96,7 +100,7 @@ def recent(
         params.append(value)
     rows = tx.rows(
         f"SELECT {TASK_COLUMNS} FROM ankka_tasks WHERE {' AND '.join(where)} "
-        f"ORDER BY created_at DESC, id DESC LIMIT {int(limit)} OFFSET {int(offset)}",
+        f"ORDER BY created_at DESC, id DESC LIMIT {int(limit)}",
         params,
     )
     return [task_from_row(row) for row in rows]

@@ -89,6 +89,7 @@ SCHEMA = (
 )
 
 FINAL = ("completed", "failed", "cancelled")
+TEAMS_CALLER = "ankka://platform/teams"  # who gives a team's member instances their items
 _UNCLAIMED = ("ready", "waiting")
 MAX_ITEMS = 10_000  # per team: the budget's sum reads them all
 _COLUMNS = (
@@ -438,6 +439,8 @@ def claim_next(
     else:
         iterations, tokens = existing.budget, None
     spec = TaskSpec(agent, item.body.type, item.body.instructions, (), _deps(tx, team, item))
+    # The member instance is the team's, not a caller's: made (and given each item) as the
+    # platform, so items of different creators reach it; the task is the item creator's.
     tasks.put(
         tx,
         item.task,
@@ -445,10 +448,11 @@ def claim_next(
         instance=instance,
         budget=iterations,
         tokens=tokens,
-        created_by=item.created_by,
+        created_by=TEAMS_CALLER,
         may_read=tasks.read_any,
         now=now,
     )
+    tx.rows("UPDATE ankka_tasks SET created_by = ? WHERE id = ?", (item.created_by, item.task))
     number = item.claims + 1
     stamp = now.isoformat()
     tx.rows(

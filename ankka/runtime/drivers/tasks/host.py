@@ -56,7 +56,7 @@ from ankka.runtime.records.tasks import (
 from ankka.runtime.store import delegate_statements, trace_statements
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
-from ankka.runtime.store.readable import EVERYONE, Readers
+from ankka.runtime.store.readable import EVERYONE, Cursor, Readers
 from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
 
 __all__ = ["HostOptions", "InstanceView", "TaskHost"]
@@ -482,14 +482,14 @@ class TaskHost:
         limit: int,
         *,
         who: Readers = EVERYONE,
-        offset: int = 0,
+        after: Cursor | None = None,
         matching: Mapping[str, str] | None = None,
     ) -> list[TaskRecord]:
         """The tasks ``who`` may read whose ``state``/``agent``/``type`` are ``matching``,
-        newest first: ``limit`` after the first ``offset``."""
+        newest first: ``limit`` older than the cursor ``after``."""
 
         def work(tx: Transaction) -> list[TaskRecord]:
-            return statements.recent(tx, limit, who=who, offset=offset, matching=matching)
+            return statements.recent(tx, limit, who=who, after=after, matching=matching)
 
         records: list[TaskRecord] = await self.store.read(work)
         return records

@@ -667,8 +667,18 @@ class TaskWork:
             desk, self.session, self.agent.name, f"{self.task.id}#{self.number}",
             self.folded.position, self.folded.opened, provider, self.ledger,
             sampling_of(self.agent.servers), record=self._record_asked, notify=tell,
-            waiting=waiting,
+            waiting=waiting, allowance=self._tokens_left,
+            max_output_tokens=self.task_type.max_output_tokens,
         )  # fmt: skip
+
+    async def _tokens_left(self) -> str | None:
+        """Why a sampling call may not be made: the task's token budget is spent (its own
+        spend and its children's claims, as the store holds them now)."""
+        task = self.task.id
+        row = await self.bench.store.read(lambda tx: tree.row(tx, task))
+        if row is None or row.token_budget is None or row.claims.tokens < row.token_budget:
+            return None
+        return f"the task's token budget ({row.token_budget}) is spent"
 
     async def _record_asked(self, records: Sequence[Record]) -> None:
         """A question's answer, or a sampling call with its tokens on the task's row (one

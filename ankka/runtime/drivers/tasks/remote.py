@@ -14,12 +14,13 @@ then :class:`RemoteChildren`, in every process on the store, follows each child 
    (:func:`~ankka.runtime.store.remote_statements.ended`), which tells the parent once and
    wakes it.
 
-A peer that is away (refused connections, 5xx, a broken wait) is asked again, the pause
-doubling from 0.2 s to 5 s; a peer that refuses the child (4xx) ends it ``refused``,
-``peer_refused``, with the peer's answer as its reason. The runtime calls as itself: its
-``--tls-dir`` certificate over mTLS (the peer's certificate must carry the URI SAN its entry
-names), or a bearer token from a file. A child of a remote A2A agent is followed over A2A
-instead (:mod:`.remote_a2a`).
+A peer that is away (refused connections, 5xx, a broken wait, a 401 for the credential),
+or this runtime's own certificate or token file unreadable for now (a rotation half-written),
+is asked again, the pause doubling from 0.2 s to 5 s; a peer that refuses the child (another
+4xx) ends it ``refused``, ``peer_refused``, with the peer's answer as its reason. The runtime
+calls as itself: its ``--tls-dir`` certificate over mTLS (the peer's certificate must carry
+the URI SAN its entry names), or a bearer token from a file, read again for each request.
+A child of a remote A2A agent is followed over A2A instead (:mod:`.remote_a2a`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.remote_statements import Followed
 from ankka.runtime.store.tasks import Ended, TaskStore
 
-__all__ = ["PEERS_VARIABLE", "Peer", "RemoteChildren", "peers_from_environment"]
+__all__ = ["PEERS_VARIABLE", "Peer", "RemoteChildren", "check_peers", "peers_from_environment"]
 
 log = logging.getLogger("ankka.runtime.tasks")
 
@@ -92,6 +93,17 @@ def peers_from_environment(env: Mapping[str, str]) -> dict[str, Peer]:
         ) from None
 
 
+def check_peers(peers: Mapping[str, Peer], tls_dir: str | None) -> None:
+    """Refuse an https peer with no identity when this runtime calls with its certificate
+    (``ankka serve`` checks it at start, before anything listens)."""
+    for name, peer in peers.items():
+        if tls_dir is not None and peer.url.startswith("https://") and not peer.identity:
+            raise ConfigurationError(
+                f"{PEERS_VARIABLE}: peer {name!r} is https with --tls-dir; name the URI SAN "
+                'its certificate carries as its "identity" (ankka://service/<ns>/<agent>)'
+            )
+
+
 class _Refused(Exception):
     """The peer answered the child with a 4xx: it will not work it."""
 
@@ -123,12 +135,7 @@ class RemoteChildren:
             for name, peer in self.peers.items()
             if tls_dir is not None and peer.url.startswith("https://") and peer.identity
         }
-        for name, peer in self.peers.items():
-            if tls_dir is not None and peer.url.startswith("https://") and not peer.identity:
-                raise ConfigurationError(
-                    f"{PEERS_VARIABLE}: peer {name!r} is https with --tls-dir; name the URI SAN "
-                    'its certificate carries as its "identity" (ankka://service/<ns>/<agent>)'
-                )
+        check_peers(self.peers, tls_dir)
         self.a2a = (
             A2AChildren(store, a2a, settle=self._settle, wait_seconds=wait_seconds) if a2a else None
         )
@@ -204,7 +211,7 @@ class RemoteChildren:
                 )
                 await self._settle(peer.agent, child.task, why, 0, Usage())
                 return
-            except (httpx.HTTPError, StoreError, _Away) as exc:
+            except (httpx.HTTPError, StoreError, _Away, ConfigurationError, OSError) as exc:
                 failures += 1
                 if failures in (1, 10) or failures % 100 == 0:
                     log.warning(
@@ -236,13 +243,9 @@ class RemoteChildren:
         known = self._clients.get(peer.agent)
         if known is not None and known.generation == generation:
             return known.http
-        headers = {}
-        if peer.token_file is not None:
-            headers["authorization"] = f"Bearer {Path(peer.token_file).read_text().strip()}"
         made = httpx.AsyncClient(
             base_url=peer.url.rstrip("/"),
             verify=verify,
-            headers=headers,
             timeout=httpx.Timeout(10.0, read=self.wait_seconds + 10.0),
         )
         if known is not None:
@@ -250,33 +253,49 @@ class RemoteChildren:
         self._clients[peer.agent] = _Client(made, generation)
         return made
 
+    @staticmethod
+    async def _headers(peer: Peer) -> dict[str, str]:
+        """The bearer token, read from its file for every request (off the event loop): a
+        mounted token (a projected service-account token) is rewritten before it expires."""
+        if peer.token_file is None:
+            return {}
+        token = await asyncio.to_thread(Path(peer.token_file).read_text)
+        return {"authorization": f"Bearer {token.strip()}"}
+
     async def _put(self, peer: Peer, child: Followed) -> dict[str, Any]:
         """Create the child at the peer; with the trace context recorded with it (the
         delegating call's span, when tracing is on), so the peer's task is in this trace."""
         path = f"/v1/agents/{peer.agent}/tasks/{child.task}"
         carrier = await self.store.read(lambda tx: trace_statements.get(tx, child.task))
-        answer = await self._client(peer).put(path, json=child.body, headers=carrier)
+        headers = {**carrier, **await self._headers(peer)}
+        answer = await self._client(peer).put(path, json=child.body, headers=headers)
         return _answer(answer, "creating it")
 
     async def _cancel(self, peer: Peer, task: str) -> None:
-        answer = await self._client(peer).post(f"/v1/tasks/{task}/cancel")
+        answer = await self._client(peer).post(
+            f"/v1/tasks/{task}/cancel", headers=await self._headers(peer)
+        )
         if answer.status_code != 409:  # already final there: nothing to cancel
             _answer(answer, "cancelling it")
 
     async def _get(self, peer: Peer, task: str) -> dict[str, Any]:
         answer = await self._client(peer).get(
-            f"/v1/tasks/{task}", params={"wait": f"{self.wait_seconds:g}"}
+            f"/v1/tasks/{task}",
+            params={"wait": f"{self.wait_seconds:g}"},
+            headers=await self._headers(peer),
         )
         return _answer(answer, "reading it")
 
 
 class _Away(Exception):
-    """The peer answered 5xx (or not JSON): it is there but cannot answer now."""
+    """The peer answered 5xx, 408, 429 or 401 (or not JSON): it cannot answer now."""
 
 
 def _answer(answer: httpx.Response, doing: str) -> dict[str, Any]:
     if answer.status_code >= 500 or answer.status_code in (408, 429):
         raise _Away(f"{doing}: the peer answered {answer.status_code}")
+    if answer.status_code == 401:  # the credential, not the child: a token being rotated
+        raise _Away(f"{doing}: the peer did not accept this runtime's credential (401)")
     try:
         data = answer.json()
     except ValueError:

@@ -119,7 +119,7 @@ class A2AChildren:
                     await self.settle(child.peer, child.task, told, 0, Usage())
                     return
                 failures = 0
-            except (httpx.HTTPError, A2AClientError, A2AError, StoreError) as exc:
+            except (httpx.HTTPError, A2AClientError, A2AError, StoreError, OSError) as exc:
                 failures += 1
                 if failures in (1, 10) or failures % 100 == 0:
                     log.warning("remote A2A child %s at %s: %s (asking again)", child.task,

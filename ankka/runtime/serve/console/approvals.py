@@ -140,7 +140,7 @@ def approvals_page(
     asked: Listing | None = None,
     *,
     token: str,
-    more: bool = False,
+    cursor: str | None = None,
     problem: str = "",
 ) -> str:
     """One page of the approvals (newest first) ``asked``'s filters keep (without: the
@@ -149,10 +149,8 @@ def approvals_page(
     table = approvals_table(rows, token=token)
     if asked is None:
         return page("approvals", f"<h1>Approvals</h1>{shown}{table}")
-    return page(
-        "approvals",
-        f"<h1>Approvals</h1>{asked.form()}{shown}{table}{asked.pager(more=more, shown=len(rows))}",
-    )
+    pager = asked.pager(cursor=cursor, shown=len(rows))
+    return page("approvals", f"<h1>Approvals</h1>{asked.form()}{shown}{table}{pager}")
 
 
 def approvals_answer(
@@ -161,13 +159,13 @@ def approvals_answer(
     headers: dict[str, str],
     asked: Listing | None = None,
     *,
-    more: bool = False,
+    cursor: str | None = None,
     problem: str = "",
     status: int = 200,
 ) -> Response:
     """The approvals page as an answer, with the browser's form token set."""
     token = form_token(request)
-    body = approvals_page(rows, asked, token=token, more=more, problem=problem)
+    body = approvals_page(rows, asked, token=token, cursor=cursor, problem=problem)
     return keep_token(HTMLResponse(body, status_code=status, headers=headers), token)
 
 

@@ -1,15 +1,17 @@
 """The console's lists, filtered and paged: pure functions from a page's query to what it shows.
 
 Every list page (sessions, tasks, approvals) takes the same query: its own filters (each a
-name from a fixed set, its value one of the choices the page offers) and ``page`` (1, 2, ...;
-:data:`PER_PAGE` rows each, newest first). A query the page does not take is refused with a
-sentence naming what it does take (:class:`BadQuery`), never silently ignored. The filter form
-and the links to the newer and older pages keep the other filters as they are.
+name from a fixed set, its value one of the choices the page offers) and ``cursor`` (the
+store's opaque cursor, :func:`~ankka.runtime.store.readable.encode_cursor`, of the last row
+of the page before; :data:`PER_PAGE` rows a page, newest first). A query the page does not
+take, or a cursor this runtime did not give, is refused with a sentence naming what it does
+take (:class:`BadQuery`), never silently ignored. The filter form and the links to the
+newest and the next older page keep the filters as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
@@ -17,11 +19,11 @@ from typing import TypeVar
 from urllib.parse import urlencode
 
 from ankka._kernel.errors import RequestError
+from ankka.runtime.store.readable import BadCursor, Cursor, decode_cursor, encode_cursor
 
-__all__ = ["MAX_PAGE", "PER_PAGE", "BadQuery", "Filter", "Listing", "listing", "when"]
+__all__ = ["PER_PAGE", "BadQuery", "Filter", "Listing", "listing", "when"]
 
 PER_PAGE = 50
-MAX_PAGE = 1000
 T = TypeVar("T")
 
 
@@ -40,38 +42,26 @@ class Filter:
 
 @dataclass(frozen=True, slots=True)
 class Listing:
-    """A list page's query, checked: the filters set (name → value) and the page asked for."""
+    """A list page's query, checked: the filters set (name → value) and where the page
+    starts (``after``: the key of the previous page's last row; None: the newest page)."""
 
     path: str
     filters: tuple[Filter, ...]
     chosen: Mapping[str, str] = field(default_factory=dict)
-    page: int = 1
+    after: Cursor | None = None
 
     def keeps(self, **values: str | None) -> bool:
         """Whether a row with these values passes every filter set."""
         return all(values.get(name) == value for name, value in self.chosen.items())
 
-    def window(self, rows: Sequence[T]) -> tuple[list[T], bool]:
-        """This page's rows of ``rows`` (every row that passed, newest first), and whether
-        there are older ones."""
-        start = (self.page - 1) * PER_PAGE
-        return list(rows[start : start + PER_PAGE]), len(rows) > start + PER_PAGE
+    def cut(self, rows: Sequence[T], key: Callable[[T], Cursor]) -> tuple[list[T], str | None]:
+        """This page's rows of ``rows`` (at most ``PER_PAGE + 1`` read from :attr:`after`
+        on), and the cursor of the page after (None: this is the last)."""
+        shown = list(rows[:PER_PAGE])
+        return shown, encode_cursor(key(shown[-1])) if len(rows) > PER_PAGE else None
 
-    def skipped(self) -> int:
-        """How many passing rows the pages before this one hold (the query's offset)."""
-        return (self.page - 1) * PER_PAGE
-
-    def cut(self, rows: Sequence[T]) -> tuple[list[T], bool]:
-        """This page's rows of ``rows`` read from :meth:`skipped` on (at most
-        ``PER_PAGE + 1`` of them), and whether there are older ones."""
-        return list(rows[:PER_PAGE]), len(rows) > PER_PAGE
-
-    def wanted(self) -> int:
-        """How many passing rows cover this page and tell whether there is another."""
-        return self.page * PER_PAGE + 1
-
-    def link(self, page: int) -> str:
-        query = {**self.chosen, **({"page": str(page)} if page > 1 else {})}
+    def link(self, cursor: str | None) -> str:
+        query = {**self.chosen, **({"cursor": cursor} if cursor else {})}
         return f"{self.path}?{urlencode(query)}" if query else self.path
 
     def form(self) -> str:
@@ -92,35 +82,47 @@ class Listing:
             '<button type="submit">show</button></form>'
         )
 
-    def pager(self, *, more: bool, shown: int) -> str:
-        """Where this page stands and the links to the newer and older pages."""
-        if shown == 0 and self.page == 1:
+    def pager(self, *, cursor: str | None, shown: int) -> str:
+        """How many rows this page shows, a link back to the newest page (when this is not
+        it) and one to the next older page (``cursor``: its cursor; None: none)."""
+        if shown == 0 and self.after is None:
             return ""
-        first = (self.page - 1) * PER_PAGE + 1
-        where = f'<span id="range">{first}-{first + shown - 1}</span>' if shown else "nothing here"
-        newer = (
-            f'<a rel="prev" href="{escape(self.link(self.page - 1))}">newer</a> '
-            if self.page > 1
+        where = f'<span id="shown">{shown} shown</span>' if shown else "nothing here"
+        newest = (
+            f'<a rel="first" href="{escape(self.link(None))}">newest</a> '
+            if self.after is not None
             else ""
         )
-        older = f'<a rel="next" href="{escape(self.link(self.page + 1))}">older</a>' if more else ""
-        return f'<p class="pager" data-page="{self.page}">{newer}{where} {older}</p>'
+        older = f'<a rel="next" href="{escape(self.link(cursor))}">older</a>' if cursor else ""
+        return f'<p class="pager">{newest}{where} {older}</p>'
+
+
+def _cursor(text: str) -> Cursor:
+    """The key ``?cursor=`` names: the store's cursor, its first part a time."""
+    refused = BadQuery(
+        f"?cursor= is not a cursor this console gave ({text[:40]!r}): follow the page's own "
+        "'older' link, or leave ?cursor= out for the newest page"
+    )
+    try:
+        key = decode_cursor(text)
+        datetime.fromisoformat(key[0])
+    except (BadCursor, ValueError) as exc:
+        raise refused from exc
+    return key
 
 
 def listing(path: str, query: Mapping[str, str], filters: Sequence[Filter]) -> Listing:
-    """``query`` checked against ``filters`` and ``page``; raises :class:`BadQuery`."""
+    """``query`` checked against ``filters`` and ``cursor``; raises :class:`BadQuery`."""
     known = {f.name: f for f in filters}
     chosen: dict[str, str] = {}
-    page = 1
+    after: Cursor | None = None
     for name, value in query.items():
-        if name == "page":
-            if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE:
-                raise BadQuery(f"?page= is a whole number from 1 to {MAX_PAGE}, not {value[:40]!r}")
-            page = int(value)
+        if name == "cursor":
+            after = _cursor(value)
             continue
         found = known.get(name)
         if found is None:
-            takes = ", ".join(f"?{n}=" for n in (*known, "page"))
+            takes = ", ".join(f"?{n}=" for n in (*known, "cursor"))
             raise BadQuery(f"this page takes {takes}; not ?{name[:40]}=")
         if value == "":
             continue  # "any", as the form sends it
@@ -128,7 +130,7 @@ def listing(path: str, query: Mapping[str, str], filters: Sequence[Filter]) -> L
             choices = ", ".join(found.choices) or "nothing yet"
             raise BadQuery(f"?{name}= is one of {choices}; not {value[:40]!r}")
         chosen[name] = value
-    return Listing(path, tuple(filters), chosen, page)
+    return Listing(path, tuple(filters), chosen, after)
 
 
 def when(moment: datetime | None) -> str:

@@ -61,11 +61,12 @@ USAGE_HEAD = (
 
 
 def sessions_page(
-    rows: Sequence[SessionSummary], asked: Listing, *, more: bool, scanned: bool = False
+    rows: Sequence[SessionSummary], asked: Listing, *, cursor: str | None, scanned: bool = False
 ) -> str:
     """One page of the sessions list, most recently active first: those ``asked``'s filters
     keep of the sessions the caller may read (the count of those it may not is not shown);
-    ``more``: there are older ones; ``scanned``: only the most recent were looked at."""
+    ``cursor``: the next older page's; ``scanned``: the page stopped at the most sessions one
+    page looks at, and its older link goes on from there."""
     if not rows:
         empty = "No session matches." if asked.chosen else "No sessions yet: ask an agent."
         table = f'<p class="empty">{empty}</p>'
@@ -86,15 +87,15 @@ def sessions_page(
             f"<tbody>{body}</tbody></table>"
         )
     note = (
-        '<p class="muted">Only the most recently active sessions are listed here; an older '
-        "one's page is at /console/sessions/{session}.</p>"
-        if scanned and not more
+        '<p class="muted" id="scanned">This page looked through as many sessions as one page '
+        "does; its older link goes on from where it stopped.</p>"
+        if scanned
         else ""
     )
     return page(
         "sessions",
         f"<h1>Sessions</h1>{asked.form()}"
-        f'<div data-refresh="5">{table}{asked.pager(more=more, shown=len(rows))}{note}</div>',
+        f'<div data-refresh="5">{table}{asked.pager(cursor=cursor, shown=len(rows))}{note}</div>',
     )
 
 

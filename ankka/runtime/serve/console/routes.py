@@ -47,7 +47,8 @@ from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
 from ankka.runtime.serve.console.views import session_view
 from ankka.runtime.serve.console.waterfall import trace_link, waterfall
 from ankka.runtime.store import trace_statements
-from ankka.runtime.store.readable import Cursor, readers
+from ankka.runtime.store.approval_index import cursor_of
+from ankka.runtime.store.readable import Cursor, encode_cursor, readers
 
 __all__ = ["MAX_SCANNED", "TRACE_UI_VARIABLE", "console_routes", "is_loopback"]
 
@@ -97,6 +98,12 @@ def _turn_times(entries: list[Entry]) -> Mapping[str, datetime]:
     return times
 
 
+def _task_key(record: TaskRecord) -> Cursor:
+    """Where the tasks page after ``record`` starts: its creation time (as stored) and id."""
+    assert record.created_at is not None  # every stored task has one
+    return (record.created_at.isoformat(), record.id)
+
+
 def console_routes(
     runtime: Runtime, tasks: TaskHost | None = None, *, trace_ui: str | None = None
 ) -> list[BaseRoute]:
@@ -125,44 +132,45 @@ def console_routes(
             asked = listing("/console", request.query_params, session_filters)
         except BadQuery as exc:
             return _bad(exc)
-        agent, state = asked.chosen.get("agent"), asked.chosen.get("state")
-        passing, scanned = await readable_summaries(caller, asked.wanted(), agent, state)
-        rows, more = asked.window(passing)
-        body = sessions_page(rows, asked, more=more, scanned=scanned)
+        rows, cursor, scanned = await readable_summaries(caller, asked)
+        body = sessions_page(rows, asked, cursor=cursor, scanned=scanned)
         return HTMLResponse(body, headers=_HEADERS)
 
     async def readable_summaries(
-        caller: str, wanted: int, agent: str | None, state: str | None
-    ) -> tuple[list[SessionSummary], bool]:
-        """Up to ``wanted`` summaries of the sessions the caller may read that pass the
-        filters, most recently active first, walked through the store's cursor (only the
-        caller's readable sessions are read: issue 31, item 3); and whether the walk stopped
-        at :data:`MAX_SCANNED` readable sessions before it ended."""
+        caller: str, asked: Listing
+    ) -> tuple[list[SessionSummary], str | None, bool]:
+        """One page of summaries of the sessions the caller may read that pass ``asked``'s
+        filters, most recently active first from its cursor on, walked through the store's
+        cursor (only the caller's readable sessions are read: issue 31, item 3); the next
+        page's cursor; and whether the walk stopped at :data:`MAX_SCANNED` sessions (the
+        cursor then goes on from the last one looked at)."""
+        agent, state = asked.chosen.get("agent"), asked.chosen.get("state")
         who = readers(policy, caller)
         journal = runtime.context.journal
-        passing: list[SessionSummary] = []
-        after: Cursor | None = None
-        looked = 0
+        passing: list[tuple[Cursor, SessionSummary]] = []
+        after, looked = asked.after, 0
         while looked < MAX_SCANNED:
-            size = min(_CHUNK, MAX_SCANNED - looked)
+            # Unfiltered, one page and one more is all there is to read.
+            size = min(PER_PAGE + 1 if not asked.chosen else _CHUNK, MAX_SCANNED - looked)
             keys = await journal.readable(who, after=after, limit=size)
-            for _, name in keys:
+            for key in keys:
                 try:
-                    summary = await runtime.summary(name, caller=caller)
+                    summary = await runtime.summary(key[1], caller=caller)
                 except NotPermitted:
                     continue
                 if agent is not None and agent not in summary.agents:
                     continue
                 if state == "waiting" and not summary.awaiting:
                     continue
-                passing.append(summary)
-                if len(passing) == wanted:
-                    return passing, False
+                passing.append((key, summary))
+                if len(passing) > PER_PAGE:
+                    return [s for _, s in passing[:PER_PAGE]], encode_cursor(passing[-2][0]), False
             if len(keys) < size:
-                return passing, False
+                return [s for _, s in passing], None, False
             looked += len(keys)
             after = keys[-1]
-        return passing, True
+        assert after is not None  # MAX_SCANNED > 0 sessions were looked at
+        return [s for _, s in passing], encode_cursor(after), True
 
     async def session(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
@@ -208,14 +216,14 @@ def console_routes(
             await tasks.recent(
                 PER_PAGE + 1,
                 who=readers(policy, caller),
-                offset=asked.skipped(),
+                after=asked.after,
                 matching=asked.chosen,
             )
             if tasks is not None
             else []
         )
-        rows, more = asked.cut(records)
-        return HTMLResponse(tasks_page(rows, asked, more=more), headers=_HEADERS)
+        rows, cursor = asked.cut(records, _task_key)
+        return HTMLResponse(tasks_page(rows, asked, cursor=cursor), headers=_HEADERS)
 
     async def task(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
@@ -246,22 +254,26 @@ def console_routes(
             asked = listing("/console/approvals", query, approval_filters)
         except BadQuery as exc:
             return _bad(exc)
-        rows = await listed(asked, caller)
-        shown, more = asked.window(rows)
-        return approvals_answer(request, shown, _HEADERS, asked, more=more)
+        shown, cursor = await listed(asked, caller)
+        return approvals_answer(request, shown, _HEADERS, asked, cursor=cursor)
 
-    async def listed(asked: Listing, caller: str) -> list[dict[str, object]]:
+    async def listed(asked: Listing, caller: str) -> tuple[list[dict[str, object]], str | None]:
+        """One page of the approvals the caller may read, newest first from ``asked``'s
+        cursor on, and the next page's cursor (from the index's rows: a row whose request
+        was never recorded is left out of the page, not of the paging)."""
         desk = runtime.approvals
         if desk.index is None:
-            return []
+            return [], None
         found = await desk.index.find(
             agent=asked.chosen.get("agent"),
             state=asked.chosen.get("state"),
-            limit=asked.wanted(),
+            limit=PER_PAGE + 1,
             who=readers(policy, caller),
+            after=asked.after,
             newest=True,
         )
-        return await runtime.questions.listed(found, caller)
+        rows, cursor = asked.cut(found, cursor_of)
+        return await runtime.questions.listed(rows, caller), cursor
 
     async def decision(request: Request) -> Response:
         if (caller := console_caller(request)) is None:

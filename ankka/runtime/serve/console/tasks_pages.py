@@ -31,9 +31,9 @@ def _iterations(record: TaskRecord) -> str:
     return f'<span data-iterations="{used}">{used}</span> / {record.budget}'
 
 
-def tasks_page(records: Sequence[TaskRecord], asked: Listing, *, more: bool) -> str:
+def tasks_page(records: Sequence[TaskRecord], asked: Listing, *, cursor: str | None) -> str:
     """One page of the tasks list, newest first: those ``asked``'s filters keep (the store's
-    query filtered them, and by the caller's read right); ``more``: there are older ones."""
+    query filtered them, and by the caller's read right); ``cursor``: the next older page's."""
     if not records:
         table = f'<p class="empty">{"No task matches." if asked.chosen else "No tasks yet."}</p>'
     else:
@@ -51,7 +51,7 @@ def tasks_page(records: Sequence[TaskRecord], asked: Listing, *, more: bool) -> 
             f'<th class="n">iterations</th>{USAGE_HEAD}<th>cost</th><th>created</th>'
             f"<th>updated</th></tr></thead><tbody>{rows}</tbody></table>"
         )
-    pager = asked.pager(more=more, shown=len(records))
+    pager = asked.pager(cursor=cursor, shown=len(records))
     return page("tasks", f'<h1>Tasks</h1>{asked.form()}<div data-refresh="5">{table}{pager}</div>')
 
 

@@ -350,7 +350,7 @@ async def test_a_lease_is_held_by_one_owner_until_it_expires(store: TaskStore) -
     assert await store.write(lambda tx: statements.renew(tx, "p1", 130.0)) == []
 
 
-async def test_the_task_listing_holds_only_what_the_caller_may_read_newest_first_by_offset(
+async def test_the_task_listing_holds_only_what_the_caller_may_read_newest_first_by_cursor(
     store: TaskStore,
 ) -> None:
     """Issue 31, item 3: the caller's read right is a condition of the query, so bob's many
@@ -370,15 +370,17 @@ async def test_the_task_listing_holds_only_what_the_caller_may_read_newest_first
         await made(f"alice-{n}", "alice")
     policy = SessionPolicy()
 
-    async def listed(caller: str, limit: int, offset: int = 0, **matching: str) -> list[str]:
+    async def listed(
+        caller: str, limit: int, after: tuple[str, str] | None = None, **matching: str
+    ) -> list[str]:
         who = readers(policy, caller)
         found: list[TaskRecord] = await store.read(
-            lambda tx: statements.recent(tx, limit, who=who, offset=offset, matching=matching)
+            lambda tx: statements.recent(tx, limit, who=who, after=after, matching=matching)
         )
         return [r.id for r in found]
 
     assert await listed("alice", 2) == ["alice-2", "alice-1"]  # same time: by id, newest first
-    assert await listed("alice", 2, offset=2) == ["alice-0"]
+    assert await listed("alice", 2, after=(NOW.isoformat(), "alice-1")) == ["alice-0"]
     await fail(store, "alice-1")
     assert await listed("alice", 50, state="failed") == ["alice-1"]
     every = ["alice-2", "alice-1", "alice-0"]

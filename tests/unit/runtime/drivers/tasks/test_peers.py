@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.drivers.tasks.remote import Peer, peers_from_environment
+from ankka.runtime.drivers.tasks.remote import Peer, check_peers, peers_from_environment
 from ankka.runtime.serve.cli import delegators_from
 
 
@@ -46,3 +46,12 @@ def test_delegators_are_callers_separated_by_commas_or_spaces() -> None:
         "x",
     }
     assert delegators_from({}) == frozenset()
+
+
+def test_an_https_peer_called_with_the_runtimes_certificate_must_name_its_identity() -> None:
+    bare = {"r": Peer(agent="r", url="https://r.team.svc:443")}
+    with pytest.raises(ConfigurationError, match="identity"):
+        check_peers(bare, "/etc/ankka/tls")
+    check_peers(bare, None)  # no certificate of its own: the system's CAs check the peer
+    named = {"r": Peer(agent="r", url="https://r.team.svc:443", identity="ankka://service/t/r")}
+    check_peers(named, "/etc/ankka/tls")

@@ -174,7 +174,7 @@ def test_a_working_task_is_followed_live_and_a_finished_one_is_not() -> None:
     done = task_page(_task(TaskState.FAILED, reason="no <source>"))
     assert "data-events" not in done
     assert "no &lt;source&gt;" in done
-    assert 'data-state="failed"' in tasks_page([_task(TaskState.FAILED)], ALL_TASKS, more=False)
+    assert 'data-state="failed"' in tasks_page([_task(TaskState.FAILED)], ALL_TASKS, cursor=None)
 
 
 def test_a_kubectl_applied_task_is_shown_by_its_namespace_and_name() -> None:
@@ -182,7 +182,7 @@ def test_a_kubectl_applied_task_is_shown_by_its_namespace_and_name() -> None:
     named = TaskRecord("5f1c-uid", spec, TaskState.IN_PROGRESS, budget=5)
     page = task_page(named)
     assert "<h1>Task shop/summary-1</h1>" in page and "id 5f1c-uid" in page
-    listed = tasks_page([named], ALL_TASKS, more=False)
+    listed = tasks_page([named], ALL_TASKS, cursor=None)
     assert '<a href="/console/tasks/5f1c-uid">shop/summary-1</a>' in listed
     # The name is for people: the same task, handed again without it, is the same task.
     assert spec.digest() == replace(spec, name=None).digest()

@@ -1,5 +1,5 @@
-"""The console's lists: a page's query checked, filtered rows paged, links that keep the
-filters (ankka/runtime/serve/console/listing.py)."""
+"""The console's lists: a page's query checked (its cursor too), rows cut to a page, links that
+keep the filters (ankka/runtime/serve/console/listing.py)."""
 
 from __future__ import annotations
 
@@ -8,41 +8,46 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from ankka.runtime.serve.console.listing import PER_PAGE, BadQuery, Filter, listing, when
+from ankka.runtime.store.readable import encode_cursor
 
 FILTERS = (Filter("agent", "agent", ("refunds", "weather")), Filter("state", "state", ("waiting",)))
 
 
 def test_a_query_is_taken_only_as_the_page_offers_it() -> None:
-    asked = listing("/console", {"agent": "weather", "page": "3", "state": ""}, FILTERS)
+    key = (datetime(2026, 12, 2, tzinfo=UTC).isoformat(), "s-1")
+    asked = listing(
+        "/console", {"agent": "weather", "cursor": encode_cursor(key), "state": ""}, FILTERS
+    )
     assert asked.chosen == {"agent": "weather"}  # "any" leaves a filter unset
-    assert asked.page == 3
+    assert asked.after == key
+    not_a_time = encode_cursor(("yesterday", "s-1"))
     for query, said in (
         ({"agent": "nobody"}, "?agent= is one of refunds, weather; not 'nobody'"),
-        ({"page": "0"}, "?page= is a whole number from 1 to 1000, not '0'"),
-        ({"page": "x"}, "?page= is a whole number from 1 to 1000, not 'x'"),
-        ({"colour": "red"}, "this page takes ?agent=, ?state=, ?page=; not ?colour="),
+        ({"cursor": "x"}, "?cursor= is not a cursor this console gave ('x')"),
+        ({"cursor": not_a_time}, "?cursor= is not a cursor this console gave"),
+        ({"page": "2"}, "this page takes ?agent=, ?state=, ?cursor=; not ?page="),
     ):
         with pytest.raises(BadQuery) as refused:
             listing("/console", query, FILTERS)
-        assert str(refused.value) == said
+        assert str(refused.value).startswith(said)
 
 
-def test_rows_are_paged_and_the_links_keep_the_filters() -> None:
-    rows = list(range(PER_PAGE * 2 + 1))
+def test_rows_are_cut_to_a_page_and_the_links_keep_the_filters() -> None:
+    rows = [(f"2026-12-02T00:00:{n:02}+00:00", f"s-{n}") for n in range(PER_PAGE + 1)]
     first = listing("/console", {"agent": "weather"}, FILTERS)
-    shown, more = first.window(rows)
-    assert shown == rows[:PER_PAGE] and more
-    pager = first.pager(more=more, shown=len(shown))
-    assert 'rel="prev"' not in pager
-    assert '<a rel="next" href="/console?agent=weather&amp;page=2">older</a>' in pager
-    assert f'<span id="range">1-{PER_PAGE}</span>' in pager
-    last = listing("/console", {"agent": "weather", "page": "3"}, FILTERS)
-    shown, more = last.window(rows)
-    assert shown == [rows[-1]] and not more
-    pager = last.pager(more=more, shown=len(shown))
-    assert '<a rel="prev" href="/console?agent=weather&amp;page=2">newer</a>' in pager
+    shown, cursor = first.cut(rows, lambda r: r)
+    assert shown == rows[:PER_PAGE] and cursor == encode_cursor(rows[PER_PAGE - 1])
+    pager = first.pager(cursor=cursor, shown=len(shown))
+    assert 'rel="first"' not in pager  # this is the newest page
+    assert f'<a rel="next" href="/console?agent=weather&amp;cursor={cursor}">older</a>' in pager
+    assert f'<span id="shown">{PER_PAGE} shown</span>' in pager
+    last = listing("/console", {"agent": "weather", "cursor": cursor}, FILTERS)
+    shown, after = last.cut(rows[PER_PAGE:], lambda r: r)
+    assert shown == [rows[-1]] and after is None
+    pager = last.pager(cursor=after, shown=len(shown))
+    assert '<a rel="first" href="/console?agent=weather">newest</a>' in pager
     assert 'rel="next"' not in pager
-    assert first.wanted() == PER_PAGE + 1  # enough to know whether there is a next page
+    assert listing("/console", {}, FILTERS).pager(cursor=None, shown=0) == ""
 
 
 def test_the_form_shows_what_is_chosen_and_keeps_passes_only_matching_rows() -> None:
