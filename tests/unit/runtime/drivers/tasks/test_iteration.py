@@ -169,6 +169,11 @@ async def test_every_call_of_a_task_carries_its_task_types_output_token_limit(
     await put(host, "t1", "Summarise ankka.")
     await finished(host, "t1")
     assert [r.max_output_tokens for r in provider.requests] == [48, 48]
+
+
+async def test_a_task_type_without_an_output_token_limit_sends_none(make_host: MakeHost) -> None:
+    # Its own test, so its own store: a host of another service on the same store would
+    # work this task too (both have a researcher).
     unbounded = ScriptedProvider([complete(GOOD)], name="default")
     other = await make_host(example, unbounded)
     await put(other, "t2", "Summarise ankka.")
