@@ -7,7 +7,6 @@ again; and the backlog's tasks spend no more iterations than its budget."""
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from tests.integration.conftest import Script, model_env
 from tests.integration.tasks_crash import asked_keys, model_requests, recorded_keys
 from tests.integration.team_services import BUDGET, ITEMS
 from tests.support.eventually import eventually
+from tests.support.postgres import fresh_database
 from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
@@ -47,13 +47,6 @@ def script() -> list[dict[str, Any]]:
     return [lookup, done] * (ITEMS * 2)
 
 
-def database(postgres_server: str) -> str:
-    name = f"crew_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return postgres_server.rsplit("/", 1)[0] + f"/{name}"
-
-
 def serve(model: Server, store: str) -> Server:
     command = ankka_command("serve", TARGET, "--port", "0", "--store", store)
     return start([*command, "--lease-seconds", str(LEASE)], env=model_env(model.url))
@@ -77,7 +70,7 @@ def reached(store: str, count: int, what: str) -> None:
 def test_a_backlog_survives_processes_killed_at_random(
     standin: Callable[[Script], Server], servers: list[Server], postgres_server: str
 ) -> None:
-    store = database(postgres_server)
+    store = fresh_database(postgres_server, "crew")
     model = standin(script())
     servers.extend(serve(model, store) for _ in range(3))
     with httpx.Client(timeout=30) as client:

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import html
 import re
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from tests.integration.conftest import Script
+from tests.support.postgres import fresh_database
 from tests.support.processes import Server
 
 pytestmark = pytest.mark.integration
@@ -47,10 +46,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'listings.sqlite3'}"
         return
     dsn: str = request.getfixturevalue("postgres_server")
-    name = f"listings_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield dsn.rsplit("/", 1)[0] + f"/{name}"
+    yield fresh_database(dsn, "listings")
 
 
 def _page(server: Server, token: str, **params: Any) -> dict[str, Any]:

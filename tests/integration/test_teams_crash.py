@@ -9,7 +9,6 @@ its own claim and carries the item on at once."""
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from tests.integration.conftest import Script
 from tests.integration.tasks_crash import asked_keys, model_requests, recorded_keys
 from tests.integration.test_teams import serve_newsroom, wait_item
 from tests.support.eventually import eventually
+from tests.support.postgres import fresh_database
 from tests.support.processes import Server
 
 pytestmark = pytest.mark.integration
@@ -49,13 +49,6 @@ def turns(count: int) -> list[dict[str, Any]]:
         "delay_ms": 2500,
     }
     return [lookup, done] * (count * 2)
-
-
-def database(postgres_server: str) -> str:
-    name = f"team_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return postgres_server.rsplit("/", 1)[0] + f"/{name}"
 
 
 def claims(store: str) -> list[tuple[str, int, str, str, datetime]]:
@@ -85,7 +78,7 @@ def half_done_by(store: str, instance: str) -> str | None:
 def test_a_killed_members_item_is_finished_by_another_with_nothing_asked_twice(
     standin: Callable[[Script], Server], servers: list[Server], postgres_server: str
 ) -> None:
-    store = database(postgres_server)
+    store = fresh_database(postgres_server, "team")
     model = standin(turns(len(ITEMS)))
     one = serve_newsroom(model, store, lease=LEASE)
     servers.append(one)

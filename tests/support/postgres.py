@@ -14,10 +14,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import psycopg
 
 __all__ = ["Cluster", "client_tool", "postgres_cluster", "private_cluster"]
 
@@ -182,3 +185,12 @@ def private_cluster(
             check=False,
         )
         shutil.rmtree(base, ignore_errors=True)
+
+
+def fresh_database(server: str, prefix: str) -> str:
+    """Create a database of its own (``prefix`` and a random suffix) on the PostgreSQL server
+    at the DSN ``server``; return its DSN."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return server.rsplit("/", 1)[0] + f"/{name}"
