@@ -23,6 +23,7 @@ from prometheus_client import (
 
 from ankka._kernel import genai
 from ankka._kernel.exposition import LATENCY_BUCKETS
+from ankka.runtime.engine.labelled import Labelled
 from ankka.runtime.engine.loop import TurnOutcome
 from ankka.runtime.engine.work_metrics import WorkMetrics
 from ankka.runtime.records.messages import ModelCall, Usage
@@ -37,74 +38,103 @@ class RuntimeMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         ProcessCollector(registry=r)
-        self.turns = Counter(
-            "ankka_turns", "Turns handled, by agent and outcome", ["agent", "outcome"], registry=r
+        self.turns = Labelled(
+            Counter(
+                "ankka_turns",
+                "Turns handled, by agent and outcome",
+                ["agent", "outcome"],
+                registry=r,
+            )
         )
-        self.turn_seconds = Histogram(
-            "ankka_turn_seconds",
-            "Time of a whole turn",
-            ["agent"],
-            registry=r,
-            buckets=LATENCY_BUCKETS,
+        self.turn_seconds = Labelled(
+            Histogram(
+                "ankka_turn_seconds",
+                "Time of a whole turn",
+                ["agent"],
+                registry=r,
+                buckets=LATENCY_BUCKETS,
+            )
         )
-        self.model_calls = Counter(
-            "ankka_model_calls", "Model calls", ["agent", "provider", "model"], registry=r
+        self.model_calls = Labelled(
+            Counter("ankka_model_calls", "Model calls", ["agent", "provider", "model"], registry=r)
         )
-        self.model_seconds = Histogram(
-            "ankka_model_call_seconds",
-            "Latency of model calls",
-            ["provider", "model"],
-            registry=r,
-            buckets=LATENCY_BUCKETS,
+        self.model_seconds = Labelled(
+            Histogram(
+                "ankka_model_call_seconds",
+                "Latency of model calls",
+                ["provider", "model"],
+                registry=r,
+                buckets=LATENCY_BUCKETS,
+            )
         )
-        self.model_retries = Counter(
-            "ankka_model_retries",
-            "Model calls made again after a retryable failure (ankka's one retry layer: a "
-            "turn's call, or a task's iteration), by the error that caused it",
-            ["provider", "model", "kind"],
-            registry=r,
+        self.model_retries = Labelled(
+            Counter(
+                "ankka_model_retries",
+                "Model calls made again after a retryable failure (ankka's one retry layer: a "
+                "turn's call, or a task's iteration), by the error that caused it",
+                ["provider", "model", "kind"],
+                registry=r,
+            )
         )
-        self.tool_calls = Counter(
-            "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"], registry=r
+        self.tool_calls = Labelled(
+            Counter(
+                "ankka_tool_calls",
+                "Tool calls, by outcome",
+                ["agent", "tool", "outcome"],
+                registry=r,
+            )
         )
         self.caller_disconnects = Counter(
             "ankka_caller_disconnects",
             "Requests whose caller left before sending them whole",
             registry=r,
         )
-        self.tokens = Counter(
-            "ankka_tokens",
-            "Tokens used, by kind (input, output, cache_read, cache_write)",
-            ["agent", "provider", "kind"],
-            registry=r,
+        self.tokens = Labelled(
+            Counter(
+                "ankka_tokens",
+                "Tokens used, by kind (input, output, cache_read, cache_write)",
+                ["agent", "provider", "kind"],
+                registry=r,
+            )
         )
-        self.judgments = Counter(
-            "ankka_judgments", "Judgments answered, by judgment handler", ["handler"], registry=r
+        self.judgments = Labelled(
+            Counter(
+                "ankka_judgments",
+                "Judgments answered, by judgment handler",
+                ["handler"],
+                registry=r,
+            )
         )
-        self.judgment_tokens = Counter(
-            "ankka_judgment_tokens",
-            "Tokens used by judgments (handlers and judged guardrails), by kind",
-            ["kind"],
-            registry=r,
+        self.judgment_tokens = Labelled(
+            Counter(
+                "ankka_judgment_tokens",
+                "Tokens used by judgments (handlers and judged guardrails), by kind",
+                ["kind"],
+                registry=r,
+            )
         )
         genai_labels = [
             genai.prometheus_label(key)
             for key in (genai.OPERATION_NAME, genai.PROVIDER_NAME, genai.REQUEST_MODEL)
         ]
-        self.genai_tokens = Histogram(
-            genai.prometheus_label(genai.TOKEN_USAGE),
-            "Number of input and output tokens used, per model call (OpenTelemetry GenAI)",
-            [*genai_labels, genai.prometheus_label(genai.TOKEN_TYPE)],
-            buckets=genai.TOKEN_BUCKETS,
-            registry=r,
+        self.genai_tokens = Labelled(
+            Histogram(
+                genai.prometheus_label(genai.TOKEN_USAGE),
+                "Number of input and output tokens used, per model call (OpenTelemetry GenAI)",
+                [*genai_labels, genai.prometheus_label(genai.TOKEN_TYPE)],
+                buckets=genai.TOKEN_BUCKETS,
+                registry=r,
+            )
         )
-        self.genai_duration = Histogram(
-            genai.prometheus_label(genai.OPERATION_DURATION),
-            "GenAI operation duration: one model call, as accounted (OpenTelemetry GenAI)",
-            [*genai_labels, genai.prometheus_label(genai.ERROR_TYPE)],
-            unit="seconds",
-            buckets=genai.DURATION_BUCKETS,
-            registry=r,
+        self.genai_duration = Labelled(
+            Histogram(
+                genai.prometheus_label(genai.OPERATION_DURATION),
+                "GenAI operation duration: one model call, as accounted (OpenTelemetry GenAI)",
+                [*genai_labels, genai.prometheus_label(genai.ERROR_TYPE)],
+                unit="seconds",
+                buckets=genai.DURATION_BUCKETS,
+                registry=r,
+            )
         )
         self.genai_providers: dict[str, str] = {}
         """A configured model's ``gen_ai.provider.name`` (``openai``, ``anthropic``), by its

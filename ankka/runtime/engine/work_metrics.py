@@ -16,6 +16,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from ankka.runtime.engine.labelled import Labelled
+
 __all__ = ["APPROVAL_BUCKETS", "WorkMetrics"]
 
 # From seconds to a day: a person's decision may take that long.
@@ -28,57 +30,73 @@ _ITERATIONS = {"iteration_completed": "completed", "iteration_failed": "failed"}
 class WorkMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
-        self.tasks_started = Counter(
-            "ankka_tasks_started", "Tasks whose first iteration started", ["agent"], registry=r
+        self.tasks_started = Labelled(
+            Counter(
+                "ankka_tasks_started", "Tasks whose first iteration started", ["agent"], registry=r
+            )
         )
-        self.tasks_ended = Counter(
-            "ankka_tasks_ended",
-            "Tasks that reached a final state, by state (completed, failed, cancelled)",
-            ["agent", "state"],
-            registry=r,
+        self.tasks_ended = Labelled(
+            Counter(
+                "ankka_tasks_ended",
+                "Tasks that reached a final state, by state (completed, failed, cancelled)",
+                ["agent", "state"],
+                registry=r,
+            )
         )
-        self.task_ends = Counter(
-            "ankka_task_ends",
-            "Tasks ended by the runtime for a cause of its own, by cause (budget_exhausted, "
-            "repeated_call, deadline_exceeded)",
-            ["agent", "cause"],
-            registry=r,
+        self.task_ends = Labelled(
+            Counter(
+                "ankka_task_ends",
+                "Tasks ended by the runtime for a cause of its own, by cause (budget_exhausted, "
+                "repeated_call, deadline_exceeded)",
+                ["agent", "cause"],
+                registry=r,
+            )
         )
-        self.iterations = Counter(
-            "ankka_task_iterations",
-            "Task iterations, by outcome (completed, failed)",
-            ["agent", "outcome"],
-            registry=r,
+        self.iterations = Labelled(
+            Counter(
+                "ankka_task_iterations",
+                "Task iterations, by outcome (completed, failed)",
+                ["agent", "outcome"],
+                registry=r,
+            )
         )
-        self.approvals_requested = Counter(
-            "ankka_approvals_requested",
-            "Tool calls that waited for a decision",
-            ["agent", "tool"],
-            registry=r,
+        self.approvals_requested = Labelled(
+            Counter(
+                "ankka_approvals_requested",
+                "Tool calls that waited for a decision",
+                ["agent", "tool"],
+                registry=r,
+            )
         )
-        self.approvals_decided = Counter(
-            "ankka_approvals_decided",
-            "Approvals decided, by decision (approved, refused, expired)",
-            ["agent", "tool", "decision"],
-            registry=r,
+        self.approvals_decided = Labelled(
+            Counter(
+                "ankka_approvals_decided",
+                "Approvals decided, by decision (approved, refused, expired)",
+                ["agent", "tool", "decision"],
+                registry=r,
+            )
         )
-        self.approval_seconds = Histogram(
-            "ankka_approval_decision_seconds",
-            "Time from a call's suspension to its decision",
-            ["agent", "decision"],
-            buckets=APPROVAL_BUCKETS,
-            registry=r,
+        self.approval_seconds = Labelled(
+            Histogram(
+                "ankka_approval_decision_seconds",
+                "Time from a call's suspension to its decision",
+                ["agent", "decision"],
+                buckets=APPROVAL_BUCKETS,
+                registry=r,
+            )
         )
         self.approvals_pending = Gauge(
             "ankka_approvals_pending",
             "Approvals waiting for a decision, in the store (every replica's), as last read",
             registry=r,
         )
-        self.delegations = Counter(
-            "ankka_delegations",
-            "Delegation calls, by outcome (child_made: a child task was made; refused)",
-            ["agent", "child_agent", "outcome"],
-            registry=r,
+        self.delegations = Labelled(
+            Counter(
+                "ankka_delegations",
+                "Delegation calls, by outcome (child_made: a child task was made; refused)",
+                ["agent", "child_agent", "outcome"],
+                registry=r,
+            )
         )
 
     def heard(self, event: str, agent: str, data: Mapping[str, Any]) -> None:
