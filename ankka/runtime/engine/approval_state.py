@@ -21,7 +21,7 @@ from ankka.runtime.records.approvals import (
     TurnEnded,
     TurnSuspended,
 )
-from ankka.runtime.records.messages import AssistantMessage, ModelCall, ToolResult, UserMessage
+from ankka.runtime.records.messages import RECORDED_MESSAGES, AssistantMessage, ModelCall
 
 __all__ = ["ApprovalState", "Suspension"]
 
@@ -100,7 +100,11 @@ class ApprovalState:
 
     def add(self, seq: int, record: object) -> None:
         current = self.current
-        if isinstance(record, TurnSuspended):
+        if isinstance(record, RECORDED_MESSAGES):  # the commonest record, tested first
+            if current is not None and record.turn == current.turn:
+                # The resumed turn's messages are committed: it is no longer suspended.
+                self.current = None
+        elif isinstance(record, TurnSuspended):
             self.current = self.turns[record.turn] = Suspension(seq, record)
             for r in record.requests:
                 self.requested[r.id] = r
@@ -120,13 +124,5 @@ class ApprovalState:
         elif isinstance(record, ResumedCall):
             if current is not None and record.turn == current.turn:
                 current.resumed.append(record.call)
-        elif isinstance(record, TurnEnded):
-            if current is not None and record.turn == current.turn:
-                self.current = None
-        elif (
-            isinstance(record, UserMessage | AssistantMessage | ToolResult)
-            and current is not None
-            and record.turn == current.turn
-        ):
-            # The resumed turn's messages are committed: it is no longer suspended.
+        elif isinstance(record, TurnEnded) and current is not None and record.turn == current.turn:
             self.current = None

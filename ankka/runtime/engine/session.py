@@ -18,7 +18,12 @@ from ankka.runtime.engine.lru import DEFAULT_CACHE_BYTES, WeighedLRU
 from ankka.runtime.engine.view import SentView
 from ankka.runtime.records.iterations import IterationCompleted, iteration_of
 from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord
-from ankka.runtime.records.messages import MESSAGE_OVERHEAD, AssistantMessage, Usage
+from ankka.runtime.records.messages import (
+    MESSAGE_OVERHEAD,
+    RECORDED_MESSAGES,
+    AssistantMessage,
+    Usage,
+)
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.store.journal import Journal
@@ -54,16 +59,17 @@ class SessionState:
         return self.view.footprint + approvals * MESSAGE_OVERHEAD
 
     def add(self, seq: int, record: Record) -> None:
-        if isinstance(record, McpToolsRecord | McpToolsChanged):
+        if isinstance(record, RECORDED_MESSAGES):  # the commonest record, tested first
+            if isinstance(record, AssistantMessage) and record.call is not None:
+                number = iteration_of(record.turn)
+                if number is not None:
+                    self.iterations.setdefault(number, record.call.usage)
+        elif isinstance(record, McpToolsRecord | McpToolsChanged):
             self.mcp_digests[record.server] = record.digest
         elif isinstance(record, SessionOpened):
             self.opened = record
         elif isinstance(record, IterationCompleted):
             self.iterations[record.number] = record.usage
-        elif isinstance(record, AssistantMessage) and record.call is not None:
-            number = iteration_of(record.turn)
-            if number is not None:
-                self.iterations.setdefault(number, record.call.usage)
         self.approvals.add(seq, record)
         self.view.add(seq, record)
 

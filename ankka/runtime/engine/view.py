@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacted
 from ankka.runtime.records.messages import (
     MESSAGE_OVERHEAD,
+    RECORDED_MESSAGES,
     AssistantMessage,
     Message,
     SummaryMessage,
@@ -67,14 +68,14 @@ class SentView:
         """Fold the record at position ``seq`` (records that are neither messages nor
         compaction records, such as MCP tool listings, only move the position)."""
         self.position = seq
-        if isinstance(record, HistoryCompacted | CompactionRejected):
-            self._record(record)
-        elif isinstance(record, UserMessage | AssistantMessage | ToolResult):
+        if isinstance(record, RECORDED_MESSAGES):  # the commonest record, tested first
             self.seqs.append(seq)
             self.verbatim.append(record)
             self.verbatim_chars += chars(record)
             self.verbatim_bytes += footprint(record)
             self.total_messages += 1
+        elif isinstance(record, HistoryCompacted | CompactionRejected):
+            self._record(record)
 
     def apply(self, entry: Entry) -> None:
         self.add(entry.seq, entry.record)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 __all__ = [
     "MESSAGE_OVERHEAD",
     "MESSAGE_TYPES",
+    "RECORDED_MESSAGES",
     "AssistantMessage",
     "Message",
     "ModelCall",
@@ -268,6 +269,14 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     ToolResult,
     SummaryMessage,
 )
+
+RECORDED_MESSAGES: tuple[type[UserMessage | AssistantMessage | ToolResult], ...] = (
+    UserMessage,
+    AssistantMessage,
+    ToolResult,
+)
+"""The messages a session's journal records (a summary is recorded as its compaction); a
+tuple, so the folds' ``isinstance`` test of their commonest record is one call."""
 
 
 MESSAGE_OVERHEAD = 512
