@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ankka.runtime.declare.tools import RunnableTool
+from ankka.runtime.declare.tools import RunnableTool, ToolSpec
 from ankka.runtime.engine.repeats import call_digest, twins
 from ankka.runtime.providers.base import ModelRequest, OutputSchema, ToolChoice
 from ankka.runtime.records.messages import AssistantMessage, Message, ToolCall, ToolResult
@@ -113,15 +113,21 @@ class TurnPlan:
     delegations: frozenset[str] = frozenset()
     max_repeats: int | None = None
     by_name: Mapping[str, RunnableTool] = field(init=False, repr=False, compare=False)
+    # Built once per plan, not per request or per call: what every model call is offered.
+    specs: tuple[ToolSpec, ...] = field(init=False, repr=False, compare=False)
+    offered: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "by_name", {t.name: t for t in self.tools})
+        by_name = {t.name: t for t in self.tools}
+        object.__setattr__(self, "by_name", by_name)
+        object.__setattr__(self, "specs", tuple(t.spec for t in self.tools))
+        object.__setattr__(self, "offered", tuple(by_name))
 
     def request(self, messages: Sequence[Message]) -> ModelRequest:
         return ModelRequest(
             self.instructions,
             messages,
-            tuple(t.spec for t in self.tools),
+            self.specs,
             self.output,
             self.reasoning_effort,
             max_output_tokens=self.max_output_tokens,
@@ -288,10 +294,11 @@ def next_step(state: TurnState) -> Step:
             return Finish(answer)
         return CallModel(plan.request(state.sent))
     results = {m.call_id: m for m in produced[index + 1 :] if isinstance(m, ToolResult)}
-    for call in answer.tool_calls:
-        found = results.get(call.id)
-        if found is not None and not found.is_error and call.name in plan.ending:
-            return Ended(call, found)
+    if plan.ending:  # a task's work; a request turn has no ending tools
+        for call in answer.tool_calls:
+            found = results.get(call.id)
+            if found is not None and not found.is_error and call.name in plan.ending:
+                return Ended(call, found)
     pending = [c for c in answer.tool_calls if c.id not in results]
     if not pending:
         return CallModel(plan.request(state.sent))
@@ -317,24 +324,23 @@ def next_step(state: TurnState) -> Step:
                 continue
             return _repeated(state, answer, call) or Delegate(answer, call)
         verdict = verdicts.get(call.id)
-        settled = _settled(answer, call, verdict, decided)
-        if settled is not None:
-            return settled
+        if verdict is not None:
+            settled = _settled(answer, call, verdict, decided)
+            if settled is not None:
+                return settled
         tool = plan.by_name.get(call.name)
-        return _repeated(state, answer, call) or RunTool(
-            answer, call, tool, verdict, tuple(plan.by_name)
-        )
+        return _repeated(state, answer, call) or RunTool(answer, call, tool, verdict, plan.offered)
     return AwaitChildren(answer, tuple(on_children))
 
 
 def _settled(
-    answer: AssistantMessage, call: ToolCall, verdict: Verdict | None, decided: Decided | None
+    answer: AssistantMessage, call: ToolCall, verdict: Verdict, decided: Decided | None
 ) -> Settle | None:
     """A gated call answered without running: refused or expired, or its approved run cut
     off (its start was recorded)."""
-    if verdict is not None and verdict.decision != "approved":
+    if verdict.decision != "approved":
         return Settle(answer, call, decided_result(call, verdict, answer.agent, answer.turn))
-    if verdict is not None and decided is not None and call.id in decided.started:
+    if decided is not None and call.id in decided.started:
         cut = ToolResult(call.id, call.name, CUT_OFF_RUN, True, answer.agent, answer.turn)
         return Settle(answer, call, cut)
     return None
