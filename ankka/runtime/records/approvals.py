@@ -37,8 +37,9 @@ __all__ = [
     "requests_for",
 ]
 
-Decision = Literal["approved", "refused", "expired"]
-DECISIONS: tuple[Decision, ...] = ("approved", "refused", "expired")
+Decision = Literal["approved", "refused", "expired", "ended"]
+"""``ended``: the platform closed a server's question whose turn ended without an answer."""
+DECISIONS: tuple[Decision, ...] = ("approved", "refused", "expired", "ended")
 
 _BY_ROLE = {t.role: t for t in MESSAGE_TYPES}
 

@@ -31,6 +31,7 @@ tasks only send through it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -490,7 +491,9 @@ class McpConnection:
         finally:
             if deadline is not None:
                 loop = asyncio.get_running_loop()
-                deadline.reschedule(loop.time() + self.settings.timeout + 5.0)
+                # The call may have ended meanwhile (its turn cancelled), its deadline with it.
+                with contextlib.suppress(RuntimeError):
+                    deadline.reschedule(loop.time() + self.settings.timeout + 5.0)
         return ElicitResult(action=answer.action, content=answer.content)
 
     async def _on_sample(
