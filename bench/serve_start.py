@@ -129,6 +129,8 @@ def _one(work: Path, checkout: Path, client: httpx.Client, *, importtime: bool) 
         if match and not match.group(3):  # a top-level import: its cumulative time counts
             total += int(match.group(2))
             top[match.group(4)] += int(match.group(2))
+        if match:  # and each distribution's own time, its modules' self times summed
+            top["package " + match.group(4).split(".")[0]] += int(match.group(1))
     return listening, healthz, cpu, total / 1e6, top
 
 
@@ -149,11 +151,16 @@ def _report(name: str, plain: list[Run], timed: list[Run]) -> None:
     print("  " + _figures("under -X importtime: start → /healthz 200", [r[1] for r in timed]))
     print("  " + _figures("under -X importtime: imports before listening", [r[3] for r in timed]))
     heaviest: Counter[str] = Counter()
+    packages: Counter[str] = Counter()
     for run in timed:
-        heaviest.update(run[4])
+        heaviest.update({k: v for k, v in run[4].items() if not k.startswith("package ")})
+        packages.update({k: v for k, v in run[4].items() if k.startswith("package ")})
     print("  heaviest top-level imports before listening (mean cumulative, -X importtime):")
     for module, micros in heaviest.most_common(10):
         print(f"    {micros / len(timed) / 1000:7.1f} ms  {module}")
+    print("  heaviest packages before listening (mean of their modules' own times):")
+    for module, micros in packages.most_common(14):
+        print(f"    {micros / len(timed) / 1000:7.1f} ms  {module.removeprefix('package ')}")
 
 
 def main() -> int:
