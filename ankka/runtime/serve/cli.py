@@ -364,7 +364,9 @@ def run(args: argparse.Namespace) -> int:
     metrics = RuntimeMetrics()
     try:
         traces = tracing.from_environment(
-            "ankka-runtime", quiet=[mcp_feature.SDK_SCOPE, a2a_options.SDK_SCOPE]
+            "ankka-runtime",
+            quiet=[a2a_options.SDK_SCOPE],
+            folds={mcp_feature.SDK_SCOPE: mcp_feature.fold_sdk_span},
         )
         spans = _engine_spans(traces)
         service = load_service(args.target)
