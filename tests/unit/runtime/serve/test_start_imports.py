@@ -1,7 +1,7 @@
 """`ankka serve` listens before it imports what no request has needed yet: the model SDKs
-(``openai`` at a configured model's first call), Kubernetes' client, MCP's SDK without a
-declared server, OpenTelemetry's SDK with tracing off. Judged by what a real ``ankka serve``
-imported before its "listening" line (``python -X importtime``), not by time."""
+(``openai`` and ``anthropic`` at a configured model's first call), Kubernetes' client, MCP's
+SDK without a declared server, OpenTelemetry's SDK with tracing off. Judged by what a real
+``ankka serve`` imported before its "listening" line (``python -X importtime``), not by time."""
 
 from __future__ import annotations
 
@@ -68,13 +68,36 @@ print(json.dumps([before, "openai" in sys.modules]))
 """
 
 
-def test_a_configured_model_imports_openai_at_its_first_use_only() -> None:
+def probed(code: str) -> object:
+    """What ``code``, run in a fresh interpreter, printed last (as JSON)."""
     done = subprocess.run(
-        [sys.executable, "-c", f"MODEL = {MODEL!r}\n{PROBE}"],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, True]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_configured_model_imports_openai_at_its_first_use_only() -> None:
+    assert probed(f"MODEL = {MODEL!r}\n{PROBE}") == [False, True]
+
+
+ANTHROPIC_PROBE = """
+import json, sys
+from ankka.runtime.providers.registry import providers_from_environment
+providers = providers_from_environment({
+    "ANKKA_MODEL_CLAUDE_PRESET": "anthropic",
+    "ANKKA_MODEL_CLAUDE_MODEL": "claude-sonnet-4-5",
+    "ANKKA_MODEL_CLAUDE_API_KEY": "sk-ant-not-a-key",
+})
+before = "anthropic" in sys.modules
+providers["claude"]._client  # the first call builds the SDK's client
+print(json.dumps([before, "anthropic" in sys.modules]))
+"""
+
+
+def test_a_configured_anthropic_model_imports_its_sdk_at_its_first_use_only() -> None:
+    assert probed(ANTHROPIC_PROBE) == [False, True]
