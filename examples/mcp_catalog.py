@@ -15,7 +15,7 @@ said, printing each answer it receives; ``--handshake-only``
 advertises only the
 initialize-handshake protocol (2025-11-25), as servers on earlier SDKs do, so clients hold a
 session that a restart ends (the server then answers 404 to its id); ``--record-meta FILE``
-appends the ``_meta`` of every ``tools/call`` to FILE, one JSON line each.
+appends the ``_meta`` and JSON-RPC ``id`` of every ``tools/call`` to FILE, one JSON line each.
 
 Traced like ankka's servers: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the SDK's span of each
 request it serves is exported, a child of the ``traceparent`` the client sent in ``_meta``
@@ -145,7 +145,8 @@ def build(
 
 
 class _RecordMeta:
-    """Append each ``tools/call``'s ``params._meta`` to a file, one JSON object a line."""
+    """Append each ``tools/call``'s ``params._meta`` and request id to a file, one JSON object
+    a line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -154,7 +155,8 @@ class _RecordMeta:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         if ctx.method == "tools/call":
-            line = json.dumps({"tool": (ctx.params or {}).get("name"), "meta": ctx.meta or {}})
+            name = (ctx.params or {}).get("name")
+            line = json.dumps({"tool": name, "meta": ctx.meta or {}, "id": ctx.request_id})
             with self.path.open("a") as out:
                 out.write(line + "\n")
         return await call_next(ctx)
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--handshake-only", action="store_true")
     parser.add_argument("--poisoned-tool", action="store_true")
     parser.add_argument("--sampling-tool", action="store_true")
-    parser.add_argument("--record-meta", type=Path, help="append each call's _meta to FILE")
+    parser.add_argument("--record-meta", type=Path, help="append each call's _meta and id to FILE")
     parser.add_argument("--elicit-tool", action="store_true")
     args = parser.parse_args(argv)
     traces = tracing.from_environment("mcp-catalog")

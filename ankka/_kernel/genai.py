@@ -17,6 +17,7 @@ __all__ = [
     "ERROR_TYPE",
     "INPUT_MESSAGES",
     "INPUT_TOKENS",
+    "JSONRPC_REQUEST_ID",
     "MCP_METHOD_NAME",
     "MCP_PROTOCOL_VERSION",
     "MCP_SESSION_ID",
@@ -86,6 +87,8 @@ TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 # MCP (mcp.md): added to the execute_tool span of an MCP server's tool (the conventions say
 # not to make a second span when the tool's execution is traced already).
 MCP_METHOD_NAME = "mcp.method.name"
+JSONRPC_REQUEST_ID = "jsonrpc.request.id"
+"""The ``id`` of the JSON-RPC request, as a string (the MCP SDK's own, folded in)."""
 MCP_SESSION_ID = "mcp.session.id"
 MCP_PROTOCOL_VERSION = "mcp.protocol.version"
 NETWORK_TRANSPORT = "network.transport"

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCHEMA_URL",
     "SEMCONV_VERSION",
+    "Fold",
     "ServerSpans",
     "Tracing",
     "active",
@@ -118,14 +119,24 @@ def _version() -> str:
         return ""
 
 
+Fold = Callable[["Span", str, dict[str, Any]], None]
+"""What a server does with a span a quieted library would have started: called with the span
+current then, the library's span name and its start attributes (:func:`from_environment`)."""
+
+
 def from_environment(
-    service: str, environ: Mapping[str, str] | None = None, *, quiet: Iterable[str] = ()
+    service: str,
+    environ: Mapping[str, str] | None = None,
+    *,
+    quiet: Iterable[str] = (),
+    folds: Mapping[str, Fold] | None = None,
 ) -> Tracing | None:
     """The tracing ``environ`` (default: the process's) configures, or ``None`` when it is off.
 
     ``service`` is the ``service.name`` used unless ``OTEL_SERVICE_NAME`` or
     ``OTEL_RESOURCE_ATTRIBUTES`` names one. ``quiet`` names libraries' instrumentation scopes
-    whose spans are not made (the server's own spans describe that work). Raises
+    whose spans are not made (the server's own spans describe that work); ``folds``, by scope,
+    quiets a library's spans too, handing each to a :data:`Fold` instead. Raises
     :class:`ConfigurationError` naming the setting or the missing extra.
     """
     env = os.environ if environ is None else environ
@@ -149,7 +160,7 @@ def from_environment(
         ) from None
     version = _version()
     provider = tracing_sdk.provider(
-        service, version, console=exporter == "console", quiet=frozenset(quiet)
+        service, version, console=exporter == "console", quiet=frozenset(quiet), folds=folds
     )
     global _on
     _on = True

@@ -1,7 +1,8 @@
 """Agents whose MCP server asks during a call (examples/mcp_catalog.py ``--elicit-tool``,
 ``--sampling-tool``): the request agent ``clerk`` allows the catalogue's sampling requests,
-``guarded`` does not; the autonomous agent ``purchaser`` buys through the same tool and allows
-sampling too, as ``frugal`` does within a token budget."""
+``guarded`` does not, ``streamer`` answers as a stream; the autonomous agent ``purchaser``
+buys through the same tool and allows sampling too, as ``frugal`` does within a token
+budget."""
 
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ def clerk(request: TurnRequest) -> Turn:
 @service.agent("guarded", mcp_servers=["catalog"])
 def guarded(request: TurnRequest) -> Turn:
     return Turn(message=request.message, instructions="Describe products.")
+
+
+# The clerk, answering as a stream: a caller who leaves mid-turn cancels the turn.
+@service.agent("streamer", mcp_servers=["catalog"])
+def streamer(request: TurnRequest) -> Turn:
+    return Turn(
+        message=request.message, instructions="Buy what the customer asks for.", answer="stream"
+    )
 
 
 service.autonomous(

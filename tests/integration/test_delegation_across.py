@@ -292,3 +292,30 @@ def test_a_remote_child_that_never_answers_in_time_is_told_past_its_deadline_and
         return all(r["cancel_requested"] or r["state"] == "cancelled" for r in records)
 
     eventually(cancelled_there, what="the children's cancel sent to their runtime", timeout=30)
+
+
+def test_a_remote_child_its_runtime_lost_after_making_it_fails_and_is_never_called_refused(
+    pair: Callable[..., Pair],
+) -> None:
+    slow = [dict(STANDIN[i], delay_ms=60_000) for i in (1, 2)]  # cut off by the kill
+    two = pair([STANDIN[0], *slow, STANDIN[-1]])
+    researcher, lead = two.researcher(), two.lead()
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+    eventually(lambda: in_flight(two.model, 3), what="the children's calls in flight", timeout=60)
+    kill(researcher)  # the children were made there; its store is then lost with it
+    for path in two.root.glob("researcher.sqlite3*"):
+        path.unlink()
+    researcher = two.researcher()  # the same port, a new store: it knows no child (404)
+    with two.client() as alice:
+        report = final(alice, lead, "r1")
+        told = told_of(alice, lead)
+    assert report["state"] == "completed", dump(report)  # the lead went on without them
+    assert sorted((t["status"], t["task"], t["error"]) for t in told) == [
+        ("failed", "r1:1.0", "peer_lost"),
+        ("failed", "r1:1.1", "peer_lost"),
+    ], dump(told)
+    assert all("with 404" in t["reason"] and "lost" in t["reason"] for t in told), dump(told)
+    assert remote_rows(two.root / "lead.sqlite3") == [(c, "researcher", 1) for c in CHILDREN]
+    with two.client(LEAD) as as_lead:
+        assert as_lead.get(f"{researcher.url}/v1/tasks/r1:1.0").status_code == 404

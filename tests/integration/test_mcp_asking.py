@@ -202,6 +202,39 @@ def test_a_refused_question_is_declined_and_an_expired_one_cancelled(rig: Asking
     assert sorted(a["state"] for a in listed) == ["expired", "refused"]
 
 
+def test_a_question_whose_turn_is_cancelled_is_closed_in_the_journal(rig: AskingRig) -> None:
+    mcp, _, server = rig.begin([BUY, {"text": "Bought."}], "--elicit-tool", "--handshake-only")
+    url = f"{server.url}/v1/agents/streamer/sessions/s"
+    body = {"message": "A kettle, please."}
+    with httpx.Client(timeout=60) as caller, caller.stream("POST", url, json=body) as answer:
+        assert answer.status_code == 200, answer.read()
+        question = pending_question(server)
+    # The caller left: the turn is cancelled, and nobody can answer its question now.
+
+    def closed() -> dict[str, Any] | None:
+        listed = httpx.get(f"{server.url}/v1/approvals", params={"state": "ended"}).json()
+        return next((a for a in listed["approvals"] if a["id"] == question["id"]), None)
+
+    shown = eventually(closed, what="the question closed", timeout=10)
+    assert shown is not None
+    assert shown["decided_by"] == "platform" and "cancelled" in shown["reason"], shown
+    pending = httpx.get(f"{server.url}/v1/approvals", params={"state": "pending"}).json()
+    assert pending["approvals"] == []
+    page = httpx.get(f"{server.url}/console/approvals", params={"state": "pending"})
+    assert page.status_code == 200 and question["id"] not in page.text
+    (recorded,) = rig.journal("elicitation_answered")
+    assert recorded["action"] == "cancel" and recorded["content"] is None
+    assert recorded["request"]["id"] == question["id"]
+    assert recorded["decided"]["decision"] == "ended"
+    assert "the turn that asked was cancelled" in recorded["decided"]["reason"]
+    again = decide(server, question, "approve", content={"quantity": 1})
+    assert again.status_code == 409, again.text
+    # Its call went with the turn: the server's tool bought nothing, and was told no more
+    # than cancel.
+    told = re.findall(r"elicitation answered (\w+)", "".join(mcp.output))
+    assert set(told) <= {"cancel"}, mcp.output
+
+
 def test_a_call_resumed_after_its_approval_asks_its_question_too(rig: AskingRig) -> None:
     mcp, model, server = rig.begin(
         [BUY, {"text": "Bought."}], "--elicit-tool", "--handshake-only", requires_approval="buy"

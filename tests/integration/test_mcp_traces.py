@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import Script, model_env
 from tests.integration.test_mcp import catalog_command, search
@@ -71,6 +72,18 @@ def _metas(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _samples(server: Server, name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples named ``name`` in ``server``'s /metrics: labels and value."""
+
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return [
+        (dict(s.labels), s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    ]
+
+
 def _one(spans: list[Span], name: str, service: str) -> Span:
     found = [s for s in spans if s.name == name and s.service == service]
     assert len(found) == 1, [(s.name, s.service) for s in spans]
@@ -120,6 +133,29 @@ def test_an_mcp_call_is_an_execute_tool_span_whose_context_the_server_continues(
     assert received["meta"]["traceparent"] == f"00-{trace_id}-{tool.span_id}-01"
     served = _one(spans, "tools/call search", "catalog")
     assert served.parent_id == tool.span_id and served.kind == "server"
+    # The JSON-RPC id the server received for that call is the span's (the SDK's own, the
+    # first request after initialize is never it: the runtime listed the tools first).
+    assert received["id"] is not None
+    assert tool.tags["jsonrpc.request.id"] == str(received["id"])
+    assert served.tags["jsonrpc.request.id"] == str(received["id"])
+    # mcp.client.operation.duration: the call, under the conventions' attributes.
+    (sample,) = _samples(shop, "mcp_client_operation_duration_seconds_count")
+    port = str(tool.tags["server.port"])
+    assert sample == (
+        {
+            "mcp_method_name": "tools/call",
+            "gen_ai_operation_name": "execute_tool",
+            "gen_ai_tool_name": "mcp__catalog__search",
+            "error_type": "",
+            "rpc_response_status_code": "",
+            "mcp_protocol_version": tool.tags["mcp.protocol.version"],
+            "network_transport": "tcp",
+            "network_protocol_name": "http",
+            "server_address": "127.0.0.1",
+            "server_port": port,
+        },
+        1.0,
+    )
 
 
 def test_a_failed_mcp_call_names_its_error_and_a_session_its_id(
@@ -147,6 +183,9 @@ def test_a_failed_mcp_call_names_its_error_and_a_session_its_id(
     assert "rpc.response.status_code" not in tool.tags
     (received,) = _metas(metas)
     assert received["meta"]["traceparent"] == f"00-{trace_id}-{tool.span_id}-01"
+    assert tool.tags["jsonrpc.request.id"] == str(received["id"])
+    (sample,) = _samples(shop, "mcp_client_operation_duration_seconds_count")
+    assert sample[0]["error_type"] == "timeout" and sample[1] == 1.0
 
 
 def test_with_tracing_off_no_context_is_sent_to_the_server(

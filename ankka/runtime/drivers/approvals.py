@@ -145,6 +145,7 @@ class ApprovalDesk:
             planned.message,
             suspension.messages,
             tuple(requests),
+            suspension.trace,
         )
         await index.schedule(
             planned.session, planned.agent, [(r.id, r.tool, r.expires_at) for r in requests], now
@@ -297,15 +298,15 @@ class ApprovalDesk:
             await self.index.settle([approval], decision)
         # After the last decision its row is written once the turn is settled (off the
         # path from the decision to the approved call's start).
-        self._told(row, record, current.request(approval))
+        self._told(row, record, current)
         if not current.all_decided:
             return Decided(record, "recorded", current.undecided)
         return await self._resume(session, folded, current, record)
 
-    def _told(
-        self, row: IndexRow, record: ApprovalDecided, request: ApprovalRequest | None
-    ) -> None:
-        """A decision was recorded: the notice, and the wait's span when tracing is on."""
+    def _told(self, row: IndexRow, record: ApprovalDecided, held: Suspension) -> None:
+        """A decision was recorded: the notice, and the wait's span when tracing is on (in
+        the trace of the turn that asked: ``held`` recorded its context)."""
+        request = held.request(row.id)
         data = {"id": row.id, "decision": record.decision, "decided_by": record.decided_by}
         self.notify("approval_decided", {"session": row.session, "agent": row.agent, **data})
         requested = datetime.fromisoformat(row.created_at) if row.created_at else None
@@ -314,7 +315,7 @@ class ApprovalDesk:
         spans = self._context.spans
         if spans is not None and requested is not None:
             call = request.call_id if request is not None else None
-            spans.approval_wait(row.id, row.tool, call, requested, record)
+            spans.approval_wait(row.id, row.tool, call, requested, record, held.record.trace)
 
     async def _decide_task(
         self,
@@ -343,7 +344,7 @@ class ApprovalDesk:
         await self._context.record(row.session, folded, (record,))
         last = held.all_decided
         await self.index.settle([row.id], decision, close=last)
-        self._told(row, record, request)
+        self._told(row, record, held)
         return Decided(record, "resumed" if last else "recorded", held.undecided)
 
     async def _resume(

@@ -16,7 +16,10 @@ The turn's lock is held by the turn itself while it waits (the call is in flight
 decision is given to the waiting call in this process, not under that lock. A runtime that
 stops while a question waits takes the call with it: the server's request ends with that
 connection (the server sees its stream close, as for any client that goes away), the row is
-ended at the next start (:meth:`ElicitationDesk.recover`), and a decision then is 409.
+ended at the next start (:meth:`ElicitationDesk.recover`), and a decision then is 409. A
+turn that ends while its question waits (cancelled, failed, its call gone) closes it
+(:meth:`ElicitationDesk.close`): decided ``ended`` by the platform with the cause, journaled
+with the turn's records, the row closed, the server answered ``cancel``.
 
 Sampling (``sampling/createMessage``) is served by :meth:`TurnAsker.sample` with the
 turn's own model when the agent allows it for that server (``McpServer(..., sampling=True)``),
@@ -70,7 +73,7 @@ log = logging.getLogger("ankka.approvals")
 
 ELICITATION = "eli_"  # the id prefix of a server's question
 PLATFORM = "platform"
-_ACTIONS = {"approved": "accept", "refused": "decline", "expired": "cancel"}
+_ACTIONS = {"approved": "accept", "refused": "decline", "expired": "cancel", "ended": "cancel"}
 _RECENT = 1024
 Recorder = Callable[[Sequence[Record]], Awaitable[None]]
 
@@ -197,21 +200,56 @@ class ElicitationDesk:
             try:
                 asker.tell("approval_requested", {"session": asker.session, **shown(request)})
                 decided, content = await self._answer_of(pending, asker.turn, question.timeout)
+            except asyncio.CancelledError:  # the server's request went (its call or session)
+                if not pending.answered.done():
+                    await self._end(asker, pending, "the call that asked ended unanswered")
+                raise
             finally:
                 self._pending.pop(approval, None)
-            self._recent[approval] = decided
-            while len(self._recent) > _RECENT:
-                self._recent.popitem(last=False)
+            self._remember(decided)
             action = _ACTIONS[decided.decision]
-            answered = ElicitationAnswered(question.server, request, decided, action, content)
-            await asker.keep(answered)
-            await index.settle([approval], decided.decision, close=True)
+            if decided.decision != "ended":  # else journaled and settled as its turn ended
+                answered = ElicitationAnswered(question.server, request, decided, action, content)
+                await asker.keep(answered)
+                await index.settle([approval], decided.decision, close=True)
         finally:
             if asker.waiting is not None:
                 await asker.waiting(False)
         data = {"id": approval, "decision": decided.decision, "decided_by": decided.decided_by}
         asker.tell("approval_decided", {"session": asker.session, **data})
         return Answer(action, content if action == "accept" else None)  # type: ignore[arg-type]
+
+    async def close(self, asker: TurnAsker, reason: str) -> None:
+        """The turn of ``asker`` ended with questions still waiting (cancelled, failed, or its
+        call gone): each is decided ``ended`` by the platform, with ``reason``, kept with the
+        turn's records and closed in the index; the waiting call answers its server
+        ``cancel``. A decision that comes later is refused naming it (409)."""
+        waiting = [
+            p
+            for p in self._pending.values()
+            if p.session == asker.session and p.turn == asker.turn and not p.answered.done()
+        ]
+        for pending in waiting:
+            await self._end(asker, pending, reason)
+        if waiting:
+            log.info("closed %d question(s) of turn %s: %s", len(waiting), asker.turn, reason)
+
+    async def _end(self, asker: TurnAsker, pending: _Pending, reason: str) -> None:
+        request = pending.request
+        ended = ApprovalDecided(
+            request.id, pending.turn, "ended", reason, PLATFORM, self._context.clock.now()
+        )
+        pending.answered.set_result((ended, None))
+        self._remember(ended)
+        await asker.keep(ElicitationAnswered(pending.server, request, ended, "cancel", None))
+        index = self._context.approvals
+        if index is not None:
+            await index.settle([request.id], "ended", close=True)
+
+    def _remember(self, decided: ApprovalDecided) -> None:
+        self._recent[decided.approval] = decided
+        while len(self._recent) > _RECENT:
+            self._recent.popitem(last=False)
 
     async def _answer_of(
         self, pending: _Pending, turn: str, seconds: float
@@ -346,6 +384,10 @@ class TurnAsker:
 
     async def elicit(self, question: Question) -> Answer:
         return await self.desk.ask(self, question)
+
+    async def close(self, reason: str) -> None:
+        """The turn ended: its questions still waiting are closed (see the desk's)."""
+        await self.desk.close(self, reason)
 
     async def sample(
         self, server: str, system: str | None, messages: list[tuple[str, str]], max_tokens: int

@@ -22,6 +22,7 @@ never waits for. A runtime is an async context manager: entering it starts that 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -239,14 +240,24 @@ class Runtime:
                     ctx, planned, effect, folded, turn, ledger=ledger, emit=emit
                 )
         except AnkkaError as exc:
+            await asker.close(f"the turn that asked failed ({exc.kind}) before it was answered")
             records = (*asker.records, *unwritten(ledger, agent, turn, exc.kind))
             await self._account(session, folded, opening, records)
             raise
         except BaseException:
-            # Cancelled (the caller left): what it spent, best effort.
-            records = (*asker.records, *unwritten(ledger, agent, turn, "cancelled"))
-            await self._account(session, folded, opening, records, quietly=True)
+            # Cancelled (the caller left): its questions closed and what it spent recorded,
+            # best effort, shielded (a stream's caller leaving cancels it again and again).
+            async def cancelled() -> None:
+                try:
+                    await asker.close("the turn that asked was cancelled before it was answered")
+                except Exception:
+                    log.warning("the questions of a cancelled turn were not closed", exc_info=True)
+                records = (*asker.records, *unwritten(ledger, agent, turn, "cancelled"))
+                await self._account(session, folded, opening, records, quietly=True)
+
+            await asyncio.shield(cancelled())
             raise
+        await asker.close("the turn that asked ended before it was answered")
         judged = (*asker.records, *self._judged(ledger, agent, turn))
         if isinstance(outcome, TurnSuspension):
             # Who opened the session goes first, with the tool listings.

@@ -142,7 +142,7 @@ async def take_turn(
         session=planned.session,
     )
     if isinstance(end, AwaitDecision):
-        return TurnSuspension(turn, tuple(state.produced), end.waiting)
+        return TurnSuspension(turn, tuple(state.produced), end.waiting, end.trace)
     if isinstance(end, OutOfRounds):
         raise TurnFailed(
             f"agent {agent!r} still asked for tools after {end.rounds} tool rounds (its "

@@ -22,7 +22,8 @@ provider's prompt cache keeps hitting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel
@@ -123,6 +124,8 @@ async def drive(
             track.failed(exc)
         raise
     if track is not None:
+        if isinstance(end, AwaitDecision):  # recorded with the suspension, for its waits
+            end = replace(end, trace=track.carrier())
         track.ended(_OUTCOMES.get(type(end)) or type(end).__name__.lower())
     return end
 
@@ -217,3 +220,5 @@ class TurnSuspension:
     turn: str
     messages: tuple[Message, ...]
     waiting: tuple[ToolCall, ...]
+    trace: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """The ``invoke_agent`` span's W3C context (tracing on; :class:`~.steps.AwaitDecision`)."""

@@ -205,10 +205,21 @@ class EngineSpans:
         call_id: str | None,
         requested: datetime,
         decided: ApprovalDecided,
+        asked: Mapping[str, str] | None = None,
     ) -> None:
         """An approval's wait, from its turn's suspension to its decision, as a span of its
         own (made, start and end, as the decision is recorded, under what is current then:
-        the deciding request's span, or nothing for an expiry's timer)."""
+        the deciding request's span, linked to the ``invoke_agent`` that asked, ``asked``'s
+        context; with nothing current, an expiry's timer, a child of that ``invoke_agent``)."""
+        from opentelemetry import trace
+
+        asking = trace.get_current_span(context_of(asked)).get_span_context() if asked else None
+        parent, links = None, []
+        if asking is not None and asking.is_valid:
+            if trace.get_current_span().get_span_context().is_valid:
+                links = [trace.Link(asking)]
+            else:
+                parent = context_of(asked)
         attributes: Attributes = {
             genai.TOOL_NAME: tool,
             "ankka.approval.id": approval,
@@ -218,7 +229,11 @@ class EngineSpans:
         if call_id:
             attributes[genai.TOOL_CALL_ID] = call_id
         span = self.tracer.start_span(
-            f"ankka.approval {tool}", attributes=attributes, start_time=_nanos(requested)
+            f"ankka.approval {tool}",
+            context=parent,
+            attributes=attributes,
+            links=links,
+            start_time=_nanos(requested),
         )
         span.end(end_time=max(_nanos(decided.at), _nanos(requested)))
 
@@ -360,6 +375,17 @@ class Track:
         self._turn = turn
         self._usage = Usage()
         self._calls = 0
+
+    def carrier(self) -> dict[str, str]:
+        """The open ``invoke_agent`` span's W3C context (``traceparent``...), recorded with a
+        suspension so its approvals' waits join it; ``{}`` when none is open."""
+        if self._span is None:
+            return {}
+        from opentelemetry import propagate, trace
+
+        found: dict[str, str] = {}
+        propagate.inject(found, context=trace.set_span_in_context(self._span))
+        return found
 
     def answered(self, answer: AssistantMessage) -> None:
         """An answer of the current turn came back: its tokens count on the span."""

@@ -203,6 +203,8 @@ class Settle:
 class AwaitDecision:
     answer: AssistantMessage
     waiting: tuple[ToolCall, ...]
+    trace: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """The suspended invocation's W3C context (tracing on): its approvals' waits join it."""
 
 
 @dataclass(frozen=True, slots=True)

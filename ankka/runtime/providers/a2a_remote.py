@@ -15,8 +15,9 @@ remote task to an end, durably:
   subscription holds, so nothing is missed: the end is read from the task itself;
 - what the remote says becomes a typed :class:`RemoteOutcome`: ``completed`` (the result: the
   artifacts' text, or a data part's value), ``failed``, ``canceled``, ``rejected``,
-  ``input_required``, ``auth_required``, or ``unreachable`` (the deadline passed without an
-  answer), each with the remote task's id and a reason a caller can read.
+  ``input_required``, ``auth_required``, ``unreachable`` (the deadline passed without an
+  answer), or ``lost`` (the remote answered ``TaskNotFoundError`` for a task it had made: its
+  store was lost), each with the remote task's id and a reason a caller can read.
 
 Authentication: a bearer token read from a file at each use (a projected service-account
 token rotates), or a client certificate (mTLS), as the :class:`RemoteAgent` names.
@@ -42,7 +43,7 @@ import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
 from a2a.types import a2a_pb2 as pb
-from a2a.utils.errors import A2AError
+from a2a.utils.errors import A2AError, TaskNotFoundError
 from google.protobuf import json_format
 
 from ankka._kernel import tracing
@@ -58,7 +59,7 @@ __all__ = [
 
 Kind = Literal[
     "completed", "failed", "canceled", "rejected", "input_required", "auth_required",
-    "unreachable",
+    "unreachable", "lost",
 ]  # fmt: skip
 _ENDS: dict[int, Kind] = {
     pb.TASK_STATE_COMPLETED: "completed",
@@ -258,6 +259,9 @@ class RemoteAgents:
         while True:
             try:
                 task = await client.get_task(pb.GetTaskRequest(id=task_id))
+            except TaskNotFoundError as exc:  # it made the task, and knows it no more
+                reason = f"the remote agent lost its task {task_id} (TaskNotFoundError: {exc})"
+                return RemoteOutcome("lost", task_id, "", reason=reason[:2000])
             except (A2AClientError, A2AError, httpx.HTTPError):
                 await asyncio.sleep(self.poll)  # the remote is away: try again
                 continue

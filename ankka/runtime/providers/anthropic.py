@@ -4,11 +4,14 @@ ankka builds the request bytes and reads the answers itself (:mod:`.anthropic_wi
 SDK brings retries, SSE framing and the ``x-api-key`` and version headers, over ankka's lean
 HTTP transport (:mod:`.lean_http`). Its exceptions are translated here, in one place, into
 errors naming the provider the service configured. The SDK is an optional extra
-(``ankka[anthropic]``) imported only when an Anthropic model is configured.
+(``ankka[anthropic]``): a configured Anthropic model checks at start that it is installed,
+and imports it, and builds its client, at the model's first call, on the event loop's thread
+that makes it (``ankka serve`` listens without spending that import: docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -41,6 +44,15 @@ DEFAULT_MAX_TOKENS = 4096
 _JSON = {"Content-Type": "application/json"}
 
 
+def _installed() -> None:
+    """Refuse, at configuration, an Anthropic model without the SDK (no import: cheap)."""
+    if importlib.util.find_spec("anthropic") is None:
+        raise ConfigurationError(
+            "an Anthropic model is configured but the anthropic SDK is not installed: "
+            "install ankka with its extra, pip install 'ankka[anthropic]'"
+        )
+
+
 def _sdk() -> Any:
     try:
         import anthropic
@@ -66,25 +78,37 @@ class AnthropicProvider:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_retries: int = 0,  # ankka retries (providers/retry.py), never the SDK too
     ) -> None:
-        sdk = _sdk()
-        import httpx2
-
-        from ankka.runtime.providers.lean_http import lean_client
-
-        self._sdk = sdk
+        _installed()
         self._name = name
         self._model = model
         self.timeout = timeout
         self.max_tokens = max_tokens
         self._encoded = EncodedPrefixes()  # a session's sent prefix, spliced into its next
-        limits = httpx2.Timeout(timeout, connect=min(timeout, 10.0))
-        self._client: anthropic.AsyncAnthropic = sdk.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url.rstrip("/"),
-            timeout=limits,
-            max_retries=max_retries,
-            http_client=lean_client(limits),
-        )
+        self._settings = (api_key, base_url.rstrip("/"), max_retries)
+        self._built: anthropic.AsyncAnthropic | None = None
+
+    @property
+    def _sdk(self) -> Any:
+        return _sdk()  # imported by the first _client already: a lookup in sys.modules
+
+    @property
+    def _client(self) -> anthropic.AsyncAnthropic:
+        """The SDK's client, built (and ``anthropic`` imported) at the first call."""
+        if self._built is None:
+            import httpx2
+
+            from ankka.runtime.providers.lean_http import lean_client
+
+            api_key, base_url, max_retries = self._settings
+            limits = httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0))
+            self._built = _sdk().AsyncAnthropic(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=limits,
+                max_retries=max_retries,
+                http_client=lean_client(limits),
+            )
+        return self._built
 
     @property
     def name(self) -> str:
@@ -110,9 +134,10 @@ class AnthropicProvider:
         import httpx2
 
         body = self._body(request, stream=False)
+        client = self._client
         try:
             async with deadline(self._name, self.timeout):
-                response = await self._client.post(
+                response = await client.post(
                     "/v1/messages",
                     cast_to=httpx2.Response,
                     content=body,
@@ -131,9 +156,10 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         body = self._body(request, stream=True)
         accumulator = StreamAccumulator(self._model)
+        client = self._client
         try:
             async with deadline(self._name, self.timeout):
-                events = await self._client.post(
+                events = await client.post(
                     "/v1/messages",
                     cast_to=dict[str, Any],
                     content=body,
@@ -153,7 +179,8 @@ class AnthropicProvider:
         yield accumulator.result()
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._built is not None:  # never called: nothing was opened
+            await self._built.close()
 
 
 def translate_error(provider: str, exc: BaseException, timeout: float) -> ModelError:

@@ -20,10 +20,10 @@ from ankka.runtime.providers.chat_wire import (
     read_response,
 )
 from ankka.runtime.providers.logprob_judge import LogprobJudgmentProvider
-from ankka.runtime.providers.openai_transport import NO_KEY, OpenAITransport, translate_error
+from ankka.runtime.providers.openai_transport import NO_KEY, OpenAITransport
 from ankka.runtime.providers.prefixes import EncodedPrefixes
 
-__all__ = ["NO_KEY", "ChatCompletionsProvider", "translate_error"]
+__all__ = ["NO_KEY", "ChatCompletionsProvider"]
 
 
 class ChatCompletionsProvider:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal
 
@@ -37,8 +37,9 @@ __all__ = [
     "requests_for",
 ]
 
-Decision = Literal["approved", "refused", "expired"]
-DECISIONS: tuple[Decision, ...] = ("approved", "refused", "expired")
+Decision = Literal["approved", "refused", "expired", "ended"]
+"""``ended``: the platform closed a server's question whose turn ended without an answer."""
+DECISIONS: tuple[Decision, ...] = ("approved", "refused", "expired", "ended")
 
 _BY_ROLE = {t.role: t for t in MESSAGE_TYPES}
 
@@ -135,15 +136,23 @@ class TurnSuspended:
     message: str
     messages: tuple[Message, ...]
     requests: tuple[ApprovalRequest, ...]
+    trace: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """The suspended invocation's W3C context (``traceparent``, ``tracestate``) when tracing
+    was on, so each request's wait joins that trace however it is decided; omitted when
+    empty (a record written before it, or with tracing off, has none)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "turn": self.turn,
             "agent": self.agent,
             "message": self.message,
             "messages": [m.as_dict() for m in self.messages],
             "requests": [r.as_dict() for r in self.requests],
         }
+        trace = _trace(self.trace)
+        if trace:
+            data["trace"] = trace
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TurnSuspended:
@@ -153,7 +162,23 @@ class TurnSuspended:
             str(data["message"]),
             tuple(_message(m) for m in data["messages"]),
             tuple(ApprovalRequest.from_dict(r) for r in data["requests"]),
+            _trace(data.get("trace")),
         )
+
+
+_TRACE_KEYS = ("traceparent", "tracestate")
+_TRACE_LIMIT = 1024  # a traceparent is 55 characters, a tracestate at most 512
+
+
+def _trace(found: object) -> dict[str, str]:
+    """The W3C context kept from ``found``: its ``traceparent`` and ``tracestate`` when they
+    are strings, and nothing without a ``traceparent`` or past :data:`_TRACE_LIMIT`."""
+    if not isinstance(found, Mapping):
+        return {}
+    kept = {k: v for k in _TRACE_KEYS if isinstance(v := found.get(k), str)}
+    if "traceparent" not in kept or sum(len(v) for v in kept.values()) > _TRACE_LIMIT:
+        return {}
+    return kept
 
 
 @dataclass(frozen=True, slots=True)

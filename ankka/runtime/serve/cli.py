@@ -10,7 +10,6 @@ working directory. The first line printed is
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -311,8 +310,8 @@ def _probe_port(
 
 
 def _import_http() -> None:
-    """Import what serving HTTP needs (the routes, starlette, uvicorn, the A2A bindings) in one
-    thread, before any instance is resumed: nothing else imports meanwhile."""
+    """Import what serving HTTP needs (the routes, starlette, uvicorn, the A2A bindings) on the
+    event loop's thread, before any instance is resumed or work is handed to a thread."""
     import uvicorn.protocols.http.httptools_impl  # noqa: F401
 
     import ankka.runtime.serve.a2a.card
@@ -365,7 +364,9 @@ def run(args: argparse.Namespace) -> int:
     metrics = RuntimeMetrics()
     try:
         traces = tracing.from_environment(
-            "ankka-runtime", quiet=[mcp_feature.SDK_SCOPE, a2a_options.SDK_SCOPE]
+            "ankka-runtime",
+            quiet=[a2a_options.SDK_SCOPE],
+            folds={mcp_feature.SDK_SCOPE: mcp_feature.fold_sdk_span},
         )
         spans = _engine_spans(traces)
         service = load_service(args.target)
@@ -452,13 +453,13 @@ def run(args: argparse.Namespace) -> int:
                 "identified off loopback; each sees what the session policy allows)",
                 stream=sys.stderr,
             )
-        # The HTTP stack is imported before anything else runs: importing it on a thread while
-        # resumed instances made their first calls on the loop let the two threads import
-        # httpx's modules in different orders, and Python's import-lock deadlock guard then hands
-        # one of them a partially initialised module (a task failed with "partially initialized
-        # module 'httpx'"). The socket is bound and listening already, so a caller who connects
-        # meanwhile waits, never is refused.
-        await asyncio.to_thread(_import_http)
+        # The HTTP stack is imported before anything else runs, on this thread: importing it on
+        # a thread while resumed instances made their first calls on the loop let the two
+        # threads import httpx's modules in different orders, and Python's import-lock deadlock
+        # guard then hands one of them a partially initialised module (a task failed with
+        # "partially initialized module 'httpx'"). The socket is bound and listening already,
+        # so a caller who connects meanwhile waits, never is refused.
+        _import_http()
         async with runtime, contextlib.AsyncExitStack() as stack:
             if mcp is not None:
                 # Connects every MCP server (a server that is down does not hold the start:

@@ -19,6 +19,7 @@ import pytest
 from tests.integration.conftest import Script, model_env
 from tests.integration.tasks_crash import asked_keys, dump, model_requests, wait_final
 from tests.integration.test_delegation import REPORT, STANDIN, told
+from tests.integration.test_delegation_across import free_port
 from tests.support.eventually import eventually
 from tests.support.jaeger import Jaeger
 from tests.support.processes import Server, ankka_command, start
@@ -138,3 +139,25 @@ def test_the_leads_runtime_killed_while_it_follows_sends_no_message_twice(
     wait_final(second, ["r1"])
     check(second, agent, told(second, "r1"))
     assert asked_keys(model_requests(model)).count(("r1", 0)) == 1
+
+
+def test_a_remote_task_the_agent_lost_after_taking_it_is_a_failed_child(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    port = free_port()
+    model, agent = standin(SCRIPT), sdk_agent(servers, "--port", str(port), "--delay", "60")
+    store = tmp_path / "lead.sqlite3"
+    server = lead(servers, model, agent, store)
+    httpx.put(f"{server.url}/v1/agents/lead/tasks/r1", json=REPORT, timeout=30)
+    eventually(lambda: remembered(store) == 2, what="both A2A tasks remembered", timeout=60)
+    agent.process.kill()  # its tasks were in memory: the agent comes back knowing none
+    agent.process.wait()
+    sdk_agent(servers, "--port", str(port))
+    report = wait_final(server, ["r1"])["r1"]
+    assert report["state"] == "completed", dump(report)  # the lead went on without them
+    results = told(server, "r1")
+    assert sorted((r["status"], r["task"], r.get("error")) for r in results) == [
+        ("failed", "r1:1.0", "peer_lost"),
+        ("failed", "r1:1.1", "peer_lost"),
+    ], dump(results)
+    assert all("TaskNotFoundError" in r["reason"] for r in results), dump(results)

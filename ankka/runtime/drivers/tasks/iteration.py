@@ -28,7 +28,7 @@ fails it at once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -395,7 +395,7 @@ class TaskWork:
             if isinstance(end, Ended):
                 raise self._ended(end)
             if isinstance(end, AwaitDecision):
-                await self._hold(end.answer, end.waiting)
+                await self._hold(end.answer, end.waiting, end.trace)
                 return None
             if isinstance(end, Repeated):
                 raise _End(
@@ -697,10 +697,12 @@ class TaskWork:
 
     # --- waiting for a decision --------------------------------------------------------------
 
-    async def _hold(self, answer: AssistantMessage, waiting: Sequence[ToolCall]) -> None:
+    async def _hold(
+        self, answer: AssistantMessage, waiting: Sequence[ToolCall], trace: Mapping[str, str]
+    ) -> None:
         """Record the requests of the calls that wait (index rows first, then one
-        ``turn_suspended`` naming the answer's turn), once; the task awaits approval and its
-        instance makes no model call meanwhile."""
+        ``turn_suspended`` naming the answer's turn, with ``trace``, the iteration's context),
+        once; the task awaits approval and its instance makes no model call meanwhile."""
         held = self.folded.approvals.of_turn(answer.turn)
         requests = held.undecided if held is not None else ()
         if held is None:
@@ -717,7 +719,8 @@ class TaskWork:
             requests = tuple(requests_for(waiting, timeout_of, position=position, now=now))
             rows = [(r.id, r.tool, r.expires_at) for r in requests]
             await index.schedule(self.session, self.agent.name, rows, now)
-            await self._append((TurnSuspended(answer.turn, self.agent.name, "", (), requests),))
+            suspended = TurnSuspended(answer.turn, self.agent.name, "", (), requests, trace)
+            await self._append((suspended,))
             self.ctx.metrics.work.requested(self.agent.name, [r.tool for r in requests])
         if self.task.state != TaskState.AWAITING_APPROVAL:
             await self._set_state(TaskState.AWAITING_APPROVAL)

@@ -16,8 +16,12 @@ then :class:`RemoteChildren`, in every process on the store, follows each child 
 
 A peer that is away (refused connections, 5xx, a broken wait, a 401 for the credential),
 or this runtime's own certificate or token file unreadable for now (a rotation half-written),
-is asked again, the pause doubling from 0.2 s to 5 s; a peer that refuses the child (another
-4xx) ends it ``refused``, ``peer_refused``, with the peer's answer as its reason. The runtime
+is asked again, the pause doubling from 0.2 s to 5 s; a peer that refuses to make the child
+(another 4xx to its ``PUT``) ends it ``refused``, ``peer_refused``, with the peer's answer as its
+reason. Once made, the child exists there and may have spent: a 4xx to reading or cancelling it
+is no refusal but a failure (:func:`outcome_after_creation`): ``failed``, ``peer_lost`` for a
+404 (the peer no longer knows it: its store was lost), else ``peer_error`` naming the status,
+with what the peer last reported of its spend (``tree_iterations``, ``tree_usage``). The runtime
 calls as itself: its ``--tls-dir`` certificate over mTLS (the peer's certificate must carry
 the URI SAN its entry names), or a bearer token from a file, read again for each request.
 A child of a remote A2A agent is followed over A2A instead (:mod:`.remote_a2a`).
@@ -49,7 +53,15 @@ from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.remote_statements import Followed
 from ankka.runtime.store.tasks import Ended, TaskStore
 
-__all__ = ["PEERS_VARIABLE", "Peer", "RemoteChildren", "check_peers", "peers_from_environment"]
+__all__ = [
+    "PEERS_VARIABLE",
+    "Peer",
+    "PeerAnswered",
+    "RemoteChildren",
+    "check_peers",
+    "outcome_after_creation",
+    "peers_from_environment",
+]
 
 log = logging.getLogger("ankka.runtime.tasks")
 
@@ -104,8 +116,31 @@ def check_peers(peers: Mapping[str, Peer], tls_dir: str | None) -> None:
             )
 
 
-class _Refused(Exception):
-    """The peer answered the child with a 4xx: it will not work it."""
+class PeerAnswered(Exception):
+    """The peer answered a request about the child with a 4xx (not 401, 408 or 429)."""
+
+    def __init__(self, status: int, doing: str, message: str) -> None:
+        super().__init__(f"the peer refused {doing} ({status}): {message}")
+        self.status, self.doing, self.message = status, doing, message
+
+
+def outcome_after_creation(
+    answered: PeerAnswered, *, task: str, agent: str, iterations: int
+) -> ChildOutcome:
+    """What the parent is told when the peer answers a 4xx about a child it made: the child
+    exists (or existed) there and may have spent, so it failed; it was never refused."""
+    spent = f"its spend there is counted as the peer last reported it ({iterations} iterations)"
+    if answered.status == 404:
+        reason = (
+            f"the peer lost the child it had made: it answered {answered.doing} with 404 "
+            f"({answered.message}); {spent}"
+        )
+        return ChildOutcome("failed", task, agent, None, reason, "peer_lost")
+    reason = (
+        f"the peer answered {answered.doing} with {answered.status} after making it "
+        f"({answered.message}); {spent}"
+    )
+    return ChildOutcome("failed", task, agent, None, reason, "peer_error")
 
 
 @dataclass
@@ -186,30 +221,36 @@ class RemoteChildren:
     async def _follow(self, child: Followed) -> None:
         failures, created = 0, False
         peer = self.peers[child.peer]
+        spent: tuple[int, Usage] = (0, Usage())  # what the peer last reported of the child
         while True:
             try:
                 current = await self._current(child.task)
                 if current is None:
                     return  # settled (by this process or another)
                 if not created:
-                    await self._put(peer, current)
+                    spent = _spent(await self._put(peer, current))
                     created = True
                 if current.outcome is not None and not current.cancel_sent:
                     await self._cancel(peer, current.task)
                     await self.store.write(lambda tx: tree.cancel_sent(tx, child.task))
                 record = await self._get(peer, current.task)
+                spent = _spent(record)
                 if record.get("state") in _FINAL:
-                    iterations = int(record.get("tree_iterations") or 0)
-                    usage = Usage.from_dict(dict(record.get("tree_usage") or {}))
                     told = _outcome(peer, record)
-                    await self._settle(peer.agent, current.task, told, iterations, usage)
+                    await self._settle(peer.agent, current.task, told, *spent)
                     return
                 failures = 0
-            except _Refused as refused:
-                why = ChildOutcome(
-                    "refused", child.task, peer.agent, None, str(refused), "peer_refused"
-                )
-                await self._settle(peer.agent, child.task, why, 0, Usage())
+            except PeerAnswered as answered:
+                if created:
+                    why = outcome_after_creation(
+                        answered, task=child.task, agent=peer.agent, iterations=spent[0]
+                    )
+                else:
+                    why = ChildOutcome(
+                        "refused", child.task, peer.agent, None, str(answered), "peer_refused"
+                    )
+                    spent = (0, Usage())
+                await self._settle(peer.agent, child.task, why, *spent)
                 return
             except (httpx.HTTPError, StoreError, _Away, ConfigurationError, OSError) as exc:
                 failures += 1
@@ -302,12 +343,16 @@ def _answer(answer: httpx.Response, doing: str) -> dict[str, Any]:
         raise _Away(f"{doing}: the peer's answer ({answer.status_code}) is not JSON") from None
     if answer.status_code >= 400:
         message = (data.get("error") or {}).get("message") if isinstance(data, dict) else None
-        raise _Refused(
-            f"the peer refused {doing} ({answer.status_code}): {str(message or data)[:500]}"
-        )
+        raise PeerAnswered(answer.status_code, doing, str(message or data)[:500])
     if not isinstance(data, dict):
         raise _Away(f"{doing}: the peer's answer is not a JSON object")
     return data
+
+
+def _spent(record: Mapping[str, Any]) -> tuple[int, Usage]:
+    """What a child's record says its tree spent: its ``tree_iterations`` and ``tree_usage``."""
+    usage = Usage.from_dict(dict(record.get("tree_usage") or {}))
+    return int(record.get("tree_iterations") or 0), usage
 
 
 def _outcome(peer: Peer, record: Mapping[str, Any]) -> ChildOutcome:

@@ -13,7 +13,8 @@ again, with the same ``messageId`` (an agent that dedupes by it answers with the
 What it spent is not known over A2A: the child's grant goes back to its parent whole, and
 its ``tree_usage`` adds nothing. Its end: ``completed`` (the artifact's text or data as the
 result), ``cancelled`` (``canceled``), else ``failed`` naming what the agent said
-(``failed``, ``rejected``, ``input_required``, ``auth_required``).
+(``failed``, ``rejected``, ``input_required``, ``auth_required``); a task the agent made and
+then answers ``TaskNotFoundError`` for (its store lost) is ``failed``, ``peer_lost``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def outcome_of_remote(outcome: RemoteOutcome, *, task: str, agent: str) -> Child
     """The parent's view of a remote A2A task's end."""
     if outcome.kind == "completed":
         return outcome_of_end(End.COMPLETED, task=task, agent=agent, result=outcome.result)
+    if outcome.kind == "lost":  # made there, then lost: a failure, never a refusal
+        return ChildOutcome("failed", task, agent, None, outcome.reason, "peer_lost")
     if outcome.kind == "canceled":
         reason = outcome.reason or "the remote agent cancelled it"
         return outcome_of_end(End.CANCELLED, task=task, agent=agent, reason=reason)

@@ -8,8 +8,9 @@ hands such a request to one callback per session, with nothing naming the call i
 connection's callbacks give the request to it:
 
 - exactly one call in flight on the session: that call's turn is asked;
-- none, or calls of more than one turn: nobody can tell who asked, so an elicitation is
-  answered ``cancel`` and a sampling request refused, each logged.
+- none, or several (even of one turn: the question names its call, and holds that call's
+  deadline open): nobody can tell which call asked, so an elicitation is answered
+  ``cancel`` and a sampling request refused, each logged.
 
 The turn's asker is set by its driver in :data:`ASKING` (a context variable: the call runs in
 the turn's task, so :class:`~.servers.McpTool` reads it there).
@@ -132,6 +133,7 @@ class InFlight:
     calls: list[Call] = field(default_factory=list)
 
     def only(self) -> Call | None:
-        """The one turn that may have asked, or None (no call, or several turns')."""
-        askers = {id(c.asker) for c in self.calls}
-        return self.calls[-1] if len(askers) == 1 else None
+        """The one call that may have asked, or None: no call, or several (of one turn or of
+        several), for the question names its call's tool and id and holds that call's
+        deadline open, and nothing says which of several asked."""
+        return self.calls[0] if len(self.calls) == 1 else None

@@ -31,6 +31,7 @@ tasks only send through it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -471,7 +472,7 @@ class McpConnection:
     async def _on_elicit(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
         call = self.in_flight.only()
         if call is None or not isinstance(params, ElicitRequestFormParams):
-            why = "it is not a form" if call is not None else "no single turn's call is in flight"
+            why = "it is not a form" if call is not None else "no single call is in flight"
             log.warning("MCP server %r asked a question; answered cancel (%s)", self.name, why)
             return ElicitResult(action="cancel")
         question = Question(
@@ -490,7 +491,9 @@ class McpConnection:
         finally:
             if deadline is not None:
                 loop = asyncio.get_running_loop()
-                deadline.reschedule(loop.time() + self.settings.timeout + 5.0)
+                # The call may have ended meanwhile (its turn cancelled), its deadline with it.
+                with contextlib.suppress(RuntimeError):
+                    deadline.reschedule(loop.time() + self.settings.timeout + 5.0)
         return ElicitResult(action=answer.action, content=answer.content)
 
     async def _on_sample(
@@ -498,9 +501,7 @@ class McpConnection:
     ) -> CreateMessageResult | ErrorData:
         call = self.in_flight.only()
         if call is None:
-            log.warning(
-                "MCP server %r asked for sampling; no single turn's call is in flight", self.name
-            )
+            log.warning("MCP server %r asked for sampling; no single call is in flight", self.name)
             return ErrorData(code=INVALID_REQUEST, message="Sampling not supported")
         messages: list[tuple[str, str]] = [(m.role, _text(m.content)) for m in params.messages]
         sampled = await call.asker.sample(

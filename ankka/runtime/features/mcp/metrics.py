@@ -1,16 +1,38 @@
 """Prometheus metrics of a runtime's MCP servers: calls per server and tool, failures, latency,
-whether each server is connected. Labels carry server and tool names only (a listing is
-bounded, :data:`~.listing.MAX_TOOLS`), never arguments, results or header values."""
+whether each server is connected; and OpenTelemetry's ``mcp.client.operation.duration`` of
+each ``tools/call`` (mcp.md, v1.41.0), named, labelled and bucketed as the conventions say.
+Labels carry server and tool names, the configured server's address and the protocol only (a
+listing is bounded, :data:`~.listing.MAX_TOOLS`), never arguments, results or header values."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from ankka._kernel import genai
 from ankka._kernel.exposition import LATENCY_BUCKETS
 
-__all__ = ["McpMetrics", "Outcome"]
+__all__ = ["OPERATION_BUCKETS", "OPERATION_DURATION", "McpMetrics", "Outcome"]
 
 Outcome = str  # ok | error (the server's isError) | failed (no answer) | invalid | refused
+
+OPERATION_DURATION = "mcp.client.operation.duration"
+"""Histogram (unit ``s``) of an MCP request's time, from its sending to its answer."""
+OPERATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+"""The boundaries mcp.md says the histogram SHOULD have."""
+_OPERATION_KEYS = (
+    genai.MCP_METHOD_NAME,
+    genai.OPERATION_NAME,
+    genai.TOOL_NAME,
+    genai.ERROR_TYPE,
+    genai.RPC_RESPONSE_STATUS_CODE,
+    genai.MCP_PROTOCOL_VERSION,
+    genai.NETWORK_TRANSPORT,
+    genai.NETWORK_PROTOCOL_NAME,
+    genai.SERVER_ADDRESS,
+    genai.SERVER_PORT,
+)
 
 
 class McpMetrics:
@@ -46,6 +68,20 @@ class McpMetrics:
             ["server"],
             registry=registry,
         )
+
+        self.operation_seconds = Histogram(
+            genai.prometheus_label(OPERATION_DURATION),
+            "Duration of MCP requests as the client saw them (OpenTelemetry MCP)",
+            [genai.prometheus_label(key) for key in _OPERATION_KEYS],
+            unit="seconds",
+            buckets=OPERATION_BUCKETS,
+            registry=registry,
+        )
+
+    def operation(self, attributes: Mapping[str, str | int], seconds: float) -> None:
+        """One request's ``seconds`` under its attributes (a key not given: empty label)."""
+        labels = [str(attributes.get(key, "")) for key in _OPERATION_KEYS]
+        self.operation_seconds.labels(*labels).observe(seconds)
 
     def call(self, server: str, tool: str, outcome: Outcome, seconds: float | None) -> None:
         self.calls.labels(server, tool, outcome).inc()

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 from prometheus_client import CollectorRegistry
 
-from ankka._kernel import tracing
+from ankka._kernel import genai, tracing
 from ankka._kernel.clock import Clock, SystemClock
 from ankka._kernel.errors import TurnFailed
 from ankka.runtime.declare.guardrails import Guardrail
@@ -111,6 +111,17 @@ class McpTool:
             return None
         return Call(asker, self.name, running.id if running is not None else "")
 
+    def _timed(self, seconds: float, error_type: str | None, code: int | None) -> None:
+        """The call's ``mcp.client.operation.duration``, under the span's attributes."""
+        attributes = mcp_spans.peer(self.connection)
+        attributes[genai.OPERATION_NAME] = "execute_tool"
+        attributes[genai.TOOL_NAME] = self.name
+        if error_type is not None:
+            attributes[genai.ERROR_TYPE] = error_type
+        if code is not None:
+            attributes[genai.RPC_RESPONSE_STATUS_CODE] = str(code)
+        self.metrics.operation(attributes, seconds)
+
     async def run(self, raw_arguments: str) -> ToolOutcome:
         server, secrets = self.connection.name, self.connection.secrets
         arguments = parse_arguments(raw_arguments, self.name)
@@ -130,12 +141,15 @@ class McpTool:
                 self.tool, arguments, self._asking(), mcp_spans.meta() if traced else None
             )
         except CallFailed as failure:
-            self.metrics.call(server, self.tool, "failed", self.clock.monotonic() - started)
+            seconds = self.clock.monotonic() - started
+            self.metrics.call(server, self.tool, "failed", seconds)
+            self._timed(seconds, failure.error_type, failure.code)
             if traced:
                 mcp_spans.failed(failure)
             return ToolOutcome(str(failure), is_error=True)
         seconds = self.clock.monotonic() - started
         rendered = render(result)
+        self._timed(seconds, "tool_error" if rendered.is_error else None, None)
         if traced and rendered.is_error:
             mcp_spans.tool_error()
         rendered = type(rendered)(redact(rendered.text, secrets), rendered.is_error)

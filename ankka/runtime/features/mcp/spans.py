@@ -9,9 +9,12 @@ is quieted: ``ankka serve`` passes it to :func:`~ankka._kernel.tracing.from_envi
 which would be a CLIENT span inside each ``execute_tool`` and a root span, a trace of its own,
 for every health ping and background listing. The ``execute_tool`` span's W3C context goes in
 the request's ``params._meta`` (:func:`meta`), so a traced MCP server's span is its child.
+The id of the JSON-RPC request the SDK sends is folded in from the span the SDK would have made
+(:func:`~ankka.runtime.features.mcp.fold_sdk_span`). :func:`peer` is also what the
+``mcp.client.operation.duration`` histogram is labelled with (:mod:`.metrics`).
 
-Called only while tracing is on (:func:`ankka._kernel.tracing.active`): with it off a call
-pays that one test.
+:func:`sending` and the others are called only while tracing is on
+(:func:`ankka._kernel.tracing.active`): with it off a call pays that one test.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from opentelemetry import trace
 from ankka._kernel import genai, tracing
 from ankka.runtime.features.mcp.connection import CallFailed, McpConnection
 
-__all__ = ["failed", "meta", "sending", "tool_error"]
+__all__ = ["failed", "meta", "peer", "sending", "tool_error"]
 
 
 def meta() -> dict[str, str]:
@@ -31,24 +34,30 @@ def meta() -> dict[str, str]:
     return tracing.carrier()
 
 
-def sending(connection: McpConnection, tool: str) -> None:
-    """A ``tools/call`` of ``tool`` is sent through ``connection``: its MCP attributes."""
-    span = trace.get_current_span()
-    if not span.is_recording():
-        return
+def peer(connection: McpConnection) -> dict[str, str | int]:
+    """A ``tools/call`` through ``connection``: the method, transport, server and protocol."""
     url = urlsplit(connection.settings.url)
     attributes: dict[str, str | int] = {
         genai.MCP_METHOD_NAME: "tools/call",
         genai.NETWORK_TRANSPORT: "tcp",
         genai.NETWORK_PROTOCOL_NAME: "http",
-        "ankka.mcp.server": connection.name,
-        "ankka.mcp.tool": tool,
     }
     if url.hostname:
         attributes[genai.SERVER_ADDRESS] = url.hostname
         attributes[genai.SERVER_PORT] = url.port or (443 if url.scheme == "https" else 80)
     if connection.protocol:
         attributes[genai.MCP_PROTOCOL_VERSION] = connection.protocol
+    return attributes
+
+
+def sending(connection: McpConnection, tool: str) -> None:
+    """A ``tools/call`` of ``tool`` is sent through ``connection``: its MCP attributes."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    attributes = peer(connection)
+    attributes["ankka.mcp.server"] = connection.name
+    attributes["ankka.mcp.tool"] = tool
     if connection.session_id:
         attributes[genai.MCP_SESSION_ID] = connection.session_id
     span.set_attributes(attributes)

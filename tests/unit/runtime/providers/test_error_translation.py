@@ -17,7 +17,7 @@ from ankka._kernel.errors import (
     ModelUnavailable,
 )
 from ankka.runtime.providers import anthropic as anthropic_provider
-from ankka.runtime.providers import chat_completions
+from ankka.runtime.providers import openai_sdk
 from ankka.runtime.providers.registry import providers_from_environment
 
 REQUEST = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
@@ -49,7 +49,7 @@ def test_an_error_event_mid_stream_is_a_model_error_not_an_http_status() -> None
 def test_an_openai_401_is_an_authentication_error_naming_the_configured_provider() -> None:
     body = '{"error":{"message":"Incorrect API key provided: sk-abc***xyz"}}'
     exc = openai.AuthenticationError("OpenAI: bad key", response=response(401, body), body=None)
-    error = chat_completions.translate_error("local", exc, 30)
+    error = openai_sdk.translate_error("local", exc, 30)
     assert isinstance(error, ModelAuthenticationError)
     assert "model provider 'local'" in str(error)
     assert "OpenAI" not in str(error)

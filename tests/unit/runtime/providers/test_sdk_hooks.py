@@ -1,7 +1,7 @@
 """The SDK internals ankka's lean client leans on still exist in the installed versions.
 
 ``providers/lean_http.LeanClient`` overrides httpx2's ``AsyncClient.build_request`` and
-``send`` and wraps bodies in ``httpx2._client.BoundAsyncStream``; ``openai_transport._Client``
+``send`` and wraps bodies in ``httpx2._client.BoundAsyncStream``; ``openai_sdk.Client``
 overrides the OpenAI client's ``_prepare_url``. None of these is public API: if an upgrade of
 httpx2 or openai renames one, the override would be skipped in silence (slower, not wrong) or
 fail at import. These tests make such an upgrade fail here first, by name.
@@ -15,7 +15,7 @@ import httpx2
 import openai
 from httpx2 import _client as httpx2_client
 
-from ankka.runtime.providers import openai_transport
+from ankka.runtime.providers import openai_sdk
 from ankka.runtime.providers.lean_http import LeanClient
 
 
@@ -33,4 +33,4 @@ def test_openai_still_joins_urls_in_the_method_the_client_overrides() -> None:
     own = openai.AsyncOpenAI._prepare_url
     assert callable(own)
     assert list(inspect.signature(own).parameters) == ["self", "url"]
-    assert openai_transport._Client._prepare_url is not own
+    assert openai_sdk.Client._prepare_url is not own

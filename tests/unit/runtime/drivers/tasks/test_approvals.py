@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from ankka.runtime.declare.agents import Service
-from ankka.runtime.declare.tools import tool
+from ankka.runtime.declare.tools import Tool, tool
 from ankka.runtime.drivers.tasks.iteration import RetryPolicy
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import ToolResult
@@ -37,19 +37,25 @@ COMPLETE = {
 }
 
 
-async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
-    tmp_path: Path,
-) -> None:
-    RAN.clear()
+def researcher(tool: Tool) -> Service:
+    """The service of an agent ``researcher`` with ``tool``, accepting summaries."""
     service = Service("tasks")
     service.autonomous(
         AutonomousAgent(
             name="researcher",
             instructions="Publish, then complete.",
-            tools=[publish],
+            tools=[tool],
             accepts=[Accepts(summary, budget=5)],
         )
     )
+    return service
+
+
+async def test_a_task_waits_makes_no_model_call_and_is_told_of_a_refusal(
+    tmp_path: Path,
+) -> None:
+    RAN.clear()
+    service = researcher(publish)
     path = tmp_path / "store.sqlite3"
     provider = ScriptedProvider(
         [publish_call("harmless"), publish_call("secret"), COMPLETE], name="default"

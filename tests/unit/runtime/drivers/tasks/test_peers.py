@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.drivers.tasks.remote import Peer, check_peers, peers_from_environment
+from ankka.runtime.drivers.tasks.remote import (
+    Peer,
+    PeerAnswered,
+    check_peers,
+    outcome_after_creation,
+    peers_from_environment,
+)
 from ankka.runtime.serve.cli import delegators_from
 
 
@@ -55,3 +61,20 @@ def test_an_https_peer_called_with_the_runtimes_certificate_must_name_its_identi
     check_peers(bare, None)  # no certificate of its own: the system's CAs check the peer
     named = {"r": Peer(agent="r", url="https://r.team.svc:443", identity="ankka://service/t/r")}
     check_peers(named, "/etc/ankka/tls")
+
+
+@pytest.mark.parametrize(
+    ("status", "error"), [(404, "peer_lost"), (403, "peer_error"), (422, "peer_error")]
+)
+def test_a_4xx_about_a_child_the_peer_made_is_a_failure_naming_the_status(
+    status: int, error: str
+) -> None:
+    answered = PeerAnswered(status, "reading it", "no such task")
+    told = outcome_after_creation(answered, task="r1:1.0", agent="researcher", iterations=3)
+    assert (told.status, told.task, told.agent, told.error) == (
+        "failed", "r1:1.0", "researcher", error,
+    )  # fmt: skip
+    assert told.reason is not None
+    assert f"reading it with {status}" in told.reason and "no such task" in told.reason
+    assert "(3 iterations)" in told.reason
+    assert told.is_error and "refused" not in told.reason

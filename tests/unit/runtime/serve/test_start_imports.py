@@ -1,0 +1,103 @@
+"""`ankka serve` listens before it imports what no request has needed yet: the model SDKs
+(``openai`` and ``anthropic`` at a configured model's first call), Kubernetes' client, MCP's
+SDK without a declared server, OpenTelemetry's SDK with tracing off. Judged by what a real
+``ankka serve`` imported before its "listening" line (``python -X importtime``), not by time."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.processes import REPO
+
+IMPORTED = re.compile(r"import time:\s+\d+ \|\s+\d+ \| \s*(\S+)")
+NOT_AT_START = ("openai", "anthropic", "kubernetes", "kopf", "mcp", "opentelemetry.sdk")
+MODEL = {
+    "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
+    "ANKKA_MODEL_DEFAULT_URL": "http://127.0.0.1:9/v1",  # never called: no request is made
+    "ANKKA_MODEL_DEFAULT_MODEL": "standin",
+}
+
+
+def imported_before_listening(store: Path) -> set[str]:
+    command = [sys.executable, "-X", "importtime", "-m", "ankka", "serve", "examples.weather"]
+    command += ["--port", "0", "--store", f"sqlite:///{store}"]
+    env = {**os.environ, **MODEL, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO
+    )
+    modules: set[str] = set()
+    output: list[str] = []
+    try:
+        assert process.stdout is not None
+        for _ in range(100_000):  # bounded: an import line each, then the listening line
+            line = process.stdout.readline()
+            if not line or "listening on" in line:
+                break
+            output.append(line)
+            match = IMPORTED.match(line)
+            if match:
+                modules.add(match.group(1))
+        assert "listening on" in line, "".join(output)[-3000:]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    return modules
+
+
+def test_serve_listens_before_importing_sdks_no_request_has_needed(tmp_path: Path) -> None:
+    modules = imported_before_listening(tmp_path / "store.sqlite3")
+    assert "ankka.runtime.providers.chat_completions" in modules  # the model was configured
+    assert "uvicorn" in modules  # and the server is up
+    early = {m for m in modules if any(m == n or m.startswith(n + ".") for n in NOT_AT_START)}
+    assert not early
+
+
+PROBE = """
+import json, sys
+from ankka.runtime.providers.registry import providers_from_environment
+providers = providers_from_environment(dict(MODEL))
+before = "openai" in sys.modules
+providers["default"]._transport.client  # the first call builds the SDK's client
+print(json.dumps([before, "openai" in sys.modules]))
+"""
+
+
+def probed(code: str) -> object:
+    """What ``code``, run in a fresh interpreter, printed last (as JSON)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_configured_model_imports_openai_at_its_first_use_only() -> None:
+    assert probed(f"MODEL = {MODEL!r}\n{PROBE}") == [False, True]
+
+
+ANTHROPIC_PROBE = """
+import json, sys
+from ankka.runtime.providers.registry import providers_from_environment
+providers = providers_from_environment({
+    "ANKKA_MODEL_CLAUDE_PRESET": "anthropic",
+    "ANKKA_MODEL_CLAUDE_MODEL": "claude-sonnet-4-5",
+    "ANKKA_MODEL_CLAUDE_API_KEY": "sk-ant-not-a-key",
+})
+before = "anthropic" in sys.modules
+providers["claude"]._client  # the first call builds the SDK's client
+print(json.dumps([before, "anthropic" in sys.modules]))
+"""
+
+
+def test_a_configured_anthropic_model_imports_its_sdk_at_its_first_use_only() -> None:
+    assert probed(ANTHROPIC_PROBE) == [False, True]
