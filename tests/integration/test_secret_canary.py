@@ -18,8 +18,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -232,8 +234,10 @@ def test_the_gateway_keeps_an_echoed_key_out_of_its_answer_and_logs(
         assert_json_lines(output)
 
 
-def _run(*args: str, env: dict[str, str], timeout: float = 60) -> str:
-    """Run an ankka command to its end (or stop it at ``timeout``); its output."""
+def _run(*args: str, env: dict[str, str], until: str | None = None) -> str:
+    """Run an ankka command to its end; its output. A server (``until`` given) is stopped once
+    it has written a line containing ``until``, however long its start takes on a loaded
+    machine; 120 s is the bound either way."""
     process = subprocess.Popen(
         [sys.executable, "-m", "ankka", *args],
         stdout=subprocess.PIPE,
@@ -241,12 +245,29 @@ def _run(*args: str, env: dict[str, str], timeout: float = 60) -> str:
         text=True,
         env=env,
     )
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    assert process.stdout is not None
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read(stream: IO[str]) -> None:
+        for line in stream:
+            lines.append(line)
+            if until is not None and until in line:
+                seen.set()
+        seen.set()
+
+    reader = threading.Thread(target=read, args=(process.stdout,), daemon=True)
+    reader.start()
+    seen.wait(timeout=120)
+    if process.poll() is None:
         process.terminate()
-        output, _ = process.communicate(timeout=30)
-    return output
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+    reader.join(timeout=30)
+    return "".join(lines)
 
 
 def test_every_other_command_writes_json_lines_without_a_secret(tmp_path: Path) -> None:
@@ -284,8 +305,10 @@ def test_every_other_command_writes_json_lines_without_a_secret(tmp_path: Path) 
         "up": _run("up", "--port", "70000", env=env),
         "local-model": _run("local-model", "--check", "--port", "1", env=env),
         "approve": _run("approve", "t-1", "a-1", "--digest", "d", "-n", "lab", env=env),
-        "standin": _run("standin", "--script", str(script), "--port", "0", env=env, timeout=5),
-        "operator": _run("operator", "--metrics-port", "0", env=env, timeout=8),
+        "standin": _run(
+            "standin", "--script", str(script), "--port", "0", env=env, until="listening on"
+        ),
+        "operator": _run("operator", "--metrics-port", "0", env=env, until="will try again"),
     }
     for command, output in outputs.items():
         assert canary not in output, command
