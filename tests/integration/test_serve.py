@@ -91,12 +91,16 @@ async def test_concurrent_requests_to_one_session_are_answered_one_at_a_time_in_
         tasks: list[asyncio.Task[httpx.Response]] = []
 
         async def admitted() -> int:
-            # Requests the server holds (running or queued) plus those already answered. A
-            # turn that committed but has not yet left its slot is counted once here (it is
-            # not answered yet); counting committed turns as well would count it twice and
-            # launch the next request early. Undercounting only makes the test wait longer.
+            # Requests answered, then those the server holds (running or queued). The answered
+            # ones are counted before asking: a request answered while the question is on its
+            # way would otherwise be counted twice (held when the server looked, answered when
+            # the test looked) and launch the next request early. A turn that committed but
+            # has not yet left its slot is counted once (it is not answered yet); counting
+            # committed turns as well would count it twice. Undercounting only makes the test
+            # wait longer.
+            answered = sum(t.done() for t in tasks)
             summary = (await client.get("/v1/sessions/s")).json()
-            return int(summary["pending"]) + sum(t.done() for t in tasks)
+            return answered + int(summary["pending"])
 
         async def holds(requests: int) -> bool:
             return await admitted() >= requests

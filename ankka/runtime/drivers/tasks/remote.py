@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ankka._kernel.errors import ConfigurationError, StoreError
+from ankka._kernel.errors import ConfigurationError, DependencyFailed, StoreError
 from ankka.runtime.drivers.tasks.remote_a2a import A2AChildren
 from ankka.runtime.providers.a2a_remote import RemoteAgent
 from ankka.runtime.providers.mtls import RotatingClientTLS
@@ -116,12 +116,17 @@ def check_peers(peers: Mapping[str, Peer], tls_dir: str | None) -> None:
             )
 
 
-class PeerAnswered(Exception):
-    """The peer answered a request about the child with a 4xx (not 401, 408 or 429)."""
+class PeerAnswered(DependencyFailed):
+    """The peer answered a request about the child with a 4xx (not 401, 408 or 429).
 
-    def __init__(self, status: int, doing: str, message: str) -> None:
-        super().__init__(f"the peer refused {doing} ({status}): {message}")
-        self.status, self.doing, self.message = status, doing, message
+    ``peer_status`` is the peer's answer; ``status`` stays this error's own (502), should it
+    ever reach a caller of ours."""
+
+    kind = "peer_refused"
+
+    def __init__(self, status: int, doing: str, said: str) -> None:
+        super().__init__(f"the peer refused {doing} ({status}): {said}")
+        self.peer_status, self.doing, self.said = status, doing, said
 
 
 def outcome_after_creation(
@@ -130,15 +135,15 @@ def outcome_after_creation(
     """What the parent is told when the peer answers a 4xx about a child it made: the child
     exists (or existed) there and may have spent, so it failed; it was never refused."""
     spent = f"its spend there is counted as the peer last reported it ({iterations} iterations)"
-    if answered.status == 404:
+    if answered.peer_status == 404:
         reason = (
             f"the peer lost the child it had made: it answered {answered.doing} with 404 "
-            f"({answered.message}); {spent}"
+            f"({answered.said}); {spent}"
         )
         return ChildOutcome("failed", task, agent, None, reason, "peer_lost")
     reason = (
-        f"the peer answered {answered.doing} with {answered.status} after making it "
-        f"({answered.message}); {spent}"
+        f"the peer answered {answered.doing} with {answered.peer_status} after making it "
+        f"({answered.said}); {spent}"
     )
     return ChildOutcome("failed", task, agent, None, reason, "peer_error")
 
