@@ -386,8 +386,7 @@ class Runtime:
         :meth:`aclose`)."""
         await self.context.__aenter__()
         try:
-            await self.approvals.__aenter__()
-            await self.questions.recover()
+            await self.approvals.__aenter__()  # the questions' recovery first (Askers)
         except BaseException:
             await self.context.aclose()
             raise
