@@ -81,7 +81,13 @@ from ankka.runtime.records.messages import (
 )
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
-from ankka.runtime.records.tasks import InstanceRecord, InstanceState, TaskRecord, TaskState
+from ankka.runtime.records.tasks import (
+    TASK_SESSION_PREFIX,
+    InstanceRecord,
+    InstanceState,
+    TaskRecord,
+    TaskState,
+)
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.database import Transaction
@@ -249,8 +255,16 @@ async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) 
 
 
 def told(bench: Workbench, ended: Sequence[EndedTask]) -> None:
-    """Publish what ended, and wake the parents told of it."""
+    """Publish what ended, close the questions its calls wait on, and wake the parents told
+    of it."""
     publish_ended(bench.notifier, ended)
+    if bench.questions is not None:
+        for item in ended:
+            why = item.state.value
+            if item.reason and item.reason != why:
+                why += f": {item.reason}"
+            reason = f"the task that asked ended ({why}) before it was answered"
+            bench.questions.end_session(f"{TASK_SESSION_PREFIX}{item.id}", reason)
     woken = [item.woken for item in ended if item.woken is not None]
     if woken:
         bench.woken(woken)
@@ -376,7 +390,7 @@ class TaskWork:
         asker = self._asker = self._asking(provider)
         while True:
             try:
-                with asking(asker):
+                async with asking(asker):  # leaving it closes questions left unanswered
                     end = await drive(
                         state,
                         executor=self.ctx.executor,

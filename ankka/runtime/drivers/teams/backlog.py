@@ -5,7 +5,8 @@ each member agent (``team.<team>.<tag>.<k>``, ``tag`` derived from the task host
 owner, so on SQLite, where the owner is ``local``, a restarted process has the same ones). A
 poll, every ``poll_seconds``: renew this process's claims, settle the items whose tasks ended,
 return to the backlog the items whose claims ran out (another process died holding them),
-then let each member instance with no claim claim the first ready item its agent accepts. A
+then let each member instance with no claim claim the ready item its agent accepts of the
+highest priority (of those, the first added). A
 claimed item is a task assigned to that instance; the task host works it like any task. An
 item whose claim ran out is claimed again by another instance of the same agent, which
 carries its task on from its journal session: no recorded model call is made again.
@@ -238,6 +239,16 @@ class TeamHost:
         found, ended = await self.store.write(lambda tx: backlog.cancel(tx, team, item, now))
         told(self.tasks.bench, ended)
         self.tasks.poke()
+        return found
+
+    async def reprioritise(self, team: str, item: str, priority: int) -> Item:
+        """Give ``item`` a new priority (the lead re-planning): see
+        :func:`backlog.reprioritise`."""
+        self.team(team)
+        now = self.clock.now()
+        found: Item = await self.store.write(
+            lambda tx: backlog.reprioritise(tx, team, item, priority, now)
+        )
         return found
 
     async def claims(self, team: str) -> list[tuple[str, int, str, str, str, str]]:
