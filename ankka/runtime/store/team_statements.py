@@ -99,6 +99,16 @@ SCHEMA = (
     priority BIGINT NOT NULL,
     PRIMARY KEY (team, item)
 )""",
+    # The items a lead's task added (its backlog tools, docs/teams.md): that task hears
+    # each one's end once (``told``: when it was told, NULL until then).
+    """CREATE TABLE IF NOT EXISTS ankka_team_planned (
+    team TEXT NOT NULL,
+    item TEXT NOT NULL,
+    task TEXT NOT NULL,
+    told TEXT,
+    PRIMARY KEY (team, item)
+)""",
+    "CREATE INDEX IF NOT EXISTS ankka_team_planned_by_task ON ankka_team_planned (task, told)",
 )
 
 FINAL = ("completed", "failed", "cancelled")
@@ -229,10 +239,18 @@ def items(tx: Transaction, team: str, limit: int = MAX_ITEMS) -> list[Item]:
 
 
 def put(
-    tx: Transaction, team: str, item: str, body: ItemBody, *, created_by: str, now: datetime
+    tx: Transaction,
+    team: str,
+    item: str,
+    body: ItemBody,
+    *,
+    created_by: str,
+    now: datetime,
+    planned_by: str | None = None,
 ) -> tuple[Item, bool]:
     """Add ``item`` to the backlog (or find it, when the same body was sent before). Every
-    item it depends on must be on the backlog already."""
+    item it depends on must be on the backlog already. ``planned_by``: the lead's task that
+    adds it (it hears the item's end, :func:`news`)."""
     existing = get(tx, team, item)
     if existing is not None:
         if existing.body.digest() != body.digest():
@@ -275,6 +293,11 @@ def put(
         )
     if body.priority:
         _set_priority(tx, team, item, body.priority)
+    if planned_by is not None:
+        tx.rows(
+            "INSERT INTO ankka_team_planned (team, item, task, told) VALUES (?, ?, ?, NULL)",
+            (team, item, planned_by),
+        )
     made = get(tx, team, item)
     assert made is not None
     return made, True

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from ankka._kernel.errors import ConfigurationError, ModelError, Refused, StoreError
 from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
+from ankka.runtime.declare.tools import RunnableTool
 from ankka.runtime.drivers.approvals import need_index
 from ankka.runtime.drivers.context import Context, Listed
 from ankka.runtime.drivers.elicitations import ElicitationDesk, TurnAsker, sampling_of
@@ -135,6 +136,10 @@ class Workbench:
     """The agents other runtimes serve (``ANKKA_PEERS``): a delegation to one is remote."""
     questions: ElicitationDesk | None = None
     """Where an MCP server's questions during a call wait for a person (None: cancelled)."""
+    lead_tools: Callable[[AutonomousAgent, TaskRecord], tuple[RunnableTool, ...]] = field(
+        default=lambda agent, task: ()
+    )
+    """The tools an agent's task gets as the lead of teams (docs/teams.md): the team host's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,10 +461,12 @@ class TaskWork:
             failed=self.failures.attempt,
         )
         delegating = tools_of(agent, self.ctx.service.autonomous_agents, self.task.spec.type)
+        leading = self.bench.lead_tools(agent, self.task)
+        tools = (*agent.tools, *self.listed.tools, *delegating, *leading)
         return TurnPlan(
             agent=agent.name,
             instructions=prompt.instructions(agent, self.task_type),
-            tools=(*agent.tools, *self.listed.tools, *delegating, complete, FailTask.of()),
+            tools=(*tools, complete, FailTask.of()),
             reasoning_effort=agent.reasoning_effort,
             max_output_tokens=self.task_type.max_output_tokens,
             tool_choice="required",
