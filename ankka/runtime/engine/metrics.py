@@ -143,11 +143,15 @@ class RuntimeMetrics:
             self.model_calls.labels(agent, call.provider, call.model).inc()
             self.model_seconds.labels(call.provider, call.model).observe(call.latency_ms / 1000)
             self._genai(call)
-            for kind, count in call.usage.as_dict().items():
+            usage = call.usage  # its four counts read directly (no dict made a call)
+            for kind, count in (
+                ("input", usage.input_tokens),
+                ("output", usage.output_tokens),
+                ("cache_read", usage.cache_read_tokens),
+                ("cache_write", usage.cache_write_tokens),
+            ):
                 if count:
-                    self.tokens.labels(agent, call.provider, kind.removesuffix("_tokens")).inc(
-                        count
-                    )
+                    self.tokens.labels(agent, call.provider, kind).inc(count)
 
     def _genai(self, call: ModelCall) -> None:
         kind = self.genai_providers.get(call.provider, "_OTHER")
