@@ -8,7 +8,9 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -186,6 +188,44 @@ def test_a_kill_while_a_subscriber_is_connected(
     servers.append(second)
     check_every_task_whole(wait_final(second, TASKS))
     check_nothing_asked_twice(recorded, model_requests(model), asked_before)
+
+
+def test_on_sqlite_a_restart_resumes_without_waiting_out_the_killed_process_s_leases(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    # Both processes take hour-long leases: had the restarted one waited for the killed one's
+    # to run out, no task would end within wait_final's 90 s. On SQLite one process owns the
+    # file, so its leases are its own across restarts (docs/tasks.md).
+    tasks = TASKS[:2]
+    model = standin(script(len(tasks), delay_ms=300))
+    store = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    first = serve_tasks(model, store, lease=3600.0)
+    servers.append(first)
+    put_tasks(first, dict.fromkeys(tasks, BODY))
+
+    def in_flight() -> bool:
+        return any(r["answered"] is None for r in model_requests(model))
+
+    wait_until(in_flight, "a model call in flight")
+    kill(first)
+    held = _sqlite_lease_untils(tmp_path / "store.sqlite3")
+    assert held and all(until > time.time() + 3000 for until in held), held
+    recorded = recorded_keys(store)
+    asked_before = len(model_requests(model))
+    second = serve_tasks(model, store, lease=3600.0)
+    servers.append(second)
+    check_every_task_whole(wait_final(second, tasks))
+    assert len(model_requests(model)) > asked_before  # resumed by model calls of its own
+    check_nothing_asked_twice(recorded, model_requests(model), asked_before)
+
+
+def _sqlite_lease_untils(path: Path) -> list[float]:
+    """The killed process's instance leases, read from the file with no runtime on it."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT lease_until FROM ankka_instances WHERE lease_owner IS NOT NULL"
+        ).fetchall()
+    return [float(r[0]) for r in rows]
 
 
 def test_on_postgresql_another_process_takes_over_a_killed_one_s_instances(
