@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -233,6 +234,78 @@ def test_a_question_whose_turn_is_cancelled_is_closed_in_the_journal(rig: Asking
     # than cancel.
     told = re.findall(r"elicitation answered (\w+)", "".join(mcp.output))
     assert set(told) <= {"cancel"}, mcp.output
+
+
+def closed_question(server: Server, question: dict[str, Any]) -> dict[str, Any]:
+    """The question as listed once it is ended (it was pending until then)."""
+
+    def closed() -> dict[str, Any] | None:
+        listed = httpx.get(f"{server.url}/v1/approvals", params={"state": "ended"}).json()
+        return next((a for a in listed["approvals"] if a["id"] == question["id"]), None)
+
+    shown = eventually(closed, what="the question closed", timeout=30)
+    assert shown is not None
+    return shown
+
+
+def test_a_question_whose_resumed_turn_is_cut_by_a_drain_is_closed(rig: AskingRig) -> None:
+    mcp, _, server = rig.begin(
+        [BUY, {"text": "Bought."}], "--elicit-tool", "--handshake-only", requires_approval="buy"
+    )
+    waits = httpx.post(f"{server.url}/v1/agents/clerk/sessions/s", json={"message": "A kettle"})
+    assert waits.status_code == 202, waits.text
+    (approval,) = waits.json()["approvals"]
+    decided: list[httpx.Response] = []
+    resume = threading.Thread(target=lambda: decided.append(decide(server, approval, "approve")))
+    resume.start()  # the resumed turn runs buy, whose server asks
+    question = pending_question(server)
+    server.process.send_signal(signal.SIGTERM)  # the drain cuts the resumed turn, cancelled
+    resume.join(timeout=60)
+    assert decided and decided[0].status_code == 503, decided
+    server.process.wait(timeout=30)
+
+    (recorded,) = rig.journal("elicitation_answered")
+    assert recorded["request"]["id"] == question["id"]
+    assert recorded["action"] == "cancel" and recorded["content"] is None
+    assert recorded["decided"]["decision"] == "ended"
+    assert recorded["decided"]["decided_by"] == "platform"
+    assert "the turn that asked was cancelled" in recorded["decided"]["reason"]
+    (ended,) = rig.journal("turn_ended")
+    assert ended["cause"] == "cancelled", ended
+
+    again = rig.serve(mcp.url, rig.standin([]))
+    shown = closed_question(again, question)
+    assert shown["decided_by"] == "platform" and "cancelled" in shown["reason"], shown
+    late = decide(again, question, "approve", content={"quantity": 1})
+    assert late.status_code == 409, late.text
+    assert "already decided: ended by platform" in late.text, late.text
+    told = re.findall(r"elicitation answered (\w+)", "".join(mcp.output))
+    assert set(told) <= {"cancel"}, mcp.output
+
+
+def test_a_question_of_a_task_cancelled_while_it_waits_is_closed(rig: AskingRig) -> None:
+    mcp, _, server = rig.begin([BUY], "--elicit-tool", "--handshake-only")
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        task = {"type": "summary", "instructions": "Buy a kettle."}
+        assert client.put("/v1/agents/purchaser/tasks/t1", json=task).status_code == 201
+        question = pending_question(server)
+        assert client.post("/v1/tasks/t1/cancel").status_code == 200
+        shown = closed_question(server, question)
+        assert shown["decided_by"] == "platform", shown
+        assert "the task that asked ended (cancelled)" in shown["reason"], shown
+        late = decide(server, question, "approve", content={"quantity": 1})
+        assert late.status_code == 409, late.text
+        assert "already decided: ended by platform" in late.text, late.text
+        record = client.get("/v1/tasks/t1").json()
+    assert record["state"] == "cancelled", record
+    pending = httpx.get(f"{server.url}/v1/approvals", params={"state": "pending"}).json()
+    assert pending["approvals"] == []
+    (recorded,) = rig.journal("elicitation_answered")
+    assert recorded["request"]["id"] == question["id"]
+    assert recorded["action"] == "cancel" and recorded["decided"]["decision"] == "ended"
+    # The server was answered cancel, once, and the task made no model call after it.
+    told = re.findall(r"elicitation answered (\w+)", "".join(mcp.output))
+    assert told == ["cancel"], mcp.output
 
 
 def test_a_call_resumed_after_its_approval_asks_its_question_too(rig: AskingRig) -> None:

@@ -206,3 +206,27 @@ def test_items_of_two_callers_are_worked_by_the_same_member_and_each_callers_own
     assert [i["id"] for i in listed["items"]] == ["b"]
     task = httpx.get(f"{server.url}/v1/tasks/{done['a']['task']}", headers=bob, timeout=30)
     assert task.status_code == 403  # the item's task is its creator's too
+
+
+def test_an_items_priority_is_given_with_it_and_changed_while_it_waits(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    model = standin([{**STANDIN[0], "delay_ms": 10000}])  # the summary's call: slow
+    server = serve_newsroom(model, f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    servers.append(server)
+    assert put_item(server, "sqlite", SUMMARY).status_code == 201
+    draft = put_item(server, "draft-1", {**DRAFT, "priority": 7})
+    assert draft.status_code == 201, draft.text
+    assert (draft.json()["state"], draft.json()["priority"]) == ("waiting", 7)
+    assert put_item(server, "draft-1", {**DRAFT, "priority": 7}).status_code == 200
+    assert put_item(server, "draft-1", {**DRAFT, "priority": 8}).status_code == 409
+    url = f"{server.url}/v1/teams/newsroom/items"
+    moved = httpx.post(f"{url}/draft-1/priority", json={"priority": -2}, timeout=30)
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["priority"] == -2
+    listed = httpx.get(url, timeout=30).json()["items"]
+    assert [(i["id"], i["priority"]) for i in listed] == [("sqlite", 0), ("draft-1", -2)]
+    too_high = put_item(server, "d2", {**DRAFT, "priority": 10**10})
+    assert too_high.status_code == 422 and "priority" in too_high.text
+    nowhere = httpx.post(f"{url}/nowhere/priority", json={"priority": 1}, timeout=30)
+    assert nowhere.status_code == 404

@@ -30,7 +30,7 @@ from ankka.runtime.declare.guardrails import AnyGuardrail, Guardrail
 from ankka.runtime.declare.judgments.plan import JudgmentDeclaration, JudgmentHandler
 from ankka.runtime.declare.mcp import McpServer, normalise
 from ankka.runtime.declare.policy import Access, SessionPolicy
-from ankka.runtime.declare.teams import Conversation, Team
+from ankka.runtime.declare.teams import LEAD_TOOLS, Conversation, Team
 from ankka.runtime.declare.tools import RunnableTool
 
 __all__ = [
@@ -208,6 +208,14 @@ class Service:
         if team.name in self._teams:
             raise ConfigurationError(f"team {team.name!r} is declared twice in {self.name!r}")
         self._declared(f"team {team.name!r}", (str(team.lead), *team.member_names))
+        lead = self._autonomous[str(team.lead)]
+        taken = sorted({t.name for t in lead.tools} & set(LEAD_TOOLS))
+        if taken:
+            raise ConfigurationError(
+                f"team {team.name!r}: its lead {lead.name!r} has a tool named "
+                f"{', '.join(map(repr, taken))}, a name of the backlog tools a lead gets; "
+                "rename that tool"
+            )
         self._teams[team.name] = team
         return team
 

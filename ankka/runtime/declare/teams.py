@@ -20,6 +20,7 @@ from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.records.tasks import check_id
 
 __all__ = [
+    "LEAD_TOOLS",
     "Conversation",
     "EndReason",
     "Moderated",
@@ -32,6 +33,9 @@ __all__ = [
     "agent_name",
 ]
 
+# The backlog tools a team's lead gets on its tasks (docs/teams.md, "The lead plans"): names
+# its own tools may not take.
+LEAD_TOOLS = ("backlog_add_item", "backlog_cancel_item", "backlog_prioritise_item")
 MAX_MEMBERS = 32
 MAX_SPEAKERS = 16
 MAX_TURNS = 200

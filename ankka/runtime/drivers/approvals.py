@@ -417,7 +417,7 @@ class ApprovalDesk:
         )
         try:
             effect, listed = await ctx.turn_tools(planned, current.turn, folded)
-            with asking(asker):
+            async with asking(asker):  # leaving it closes the questions left unanswered
                 outcome = await take_turn(
                     ctx, planned, effect, folded, current.turn, ledger=ledger, resume=resumption
                 )
@@ -430,7 +430,8 @@ class ApprovalDesk:
                 return Decided(last, "awaiting_approval", pending)
             await ctx.record(session, folded, (*listed.records, *outcome.messages, *spent))
         except BaseException as exc:
-            await self._failed(session, folded, current, planned, ledger, exc)
+            asked = tuple(asker.records) if asker is not None else ()
+            await self._failed(session, folded, current, planned, ledger, exc, asked)
             raise
         if self.index is not None:
             await self.index.close_session(session, self._states(current))
@@ -455,8 +456,11 @@ class ApprovalDesk:
         planned: PlannedTurn,
         ledger: Ledger,
         exc: BaseException,
+        asked: tuple[Record, ...] = (),
     ) -> None:
-        """A resumed turn that failed or was cancelled is ended with what it spent."""
+        """A resumed turn that failed or was cancelled is ended with what it spent, and with
+        ``asked``: its servers' questions (those it closed as it ended among them) and the
+        sampling calls it served."""
         ctx, made = self._context, ledger.calls
         if not isinstance(exc, HandlerGone | asyncio.CancelledError):
             reason = (
@@ -466,7 +470,7 @@ class ApprovalDesk:
             )
             # What the resumed turn spent is accounted, as for any turn that failed.
             kind = exc.kind if isinstance(exc, AnkkaError) else "internal_error"
-            accounted = unwritten(ledger, planned.agent, current.turn, kind)
+            accounted = (*asked, *unwritten(ledger, planned.agent, current.turn, kind))
             with contextlib.suppress(AnkkaError):
                 await self._end(session, folded, current, "failed", reason, accounted)
             ctx.metrics.calls_made(planned.agent, made)
@@ -474,7 +478,7 @@ class ApprovalDesk:
             # The caller left: the turn cannot go on (every request is decided), so it is
             # ended now with every call it made, best effort; else, cut off later, it is
             # ended with the calls it made before suspending.
-            accounted = unwritten(ledger, planned.agent, current.turn, "cancelled")
+            accounted = (*asked, *unwritten(ledger, planned.agent, current.turn, "cancelled"))
             try:
                 await self._end(session, folded, current, "cancelled", CANCELLED, accounted)
             except Exception:

@@ -18,8 +18,12 @@ stops while a question waits takes the call with it: the server's request ends w
 connection (the server sees its stream close, as for any client that goes away), the row is
 ended at the next start (:meth:`ElicitationDesk.recover`), and a decision then is 409. A
 turn that ends while its question waits (cancelled, failed, its call gone) closes it
-(:meth:`ElicitationDesk.close`): decided ``ended`` by the platform with the cause, journaled
-with the turn's records, the row closed, the server answered ``cancel``.
+(:meth:`ElicitationDesk.close`, through the one path of every driver,
+:func:`~ankka.runtime.features.mcp.asking.asking`): decided ``ended`` by the platform with the
+cause, journaled with the turn's records, the row closed, the server answered ``cancel``. A
+task ended from outside while its iteration waits on a question (cancelled, failed by its
+parent or its deadline) has it closed the same way (:meth:`ElicitationDesk.end_session`),
+journaled in the task's session by the call that waited.
 
 Sampling (``sampling/createMessage``) is served by :meth:`TurnAsker.sample` with the
 turn's own model when the agent allows it for that server (``McpServer(..., sampling=True)``),
@@ -88,6 +92,8 @@ class _Pending:
     turn: str
     opened: SessionOpened | None
     answered: asyncio.Future[tuple[ApprovalDecided, dict[str, Any] | None]]
+    kept: bool = False
+    """Its end is journaled already (by the turn that closed it)."""
 
 
 class ElicitationDesk:
@@ -208,7 +214,7 @@ class ElicitationDesk:
                 self._pending.pop(approval, None)
             self._remember(decided)
             action = _ACTIONS[decided.decision]
-            if decided.decision != "ended":  # else journaled and settled as its turn ended
+            if not pending.kept:  # else journaled and settled as its turn ended
                 answered = ElicitationAnswered(question.server, request, decided, action, content)
                 await asker.keep(answered)
                 await index.settle([approval], decided.decision, close=True)
@@ -234,13 +240,33 @@ class ElicitationDesk:
         if waiting:
             log.info("closed %d question(s) of turn %s: %s", len(waiting), asker.turn, reason)
 
-    async def _end(self, asker: TurnAsker, pending: _Pending, reason: str) -> None:
+    def end_session(self, session: str, reason: str) -> int:
+        """The work of ``session`` was ended from outside (a task cancelled, or failed by its
+        parent's end or its deadline) while its call waits on a question: each is decided
+        ``ended`` by the platform with ``reason``; the call that waited answers its server
+        ``cancel`` and journals the end with the session's records. How many were ended."""
+        waiting = [
+            p for p in self._pending.values() if p.session == session and not p.answered.done()
+        ]
+        for pending in waiting:
+            self._decide_ended(pending, reason)
+        if waiting:
+            log.info("closed %d question(s) of session %s: %s", len(waiting), session, reason)
+        return len(waiting)
+
+    def _decide_ended(self, pending: _Pending, reason: str) -> ApprovalDecided:
         request = pending.request
         ended = ApprovalDecided(
             request.id, pending.turn, "ended", reason, PLATFORM, self._context.clock.now()
         )
         pending.answered.set_result((ended, None))
         self._remember(ended)
+        return ended
+
+    async def _end(self, asker: TurnAsker, pending: _Pending, reason: str) -> None:
+        request = pending.request
+        ended = self._decide_ended(pending, reason)
+        pending.kept = True
         await asker.keep(ElicitationAnswered(pending.server, request, ended, "cancel", None))
         index = self._context.approvals
         if index is not None:

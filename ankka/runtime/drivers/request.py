@@ -235,29 +235,22 @@ class Runtime:
         )
         try:
             effect, listed = await ctx.turn_tools(planned, turn, folded)
-            with asking(asker):
+            # Leaving it closes the questions the turn left unanswered (its records then
+            # hold their ends).
+            async with asking(asker):
                 outcome = await take_turn(
                     ctx, planned, effect, folded, turn, ledger=ledger, emit=emit
                 )
         except AnkkaError as exc:
-            await asker.close(f"the turn that asked failed ({exc.kind}) before it was answered")
             records = (*asker.records, *unwritten(ledger, agent, turn, exc.kind))
             await self._account(session, folded, opening, records)
             raise
         except BaseException:
-            # Cancelled (the caller left): its questions closed and what it spent recorded,
-            # best effort, shielded (a stream's caller leaving cancels it again and again).
-            async def cancelled() -> None:
-                try:
-                    await asker.close("the turn that asked was cancelled before it was answered")
-                except Exception:
-                    log.warning("the questions of a cancelled turn were not closed", exc_info=True)
-                records = (*asker.records, *unwritten(ledger, agent, turn, "cancelled"))
-                await self._account(session, folded, opening, records, quietly=True)
-
-            await asyncio.shield(cancelled())
+            # Cancelled (the caller left): what it spent recorded, best effort, shielded (a
+            # stream's caller leaving cancels it again and again).
+            records = (*asker.records, *unwritten(ledger, agent, turn, "cancelled"))
+            await asyncio.shield(self._account(session, folded, opening, records, quietly=True))
             raise
-        await asker.close("the turn that asked ended before it was answered")
         judged = (*asker.records, *self._judged(ledger, agent, turn))
         if isinstance(outcome, TurnSuspension):
             # Who opened the session goes first, with the tool listings.

@@ -37,12 +37,15 @@ from ankka.runtime.records.messages import AssistantMessage, ModelCall, ToolCall
 if TYPE_CHECKING:
     from ankka.runtime.engine.spans import EngineSpans
 
-__all__ = ["RUNNING", "Emit", "Executor", "Ledger", "LoopEvent", "Retry", "decode"]
+__all__ = ["ANSWER", "RUNNING", "Emit", "Executor", "Ledger", "LoopEvent", "Retry", "decode"]
 
 LoopEvent = TextDelta | ToolCall | ToolResult
 Emit = Callable[[LoopEvent], Awaitable[None]]
 RUNNING: ContextVar[ToolCall | None] = ContextVar("ankka_running_call", default=None)
 """The call whose tool is running (in the turn's task): what a server's question names."""
+ANSWER: ContextVar[AssistantMessage | None] = ContextVar("ankka_running_answer", default=None)
+"""The answer whose call is running: a tool that must do its work once per call (a lead's
+backlog item, docs/teams.md) derives its id from the answer's turn and the call's place."""
 
 
 @dataclass(slots=True)
@@ -189,10 +192,11 @@ async def _run(step: RunTool) -> ToolResult:
         offered = ", ".join(sorted(step.offered)) or "none"
         content = f"there is no tool named {call.name!r}; the tools offered are: {offered}"
         return ToolResult(call.id, call.name, content, True, answer.agent, answer.turn)
-    token = RUNNING.set(call)
+    token, running = RUNNING.set(call), ANSWER.set(answer)
     try:
         outcome = await step.tool.run(call.arguments)
     finally:
+        ANSWER.reset(running)
         RUNNING.reset(token)
     return ToolResult(
         call.id, call.name, outcome.content, outcome.is_error, answer.agent, answer.turn

@@ -2,10 +2,11 @@
 render (docs/http-api.md, "Teams" and "Conversations").
 
 - ``PUT /v1/teams/{team}/items/{item}`` ``{"type", "instructions", "depends_on"?,
-  "assignee"?}`` → 201 with the item (200 when the same body was sent before, 409 when a
-  different one was);
+  "assignee"?, "priority"?}`` → 201 with the item (200 when the same body was sent before,
+  409 when a different one was);
 - ``GET /v1/teams/{team}/items/{item}`` (``?wait=S`` holds up to S seconds until it is
-  final), ``GET /v1/teams/{team}/items``, ``POST /v1/teams/{team}/items/{item}/cancel``;
+  final), ``GET /v1/teams/{team}/items``, ``POST /v1/teams/{team}/items/{item}/cancel``,
+  ``POST /v1/teams/{team}/items/{item}/priority`` ``{"priority"}``;
 - ``POST /v1/conversations/{conversation}/sessions/{session}`` ``{"message"}`` runs the
   moderated conversation to its end.
 
@@ -29,7 +30,13 @@ from ankka.runtime.records.tasks import MAX_ID, check_id
 from ankka.runtime.serve.api import errors
 from ankka.runtime.serve.identity import caller_of
 from ankka.runtime.serve.tasks_http import Wait
-from ankka.runtime.serve.teams_wire import ConversationBody, ConversationRun, ItemBody, ItemListing
+from ankka.runtime.serve.teams_wire import (
+    ConversationBody,
+    ConversationRun,
+    ItemBody,
+    ItemListing,
+    PriorityBody,
+)
 from ankka.runtime.serve.teams_wire import Item as ItemWire
 from ankka.runtime.store.team_statements import Item
 from ankka.runtime.store.team_statements import ItemBody as StoredBody
@@ -58,6 +65,7 @@ def item_json(item: Item) -> dict[str, Any]:
         "instructions": item.body.instructions,
         "depends_on": list(item.body.depends_on),
         "assignee": item.body.assignee,
+        "priority": item.priority,
         "claims": item.claims,
         "claimed_at": item.claimed_at.isoformat() if item.claimed_at else None,
         "created_by": item.created_by,
@@ -96,7 +104,9 @@ def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None
         team: TeamName, item: ItemId, body: ItemBody, request: Request, response: Response
     ) -> Any:
         check_id(item, "item")
-        stored = StoredBody(body.type, body.instructions, tuple(body.depends_on), body.assignee)
+        stored = StoredBody(
+            body.type, body.instructions, tuple(body.depends_on), body.assignee, body.priority
+        )
         found, created = await host.put(team, item, stored, created_by=caller_of(request.scope))
         response.status_code = 201 if created else 200
         return item_json(_permitted(request, host, found, policy, "write"))
@@ -125,6 +135,20 @@ def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None
         check_id(item, "item")
         _permitted(request, host, await host.get(team, item), policy, "write")
         return item_json(await host.cancel(team, item))
+
+    @app.post(
+        "/v1/teams/{team}/items/{item}/priority",
+        operation_id="reprioritise_team_item",
+        summary="Give a backlog item a new priority (higher: claimed first)",
+        response_model=ItemWire,
+        responses=errors(404, 409, *_ANY),
+    )
+    async def reprioritise_item(
+        team: TeamName, item: ItemId, body: PriorityBody, request: Request
+    ) -> Any:
+        check_id(item, "item")
+        _permitted(request, host, await host.get(team, item), policy, "write")
+        return item_json(await host.reprioritise(team, item, body.priority))
 
     @app.get(
         "/v1/teams/{team}/items",

@@ -10,6 +10,7 @@ from pydantic.json_schema import SkipJsonSchema
 from ankka.runtime.declare.teams import EndReason
 from ankka.runtime.records.tasks import MAX_DEPENDENCIES, MAX_ID, MAX_INSTRUCTIONS
 from ankka.runtime.serve.wire import Body, Wire
+from ankka.runtime.store.team_statements import MAX_PRIORITY
 
 __all__ = [
     "ConversationBody",
@@ -17,19 +18,31 @@ __all__ = [
     "Item",
     "ItemBody",
     "ItemListing",
+    "PriorityBody",
 ]
 
 ItemState = Literal["waiting", "ready", "claimed", "completed", "failed", "cancelled"]
 
 
 class ItemBody(Body):
-    shape: ClassVar[str] = '{"type", "instructions", "depends_on"?, "assignee"?}'
+    shape: ClassVar[str] = '{"type", "instructions", "depends_on"?, "assignee"?, "priority"?}'
     type: str = Field(min_length=1, max_length=MAX_ID)
     instructions: str = Field(min_length=1, max_length=MAX_INSTRUCTIONS)
     depends_on: list[str] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     assignee: str | SkipJsonSchema[None] = Field(
         default=None, max_length=MAX_ID, description="the member agent that must work it"
     )
+    priority: int = Field(
+        default=0,
+        ge=-MAX_PRIORITY,
+        le=MAX_PRIORITY,
+        description="members claim the highest-priority ready item first, ties in the order added",
+    )
+
+
+class PriorityBody(Body):
+    shape: ClassVar[str] = '{"priority": N}'
+    priority: int = Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)
 
 
 class ClaimedBy(Wire):
@@ -51,6 +64,7 @@ class Item(Wire):
     instructions: str
     depends_on: list[str]
     assignee: str | None
+    priority: int = Field(description="its priority now (higher: claimed first)")
     claims: int = Field(description="how many times it was claimed (more: a claim ran out)")
     claimed_at: str | None
     created_by: str

@@ -8,7 +8,9 @@ worked as a task whose id is derived from the team and the item (:func:`task_id`
 it creates that task for the member's instance, or, when the item came back to the backlog
 after its claim ran out (:func:`expire`), assigns the same task again, whose journal session
 keeps what was done, so no recorded model call is made again. ``ankka_team_claims`` keeps
-every claim ever made, in order (who worked what, when). The statements are written once,
+every claim ever made, in order (who worked what, when); ``ankka_team_priorities`` each
+item's priority (members claim the highest-priority ready item first, ties in the order
+added). The statements are written once,
 with ``?`` placeholders, for SQLite and PostgreSQL.
 """
 
@@ -28,18 +30,21 @@ from ankka.runtime.store import task_statements as tasks
 from ankka.runtime.store.tasks import Ended, Transaction
 
 __all__ = [
+    "MAX_PRIORITY",
     "SCHEMA",
     "Claimed",
     "Grant",
     "Item",
     "ItemBody",
     "cancel",
+    "check_priority",
     "claim_next",
     "expire",
     "get",
     "items",
     "put",
     "renew",
+    "reprioritise",
     "settle",
     "task_id",
 ]
@@ -86,16 +91,38 @@ SCHEMA = (
     claimed_at TEXT NOT NULL,
     PRIMARY KEY (team, item, number)
 )""",
+    # Each item's priority (docs/teams.md, "Priorities"): a table of its own, so a store
+    # written before priorities needs no migration (an item with no row has priority 0).
+    """CREATE TABLE IF NOT EXISTS ankka_team_priorities (
+    team TEXT NOT NULL,
+    item TEXT NOT NULL,
+    priority BIGINT NOT NULL,
+    PRIMARY KEY (team, item)
+)""",
+    # The items a lead's task added (its backlog tools, docs/teams.md): that task hears
+    # each one's end once (``told``: when it was told, NULL until then).
+    """CREATE TABLE IF NOT EXISTS ankka_team_planned (
+    team TEXT NOT NULL,
+    item TEXT NOT NULL,
+    task TEXT NOT NULL,
+    told TEXT,
+    PRIMARY KEY (team, item)
+)""",
+    "CREATE INDEX IF NOT EXISTS ankka_team_planned_by_task ON ankka_team_planned (task, told)",
 )
 
 FINAL = ("completed", "failed", "cancelled")
 TEAMS_CALLER = "ankka://platform/teams"  # who gives a team's member instances their items
 _UNCLAIMED = ("ready", "waiting")
 MAX_ITEMS = 10_000  # per team: the budget's sum reads them all
+MAX_PRIORITY = 1_000_000_000  # either way: an item's priority is within +-this
 _COLUMNS = (
     "id, type, body, state, task, claim_agent, claim_instance, claimed_at, claims, result, "
     "reason, created_by, created_at, updated_at, claim_until"
 )
+# An item's row with its priority (0 when it has no row of its own): what every read selects.
+_SELECTED = ", ".join(f"i.{c.strip()}" for c in _COLUMNS.split(",")) + ", COALESCE(p.priority, 0)"
+_FROM = "ankka_team_items i LEFT JOIN ankka_team_priorities p ON p.team = i.team AND p.item = i.id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,14 +133,18 @@ class ItemBody:
     instructions: str
     depends_on: tuple[str, ...] = ()
     assignee: str | None = None
+    priority: int = 0  # as it was given; the item's priority now may differ (reprioritise)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "type": self.type,
             "instructions": self.instructions,
             "depends_on": list(self.depends_on),
             "assignee": self.assignee,
         }
+        if self.priority:  # left out at 0: a body sent before priorities has the same digest
+            body["priority"] = self.priority
+        return body
 
     def digest(self) -> str:
         canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
@@ -136,6 +167,7 @@ class Item:
     created_at: datetime
     updated_at: datetime
     claim_until: float | None = None
+    priority: int = 0  # now: members claim the highest first (docs/teams.md)
 
     @property
     def final(self) -> bool:
@@ -172,6 +204,7 @@ def _item(team: str, row: Sequence[Any]) -> Item:
         str(data["instructions"]),
         tuple(data.get("depends_on", ())),
         data.get("assignee"),
+        int(data.get("priority", 0)),
     )
     return Item(
         team=team,
@@ -188,29 +221,36 @@ def _item(team: str, row: Sequence[Any]) -> Item:
         created_at=datetime.fromisoformat(row[12]),
         updated_at=datetime.fromisoformat(row[13]),
         claim_until=row[14],
+        priority=int(row[15]),
     )
 
 
 def get(tx: Transaction, team: str, item: str) -> Item | None:
-    rows = tx.rows(
-        f"SELECT {_COLUMNS} FROM ankka_team_items WHERE team = ? AND id = ?", (team, item)
-    )
+    rows = tx.rows(f"SELECT {_SELECTED} FROM {_FROM} WHERE i.team = ? AND i.id = ?", (team, item))
     return _item(team, rows[0]) if rows else None
 
 
 def items(tx: Transaction, team: str, limit: int = MAX_ITEMS) -> list[Item]:
     rows = tx.rows(
-        f"SELECT {_COLUMNS} FROM ankka_team_items WHERE team = ? ORDER BY seq LIMIT ?",
+        f"SELECT {_SELECTED} FROM {_FROM} WHERE i.team = ? ORDER BY i.seq LIMIT ?",
         (team, limit),
     )
     return [_item(team, row) for row in rows]
 
 
 def put(
-    tx: Transaction, team: str, item: str, body: ItemBody, *, created_by: str, now: datetime
+    tx: Transaction,
+    team: str,
+    item: str,
+    body: ItemBody,
+    *,
+    created_by: str,
+    now: datetime,
+    planned_by: str | None = None,
 ) -> tuple[Item, bool]:
     """Add ``item`` to the backlog (or find it, when the same body was sent before). Every
-    item it depends on must be on the backlog already."""
+    item it depends on must be on the backlog already. ``planned_by``: the lead's task that
+    adds it (it hears the item's end, :func:`news`)."""
     existing = get(tx, team, item)
     if existing is not None:
         if existing.body.digest() != body.digest():
@@ -251,9 +291,57 @@ def put(
             "INSERT INTO ankka_team_item_deps (team, item, depends_on) VALUES (?, ?, ?)",
             (team, item, dependency),
         )
+    if body.priority:
+        _set_priority(tx, team, item, body.priority)
+    if planned_by is not None:
+        tx.rows(
+            "INSERT INTO ankka_team_planned (team, item, task, told) VALUES (?, ?, ?, NULL)",
+            (team, item, planned_by),
+        )
     made = get(tx, team, item)
     assert made is not None
     return made, True
+
+
+def _set_priority(tx: Transaction, team: str, item: str, priority: int) -> None:
+    check_priority(priority)
+    tx.rows(
+        "INSERT INTO ankka_team_priorities (team, item, priority) VALUES (?, ?, ?) "
+        "ON CONFLICT (team, item) DO UPDATE SET priority = excluded.priority",
+        (team, item, priority),
+    )
+
+
+def check_priority(priority: int) -> int:
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        raise RequestError(
+            f"priority {priority} is out of range: an integer from {-MAX_PRIORITY} to "
+            f"{MAX_PRIORITY} (higher is claimed first; 0 by default)"
+        )
+    return priority
+
+
+def reprioritise(tx: Transaction, team: str, item: str, priority: int, now: datetime) -> Item:
+    """Give ``item`` the priority ``priority``: among the ready items a member accepts, the
+    highest is claimed first. An item that has ended is refused (its priority no longer
+    decides anything); one claimed keeps it for when it comes back to the backlog."""
+    check_priority(priority)
+    found = get(tx, team, item)
+    if found is None:
+        raise NotFound(f"team {team!r} has no item {item!r}")
+    if found.final:
+        raise Conflict(
+            f"item {item!r} of team {team!r} is {found.state}: its priority no longer decides "
+            "anything, so it was not changed"
+        )
+    _set_priority(tx, team, item, priority)
+    tx.rows(
+        "UPDATE ankka_team_items SET updated_at = ? WHERE team = ? AND id = ?",
+        (now.isoformat(), team, item),
+    )
+    again = get(tx, team, item)
+    assert again is not None
+    return again
 
 
 def _state(tx: Transaction, team: str, item: str) -> str | None:
@@ -397,7 +485,8 @@ def claim_next(
     budget: tuple[int | None, int | None],
     now: datetime,
 ) -> Claimed | list[Item] | None:
-    """Claim the first ready item ``member`` (agent, instance) accepts, under a lease until
+    """Claim the ready item ``member`` (agent, instance) accepts of the highest priority (of
+    those, the first added), under a lease until
     ``until``: its task is created (or, back on the backlog, assigned again) for that
     instance, granted at most what is left of the backlog's ``budget``. None when the
     instance holds a claim already or nothing is ready for it; the items ended instead when
@@ -412,9 +501,10 @@ def claim_next(
         return None
     marks = ", ".join("?" for _ in accepts)
     rows = tx.rows(
-        f"SELECT {_COLUMNS} FROM ankka_team_items WHERE team = ? AND state = 'ready' "
-        f"AND type IN ({marks}) AND (assignee IS NULL OR assignee = ?) "
-        "AND (claim_agent IS NULL OR claim_agent = ?) ORDER BY seq LIMIT 1",
+        f"SELECT {_SELECTED} FROM {_FROM} WHERE i.team = ? AND i.state = 'ready' "
+        f"AND i.type IN ({marks}) AND (i.assignee IS NULL OR i.assignee = ?) "
+        "AND (i.claim_agent IS NULL OR i.claim_agent = ?) "
+        "ORDER BY COALESCE(p.priority, 0) DESC, i.seq LIMIT 1",
         (team, *accepts, agent, agent),
     )
     if not rows:

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from ankka._kernel.errors import ConfigurationError, ModelError, Refused, StoreError
 from ankka.runtime.declare.autonomous import COMPLETE_TASK, FAIL_TASK, AutonomousAgent, TaskType
+from ankka.runtime.declare.tools import RunnableTool
 from ankka.runtime.drivers.approvals import need_index
 from ankka.runtime.drivers.context import Context, Listed
 from ankka.runtime.drivers.elicitations import ElicitationDesk, TurnAsker, sampling_of
@@ -81,7 +82,13 @@ from ankka.runtime.records.messages import (
 )
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
-from ankka.runtime.records.tasks import InstanceRecord, InstanceState, TaskRecord, TaskState
+from ankka.runtime.records.tasks import (
+    TASK_SESSION_PREFIX,
+    InstanceRecord,
+    InstanceState,
+    TaskRecord,
+    TaskState,
+)
 from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.database import Transaction
@@ -129,6 +136,10 @@ class Workbench:
     """The agents other runtimes serve (``ANKKA_PEERS``): a delegation to one is remote."""
     questions: ElicitationDesk | None = None
     """Where an MCP server's questions during a call wait for a person (None: cancelled)."""
+    lead_tools: Callable[[AutonomousAgent, TaskRecord], tuple[RunnableTool, ...]] = field(
+        default=lambda agent, task: ()
+    )
+    """The tools an agent's task gets as the lead of teams (docs/teams.md): the team host's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,8 +260,16 @@ async def work_task(bench: Workbench, agent: AutonomousAgent, task: TaskRecord) 
 
 
 def told(bench: Workbench, ended: Sequence[EndedTask]) -> None:
-    """Publish what ended, and wake the parents told of it."""
+    """Publish what ended, close the questions its calls wait on, and wake the parents told
+    of it."""
     publish_ended(bench.notifier, ended)
+    if bench.questions is not None:
+        for item in ended:
+            why = item.state.value
+            if item.reason and item.reason != why:
+                why += f": {item.reason}"
+            reason = f"the task that asked ended ({why}) before it was answered"
+            bench.questions.end_session(f"{TASK_SESSION_PREFIX}{item.id}", reason)
     woken = [item.woken for item in ended if item.woken is not None]
     if woken:
         bench.woken(woken)
@@ -376,7 +395,7 @@ class TaskWork:
         asker = self._asker = self._asking(provider)
         while True:
             try:
-                with asking(asker):
+                async with asking(asker):  # leaving it closes questions left unanswered
                     end = await drive(
                         state,
                         executor=self.ctx.executor,
@@ -442,10 +461,12 @@ class TaskWork:
             failed=self.failures.attempt,
         )
         delegating = tools_of(agent, self.ctx.service.autonomous_agents, self.task.spec.type)
+        leading = self.bench.lead_tools(agent, self.task)
+        tools = (*agent.tools, *self.listed.tools, *delegating, *leading)
         return TurnPlan(
             agent=agent.name,
             instructions=prompt.instructions(agent, self.task_type),
-            tools=(*agent.tools, *self.listed.tools, *delegating, complete, FailTask.of()),
+            tools=(*tools, complete, FailTask.of()),
             reasoning_effort=agent.reasoning_effort,
             max_output_tokens=self.task_type.max_output_tokens,
             tool_choice="required",

@@ -5,7 +5,8 @@ each member agent (``team.<team>.<tag>.<k>``, ``tag`` derived from the task host
 owner, so on SQLite, where the owner is ``local``, a restarted process has the same ones). A
 poll, every ``poll_seconds``: renew this process's claims, settle the items whose tasks ended,
 return to the backlog the items whose claims ran out (another process died holding them),
-then let each member instance with no claim claim the first ready item its agent accepts. A
+then let each member instance with no claim claim the ready item its agent accepts of the
+highest priority (of those, the first added). A
 claimed item is a task assigned to that instance; the task host works it like any task. An
 item whose claim ran out is claimed again by another instance of the same agent, which
 carries its task on from its journal session: no recorded model call is made again.
@@ -22,13 +23,15 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.declare.teams import Team
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import told
+from ankka.runtime.drivers.teams.lead import lead_tools
 from ankka.runtime.records.tasks import MEMBER_INSTANCE_PREFIX, Conflict, check_id
 from ankka.runtime.store import team_statements as backlog
 from ankka.runtime.store.tasks import create_tables
@@ -71,6 +74,8 @@ class TeamHost:
         self._loop: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         tasks.reserved = self._foreign
+        if self.teams:  # the leads' tasks get the backlog tools (drivers/teams/lead.py)
+            tasks.bench = replace(tasks.bench, lead_tools=partial(lead_tools, self))
 
     def instance_of(self, team: str, member: _Member) -> str:
         base = f"{MEMBER_PREFIX}{team}.{self.tag}.{member.slot}"
@@ -197,14 +202,23 @@ class TeamHost:
             check_id(dependency, "dependency")
 
     async def put(
-        self, team: str, item: str, body: ItemBody, *, created_by: str
+        self,
+        team: str,
+        item: str,
+        body: ItemBody,
+        *,
+        created_by: str,
+        planned_by: str | None = None,
     ) -> tuple[Item, bool]:
+        """Add ``item`` (``planned_by``: the lead's task that added it, which hears its end)."""
         declared = self.team(team)
         check_id(item, "item")
         self._check_body(declared, body)
         now = self.clock.now()
         done = await self.store.write(
-            lambda tx: backlog.put(tx, team, item, body, created_by=created_by, now=now)
+            lambda tx: backlog.put(
+                tx, team, item, body, created_by=created_by, now=now, planned_by=planned_by
+            )
         )
         self._wake.set()
         return done
@@ -238,6 +252,16 @@ class TeamHost:
         found, ended = await self.store.write(lambda tx: backlog.cancel(tx, team, item, now))
         told(self.tasks.bench, ended)
         self.tasks.poke()
+        return found
+
+    async def reprioritise(self, team: str, item: str, priority: int) -> Item:
+        """Give ``item`` a new priority (the lead re-planning): see
+        :func:`backlog.reprioritise`."""
+        self.team(team)
+        now = self.clock.now()
+        found: Item = await self.store.write(
+            lambda tx: backlog.reprioritise(tx, team, item, priority, now)
+        )
         return found
 
     async def claims(self, team: str) -> list[tuple[str, int, str, str, str, str]]:

@@ -12,19 +12,24 @@ connection's callbacks give the request to it:
   deadline open): nobody can tell which call asked, so an elicitation is answered
   ``cancel`` and a sampling request refused, each logged.
 
-The turn's asker is set by its driver in :data:`ASKING` (a context variable: the call runs in
-the turn's task, so :class:`~.servers.McpTool` reads it there).
+The turn's asker is set by its driver with :func:`asking` (in :data:`ASKING`, a context
+variable: the call runs in the turn's task, so :class:`~.servers.McpTool` reads it there).
+Every driver (a request turn, an approval's resumed turn, a task's iteration) goes through
+that one function, and so every kind of turn closes the questions it leaves unanswered as it
+ends, however it ends (:meth:`Asker.close`: ended, failed, cancelled).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import logging
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ankka._kernel.errors import AnkkaError
 from ankka.runtime.engine.executor import Ledger
 from ankka.runtime.providers.base import ModelProvider
 from ankka.runtime.records.registry import Record
@@ -40,6 +45,8 @@ __all__ = [
     "Sampled",
     "asking",
 ]
+
+log = logging.getLogger("ankka.runtime.mcp")
 
 Action = Literal["accept", "decline", "cancel"]
 
@@ -86,6 +93,10 @@ class Asker(Protocol):
         self, server: str, system: str | None, messages: list[tuple[str, str]], max_tokens: int
     ) -> Sampled: ...
 
+    async def close(self, reason: str) -> None:
+        """The turn ended: its questions still waiting are closed, with ``reason``."""
+        ...
+
 
 class Askers(Protocol):
     """Where a turn's asker comes from (the runtime's desk)."""
@@ -105,14 +116,41 @@ class Askers(Protocol):
 ASKING: ContextVar[Asker | None] = ContextVar("ankka_mcp_asking", default=None)
 
 
-@contextlib.contextmanager
-def asking(asker: Asker | None) -> Iterator[None]:
-    """The turn's calls ask ``asker`` (set in the turn's task, read by its MCP calls)."""
+@contextlib.asynccontextmanager
+async def asking(asker: Asker | None) -> AsyncIterator[None]:
+    """The turn's calls ask ``asker`` (set in the turn's task, read by its MCP calls); as the
+    turn leaves, the questions it left unanswered are closed with why it ended: the one path
+    of every driver. A cancelled turn closes them shielded (a stream's caller leaving, or a
+    drain, may cancel it again while it does)."""
     token = ASKING.set(asker)
     try:
         yield
+    except asyncio.CancelledError:
+        if asker is not None:
+            await _close(asker, "the turn that asked was cancelled before it was answered", True)
+        raise
+    except BaseException as exc:
+        if asker is not None:
+            kind = exc.kind if isinstance(exc, AnkkaError) else type(exc).__name__
+            await _close(asker, f"the turn that asked failed ({kind}) before it was answered")
+        raise
+    else:
+        if asker is not None:
+            await asker.close("the turn that asked ended before it was answered")
     finally:
         ASKING.reset(token)
+
+
+async def _close(asker: Asker, reason: str, shielded: bool = False) -> None:
+    """Close a failed or cancelled turn's questions; a failure to is logged, never raised
+    over the turn's own."""
+    try:
+        if shielded:
+            await asyncio.shield(asker.close(reason))
+        else:
+            await asker.close(reason)
+    except Exception:
+        log.warning("the questions of an ended turn were not closed", exc_info=True)
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from ankka._kernel.errors import ConfigurationError
 from ankka.runtime.agents import Service
 from ankka.runtime.tasks import Accepts, AutonomousAgent
 from ankka.runtime.teams import Conversation, Moderated, RoundRobin, Team
+from ankka.runtime.tools import tool
 from examples.tasks import summary
 
 
@@ -37,6 +38,21 @@ def test_a_team_is_declared_once_with_members_each_once() -> None:
         Team(name="u", lead="lead", members=["a", "a"])
     with pytest.raises(ConfigurationError, match="no members"):
         Team(name="u", lead="lead", members=[])
+
+
+def test_a_leads_own_tool_may_not_take_a_backlog_tools_name() -> None:
+    @tool
+    def backlog_add_item(note: str) -> str:
+        """Its own."""
+        return note
+
+    service = Service("s")
+    service.autonomous(
+        AutonomousAgent(name="lead", tools=[backlog_add_item], accepts=[Accepts(summary, budget=2)])
+    )
+    service.autonomous(agent("a"))
+    with pytest.raises(ConfigurationError, match="'backlog_add_item', a name of the backlog"):
+        service.team(Team(name="t", lead="lead", members=["a"]))
 
 
 def test_a_teams_budget_and_instances_are_checked() -> None:

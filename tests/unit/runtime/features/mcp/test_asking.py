@@ -1,10 +1,23 @@
-"""Which call a server's question during a call belongs to (``InFlight``)."""
+"""Which call a server's question during a call belongs to (``InFlight``), and why a turn's
+questions left unanswered are closed as it leaves :func:`asking` (the path of every driver)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from ankka.runtime.features.mcp.asking import Answer, Call, InFlight, Question, Sampled
+import pytest
+
+from ankka._kernel.errors import TurnFailed
+from ankka.runtime.features.mcp.asking import (
+    ASKING,
+    Answer,
+    Call,
+    InFlight,
+    Question,
+    Sampled,
+    asking,
+)
 from ankka.runtime.records.registry import Record
 
 
@@ -13,12 +26,16 @@ class _Asker:
 
     def __init__(self) -> None:
         self.records = []
+        self.closed: list[str] = []
 
     async def elicit(self, question: Question) -> Answer:
         return Answer("cancel")
 
     async def sample(self, server: str, system: str | None, messages: Any, max_tokens: int) -> Any:
         return Sampled(None)
+
+    async def close(self, reason: str) -> None:
+        self.closed.append(reason)
 
 
 def test_the_one_call_in_flight_is_the_one_that_asked() -> None:
@@ -35,3 +52,36 @@ def test_several_calls_in_flight_cannot_say_which_asked_even_of_one_turn() -> No
     assert InFlight([first, second]).only() is None
     assert InFlight([second, first]).only() is None
     assert InFlight([first, Call(_Asker(), "mcp__catalog__buy", "c3")]).only() is None
+
+
+async def test_a_turn_that_ends_closes_its_questions_saying_so() -> None:
+    turn = _Asker()
+    async with asking(turn):
+        assert ASKING.get() is turn
+    assert ASKING.get() is None
+    assert turn.closed == ["the turn that asked ended before it was answered"]
+
+
+async def test_a_turn_that_fails_closes_its_questions_naming_the_failure() -> None:
+    turn = _Asker()
+    with pytest.raises(TurnFailed):
+        async with asking(turn):
+            raise TurnFailed("the model answered nothing")
+    assert turn.closed == ["the turn that asked failed (turn_failed) before it was answered"]
+
+
+async def test_a_cancelled_turn_closes_its_questions_and_stays_cancelled() -> None:
+    turn = _Asker()
+    entered = asyncio.Event()
+
+    async def run() -> None:
+        async with asking(turn):
+            entered.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(run())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert turn.closed == ["the turn that asked was cancelled before it was answered"]
