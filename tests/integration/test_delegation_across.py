@@ -251,6 +251,37 @@ def test_either_runtime_killed_mid_delegation_loses_and_repeats_nothing(
     assert asked_keys(model_requests(two.model)).count(("r1", 0)) == 1
 
 
+def made_rows(path: Path) -> list[tuple[str, int]]:
+    """Which remote children the lead's store records as made at their peer."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT task, created FROM ankka_remote_children ORDER BY task")
+        return [(str(t), int(c)) for t, c in rows.fetchall()]
+
+
+def test_a_child_made_before_the_leads_restart_is_followed_after_it_not_created_again(
+    pair: Callable[..., Pair],
+) -> None:
+    """The lead's runtime SIGKILLed once its children were made (their calls in flight at
+    the researcher), then the researcher's policy changed: it no longer names the lead
+    among its delegators, so a PUT sent again would be refused (403). The store says the
+    children were made, so the new process sends no PUT: it reads them, and they end."""
+    two = pair(slowed((1, 2), 2500))
+    researcher, lead = two.researcher(), two.lead()
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+    eventually(lambda: in_flight(two.model, 3), what="the children's calls in flight", timeout=60)
+    kill(lead)
+    assert made_rows(two.root / "lead.sqlite3") == [(c, 1) for c in CHILDREN]
+    kill(researcher)
+    researcher = two.researcher(delegators="team/someone-else")
+    with two.client(LEAD) as as_lead:  # a PUT sent again would now be refused
+        body = {"type": "summary", "instructions": "x", "parent": "r1", "lineage": ["lead"]}
+        refused = as_lead.put(f"{researcher.url}/v1/agents/researcher/tasks/r1:1.0", json=body)
+    assert refused.status_code == 403, refused.text
+    lead = two.lead()
+    check(two, lead, researcher)
+
+
 def test_a_peer_that_does_not_name_the_lead_among_its_delegators_refuses_its_children(
     pair: Callable[..., Pair],
 ) -> None:

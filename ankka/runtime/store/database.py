@@ -21,15 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from ankka.runtime.records.registry import StoredEvent
 
 __all__ = [
+    "AddedColumn",
     "Database",
     "NoticeRelay",
     "Row",
+    "SchemaStep",
     "SharedSessionLock",
     "Transaction",
     "Work",
@@ -41,6 +44,25 @@ T_co = TypeVar("T_co", covariant=True)
 # A row as the database driver returns it. SQL rows are untyped at this one boundary: each
 # statement function turns its rows into typed values (records, ids) before they leave it.
 Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddedColumn:
+    """A column added to a side table after stores were written without it: a step of the
+    schema each database takes its own way when the store is opened (SQLite has no
+    ``ADD COLUMN IF NOT EXISTS``: it reads ``PRAGMA table_info`` first, in a write
+    transaction; PostgreSQL has it). ``definition`` needs a ``DEFAULT`` when it is ``NOT
+    NULL``: the rows already there take it. The table's ``CREATE TABLE`` names the column
+    too, so a new store has it from the start and this step finds it there."""
+
+    table: str
+    column: str
+    definition: str
+
+
+# What a store's schema is made of: ``CREATE ... IF NOT EXISTS`` statements, and columns
+# added since (both run, in order, each time a store is opened).
+SchemaStep = str | AddedColumn
 
 
 class Transaction(Protocol):

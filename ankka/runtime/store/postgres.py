@@ -47,7 +47,7 @@ from ankka._kernel.errors import (
     StoreUnavailable,
 )
 from ankka.runtime.records.registry import StoredEvent
-from ankka.runtime.store.database import Row, Transaction
+from ankka.runtime.store.database import AddedColumn, Row, SchemaStep, Transaction
 from ankka.runtime.store.journal_store import ConcurrentAppend
 
 try:
@@ -119,6 +119,12 @@ def redacted(dsn: str) -> str:
         host, database = os.environ.get("PGHOST", "unset"), os.environ.get("PGDATABASE", "unset")
         return f"postgresql:// (PGHOST={host} PGDATABASE={database})"
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
+
+
+def _statement(step: SchemaStep) -> str:
+    if isinstance(step, AddedColumn):
+        return f"ALTER TABLE {step.table} ADD COLUMN IF NOT EXISTS {step.column} {step.definition}"
+    return step
 
 
 @lru_cache(maxsize=1024)
@@ -222,7 +228,7 @@ class PostgresDatabase:
 
     @classmethod
     async def open(
-        cls, dsn: str, schema: Sequence[str], *, workers: int = 8, holders: int = 16
+        cls, dsn: str, schema: Sequence[SchemaStep], *, workers: int = 8, holders: int = 16
     ) -> PostgresDatabase:
         """Open the pool (its first connection within 10 s) and create every table of
         ``schema`` that is missing; a clear StoreError if it cannot."""
@@ -246,7 +252,7 @@ class PostgresDatabase:
                 conn.execute(MIGRATION_LOCK)
                 conn.execute(ENSURE_SCHEMA)
                 for statement in (JOURNAL_SCHEMA, *schema):
-                    conn.execute(statement)
+                    conn.execute(_statement(statement))
 
         try:
             await asyncio.get_running_loop().run_in_executor(threads, prepare)

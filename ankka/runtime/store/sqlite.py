@@ -21,7 +21,14 @@ from typing import TypeVar
 
 from ankka._kernel.errors import StoreError, StoreUnavailable
 from ankka.runtime.records.registry import StoredEvent
-from ankka.runtime.store.database import NoticeRelay, Row, SharedSessionLock, Transaction
+from ankka.runtime.store.database import (
+    AddedColumn,
+    NoticeRelay,
+    Row,
+    SchemaStep,
+    SharedSessionLock,
+    Transaction,
+)
 from ankka.runtime.store.group_commit import GroupWriter
 from ankka.runtime.store.journal_store import ConcurrentAppend
 
@@ -117,7 +124,7 @@ class ThreadConnection:
         self.pool = pool
 
     @classmethod
-    async def open(cls, path: Path, schema: Sequence[str], name: str) -> ThreadConnection:
+    async def open(cls, path: Path, schema: Sequence[SchemaStep], name: str) -> ThreadConnection:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         try:
             db = await asyncio.get_running_loop().run_in_executor(pool, connect, path, schema)
@@ -146,7 +153,7 @@ class SqliteDatabase:
         self._closed = False
 
     @classmethod
-    async def open(cls, path: str | Path, schema: Sequence[str]) -> SqliteDatabase:
+    async def open(cls, path: str | Path, schema: Sequence[SchemaStep]) -> SqliteDatabase:
         """Open (creating if needed) the file at ``path`` with every table of ``schema``; a
         clear StoreError if it cannot."""
         target = Path(path)
@@ -216,7 +223,7 @@ class SqliteDatabase:
             await self._writer.close()
 
 
-def connect(path: Path, schema: Sequence[str]) -> sqlite3.Connection:
+def connect(path: Path, schema: Sequence[SchemaStep]) -> sqlite3.Connection:
     """A connection in WAL mode, durable at each commit, with ``schema`` created."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -225,7 +232,10 @@ def connect(path: Path, schema: Sequence[str]) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=10000")
         for statement in schema:
-            db.execute(statement)
+            if isinstance(statement, AddedColumn):
+                _add_column(db, statement)
+            else:
+                db.execute(statement)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(
             f"cannot open the session store at {path}: {exc}. Pass --store with a path in a "
@@ -234,7 +244,23 @@ def connect(path: Path, schema: Sequence[str]) -> sqlite3.Connection:
     return db
 
 
-async def open_writer(path: Path, schema: Sequence[str], thread: str, what: str) -> GroupWriter:
+def _add_column(db: sqlite3.Connection, added: AddedColumn) -> None:
+    """Add the column unless the table has it; in a write transaction, so two processes
+    opening one file at once add it once (the second waits, then finds it)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {str(r[1]) for r in db.execute(f"PRAGMA table_info({added.table})")}
+        if added.column not in columns:
+            db.execute(f"ALTER TABLE {added.table} ADD COLUMN {added.column} {added.definition}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+async def open_writer(
+    path: Path, schema: Sequence[SchemaStep], thread: str, what: str
+) -> GroupWriter:
     """A group-committing writer on a new connection to ``path`` (see :func:`connect`);
     ``what`` names the store in its errors."""
     connection = await ThreadConnection.open(path, schema, thread)

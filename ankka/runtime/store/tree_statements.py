@@ -38,6 +38,7 @@ from ankka.runtime.records.delegation import (
 )
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.records.tasks import TaskRecord, TaskState
+from ankka.runtime.store.database import AddedColumn, SchemaStep
 
 __all__ = [
     "TREE_SCHEMA",
@@ -60,7 +61,7 @@ __all__ = [
     "view",
 ]
 
-TREE_SCHEMA = (
+TREE_SCHEMA: tuple[SchemaStep, ...] = (
     """CREATE TABLE IF NOT EXISTS ankka_task_tree (
     task TEXT PRIMARY KEY,
     parent TEXT,
@@ -98,12 +99,17 @@ TREE_SCHEMA = (
     # children still waiting for an outcome are in it.
     "CREATE INDEX IF NOT EXISTS ankka_task_tree_due ON ankka_task_tree (deadline_at) "
     "WHERE outcome IS NULL AND deadline_at IS NOT NULL",
-    # The body that creates each remote child at its peer (store/remote_statements.py).
+    # The body that creates each remote child at its peer, and whether the peer answered
+    # its PUT with the child (store/remote_statements.py).
     """CREATE TABLE IF NOT EXISTS ankka_remote_children (
     task TEXT PRIMARY KEY,
     peer TEXT NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    created INTEGER NOT NULL DEFAULT 0
 )""",
+    # ``created`` came after the table: a store written before it gains it (its children
+    # as not known to be made, which is what the runtime that wrote them could tell).
+    AddedColumn("ankka_remote_children", "created", "INTEGER NOT NULL DEFAULT 0"),
     # Which A2A task each child delegated to a remote A2A agent became (the client's ledger).
     """CREATE TABLE IF NOT EXISTS ankka_remote_a2a (
     key TEXT PRIMARY KEY,

@@ -6,8 +6,10 @@ in ``ANKKA_PEERS``) makes a child whose tree row and ``PUT`` body are recorded h
 then :class:`RemoteChildren`, in every process on the store, follows each child not settled:
 
 1. ``PUT {peer}/v1/agents/{agent}/tasks/{child}`` with the recorded body (``parent``,
-   ``lineage``, ``budget``): the id is derived from the parent and the call, so sending it
-   again after a restart of either side makes nothing new (the peer answers 200);
+   ``lineage``, ``budget``), until the peer answers with the child; that it did is then
+   recorded (:func:`~ankka.runtime.store.remote_statements.made`), and no process sends it
+   again. Sent again only when a restart came between the answer and that record: the id
+   is derived from the parent and the call, so it makes nothing new (the peer answers 200);
 2. ``POST {peer}/v1/tasks/{child}/cancel`` once its parent ended or its deadline passed;
 3. ``GET {peer}/v1/tasks/{child}?wait=S`` until the child is final; its end, its
    ``tree_iterations`` and ``tree_usage`` are settled in the tree in one transaction
@@ -17,9 +19,10 @@ then :class:`RemoteChildren`, in every process on the store, follows each child 
 A peer that is away (refused connections, 5xx, a broken wait, a 401 for the credential),
 or this runtime's own certificate or token file unreadable for now (a rotation half-written),
 is asked again, the pause doubling from 0.2 s to 5 s; a peer that refuses to make the child
-(another 4xx to its ``PUT``) ends it ``refused``, ``peer_refused``, with the peer's answer as its
-reason. Once made, the child exists there and may have spent: a 4xx to reading or cancelling it
-is no refusal but a failure (:func:`outcome_after_creation`): ``failed``, ``peer_lost`` for a
+(another 4xx to its first ``PUT``) ends it ``refused``, ``peer_refused``, with the peer's answer
+as its reason. Once made (known from the store, so after a restart too), the child exists there
+and may have spent: a 4xx about it is no refusal but a failure
+(:func:`outcome_after_creation`): ``failed``, ``peer_lost`` for a
 404 (the peer no longer knows it: its store was lost), else ``peer_error`` naming the status,
 with what the peer last reported of its spend (``tree_iterations``, ``tree_usage``). The runtime
 calls as itself: its ``--tls-dir`` certificate over mTLS (the peer's certificate must carry
@@ -224,7 +227,7 @@ class RemoteChildren:
         task.add_done_callback(lambda _: self._following.pop(child.task, None))
 
     async def _follow(self, child: Followed) -> None:
-        failures, created = 0, False
+        failures, created = 0, child.created
         peer = self.peers[child.peer]
         spent: tuple[int, Usage] = (0, Usage())  # what the peer last reported of the child
         while True:
@@ -232,9 +235,14 @@ class RemoteChildren:
                 current = await self._current(child.task)
                 if current is None:
                     return  # settled (by this process or another)
-                if not created:
-                    spent = _spent(await self._put(peer, current))
-                    created = True
+                created = created or current.created
+                if not current.created:
+                    # Made there once the peer answers: recorded, so that no process, after
+                    # any restart, sends the PUT again or takes a 4xx about it as a refusal.
+                    if not created:
+                        spent = _spent(await self._put(peer, current))
+                        created = True
+                    await self.store.write(lambda tx: remote.made(tx, child.task))
                 if current.outcome is not None and not current.cancel_sent:
                     await self._cancel(peer, current.task)
                     await self.store.write(lambda tx: tree.cancel_sent(tx, child.task))

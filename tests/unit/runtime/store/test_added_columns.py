@@ -1,0 +1,86 @@
+"""A column added to a side table after stores were written without it: a store written
+before it opens, gains the column (its rows taking the default), and keeps every row,
+on SQLite and PostgreSQL alike; openers racing on one such store add it once."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from ankka.runtime.store import remote_statements as remote
+from ankka.runtime.store.database import Transaction
+from ankka.runtime.store.open import Store
+
+# ankka_remote_children as runtimes before its ``created`` column wrote it.
+OLD_TABLE = (
+    "CREATE TABLE ankka_remote_children "
+    "(task TEXT PRIMARY KEY, peer TEXT NOT NULL, body TEXT NOT NULL)"
+)
+OLD_ROW = (
+    "INSERT INTO ankka_remote_children (task, peer, body) VALUES ('r1:1.0', 'researcher', '{}')"
+)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def old_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """The URL of a store holding a remote child written before the ``created`` column."""
+    if request.param == "sqlite":
+        path = tmp_path / "old.sqlite3"
+        with sqlite3.connect(path) as db:
+            db.execute(OLD_TABLE)
+            db.execute(OLD_ROW)
+        db.close()
+        yield str(path)
+        return
+    dsn: str = request.getfixturevalue("postgres_server")
+    database = f"old_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {database}")
+    url = dsn.rsplit("/", 1)[0] + f"/{database}"
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(OLD_TABLE)
+        await conn.execute(OLD_ROW)
+    yield url
+
+
+def rows(tx: Transaction) -> list[tuple[Any, ...]]:
+    return tx.rows("SELECT task, peer, body, created FROM ankka_remote_children ORDER BY task")
+
+
+def made(task: str) -> Callable[[Transaction], None]:
+    return lambda tx: remote.made(tx, task)
+
+
+async def test_a_store_written_before_the_created_column_gains_it_and_keeps_its_rows(
+    old_store: str,
+) -> None:
+    async with await Store.open(old_store) as store:
+        assert await store.tasks.read(rows) == [("r1:1.0", "researcher", "{}", 0)]
+        await store.tasks.write(made("r1:1.0"))
+        await store.tasks.write(
+            lambda tx: remote.record(tx, "r1:1.1", "researcher", {"type": "summary"})
+        )
+    async with await Store.open(old_store) as again:  # the column is there: nothing to add
+        assert await again.tasks.read(rows) == [
+            ("r1:1.0", "researcher", "{}", 1),
+            ("r1:1.1", "researcher", '{"type": "summary"}', 0),
+        ]
+
+
+async def test_stores_opened_at_once_on_a_store_without_the_column_add_it_once(
+    old_store: str,
+) -> None:
+    opened = await asyncio.gather(*(Store.open(old_store) for _ in range(4)))
+    try:
+        for store in opened:
+            assert await store.tasks.read(rows) == [("r1:1.0", "researcher", "{}", 0)]
+    finally:
+        for store in opened:
+            await store.close()
