@@ -76,10 +76,14 @@ class Asked:
 
     def __init__(self, server: Server, agent: str = "clerk", session: str = "s") -> None:
         self.answer: httpx.Response | None = None
+        self.broke: httpx.TransportError | None = None  # the runtime went away mid-turn
         url = f"{server.url}/v1/agents/{agent}/sessions/{session}"
 
         def post() -> None:
-            self.answer = httpx.post(url, json={"message": "A kettle, please."}, timeout=120)
+            try:
+                self.answer = httpx.post(url, json={"message": "A kettle, please."}, timeout=120)
+            except httpx.TransportError as exc:
+                self.broke = exc
 
         self.thread = threading.Thread(target=post)
         self.thread.start()
@@ -281,6 +285,33 @@ def test_a_question_whose_resumed_turn_is_cut_by_a_drain_is_closed(rig: AskingRi
     assert "already decided: ended by platform" in late.text, late.text
     told = re.findall(r"elicitation answered (\w+)", "".join(mcp.output))
     assert set(told) <= {"cancel"}, mcp.output
+
+
+def test_a_request_turns_question_is_ended_saying_the_runtime_restarted(rig: AskingRig) -> None:
+    mcp, model, first = rig.begin([BUY, {"text": "Bought."}], "--elicit-tool", "--handshake-only")
+    turn = Asked(first)
+    question = pending_question(first)
+    first.process.kill()  # SIGKILL while the question waits: no shutdown, no flush
+    first.process.wait(timeout=15)
+    turn.thread.join(timeout=60)
+    assert turn.answer is None and turn.broke is not None  # it broke with the process
+
+    second = rig.serve(mcp.url, model)
+    shown = closed_question(second, question)
+    assert shown["decided_by"] == "platform", shown
+    assert "the runtime restarted before it was answered" in shown["reason"], shown
+    assert shown["tool"] == "mcp__catalog__buy" and shown["session"] == "s", shown
+    pending = httpx.get(f"{second.url}/v1/approvals", params={"state": "pending"}).json()
+    assert pending["approvals"] == []
+    late = decide(second, question, "approve", content={"quantity": 1})
+    assert late.status_code == 409, late.text
+    assert "ended by platform" in late.text and "the runtime restarted" in late.text, late.text
+    (recorded,) = rig.journal("elicitation_answered")
+    assert recorded["request"]["id"] == question["id"] and recorded["action"] == "cancel"
+    assert recorded["decided"]["decision"] == "ended"
+    # Nothing was answered to the server: its request ended with the first runtime's
+    # connection.
+    assert "elicitation answered" not in "".join(mcp.output), mcp.output
 
 
 def test_a_question_of_a_task_cancelled_while_it_waits_is_closed(rig: AskingRig) -> None:

@@ -600,6 +600,8 @@ class ApprovalDesk:
     async def __aenter__(self) -> ApprovalDesk:
         if self.index is not None:
             await self.index.create()
+            if self.questions is not None:  # before recover() ends their rows unsaid
+                await self.questions.recover()
             await self.recover()
             self._timer = asyncio.create_task(self._timers(), name="ankka-approval-timers")
         return self

@@ -69,6 +69,7 @@ from ankka.runtime.records.mcp import SampledCall
 from ankka.runtime.records.messages import AssistantMessage, Message, UserMessage
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
+from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
 from ankka.runtime.store.approval_index import IndexRow
 
 __all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "sampling_of"]
@@ -79,6 +80,11 @@ ELICITATION = "eli_"  # the id prefix of a server's question
 PLATFORM = "platform"
 _ACTIONS = {"approved": "accept", "refused": "decline", "expired": "cancel", "ended": "cancel"}
 _RECENT = 1024
+_LOCK_WAIT = 2.0  # at start, how long a question's session's turn lock is waited for
+RESTARTED = (
+    "the runtime restarted before it was answered: its call, the server's request and the "
+    "turn that asked ended with the process"
+)
 Recorder = Callable[[Sequence[Record]], Awaitable[None]]
 
 
@@ -346,16 +352,55 @@ class ElicitationDesk:
         )
 
     async def recover(self) -> None:
-        """At start: every question still pending was asked by a call this process no longer
-        holds (the runtime stopped): ended."""
+        """At start (before the approvals' own recovery, which would end the rows without
+        a word): every question still pending was asked by a call no process holds any more
+        unless its session's turn lock is held (a turn in flight in another runtime). A
+        request turn's is decided ``ended`` by the platform, saying the runtime restarted,
+        and journaled in its session under that lock (the turn's batch, which held its
+        question, went with the process, so only what its row knows is kept: the tool, the
+        expiry); a task's row is ended (the task's resumed call asks again). The MCP session
+        that carried it cannot be resumed: the SDK's session, the call's request id and the
+        turn waiting on its result lived in the process, and Streamable HTTP's redelivery
+        (``Last-Event-ID``, a server's MAY in 2025-11-25) replays a stream of the same
+        session only."""
         index = self._context.approvals
         if index is None:
             return
         rows = await index.find(state="pending")
-        gone = [r.id for r in rows if r.id.startswith(ELICITATION) and r.id not in self._pending]
-        if gone:
-            await index.settle(gone, "ended", close=True)
-            log.warning("ended %d server question(s) asked before the runtime stopped", len(gone))
+        gone = [r for r in rows if r.id.startswith(ELICITATION) and r.id not in self._pending]
+        ended = 0
+        for row in gone:
+            if row.session.startswith(TASK_SESSION_PREFIX):
+                await index.settle([row.id], "ended", close=True)
+                ended += 1
+            elif await self._restarted(row):
+                ended += 1
+        if ended:
+            log.warning("ended %d server question(s) asked before the runtime stopped", ended)
+
+    async def _restarted(self, row: IndexRow) -> bool:
+        """End a request turn's question asked before a restart (False: a turn holds its
+        session now, so a live runtime holds the question)."""
+        ctx, index = self._context, self._context.approvals
+        assert index is not None
+        try:
+            async with asyncio.timeout(_LOCK_WAIT) as bound:
+                async with ctx.queue.turn(row.session):
+                    bound.reschedule(None)
+                    folded = await ctx.sessions.load(row.session)
+                    if row.id not in folded.approvals.decided:
+                        request = ApprovalRequest(row.id, "", row.tool, "{}", "", row.expires_at)
+                        ended = ApprovalDecided(
+                            row.id, "", "ended", RESTARTED, PLATFORM, ctx.clock.now()
+                        )
+                        server = row.tool.split("__")[1] if row.tool.count("__") >= 2 else ""
+                        answered = ElicitationAnswered(server, request, ended, "cancel", None)
+                        await ctx.record(row.session, folded, (answered,))
+                    await index.settle([row.id], "ended", close=True)
+                    return True
+        except TimeoutError:
+            log.info("server question %s: its session's turn is in flight elsewhere", row.id)
+            return False
 
 
 def shown(request: ApprovalRequest) -> dict[str, Any]:

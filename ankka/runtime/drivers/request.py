@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -230,9 +231,17 @@ class Runtime:
     ) -> TurnResult:
         """The turn, committed (or suspended, or accounted as unwritten); the lock is held."""
         ctx, agent, session = self.context, planned.agent, planned.session
-        asker = self.questions.for_turn(
-            session, agent, turn, folded.position, folded.opened, planned.provider, ledger
+        # Only an MCP server asks a turn anything: an agent with none has no asker to make,
+        # keep and close (the turn still runs with none set, so nothing can ask it).
+        declared = ctx.service.agents.get(agent)
+        asker = (
+            self.questions.for_turn(
+                session, agent, turn, folded.position, folded.opened, planned.provider, ledger
+            )
+            if declared is None or declared.mcp_servers
+            else None
         )
+        asked: Sequence[Record] = asker.records if asker is not None else ()
         try:
             effect, listed = await ctx.turn_tools(planned, turn, folded)
             # Leaving it closes the questions the turn left unanswered (its records then
@@ -242,16 +251,16 @@ class Runtime:
                     ctx, planned, effect, folded, turn, ledger=ledger, emit=emit
                 )
         except AnkkaError as exc:
-            records = (*asker.records, *unwritten(ledger, agent, turn, exc.kind))
+            records = (*asked, *unwritten(ledger, agent, turn, exc.kind))
             await self._account(session, folded, opening, records)
             raise
         except BaseException:
             # Cancelled (the caller left): what it spent recorded, best effort, shielded (a
             # stream's caller leaving cancels it again and again).
-            records = (*asker.records, *unwritten(ledger, agent, turn, "cancelled"))
+            records = (*asked, *unwritten(ledger, agent, turn, "cancelled"))
             await asyncio.shield(self._account(session, folded, opening, records, quietly=True))
             raise
-        judged = (*asker.records, *self._judged(ledger, agent, turn))
+        judged = (*asked, *self._judged(ledger, agent, turn))
         if isinstance(outcome, TurnSuspension):
             # Who opened the session goes first, with the tool listings.
             before: tuple[Record, ...] = (*opening, *listed.records, *judged)
@@ -386,8 +395,7 @@ class Runtime:
         :meth:`aclose`)."""
         await self.context.__aenter__()
         try:
-            await self.approvals.__aenter__()
-            await self.questions.recover()
+            await self.approvals.__aenter__()  # the questions' recovery first (Askers)
         except BaseException:
             await self.context.aclose()
             raise

@@ -16,7 +16,6 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
-    Histogram,
     ProcessCollector,
     generate_latest,
 )
@@ -25,6 +24,7 @@ from ankka._kernel import genai
 from ankka._kernel.exposition import LATENCY_BUCKETS
 from ankka.runtime.engine.labelled import Labelled
 from ankka.runtime.engine.loop import TurnOutcome
+from ankka.runtime.engine.tallies import Tallies
 from ankka.runtime.engine.work_metrics import WorkMetrics
 from ankka.runtime.records.messages import ModelCall, Usage
 
@@ -38,34 +38,22 @@ class RuntimeMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         ProcessCollector(registry=r)
-        self.turns = Labelled(
-            Counter(
-                "ankka_turns",
-                "Turns handled, by agent and outcome",
-                ["agent", "outcome"],
-                registry=r,
-            )
+        # The families every turn counts: plain numbers behind one collector (.tallies).
+        tallies = Tallies(r)
+        self.turns = tallies.counter(
+            "ankka_turns", "Turns handled, by agent and outcome", ["agent", "outcome"]
         )
-        self.turn_seconds = Labelled(
-            Histogram(
-                "ankka_turn_seconds",
-                "Time of a whole turn",
-                ["agent"],
-                registry=r,
-                buckets=LATENCY_BUCKETS,
-            )
+        self.turn_seconds = tallies.histogram(
+            "ankka_turn_seconds", "Time of a whole turn", ["agent"], buckets=LATENCY_BUCKETS
         )
-        self.model_calls = Labelled(
-            Counter("ankka_model_calls", "Model calls", ["agent", "provider", "model"], registry=r)
+        self.model_calls = tallies.counter(
+            "ankka_model_calls", "Model calls", ["agent", "provider", "model"]
         )
-        self.model_seconds = Labelled(
-            Histogram(
-                "ankka_model_call_seconds",
-                "Latency of model calls",
-                ["provider", "model"],
-                registry=r,
-                buckets=LATENCY_BUCKETS,
-            )
+        self.model_seconds = tallies.histogram(
+            "ankka_model_call_seconds",
+            "Latency of model calls",
+            ["provider", "model"],
+            buckets=LATENCY_BUCKETS,
         )
         self.model_retries = Labelled(
             Counter(
@@ -76,26 +64,18 @@ class RuntimeMetrics:
                 registry=r,
             )
         )
-        self.tool_calls = Labelled(
-            Counter(
-                "ankka_tool_calls",
-                "Tool calls, by outcome",
-                ["agent", "tool", "outcome"],
-                registry=r,
-            )
+        self.tool_calls = tallies.counter(
+            "ankka_tool_calls", "Tool calls, by outcome", ["agent", "tool", "outcome"]
         )
         self.caller_disconnects = Counter(
             "ankka_caller_disconnects",
             "Requests whose caller left before sending them whole",
             registry=r,
         )
-        self.tokens = Labelled(
-            Counter(
-                "ankka_tokens",
-                "Tokens used, by kind (input, output, cache_read, cache_write)",
-                ["agent", "provider", "kind"],
-                registry=r,
-            )
+        self.tokens = tallies.counter(
+            "ankka_tokens",
+            "Tokens used, by kind (input, output, cache_read, cache_write)",
+            ["agent", "provider", "kind"],
         )
         self.judgments = Labelled(
             Counter(
@@ -117,25 +97,20 @@ class RuntimeMetrics:
             genai.prometheus_label(key)
             for key in (genai.OPERATION_NAME, genai.PROVIDER_NAME, genai.REQUEST_MODEL)
         ]
-        self.genai_tokens = Labelled(
-            Histogram(
-                genai.prometheus_label(genai.TOKEN_USAGE),
-                "Number of input and output tokens used, per model call (OpenTelemetry GenAI)",
-                [*genai_labels, genai.prometheus_label(genai.TOKEN_TYPE)],
-                buckets=genai.TOKEN_BUCKETS,
-                registry=r,
-            )
+        self.genai_tokens = tallies.histogram(
+            genai.prometheus_label(genai.TOKEN_USAGE),
+            "Number of input and output tokens used, per model call (OpenTelemetry GenAI)",
+            [*genai_labels, genai.prometheus_label(genai.TOKEN_TYPE)],
+            buckets=genai.TOKEN_BUCKETS,
         )
-        self.genai_duration = Labelled(
-            Histogram(
-                genai.prometheus_label(genai.OPERATION_DURATION),
-                "GenAI operation duration: one model call, as accounted (OpenTelemetry GenAI)",
-                [*genai_labels, genai.prometheus_label(genai.ERROR_TYPE)],
-                unit="seconds",
-                buckets=genai.DURATION_BUCKETS,
-                registry=r,
-            )
+        self.genai_duration = tallies.histogram(
+            genai.prometheus_label(genai.OPERATION_DURATION),
+            "GenAI operation duration: one model call, as accounted (OpenTelemetry GenAI)",
+            [*genai_labels, genai.prometheus_label(genai.ERROR_TYPE)],
+            unit="seconds",
+            buckets=genai.DURATION_BUCKETS,
         )
+        tallies.register()
         self.genai_providers: dict[str, str] = {}
         """A configured model's ``gen_ai.provider.name`` (``openai``, ``anthropic``), by its
         name; set by the context that owns the providers."""
@@ -168,11 +143,15 @@ class RuntimeMetrics:
             self.model_calls.labels(agent, call.provider, call.model).inc()
             self.model_seconds.labels(call.provider, call.model).observe(call.latency_ms / 1000)
             self._genai(call)
-            for kind, count in call.usage.as_dict().items():
+            usage = call.usage  # its four counts read directly (no dict made a call)
+            for kind, count in (
+                ("input", usage.input_tokens),
+                ("output", usage.output_tokens),
+                ("cache_read", usage.cache_read_tokens),
+                ("cache_write", usage.cache_write_tokens),
+            ):
                 if count:
-                    self.tokens.labels(agent, call.provider, kind.removesuffix("_tokens")).inc(
-                        count
-                    )
+                    self.tokens.labels(agent, call.provider, kind).inc(count)
 
     def _genai(self, call: ModelCall) -> None:
         kind = self.genai_providers.get(call.provider, "_OTHER")

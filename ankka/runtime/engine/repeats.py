@@ -13,15 +13,20 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 
 from ankka.runtime.records.messages import AssistantMessage, Message, ToolCall
 
 __all__ = ["call_digest", "twins"]
 
 
+@lru_cache(maxsize=256)
 def call_digest(name: str, arguments: str) -> str:
     """A short digest of a call: its tool's name and its arguments as canonical JSON (the
-    raw text when it is not JSON)."""
+    raw text when it is not JSON). Kept for the last 256 calls digested: every iteration of
+    a task counts the twins of its next call among all its earlier ones, which would parse
+    and hash each earlier call again (issue 23, Speed). The bound holds 256 calls' arguments
+    alive at most (each bounded by a model answer's output)."""
     try:
         canonical = json.dumps(
             json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"),
@@ -42,7 +47,10 @@ def twins(produced: Sequence[Message], answer: AssistantMessage, call: ToolCall)
         if not isinstance(message, AssistantMessage):
             continue
         for asked in message.tool_calls:
-            if asked.name == call.name and call_digest(asked.name, asked.arguments) == wanted:
+            if asked.name == call.name and (
+                asked.arguments == call.arguments
+                or call_digest(asked.name, asked.arguments) == wanted
+            ):
                 count += 1
             if message is answer and asked is call:
                 return count

@@ -363,14 +363,16 @@ Column = str | int | float | None
 
 
 def update(tx: Transaction, task: str, now: datetime, **changes: Column) -> TaskRecord | None:
-    """Change an unfinished task; a final task is left as it is (and None returned)."""
+    """Change an unfinished task; a final task is left as it is (and None returned). The
+    changed row comes back with the update (one statement, not a second read)."""
     sets = ", ".join(f"{column} = ?" for column in changes)
     found = tx.rows(
         f"UPDATE ankka_tasks SET {sets}, version = version + 1, updated_at = ? "
-        "WHERE id = ? AND state NOT IN ('completed', 'failed', 'cancelled') RETURNING id",
+        "WHERE id = ? AND state NOT IN ('completed', 'failed', 'cancelled') "
+        f"RETURNING {TASK_COLUMNS}",
         (*changes.values(), now.isoformat(), task),
     )
-    return get(tx, task) if found else None
+    return task_from_row(found[0]) if found else None
 
 
 def complete_iteration(
@@ -386,12 +388,12 @@ def complete_iteration(
     total = current.usage + usage
     tree.spent(tx, task, number - current.iterations_used, usage, late=current.final)
     if current.final:
-        tx.rows(
+        found = tx.rows(
             "UPDATE ankka_tasks SET iterations_used = ?, usage = ?, version = version + 1, "
-            "updated_at = ? WHERE id = ?",
+            f"updated_at = ? WHERE id = ? RETURNING {TASK_COLUMNS}",
             (number, json.dumps(total.as_dict()), now.isoformat(), task),
         )
-        return get(tx, task)
+        return task_from_row(found[0]) if found else None
     return update(
         tx,
         task,

@@ -112,6 +112,10 @@ class Askers(Protocol):
         ledger: Ledger,
     ) -> Asker: ...
 
+    async def recover(self) -> None:
+        """At start: close the questions asked before the runtime stopped."""
+        ...
+
 
 ASKING: ContextVar[Asker | None] = ContextVar("ankka_mcp_asking", default=None)
 

@@ -1,21 +1,29 @@
 """What a task iteration costs the store (issue 23): two round trips (the answer with its
 marks and the task row's completion in one transaction; the tool result with where the task
 stands read back in another), and no read of the session's history: the instance keeps its
-session's fold, and reads what a compaction appended only after the consumer says it did."""
+session's fold, and reads what a compaction appended only after the consumer says it did.
+Counted at the store's seam (its one :class:`Database`: a call is a transaction) on SQLite and
+on PostgreSQL, each a real store."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+
+from ankka.runtime.providers.base import ModelRequest, ModelResponse
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.registry import StoredEvent
 from ankka.runtime.store.database import Database, NoticeRelay, Row, SharedSessionLock, Transaction
 from ankka.runtime.store.open import Store
 from examples.tasks import service as example
+from tests.support.postgres import fresh_database
 from tests.support.runtimes import make_context, task_host_for
 from tests.unit.runtime.conftest import NO_PAUSE, put
 from tests.unit.runtime.drivers.tasks.test_iteration import GOOD, complete
@@ -25,20 +33,26 @@ T = TypeVar("T")
 
 @dataclass
 class Watched:
-    """A transaction that counts the journal events its reads return."""
+    """A transaction that counts its statements and the journal events its reads return."""
 
     inner: Transaction
     counting: Counting
+    statements: int = 0
 
     def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        self.statements += 1
         return self.inner.rows(sql, params)
 
     def append(
         self, session: str, events: Sequence[tuple[str, str]], *, expected: int, at: datetime
     ) -> int:
+        self.statements += 1
         return self.inner.append(session, events, expected=expected, at=at)
 
     def events(self, session: str, *, after: int = 0) -> list[StoredEvent]:
+        self.statements += 1
+        if after == 0:
+            self.counting.whole_reads += 1
         found = self.inner.events(session, after=after)
         self.counting.events_read += len(found)
         return found
@@ -56,21 +70,51 @@ class Watched:
         return self.inner.stamp()
 
 
+@dataclass(frozen=True)
+class Trip:
+    """One round trip: the asyncio task that made it, and the statements it carried."""
+
+    by: asyncio.Task[Any] | None
+    statements: int
+
+
+@dataclass(frozen=True)
+class ModelAsked:
+    """The model was called, by this asyncio task (where one iteration ends and the next
+    begins)."""
+
+    by: asyncio.Task[Any] | None
+
+
 @dataclass
 class Counting:
-    """The store's one database, counting its round trips (one call, one transaction)."""
+    """The store's one database, counting its round trips (one call, one transaction), in
+    order with the model's calls (``seen``)."""
 
     inner: Database
-    trips: int = 0
+    seen: list[Trip | ModelAsked] = field(default_factory=list)
     events_read: int = 0
+    whole_reads: int = 0
+
+    async def _counted(self, run: Callable[[Callable[[Transaction], T]], Awaitable[T]],
+                       work: Callable[[Transaction], T]) -> T:  # fmt: skip
+        watched: list[Watched] = []
+
+        def counted(tx: Transaction) -> T:
+            watched.append(Watched(tx, self))
+            return work(watched[-1])
+
+        try:
+            return await run(counted)
+        finally:
+            statements = sum(w.statements for w in watched)
+            self.seen.append(Trip(asyncio.current_task(), statements))
 
     async def write(self, work: Callable[[Transaction], T], *, serial: bool = True) -> T:
-        self.trips += 1
-        return await self.inner.write(lambda tx: work(Watched(tx, self)), serial=serial)
+        return await self._counted(lambda w: self.inner.write(w, serial=serial), work)
 
     async def read(self, work: Callable[[Transaction], T]) -> T:
-        self.trips += 1
-        return await self.inner.read(lambda tx: work(Watched(tx, self)))
+        return await self._counted(self.inner.read, work)
 
     @property
     def shared(self) -> bool:
@@ -89,13 +133,37 @@ class Counting:
     async def close(self) -> None:
         await self.inner.close()
 
+    def iterations(self) -> list[list[Trip]]:
+        """The round trips the iterating task made between one model call and the next:
+        one list per iteration that was followed by another."""
+        asked = [i for i, seen in enumerate(self.seen) if isinstance(seen, ModelAsked)]
+        spans: list[list[Trip]] = []
+        for start, end in itertools.pairwise(asked):
+            by = self.seen[start].by
+            spans.append(
+                [t for t in self.seen[start + 1 : end] if isinstance(t, Trip) and t.by is by]
+            )
+        return spans
 
-async def work_one_task(path: Path, script: list[dict[str, Any]]) -> tuple[Counting, int]:
-    """Work task t1 (examples.tasks' researcher) to its end on a new store at ``path``; the
+
+class Marking(ScriptedProvider):
+    """The scripted model, marking each call in the counted database's order."""
+
+    def __init__(self, script: list[dict[str, Any]], counting: Counting) -> None:
+        super().__init__(script, name="default")
+        self._counting = counting
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self._counting.seen.append(ModelAsked(asyncio.current_task()))
+        return await super().complete(request)
+
+
+async def work_one_task(url: str | Path, script: list[dict[str, Any]]) -> tuple[Counting, int]:
+    """Work task t1 (examples.tasks' researcher) to its end on a new store at ``url``; the
     counted database and the iterations the task used."""
-    database = Counting((await Store.open(path)).database)
+    database = Counting((await Store.open(url)).database)
     store = Store(database)  # every view on the counted database
-    provider = ScriptedProvider(script, name="default")
+    provider = Marking(script, database)
     context = make_context(
         example,
         store=store.journal_store,
@@ -125,14 +193,31 @@ def lookup(n: int) -> dict[str, Any]:
     return {"tool_calls": [{"name": "lookup", "arguments": {"topic": f"ankka {n}"}}]}
 
 
-async def test_each_iteration_costs_two_round_trips_and_reads_no_history(tmp_path: Path) -> None:
-    two = [lookup(0), complete(GOOD)]
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], str | Path]:
+    """Makes a new, empty store of the parameter's kind for each name asked."""
+    if request.param == "sqlite":
+        return lambda name: tmp_path / f"{name}.sqlite3"
+    server = request.getfixturevalue("postgres_server")
+    return lambda name: fresh_database(server, f"trips_{name}")
+
+
+async def test_each_iteration_costs_two_round_trips_and_reads_no_history(
+    new_store: Callable[[str], str | Path],
+) -> None:
     five = [lookup(n) for n in range(4)] + [complete(GOOD)]
-    short, used_short = await work_one_task(tmp_path / "2.sqlite3", two)
-    long, used_long = await work_one_task(tmp_path / "5.sqlite3", five)
-    assert (used_short, used_long) == (2, 5)
-    # Three iterations more, six round trips more: two each, whatever the task's own setup.
-    assert long.trips - short.trips == 2 * (5 - 2), (short.trips, long.trips)
-    # Nothing the instance wrote is read back: its fold is its own (the session is read from
-    # its start once, when the task starts and there is nothing in it yet).
-    assert short.events_read == long.events_read == 0
+    counted, used = await work_one_task(new_store("five"), five)
+    assert used == 5
+    iterations = counted.iterations()
+    assert len(iterations) == 4  # every iteration but the last is followed by a model call
+    # Two round trips each, made by the iterating task between one model call and the next
+    # (the answer with its marks and the task row's completion; the tool result, with the
+    # task's and its instance's rows read back). Within them, at most eight statements (each
+    # a round trip to a PostgreSQL server): the answer's append, the task's row and its
+    # tree's read, the row's update returning the row (not read again); the tool result's
+    # append, the task's, its tree's and its instance's rows read back.
+    assert [len(trips) for trips in iterations] == [2, 2, 2, 2], iterations
+    assert all(sum(t.statements for t in trips) <= 8 for trips in iterations), iterations
+    # Nothing the instance wrote is read back: its fold is its own. The session is read from
+    # its start only before the first model call (of nothing yet).
+    assert counted.events_read == 0
