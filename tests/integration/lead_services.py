@@ -1,5 +1,5 @@
 """The team of the lead tests: ``desk``, led by ``planner`` (it works ``plan`` tasks, with the
-backlog tools every lead gets and a ``hold`` tool that waits while the file ``HOLD_FILE``
+backlog tools every lead gets and a ``hold`` tool that waits while a file ``HOLD_FILE``
 names exists, so a test can kill the runtime between one tool's commit and the next model
 call), over the researcher of examples/tasks.py."""
 
@@ -26,10 +26,11 @@ plan = TaskType("plan", description="Plan the team's work onto its backlog.", re
 
 
 @tool
-def hold() -> str:
-    """Wait while the test holds the runtime here (run in a thread, as a plain tool is)."""
-    gate = Path(os.environ.get("HOLD_FILE", "/nonexistent"))
-    while gate.exists():
+def hold(gate: str = "") -> str:
+    """Wait while the test holds the runtime here (run in a thread, as a plain tool is): while
+    the file ``HOLD_FILE`` + ``gate`` exists."""
+    held = Path(os.environ.get("HOLD_FILE", "/nonexistent") + gate)
+    while held.exists():
         time.sleep(0.05)
     return "released"
 

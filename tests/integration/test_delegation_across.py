@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ankka.runtime.records.messages import Usage
 from tests.integration.conftest import Script, model_env
 from tests.integration.tasks_crash import asked_keys, dump, model_requests, recorded_keys
 from tests.integration.test_delegation import CHILDREN, REPORT, STANDIN, in_flight, slowed
@@ -280,6 +281,54 @@ def test_a_child_made_before_the_leads_restart_is_followed_after_it_not_created_
     assert refused.status_code == 403, refused.text
     lead = two.lead()
     check(two, lead, researcher)
+
+
+def reported(path: Path) -> dict[str, dict[str, Any] | None]:
+    """The spend the lead's store keeps of each remote child, as its peer last reported it."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT task, reported FROM ankka_remote_children ORDER BY task")
+        return {str(t): None if r is None else json.loads(r) for t, r in rows.fetchall()}
+
+
+def test_a_child_its_peer_lost_across_a_leads_restart_is_counted_with_its_last_reported_spend(
+    pair: Callable[..., Pair],
+) -> None:
+    """Each child does one iteration (its lookup), then its second call hangs. Once the lead
+    has read that spend (a wait of 10 s ending with the child not final), its runtime is
+    SIGKILLed; the researcher's too, and it starts again on a new store (it knows no child).
+    The lead's new process reads the children, is answered 404, and counts what the peer had
+    reported before the kill: one iteration and its tokens each."""
+    slow = [dict(STANDIN[i], delay_ms=60_000) for i in (3, 4)]  # the children's second calls
+    two = pair([*STANDIN[:3], *slow, STANDIN[-1]])
+    researcher, lead = two.researcher(), two.lead()
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+    tokens = Usage(180, 14).as_dict()
+    one: dict[str, Any] = {"iterations": 1, "usage": tokens}
+    store = two.root / "lead.sqlite3"
+    eventually(
+        lambda: reported(store) == {c: one for c in CHILDREN},
+        what="the children's first iterations reported to the lead",
+        timeout=90,
+    )
+    kill(lead)
+    kill(researcher)
+    for path in two.root.glob("researcher.sqlite3*"):
+        path.unlink()
+    researcher, lead = two.researcher(), two.lead()
+    with two.client() as alice:
+        report = final(alice, lead, "r1")
+        told = told_of(alice, lead)
+    assert report["state"] == "completed", dump(report)
+    assert sorted((t["status"], t["task"], t["error"]) for t in told) == [
+        ("failed", "r1:1.0", "peer_lost"),
+        ("failed", "r1:1.1", "peer_lost"),
+    ], dump(told)
+    assert all("(1 iterations)" in t["reason"] for t in told), dump(told)
+    # The lead's own two calls, and one iteration of each lost child.
+    assert report["tree_iterations"] == 4, dump(report)
+    for key in ("input_tokens", "output_tokens"):
+        assert report["tree_usage"][key] == report["usage"][key] + 2 * tokens[key], key
 
 
 def test_a_peer_that_does_not_name_the_lead_among_its_delegators_refuses_its_children(

@@ -175,3 +175,66 @@ def test_a_leads_refused_calls_are_error_results_naming_what_was_wrong(
     assert "'nowhere'" in said[1] and "'sports'" in said[2] and "you lead desk" in said[2]
     assert "nothing was cancelled" in said[3] and "'nowhere'" in said[3]
     assert "no priority was changed" in said[4] and "priority" in said[5]
+
+
+def assistant_answers(path: Path, session: str) -> int:
+    with sqlite3.connect(path) as db:
+        found = db.execute(
+            "SELECT COUNT(*) FROM events WHERE session = ? AND kind = 'assistant_message'",
+            (session,),
+        ).fetchone()
+    return int(found[0])
+
+
+def test_the_lead_hears_its_items_end_once_at_its_next_iteration_across_a_restart(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    planner = SCRIPT[0]["tool_calls"]
+    script = [
+        {**SCRIPT[0], "tool_calls": [planner[0], {"name": "hold", "arguments": {"gate": ".a"}}]},
+        SCRIPT[1],
+        SCRIPT[2],
+        {"when": "tool", "tool_calls": [{"name": "hold", "arguments": {"gate": ".b"}}]},
+        SCRIPT[3],
+    ]
+    model = standin(script)
+    path, hold = tmp_path / "store.sqlite3", tmp_path / "hold"
+    for gate in (".a", ".b"):
+        Path(f"{hold}{gate}").touch()
+    store = f"sqlite:///{path}"
+    first = serve_desk(model, store, hold)
+    servers.append(first)
+    made = httpx.put(
+        f"{first.url}/v1/agents/planner/tasks/p1",
+        json={"type": "plan", "instructions": "Plan a summary of sqlite."},
+        timeout=30,
+    )
+    assert made.status_code == 201, made.text
+    eventually(
+        lambda: [(i["id"], i["state"]) for i in listing(first)] == [(ITEM, "completed")],
+        what="the planner's item finished while the planner is held",
+        timeout=90,
+    )
+    Path(f"{hold}.a").unlink()  # the iteration ends: its last result carries the news
+    eventually(
+        lambda: assistant_answers(path, "task:p1") == 2,
+        what="the planner's second answer recorded, its hold running",
+        timeout=60,
+    )
+    first.process.kill()  # after the news was recorded, before the next model call
+    first.process.wait()
+    Path(f"{hold}.b").unlink()
+    second = serve_desk(model, store, hold)
+    servers.append(second)
+    done = httpx.get(f"{second.url}/v1/tasks/p1", params={"wait": 60}, timeout=70).json()
+    assert done["state"] == "completed", done
+    requests = [r["body"]["messages"] for r in model_requests(model)]
+    assert len(requests) == len(script)
+    told, after = requests[3], requests[4]
+    news = told[-1]["content"]
+    assert told[-1]["role"] == "tool" and "Backlog news" in news
+    assert f"item '{ITEM}' of team 'desk' (summary) completed by researcher" in news
+    assert '"points": ["one file"]' in news
+    assert after[: len(told)] == told  # nothing sent was rewritten
+    shown = [m for m in after if "Backlog news" in str(m.get("content"))]
+    assert shown == [told[-1]]  # told once: not again after the restart

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,21 @@ async def test_an_ended_items_priority_is_not_changed(store: Store) -> None:
         await store.tasks.write(lambda tx: backlog.reprioritise(tx, TEAM, "gone", 9, NOW))
     with pytest.raises(RequestError, match="out of range"):
         await store.tasks.write(lambda tx: backlog.reprioritise(tx, TEAM, "nowhere", 10**12, NOW))
+
+
+async def test_a_leads_task_hears_of_its_items_ends_until_told(store: Store) -> None:
+    """(The lead's news, on the same real stores: ``news`` and ``told``.)"""
+    body = ItemBody("summary", "Summarise planned.")
+    await store.tasks.write(
+        lambda tx: backlog.put(
+            tx, TEAM, "planned", body, created_by="local", now=NOW, planned_by="lead-task"
+        )
+    )
+    await add(store, "not-planned")
+    assert await store.tasks.read(lambda tx: backlog.news(tx, "lead-task")) == []  # not ended
+    for item in ("planned", "not-planned"):
+        await store.tasks.write(partial(backlog.cancel, team=TEAM, item=item, now=NOW))
+    ended = await store.tasks.read(lambda tx: backlog.news(tx, "lead-task"))
+    assert [(i.id, i.state) for i in ended] == [("planned", "cancelled")]
+    await store.tasks.write(lambda tx: backlog.told(tx, "lead-task", ended, NOW))
+    assert await store.tasks.read(lambda tx: backlog.news(tx, "lead-task")) == []

@@ -8,12 +8,15 @@ transaction that makes the row, so that any process, after any restart, can send
 
 Its table (``ankka_remote_children``) is in the tree's schema
 (:data:`~ankka.runtime.store.tree_statements.TREE_SCHEMA`): a table of its own, so a store
-written before it needs no migration; its ``created`` column came later, and is added to a
-store written before it when the store is opened (its rows read as not known to be made).
+written before it needs no migration; its ``created`` and ``reported`` columns came later, and
+are added to a store written before them when the store is opened (its rows read as not known
+to be made, with nothing reported).
 
 - :func:`record`: the child's body, beside its tree row;
 - :func:`made`: the peer answered the ``PUT`` with the child: it exists there from now on, so
   a 4xx about it is a failure, never a refusal, whichever process or restart meets it;
+- :func:`reported`: what the peer's latest answer about the child said its tree spent, kept so
+  that a child the peer loses is counted with it after a restart too;
 - :func:`following`: the children still to be followed (not settled yet), with their bodies;
 - :func:`a2a_task` and :func:`remember_a2a`: which A2A task a child sent to a remote A2A
   agent became (the A2A client's ledger, ``ankka_remote_a2a``);
@@ -33,7 +36,16 @@ from ankka.runtime.records.tasks import TaskState
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.tasks import Ended, Transaction
 
-__all__ = ["Followed", "a2a_task", "ended", "following", "made", "record", "remember_a2a"]
+__all__ = [
+    "Followed",
+    "a2a_task",
+    "ended",
+    "following",
+    "made",
+    "record",
+    "remember_a2a",
+    "reported",
+]
 
 _STATES = {"completed": TaskState.COMPLETED, "cancelled": TaskState.CANCELLED}
 
@@ -42,8 +54,10 @@ _STATES = {"completed": TaskState.COMPLETED, "cancelled": TaskState.CANCELLED}
 class Followed:
     """A remote child still to follow: its id, its peer (the agent's name), the body that
     creates it there, what its parent was told already (a deadline, the parent's end: its
-    cancel is then owed), whether that cancel was sent, and whether the peer answered the
-    ``PUT`` with the child (``created``: recorded by :func:`made`)."""
+    cancel is then owed), whether that cancel was sent, whether the peer answered the
+    ``PUT`` with the child (``created``: recorded by :func:`made`), and the spend of its
+    tree the peer last reported (``spent``: iterations and usage, recorded by
+    :func:`reported`; nothing when it reported none)."""
 
     task: str
     peer: str
@@ -51,6 +65,7 @@ class Followed:
     outcome: ChildOutcome | None
     cancel_sent: bool
     created: bool = False
+    spent: tuple[int, Usage] = (0, Usage())
 
 
 def record(tx: Transaction, task: str, peer: str, body: dict[str, Any]) -> None:
@@ -60,16 +75,40 @@ def record(tx: Transaction, task: str, peer: str, body: dict[str, Any]) -> None:
     )
 
 
-def made(tx: Transaction, task: str) -> None:
-    """The peer answered ``task``'s ``PUT`` with the child: it is made there."""
-    tx.rows("UPDATE ankka_remote_children SET created = 1 WHERE task = ?", (task,))
+def made(tx: Transaction, task: str, *, iterations: int, usage: Usage) -> None:
+    """The peer answered ``task``'s ``PUT`` with the child, its tree having spent
+    ``iterations`` and ``usage``: it is made there."""
+    tx.rows(
+        "UPDATE ankka_remote_children SET created = 1, reported = ? WHERE task = ?",
+        (_reported(iterations, usage), task),
+    )
+
+
+def reported(tx: Transaction, task: str, *, iterations: int, usage: Usage) -> None:
+    """The peer's latest answer about ``task`` said its tree spent ``iterations`` and
+    ``usage``."""
+    tx.rows(
+        "UPDATE ankka_remote_children SET reported = ? WHERE task = ?",
+        (_reported(iterations, usage), task),
+    )
+
+
+def _reported(iterations: int, usage: Usage) -> str:
+    return json.dumps({"iterations": iterations, "usage": usage.as_dict()})
+
+
+def _spent(stored: str | None) -> tuple[int, Usage]:
+    if stored is None:
+        return 0, Usage()
+    given = json.loads(stored)
+    return int(given["iterations"]), Usage.from_dict(given["usage"])
 
 
 def following(tx: Transaction, limit: int = 100, *, task: str | None = None) -> list[Followed]:
     """The remote children whose end has not been settled yet (or only ``task``)."""
     where, params = ("AND r.task = ? ", (task, limit)) if task is not None else ("", (limit,))
     rows = tx.rows(
-        "SELECT r.task, r.peer, r.body, t.outcome, t.cancel_sent, r.created "
+        "SELECT r.task, r.peer, r.body, t.outcome, t.cancel_sent, r.created, r.reported "
         "FROM ankka_remote_children r "
         f"JOIN ankka_task_tree t ON t.task = r.task WHERE t.settled = 0 {where}"
         "ORDER BY r.task LIMIT ?",
@@ -83,6 +122,7 @@ def following(tx: Transaction, limit: int = 100, *, task: str | None = None) -> 
             ChildOutcome.from_dict(json.loads(r[3])) if r[3] is not None else None,
             bool(r[4]),
             bool(r[5]),
+            _spent(r[6]),
         )
         for r in rows
     ]

@@ -42,11 +42,13 @@ __all__ = [
     "expire",
     "get",
     "items",
+    "news",
     "put",
     "renew",
     "reprioritise",
     "settle",
     "task_id",
+    "told",
 ]
 
 SCHEMA = (
@@ -598,6 +600,29 @@ def cancel(tx: Transaction, team: str, item: str, now: datetime) -> tuple[Item, 
     again = get(tx, team, item)
     assert again is not None
     return again, ended
+
+
+def news(tx: Transaction, task: str, limit: int = 50) -> list[Item]:
+    """The items the lead's task ``task`` added that have ended and of which it has not been
+    told, in the order they ended (at most ``limit``: the rest at its next iteration)."""
+    rows = tx.rows(
+        f"SELECT i.team, {_SELECTED} FROM ankka_team_planned n JOIN ankka_team_items i "
+        "ON i.team = n.team AND i.id = n.item LEFT JOIN ankka_team_priorities p "
+        "ON p.team = i.team AND p.item = i.id WHERE n.task = ? AND n.told IS NULL "
+        "AND i.state IN ('completed', 'failed', 'cancelled') ORDER BY i.updated_at, i.seq LIMIT ?",
+        (task, limit),
+    )
+    return [_item(str(row[0]), row[1:]) for row in rows]
+
+
+def told(tx: Transaction, task: str, ended: Sequence[Item], now: datetime) -> None:
+    """``task`` was told of ``ended`` (in the transaction that records what told it)."""
+    for item in ended:
+        tx.rows(
+            "UPDATE ankka_team_planned SET told = ? WHERE team = ? AND item = ? AND task = ? "
+            "AND told IS NULL",
+            (now.isoformat(), item.team, item.id, task),
+        )
 
 
 def claims(tx: Transaction, team: str) -> list[tuple[str, int, str, str, str, str]]:

@@ -99,17 +99,20 @@ TREE_SCHEMA: tuple[SchemaStep, ...] = (
     # children still waiting for an outcome are in it.
     "CREATE INDEX IF NOT EXISTS ankka_task_tree_due ON ankka_task_tree (deadline_at) "
     "WHERE outcome IS NULL AND deadline_at IS NOT NULL",
-    # The body that creates each remote child at its peer, and whether the peer answered
-    # its PUT with the child (store/remote_statements.py).
+    # The body that creates each remote child at its peer, whether the peer answered its
+    # PUT with the child, and the spend the peer last reported (store/remote_statements.py).
     """CREATE TABLE IF NOT EXISTS ankka_remote_children (
     task TEXT PRIMARY KEY,
     peer TEXT NOT NULL,
     body TEXT NOT NULL,
-    created INTEGER NOT NULL DEFAULT 0
+    created INTEGER NOT NULL DEFAULT 0,
+    reported TEXT
 )""",
-    # ``created`` came after the table: a store written before it gains it (its children
-    # as not known to be made, which is what the runtime that wrote them could tell).
+    # ``created`` and ``reported`` came after the table: a store written before them gains
+    # them (its children as not known to be made, with no spend reported: what the runtime
+    # that wrote them could tell).
     AddedColumn("ankka_remote_children", "created", "INTEGER NOT NULL DEFAULT 0"),
+    AddedColumn("ankka_remote_children", "reported", "TEXT"),
     # Which A2A task each child delegated to a remote A2A agent became (the client's ledger).
     """CREATE TABLE IF NOT EXISTS ankka_remote_a2a (
     key TEXT PRIMARY KEY,

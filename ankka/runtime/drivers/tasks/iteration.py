@@ -96,7 +96,7 @@ from ankka.runtime.store.journal_store import ConcurrentAppend
 from ankka.runtime.store.tasks import Ended as EndedTask
 from ankka.runtime.store.tasks import TaskStore
 
-__all__ = ["LeaseLost", "RetryPolicy", "Waiting", "Workbench", "publish_ended", "work_task"]
+__all__ = ["LeaseLost", "News", "RetryPolicy", "Waiting", "Workbench", "publish_ended", "work_task"]
 
 T = TypeVar("T")
 Current = tuple[TaskRecord | None, InstanceRecord | None, tree.TreeRow | None]
@@ -140,6 +140,24 @@ class Workbench:
         default=lambda agent, task: ()
     )
     """The tools an agent's task gets as the lead of teams (docs/teams.md): the team host's."""
+    lead_news: Callable[[AutonomousAgent, TaskRecord], Awaitable[News | None]] = field(
+        default=lambda agent, task: _no_news()
+    )
+    """What a lead's task is to be told at its next iteration (the team host's): None, or
+    the news and the statement that marks it told, in the commit that records it."""
+
+
+@dataclass(frozen=True, slots=True)
+class News:
+    """What to tell a task with the newest message before its next model call (appended to
+    it, never to what was sent before), and how to mark it told in the same commit."""
+
+    text: str
+    mark: Callable[[Transaction], None]
+
+
+async def _no_news() -> News | None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -646,15 +664,26 @@ class TaskWork:
         last = all(c.id in answered or c.id == result.call_id for c in answer.tool_calls)
         ends = result.name in (COMPLETE_TASK, FAIL_TASK, *self.handoffs) and not result.is_error
         number = iteration_of(answer.turn)
+        news: News | None = None
         if last and not ends and number is not None:
-            # The newest message carries where the next iteration stands, as it is recorded
-            # (for a task that delegates, counting what its children used or hold).
+            # The newest message carries what the task is to be told (a lead: its items'
+            # ends, marked told in the same commit, so told once) and where the next
+            # iteration stands, as it is recorded (for a task that delegates, counting what
+            # its children used or hold).
+            news = await self.bench.lead_news(self.agent, self.task)
+            if news is not None:
+                result = replace(result, content=f"{result.content}\n\n{news.text}")
             following = await self._next_iteration(number)
             if following <= self.task.budget:  # else no call follows: the budget is spent
                 content = prompt.with_note(result.content, following, self.task.budget)
                 result = replace(result, content=content)
         # The iteration's last commit reads where the task stands for the next call.
-        await self._record_judged(answer.turn, (result,), read_back=last and not ends)
+        await self._record_judged(
+            answer.turn,
+            (result,),
+            read_back=last and not ends,
+            mark=news.mark if news is not None else None,
+        )
         if self._rejected is not None:
             reason, self._rejected = self._rejected, None
             await self._set_state(TaskState.RESULT_REJECTED, reason=reason)
@@ -804,11 +833,17 @@ class TaskWork:
         return found
 
     async def _record_judged(
-        self, turn: str, records: Sequence[Record], *, read_back: bool = False
+        self,
+        turn: str,
+        records: Sequence[Record],
+        *,
+        read_back: bool = False,
+        mark: Callable[[Transaction], None] | None = None,
     ) -> None:
         """``records`` with what judged guardrails spent since (a ``judgment_usage`` record,
         summed on the task's usage in the same transaction), in one commit; ``read_back``:
-        the commit also reads where the task stands, for the next call."""
+        the commit also reads where the task stands, for the next call; ``mark``: a
+        statement made in the same commit (what the records told the task, marked told)."""
         judging = self.ledger.judging
         usage = judging.usage if judging.spent else None
         judging.spent.clear()
@@ -821,6 +856,8 @@ class TaskWork:
         def then(tx: Transaction) -> Current | None:
             if usage is not None:
                 statements.add_usage(tx, task.id, usage, now)
+            if mark is not None:
+                mark(tx)
             return self._read_current(tx) if read_back else None
 
         found = await self._append(records, then=then)

@@ -24,7 +24,10 @@ as its reason. Once made (known from the store, so after a restart too), the chi
 and may have spent: a 4xx about it is no refusal but a failure
 (:func:`outcome_after_creation`): ``failed``, ``peer_lost`` for a
 404 (the peer no longer knows it: its store was lost), else ``peer_error`` naming the status,
-with what the peer last reported of its spend (``tree_iterations``, ``tree_usage``). The runtime
+with what the peer last reported of its spend (``tree_iterations``, ``tree_usage`` of its answer
+to the ``PUT`` or of the latest ``GET`` that found the child not final; each report is written
+to the store as it is read, :func:`~ankka.runtime.store.remote_statements.reported`, so the last
+one is counted after a restart too). The runtime
 calls as itself: its ``--tls-dir`` certificate over mTLS (the peer's certificate must carry
 the URI SAN its entry names), or a bearer token from a file, read again for each request.
 A child of a remote A2A agent is followed over A2A instead (:mod:`.remote_a2a`).
@@ -38,6 +41,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -229,29 +233,41 @@ class RemoteChildren:
     async def _follow(self, child: Followed) -> None:
         failures, created = 0, child.created
         peer = self.peers[child.peer]
-        spent: tuple[int, Usage] = (0, Usage())  # what the peer last reported of the child
+        # What the peer last reported of the child's spend, as the store keeps it: a child
+        # the peer loses is counted with it, whichever process follows it after a restart.
+        spent = child.spent
         while True:
             try:
                 current = await self._current(child.task)
                 if current is None:
                     return  # settled (by this process or another)
                 created = created or current.created
-                if not current.created:
+                if current.created:
+                    spent = current.spent  # every report is written once read (below)
+                else:
                     # Made there once the peer answers: recorded, so that no process, after
                     # any restart, sends the PUT again or takes a 4xx about it as a refusal.
                     if not created:
                         spent = _spent(await self._put(peer, current))
                         created = True
-                    await self.store.write(lambda tx: remote.made(tx, child.task))
+                    await self.store.write(
+                        partial(remote.made, task=child.task, iterations=spent[0], usage=spent[1])
+                    )
                 if current.outcome is not None and not current.cancel_sent:
                     await self._cancel(peer, current.task)
                     await self.store.write(lambda tx: tree.cancel_sent(tx, child.task))
                 record = await self._get(peer, current.task)
-                spent = _spent(record)
                 if record.get("state") in _FINAL:
                     told = _outcome(peer, record)
-                    await self._settle(peer.agent, current.task, told, *spent)
+                    await self._settle(peer.agent, current.task, told, *_spent(record))
                     return
+                if _spent(record) != spent:
+                    spent = _spent(record)
+                    await self.store.write(
+                        partial(
+                            remote.reported, task=child.task, iterations=spent[0], usage=spent[1]
+                        )
+                    )
                 failures = 0
             except PeerAnswered as answered:
                 if created:

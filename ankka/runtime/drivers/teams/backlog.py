@@ -31,7 +31,7 @@ from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka.runtime.declare.teams import Team
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import told
-from ankka.runtime.drivers.teams.lead import lead_tools
+from ankka.runtime.drivers.teams.lead import lead_news, lead_tools
 from ankka.runtime.records.tasks import MEMBER_INSTANCE_PREFIX, Conflict, check_id
 from ankka.runtime.store import team_statements as backlog
 from ankka.runtime.store.tasks import create_tables
@@ -75,7 +75,11 @@ class TeamHost:
         self._wake = asyncio.Event()
         tasks.reserved = self._foreign
         if self.teams:  # the leads' tasks get the backlog tools (drivers/teams/lead.py)
-            tasks.bench = replace(tasks.bench, lead_tools=partial(lead_tools, self))
+            tasks.bench = replace(
+                tasks.bench,
+                lead_tools=partial(lead_tools, self),
+                lead_news=partial(lead_news, self),
+            )
 
     def instance_of(self, team: str, member: _Member) -> str:
         base = f"{MEMBER_PREFIX}{team}.{self.tag}.{member.slot}"

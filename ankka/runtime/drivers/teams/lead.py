@@ -12,6 +12,11 @@ its executor like any tool, their results recorded by the task driver as every r
 - ``backlog_cancel_item``: cancel an item (and what waits on it), as the cancel route does;
 - ``backlog_prioritise_item``: give an item a new priority.
 
+And it hears progress (:func:`lead_news`): the items a lead's task added that have ended
+(completed, failed, cancelled) are told to it with the newest message before its next model
+call, each with its id, the member agent that worked it and its outcome; they are marked told
+in the commit that records that message, so each is told once, across restarts too.
+
 Each answers JSON (the item's id, state and priority); a refusal (a type no member accepts,
 an item not on the backlog, one that has ended) is an error result the model sees, naming
 what was wrong. The backlog's budget covers the items the lead adds as it covers any.
@@ -31,16 +36,28 @@ from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.declare.teams import LEAD_TOOLS
 from ankka.runtime.declare.tools import RunnableTool, ToolOutcome, ToolSpec
 from ankka.runtime.drivers.tasks.ending import Builtin
+from ankka.runtime.drivers.tasks.iteration import News
 from ankka.runtime.engine.executor import ANSWER, RUNNING
 from ankka.runtime.records.delegation import child_id
 from ankka.runtime.records.iterations import iteration_of
 from ankka.runtime.records.tasks import MAX_DEPENDENCIES, MAX_ID, MAX_INSTRUCTIONS, TaskRecord
+from ankka.runtime.store import team_statements as backlog
+from ankka.runtime.store.database import Transaction
 from ankka.runtime.store.team_statements import MAX_PRIORITY, Item, ItemBody
 
 if TYPE_CHECKING:  # the team host hands these tools out (it imports this module)
     from ankka.runtime.drivers.teams.backlog import TeamHost
 
-__all__ = ["ADD_ITEM", "CANCEL_ITEM", "LEAD_TOOLS", "PRIORITISE_ITEM", "lead_tools", "lead_item_id"]
+__all__ = [
+    "ADD_ITEM",
+    "CANCEL_ITEM",
+    "LEAD_TOOLS",
+    "PRIORITISE_ITEM",
+    "lead_item_id",
+    "lead_news",
+    "lead_tools",
+    "news_line",
+]
 
 ADD_ITEM, CANCEL_ITEM, PRIORITISE_ITEM = LEAD_TOOLS
 
@@ -220,3 +237,36 @@ def lead_tools(
         ),
     ]
     return tuple(made)
+
+
+NEWS_RESULT = 400  # characters of a completed item's result shown in its news
+
+
+def news_line(item: Item) -> str:
+    """One ended item as a lead is told of it: its id, team, type, outcome and agent."""
+    agent = item.claimed_by[0] if item.claimed_by is not None else None
+    by = f" by {agent}" if agent is not None else " (no member had claimed it)"
+    head = f"- item {item.id!r} of team {item.team!r} ({item.body.type}) {item.state}{by}"
+    if item.state == "completed":
+        shown = json.dumps(item.result, ensure_ascii=False)
+        if len(shown) > NEWS_RESULT:
+            shown = shown[:NEWS_RESULT] + "..."
+        return f"{head}; result: {shown}"
+    return f"{head}; reason: {item.reason}"
+
+
+async def lead_news(host: TeamHost, agent: AutonomousAgent, task: TaskRecord) -> News | None:
+    """What ``task`` (of a team's lead) is to be told now: the ends of the items it added,
+    with how to mark them told; None for an agent that leads no team, or nothing new."""
+    if not any(team.lead == agent.name for team in host.teams.values()):
+        return None
+    ended = await host.store.read(lambda tx: backlog.news(tx, task.id))
+    if not ended:
+        return None
+    now = host.clock.now()
+
+    def mark(tx: Transaction) -> None:
+        backlog.told(tx, task.id, ended, now)
+
+    lines = "\n".join(news_line(item) for item in ended)
+    return News(f"Backlog news (items you added that have ended):\n{lines}", mark)

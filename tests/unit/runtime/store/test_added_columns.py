@@ -1,10 +1,11 @@
-"""A column added to a side table after stores were written without it: a store written
-before it opens, gains the column (its rows taking the default), and keeps every row,
+"""Columns added to a side table after stores were written without them: a store written
+before them opens, gains the columns (its rows taking their defaults), and keeps every row,
 on SQLite and PostgreSQL alike; openers racing on one such store add it once."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -14,11 +15,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from ankka.runtime.records.messages import Usage
 from ankka.runtime.store import remote_statements as remote
 from ankka.runtime.store.database import Transaction
 from ankka.runtime.store.open import Store
 
-# ankka_remote_children as runtimes before its ``created`` column wrote it.
+# ankka_remote_children as runtimes before its ``created`` and ``reported`` columns wrote it.
 OLD_TABLE = (
     "CREATE TABLE ankka_remote_children "
     "(task TEXT PRIMARY KEY, peer TEXT NOT NULL, body TEXT NOT NULL)"
@@ -30,7 +32,7 @@ OLD_ROW = (
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def old_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """The URL of a store holding a remote child written before the ``created`` column."""
+    """The URL of a store holding a remote child written before the added columns."""
     if request.param == "sqlite":
         path = tmp_path / "old.sqlite3"
         with sqlite3.connect(path) as db:
@@ -51,36 +53,41 @@ async def old_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
 
 def rows(tx: Transaction) -> list[tuple[Any, ...]]:
-    return tx.rows("SELECT task, peer, body, created FROM ankka_remote_children ORDER BY task")
+    return tx.rows(
+        "SELECT task, peer, body, created, reported FROM ankka_remote_children ORDER BY task"
+    )
 
 
 def made(task: str) -> Callable[[Transaction], None]:
-    return lambda tx: remote.made(tx, task)
+    return lambda tx: remote.made(tx, task, iterations=2, usage=Usage(180, 14))
 
 
-async def test_a_store_written_before_the_created_column_gains_it_and_keeps_its_rows(
+async def test_a_store_written_before_the_added_columns_gains_them_and_keeps_its_rows(
     old_store: str,
 ) -> None:
     async with await Store.open(old_store) as store:
-        assert await store.tasks.read(rows) == [("r1:1.0", "researcher", "{}", 0)]
+        assert await store.tasks.read(rows) == [("r1:1.0", "researcher", "{}", 0, None)]
         await store.tasks.write(made("r1:1.0"))
         await store.tasks.write(
             lambda tx: remote.record(tx, "r1:1.1", "researcher", {"type": "summary"})
         )
-    async with await Store.open(old_store) as again:  # the column is there: nothing to add
-        assert await again.tasks.read(rows) == [
-            ("r1:1.0", "researcher", "{}", 1),
-            ("r1:1.1", "researcher", '{"type": "summary"}', 0),
-        ]
+    async with await Store.open(old_store) as again:  # the columns are there: nothing to add
+        found = await again.tasks.read(rows)
+    assert [r[:4] for r in found] == [
+        ("r1:1.0", "researcher", "{}", 1),
+        ("r1:1.1", "researcher", '{"type": "summary"}', 0),
+    ]
+    assert json.loads(found[0][4]) == {"iterations": 2, "usage": Usage(180, 14).as_dict()}
+    assert found[1][4] is None
 
 
-async def test_stores_opened_at_once_on_a_store_without_the_column_add_it_once(
+async def test_stores_opened_at_once_on_a_store_without_the_columns_add_them_once(
     old_store: str,
 ) -> None:
     opened = await asyncio.gather(*(Store.open(old_store) for _ in range(4)))
     try:
         for store in opened:
-            assert await store.tasks.read(rows) == [("r1:1.0", "researcher", "{}", 0)]
+            assert await store.tasks.read(rows) == [("r1:1.0", "researcher", "{}", 0, None)]
     finally:
         for store in opened:
             await store.close()
