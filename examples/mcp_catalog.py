@@ -11,7 +11,8 @@ description carries a prompt injection (what a description guardrail is for);
 description (an MCP sampling request) and answers what the client said; ``--elicit-tool``
 also lists ``buy(product)``, which asks the client's person how many (an MCP elicitation:
 ``quantity``, an integer, and ``note``, a string defaulting to empty) and answers what they
-said, printing each answer it receives; ``--handshake-only``
+said, printing each answer it receives (``--confirm``: and asks again to confirm, in the same
+call); ``--handshake-only``
 advertises only the
 initialize-handshake protocol (2025-11-25), as servers on earlier SDKs do, so clients hold a
 session that a restart ends (the server then answers 404 to its id); ``--record-meta FILE``
@@ -76,6 +77,7 @@ def build(
     sampling_tool: bool = False,
     record_meta: Path | None = None,
     elicit_tool: bool = False,
+    confirm: bool = False,
 ) -> MCPServer:
     """The catalogue server; ``auth`` and ``token_verifier`` make it an OAuth resource server
     (examples/mcp_oauth_catalog.py)."""
@@ -132,6 +134,9 @@ def build(
             """Buy a product: asks the customer how many."""
             answer = await ctx.elicit(f"How many of {product} should I buy?", Order)
             print(f"mcp catalog: elicitation answered {answer.action}", flush=True)
+            if confirm and answer.action == "accept":  # a second question in the same call
+                answer = await ctx.elicit(f"Confirm: how many of {product}?", Order)
+                print(f"mcp catalog: elicitation answered {answer.action}", flush=True)
             if answer.action == "accept":
                 note = f" ({answer.data.note})" if answer.data.note else ""
                 return f"bought {answer.data.quantity} of {product}{note}"
@@ -208,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sampling-tool", action="store_true")
     parser.add_argument("--record-meta", type=Path, help="append each call's _meta and id to FILE")
     parser.add_argument("--elicit-tool", action="store_true")
+    parser.add_argument("--confirm", action="store_true", help="buy asks twice in one call")
     args = parser.parse_args(argv)
     traces = tracing.from_environment("mcp-catalog")
     server = build(
@@ -217,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         sampling_tool=args.sampling_tool,
         record_meta=args.record_meta,
         elicit_tool=args.elicit_tool,
+        confirm=args.confirm,
     )
     app: ASGIApp = server.streamable_http_app()
     if args.token:

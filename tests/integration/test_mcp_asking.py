@@ -16,6 +16,7 @@ import re
 import signal
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -337,6 +338,50 @@ def test_a_question_of_a_task_cancelled_while_it_waits_is_closed(rig: AskingRig)
     # The server was answered cancel, once, and the task made no model call after it.
     told = re.findall(r"elicitation answered (\w+)", "".join(mcp.output))
     assert told == ["cancel"], mcp.output
+
+
+def test_a_call_waiting_on_a_person_is_not_timed_out_by_its_read_timeout(rig: AskingRig) -> None:
+    # One call asks twice; the person takes longer than the call's timeout over each, and the
+    # two waits together are longer than the timeout and the question's expiry together.
+    mcp, model, server = rig.begin(
+        [BUY, {"text": "Bought."}],
+        "--elicit-tool",
+        "--confirm",
+        "--handshake-only",
+        timeout="1",
+        elicitation_timeout="8",
+    )
+    turn = Asked(server)
+    first = pending_question(server)
+    time.sleep(5)  # the person thinks, past the call's timeout
+    assert decide(server, first, "approve", content={"quantity": 2}).status_code == 200
+
+    def second() -> dict[str, Any] | None:
+        found = pending_question(server)
+        return found if found["id"] != first["id"] else None
+
+    confirm = eventually(second, what="the second question", timeout=30)
+    assert confirm is not None and "Confirm" in confirm["arguments"]["message"]
+    time.sleep(5)  # again: 10 s in all, past 1 s + 8 s
+    assert decide(server, confirm, "approve", content={"quantity": 3}).status_code == 200
+    assert turn.result().status_code == 200
+    assert tool_result(model) == "bought 3 of kettle-1"
+    assert "".join(mcp.output).count("elicitation answered accept") == 2, mcp.output
+
+
+def test_a_silent_server_with_no_question_still_times_out(rig: AskingRig) -> None:
+    search = {"tool_calls": [{"name": "mcp__catalog__search", "arguments": {"query": "kettle"}}]}
+    _, model, server = rig.begin(
+        [search, {"text": "It did not answer."}],
+        "--elicit-tool",
+        "--handshake-only",
+        "--delay",
+        "30",
+        timeout="1",
+    )
+    answer = Asked(server).result()
+    assert answer.status_code == 200, answer.text
+    assert tool_result(model) == "MCP server 'catalog' did not answer tool 'search' within 1s"
 
 
 def test_a_call_resumed_after_its_approval_asks_its_question_too(rig: AskingRig) -> None:

@@ -166,7 +166,7 @@ def test_a_failed_mcp_call_names_its_error_and_a_session_its_id(
 ) -> None:
     metas = tmp_path / "metas.jsonl"
     # A handshake-era server holds a session (mcp-session-id); every search outlasts the
-    # runtime's deadline (its timeout and 5 s), so the call fails without an answer.
+    # call's deadline (its timeout), so the call fails without an answer.
     catalog = _catalog(servers, metas, "--handshake-only", "--delay", "8", env={})
     model = standin(search("kettle"))
     env = {**jaeger_backend.env("shop"), "ANKKA_MCP_CATALOG_TIMEOUT": "1"}

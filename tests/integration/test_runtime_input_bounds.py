@@ -11,13 +11,26 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
+from tests.integration.conftest import model_env
 from tests.support.eventually import eventually
-from tests.support.processes import Server
+from tests.support.processes import Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
 
 Serve = Callable[..., Server]
 _NO_MODEL = "http://127.0.0.1:9"  # no test here reaches a model
+
+
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One ``ankka serve`` with the default limits for the tests that only send it what it
+    refuses (or read what it holds), each on a session of its own: a refusal writes nothing
+    another could read, so they need not start a server each."""
+    store = f"sqlite:///{tmp_path_factory.mktemp('bounded') / 'sessions.sqlite3'}"
+    command = ankka_command("serve", "tests.integration.services:service", "--port", "0")
+    server = start([*command, "--store", store], env=model_env(_NO_MODEL))
+    yield server
+    server.stop()
 
 
 def _turn(server: Server, session: str = "s", **kwargs: object) -> httpx.Response:
@@ -42,9 +55,9 @@ def _messages(server: Server, raw_session: str) -> httpx.Response:
 
 
 def test_a_declared_length_past_the_limit_is_refused_before_the_body_is_sent(
-    serve: Serve,
+    bounded: Server,
 ) -> None:
-    server = serve(_NO_MODEL)
+    server = bounded
     with _post_head(server, 100_000_000_000) as sock:
         answer = b""
         while b"}}" not in answer:  # the head and the JSON error, in however many reads
@@ -55,14 +68,14 @@ def test_a_declared_length_past_the_limit_is_refused_before_the_body_is_sent(
     assert b"request_too_large" in answer and b"1048576 bytes" in answer
 
 
-def test_a_message_past_the_default_limit_is_413_and_nothing_is_written(serve: Serve) -> None:
-    server = serve(_NO_MODEL)
+def test_a_message_past_the_default_limit_is_413_and_nothing_is_written(bounded: Server) -> None:
+    server = bounded
 
-    answer = _turn(server, json={"message": "x" * (2 * 1024 * 1024)})
+    answer = _turn(server, "too-big", json={"message": "x" * (2 * 1024 * 1024)})
 
     assert answer.status_code == 413
     assert answer.json()["error"]["type"] == "request_too_large"
-    assert _messages(server, "s").json()["messages"] == []
+    assert _messages(server, "too-big").json()["messages"] == []
 
 
 def test_a_chunked_body_is_cut_off_as_it_passes_a_configured_limit(serve: Serve) -> None:
@@ -85,16 +98,16 @@ def test_a_chunked_body_is_cut_off_as_it_passes_a_configured_limit(serve: Serve)
     ["%FF", "%FE", "a%2Fb", "a%2fb", "x" * 257, "tab%09", "%00"],
     ids=["ff", "fe", "slash", "lower-slash", "long", "control", "nul"],
 )
-def test_a_session_id_outside_the_rule_is_400(serve: Serve, raw: str) -> None:
-    server = serve(_NO_MODEL)
+def test_a_session_id_outside_the_rule_is_400(bounded: Server, raw: str) -> None:
+    server = bounded
 
     for answer in (_messages(server, raw), _turn(server, raw, json={"message": "hi"})):
         assert answer.status_code == 400, answer.text
         assert answer.json()["error"]["type"] == "invalid_session_id"
 
 
-def test_a_session_id_at_the_limit_and_in_any_script_is_fine(serve: Serve) -> None:
-    server = serve(_NO_MODEL)
+def test_a_session_id_at_the_limit_and_in_any_script_is_fine(bounded: Server) -> None:
+    server = bounded
 
     assert _messages(server, "x" * 256).status_code == 200
     answer = _messages(server, "%C3%A5%E6%97%A5")  # "å日", valid UTF-8
@@ -102,19 +115,21 @@ def test_a_session_id_at_the_limit_and_in_any_script_is_fine(serve: Serve) -> No
     assert answer.json()["session"] == "å日"
 
 
-def test_deeply_nested_json_is_invalid_json(serve: Serve) -> None:
-    server = serve(_NO_MODEL)
+def test_deeply_nested_json_is_invalid_json(bounded: Server) -> None:
+    server = bounded
 
-    answer = _turn(server, content=b'{"message":' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    answer = _turn(
+        server, "nested", content=b'{"message":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    )
 
     assert answer.status_code == 400
     assert answer.json()["error"]["type"] == "invalid_json"
 
 
 def test_routing_errors_are_in_the_api_shape_and_a_405_says_what_is_allowed(
-    serve: Serve,
+    bounded: Server,
 ) -> None:
-    server = serve(_NO_MODEL)
+    server = bounded
 
     trace = httpx.request("TRACE", f"{server.url}/v1/agents", timeout=10)
     unknown = httpx.get(f"{server.url}/v1/nothing-here", timeout=10)

@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import Script, received
+from tests.integration.conftest import Script, model_env, received
 from tests.support.eventually import eventually_async
-from tests.support.processes import REPO, Server, ankka_command
+from tests.support.processes import REPO, Server, ankka_command, start
 
 pytestmark = pytest.mark.integration
 
@@ -232,6 +232,27 @@ def test_tool_names_a_model_invents_do_not_grow_the_metrics_labels(
 # Bad input -------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
+    """One stand-in and one ``ankka serve`` for the malformed bodies: a refused body changes
+    nothing a later one could see (each counts the model's requests itself, on its own
+    session), so the cases share the processes instead of starting two each."""
+    work = tmp_path_factory.mktemp("refusing")
+    script = work / "script.json"
+    script.write_text(json.dumps(["never sent"]))
+    model = start(ankka_command("standin", "--script", str(script), "--port", "0"))
+    store = f"sqlite:///{work / 'sessions.sqlite3'}"
+    command = ankka_command("serve", "tests.integration.services:service", "--port", "0")
+    try:
+        server = start([*command, "--store", store], env=model_env(model.url))
+    except BaseException:
+        model.stop()
+        raise
+    yield model, server
+    server.stop()
+    model.stop()
+
+
 @pytest.mark.parametrize(
     ("body", "status", "kind", "words"),
     [
@@ -243,20 +264,21 @@ def test_tool_names_a_model_invents_do_not_grow_the_metrics_labels(
     ],
 )
 def test_a_malformed_body_is_refused_naming_what_is_wrong(
-    standin: Callable[[Script], Server],
-    serve: Callable[..., Server],
+    refusing: tuple[Server, Server],
     body: bytes,
     status: int,
     kind: str,
     words: str,
 ) -> None:
-    model = standin(["never sent"])
-    server = serve(model.url)
-    answer = httpx.post(f"{server.url}/v1/agents/weather/sessions/s", content=body)
+    model, server = refusing
+    asked = len(received(model))
+    session = f"malformed-{kind}-{len(body)}"
+    answer = httpx.post(f"{server.url}/v1/agents/weather/sessions/{session}", content=body)
     assert answer.status_code == status
     assert answer.json()["error"]["type"] == kind
     assert words in answer.json()["error"]["message"]
-    assert received(model) == []
+    assert len(received(model)) == asked, "a refused body reached the model"
+    assert messages(server, session) == []
 
 
 def test_an_unknown_agent_is_404(

@@ -159,13 +159,39 @@ async def _close(asker: Asker, reason: str, shielded: bool = False) -> None:
 
 @dataclass(slots=True)
 class Call:
-    """One call in flight: its turn's asker, its tool, and its deadline (held open while a
-    person decides)."""
+    """One call in flight: its turn's asker, its tool, and its deadline, which measures the
+    server only: it stops while a person answers the server's question (:meth:`hold`) and
+    goes on with what was left of it once they have (:meth:`release`)."""
 
     asker: Asker
     tool: str
     call_id: str
     deadline: asyncio.Timeout | None = None
+    holds: int = 0  # questions of this call waiting now
+    left: float | None = None  # seconds of the deadline left when the first began to wait
+
+    def hold(self) -> None:
+        deadline = self.deadline
+        if deadline is None:
+            return
+        if self.holds == 0:
+            when = deadline.when()
+            now = asyncio.get_running_loop().time()
+            self.left = max(0.0, when - now) if when is not None else None
+            with contextlib.suppress(RuntimeError):  # the call ended meanwhile
+                deadline.reschedule(None)
+        self.holds += 1
+
+    def release(self) -> None:
+        deadline = self.deadline
+        if deadline is None or self.holds == 0:
+            return
+        self.holds -= 1
+        if self.holds == 0 and self.left is not None:
+            now = asyncio.get_running_loop().time()
+            # The call may have ended meanwhile (its turn cancelled), its deadline with it.
+            with contextlib.suppress(RuntimeError):
+                deadline.reschedule(now + self.left)
 
 
 @dataclass(slots=True)

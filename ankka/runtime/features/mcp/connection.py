@@ -31,8 +31,8 @@ tasks only send through it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
@@ -269,7 +269,7 @@ class McpConnection:
             auth=self.auth,
             headers=dict(self.settings.headers),
             timeout=httpx2.Timeout(
-                self.settings.timeout, connect=_CONNECT_TIMEOUT, read=_STREAM_READ_TIMEOUT
+                self.settings.timeout, connect=_CONNECT_TIMEOUT, read=self._read_timeout()
             ),
             event_hooks={"response": [on_response]},
         )
@@ -285,6 +285,11 @@ class McpConnection:
             elicitation_callback=self._elicitation,
             sampling_callback=self._sampling,
         )
+
+    def _read_timeout(self) -> float:
+        """How long a stream may stay quiet: a call's stays so while the server waits for a
+        person's answer, so at least the question's expiry, with room for its answer."""
+        return max(_STREAM_READ_TIMEOUT, self.settings.elicitation_timeout + 30.0)
 
     async def _set(self, *, client: Client | None = None, problem: str | None = None) -> None:
         async with self._state:
@@ -380,15 +385,15 @@ class McpConnection:
             return await self._request(
                 f"tool {tool!r}", lambda client: client.call_tool(tool, arguments, meta=sent)
             )
-        # The SDK's own wait for the answer allows a person's longest answer too; the
-        # call's deadline (held open while they answer) bounds the rest.
-        longest = self.settings.timeout + self.settings.elicitation_timeout
+        # The SDK's own clock is off (it would count a person's time, however many questions
+        # the call asks); the call's deadline, ``timeout`` of the server's time and stopped
+        # while a question waits, bounds it, and the question's own expiry the person.
         self.in_flight.calls.append(call)
         try:
             return await self._request(
                 f"tool {tool!r}",
                 lambda client: client.call_tool(
-                    tool, arguments, read_timeout_seconds=longest, meta=sent
+                    tool, arguments, read_timeout_seconds=math.inf, meta=sent
                 ),
                 call,
             )
@@ -401,7 +406,10 @@ class McpConnection:
         for attempt in (1, 2):
             client, generation = await self._current()
             try:
-                async with asyncio.timeout(self.settings.timeout + 5.0) as deadline:
+                # Past the SDK's own clock (``timeout``), except for a call whose clock is
+                # this deadline alone.
+                bound = self.settings.timeout + (5.0 if call is None else 0.0)
+                async with asyncio.timeout(bound) as deadline:
                     if call is not None:
                         call.deadline = deadline
                     return await send(client)
@@ -483,17 +491,11 @@ class McpConnection:
             dict(params.requested_schema),
             self.settings.elicitation_timeout,
         )
-        deadline = call.deadline
-        if deadline is not None:
-            deadline.reschedule(None)  # a person's time is not the server's
+        call.hold()  # a person's time is not the server's
         try:
             answer = await call.asker.elicit(question)
         finally:
-            if deadline is not None:
-                loop = asyncio.get_running_loop()
-                # The call may have ended meanwhile (its turn cancelled), its deadline with it.
-                with contextlib.suppress(RuntimeError):
-                    deadline.reschedule(loop.time() + self.settings.timeout + 5.0)
+            call.release()
         return ElicitResult(action=answer.action, content=answer.content)
 
     async def _on_sample(

@@ -15,6 +15,7 @@ from pathlib import Path
 from tests.support.processes import REPO
 
 IMPORTED = re.compile(r"import time:\s+\d+ \|\s+\d+ \| \s*(\S+)")
+_SETTINGS = ("ANKKA_", "OTEL_", "KUBERNETES_")
 NOT_AT_START = ("openai", "anthropic", "kubernetes", "kopf", "mcp", "opentelemetry.sdk")
 MODEL = {
     "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
@@ -26,8 +27,10 @@ MODEL = {
 def imported_before_listening(store: Path) -> set[str]:
     command = [sys.executable, "-X", "importtime", "-m", "ankka", "serve", "examples.weather"]
     command += ["--port", "0", "--store", f"sqlite:///{store}"]
-    env = {**os.environ, **MODEL, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    # Only this test's settings: one an earlier test left in os.environ (tracing, a cluster's
+    # address, an MCP server) would make the server import what it then needs.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(_SETTINGS)}
+    env = {**inherited, **MODEL, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO
     )

@@ -85,3 +85,20 @@ async def test_a_cancelled_turn_closes_its_questions_and_stays_cancelled() -> No
     with pytest.raises(asyncio.CancelledError):
         await task
     assert turn.closed == ["the turn that asked was cancelled before it was answered"]
+
+
+async def test_a_calls_deadline_stops_while_its_questions_wait_and_goes_on_with_what_was_left() -> (
+    None
+):
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(60) as deadline:
+        call = Call(_Asker(), "mcp__catalog__buy", "c1", deadline)
+        call.hold()
+        call.hold()  # a second question of the same call, while the first waits
+        assert deadline.when() is None
+        call.release()
+        assert deadline.when() is None  # one still waits
+        call.release()
+        when = deadline.when()
+        assert when is not None and when <= loop.time() + 60
+        await asyncio.sleep(0)  # the call's answer
