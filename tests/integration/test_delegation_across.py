@@ -331,6 +331,75 @@ def test_a_child_its_peer_lost_across_a_leads_restart_is_counted_with_its_last_r
         assert report["tree_usage"][key] == report["usage"][key] + 2 * tokens[key], key
 
 
+def notifications(client: httpx.Client, server: Server, task: str) -> list[dict[str, Any]]:
+    """``task``'s notifications, from now until the stream ends (after the task's end)."""
+    seen: list[dict[str, Any]] = []
+    with client.stream("GET", f"{server.url}/v1/tasks/{task}/notifications") as answer:
+        assert answer.status_code == 200, answer.read()
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                data = json.loads(line.removeprefix("data: "))
+                seen.append(data if "event" in data else {"event": "snapshot"})
+    return seen
+
+
+def ends(seen: list[dict[str, Any]]) -> list[tuple[str, str, str, str | None]]:
+    return [
+        (d["event"], d["task"], d["agent"], d.get("end"))
+        for d in seen
+        if d["event"] in ("task_completed", "task_failed", "task_cancelled")
+    ]
+
+
+def test_a_parents_notifications_carry_its_remote_childrens_making_and_ends(
+    pair: Callable[..., Pair],
+) -> None:
+    two = pair(slowed((0,), 3000))  # the lead's first call takes a while: subscribed by then
+    researcher, lead = two.researcher(), two.lead()
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+        seen = notifications(alice, lead, "r1")
+    made = [(d["child"], d["child_agent"]) for d in seen if d["event"] == "task_delegated"]
+    assert made == [(c, "researcher") for c in CHILDREN], dump(seen)
+    assigned = [
+        (d["task"], d["agent"], d.get("parent")) for d in seen if d["event"] == "task_assigned"
+    ]
+    assert [a for a in assigned if a[0] != "r1"] == [(c, "researcher", "r1") for c in CHILDREN]
+    assert sorted(ends(seen)) == [
+        ("task_completed", "r1", "lead", None),
+        ("task_completed", "r1:1.0", "researcher", "completed"),
+        ("task_completed", "r1:1.1", "researcher", "completed"),
+    ], dump(seen)
+    assert ends(seen)[-1][:2] == ("task_completed", "r1")  # the stream ends with its own end
+    check(two, lead, researcher)
+
+
+def test_after_the_leads_restart_its_notifications_still_carry_its_remote_childrens_ends(
+    pair: Callable[..., Pair],
+) -> None:
+    """The lead's runtime SIGKILLed while the children work: its new process made neither,
+    and still tells r1's stream of their ends (it follows them). Their last calls take 20 s,
+    so they end after the new process's stream is open."""
+    script = slowed((1, 2), 2000)
+    for index in (3, 4):
+        script[index]["delay_ms"] = 20_000
+    two = pair(script)
+    researcher, lead = two.researcher(), two.lead()
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+    eventually(lambda: in_flight(two.model, 3), what="the children's calls in flight", timeout=60)
+    kill(lead)
+    lead = two.lead()
+    with two.client() as alice:
+        seen = notifications(alice, lead, "r1")
+    assert sorted(ends(seen)) == [
+        ("task_completed", "r1", "lead", None),
+        ("task_completed", "r1:1.0", "researcher", "completed"),
+        ("task_completed", "r1:1.1", "researcher", "completed"),
+    ], dump(seen)
+    check(two, lead, researcher)
+
+
 def test_a_peer_that_does_not_name_the_lead_among_its_delegators_refuses_its_children(
     pair: Callable[..., Pair],
 ) -> None:

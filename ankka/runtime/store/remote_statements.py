@@ -57,7 +57,8 @@ class Followed:
     cancel is then owed), whether that cancel was sent, whether the peer answered the
     ``PUT`` with the child (``created``: recorded by :func:`made`), and the spend of its
     tree the peer last reported (``spent``: iterations and usage, recorded by
-    :func:`reported`; nothing when it reported none)."""
+    :func:`reported`; nothing when it reported none), and its ancestors here (nearest
+    last: their notification streams carry its events)."""
 
     task: str
     peer: str
@@ -66,6 +67,7 @@ class Followed:
     cancel_sent: bool
     created: bool = False
     spent: tuple[int, Usage] = (0, Usage())
+    ancestors: tuple[str, ...] = ()
 
 
 def record(tx: Transaction, task: str, peer: str, body: dict[str, Any]) -> None:
@@ -108,7 +110,8 @@ def following(tx: Transaction, limit: int = 100, *, task: str | None = None) -> 
     """The remote children whose end has not been settled yet (or only ``task``)."""
     where, params = ("AND r.task = ? ", (task, limit)) if task is not None else ("", (limit,))
     rows = tx.rows(
-        "SELECT r.task, r.peer, r.body, t.outcome, t.cancel_sent, r.created, r.reported "
+        "SELECT r.task, r.peer, r.body, t.outcome, t.cancel_sent, r.created, r.reported, "
+        "t.ancestors "
         "FROM ankka_remote_children r "
         f"JOIN ankka_task_tree t ON t.task = r.task WHERE t.settled = 0 {where}"
         "ORDER BY r.task LIMIT ?",
@@ -123,6 +126,7 @@ def following(tx: Transaction, limit: int = 100, *, task: str | None = None) -> 
             bool(r[4]),
             bool(r[5]),
             _spent(r[6]),
+            tuple(json.loads(r[7])),
         )
         for r in rows
     ]
@@ -139,7 +143,8 @@ def ended(
         return []
     woken = tree.remote_ended(tx, task, outcome, iterations=iterations, usage=usage)
     state = _STATES.get(outcome.status, TaskState.FAILED)
-    return [Ended(task, found.agent, None, state, outcome.reason, woken)]
+    told = {"end": outcome.status, **({"error": outcome.error} if outcome.error else {})}
+    return [Ended(task, found.agent, None, state, outcome.reason, woken, told)]
 
 
 def a2a_task(tx: Transaction, key: str) -> tuple[str, str] | None:

@@ -135,6 +135,9 @@ class Ended:
     state: TaskState
     reason: str | None
     woken: tuple[str, str] | None = None  # its parent's instance, told of this end
+    # A remote child's end as settled here: its ``end`` (an End, or ``refused``) and
+    # ``error`` (``peer_lost``, ``peer_refused``, ...), for its notification.
+    told: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

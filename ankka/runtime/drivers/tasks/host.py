@@ -139,6 +139,7 @@ class TaskHost:
                 store,
                 options.peers,
                 told=partial(told, self.bench),
+                nest=self.notifier.nest,
                 a2a=a2a,
                 tls_dir=options.peer_tls_dir,
             )

@@ -210,6 +210,7 @@ def publish_ended(notifier: Notifier, ended: Sequence[EndedTask]) -> None:
             instance=item.instance,
             task=item.id,
             reason=item.reason,
+            **(item.told or {}),
         )
 
 

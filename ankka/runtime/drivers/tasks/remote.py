@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -170,12 +170,13 @@ class RemoteChildren:
         peers: Mapping[str, Peer],
         *,
         told: Callable[[list[Ended]], None],
+        nest: Callable[[str, Sequence[str]], None] | None = None,
         a2a: Mapping[str, RemoteAgent] | None = None,
         tls_dir: str | None = None,
         poll_seconds: float = 1.0,
         wait_seconds: float = WAIT_SECONDS,
     ) -> None:
-        self.store, self.peers, self.told = store, dict(peers), told
+        self.store, self.peers, self.told, self.nest = store, dict(peers), told, nest
         self.poll_seconds, self.wait_seconds = poll_seconds, wait_seconds
         self._tls = {
             name: RotatingClientTLS(tls_dir, expected_uri=peer.identity)
@@ -226,6 +227,10 @@ class RemoteChildren:
             work = self.a2a.follow(child)
         else:
             return  # another process knows the peer (this one's settings do not name it)
+        if self.nest is not None:
+            # Its end reaches its ancestors' streams from whichever process follows it, also
+            # one that did not make it (a restart, another process on the store).
+            self.nest(child.task, child.ancestors)
         task = asyncio.create_task(work, name=f"ankka-remote-{child.task}")
         self._following[child.task] = task
         task.add_done_callback(lambda _: self._following.pop(child.task, None))
