@@ -51,7 +51,9 @@ class AddedColumn:
     """A column added to a side table after stores were written without it: a step of the
     schema each database takes its own way when the store is opened (SQLite has no
     ``ADD COLUMN IF NOT EXISTS``: it reads ``PRAGMA table_info`` first, in a write
-    transaction; PostgreSQL has it). ``definition`` needs a ``DEFAULT`` when it is ``NOT
+    transaction; PostgreSQL reads ``information_schema.columns`` first too, since its
+    ``ALTER TABLE`` locks the table out even when the column is there, and keeps ``IF NOT
+    EXISTS`` for two openers racing). ``definition`` needs a ``DEFAULT`` when it is ``NOT
     NULL``: the rows already there take it. The table's ``CREATE TABLE`` names the column
     too, so a new store has it from the start and this step finds it there."""
 

@@ -121,10 +121,25 @@ def redacted(dsn: str) -> str:
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
 
 
-def _statement(step: SchemaStep) -> str:
-    if isinstance(step, AddedColumn):
-        return f"ALTER TABLE {step.table} ADD COLUMN IF NOT EXISTS {step.column} {step.definition}"
-    return step
+# Whether the schema the tables are in (search_path's first) has the column already.
+HAS_COLUMN = (
+    "SELECT 1 FROM information_schema.columns "
+    "WHERE table_schema = current_schema() AND table_name = %s AND column_name = %s"
+)
+
+
+def _migrate(conn: psycopg.Connection[Any], step: SchemaStep) -> None:
+    """Take one schema step. An added column is looked up first: ``ALTER TABLE`` takes an
+    ACCESS EXCLUSIVE lock on the table even when the column is there, held until the
+    migration commits, so every open would queue behind running processes' reads and writes
+    of it and then hold them up. ``IF NOT EXISTS`` stays for two openers racing."""
+    if not isinstance(step, AddedColumn):
+        conn.execute(step)
+        return
+    if conn.execute(HAS_COLUMN, (step.table, step.column)).fetchone() is None:
+        conn.execute(
+            f"ALTER TABLE {step.table} ADD COLUMN IF NOT EXISTS {step.column} {step.definition}"
+        )
 
 
 @lru_cache(maxsize=1024)
@@ -251,8 +266,8 @@ class PostgresDatabase:
                 # Processes starting together would race on CREATE ... IF NOT EXISTS.
                 conn.execute(MIGRATION_LOCK)
                 conn.execute(ENSURE_SCHEMA)
-                for statement in (JOURNAL_SCHEMA, *schema):
-                    conn.execute(_statement(statement))
+                for step in (JOURNAL_SCHEMA, *schema):
+                    _migrate(conn, step)
 
         try:
             await asyncio.get_running_loop().run_in_executor(threads, prepare)

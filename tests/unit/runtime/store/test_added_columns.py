@@ -91,3 +91,27 @@ async def test_stores_opened_at_once_on_a_store_without_the_columns_add_them_onc
     finally:
         for store in opened:
             await store.close()
+
+
+async def test_opening_a_store_that_has_the_columns_waits_for_no_reader_of_the_table(
+    postgres_server: str,
+) -> None:
+    """A running process reading the table (a transaction holding its ACCESS SHARE lock)
+    does not hold up another process opening the store: no ``ALTER TABLE`` is issued when
+    the columns are there, so the opener asks for no lock on the table (an ``ALTER`` would
+    wait for the reader, and the database's lock_timeout would fail the open)."""
+    database = f"has_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(postgres_server, autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {database}")
+        await conn.execute(f"ALTER DATABASE {database} SET lock_timeout = '5s'")
+    url = postgres_server.rsplit("/", 1)[0] + f"/{database}"
+    async with await Store.open(url) as store:  # a store written with the columns
+        await store.tasks.write(
+            lambda tx: remote.record(tx, "r1:1.0", "researcher", {"type": "summary"})
+        )
+    async with await psycopg.AsyncConnection.connect(url) as reader:
+        await reader.execute("SELECT task FROM ankka_remote_children")  # the reader's lock
+        async with await Store.open(url) as again:
+            found = await again.tasks.read(rows)
+        await reader.rollback()
+    assert found == [("r1:1.0", "researcher", '{"type": "summary"}', 0, None)]
