@@ -341,19 +341,24 @@ def test_a_question_of_a_task_cancelled_while_it_waits_is_closed(rig: AskingRig)
 
 
 def test_a_call_waiting_on_a_person_is_not_timed_out_by_its_read_timeout(rig: AskingRig) -> None:
-    # One call asks twice; the person takes longer than the call's timeout over each, and the
-    # two waits together are longer than the timeout and the question's expiry together.
+    # One call asks twice. The person takes longer than the call's timeout over each question,
+    # each well inside the question's expiry, and the call lasts longer than the timeout and
+    # the expiry together: neither a deadline counting the person's time nor a read clock of
+    # timeout + expiry lets it through. The margins are seconds wide either way (a loaded
+    # machine only makes the call longer, and the server's own hops have the whole timeout).
+    timeout, expiry = 3.0, 15.0
     mcp, model, server = rig.begin(
         [BUY, {"text": "Bought."}],
         "--elicit-tool",
         "--confirm",
         "--handshake-only",
-        timeout="1",
-        elicitation_timeout="8",
+        timeout=f"{timeout:g}",
+        elicitation_timeout=f"{expiry:g}",
     )
     turn = Asked(server)
     first = pending_question(server)
-    time.sleep(5)  # the person thinks, past the call's timeout
+    seen = time.monotonic()  # the call began before this
+    time.sleep((timeout + expiry) / 2 + 0.5)  # 9.5 s: past the timeout, 5.5 s inside the expiry
     assert decide(server, first, "approve", content={"quantity": 2}).status_code == 200
 
     def second() -> dict[str, Any] | None:
@@ -362,7 +367,9 @@ def test_a_call_waiting_on_a_person_is_not_timed_out_by_its_read_timeout(rig: As
 
     confirm = eventually(second, what="the second question", timeout=30)
     assert confirm is not None and "Confirm" in confirm["arguments"]["message"]
-    time.sleep(5)  # again: 10 s in all, past 1 s + 8 s
+    # Again past the timeout, and on until the call has lasted past timeout + expiry (19 s
+    # since its first question was seen); at most 9.5 s, for the first answer went 9.5 s in.
+    time.sleep(max(timeout + 1.0, seen + timeout + expiry + 1.0 - time.monotonic()))
     assert decide(server, confirm, "approve", content={"quantity": 3}).status_code == 200
     assert turn.result().status_code == 200
     assert tool_result(model) == "bought 3 of kettle-1"

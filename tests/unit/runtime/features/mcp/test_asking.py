@@ -100,5 +100,19 @@ async def test_a_calls_deadline_stops_while_its_questions_wait_and_goes_on_with_
         assert deadline.when() is None  # one still waits
         call.release()
         when = deadline.when()
-        assert when is not None and when <= loop.time() + 60
+        # All of it again (nothing was spent): not rescheduled to now, nor past the 60 s.
+        assert when is not None and loop.time() + 59 < when <= loop.time() + 60
+        await asyncio.sleep(0)  # the call's answer
+
+
+async def test_a_deadline_held_after_part_of_it_was_spent_goes_on_with_the_rest() -> None:
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(60) as deadline:
+        call = Call(_Asker(), "mcp__catalog__buy", "c1", deadline)
+        deadline.reschedule(loop.time() + 20)  # as if 40 s of the server's time had gone
+        call.hold()
+        assert deadline.when() is None
+        call.release()
+        when = deadline.when()
+        assert when is not None and loop.time() + 19 < when <= loop.time() + 20
         await asyncio.sleep(0)  # the call's answer
