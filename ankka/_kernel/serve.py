@@ -213,12 +213,16 @@ async def serve_forever(
         logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = _server_class(uvicorn.Server, on_stop, asyncio.get_running_loop())(config)
     shown = f"[{host}]" if ":" in host else host
-    say(f"{name}: listening on {scheme}://{shown}:{port}")
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
     # it found. Under the default disposition that kills the process before the caller's own
-    # clean-up runs (closing the store, ending MCP sessions); a handler that does nothing lets
-    # serve() return instead, so the caller's ``finally`` runs and the exit status is 0.
-    previous = _quiet_sigterm()
+    # clean-up runs (closing the store, ending MCP sessions), so a handler of ours is in place
+    # before the listening line is written: whoever reads that line may signal at once, before
+    # serve() installs uvicorn's own handlers, and such a signal must stop the server (not kill
+    # the process, and not be lost). Re-raised after a graceful stop, it finds the server
+    # stopping already and does nothing, so serve() returns, the caller's ``finally`` runs and
+    # the exit status is 0.
+    previous = _stopping_at_sigterm(server)
+    say(f"{name}: listening on {scheme}://{shown}:{port}")
     try:
         await server.serve(sockets=[sock])
     finally:
@@ -243,10 +247,17 @@ def _server_class(
     return _Server
 
 
-def _quiet_sigterm() -> signal.Handlers | Callable[..., Any] | int | None:
+def _stopping_at_sigterm(server: Any) -> signal.Handlers | Callable[..., Any] | int | None:
+    """Install a SIGTERM handler that asks ``server`` to stop; the handler it replaced is returned
+    (``None`` off the main thread, where signals cannot be handled)."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(signal.SIGTERM, lambda *_: None)
+
+    def stop(sig: int, frame: Any) -> None:
+        if not server.should_exit:
+            server.handle_exit(sig, frame)
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 class _GatheringTransport:

@@ -521,7 +521,7 @@ class RawServer:
         self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set in serve
-        self._stop: asyncio.Event | None = None
+        self._stop = asyncio.Event()  # set by stop(), even before serve() begins
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = self.loop.create_task(work)
@@ -550,12 +550,10 @@ class RawServer:
         return True
 
     def stop(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
+        self._stop.set()
 
     async def serve(self, sock: socket.socket) -> None:
         self.loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
         admission = self.admission
         server = await self.loop.create_server(
             lambda: admission.gate(lambda: _Connection(self)), sock=sock, backlog=2048
@@ -598,13 +596,14 @@ async def serve_raw(
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     scheme = "https" if ssl_context is not None else "http"
-    say(f"{name}: listening on {scheme}://{shown}:{port}")
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
     handled = threading.current_thread() is threading.main_thread()
     if handled:
         for number in signals:
             loop.add_signal_handler(number, server.stop)
+    # Announced once the handlers are in place: whoever reads the line may signal at once.
+    say(f"{name}: listening on {scheme}://{shown}:{port}")
     try:
         await server.serve(sock)
     finally:

@@ -49,7 +49,12 @@ def imported_before_listening(store: Path) -> set[str]:
         assert "listening on" in line, "".join(output)[-3000:]
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        try:  # read what it still writes, so a full pipe cannot hold it up as it stops
+            process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
     return modules
 
 
