@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from importlib import metadata
 from typing import NoReturn
 
 from ankka._kernel import logs
@@ -62,10 +61,35 @@ def _chosen(argv: list[str]) -> str | None:
 
 
 def _version() -> str:
+    from importlib import metadata  # only for --version: it reads the installed package's files
+
     try:
         return metadata.version("ankka")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown (not installed)"
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, looked up only when it is asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"ankka {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _parser(
@@ -75,7 +99,7 @@ def _parser(
         prog="ankka",
         description="ankka: agents on Kubernetes. Run `ankka COMMAND --help` for a command.",
     )
-    parser.add_argument("--version", action="version", version=f"ankka {_version()}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # Only the chosen command's module is imported (and configured): the others cost a
     # process that runs one command nothing, and `ankka --help` needs their one-line help only.

@@ -207,7 +207,7 @@ def _models_env(spec: AgentSpec, settings: Settings) -> list[dict[str, Any]]:
 def _remote_agents_env(spec: AgentSpec) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = []
     for remote in spec.remote_agents:
-        # The runtime's contract (ankka/runtime/providers/a2a_remote.py): _CARD_URL, _TOKEN
+        # The runtime's contract (ankka/runtime/providers/remote_agents.py): _CARD_URL, _TOKEN
         # (only ever through valueFrom).
         prefix = f"ANKKA_A2A_REMOTE_{_mcp_env(remote.name)}_"
         env.append({"name": prefix + "CARD_URL", "value": remote.card_url})

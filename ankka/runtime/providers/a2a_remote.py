@@ -34,8 +34,8 @@ import contextlib
 import hashlib
 import json
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -47,15 +47,9 @@ from a2a.utils.errors import A2AError, TaskNotFoundError
 from google.protobuf import json_format
 
 from ankka._kernel import tracing
+from ankka.runtime.providers.remote_agents import RemoteAgent
 
-__all__ = [
-    "Ledger",
-    "RemoteAgent",
-    "RemoteAgents",
-    "RemoteOutcome",
-    "message_id_for",
-    "remote_agents_from_environment",
-]
+__all__ = ["Ledger", "RemoteAgents", "RemoteOutcome", "message_id_for"]
 
 Kind = Literal[
     "completed", "failed", "canceled", "rejected", "input_required", "auth_required",
@@ -69,19 +63,6 @@ _ENDS: dict[int, Kind] = {
     pb.TASK_STATE_INPUT_REQUIRED: "input_required",
     pb.TASK_STATE_AUTH_REQUIRED: "auth_required",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteAgent:
-    """An agent of another platform: its card's URL and how to authenticate to it."""
-
-    name: str
-    card_url: str
-    token_file: str | None = None  # Authorization: Bearer <the file's content>
-    token: str | None = field(default=None, repr=False)  # or the token itself (a secret)
-    tls_cert: str | None = None  # a client certificate (and key, and the CA it trusts)
-    tls_key: str | None = None
-    tls_ca: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,21 +80,6 @@ class Ledger(Protocol):
     async def find(self, key: str) -> tuple[str, str] | None: ...  # (task id, context id)
 
     async def remember(self, key: str, task_id: str, context_id: str) -> None: ...
-
-
-_PREFIX = "ANKKA_A2A_REMOTE_"
-
-
-def remote_agents_from_environment(env: Mapping[str, str]) -> dict[str, RemoteAgent]:
-    """The remote agents an Agent's spec names, as the operator renders them:
-    ``ANKKA_A2A_REMOTE_<NAME>_CARD_URL`` and, when it wants a token, ``..._TOKEN``."""
-    found: dict[str, RemoteAgent] = {}
-    for key, value in env.items():
-        if key.startswith(_PREFIX) and key.endswith("_CARD_URL"):
-            name = key.removeprefix(_PREFIX).removesuffix("_CARD_URL")
-            token = env.get(f"{_PREFIX}{name}_TOKEN") or None
-            found[name.lower()] = RemoteAgent(name.lower(), value, token=token)
-    return found
 
 
 def message_id_for(key: str) -> str:

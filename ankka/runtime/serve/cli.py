@@ -346,12 +346,12 @@ def run(args: argparse.Namespace) -> int:
     from ankka.runtime.drivers.context import CompactionSetup, Context
     from ankka.runtime.drivers.request import Runtime
     from ankka.runtime.drivers.tasks.host import HostOptions, TaskHost
-    from ankka.runtime.drivers.tasks.remote import check_peers, peers_from_environment
+    from ankka.runtime.drivers.tasks.peers import check_peers, peers_from_environment
     from ankka.runtime.drivers.teams.backlog import TeamHost
     from ankka.runtime.engine.metrics import RuntimeMetrics
     from ankka.runtime.features.mcp.setup import servers_from_environment
-    from ankka.runtime.providers.a2a_remote import remote_agents_from_environment
     from ankka.runtime.providers.registry import providers_from_environment
+    from ankka.runtime.providers.remote_agents import remote_agents_from_environment
     from ankka.runtime.providers.retry import TurnRetry
     from ankka.runtime.store.open import Store, sqlite_path
 

@@ -12,7 +12,8 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from ankka.runtime.providers.a2a_remote import RemoteAgent, RemoteAgents
+from ankka.runtime.providers.a2a_remote import RemoteAgents
+from ankka.runtime.providers.remote_agents import RemoteAgent
 from tests.support.processes import Server, start
 
 pytestmark = pytest.mark.integration

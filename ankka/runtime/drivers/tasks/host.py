@@ -25,7 +25,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ankka._kernel import tracing
 from ankka._kernel.errors import NotFound, RequestError, StoreError
@@ -41,8 +41,8 @@ from ankka.runtime.drivers.tasks.iteration import (
     work_task,
 )
 from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
-from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
-from ankka.runtime.providers.a2a_remote import RemoteAgent
+from ankka.runtime.drivers.tasks.peers import Peer
+from ankka.runtime.providers.remote_agents import RemoteAgent
 from ankka.runtime.records.tasks import (
     TEAM_TASK_PREFIX,
     InstanceRecord,
@@ -58,6 +58,9 @@ from ankka.runtime.store import task_statements as statements
 from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.readable import EVERYONE, Cursor, Readers
 from ankka.runtime.store.tasks import Ended, Picked, TaskStore, Transaction
+
+if TYPE_CHECKING:
+    from ankka.runtime.drivers.tasks.remote import RemoteChildren
 
 __all__ = ["HostOptions", "InstanceView", "TaskHost"]
 
@@ -134,8 +137,13 @@ class TaskHost:
         )
         self.delegators = options.delegators
         a2a = _delegated_a2a(self.service.autonomous_agents.values(), options.a2a_agents)
-        self.remote = (
-            RemoteChildren(
+        self.remote: RemoteChildren | None = None
+        if options.peers or a2a:
+            # Imported only here: the follower brings httpx, the a2a-sdk's client and
+            # cryptography, which a runtime with no peer never needs (nor imports at start).
+            from ankka.runtime.drivers.tasks.remote import RemoteChildren
+
+            self.remote = RemoteChildren(
                 store,
                 options.peers,
                 told=partial(told, self.bench),
@@ -143,9 +151,6 @@ class TaskHost:
                 a2a=a2a,
                 tls_dir=options.peer_tls_dir,
             )
-            if options.peers or a2a
-            else None
-        )
         if self.remote is not None:
             self.bench = replace(self.bench, remotes=self.remote.names)
         owner = options.owner

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,12 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ankka._kernel.errors import ConfigurationError, DependencyFailed, StoreError
+from ankka.runtime.drivers.tasks.peers import Peer, check_peers
 from ankka.runtime.drivers.tasks.remote_a2a import A2AChildren
-from ankka.runtime.providers.a2a_remote import RemoteAgent
 from ankka.runtime.providers.mtls import RotatingClientTLS
+from ankka.runtime.providers.remote_agents import RemoteAgent
 from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.store import remote_statements as remote
@@ -60,67 +59,13 @@ from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.remote_statements import Followed
 from ankka.runtime.store.tasks import Ended, TaskStore
 
-__all__ = [
-    "PEERS_VARIABLE",
-    "Peer",
-    "PeerAnswered",
-    "RemoteChildren",
-    "check_peers",
-    "outcome_after_creation",
-    "peers_from_environment",
-]
+__all__ = ["PeerAnswered", "RemoteChildren", "outcome_after_creation"]
 
 log = logging.getLogger("ankka.runtime.tasks")
 
-PEERS_VARIABLE = "ANKKA_PEERS"
 WAIT_SECONDS = 10.0  # each GET ?wait= (a cancel owed meanwhile is sent after it)
 _FINAL = frozenset({"completed", "failed", "cancelled"})
 _ENDS = frozenset(e.value for e in End)
-
-
-class Peer(BaseModel):
-    """Where another runtime serves ``agent``: its base URL, the URI SAN its certificate
-    must carry (https with ``--tls-dir``), and a file holding a bearer token to send."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    agent: str = Field(min_length=1, max_length=128)
-    url: str = Field(pattern=r"^https?://", max_length=2000)
-    identity: str | None = Field(default=None, max_length=2000)
-    token_file: str | None = None
-
-
-def peers_from_environment(env: Mapping[str, str]) -> dict[str, Peer]:
-    """``ANKKA_PEERS``: a JSON object, agent → ``{"url", "identity"?, "token_file"?}``."""
-    raw = env.get(PEERS_VARIABLE, "").strip()
-    if not raw:
-        return {}
-    try:
-        given = json.loads(raw)
-        if not isinstance(given, dict):
-            raise ValueError("not an object")
-        return {
-            str(name): Peer.model_validate({"agent": name, **entry})
-            for name, entry in given.items()
-        }
-    except (ValueError, TypeError, ValidationError) as exc:
-        first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-        what = f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}" if first else exc
-        raise ConfigurationError(
-            f'{PEERS_VARIABLE} is not a JSON object of agent → {{"url", "identity"?, '
-            f'"token_file"?}} ({what})'
-        ) from None
-
-
-def check_peers(peers: Mapping[str, Peer], tls_dir: str | None) -> None:
-    """Refuse an https peer with no identity when this runtime calls with its certificate
-    (``ankka serve`` checks it at start, before anything listens)."""
-    for name, peer in peers.items():
-        if tls_dir is not None and peer.url.startswith("https://") and not peer.identity:
-            raise ConfigurationError(
-                f"{PEERS_VARIABLE}: peer {name!r} is https with --tls-dir; name the URI SAN "
-                'its certificate carries as its "identity" (ankka://service/<ns>/<agent>)'
-            )
 
 
 class PeerAnswered(DependencyFailed):

@@ -29,7 +29,8 @@ from a2a.utils.errors import A2AError
 
 from ankka._kernel import tracing
 from ankka._kernel.errors import StoreError
-from ankka.runtime.providers.a2a_remote import RemoteAgent, RemoteAgents, RemoteOutcome
+from ankka.runtime.providers.a2a_remote import RemoteAgents, RemoteOutcome
+from ankka.runtime.providers.remote_agents import RemoteAgent
 from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
 from ankka.runtime.records.messages import Usage
 from ankka.runtime.store import remote_statements as remote

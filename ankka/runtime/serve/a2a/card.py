@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
@@ -28,6 +27,8 @@ _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253})(:[0-9]{1,5})?$")
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # at a card's first answer
+
     try:
         return version("ankka")
     except PackageNotFoundError:

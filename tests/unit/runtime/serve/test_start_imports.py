@@ -16,7 +16,17 @@ from tests.support.processes import REPO
 
 IMPORTED = re.compile(r"import time:\s+\d+ \|\s+\d+ \| \s*(\S+)")
 _SETTINGS = ("ANKKA_", "OTEL_", "KUBERNETES_")
-NOT_AT_START = ("openai", "anthropic", "kubernetes", "kopf", "mcp", "opentelemetry.sdk")
+NOT_AT_START = (
+    "openai",
+    "anthropic",
+    "kubernetes",
+    "kopf",
+    "mcp",
+    "opentelemetry.sdk",
+    # Delegation's followers, with no peer nor remote A2A agent configured:
+    "ankka.runtime.drivers.tasks.remote",
+    "ankka.runtime.providers.a2a_remote",
+)
 MODEL = {
     "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
     "ANKKA_MODEL_DEFAULT_URL": "http://127.0.0.1:9/v1",  # never called: no request is made

@@ -14,7 +14,8 @@ from typing import Any, cast
 import pytest
 
 from ankka.runtime.drivers.tasks import remote
-from ankka.runtime.drivers.tasks.remote import Peer, RemoteChildren
+from ankka.runtime.drivers.tasks.peers import Peer
+from ankka.runtime.drivers.tasks.remote import RemoteChildren
 from ankka.runtime.store.tasks import TaskStore
 from tests.support.raw_server import serve
 

@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ankka._kernel.errors import ConfigurationError
-from ankka.runtime.drivers.tasks.remote import (
-    Peer,
-    PeerAnswered,
-    check_peers,
-    outcome_after_creation,
-    peers_from_environment,
-)
+from ankka.runtime.drivers.tasks.peers import Peer, check_peers, peers_from_environment
+from ankka.runtime.drivers.tasks.remote import PeerAnswered, outcome_after_creation
 from ankka.runtime.serve.cli import delegators_from
 
 

@@ -121,7 +121,7 @@ def test_card_urls_come_from_the_public_url_or_the_host_never_the_bind_address()
 
 
 def test_remote_agents_come_from_the_variables_the_operator_renders() -> None:
-    from ankka.runtime.providers.a2a_remote import remote_agents_from_environment
+    from ankka.runtime.providers.remote_agents import remote_agents_from_environment
 
     found = remote_agents_from_environment(
         {
