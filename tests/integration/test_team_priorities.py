@@ -1,7 +1,8 @@
 """Priorities on a real store, SQLite and PostgreSQL: the backlog's own transactions, as the
 team host runs them. A member claims the highest-priority ready item it accepts first, ties
 in the order added; re-prioritising a ready item changes which is claimed next; an ended
-item's priority is not changed (409)."""
+item's priority is not changed (409); an item depending on one its creator may not read is
+refused as one depending on a missing item."""
 
 from __future__ import annotations
 
@@ -28,22 +29,33 @@ ACCEPTS = {"summary": Grant(2, None)}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres_server: str
-) -> AsyncIterator[Store]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    else:
-        url = fresh_database(postgres_server, "prio")
+    else:  # only this branch starts PostgreSQL
+        url = fresh_database(request.getfixturevalue("postgres_server"), "prio")
     async with await Store.open(url) as opened:
         await create_tables(opened.tasks, backlog.SCHEMA)
         yield opened
 
 
-async def add(store: Store, item: str, priority: int = 0) -> backlog.Item:
-    body = ItemBody("summary", f"Summarise {item}.", priority=priority)
+def read_any(creator: str) -> bool:
+    return True
+
+
+async def add(
+    store: Store,
+    item: str,
+    priority: int = 0,
+    *,
+    created_by: str = "local",
+    depends_on: tuple[str, ...] = (),
+) -> backlog.Item:
+    body = ItemBody("summary", f"Summarise {item}.", depends_on, priority=priority)
     made, created = await store.tasks.write(
-        lambda tx: backlog.put(tx, TEAM, item, body, created_by="local", now=NOW)
+        lambda tx: backlog.put(
+            tx, TEAM, item, body, created_by=created_by, may_read=read_any, now=NOW
+        )
     )
     assert created
     return made
@@ -88,7 +100,7 @@ async def test_reprioritising_a_ready_item_changes_which_is_claimed_next(store: 
     again, created = await store.tasks.write(
         lambda tx: backlog.put(
             tx, TEAM, "second", ItemBody("summary", "Summarise second."), created_by="local",
-            now=NOW,
+            may_read=read_any, now=NOW,
         )
     )  # fmt: skip
     assert not created and again.priority == 3
@@ -106,11 +118,8 @@ async def test_an_ended_items_priority_is_not_changed(store: Store) -> None:
 async def test_a_leads_task_hears_of_its_items_ends_until_told(store: Store) -> None:
     """(The lead's news, on the same real stores: ``news`` and ``told``.)"""
     body = ItemBody("summary", "Summarise planned.")
-    await store.tasks.write(
-        lambda tx: backlog.put(
-            tx, TEAM, "planned", body, created_by="local", now=NOW, planned_by="lead-task"
-        )
-    )
+    planned = partial(backlog.put, created_by="local", may_read=read_any, now=NOW)
+    await store.tasks.write(lambda tx: planned(tx, TEAM, "planned", body, planned_by="lead-task"))
     await add(store, "not-planned")
     assert await store.tasks.read(lambda tx: backlog.news(tx, "lead-task")) == []  # not ended
     for item in ("planned", "not-planned"):
@@ -119,3 +128,29 @@ async def test_a_leads_task_hears_of_its_items_ends_until_told(store: Store) -> 
     assert [(i.id, i.state) for i in ended] == [("planned", "cancelled")]
     await store.tasks.write(lambda tx: backlog.told(tx, "lead-task", ended, NOW))
     assert await store.tasks.read(lambda tx: backlog.news(tx, "lead-task")) == []
+
+
+async def test_a_dependency_its_creator_may_not_read_is_answered_as_a_missing_one(
+    store: Store,
+) -> None:
+    await add(store, "alices", created_by="alice")
+
+    def bob_reads(creator: str) -> bool:
+        return creator == "bob"
+
+    async def bob_adds(item: str, dependency: str) -> str:
+        body = ItemBody("summary", "Summarise more.", (dependency,))
+        with pytest.raises(RequestError) as refused:
+            await store.tasks.write(
+                lambda tx: backlog.put(
+                    tx, TEAM, item, body, created_by="bob", may_read=bob_reads, now=NOW
+                )
+            )
+        return str(refused.value)
+
+    theirs, nothing = await bob_adds("b1", "alices"), await bob_adds("b2", "nowhere")
+    assert theirs.replace("'alices'", "'nowhere'").replace("'b1'", "'b2'") == nothing
+    assert "not 'bob''s to read" in theirs
+    assert await store.tasks.read(lambda tx: backlog.get(tx, TEAM, "b1")) is None
+    mine = await add(store, "alices-too", created_by="alice", depends_on=("alices",))
+    assert mine.state == "waiting"

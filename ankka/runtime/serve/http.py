@@ -206,7 +206,7 @@ def create_app(
     if tasks is not None:
         add_task_routes(app, tasks, runtime.policy)
     if teams is not None and service.teams:
-        add_team_routes(app, teams, runtime.policy)
+        add_team_routes(app, teams)
     if service.conversations:
         add_conversation_routes(app, Conversations(runtime.context))
     add_approval_routes(app, runtime, _outcome_json, approver_header=approver_header, tasks=tasks)

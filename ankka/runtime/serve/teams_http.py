@@ -11,7 +11,9 @@ render (docs/http-api.md, "Teams" and "Conversations").
   moderated conversation to its end.
 
 An item is its creator's, the platform's and whoever the lead's access names, as a task is
-its creator's (:mod:`ankka.runtime.declare.policy`).
+its creator's (:mod:`ankka.runtime.declare.policy`): the team host checks the caller on every
+one of these (:meth:`TeamHost.permitted`), as it checks a lead's task's creator on its
+backlog tools.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from fastapi import FastAPI, Path
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
 from ankka.runtime.drivers.teams.backlog import TeamHost
 from ankka.runtime.drivers.teams.conversation import Conversations
 from ankka.runtime.records.tasks import MAX_ID, check_id
@@ -74,21 +75,7 @@ def item_json(item: Item) -> dict[str, Any]:
     }
 
 
-def _permitted(
-    request: Request, host: TeamHost, item: Item, policy: SessionPolicy, right: Right
-) -> Item:
-    caller = caller_of(request.scope)
-    lead = str(host.team(item.team).lead)
-    if not policy.allows(caller, right, creator=item.created_by, agent=lead):
-        raise NotPermitted(
-            f"caller {caller!r} may not {'read' if right == 'read' else 'change'} item "
-            f"{item.id!r} of team {item.team!r}: it is its creator's, the platform's, and of "
-            "whoever its lead's access names"
-        )
-    return item
-
-
-def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None:
+def add_team_routes(app: FastAPI, host: TeamHost) -> None:
     @app.put(
         "/v1/teams/{team}/items/{item}",
         operation_id="put_team_item",
@@ -109,7 +96,7 @@ def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None
         )
         found, created = await host.put(team, item, stored, created_by=caller_of(request.scope))
         response.status_code = 201 if created else 200
-        return item_json(_permitted(request, host, found, policy, "write"))
+        return item_json(found)
 
     @app.get(
         "/v1/teams/{team}/items/{item}",
@@ -120,8 +107,10 @@ def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None
     )
     async def get_item(team: TeamName, item: ItemId, request: Request, wait: Wait = None) -> Any:
         check_id(item, "item")
-        _permitted(request, host, await host.get(team, item), policy, "read")
-        found = await (host.wait(team, item, wait) if wait else host.get(team, item))
+        caller = caller_of(request.scope)
+        found = await (
+            host.wait(team, item, wait, by=caller) if wait else host.get(team, item, by=caller)
+        )
         return item_json(found)
 
     @app.post(
@@ -133,8 +122,7 @@ def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None
     )
     async def cancel_item(team: TeamName, item: ItemId, request: Request) -> Any:
         check_id(item, "item")
-        _permitted(request, host, await host.get(team, item), policy, "write")
-        return item_json(await host.cancel(team, item))
+        return item_json(await host.cancel(team, item, by=caller_of(request.scope)))
 
     @app.post(
         "/v1/teams/{team}/items/{item}/priority",
@@ -147,8 +135,8 @@ def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None
         team: TeamName, item: ItemId, body: PriorityBody, request: Request
     ) -> Any:
         check_id(item, "item")
-        _permitted(request, host, await host.get(team, item), policy, "write")
-        return item_json(await host.reprioritise(team, item, body.priority))
+        caller = caller_of(request.scope)
+        return item_json(await host.reprioritise(team, item, body.priority, by=caller))
 
     @app.get(
         "/v1/teams/{team}/items",
@@ -158,13 +146,7 @@ def add_team_routes(app: FastAPI, host: TeamHost, policy: SessionPolicy) -> None
         responses=errors(404, *_ANY),
     )
     async def list_items(team: TeamName, request: Request) -> Any:
-        caller = caller_of(request.scope)
-        lead = str(host.team(team).lead)
-        shown = [
-            i
-            for i in await host.items(team)
-            if policy.allows(caller, "read", creator=i.created_by, agent=lead)
-        ]
+        shown = await host.items(team, by=caller_of(request.scope))
         counts = Counter(i.state for i in shown)
         return {"team": team, "items": [item_json(i) for i in shown], "counts": dict(counts)}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -36,6 +36,7 @@ __all__ = [
     "Grant",
     "Item",
     "ItemBody",
+    "Readable",
     "cancel",
     "check_priority",
     "claim_next",
@@ -227,6 +228,10 @@ def _item(team: str, row: Sequence[Any]) -> Item:
     )
 
 
+Readable = Callable[[str], bool]
+"""Whether the caller may read an item of this team that the creator it is given created."""
+
+
 def get(tx: Transaction, team: str, item: str) -> Item | None:
     rows = tx.rows(f"SELECT {_SELECTED} FROM {_FROM} WHERE i.team = ? AND i.id = ?", (team, item))
     return _item(team, rows[0]) if rows else None
@@ -247,12 +252,14 @@ def put(
     body: ItemBody,
     *,
     created_by: str,
+    may_read: Readable,
     now: datetime,
     planned_by: str | None = None,
 ) -> tuple[Item, bool]:
     """Add ``item`` to the backlog (or find it, when the same body was sent before). Every
-    item it depends on must be on the backlog already. ``planned_by``: the lead's task that
-    adds it (it hears the item's end, :func:`news`)."""
+    item it depends on must be on the backlog already and one ``created_by`` may read
+    (``may_read`` of its creator). ``planned_by``: the lead's task that adds it (it hears the
+    item's end, :func:`news`)."""
     existing = get(tx, team, item)
     if existing is not None:
         if existing.body.digest() != body.digest():
@@ -261,12 +268,16 @@ def put(
                 "instructions, depends_on or assignee); an item id names one item for good"
             )
         return existing, False
-    states = {d: _state(tx, team, d) for d in body.depends_on}
-    missing = sorted(d for d, s in states.items() if s is None)
+    # An item its creator may not read is answered exactly as a missing one: depending on
+    # it would show its result to the new item's task, and its state in the new item's.
+    found = {d: _state(tx, team, d) for d in body.depends_on}
+    states = {d: f[0] for d, f in found.items() if f is not None and may_read(f[1])}
+    missing = sorted(set(body.depends_on) - set(states))
     if missing:
         raise RequestError(
             f"item {item!r} depends on {', '.join(map(repr, missing))}, not on team "
-            f"{team!r}'s backlog; add the items it depends on first"
+            f"{team!r}'s backlog or not {created_by!r}'s to read; add the items it depends "
+            f"on first, or name items {created_by!r} may read"
         )
     count = tx.rows(
         "SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM ankka_team_items WHERE team = ?", (team,)
@@ -346,9 +357,12 @@ def reprioritise(tx: Transaction, team: str, item: str, priority: int, now: date
     return again
 
 
-def _state(tx: Transaction, team: str, item: str) -> str | None:
-    rows = tx.rows("SELECT state FROM ankka_team_items WHERE team = ? AND id = ?", (team, item))
-    return str(rows[0][0]) if rows else None
+def _state(tx: Transaction, team: str, item: str) -> tuple[str, str] | None:
+    """The item's state and creator, or None when it is not on the backlog."""
+    rows = tx.rows(
+        "SELECT state, created_by FROM ankka_team_items WHERE team = ? AND id = ?", (team, item)
+    )
+    return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
 
 def renew(tx: Transaction, owner: str, until: float) -> int:

@@ -149,7 +149,8 @@ class Notifier:
         self.buffer = buffer
         self._numbers = itertools.count(1)
         self._subscribers: dict[tuple[str, ...], set[Subscription]] = {}
-        self._once: set[tuple[str, str]] = set()
+        # What was told once per task (``once``), forgotten with the task's end, as _above is.
+        self._once: dict[str, set[str]] = {}
         # A delegated task's ancestors (nearest last): its events are theirs too, until it ends.
         self._above: dict[str, tuple[str, ...]] = {}
         self._relay = relay
@@ -192,8 +193,11 @@ class Notifier:
         keys: list[tuple[str, ...]] = [("task", task)] if task is not None else []
         if task is not None and task in self._above:
             keys += [("task", above) for above in self._above[task]]
-            if notice.event in _TASK_ENDS:
-                del self._above[task]
+        if task is not None and notice.event in _TASK_ENDS:
+            # Told here (or relayed from the process that settled it): what was kept for the
+            # task is forgotten, so a long-lived process keeps nothing per ended task.
+            self._above.pop(task, None)
+            self._once.pop(task, None)
         if notice.instance is not None:
             keys.append(("instance", notice.agent, notice.instance))
         if notice.event in APPROVAL_EVENTS:
@@ -229,10 +233,12 @@ class Notifier:
             self._above[task] = tuple(ancestors)
 
     def once(self, task: str, condition: str) -> bool:
-        """True the first time ``condition`` is met for ``task`` (in this process)."""
-        if (task, condition) in self._once:
+        """True the first time ``condition`` is met for ``task`` (in this process, until the
+        task ends)."""
+        told = self._once.setdefault(task, set())
+        if condition in told:
             return False
-        self._once.add((task, condition))
+        told.add(condition)
         return True
 
     def watched(self, agent: str, instance: str) -> bool:

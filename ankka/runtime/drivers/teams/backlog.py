@@ -14,6 +14,11 @@ carries its task on from its journal session: no recorded model call is made aga
 The task host leaves alone the member instances that are not this process's
 (:attr:`TaskHost.reserved`): an instance of a dead process is ended with its claim, never
 resumed behind it.
+
+What the HTTP routes and the lead's backlog tools ask goes through the same methods here, and
+each checks its principal (the caller; for a lead's tool, the lead's task's creator) with
+:meth:`TeamHost.permitted`: an item is its creator's, the platform's and of whoever the
+team's lead's access names (:mod:`ankka.runtime.declare.policy`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from functools import partial
 from typing import Any
 
 from ankka._kernel.errors import NotFound, RequestError, StoreError
+from ankka.runtime.declare.policy import NotPermitted, Right
 from ankka.runtime.declare.teams import Team
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import told
@@ -58,6 +64,7 @@ class TeamHost:
         self.tasks = tasks
         self.store = tasks.store
         self.clock = tasks.clock
+        self.policy = tasks.context.policy
         self.teams: dict[str, Team] = tasks.service.teams
         self.poll_seconds = poll_seconds if poll_seconds is not None else tasks.poll_seconds
         self.lease_seconds = tasks.lease_seconds
@@ -179,7 +186,7 @@ class TeamHost:
             return True
         return False
 
-    # -- what the HTTP API asks -------------------------------------------------------------
+    # -- what the HTTP API and the lead's tools ask ------------------------------------------
 
     def team(self, name: str) -> Team:
         found = self.teams.get(name)
@@ -187,6 +194,22 @@ class TeamHost:
             known = ", ".join(sorted(self.teams)) or "none"
             raise NotFound(f"there is no team {name!r} (teams: {known})")
         return found
+
+    def may(self, principal: str, right: Right, *, team: str, creator: str) -> bool:
+        """Whether ``principal`` holds ``right`` over an item ``creator`` added to ``team``."""
+        lead = str(self.team(team).lead)
+        return self.policy.allows(principal, right, creator=creator, agent=lead)
+
+    def permitted(self, item: Item, principal: str, right: Right, *, role: str = "caller") -> Item:
+        """``item``, when ``principal`` holds ``right`` over it; else NotPermitted (403), naming
+        the principal as ``role`` (the caller, or a lead's task's creator) and the right."""
+        if not self.may(principal, right, team=item.team, creator=item.created_by):
+            raise NotPermitted(
+                f"{role} {principal!r} may not {'read' if right == 'read' else 'change'} item "
+                f"{item.id!r} of team {item.team!r}: it is its creator's, the platform's, and "
+                "of whoever its lead's access names"
+            )
+        return item
 
     def _check_body(self, team: Team, body: ItemBody) -> None:
         takers = [
@@ -213,55 +236,76 @@ class TeamHost:
         *,
         created_by: str,
         planned_by: str | None = None,
+        role: str = "caller",
     ) -> tuple[Item, bool]:
-        """Add ``item`` (``planned_by``: the lead's task that added it, which hears its end)."""
+        """Add ``item`` (``planned_by``: the lead's task that added it, which hears its end).
+        Every item it depends on must be one ``created_by`` may read (else it is answered as
+        one not on the backlog); an item sent again must be one ``created_by`` may change."""
         declared = self.team(team)
         check_id(item, "item")
         self._check_body(declared, body)
         now = self.clock.now()
-        done = await self.store.write(
+
+        def may_read(creator: str) -> bool:
+            return self.may(created_by, "read", team=team, creator=creator)
+
+        found, created = await self.store.write(
             lambda tx: backlog.put(
-                tx, team, item, body, created_by=created_by, now=now, planned_by=planned_by
+                tx,
+                team,
+                item,
+                body,
+                created_by=created_by,
+                may_read=may_read,
+                now=now,
+                planned_by=planned_by,
             )
         )
         self._wake.set()
-        return done
+        return self.permitted(found, created_by, "write", role=role), created
 
-    async def get(self, team: str, item: str) -> Item:
+    async def get(self, team: str, item: str, *, by: str, role: str = "caller") -> Item:
+        """``item``, when ``by`` may read it."""
+        return self.permitted(await self._get(team, item), by, "read", role=role)
+
+    async def _get(self, team: str, item: str) -> Item:
         self.team(team)
         found = await self.store.read(lambda tx: backlog.get(tx, team, item))
         if found is None:
             raise NotFound(f"team {team!r} has no item {item!r}")
         return found
 
-    async def items(self, team: str) -> Sequence[Item]:
+    async def items(self, team: str, *, by: str) -> Sequence[Item]:
+        """The items of ``team``'s backlog ``by`` may read, in the order they were added."""
         self.team(team)
         found: list[Item] = await self.store.read(lambda tx: backlog.items(tx, team))
-        return found
+        return [i for i in found if self.may(by, "read", team=team, creator=i.created_by)]
 
-    async def wait(self, team: str, item: str, seconds: float) -> Item:
-        """The item once it is final, or as it stands after ``seconds``."""
+    async def wait(self, team: str, item: str, seconds: float, *, by: str) -> Item:
+        """The item once it is final, or as it stands after ``seconds`` (``by`` may read it)."""
         deadline = self.clock.monotonic() + seconds
         while True:
-            found = await self.get(team, item)
+            found = await self.get(team, item, by=by)
             left = deadline - self.clock.monotonic()
             if found.final or left <= 0:
                 return found
             await asyncio.sleep(min(left, 0.25))
 
-    async def cancel(self, team: str, item: str) -> Item:
-        """Cancel ``item`` (the lead re-planning): see :func:`backlog.cancel`."""
-        self.team(team)
+    async def cancel(self, team: str, item: str, *, by: str, role: str = "caller") -> Item:
+        """Cancel ``item``, when ``by`` may change it: see :func:`backlog.cancel`."""
+        self.permitted(await self._get(team, item), by, "write", role=role)
         now = self.clock.now()
         found, ended = await self.store.write(lambda tx: backlog.cancel(tx, team, item, now))
         told(self.tasks.bench, ended)
         self.tasks.poke()
         return found
 
-    async def reprioritise(self, team: str, item: str, priority: int) -> Item:
-        """Give ``item`` a new priority (the lead re-planning): see
+    async def reprioritise(
+        self, team: str, item: str, priority: int, *, by: str, role: str = "caller"
+    ) -> Item:
+        """Give ``item`` a new priority, when ``by`` may change it: see
         :func:`backlog.reprioritise`."""
-        self.team(team)
+        self.permitted(await self._get(team, item), by, "write", role=role)
         now = self.clock.now()
         found: Item = await self.store.write(
             lambda tx: backlog.reprioritise(tx, team, item, priority, now)

@@ -17,9 +17,15 @@ And it hears progress (:func:`lead_news`): the items a lead's task added that ha
 call, each with its id, the member agent that worked it and its outcome; they are marked told
 in the commit that records that message, so each is told once, across restarts too.
 
+Each acts for the lead's task's creator, as the routes act for their caller, checked by the
+same :meth:`TeamHost.permitted`: an item is added as the creator's, depending only on items
+the creator may read, and only an item the creator may change is cancelled or re-prioritised
+(a lead's task created by one caller never touches another's item the policy keeps from it).
+
 Each answers JSON (the item's id, state and priority); a refusal (a type no member accepts,
-an item not on the backlog, one that has ended) is an error result the model sees, naming
-what was wrong. The backlog's budget covers the items the lead adds as it covers any.
+an item not on the backlog or not the creator's to read, one the creator may not change, one
+that has ended) is an error result the model sees, naming what was wrong; nothing changes.
+The backlog's budget covers the items the lead adds as it covers any.
 """
 
 from __future__ import annotations
@@ -141,6 +147,16 @@ class _LeadTool(Builtin):
             raise RequestError(f"name the team: you lead {led}")
         raise RequestError(f"you do not lead team {given!r}; you lead {led}")
 
+    @property
+    def creator(self) -> str:
+        """Whom the tool acts for: the lead's task's creator."""
+        return self.task.created_by
+
+    @property
+    def role(self) -> str:
+        """How a refusal names :attr:`creator`."""
+        return "this task's creator"
+
 
 @dataclass(frozen=True, slots=True)
 class AddItem(_LeadTool):
@@ -165,7 +181,7 @@ class AddItem(_LeadTool):
         try:
             team = self._team(given.team)
             found, created = await self.host.put(
-                team, item, body, created_by=self.task.created_by, planned_by=self.task.id
+                team, item, body, created_by=self.creator, planned_by=self.task.id, role=self.role
             )
         except RequestError as exc:
             return ToolOutcome(f"nothing was added: {exc}", is_error=True)
@@ -178,7 +194,8 @@ class CancelItem(_LeadTool):
         try:
             given = CancelInput.model_validate_json(raw_arguments or "{}")
             team = self._team(given.team)
-            return _answer(await self.host.cancel(team, given.item))
+            found = await self.host.cancel(team, given.item, by=self.creator, role=self.role)
+            return _answer(found)
         except ValidationError as exc:
             return _malformed(exc)
         except RequestError as exc:
@@ -191,7 +208,10 @@ class PrioritiseItem(_LeadTool):
         try:
             given = PrioritiseInput.model_validate_json(raw_arguments or "{}")
             team = self._team(given.team)
-            return _answer(await self.host.reprioritise(team, given.item, given.priority))
+            found = await self.host.reprioritise(
+                team, given.item, given.priority, by=self.creator, role=self.role
+            )
+            return _answer(found)
         except ValidationError as exc:
             return _malformed(exc)
         except RequestError as exc:

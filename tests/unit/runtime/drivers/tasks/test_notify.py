@@ -79,3 +79,21 @@ async def test_terminating_an_instance_puts_its_task_back_pending_unassigned(
     record = await host.get("t1")
     assert record.state == TaskState.PENDING and record.instance is None
     assert not host._workers
+
+
+async def test_what_is_kept_per_task_is_forgotten_at_its_end() -> None:
+    """A long-lived process keeps nothing for a task once its end was told: neither what was
+    told once (``once``) nor its ancestors (a leak of one entry per task, before)."""
+    notifier = Notifier(FixedClock())
+    for task in ("ended", "live"):
+        notifier.nest(task, ["parent"])
+        assert notifier.once(task, "task_waiting")
+        assert not notifier.once(task, "task_waiting")
+    with notifier.subscribe(("task", "parent"), capacity=8) as parent:
+        notifier.publish("task_completed", agent="a", instance="i", task="ended")
+        told = await parent.next()  # its end still reached the ancestor's stream
+        assert isinstance(told, Notice) and told.task == "ended"
+    assert "ended" not in notifier._above
+    assert notifier.once("ended", "task_waiting")  # forgotten: nothing kept for it
+    assert not notifier.once("live", "task_waiting")  # a live task's are kept
+    assert notifier._above["live"] == ("parent",)
