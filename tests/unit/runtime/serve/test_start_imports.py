@@ -1,7 +1,9 @@
 """`ankka serve` listens before it imports what no request has needed yet: the model SDKs
 (``openai`` and ``anthropic`` at a configured model's first call), Kubernetes' client, MCP's
-SDK without a declared server, OpenTelemetry's SDK with tracing off. Judged by what a real
-``ankka serve`` imported before its "listening" line (``python -X importtime``), not by time."""
+SDK without a declared server, OpenTelemetry's SDK with tracing off, the a2a-sdk's server (at
+the first A2A request) and with it ``httpx``, delegation's followers without a peer. Judged by what
+a real ``ankka serve`` imported before its "listening" line (``python -X importtime``), not by
+time."""
 
 from __future__ import annotations
 
@@ -26,6 +28,13 @@ NOT_AT_START = (
     # Delegation's followers, with no peer nor remote A2A agent configured:
     "ankka.runtime.drivers.tasks.remote",
     "ankka.runtime.providers.a2a_remote",
+    # The a2a-sdk's server (its routes, request handlers, SQLAlchemy, httpx): at the first
+    # A2A request (ankka/runtime/serve/a2a/mount.py).
+    "a2a.server",
+    "ankka.runtime.serve.a2a.routes",
+    "ankka.runtime.serve.a2a.handler",
+    "httpx",
+    "sqlalchemy",
 )
 MODEL = {
     "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
