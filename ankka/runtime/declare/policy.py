@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
-
 from ankka._kernel.errors import ConfigurationError, RequestError
 from ankka._kernel.identity import SERVICE_PREFIX, is_platform
 
@@ -221,6 +219,8 @@ def load_policy(path: str | Path, base: SessionPolicy, agents: Iterable[str]) ->
         raise ConfigurationError(f"cannot read the access file {path}: {exc.strerror}") from exc
     if len(raw) > MAX_FILE:
         raise ConfigurationError(f"the access file {path} is larger than {MAX_FILE} bytes")
+    import yaml  # only with --access-file: a start without one does without it
+
     try:
         data = yaml.safe_load(raw.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:

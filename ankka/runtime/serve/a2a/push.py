@@ -145,9 +145,15 @@ class PushDesk:
 
     async def __aenter__(self) -> PushDesk:
         if self.enabled:
-            self._client = httpx2.AsyncClient(timeout=TIMEOUT, transport=self._transport)
             self._loop = asyncio.create_task(self._run(), name="ankka-a2a-push")
         return self
+
+    def _http(self) -> httpx2.AsyncClient:
+        """The webhooks' client, made at the first delivery: its transport imports httpcore2,
+        which a runtime nobody asked for push notifications never needs."""
+        if self._client is None:
+            self._client = httpx2.AsyncClient(timeout=TIMEOUT, transport=self._transport)
+        return self._client
 
     async def __aexit__(self, *exc: object) -> None:
         if self._loop is not None:
@@ -204,7 +210,7 @@ class PushDesk:
 
     async def _send(self, row: OutboxRow) -> bool:
         config = next((c for c in await self.index.pushes(row.task) if c.id == row.config), None)
-        if config is None or self._client is None:
+        if config is None or not self.enabled:
             return False
         event_id = f"{row.task}:{row.config}:{row.seq}"
         body: dict[str, Any] = {k: v for k, v in row.body.items() if not k.startswith("_")}
@@ -217,7 +223,7 @@ class PushDesk:
         if config.scheme and config.credentials:
             headers["Authorization"] = f"{config.scheme} {config.credentials}"
         try:
-            answer = await self._client.post(config.url, json=body, headers=headers)
+            answer = await self._http().post(config.url, json=body, headers=headers)
             ok = 200 <= answer.status_code < 300
             why = f"answered {answer.status_code}"
         except httpx2.HTTPError as exc:

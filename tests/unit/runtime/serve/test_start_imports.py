@@ -1,7 +1,8 @@
 """`ankka serve` listens before it imports what no request has needed yet: the model SDKs
 (``openai`` and ``anthropic`` at a configured model's first call), Kubernetes' client, MCP's
 SDK without a declared server, OpenTelemetry's SDK with tracing off, the a2a-sdk's server (at
-the first A2A request) and with it ``httpx``, delegation's followers without a peer. Judged by what
+the first A2A request) and with it ``httpx``, the push webhooks' transport (at the first
+delivery), delegation's followers without a peer, YAML without an access file. Judged by what
 a real ``ankka serve`` imported before its "listening" line (``python -X importtime``), not by
 time."""
 
@@ -35,6 +36,8 @@ NOT_AT_START = (
     "ankka.runtime.serve.a2a.handler",
     "httpx",
     "sqlalchemy",
+    "httpcore2",  # the push webhooks' transport: at the first delivery
+    "yaml",  # an --access-file's
 )
 MODEL = {
     "ANKKA_MODEL_DEFAULT_PRESET": "openai-compatible",
