@@ -1,18 +1,22 @@
-"""``ankka serve`` start: process start → "listening" line → first ``200`` from ``/healthz``.
+"""``ankka serve`` start: process start → "listening" line → first ``200`` from ``/healthz``,
+and then its first A2A request.
 
 Runs ``ankka serve examples.weather:service --port 0`` --runs times (bounded), each on a fresh
 temporary SQLite store, with one model configured (``ANKKA_MODEL_DEFAULT_*``, an
 openai-compatible URL nobody answers: nothing calls it at start). Each run is timed from just
 before the process is spawned to its "listening" line and to the first ``GET /healthz`` that
-answers 200, then stopped with SIGTERM. Then --runs more starts under ``python -X importtime``:
+answers 200; then one ``GET /a2a/weather/.well-known/agent-card.json`` is timed (the first A2A
+request builds the A2A routes, importing the a2a-sdk's server: what a start no longer does),
+and the process is stopped with SIGTERM. Then --runs more starts under ``python -X importtime``:
 the imports made before the "listening" line, summed (top-level modules' cumulative time, the
 interpreter's own start included), and the heaviest top-level modules. ``-X importtime`` itself
 slows importing, so that sum is an upper bound of the import share, not a part of the first
 figure.
 
-Printed: p50 / p90 / max of each (and the process's CPU seconds, start to shutdown, which a
-loaded machine inflates less than wall time), and the load average before and after. With
-``--baseline DIR`` another checkout (say main's) is started too, alternating start by start.
+Printed: p50 / p90 / max of each (and the process's CPU seconds, start to shutdown with those
+two requests, which a loaded machine inflates less than wall time), and the load average
+before and after. With ``--baseline DIR`` another checkout (say main's) is started too,
+alternating start by start.
 
 Run: ``python bench/serve_start.py [--runs 20] [--baseline DIR]``.
 """
@@ -34,6 +38,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = "examples.weather:service"
+CARD = "/a2a/weather/.well-known/agent-card.json"
 LISTENING = re.compile(r"listening on (http://\S+)")
 IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)")
 MAX_RUNS = 200
@@ -84,6 +89,15 @@ def _healthy(client: httpx.Client, url: str, began: float) -> float:
     raise RuntimeError(f"{url}/healthz never answered 200 within {DEADLINE}s")
 
 
+def _first_a2a(client: httpx.Client, url: str) -> float:
+    """Seconds the first A2A request takes (the agent's card), from sending to the answer."""
+    began = time.monotonic()
+    answer = client.get(f"{url}{CARD}", timeout=DEADLINE)
+    if answer.status_code != 200:
+        raise RuntimeError(f"{CARD} answered {answer.status_code}: {answer.text[:500]}")
+    return time.monotonic() - began
+
+
 def _stop(process: subprocess.Popen[str]) -> float:
     """Stop it (SIGTERM, SIGKILL after 15 s) and return the CPU seconds its whole life took."""
     process.terminate()
@@ -100,13 +114,13 @@ def _stop(process: subprocess.Popen[str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-Run = tuple[float, float, float, float, Counter[str]]
+Run = tuple[float, float, float, float, float, Counter[str]]
 
 
 def _one(work: Path, checkout: Path, client: httpx.Client, *, importtime: bool) -> Run:
-    """Seconds to listening and to /healthz, the process's CPU seconds (start, one /healthz,
-    shutdown); with ``importtime`` also the imports' seconds before listening and each
-    top-level module's cumulative microseconds."""
+    """Seconds to listening and to /healthz, of the first A2A request, the process's CPU
+    seconds (start, one /healthz, one A2A card, shutdown); with ``importtime`` also the
+    imports' seconds before listening and each top-level module's cumulative microseconds."""
     store = work / f"store-{time.monotonic_ns()}.sqlite3"
     began = time.monotonic()
     process = subprocess.Popen(
@@ -120,6 +134,7 @@ def _one(work: Path, checkout: Path, client: httpx.Client, *, importtime: bool) 
     try:
         url, listening, before = _until_listening(process, began)
         healthz = _healthy(client, url, began)
+        a2a = _first_a2a(client, url)
     finally:
         cpu = _stop(process)
     top: Counter[str] = Counter()
@@ -131,7 +146,7 @@ def _one(work: Path, checkout: Path, client: httpx.Client, *, importtime: bool) 
             top[match.group(4)] += int(match.group(2))
         if match:  # and each distribution's own time, its modules' self times summed
             top["package " + match.group(4).split(".")[0]] += int(match.group(1))
-    return listening, healthz, cpu, total / 1e6, top
+    return listening, healthz, a2a, cpu, total / 1e6, top
 
 
 def _figures(name: str, values: list[float]) -> str:
@@ -147,14 +162,17 @@ def _report(name: str, plain: list[Run], timed: list[Run]) -> None:
     print(f"{name}:")
     print("  " + _figures("start → listening", [r[0] for r in plain]))
     print("  " + _figures("start → /healthz 200", [r[1] for r in plain]))
-    print("  " + _figures("CPU of the process (start, /healthz, shutdown)", [r[2] for r in plain]))
+    print("  " + _figures("then the first A2A request (a card)", [r[2] for r in plain]))
+    print(
+        "  " + _figures("CPU of the process (start, 2 requests, shutdown)", [r[3] for r in plain])
+    )
     print("  " + _figures("under -X importtime: start → /healthz 200", [r[1] for r in timed]))
-    print("  " + _figures("under -X importtime: imports before listening", [r[3] for r in timed]))
+    print("  " + _figures("under -X importtime: imports before listening", [r[4] for r in timed]))
     heaviest: Counter[str] = Counter()
     packages: Counter[str] = Counter()
     for run in timed:
-        heaviest.update({k: v for k, v in run[4].items() if not k.startswith("package ")})
-        packages.update({k: v for k, v in run[4].items() if k.startswith("package ")})
+        heaviest.update({k: v for k, v in run[5].items() if not k.startswith("package ")})
+        packages.update({k: v for k, v in run[5].items() if k.startswith("package ")})
     print("  heaviest top-level imports before listening (mean cumulative, -X importtime):")
     for module, micros in heaviest.most_common(10):
         print(f"    {micros / len(timed) / 1000:7.1f} ms  {module}")
