@@ -33,6 +33,7 @@ from ankka.runtime.drivers.approval_errors import (
     refuse_digest,
 )
 from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.recovery import cause, turn_within
 from ankka.runtime.drivers.turns import Resumption, spent_records, take_turn, unwritten
 from ankka.runtime.engine import planning
 from ankka.runtime.engine.approval_state import ApprovalState, Suspension
@@ -565,22 +566,44 @@ class ApprovalDesk:
         return expired
 
     async def recover(self) -> None:
-        """At start: end every turn cut off after its last decision."""
+        """At start: end every turn cut off after its last decision, and close the rows of a
+        session with no suspended turn. Each session alone: its turn lock is waited for a
+        bounded time (:func:`~.recovery.turn_within`; a session a turn holds is left to it,
+        as a turn that finds a cut-off turn ends it), and one that fails is logged by its id
+        and left as it is (its rows open, so a person may still decide a pending request
+        once the store reads it), the others going on."""
         if self.index is None:
             return
-        ctx = self._context
         for session in await self.index.open_sessions():
             if session.startswith(TASK_SESSION):
                 continue  # a task's instance settles its calls itself when it resumes
-            async with ctx.queue.turn(session):
-                folded = await ctx.sessions.load(session)
-                current = folded.approvals.current
-                if current is None:
-                    await self.index.close_session(session)
-                elif current.all_decided:
-                    await self._end(
-                        session, folded, current, "cut_off", self._cut_off_reason(current)
-                    )
+            try:
+                await self._recover(session)
+            except Exception as exc:  # one session stops neither the start nor the others
+                log.warning(
+                    "the approvals of session %s were not recovered at start (%s): its rows "
+                    "are left open, and its next turn or the next start tries again",
+                    session,
+                    cause(exc),
+                )
+
+    async def _recover(self, session: str) -> None:
+        ctx, index = self._context, self.index
+        assert index is not None
+        async with turn_within(ctx.queue, session) as held:
+            if not held:
+                log.info(
+                    "the approvals of session %s: its turn lock is held (a turn in flight, "
+                    "in another runtime), so they are left to that turn",
+                    session,
+                )
+                return
+            folded = await ctx.sessions.load(session)
+            current = folded.approvals.current
+            if current is None:
+                await index.close_session(session)
+            elif current.all_decided:
+                await self._end(session, folded, current, "cut_off", self._cut_off_reason(current))
 
     async def _count_pending(self) -> None:
         if self.index is not None:
