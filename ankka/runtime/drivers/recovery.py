@@ -27,11 +27,12 @@ LOCK_WAIT = 2.0
 
 @contextlib.asynccontextmanager
 async def turn_within(
-    queue: SessionQueue, session: str, seconds: float = LOCK_WAIT
+    queue: SessionQueue, session: str, seconds: float | None = LOCK_WAIT
 ) -> AsyncIterator[bool]:
-    """Hold ``session``'s turn lock if it comes within ``seconds``: yields True holding it
-    (released as the block leaves), or False, not holding it, when a turn held it all that
-    time. Only the wait is bounded: the block itself runs as long as it needs."""
+    """Hold ``session``'s turn lock if it comes within ``seconds`` (None: however long it
+    takes): yields True holding it (released as the block leaves), or False, not holding it,
+    when a turn held it all that time. Only the wait is bounded: the block itself runs as
+    long as it needs."""
     async with contextlib.AsyncExitStack() as stack:
         try:
             async with asyncio.timeout(seconds):
