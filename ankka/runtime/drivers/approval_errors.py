@@ -5,7 +5,7 @@ from __future__ import annotations
 from ankka._kernel.errors import RequestError, TurnFailed
 from ankka.runtime.records.approvals import ApprovalDecided, ApprovalRequest
 
-__all__ = ["ApprovalConflict", "HandlerGone", "refuse_decided", "refuse_digest"]
+__all__ = ["ApprovalConflict", "HandlerGone", "SessionBusy", "refuse_decided", "refuse_digest"]
 
 
 class ApprovalConflict(RequestError):
@@ -21,6 +21,14 @@ class HandlerGone(TurnFailed):
 
     kind = "internal_error"
     status = 500
+
+
+class SessionBusy(RequestError):
+    """A decision made with a bound on its wait found the session in a turn all that time:
+    nothing was decided (the approval timers try again at a later tick)."""
+
+    kind = "conflict"
+    status = 409
 
 
 def refuse_decided(approval: str, first: ApprovalDecided | None) -> None:

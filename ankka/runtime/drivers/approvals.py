@@ -29,10 +29,12 @@ from ankka.runtime.declare.agents import TurnRequest
 from ankka.runtime.drivers.approval_errors import (
     ApprovalConflict,
     HandlerGone,
+    SessionBusy,
     refuse_decided,
     refuse_digest,
 )
 from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.recovery import LOCK_WAIT, cause, turn_within
 from ankka.runtime.drivers.turns import Resumption, spent_records, take_turn, unwritten
 from ankka.runtime.engine import planning
 from ankka.runtime.engine.approval_state import ApprovalState, Suspension
@@ -65,6 +67,7 @@ __all__ = ["ApprovalDesk", "Decided", "Notify", "Timers"]
 log = logging.getLogger("ankka.approvals")
 
 PLATFORM = "platform"
+EXPIRIES_AT_ONCE = 16  # the timers' expiries run side by side, at most this many at a time
 TASK_SESSION = "task:"  # a task's records are the journal session task:<id>
 CUT_OFF = (
     "this turn was cut off after its last decision (the runtime stopped while resuming it); "
@@ -114,6 +117,7 @@ class ApprovalDesk:
         # Told of a task's decision (task id, the event's data, whether it was the last).
         self.task_decided: Callable[[str, dict[str, Any], bool], None] | None = None
         self._timer: asyncio.Task[None] | None = None
+        self._expiring = asyncio.Semaphore(EXPIRIES_AT_ONCE)
         # What a resumed turn's MCP servers ask during its calls (the runtime's desk).
         self.questions: Askers | None = None
 
@@ -230,9 +234,14 @@ class ApprovalDesk:
         reason: str = "",
         decided_by: str,
         caller: str | None = None,
+        lock_wait: float | None = None,
     ) -> Decided:
         """Record a decision; ``caller`` (None: the platform itself) must hold the decide
-        right over the approval's session (:mod:`ankka.runtime.declare.policy`)."""
+        right over the approval's session (:mod:`ankka.runtime.declare.policy`).
+
+        ``lock_wait``: wait at most that long for the session's turn lock, else raise
+        :class:`SessionBusy`, nothing decided (the timers' expiries; a person's decision
+        waits for the turn in flight)."""
         if self.index is None:
             raise NotFound(f"there is no approval {approval!r} (this runtime has no index)")
         row = await self.index.get(approval)
@@ -240,7 +249,9 @@ class ApprovalDesk:
             raise NotFound(f"there is no approval {approval!r}")
         ctx = self._context
         session = row.session
-        async with ctx.queue.turn(session):
+        async with turn_within(ctx.queue, session, lock_wait) as held:
+            if not held:
+                raise SessionBusy(f"session {session!r} is in a turn; {approval!r} waits")
             folded = await ctx.sessions.load(session)
             if caller is not None:
                 ctx.check(session, caller, "decide", folded.opened)
@@ -531,25 +542,10 @@ class ApprovalDesk:
         if self.index is None:
             return 0
         now = self._context.clock.now()
-        expired = 0
+        due: list[IndexRow] = []
         for row in await self.index.timed(now + timedelta(seconds=self.timers.notice_seconds)):
             if row.expires_at is not None and row.expires_at <= now:
-                try:
-                    await self.decide(
-                        row.id,
-                        "expired",
-                        None,
-                        decided_by=PLATFORM,
-                        reason="no one decided in time",
-                    )
-                    expired += 1
-                except ApprovalConflict:
-                    await self.index.settle([row.id], "ended", close=True)
-                except NotFound:
-                    pass
-                except AnkkaError as exc:  # the resumed turn failed: recorded as ended
-                    log.warning("approval %s expired; its turn failed: %s", row.id, exc)
-                    expired += 1
+                due.append(row)
             elif not row.noticed:
                 await self.index.noticed(row.id)
                 self.notify(
@@ -562,25 +558,79 @@ class ApprovalDesk:
                         "expires_at": row.expires_at.isoformat() if row.expires_at else None,
                     },
                 )
-        return expired
+        # Side by side: each expiry may resume its turn (tools, a model call), and one slow
+        # turn or one session a turn holds must not keep the others past their limits.
+        return sum(await asyncio.gather(*(self._expire(row) for row in due)))
+
+    async def _expire(self, row: IndexRow) -> bool:
+        """Decide ``row`` as expired; True when it was (its resumed turn may have failed)."""
+        assert self.index is not None
+        async with self._expiring:
+            try:
+                await self.decide(
+                    row.id,
+                    "expired",
+                    None,
+                    decided_by=PLATFORM,
+                    reason="no one decided in time",
+                    lock_wait=LOCK_WAIT,
+                )
+            except SessionBusy:
+                log.info(
+                    "approval %s is past its limit but its session %s is in a turn (in "
+                    "flight, or in another runtime): expired at a later tick",
+                    row.id,
+                    row.session,
+                )
+                return False
+            except ApprovalConflict:
+                await self.index.settle([row.id], "ended", close=True)
+                return False
+            except NotFound:
+                return False
+            except AnkkaError as exc:  # the resumed turn failed: recorded as ended
+                log.warning("approval %s expired; its turn failed: %s", row.id, exc)
+            return True
 
     async def recover(self) -> None:
-        """At start: end every turn cut off after its last decision."""
+        """At start: end every turn cut off after its last decision, and close the rows of a
+        session with no suspended turn. Each session alone: its turn lock is waited for a
+        bounded time (:func:`~.recovery.turn_within`; a session a turn holds is left to it,
+        as a turn that finds a cut-off turn ends it), and one that fails is logged by its id
+        and left as it is (its rows open, so a person may still decide a pending request
+        once the store reads it), the others going on."""
         if self.index is None:
             return
-        ctx = self._context
         for session in await self.index.open_sessions():
             if session.startswith(TASK_SESSION):
                 continue  # a task's instance settles its calls itself when it resumes
-            async with ctx.queue.turn(session):
-                folded = await ctx.sessions.load(session)
-                current = folded.approvals.current
-                if current is None:
-                    await self.index.close_session(session)
-                elif current.all_decided:
-                    await self._end(
-                        session, folded, current, "cut_off", self._cut_off_reason(current)
-                    )
+            try:
+                await self._recover(session)
+            except Exception as exc:  # one session stops neither the start nor the others
+                log.warning(
+                    "the approvals of session %s were not recovered at start (%s): its rows "
+                    "are left open, and its next turn or the next start tries again",
+                    session,
+                    cause(exc),
+                )
+
+    async def _recover(self, session: str) -> None:
+        ctx, index = self._context, self.index
+        assert index is not None
+        async with turn_within(ctx.queue, session) as held:
+            if not held:
+                log.info(
+                    "the approvals of session %s: its turn lock is held (a turn in flight, "
+                    "in another runtime), so they are left to that turn",
+                    session,
+                )
+                return
+            folded = await ctx.sessions.load(session)
+            current = folded.approvals.current
+            if current is None:
+                await index.close_session(session)
+            elif current.all_decided:
+                await self._end(session, folded, current, "cut_off", self._cut_off_reason(current))
 
     async def _count_pending(self) -> None:
         if self.index is not None:

@@ -21,9 +21,11 @@ turn that ends while its question waits (cancelled, failed, its call gone) close
 (:meth:`ElicitationDesk.close`, through the one path of every driver,
 :func:`~ankka.runtime.features.mcp.asking.asking`): decided ``ended`` by the platform with the
 cause, journaled with the turn's records, the row closed, the server answered ``cancel``. A
-task ended from outside while its iteration waits on a question (cancelled, failed by its
-parent or its deadline) has it closed the same way (:meth:`ElicitationDesk.end_session`),
-journaled in the task's session by the call that waited.
+task ended from outside through this process while its iteration waits here on a question
+(cancelled, failed by its parent or its deadline) has it closed the same way
+(:meth:`ElicitationDesk.end_session`), journaled in the task's session by the call that
+waited; ended through another process, which holds no such question, it is not: the
+question waits for its answer or its expiry.
 
 Sampling (``sampling/createMessage``) is served by :meth:`TurnAsker.sample` with the
 turn's own model when the agent allows it for that server (``McpServer(..., sampling=True)``),
@@ -52,6 +54,7 @@ from ankka.runtime.drivers.approval_errors import (
 )
 from ankka.runtime.drivers.approvals import ApprovalDesk
 from ankka.runtime.drivers.context import Context
+from ankka.runtime.drivers.recovery import cause, turn_within
 from ankka.runtime.engine.executor import Executor, Ledger
 from ankka.runtime.engine.metrics import RuntimeMetrics
 from ankka.runtime.features.mcp.asking import Answer, Question, Sampled
@@ -80,7 +83,6 @@ ELICITATION = "eli_"  # the id prefix of a server's question
 PLATFORM = "platform"
 _ACTIONS = {"approved": "accept", "refused": "decline", "expired": "cancel", "ended": "cancel"}
 _RECENT = 1024
-_LOCK_WAIT = 2.0  # at start, how long a question's session's turn lock is waited for
 RESTARTED = (
     "the runtime restarted before it was answered: its call, the server's request and the "
     "turn that asked ended with the process"
@@ -362,7 +364,11 @@ class ElicitationDesk:
         that carried it cannot be resumed: the SDK's session, the call's request id and the
         turn waiting on its result lived in the process, and Streamable HTTP's redelivery
         (``Last-Event-ID``, a server's MAY in 2025-11-25) replays a stream of the same
-        session only."""
+        session only.
+
+        Each row is recovered alone: a session's lock is waited for a bounded time
+        (:func:`~.recovery.turn_within`), and a row that cannot be ended in its session is
+        closed ``ended`` in the index and logged by its ids, the others going on."""
         index = self._context.approvals
         if index is None:
             return
@@ -370,11 +376,14 @@ class ElicitationDesk:
         gone = [r for r in rows if r.id.startswith(ELICITATION) and r.id not in self._pending]
         ended = 0
         for row in gone:
-            if row.session.startswith(TASK_SESSION_PREFIX):
-                await index.settle([row.id], "ended", close=True)
-                ended += 1
-            elif await self._restarted(row):
-                ended += 1
+            try:
+                if row.session.startswith(TASK_SESSION_PREFIX):
+                    await index.settle([row.id], "ended", close=True)
+                    ended += 1
+                elif await self._restarted(row):
+                    ended += 1
+            except Exception as exc:  # one row stops neither the start nor the others
+                await self._unrecovered(row, exc)
         if ended:
             log.warning("ended %d server question(s) asked before the runtime stopped", ended)
 
@@ -383,24 +392,46 @@ class ElicitationDesk:
         session now, so a live runtime holds the question)."""
         ctx, index = self._context, self._context.approvals
         assert index is not None
+        async with turn_within(ctx.queue, row.session) as held:
+            if not held:
+                log.info("server question %s: its session's turn is in flight elsewhere", row.id)
+                return False
+            folded = await ctx.sessions.load(row.session)
+            if row.id not in folded.approvals.decided:
+                request = ApprovalRequest(row.id, "", row.tool, "{}", "", row.expires_at)
+                ended = ApprovalDecided(row.id, "", "ended", RESTARTED, PLATFORM, ctx.clock.now())
+                server = row.tool.split("__")[1] if row.tool.count("__") >= 2 else ""
+                answered = ElicitationAnswered(server, request, ended, "cancel", None)
+                await ctx.record(row.session, folded, (answered,))
+            await index.settle([row.id], "ended", close=True)
+            return True
+
+    async def _unrecovered(self, row: IndexRow, exc: Exception) -> None:
+        """A question that could not be ended in its session at start (its journal
+        unreadable, the store refusing the write): its row is closed, ``ended``, if the store
+        takes that, so it is never pending again (its call is gone, whatever the failure);
+        logged by ids and the failure's kind only."""
+        index = self._context.approvals
+        assert index is not None
         try:
-            async with asyncio.timeout(_LOCK_WAIT) as bound:
-                async with ctx.queue.turn(row.session):
-                    bound.reschedule(None)
-                    folded = await ctx.sessions.load(row.session)
-                    if row.id not in folded.approvals.decided:
-                        request = ApprovalRequest(row.id, "", row.tool, "{}", "", row.expires_at)
-                        ended = ApprovalDecided(
-                            row.id, "", "ended", RESTARTED, PLATFORM, ctx.clock.now()
-                        )
-                        server = row.tool.split("__")[1] if row.tool.count("__") >= 2 else ""
-                        answered = ElicitationAnswered(server, request, ended, "cancel", None)
-                        await ctx.record(row.session, folded, (answered,))
-                    await index.settle([row.id], "ended", close=True)
-                    return True
-        except TimeoutError:
-            log.info("server question %s: its session's turn is in flight elsewhere", row.id)
-            return False
+            await index.settle([row.id], "ended", close=True)
+        except Exception as again:
+            log.warning(
+                "server question %s of session %s was not ended at start (%s), nor its row "
+                "closed (%s): it stays pending until the next start tries again",
+                row.id,
+                row.session,
+                cause(exc),
+                cause(again),
+            )
+            return
+        log.warning(
+            "server question %s of session %s could not be journaled as ended at start (%s): "
+            "its row is closed, ended, so it is no longer pending",
+            row.id,
+            row.session,
+            cause(exc),
+        )
 
 
 def shown(request: ApprovalRequest) -> dict[str, Any]:

@@ -216,6 +216,48 @@ async def test_expiry_decides_as_the_platform_worded_as_no_one_deciding(make: Ma
         await runtime.approvals.decide(request.id, "approved", request.digest, decided_by="ann")
 
 
+async def test_a_session_in_a_turn_keeps_no_other_expiry_waiting(
+    make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Expiries run side by side, each waiting a bounded time for its session's lock: one
+    session held by a turn (in flight, or stuck) is expired at a later tick, and the others
+    now (before, the timers waited on it, and every expiry after it with them)."""
+    monkeypatch.setattr("ankka.runtime.drivers.approvals.LOCK_WAIT", 0.2)
+    script = [{"tool_calls": [refund_call("A1", 250)]}, {"tool_calls": [refund_call("A2", 300)]}]
+    runtime, _ = await make(service(), [*script, "OK.", "OK."])
+    for session in ("held", "free"):
+        result = await runtime.run(runtime.plan("refunds", session, "refund"))
+        assert result.awaiting
+    assert isinstance(runtime.clock, ManualClock)
+    runtime.clock.advance(61)
+    release, holding = asyncio.Event(), asyncio.Event()
+
+    async def stuck_turn() -> None:
+        async with runtime.context.queue.turn("held"):
+            holding.set()
+            await release.wait()
+
+    holder = asyncio.create_task(stuck_turn())
+    await holding.wait()
+    async with asyncio.timeout(60):  # a hang fails here instead of stopping the suite
+        assert await runtime.approvals.expire_due() == 1
+    decided = {
+        session: [
+            e.record.decision
+            for e in await runtime.context.journal.read(session)
+            if isinstance(e.record, ApprovalDecided)
+        ]
+        for session in ("held", "free")
+    }
+    assert decided == {"held": [], "free": ["expired"]}
+    release.set()
+    await holder
+    async with asyncio.timeout(60):
+        assert await runtime.approvals.expire_due() == 1  # the next tick expires it
+    held = [e.record for e in await runtime.context.journal.read("held")]
+    assert [r.decision for r in held if isinstance(r, ApprovalDecided)] == ["expired"]
+
+
 async def test_approval_expiring_is_notified_before_the_limit(make: Make) -> None:
     runtime, _ = await make(service(), [{"tool_calls": [refund_call("A1", 250)]}, "OK."])
     seen: list[tuple[str, dict[str, Any]]] = []
