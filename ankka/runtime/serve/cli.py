@@ -312,8 +312,8 @@ def _probe_port(
 def _import_http() -> None:
     """Import what serving HTTP needs (the routes, starlette, uvicorn, the A2A layer) on the
     event loop's thread, before any instance is resumed or work is handed to a thread. The
-    a2a-sdk's server is not among them: it is imported at the first A2A request, on a worker
-    thread as a model SDK is (:mod:`ankka.runtime.serve.a2a.mount`)."""
+    a2a-sdk's server is not among them: its routes are built at the first A2A request, on
+    this thread too (:mod:`ankka.runtime.serve.a2a.mount`)."""
     import uvicorn.protocols.http.httptools_impl  # noqa: F401
 
     import ankka.runtime.serve.a2a.port

@@ -8,15 +8,13 @@ Every path under ``/a2a/`` (but that one) and the host root's ``/.well-known/age
 go to the built routes, which answer as if they were mounted from the start: a path or method
 they do not have is routing's 404 or 405, as anywhere in the API. Routes that cannot be built
 (an installation missing the SDK's server) answer 500 ``configuration_error`` saying so, and
-the next A2A request tries again; the runtime's own API answers all along. What the build
-imports is imported first on a worker thread, as a model SDK's first call does, so the loop
-goes on serving the runtime's own API meanwhile; the routes are then built on the loop.
+the next A2A request tries again; the runtime's own API answers all along. The build imports
+on the event loop's thread, as a model SDK's first call does: the loop waits for it, once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,9 +37,8 @@ class LazyRoutes(BaseRoute):
     """HTTP requests for a path under :data:`A2A_PREFIX` or at :data:`CARD_PATH`, answered by
     the routes ``build`` returns, called once, at the first of them."""
 
-    def __init__(self, build: Callable[[], Sequence[BaseRoute]], *, imports: str = "") -> None:
+    def __init__(self, build: Callable[[], Sequence[BaseRoute]]) -> None:
         self._build = build
-        self._imports = imports  # the module ``build`` imports, imported off the loop first
         self._router: Router | None = None
         self._lock = asyncio.Lock()
 
@@ -67,8 +64,6 @@ class LazyRoutes(BaseRoute):
             async with self._lock:  # one build, whoever else asks meanwhile waits for it
                 if self._router is None:
                     try:
-                        if self._imports:
-                            await asyncio.to_thread(importlib.import_module, self._imports)
                         self._router = Router(routes=list(self._build()))
                     except Exception as exc:
                         log.exception("A2A: its routes could not be built")

@@ -105,4 +105,4 @@ class A2AService:
 
             return a2a_routes(self)
 
-        return [LazyRoutes(build, imports="ankka.runtime.serve.a2a.routes")]
+        return [LazyRoutes(build)]

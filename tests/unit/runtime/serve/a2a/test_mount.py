@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -49,13 +48,11 @@ class Builds:
 
 
 @asynccontextmanager
-async def serving(
-    build: Callable[[], list[BaseRoute]], imports: str = ""
-) -> AsyncIterator[httpx.AsyncClient]:
+async def serving(build: Callable[[], list[BaseRoute]]) -> AsyncIterator[httpx.AsyncClient]:
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    app = Starlette(routes=[Route("/healthz", healthz), LazyRoutes(build, imports=imports)])
+    app = Starlette(routes=[Route("/healthz", healthz), LazyRoutes(build)])
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="critical"))
@@ -106,14 +103,3 @@ async def test_routes_that_cannot_be_built_are_answered_clearly_and_built_again(
         assert (await client.get("/healthz")).text == "ok"  # the rest still answers
         assert (await client.get("/a2a/a0/hello")).text == "hello from a0"
         assert build.calls == 2
-
-
-async def test_what_the_build_imports_is_imported_off_the_event_loop_s_thread() -> None:
-    # Imported on the loop's thread, the a2a-sdk's server would stop the runtime's own API.
-    module = "tests.unit.runtime.serve.a2a.off_loop_module"
-    sys.modules.pop(module, None)
-    build = Builds()
-    async with serving(build, imports=module) as client:
-        assert (await client.get("/a2a/a0/hello")).text == "hello from a0"
-    assert sys.modules[module].ON_MAIN_THREAD is False
-    assert build.calls == 1
