@@ -5,14 +5,12 @@ SDK brings retries, SSE framing and the ``x-api-key`` and version headers, over 
 HTTP transport (:mod:`.lean_http`). Its exceptions are translated here, in one place, into
 errors naming the provider the service configured. The SDK is an optional extra
 (``ankka[anthropic]``): a configured Anthropic model checks at start that it is installed,
-and imports it at the model's first call, on a worker thread so the event loop goes on
-meanwhile (:mod:`.sdk_import`), and builds its client then (``ankka serve`` listens without
-spending that import: docs/benchmarks.md).
+and imports it, and builds its client, at the model's first call, on the event loop's thread
+that makes it (``ankka serve`` listens without spending that import: docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 from collections.abc import AsyncIterator
@@ -35,7 +33,6 @@ from ankka.runtime.providers.failures import (
     unreachable,
 )
 from ankka.runtime.providers.prefixes import EncodedPrefixes
-from ankka.runtime.providers.sdk_import import import_off_loop
 
 if TYPE_CHECKING:
     import anthropic
@@ -113,13 +110,6 @@ class AnthropicProvider:
             )
         return self._built
 
-    async def _ready(self) -> anthropic.AsyncAnthropic:
-        """:attr:`_client`, the SDK imported off the event loop at the first call."""
-        if self._built is None:
-            with contextlib.suppress(ImportError):  # then _sdk() says what to install
-                await import_off_loop("anthropic")
-        return self._client
-
     @property
     def name(self) -> str:
         return self._name
@@ -144,7 +134,7 @@ class AnthropicProvider:
         import httpx2
 
         body = self._body(request, stream=False)
-        client = await self._ready()
+        client = self._client
         try:
             async with deadline(self._name, self.timeout):
                 response = await client.post(
@@ -166,7 +156,7 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         body = self._body(request, stream=True)
         accumulator = StreamAccumulator(self._model)
-        client = await self._ready()
+        client = self._client
         try:
             async with deadline(self._name, self.timeout):
                 events = await client.post(

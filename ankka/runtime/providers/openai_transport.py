@@ -7,12 +7,12 @@ HTTP transport (:mod:`.lean_http`, pooled keep-alive connections), one deadline 
 call, and one translation of the SDK's exceptions into errors naming the provider the service
 configured, never the SDK's vendor (:mod:`.openai_sdk`).
 
-The SDK is imported at the transport's first call, on a worker thread so the event loop goes
-on serving meanwhile (:mod:`.sdk_import`), and its client built then (or where
-:attr:`OpenAITransport.client` is first read): importing ``openai`` takes about half a second,
-which ``ankka serve`` no longer spends before it listens (docs/benchmarks.md). A whole
-answer is decoded through :func:`ankka._kernel.jsonload.loads` (orjson, and ``json`` wherever
-the two would read it differently, such as an integer past 64 bits).
+The SDK is imported, and its client built, at the transport's first call, on the event loop
+thread that makes it (or where :attr:`OpenAITransport.client` is first read): importing
+``openai`` takes about half a second, which ``ankka serve`` no longer spends before it listens
+(docs/benchmarks.md). A whole answer is decoded through :func:`ankka._kernel.jsonload.loads`
+(orjson, and ``json`` wherever the two would read it differently, such as an integer past 64
+bits).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from ankka._kernel.errors import ModelError
 from ankka._kernel.jsonload import loads
 from ankka.runtime.providers.failures import deadline
 from ankka.runtime.providers.lean_http import lean_client
-from ankka.runtime.providers.sdk_import import import_off_loop
 
 if TYPE_CHECKING:
     from ankka.runtime.providers.openai_sdk import Client
@@ -35,7 +34,6 @@ __all__ = ["NO_KEY", "OpenAITransport"]
 
 NO_KEY = "none"  # the bearer sent to servers that need no key
 _JSON = {"Content-Type": "application/json"}
-_SDK = "ankka.runtime.providers.openai_sdk"  # the one module importing openai
 
 
 class OpenAITransport:
@@ -71,16 +69,10 @@ class OpenAITransport:
             )
         return self._client
 
-    async def _ready(self) -> Client:
-        """:attr:`client`, its SDK imported off the event loop at the first call."""
-        if self._client is None:
-            await import_off_loop(_SDK)
-        return self.client
-
     async def post_json(self, path: str, body: bytes) -> dict[str, Any]:
         """POST ``body`` and return the JSON answer, within the model timeout."""
-        client = await self._ready()
-        from ankka.runtime.providers import openai_sdk as sdk  # imported by ._ready already
+        client = self.client
+        from ankka.runtime.providers import openai_sdk as sdk  # imported by .client already
 
         try:
             async with deadline(self.provider, self.timeout):
@@ -104,8 +96,8 @@ class OpenAITransport:
 
         The deadline covers the wait for the answer to start; after that the SDK's read
         timeout bounds each gap between events."""
-        client = await self._ready()
-        from ankka.runtime.providers import openai_sdk as sdk  # imported by ._ready already
+        client = self.client
+        from ankka.runtime.providers import openai_sdk as sdk  # imported by .client already
 
         try:
             async with deadline(self.provider, self.timeout):

@@ -4,7 +4,7 @@ SDK without a declared server, OpenTelemetry's SDK with tracing off, the a2a-sdk
 the first A2A request) and with it ``httpx``, the push webhooks' transport (at the first
 delivery), delegation's followers without a peer, YAML without an access file. Judged by what
 a real ``ankka serve`` imported before its "listening" line (``python -X importtime``), not by
-time; and that a model's first call imports its SDK on a worker thread, not the event loop's."""
+time."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import cast
 
 from tests.support.processes import REPO
 
@@ -132,49 +131,3 @@ print(json.dumps([before, "anthropic" in sys.modules]))
 
 def test_a_configured_anthropic_model_imports_its_sdk_at_its_first_use_only() -> None:
     assert probed(ANTHROPIC_PROBE) == [False, True]
-
-
-# Which thread first finds each SDK module: the first call's import is made off the loop.
-THREAD_PROBE = """
-import asyncio, json, sys, threading
-from importlib.abc import MetaPathFinder
-
-found = {}
-
-class Watch(MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name in ("openai", "anthropic"):
-            found.setdefault(name, threading.current_thread() is threading.main_thread())
-        return None
-
-from ankka._kernel.errors import ModelError
-from ankka.runtime.providers.base import ModelRequest
-from ankka.runtime.providers.registry import providers_from_environment
-
-providers = providers_from_environment({**MODEL,
-    "ANKKA_MODEL_CLAUDE_PRESET": "anthropic",
-    "ANKKA_MODEL_CLAUDE_MODEL": "claude-sonnet-4-5",
-    "ANKKA_MODEL_CLAUDE_API_KEY": "sk-ant-not-a-key",
-    "ANKKA_MODEL_CLAUDE_URL": "http://127.0.0.1:9",
-})
-sys.meta_path.insert(0, Watch())  # after the configuration's check that anthropic is there
-
-async def main():
-    failed = []
-    for name in ("default", "claude"):
-        try:  # port 9 refuses: the call fails, after its SDK was imported
-            await providers[name].complete(ModelRequest(instructions="", messages=[]))
-        except ModelError:
-            failed.append(name)
-    return failed
-
-failed = asyncio.run(main())
-print(json.dumps([failed, found]))
-"""
-
-
-def test_a_model_s_first_call_imports_its_sdk_off_the_event_loop_s_thread() -> None:
-    # Imported on the loop's thread, the half second would stop every other session.
-    failed_calls, on_main_thread = cast(list[object], probed(f"MODEL = {MODEL!r}\n{THREAD_PROBE}"))
-    assert failed_calls == ["default", "claude"]
-    assert on_main_thread == {"openai": False, "anthropic": False}
