@@ -51,7 +51,7 @@ def agent_manifest(name: str, namespace: str, image: str, module: str, **spec: A
     return yaml.safe_dump(body)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
 def controlplane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     workdir = tmp_path_factory.mktemp("controlplane")
     try:
@@ -89,12 +89,12 @@ class Kubectl:
         return items
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
 def kubectl(controlplane: ControlPlane) -> Kubectl:
     return Kubectl(controlplane)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
 def helm_release(controlplane: ControlPlane) -> str:
     out = subprocess.run(
         [
@@ -186,7 +186,7 @@ class Operator:
         return answer.text
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
 def operator(controlplane: ControlPlane, kubectl: Kubectl, helm_release: str) -> Iterator[Operator]:
     env = dict(os.environ)
     env.update(
@@ -252,7 +252,7 @@ class StandIn:
         self.serving = True
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down when the tier ends, not the session
 def stand_in() -> Iterator[StandIn]:
     s = StandIn()
     s.thread.start()
