@@ -8,10 +8,19 @@ chat request until the test lets go, so requests stay in flight as long as the t
 caller with an Agent's identity (a certificate from the platform CA) sends to each gateway pod
 by its IP: each pod lets one request through and refuses the second with 429 ``caller_busy``,
 so both together allow the 2 the spec says, not 4. The chart goes back to one gateway after.
+
+The tier's certificates live 90 s (tests/pods/conftest.py), renewed at 60 s, and kubelet may
+take longer than the 30 s left to refresh a pod's Secret mount: a pod can serve an expired
+certificate for a while. This test's steps must not straddle such a window, so for its length
+the operator issues certificates that live 15 minutes, and a pod counts as serving only once
+the certificate it presents has at least :data:`NEEDED_S` left.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,9 +31,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from cryptography import x509
 
 from tests.cluster.agent_tls import platform_client
-from tests.pods.conftest import PLATFORM_NS, ROOT, Cluster, image
+from tests.pods.conftest import CERT_LIFETIME_SECONDS, PLATFORM_NS, ROOT, Cluster, image
 from tests.pods.manifests import NS
 from tests.support.eventually import eventually
 from tests.support.http_reply import send_json
@@ -34,6 +44,8 @@ AGENT = "limited"
 CALLER = f"ankka://service/{NS}/{AGENT}"
 GATEWAYS = "app.kubernetes.io/name=ankka-gateway"
 HOLD_LIMIT_S = 120  # the held server answers by itself after this, whatever the test does
+LONG_LIFETIME_S = 900  # the certificates' lifetime while this test runs
+NEEDED_S = 2 * HOLD_LIMIT_S  # what a pod's certificate must have left for the test's steps
 
 
 class HeldUpstream:
@@ -87,10 +99,11 @@ class HeldUpstream:
         self.server.server_close()
 
 
-def set_gateways(cluster: Cluster, replicas: int) -> None:
+def set_gateways(cluster: Cluster, replicas: int, *, lifetime_s: int) -> None:
     upgraded = cluster.helm(
         "upgrade", "ankka", str(ROOT / "charts" / "ankka"), "-n", PLATFORM_NS,
         "--reuse-values", "--set", f"gateway.replicas={replicas}",
+        "--set", f"operator.certificateLifetimeSeconds={lifetime_s}",
     )  # fmt: skip
     assert upgraded.returncode == 0, upgraded.stderr
 
@@ -102,6 +115,7 @@ def set_gateways(cluster: Cluster, replicas: int) -> None:
         operator = operators[0]
         env = {e["name"]: e.get("value") for e in operator["spec"]["containers"][0]["env"]}
         assert env["ANKKA_GATEWAY_REPLICAS"] == str(replicas), env
+        assert env["ANKKA_OPERATOR_CERT_LIFETIME_SECONDS"] == str(lifetime_s), env
         assert cluster.ready_pods(PLATFORM_NS, "app.kubernetes.io/name=ankka-operator")
         return True
 
@@ -118,7 +132,7 @@ def upstream(cluster: Cluster) -> Iterator[HeldUpstream]:
 
 @pytest.fixture(scope="module")
 def two_gateways(cluster: Cluster, upstream: HeldUpstream) -> Iterator[list[dict[str, Any]]]:
-    set_gateways(cluster, 2)
+    set_gateways(cluster, 2, lifetime_s=LONG_LIFETIME_S)
     cluster.kubectl.run("create", "namespace", NS, check=False)  # there unless run alone
     cluster.apply({
         "apiVersion": "ankka.dev/v1alpha1", "kind": "InstallationModel",
@@ -137,7 +151,7 @@ def two_gateways(cluster: Cluster, upstream: HeldUpstream) -> Iterator[list[dict
     upstream.release.set()
     cluster.kubectl.run("delete", "agent", AGENT, "-n", NS, "--wait=false")
     cluster.kubectl.run("delete", "installationmodel", MODEL, "-n", NS, "--wait=false")
-    set_gateways(cluster, 1)
+    set_gateways(cluster, 1, lifetime_s=CERT_LIFETIME_SECONDS)
 
 
 def rendered(cluster: Cluster) -> bool:
@@ -154,21 +168,39 @@ class Caller:
     """The Agent's identity calling gateway pods by their IPs."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.client = platform_client(cluster.kubectl, cluster.cp.workdir / "gw-tls", uri=CALLER)
+        workdir = cluster.cp.workdir / "gw-tls"
+        self.client = platform_client(cluster.kubectl, workdir, uri=CALLER)
+        self._tls = ssl.create_default_context()
+        self._tls.check_hostname = False  # the pods are reached by IP
+        self._tls.verify_mode = ssl.CERT_NONE  # only the certificate's end is read here
+        self._tls.load_cert_chain(workdir / "tests.crt", workdir / "tests.key")
 
     @staticmethod
     def url(pod: dict[str, Any], path: str) -> str:
         return f"https://{pod['status']['podIP']}:8443{path}"
 
+    def certificate_left(self, pod: dict[str, Any]) -> dt.timedelta:
+        """How long the certificate the pod presents now is still valid."""
+        with (
+            socket.create_connection((pod["status"]["podIP"], 8443), timeout=30) as raw,
+            self._tls.wrap_socket(raw) as tls,
+        ):
+            der = tls.getpeercert(binary_form=True)
+        assert der, f"{pod['metadata']['name']} presented no certificate"
+        ends = x509.load_der_x509_certificate(der).not_valid_after_utc
+        return ends - dt.datetime.now(dt.UTC)
+
     def serves(self, pod: dict[str, Any]) -> bool:
-        """The pod has read the models file with the held model and probed it."""
+        """The pod has read the models file with the held model and probed it, and presents a
+        certificate that outlasts the test's steps (see the module's docstring)."""
+        name = pod["metadata"]["name"]
         try:
+            left = self.certificate_left(pod)
             answer = self.client.get(self.url(pod, "/v1/models"), timeout=30)
-        except httpx.TransportError as exc:
-            # The tier's certificates live 90 s, less than kubelet's Secret refresh: a pod can
-            # serve its previous certificate for a while after it expired, until the mount
-            # catches up and the gateway reloads it. That is not yet serving; keep asking.
-            raise AssertionError(f"{pod['metadata']['name']}: {exc}") from exc
+        except (OSError, httpx.TransportError) as exc:
+            # An expired certificate until the mount catches up: not yet serving; keep asking.
+            raise AssertionError(f"{name}: {exc}") from exc
+        assert left.total_seconds() >= NEEDED_S, f"{name}: its certificate has {left} left"
         listed = answer.json()["data"]
         assert [m for m in listed if m["id"] == MODEL and "capabilities" in m], listed
         return True
