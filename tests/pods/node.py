@@ -214,6 +214,9 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {{memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}}
 registerNode: true
+# Pods see a changed Secret or ConfigMap at their next sync (default every minute, longer than
+# the 30 s a tier certificate has left when renewed); every 10 s here.
+syncFrequency: 10s
 """,
     )
 
