@@ -136,15 +136,17 @@ class Workbench:
     """The agents other runtimes serve (``ANKKA_PEERS``): a delegation to one is remote."""
     questions: ElicitationDesk | None = None
     """Where an MCP server's questions during a call wait for a person (None: cancelled)."""
-    lead_tools: Callable[[AutonomousAgent, TaskRecord], tuple[RunnableTool, ...]] = field(
+    team_tools: Callable[[AutonomousAgent, TaskRecord], tuple[RunnableTool, ...]] = field(
         default=lambda agent, task: ()
     )
-    """The tools an agent's task gets as the lead of teams (docs/teams.md): the team host's."""
-    lead_news: Callable[[AutonomousAgent, TaskRecord], Awaitable[News | None]] = field(
+    """The tools an agent's task gets as an agent of teams (docs/teams.md: a lead's backlog
+    tools, ``team_send_message``): the team host's."""
+    team_news: Callable[[AutonomousAgent, TaskRecord], Awaitable[News | None]] = field(
         default=lambda agent, task: _no_news()
     )
-    """What a lead's task is to be told at its next iteration (the team host's): None, or
-    the news and the statement that marks it told, in the commit that records it."""
+    """What a task of a team's agent is to be told at its next iteration (the team host's: a
+    lead's backlog news, the team messages sent to its agent): None, or the news and the
+    statement that marks it told, in the commit that records it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,7 +482,7 @@ class TaskWork:
             failed=self.failures.attempt,
         )
         delegating = tools_of(agent, self.ctx.service.autonomous_agents, self.task.spec.type)
-        leading = self.bench.lead_tools(agent, self.task)
+        leading = self.bench.team_tools(agent, self.task)
         tools = (*agent.tools, *self.listed.tools, *delegating, *leading)
         return TurnPlan(
             agent=agent.name,
@@ -668,10 +670,10 @@ class TaskWork:
         news: News | None = None
         if last and not ends and number is not None:
             # The newest message carries what the task is to be told (a lead: its items'
-            # ends, marked told in the same commit, so told once) and where the next
-            # iteration stands, as it is recorded (for a task that delegates, counting what
-            # its children used or hold).
-            news = await self.bench.lead_news(self.agent, self.task)
+            # ends; a team's agent: the messages sent to it; marked told in the same commit,
+            # so told once) and where the next iteration stands, as it is recorded (for a
+            # task that delegates, counting what its children used or hold).
+            news = await self.bench.team_news(self.agent, self.task)
             if news is not None:
                 result = replace(result, content=f"{result.content}\n\n{news.text}")
             following = await self._next_iteration(number)
