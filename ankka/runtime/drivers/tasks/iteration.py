@@ -43,7 +43,7 @@ from ankka.runtime.drivers.tasks import prompt
 from ankka.runtime.drivers.tasks.decide import Decoded, decode_fail, decode_result, result_json
 from ankka.runtime.drivers.tasks.delegation import Delegations, note_of, tools_of
 from ankka.runtime.drivers.tasks.ending import CompleteTask, FailTask
-from ankka.runtime.drivers.tasks.notify import Notifier
+from ankka.runtime.drivers.tasks.notify import Notice, Notifier
 from ankka.runtime.engine.loop import Stopped, drive
 from ankka.runtime.engine.planning import provider_for
 from ankka.runtime.engine.session import SessionState
@@ -83,7 +83,6 @@ from ankka.runtime.records.messages import (
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import (
-    TASK_SESSION_PREFIX,
     InstanceRecord,
     InstanceState,
     TaskRecord,
@@ -96,7 +95,16 @@ from ankka.runtime.store.journal_store import ConcurrentAppend
 from ankka.runtime.store.tasks import Ended as EndedTask
 from ankka.runtime.store.tasks import TaskStore
 
-__all__ = ["LeaseLost", "News", "RetryPolicy", "Waiting", "Workbench", "publish_ended", "work_task"]
+__all__ = [
+    "LeaseLost",
+    "News",
+    "RetryPolicy",
+    "Waiting",
+    "Workbench",
+    "heard_ended",
+    "publish_ended",
+    "work_task",
+]
 
 T = TypeVar("T")
 Current = tuple[TaskRecord | None, InstanceRecord | None, tree.TreeRow | None]
@@ -204,6 +212,20 @@ _END_EVENTS = {
 }
 
 
+_STATE_OF_END = {event: state for state, event in _END_EVENTS.items()}
+
+
+def heard_ended(questions: ElicitationDesk, notice: Notice) -> None:
+    """Another process ended a task (its end notice, relayed): the questions its call waits on
+    in this process are closed as :func:`told` closes them where the task is ended, with the
+    same reason (the notifier's ``ended_elsewhere``)."""
+    state = _STATE_OF_END.get(notice.event)
+    if state is None or notice.task is None:
+        return
+    reason = notice.data.get("reason")
+    questions.end_task(notice.task, state.value, reason if isinstance(reason, str) else None)
+
+
 def publish_ended(notifier: Notifier, ended: Sequence[EndedTask]) -> None:
     for item in ended:
         notifier.publish(
@@ -286,11 +308,7 @@ def told(bench: Workbench, ended: Sequence[EndedTask]) -> None:
     publish_ended(bench.notifier, ended)
     if bench.questions is not None:
         for item in ended:
-            why = item.state.value
-            if item.reason and item.reason != why:
-                why += f": {item.reason}"
-            reason = f"the task that asked ended ({why}) before it was answered"
-            bench.questions.end_session(f"{TASK_SESSION_PREFIX}{item.id}", reason)
+            bench.questions.end_task(item.id, item.state.value, item.reason)
     woken = [item.woken for item in ended if item.woken is not None]
     if woken:
         bench.woken(woken)
