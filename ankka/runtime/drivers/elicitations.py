@@ -32,6 +32,14 @@ a reason too long for a notice is cut, as every relayed text is).
 The relay is live, not durable: an end told while this process's listening connection is
 down is not heard, and that question waits for its answer or its expiry.
 
+A task shows ``awaiting-approval`` just before its question is registered here (the index row
+is written between the two), and its call may still run after its task ended: an end told in
+that gap finds no question to close. So the desk remembers the task sessions it was told
+ended (:meth:`ElicitationDesk.end_task`; the newest :data:`ENDED_KEPT`, oldest forgotten
+first), and a question registered for one of them is closed at once with that end's reason,
+the same way (the server answered ``cancel``, the end journaled). Only task sessions
+(``task:<id>``, which end once) are remembered, never a request session, whose turns reuse it.
+
 Sampling (``sampling/createMessage``) is served by :meth:`TurnAsker.sample` with the
 turn's own model when the agent allows it for that server (``McpServer(..., sampling=True)``),
 accounted in the turn's ledger and journaled as
@@ -88,6 +96,12 @@ ELICITATION = "eli_"  # the id prefix of a server's question
 PLATFORM = "platform"
 _ACTIONS = {"approved": "accept", "refused": "decline", "expired": "cancel", "ended": "cancel"}
 _RECENT = 1024
+ENDED_KEPT = 2048
+"""Ended task sessions a desk remembers, with the reason (the newest; oldest forgotten
+first): far more than the ends told while a question is being registered (one store round
+trip). Each reason kept is cut to :data:`ENDED_REASON` characters, so the memory stays under
+about 2.5 MB even when every reason is that long (a few hundred kilobytes typically)."""
+ENDED_REASON = 1000
 RESTARTED = (
     "the runtime restarted before it was answered: its call, the server's request and the "
     "turn that asked ended with the process"
@@ -119,6 +133,9 @@ class ElicitationDesk:
         # Decided here lately: a second decision is answered with the first even before
         # the turn's batch journals it.
         self._recent: OrderedDict[str, ApprovalDecided] = OrderedDict()
+        # Task sessions told ended, with the reason: a question registered after its task
+        # ended is closed at once (bounded: ENDED_KEPT).
+        self._ended: OrderedDict[str, str] = OrderedDict()
 
     def notify(self, event: str, data: dict[str, Any]) -> None:
         self._approvals.notify(event, data)
@@ -216,6 +233,12 @@ class ElicitationDesk:
                 asker.session, asker.agent, [(approval, request.tool, request.expires_at)], now
             )
             self._pending[approval] = pending
+            ended = self._ended.get(asker.session)  # told before it was registered
+            if ended is not None:
+                self._decide_ended(pending, ended)
+                log.info(
+                    "closed question %s of session %s at once: %s", approval, asker.session, ended
+                )
             try:
                 asker.tell("approval_requested", {"session": asker.session, **shown(request)})
                 decided, content = await self._answer_of(pending, asker.turn, question.timeout)
@@ -270,8 +293,16 @@ class ElicitationDesk:
     def end_task(self, task: str, state: str, reason: str | None) -> int:
         """Task ``task`` ended (``state``, with ``reason``), in this process or another one:
         the questions its call waits on here are ended (:meth:`end_session`) saying so
-        (:func:`task_ended`). How many were ended."""
-        return self.end_session(f"{TASK_SESSION_PREFIX}{task}", task_ended(state, reason))
+        (:func:`task_ended`), and a question its call registers later is closed at once with
+        the same reason (the session remembered, among the newest :data:`ENDED_KEPT`). How
+        many were ended."""
+        session, why = f"{TASK_SESSION_PREFIX}{task}", task_ended(state, reason)
+        kept = why if len(why) <= ENDED_REASON else why[:ENDED_REASON] + "…"
+        self._ended.setdefault(session, kept)  # a task ends once: its first reason holds
+        self._ended.move_to_end(session)
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
+        return self.end_session(session, why)
 
     def _decide_ended(self, pending: _Pending, reason: str) -> ApprovalDecided:
         request = pending.request
