@@ -40,6 +40,9 @@ first), and a question registered for one of them is closed at once with that en
 the same way (the server answered ``cancel``, the end journaled). Only task sessions
 (``task:<id>``, which end once) are remembered, never a request session, whose turns reuse it.
 
+Recovery at start reads the pending rows a page at a time (:data:`RECOVERY_PAGE`, after the
+previous page's last row), so every question left pending is ended, however many rows wait.
+
 Sampling (``sampling/createMessage``) is served by :meth:`TurnAsker.sample` with the
 turn's own model when the agent allows it for that server (``McpServer(..., sampling=True)``),
 accounted in the turn's ledger and journaled as
@@ -86,7 +89,7 @@ from ankka.runtime.records.messages import AssistantMessage, Message, UserMessag
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
-from ankka.runtime.store.approval_index import IndexRow
+from ankka.runtime.store.approval_index import IndexRow, cursor_of
 
 __all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "sampling_of", "task_ended"]
 
@@ -102,6 +105,8 @@ first): far more than the ends told while a question is being registered (one st
 trip). Each reason kept is cut to :data:`ENDED_REASON` characters, so the memory stays under
 about 2.5 MB even when every reason is that long (a few hundred kilobytes typically)."""
 ENDED_REASON = 1000
+RECOVERY_PAGE = 500
+"""Pending index rows read at once at start; recovery reads every page."""
 RESTARTED = (
     "the runtime restarted before it was answered: its call, the server's request and the "
     "turn that asked ended with the process"
@@ -408,24 +413,30 @@ class ElicitationDesk:
         (``Last-Event-ID``, a server's MAY in 2025-11-25) replays a stream of the same
         session only.
 
-        Each row is recovered alone: a session's lock is waited for a bounded time
-        (:func:`~.recovery.turn_within`), and a row that cannot be ended in its session is
-        closed ``ended`` in the index and logged by its ids, the others going on."""
+        Every pending row is read, :data:`RECOVERY_PAGE` at a time, each page after the
+        previous one's last row (oldest first). Each row is recovered alone: a session's lock
+        is waited for a bounded time (:func:`~.recovery.turn_within`), and a row that cannot
+        be ended in its session is closed ``ended`` in the index and logged by its ids, the
+        others going on."""
         index = self._context.approvals
         if index is None:
             return
-        rows = await index.find(state="pending")
-        gone = [r for r in rows if r.id.startswith(ELICITATION) and r.id not in self._pending]
-        ended = 0
-        for row in gone:
-            try:
-                if row.session.startswith(TASK_SESSION_PREFIX):
-                    await index.settle([row.id], "ended", close=True)
-                    ended += 1
-                elif await self._restarted(row):
-                    ended += 1
-            except Exception as exc:  # one row stops neither the start nor the others
-                await self._unrecovered(row, exc)
+        ended, after = 0, None
+        while True:  # every pending row, a page at a time (a tool approval's rows too)
+            rows = await index.find(state="pending", limit=RECOVERY_PAGE, after=after)
+            gone = [r for r in rows if r.id.startswith(ELICITATION) and r.id not in self._pending]
+            for row in gone:
+                try:
+                    if row.session.startswith(TASK_SESSION_PREFIX):
+                        await index.settle([row.id], "ended", close=True)
+                        ended += 1
+                    elif await self._restarted(row):
+                        ended += 1
+                except Exception as exc:  # one row stops neither the start nor the others
+                    await self._unrecovered(row, exc)
+            if len(rows) < RECOVERY_PAGE:
+                break
+            after = cursor_of(rows[-1])
         if ended:
             log.warning("ended %d server question(s) asked before the runtime stopped", ended)
 
