@@ -180,13 +180,24 @@ def ask_report(cluster: Cluster, task: str) -> None:
     assert made.status_code == 201, made.text
 
 
+def record_of(cluster: Cluster, task: str) -> str:
+    """The lead's record of a report, for a failure's message."""
+    return call(cluster, LEAD, "GET", f"/v1/tasks/{task}").text
+
+
 def final(cluster: Cluster, task: str) -> dict[str, Any]:
     def ended() -> dict[str, Any]:
         record = call(cluster, LEAD, "GET", f"/v1/tasks/{task}?wait=20").json()
         assert record["state"] in ("completed", "failed", "cancelled"), record["state"]
         return dict(record)
 
-    return eventually(ended, what=f"report {task} to end", timeout=420, interval=1)
+    return eventually(
+        ended,
+        what=f"report {task} to end",
+        timeout=420,
+        interval=1,
+        detail=partial(record_of, cluster, task),
+    )
 
 
 def usage_sum(*usages: dict[str, int]) -> dict[str, int]:
@@ -238,13 +249,31 @@ def agents(cluster: Cluster) -> Iterator[None]:
         ):
             done = cluster.kubectl.run(*step, check=False)
             assert done.returncode == 0, (name, step, done.stdout, done.stderr)
+        # The node's kube-proxy follows a rollout's endpoints in its own time: until it has,
+        # the Service refuses connections (for the test, and for the lead calling its peer).
+        eventually(
+            partial(serves, cluster, name),
+            what=f"{name}'s Service answering",
+            timeout=120,
+            interval=1,
+        )
     yield
     for name in (LEAD, RESEARCH):
         cluster.kubectl.run("delete", "agent", name, "-n", NS, "--wait=false")
 
 
+def serves(cluster: Cluster, name: str) -> bool:
+    try:
+        answer = call(cluster, name, "GET", "/v1/agents")
+    except httpx.TransportError as exc:
+        raise AssertionError(f"{name}: {exc}") from exc
+    assert answer.status_code == 200, answer.text
+    return True
+
+
 def env_has(cluster: Cluster, name: str, variable: str, part: str) -> bool:
-    deployment = cluster.kubectl.get("deployment", name, NS) or {}
+    deployment = cluster.kubectl.get("deployment", name, NS)
+    assert deployment is not None, f"no Deployment {NS}/{name} yet"
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") or "" for e in container.get("env") or []}
     assert part in env.get(variable, ""), env.get(variable)
@@ -270,7 +299,12 @@ def test_the_researcher_s_pod_killed_mid_child_loses_and_repeats_nothing(
 ) -> None:
     give_script(cluster, script(held_ms=HELD_MS, spares=2))
     ask_report(cluster, "report-2")
-    eventually(partial(held_children, cluster), what="both children's last calls held")
+    eventually(
+        partial(held_children, cluster),
+        what="both children's last calls held",
+        timeout=120,
+        detail=partial(record_of, cluster, "report-2"),
+    )
     kill(cluster, RESEARCH)
     check_report(cluster, "report-2")
     # The held calls died with the pod before the stand-in answered them, so they were never
@@ -286,7 +320,12 @@ def test_the_lead_s_pod_killed_while_its_children_work_loses_and_repeats_nothing
 ) -> None:
     give_script(cluster, script(held_ms=15_000, spares=0))
     ask_report(cluster, "report-3")
-    eventually(partial(held_children, cluster), what="both children's last calls held")
+    eventually(
+        partial(held_children, cluster),
+        what="both children's last calls held",
+        timeout=120,
+        detail=partial(record_of, cluster, "report-3"),
+    )
     kill(cluster, LEAD)
     check_report(cluster, "report-3")
     seen = counts(cluster)
