@@ -22,8 +22,10 @@ lead = service.autonomous(
             "with complete_task: one section per summary."
         ),
         accepts=[Accepts(report, budget=8)],
-        # By name: the researcher is not served here (a peer serves it).
-        delegates=[Delegate("researcher", summary, deadline=600)],
+        # By name: the researcher is not served here (a peer serves it), so its runtime's
+        # budget for the type is not known here: each child is given 3 iterations (without
+        # it, the first would be given all the report's remaining 7, and the second none).
+        delegates=[Delegate("researcher", summary, deadline=600, budget=3)],
         model="default",
     )
 )
