@@ -23,9 +23,14 @@ turn that ends while its question waits (cancelled, failed, its call gone) close
 cause, journaled with the turn's records, the row closed, the server answered ``cancel``. A
 task ended from outside through this process while its iteration waits here on a question
 (cancelled, failed by its parent or its deadline) has it closed the same way
-(:meth:`ElicitationDesk.end_session`), journaled in the task's session by the call that
-waited; ended through another process, which holds no such question, it is not: the
-question waits for its answer or its expiry.
+(:meth:`ElicitationDesk.end_task`), journaled in the task's session by the call that
+waited. Ended through another process (a pod sharing the PostgreSQL store, which holds no
+such question), the same: that process's end notice reaches this one through the store's
+relay (:class:`~ankka.runtime.drivers.tasks.notify.Notifier`, LISTEN/NOTIFY, heard from the
+task host's start), and the question is closed with the same reason (:func:`task_ended`;
+a reason too long for a notice is cut, as every relayed text is).
+The relay is live, not durable: an end told while this process's listening connection is
+down is not heard, and that question waits for its answer or its expiry.
 
 Sampling (``sampling/createMessage``) is served by :meth:`TurnAsker.sample` with the
 turn's own model when the agent allows it for that server (``McpServer(..., sampling=True)``),
@@ -75,7 +80,7 @@ from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
 from ankka.runtime.store.approval_index import IndexRow
 
-__all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "sampling_of"]
+__all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "sampling_of", "task_ended"]
 
 log = logging.getLogger("ankka.approvals")
 
@@ -262,6 +267,12 @@ class ElicitationDesk:
             log.info("closed %d question(s) of session %s: %s", len(waiting), session, reason)
         return len(waiting)
 
+    def end_task(self, task: str, state: str, reason: str | None) -> int:
+        """Task ``task`` ended (``state``, with ``reason``), in this process or another one:
+        the questions its call waits on here are ended (:meth:`end_session`) saying so
+        (:func:`task_ended`). How many were ended."""
+        return self.end_session(f"{TASK_SESSION_PREFIX}{task}", task_ended(state, reason))
+
     def _decide_ended(self, pending: _Pending, reason: str) -> ApprovalDecided:
         request = pending.request
         ended = ApprovalDecided(
@@ -432,6 +443,15 @@ class ElicitationDesk:
             row.session,
             cause(exc),
         )
+
+
+def task_ended(state: str, reason: str | None) -> str:
+    """Why a task's question is closed when the task ends before it is answered: one wording,
+    whichever process ended the task."""
+    why = state
+    if reason and reason != why:
+        why += f": {reason}"
+    return f"the task that asked ended ({why}) before it was answered"
 
 
 def shown(request: ApprovalRequest) -> dict[str, Any]:

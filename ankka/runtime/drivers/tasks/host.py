@@ -37,6 +37,7 @@ from ankka.runtime.drivers.tasks.iteration import (
     RetryPolicy,
     Waiting,
     Workbench,
+    heard_ended,
     told,
     work_task,
 )
@@ -118,12 +119,14 @@ class TaskHost:
         self.service = context.service
         self.store = store
         self.clock = context.clock
-        # Other processes' notices reach this one's subscribers through the store's relay.
+        # Other processes' notices reach this one's subscribers through the store's relay,
+        # and their task ends close the questions those tasks' calls wait on here.
         self.notifier = Notifier(
             self.clock,
             buffer=options.notification_buffer,
             relay=store.notices(),
             heard=context.metrics.work.heard,
+            ended_elsewhere=partial(heard_ended, questions) if questions is not None else None,
         )
         self.bench = Workbench(
             context,
@@ -182,6 +185,10 @@ class TaskHost:
     # -- lifetime ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> TaskHost:
+        if self.bench.questions is not None:
+            # A task another process ends may be one whose call waits on a question here:
+            # its end is heard from now on, not only once someone subscribes.
+            self.notifier.listen()
         group = asyncio.TaskGroup()
         await group.__aenter__()
         self._group = group

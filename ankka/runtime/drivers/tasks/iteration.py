@@ -43,7 +43,7 @@ from ankka.runtime.drivers.tasks import prompt
 from ankka.runtime.drivers.tasks.decide import Decoded, decode_fail, decode_result, result_json
 from ankka.runtime.drivers.tasks.delegation import Delegations, note_of, tools_of
 from ankka.runtime.drivers.tasks.ending import CompleteTask, FailTask
-from ankka.runtime.drivers.tasks.notify import Notifier
+from ankka.runtime.drivers.tasks.notify import Notice, Notifier
 from ankka.runtime.engine.loop import Stopped, drive
 from ankka.runtime.engine.planning import provider_for
 from ankka.runtime.engine.session import SessionState
@@ -83,7 +83,6 @@ from ankka.runtime.records.messages import (
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import (
-    TASK_SESSION_PREFIX,
     InstanceRecord,
     InstanceState,
     TaskRecord,
@@ -96,7 +95,16 @@ from ankka.runtime.store.journal_store import ConcurrentAppend
 from ankka.runtime.store.tasks import Ended as EndedTask
 from ankka.runtime.store.tasks import TaskStore
 
-__all__ = ["LeaseLost", "News", "RetryPolicy", "Waiting", "Workbench", "publish_ended", "work_task"]
+__all__ = [
+    "LeaseLost",
+    "News",
+    "RetryPolicy",
+    "Waiting",
+    "Workbench",
+    "heard_ended",
+    "publish_ended",
+    "work_task",
+]
 
 T = TypeVar("T")
 Current = tuple[TaskRecord | None, InstanceRecord | None, tree.TreeRow | None]
@@ -136,15 +144,17 @@ class Workbench:
     """The agents other runtimes serve (``ANKKA_PEERS``): a delegation to one is remote."""
     questions: ElicitationDesk | None = None
     """Where an MCP server's questions during a call wait for a person (None: cancelled)."""
-    lead_tools: Callable[[AutonomousAgent, TaskRecord], tuple[RunnableTool, ...]] = field(
+    team_tools: Callable[[AutonomousAgent, TaskRecord], tuple[RunnableTool, ...]] = field(
         default=lambda agent, task: ()
     )
-    """The tools an agent's task gets as the lead of teams (docs/teams.md): the team host's."""
-    lead_news: Callable[[AutonomousAgent, TaskRecord], Awaitable[News | None]] = field(
+    """The tools an agent's task gets as an agent of teams (docs/teams.md: a lead's backlog
+    tools, ``team_send_message``): the team host's."""
+    team_news: Callable[[AutonomousAgent, TaskRecord], Awaitable[News | None]] = field(
         default=lambda agent, task: _no_news()
     )
-    """What a lead's task is to be told at its next iteration (the team host's): None, or
-    the news and the statement that marks it told, in the commit that records it."""
+    """What a task of a team's agent is to be told at its next iteration (the team host's: a
+    lead's backlog news, the team messages sent to its agent): None, or the news and the
+    statement that marks it told, in the commit that records it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +210,20 @@ _END_EVENTS = {
     TaskState.FAILED: "task_failed",
     TaskState.CANCELLED: "task_cancelled",
 }
+
+
+_STATE_OF_END = {event: state for state, event in _END_EVENTS.items()}
+
+
+def heard_ended(questions: ElicitationDesk, notice: Notice) -> None:
+    """Another process ended a task (its end notice, relayed): the questions its call waits on
+    in this process are closed as :func:`told` closes them where the task is ended, with the
+    same reason (the notifier's ``ended_elsewhere``)."""
+    state = _STATE_OF_END.get(notice.event)
+    if state is None or notice.task is None:
+        return
+    reason = notice.data.get("reason")
+    questions.end_task(notice.task, state.value, reason if isinstance(reason, str) else None)
 
 
 def publish_ended(notifier: Notifier, ended: Sequence[EndedTask]) -> None:
@@ -284,11 +308,7 @@ def told(bench: Workbench, ended: Sequence[EndedTask]) -> None:
     publish_ended(bench.notifier, ended)
     if bench.questions is not None:
         for item in ended:
-            why = item.state.value
-            if item.reason and item.reason != why:
-                why += f": {item.reason}"
-            reason = f"the task that asked ended ({why}) before it was answered"
-            bench.questions.end_session(f"{TASK_SESSION_PREFIX}{item.id}", reason)
+            bench.questions.end_task(item.id, item.state.value, item.reason)
     woken = [item.woken for item in ended if item.woken is not None]
     if woken:
         bench.woken(woken)
@@ -480,7 +500,7 @@ class TaskWork:
             failed=self.failures.attempt,
         )
         delegating = tools_of(agent, self.ctx.service.autonomous_agents, self.task.spec.type)
-        leading = self.bench.lead_tools(agent, self.task)
+        leading = self.bench.team_tools(agent, self.task)
         tools = (*agent.tools, *self.listed.tools, *delegating, *leading)
         return TurnPlan(
             agent=agent.name,
@@ -668,10 +688,10 @@ class TaskWork:
         news: News | None = None
         if last and not ends and number is not None:
             # The newest message carries what the task is to be told (a lead: its items'
-            # ends, marked told in the same commit, so told once) and where the next
-            # iteration stands, as it is recorded (for a task that delegates, counting what
-            # its children used or hold).
-            news = await self.bench.lead_news(self.agent, self.task)
+            # ends; a team's agent: the messages sent to it; marked told in the same commit,
+            # so told once) and where the next iteration stands, as it is recorded (for a
+            # task that delegates, counting what its children used or hold).
+            news = await self.bench.team_news(self.agent, self.task)
             if news is not None:
                 result = replace(result, content=f"{result.content}\n\n{news.text}")
             following = await self._next_iteration(number)
