@@ -299,7 +299,15 @@ def check_invariants(
     keys = asked_keys(requests)
     for index, recorded in recorded_at_kills:
         again = sorted(set(keys[index:]) & recorded)
-        assert again == [], f"recorded model calls asked again after a kill: {again[:10]}"
+        asks = [
+            (n, r["received"], r["answered"])
+            for n, (k, r) in enumerate(zip(keys, requests, strict=True))
+            if k in again
+        ]
+        assert again == [], (
+            f"recorded model calls asked again after the kill at request {index}: {again[:10]}; "
+            f"each ask (request, received, answered): {asks}"
+        )
     final_keys = recorded_keys_of(reading)
     assert final_keys <= set(keys), "a recorded answer the stand-in never gave"
     counts["model calls recorded"] = len(final_keys)

@@ -236,7 +236,15 @@ def _run(
                 reading = _only(read_store(store, prefix), nodes)
                 assert _ended(reading, roots)
                 requests = model_requests(model)
-                counts = check_invariants(reading, nodes, roots, requests, marks, tool_runs(log))
+                try:
+                    counts = check_invariants(
+                        reading, nodes, roots, requests, marks, tool_runs(log)
+                    )
+                except AssertionError:
+                    for server in runtimes.every:  # a lease lost says a process stalled past it
+                        said = [line for line in server.output if "lease" in line]
+                        print(f"  process {server.process.pid}: {said[-5:]}")
+                    raise
                 for root in roots:  # tree_usage as the API shows it: the sum of own usages
                     shown = client.get(f"{runtimes.live[0].url}/v1/tasks/{root}").json()
                     own = _tree_own(reading, root)
