@@ -156,10 +156,11 @@ class Workbench:
     lead's backlog news, the team messages sent to its agent): None, or the news and the
     statement that marks it told, in the commit that records it."""
     owner: str | None = None
-    """The lease owner this process's scheduler claims instances as (None: no lease is
-    checked, a bench of no host). Every commit of a task's records holds the instance's lease
-    in its transaction (:func:`~ankka.runtime.store.task_statements.held`), and no model
-    call is made for an instance whose lease another process has taken."""
+    """The lease owner this process's scheduler claims instances as on a shared store
+    (PostgreSQL; None: no lease is checked, as on SQLite, whose file is one process's).
+    Every commit of a task's records holds the instance's lease in its transaction
+    (:func:`~ankka.runtime.store.task_statements.held`), and no model call is made for an
+    instance whose lease another process has taken."""
     lease_seconds: float = 10.0
     """How long each of those commits renews the lease for."""
 

@@ -213,10 +213,11 @@ async def test_each_iteration_costs_two_round_trips_and_reads_no_history(
     # Two round trips each, made by the iterating task between one model call and the next
     # (the answer with its marks and the task row's completion; the tool result, with the
     # task's and its instance's rows read back). Within them, at most nine statements (each
-    # a round trip to a PostgreSQL server): the answer's append, its hold of the instance's
-    # lease (a process that lost it records nothing), the task's row and its tree's read, the
-    # row's update returning the row (not read again); the tool result's append, its lease
-    # hold (returning the instance's row: not read again), the task's and its tree's rows.
+    # a round trip to a PostgreSQL server): the answer's append, on PostgreSQL its hold of the
+    # instance's lease (a process that lost it records nothing), the task's row and its tree's
+    # read, the row's update returning the row (not read again); the tool result's append,
+    # the task's and its tree's rows and the instance's (on PostgreSQL its lease hold returns
+    # it, not read again).
     assert [len(trips) for trips in iterations] == [2, 2, 2, 2], iterations
     assert all(sum(t.statements for t in trips) <= 9 for trips in iterations), iterations
     # Nothing the instance wrote is read back: its fold is its own. The session is read from
