@@ -292,11 +292,19 @@ class ServerSpans:
         untraced: Iterable[str] = ("/healthz", "/readyz", "/metrics"),
         caller_key: str = "ankka.caller",
     ) -> None:
+        from opentelemetry import context, propagate, trace
+
         self.app = app
         self._tracer = tracer
         self._routes = frozenset(routes)
         self._untraced = frozenset(untraced)
         self._caller_key = caller_key
+        self._extract = propagate.extract
+        self._attach = context.attach
+        self._detach = context.detach
+        self._in_context = trace.set_span_in_context
+        self._server = trace.SpanKind.SERVER
+        self._error = trace.StatusCode.ERROR
 
     async def __call__(
         self,
@@ -307,31 +315,9 @@ class ServerSpans:
         if scope["type"] != "http" or scope.get("path") in self._untraced:
             await self.app(scope, receive, send)
             return
-        with self._span(scope) as span:
-            status: list[int] = []
-
-            async def sending(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    status.append(int(message["status"]))
-                await send(message)
-
-            failure: str | None = None
-            try:
-                await self.app(scope, receive, sending)
-            except BaseException as exc:
-                # The type only: an exception's text may quote what it was given.
-                failure = type(exc).__qualname__
-                raise
-            finally:
-                self._finish(span, scope, status[0] if status else None, failure)
-
-    @contextmanager
-    def _span(self, scope: Scope) -> Iterator[Span]:
-        from opentelemetry import propagate
-        from opentelemetry.trace import SpanKind
-
+        # Started with its attributes in one dict and attached directly (no context manager):
+        # what a span costs is the SDK's work per call (docs/benchmarks.md).
         getter = cast("Getter[Iterable[tuple[bytes, bytes]]]", _GETTER)
-        parent = propagate.extract(scope.get("headers", ()), getter=getter)
         method = str(scope.get("method", "GET"))
         attributes = {
             "http.request.method": method,
@@ -340,34 +326,56 @@ class ServerSpans:
         }
         # Exceptions are not recorded as events (their text may quote a secret): _finish sets
         # error.type to the exception's type instead.
-        with self._tracer.start_as_current_span(
+        span = self._tracer.start_span(
             method,
-            context=parent,
-            kind=SpanKind.SERVER,
+            context=self._extract(scope.get("headers", ()), getter=getter),
+            kind=self._server,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
-        ) as span:
-            yield span
+        )
+        token = self._attach(self._in_context(span))
+        status: list[int] = []
 
-    def _finish(self, span: Span, scope: Scope, status: int | None, failure: str | None) -> None:
-        from opentelemetry.trace import StatusCode
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            await send(message)
 
-        method = str(scope.get("method", "GET"))
+        failure: str | None = None
+        try:
+            await self.app(scope, receive, sending)
+        except BaseException as exc:
+            # The type only: an exception's text may quote what it was given.
+            failure = type(exc).__qualname__
+            raise
+        finally:
+            try:
+                if span.is_recording():
+                    self._finish(span, scope, method, status[0] if status else None, failure)
+            finally:
+                self._detach(token)
+                span.end()
+
+    def _finish(
+        self, span: Span, scope: Scope, method: str, status: int | None, failure: str | None
+    ) -> None:
+        found: dict[str, str | int] = {}
         route = getattr(scope.get("route"), "path", None)
         if route is None and scope.get("path") in self._routes:
             route = scope["path"]
         if route is not None:
             span.update_name(f"{method} {route}")
-            span.set_attribute("http.route", str(route))
+            found["http.route"] = str(route)
         caller = scope.get(self._caller_key)
         if isinstance(caller, str):
-            span.set_attribute("ankka.caller", caller)
+            found["ankka.caller"] = caller
         if status is not None:
-            span.set_attribute("http.response.status_code", status)
+            found["http.response.status_code"] = status
         if failure is not None and failure != "CancelledError":
-            span.set_attribute("error.type", failure)
-            span.set_status(StatusCode.ERROR)
+            found["error.type"] = failure
         elif status is not None and status >= 500:
-            span.set_attribute("error.type", str(status))
-            span.set_status(StatusCode.ERROR)
+            found["error.type"] = str(status)
+        span.set_attributes(found)
+        if "error.type" in found:
+            span.set_status(self._error)

@@ -22,11 +22,11 @@ from typing import Any
 
 import yaml
 
-from ankka.api.resources import GROUP, VERSION, Agent, InstallationModel, Resource, Task
+from ankka.api.resources import GROUP, VERSION, Agent, InstallationModel, Resource, Task, Team
 
 __all__ = ["OUTPUTS", "RESOURCES", "crd", "main", "render_all", "structural"]
 
-RESOURCES: tuple[type[Resource], ...] = (Agent, InstallationModel, Task)
+RESOURCES: tuple[type[Resource], ...] = (Agent, InstallationModel, Task, Team)
 
 _DROP = {"title", "discriminator"}
 OUTPUTS = (Path("crds"), Path("charts/ankka/crds"))

@@ -1,4 +1,5 @@
-"""The custom resources' spec and status: Agent, Task, InstallationModel (``ankka.dev/v1alpha1``).
+"""The custom resources' spec and status: Agent, Task, Team, InstallationModel
+(``ankka.dev/v1alpha1``).
 
 These pydantic classes are the one definition of the resources' shape: ``ankka.api.crdgen``
 generates ``crds/*.yaml`` from them (a test fails when the committed files drift), and the
@@ -59,6 +60,11 @@ __all__ = [
     "TaskAttachment",
     "TaskStatus",
     "TaskTokens",
+    "Team",
+    "TeamCounts",
+    "TeamPhase",
+    "TeamSpec",
+    "TeamStatus",
     "AgentRuntime",
 ]
 
@@ -567,6 +573,71 @@ class TaskStatus(_Wire):
     """The spec generation this status describes."""
 
 
+class TeamSpec(_Wire):
+    """A team of an Agent's module, followed here: its backlog's counts are mirrored in
+    status. The team itself (its lead, members, budget) is declared in the module."""
+
+    agent: str = Field(
+        pattern=_DNS_LABEL, description="The Agent (resource) whose runtime serves the team."
+    )
+    team: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$",
+        description="The team's name in the Agent's module; defaults to the Team's name.",
+    )
+
+
+class TeamPhase(enum.StrEnum):
+    """Waiting, Active or Failed."""
+
+    WAITING = "Waiting"
+    ACTIVE = "Active"
+    FAILED = "Failed"
+
+
+class TeamCounts(_Wire):
+    """How many items of the backlog are in each state."""
+
+    waiting: int = Field(default=0, ge=0)
+    """Items whose dependencies have not all completed."""
+    ready: int = Field(default=0, ge=0)
+    """Items a member may claim."""
+    claimed: int = Field(default=0, ge=0)
+    """Items a member instance holds and works."""
+    completed: int = Field(default=0, ge=0)
+    """Items done, with their results."""
+    failed: int = Field(default=0, ge=0)
+    """Items that failed."""
+    cancelled: int = Field(default=0, ge=0)
+    """Items cancelled (or whose dependency failed or was cancelled)."""
+
+
+class TeamStatus(_Wire):
+    """The backlog's counts as the team's runtime last answered them; the items stay in the
+    runtime's store."""
+
+    phase: TeamPhase | None = Field(
+        default=None,
+        description=(
+            "Active (the runtime serves the team; counts are its backlog's), Waiting (its "
+            "Agent or runtime is not there yet) or Failed (the Agent failed, or its runtime "
+            "serves no such team)."
+        ),
+    )
+    team: str | None = Field(default=None, description="The team's name at the runtime.")
+    items: int = Field(default=0, ge=0, description="Items on the backlog.")
+    counts: TeamCounts | None = None
+    """Items by state."""
+    reason: str | None = Field(default=None, max_length=1024)
+    """Why the team waits or failed, in words."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Served: whether the Agent's runtime answered the team's backlog, and if not why."""
+    observed_generation: int | None = None
+    """The spec generation this status describes."""
+
+
 class Printer(BaseModel):
     """One printer column of ``kubectl get``."""
 
@@ -667,3 +738,27 @@ class Task(Resource):
     spec_rules = (("self == oldSelf", "a Task's spec cannot change; create a new Task instead"),)
     spec_type = TaskSpec
     status_type = TaskStatus
+
+
+class Team(Resource):
+    """A team of an Agent's module (a lead and members over a backlog), its backlog's counts
+    shown by kubectl get teams."""
+
+    kind = "Team"
+    plural = "teams"
+    short_names = ("tm",)
+    printers = (
+        Printer(name="Agent", type="string", json_path=".spec.agent"),
+        Printer(name="Phase", type="string", json_path=".status.phase"),
+        Printer(name="Ready", type="integer", json_path=".status.counts.ready"),
+        Printer(name="Claimed", type="integer", json_path=".status.counts.claimed"),
+        Printer(name="Done", type="integer", json_path=".status.counts.completed"),
+        Printer(name="Failed", type="integer", json_path=".status.counts.failed"),
+        Printer(name="Team", type="string", json_path=".status.team", priority=1),
+        Printer(name="Waiting", type="integer", json_path=".status.counts.waiting", priority=1),
+        Printer(name="Cancelled", type="integer", json_path=".status.counts.cancelled", priority=1),
+        Printer(name="Reason", type="string", json_path=".status.reason", priority=1),
+        _AGE,
+    )
+    spec_type = TeamSpec
+    status_type = TeamStatus

@@ -68,7 +68,7 @@ class GatewaySpans:
 
     async def upstream(self, exchange: Exchange, *, provider: str) -> None:
         """Run ``exchange`` in its ``chat`` CLIENT span, its request carrying the context."""
-        from opentelemetry.trace import SpanKind, StatusCode
+        from opentelemetry.trace import SpanKind
 
         spec = exchange.spec
         endpoint = exchange.endpoint
@@ -93,14 +93,26 @@ class GatewaySpans:
             try:
                 await exchange.run()
             finally:
-                if exchange.status is not None:
-                    span.set_attribute("http.response.status_code", exchange.status)
-                if exchange.prompt_tokens is not None:
-                    span.set_attribute(genai.INPUT_TOKENS, exchange.prompt_tokens)
-                if exchange.completion_tokens is not None:
-                    span.set_attribute(genai.OUTPUT_TOKENS, exchange.completion_tokens)
-                if exchange.caller_left:
-                    span.set_attribute("ankka.gateway.caller_left", True)
-                elif exchange.failure is not None:
-                    span.set_attribute(genai.ERROR_TYPE, exchange.failure)
-                    span.set_status(StatusCode.ERROR)
+                if span.is_recording():
+                    _answered(span, exchange)
+
+
+def _answered(span: Span, exchange: Exchange) -> None:
+    """What the upstream answered, on its span in one call: the status, the token counts, and
+    the failure (or the caller's leaving)."""
+    from opentelemetry.trace import StatusCode
+
+    found: dict[str, str | int | bool] = {}
+    if exchange.status is not None:
+        found["http.response.status_code"] = exchange.status
+    if exchange.prompt_tokens is not None:
+        found[genai.INPUT_TOKENS] = exchange.prompt_tokens
+    if exchange.completion_tokens is not None:
+        found[genai.OUTPUT_TOKENS] = exchange.completion_tokens
+    if exchange.caller_left:
+        found["ankka.gateway.caller_left"] = True
+    elif exchange.failure is not None:
+        found[genai.ERROR_TYPE] = exchange.failure
+    span.set_attributes(found)
+    if genai.ERROR_TYPE in found:
+        span.set_status(StatusCode.ERROR)

@@ -50,6 +50,7 @@ _PLURALS = {
     "Agent": "agents",
     "InstallationModel": "installationmodels",
     "Task": "tasks",
+    "Team": "teams",
     "Event": "events",
     "Pod": "pods",
     "NetworkPolicy": "networkpolicies",

@@ -1,9 +1,11 @@
-"""The operator's one periodic loop: re-probe models, renew certificates, resync Agents.
+"""The operator's one periodic loop: re-probe models, renew certificates, resync Agents,
+read Teams' backlogs.
 
 Why not kopf timers: a kopf timer puts a finalizer on every object it watches, so Agents,
 InstallationModels and every certificate Secret could not be deleted while the operator is
-down. One loop, started by the startup handler and cancelled (and awaited) by the cleanup
-handler, lists what is due each tick instead: one list request per kind per tick.
+down (and a Team needs none: deleting one leaves nothing to undo). One loop, started by the
+startup handler and cancelled (and awaited) by the cleanup handler, lists what is due each
+tick instead: one list request per kind per tick.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from ankka.operator import agent_reconcile, certificates, reconcile
-from ankka.operator.kube import SOONEST
+from ankka.operator import agent_reconcile, certificates, reconcile, team_reconcile
+from ankka.operator.kube import SOONEST, KubeError
+from ankka.operator.objects import Obj
+from ankka.operator.runtime_client import RuntimeClients
 
 __all__ = ["run"]
 
@@ -72,10 +76,33 @@ async def resync_agents(p: reconcile.Platform) -> None:
     )
 
 
+async def refresh_teams(p: reconcile.Platform) -> None:
+    """Every Team's status from its runtime's backlog; one client per Agent for the round."""
+    try:
+        found = await p.kube.list(reconcile.API_VERSION, "Team")
+    except KubeError as exc:
+        if exc.http_status != 404:
+            raise
+        # No Team CRD (Helm installs CRDs but never upgrades them): nothing to read.
+        log.debug("no Team resource on the API server (%s): apply crds/teams.ankka.dev.yaml", exc)
+        return
+    by_agent: dict[tuple[str, str], list[Obj]] = {}
+    for body in found:
+        if not body["metadata"].get("deletionTimestamp"):
+            agent = str((body.get("spec") or {}).get("agent"))
+            by_agent.setdefault((body["metadata"]["namespace"], agent), []).append(body)
+
+    async def one_agent(bodies: list[Obj]) -> None:
+        async with RuntimeClients(p.identity(), timeout=10.0) as clients:
+            await _bounded([team_reconcile.refresh(p, b, clients) for b in bodies])
+
+    await _bounded([one_agent(bodies) for bodies in by_agent.values()])
+
+
 async def run(p: reconcile.Platform) -> None:
     """Run until cancelled; a failing step is logged and retried on the next tick."""
     s = p.settings
-    next_certs = next_resync = p.clock.monotonic()
+    next_certs = next_resync = next_teams = p.clock.monotonic()
     next_resync += s.agent_resync_seconds
     reported = -1
     while True:
@@ -86,6 +113,9 @@ async def run(p: reconcile.Platform) -> None:
         if started >= next_certs:
             steps.append(("renewing certificates", lambda: renew_due_certificates(p)))
             next_certs = started + s.certificate_check_seconds
+        if started >= next_teams:
+            steps.append(("reading teams", lambda: refresh_teams(p)))
+            next_teams = started + s.team_refresh_seconds
         if started >= next_resync:
             steps.append(("resyncing agents", lambda: resync_agents(p)))
             next_resync = started + s.agent_resync_seconds

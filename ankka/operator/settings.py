@@ -34,6 +34,8 @@ class Settings:
     probe_tick_seconds: float = 2.0
     probe_timeout_seconds: float = 5.0
     agent_resync_seconds: float = 60.0
+    # How often each Team's backlog is read from its runtime (its counts in status).
+    team_refresh_seconds: float = 5.0
     field_manager: str = "ankka-operator"
     # A NetworkPolicy per Agent (the chart's networkPolicies.enabled).
     network_policies: bool = True
@@ -101,6 +103,9 @@ class Settings:
             ),
             agent_resync_seconds=_number(
                 env, "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS", defaults.agent_resync_seconds
+            ),
+            team_refresh_seconds=_number(
+                env, "ANKKA_OPERATOR_TEAM_REFRESH_SECONDS", defaults.team_refresh_seconds
             ),
         )
 

@@ -27,7 +27,7 @@ from ankka.operator.objects import Obj, condition, condition_status, set_conditi
 from ankka.operator.reconcile import Platform, _involved, record
 from ankka.operator.runtime_client import RuntimeClients, unreachable
 
-__all__ = ["cancel", "follow"]
+__all__ = ["agent_runtime", "cancel", "follow"]
 
 API_VERSION = f"{GROUP}/{VERSION}"
 HANDED = "Handed"
@@ -80,10 +80,11 @@ def _words(fields: dict[str, Any], handed: Obj) -> str:
     return str(handed.get("message") or handed.get("reason") or fields.get("phase"))
 
 
-async def _runtime_of(p: Platform, namespace: str, spec: TaskSpec) -> str:
-    agent = await p.kube.get(API_VERSION, "Agent", namespace, spec.agent)
+async def _runtime_of(p: Platform, namespace: str, name: str) -> str:
+    """The runtime address of the Agent ``namespace/name``; _Wait while it cannot serve."""
+    agent = await p.kube.get(API_VERSION, "Agent", namespace, name)
     if agent is None:
-        raise _Wait("AgentNotFound", f"there is no Agent {spec.agent!r} in {namespace}")
+        raise _Wait("AgentNotFound", f"there is no Agent {name!r} in {namespace}")
     status = agent.get("status") or {}
     phase = status.get("phase")
     if phase == "Held":
@@ -95,18 +96,27 @@ async def _runtime_of(p: Platform, namespace: str, spec: TaskSpec) -> str:
             ),
             "",
         )
-        raise _Wait("AgentHeld", f"held with its Agent {spec.agent!r}: {waiting}".rstrip(": "))
+        raise _Wait("AgentHeld", f"held with its Agent {name!r}: {waiting}".rstrip(": "))
     if phase == "Failed":
-        raise _Wait("AgentFailed", f"its Agent {spec.agent!r} failed; see the Agent's status")
+        raise _Wait("AgentFailed", f"its Agent {name!r} failed; see the Agent's status")
     # Rendered and released is enough: a runtime whose pods are not available yet (or one at
     # spec.runtime.address) refuses the connection, which is retried as RuntimeUnreachable.
     if condition_status(status, "Rendered") != ConditionStatus.TRUE.value:
-        raise _Wait("AgentNotReady", f"its Agent {spec.agent!r} is not rendered yet")
+        raise _Wait("AgentNotReady", f"its Agent {name!r} is not rendered yet")
     try:
         agent_spec = AgentSpec.model_validate(agent.get("spec") or {})
     except ValidationError as exc:
         raise _Wait("AgentFailed", f"its Agent's spec does not parse: {exc}") from exc
-    return tasks.runtime_address(namespace, spec.agent, agent_spec)
+    return tasks.runtime_address(namespace, name, agent_spec)
+
+
+async def agent_runtime(p: Platform, namespace: str, name: str) -> tuple[str | None, str, str]:
+    """``(address, "", "")`` of the Agent ``namespace/name``'s runtime, or ``(None, reason,
+    message)`` while it cannot be reached (missing, held, failed, not rendered yet)."""
+    try:
+        return await _runtime_of(p, namespace, name), "", ""
+    except _Wait as waiting:
+        return None, waiting.reason, waiting.message
 
 
 async def _dependencies(p: Platform, namespace: str, spec: TaskSpec) -> list[str]:
@@ -149,7 +159,7 @@ async def follow(
         return True
     uid = str(body["metadata"]["uid"])
     try:
-        address = await _runtime_of(p, namespace, spec)
+        address = await _runtime_of(p, namespace, spec.agent)
         dependency_uids = await _dependencies(p, namespace, spec)
     except _Wait as waiting:
         held = condition(HANDED, ConditionStatus.FALSE, waiting.reason, waiting.message, now=now)
@@ -239,7 +249,7 @@ async def cancel(p: Platform, body: Obj, clients: RuntimeClients) -> None:
     meta = body["metadata"]
     try:
         spec = TaskSpec.model_validate(body.get("spec") or {})
-        address = await _runtime_of(p, meta["namespace"], spec)
+        address = await _runtime_of(p, meta["namespace"], spec.agent)
         client = await clients.get(address, certs.agent_uri(meta["namespace"], spec.agent))
         answer = await client.post(f"{address}/v1/tasks/{uid}/cancel")
         if answer.status_code >= 400:

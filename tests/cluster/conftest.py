@@ -198,6 +198,7 @@ def operator(controlplane: ControlPlane, kubectl: Kubectl, helm_release: str) ->
             "ANKKA_OPERATOR_CERT_CHECK_SECONDS": "1",
             "ANKKA_OPERATOR_PROBE_TICK_SECONDS": "0.5",
             "ANKKA_OPERATOR_AGENT_RESYNC_SECONDS": "30",
+            "ANKKA_OPERATOR_TEAM_REFRESH_SECONDS": "0.5",
             "ANKKA_OPERATOR_METRICS_PORT": "0",
             "ANKKA_OPERATOR_METRICS_HOST": "127.0.0.1",
         }

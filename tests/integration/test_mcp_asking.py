@@ -45,10 +45,10 @@ class AskingRig(Rig):
         model = self.standin(script)
         return mcp, model, self.serve(mcp.url, model, **env)
 
-    def serve(self, mcp_url: str, model: Server, **env: str) -> Server:
-        """``ankka serve`` (and its console) on this test's store, with the catalogue at
-        ``mcp_url`` and ``model``."""
-        store = f"sqlite:///{self.tmp_path / 'store.sqlite3'}"
+    def serve(self, mcp_url: str, model: Server, *, store: str | None = None, **env: str) -> Server:
+        """``ankka serve`` (and its console) on ``store`` (default: this test's SQLite file),
+        with the catalogue at ``mcp_url`` and ``model``."""
+        store = store or f"sqlite:///{self.tmp_path / 'store.sqlite3'}"
         settings = {f"ANKKA_MCP_CATALOG_{k.upper()}": v for k, v in env.items()}
         command = ankka_command("serve", TARGET, "--port", "0", "--store", store)
         environment = {

@@ -67,6 +67,24 @@ def serve_desk(standin: Server, store: str, hold: Path) -> Server:
     return start(command, env={**model_env(standin.url), "HOLD_FILE": str(hold)})
 
 
+def start_planning(
+    model: Server, tmp_path: Path, gates: tuple[str, ...], instructions: str
+) -> tuple[Server, Path, Path]:
+    """``ankka serve`` on a new SQLite store with the hold files of ``gates`` in place, and
+    the planner given the task ``p1``: the server, the store's path and the hold file."""
+    path, hold = tmp_path / "store.sqlite3", tmp_path / "hold"
+    for gate in gates:
+        Path(f"{hold}{gate}").touch()
+    server = serve_desk(model, f"sqlite:///{path}", hold)
+    made = httpx.put(
+        f"{server.url}/v1/agents/planner/tasks/p1",
+        json={"type": "plan", "instructions": instructions},
+        timeout=30,
+    )
+    assert made.status_code == 201, made.text
+    return server, path, hold
+
+
 def listing(server: Server) -> list[dict[str, Any]]:
     answer = httpx.get(f"{server.url}/v1/teams/desk/items", timeout=30)
     assert answer.status_code == 200, answer.text
@@ -74,14 +92,15 @@ def listing(server: Server) -> list[dict[str, Any]]:
     return items
 
 
-def strike_the_adds_result(path: Path) -> None:
-    """As if the runtime died after the add's commit and before its result was recorded."""
+def strike_the_last_result(path: Path, tool: str = "backlog_add_item") -> None:
+    """As if the runtime died after ``tool``'s commit (an add's, a message's) and before its
+    result was recorded: p1's last record, that result, is struck from the journal."""
     with sqlite3.connect(path) as db:
         rows = db.execute(
             "SELECT seq, kind, body FROM events WHERE session = 'task:p1' ORDER BY seq"
         ).fetchall()
         seq, kind, body = rows[-1]
-        assert kind == "tool_result" and "backlog_add_item" in body, rows[-1]
+        assert kind == "tool_result" and tool in body, rows[-1]
         db.execute("DELETE FROM events WHERE session = 'task:p1' AND seq = ?", (seq,))
 
 
@@ -93,17 +112,9 @@ def test_a_leads_item_is_added_once_across_a_kill_and_no_call_is_asked_twice(
     result_recorded: bool,
 ) -> None:
     model = standin(SCRIPT)
-    path, hold = tmp_path / "store.sqlite3", tmp_path / "hold"
-    hold.touch()
-    store = f"sqlite:///{path}"
-    first = serve_desk(model, store, hold)
+    first, path, hold = start_planning(model, tmp_path, ("",), "Plan a summary of sqlite.")
     servers.append(first)
-    made = httpx.put(
-        f"{first.url}/v1/agents/planner/tasks/p1",
-        json={"type": "plan", "instructions": "Plan a summary of sqlite."},
-        timeout=30,
-    )
-    assert made.status_code == 201, made.text
+    store = f"sqlite:///{path}"
     eventually(
         lambda: [(i["id"], i["state"]) for i in listing(first)] == [(ITEM, "completed")],
         what="the planner's item added and finished, the planner held",
@@ -113,7 +124,7 @@ def test_a_leads_item_is_added_once_across_a_kill_and_no_call_is_asked_twice(
     first.process.wait()
     assert len(model_requests(model)) == 3
     if not result_recorded:
-        strike_the_adds_result(path)
+        strike_the_last_result(path)
     recorded = recorded_keys(store)
     before = len(model_requests(model))
     hold.unlink()
@@ -177,6 +188,28 @@ def test_a_leads_refused_calls_are_error_results_naming_what_was_wrong(
     assert "no priority was changed" in said[4] and "priority" in said[5]
 
 
+def told_then_restarted(
+    first: Server, model: Server, path: Path, hold: Path, servers: list[Server]
+) -> None:
+    """Release the planner's first iteration (gate ``.a``: its last result carries what it
+    is told), SIGKILL ``first`` once its second answer is recorded (the hold of gate ``.b``
+    running: before its next model call), and start the runtime again (into ``servers``),
+    until p1 completes."""
+    Path(f"{hold}.a").unlink()
+    eventually(
+        lambda: assistant_answers(path, "task:p1") == 2,
+        what="the planner's second answer recorded, its hold running",
+        timeout=60,
+    )
+    first.process.kill()
+    first.process.wait()
+    Path(f"{hold}.b").unlink()
+    second = serve_desk(model, f"sqlite:///{path}", hold)
+    servers.append(second)
+    done = httpx.get(f"{second.url}/v1/tasks/p1", params={"wait": 60}, timeout=70).json()
+    assert done["state"] == "completed", done
+
+
 def assistant_answers(path: Path, session: str) -> int:
     with sqlite3.connect(path) as db:
         found = db.execute(
@@ -198,36 +231,14 @@ def test_the_lead_hears_its_items_end_once_at_its_next_iteration_across_a_restar
         SCRIPT[3],
     ]
     model = standin(script)
-    path, hold = tmp_path / "store.sqlite3", tmp_path / "hold"
-    for gate in (".a", ".b"):
-        Path(f"{hold}{gate}").touch()
-    store = f"sqlite:///{path}"
-    first = serve_desk(model, store, hold)
+    first, path, hold = start_planning(model, tmp_path, (".a", ".b"), "Plan a summary of sqlite.")
     servers.append(first)
-    made = httpx.put(
-        f"{first.url}/v1/agents/planner/tasks/p1",
-        json={"type": "plan", "instructions": "Plan a summary of sqlite."},
-        timeout=30,
-    )
-    assert made.status_code == 201, made.text
     eventually(
         lambda: [(i["id"], i["state"]) for i in listing(first)] == [(ITEM, "completed")],
         what="the planner's item finished while the planner is held",
         timeout=90,
     )
-    Path(f"{hold}.a").unlink()  # the iteration ends: its last result carries the news
-    eventually(
-        lambda: assistant_answers(path, "task:p1") == 2,
-        what="the planner's second answer recorded, its hold running",
-        timeout=60,
-    )
-    first.process.kill()  # after the news was recorded, before the next model call
-    first.process.wait()
-    Path(f"{hold}.b").unlink()
-    second = serve_desk(model, store, hold)
-    servers.append(second)
-    done = httpx.get(f"{second.url}/v1/tasks/p1", params={"wait": 60}, timeout=70).json()
-    assert done["state"] == "completed", done
+    told_then_restarted(first, model, path, hold, servers)
     requests = [r["body"]["messages"] for r in model_requests(model)]
     assert len(requests) == len(script)
     told, after = requests[3], requests[4]

@@ -19,7 +19,7 @@ from ankka.runtime.store import team_statements as backlog
 from ankka.runtime.store.open import Store
 from ankka.runtime.store.tasks import create_tables
 from ankka.runtime.store.team_statements import Claimed, Grant, ItemBody
-from tests.support.postgres import fresh_database
+from tests.support.stores import store_url
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +30,7 @@ ACCEPTS = {"summary": Grant(2, None)}
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    else:  # only this branch starts PostgreSQL
-        url = fresh_database(request.getfixturevalue("postgres_server"), "prio")
-    async with await Store.open(url) as opened:
+    async with await Store.open(store_url(request, tmp_path, "prio")) as opened:
         await create_tables(opened.tasks, backlog.SCHEMA)
         yield opened
 

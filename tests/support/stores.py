@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ankka.runtime.store.journal_store import JournalTables
 from ankka.runtime.store.open import Store
+from tests.support.postgres import fresh_database
 
-__all__ = ["OwnedJournalStore", "journal_store"]
+__all__ = ["OwnedJournalStore", "journal_store", "store_url"]
 
 
 class OwnedJournalStore(JournalTables):
@@ -36,3 +39,11 @@ class OwnedJournalStore(JournalTables):
 async def journal_store(url: str | Path) -> OwnedJournalStore:
     """The journal store of a new Store at ``url`` (a path or a store URL), owning it."""
     return OwnedJournalStore(await Store.open(url))
+
+
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, name: str) -> str:
+    """A new, empty store's URL of the kind ``request.param`` names (``sqlite`` or
+    ``postgresql``; only the second starts PostgreSQL), for a fixture parametrized over both."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    return fresh_database(request.getfixturevalue("postgres_server"), name)

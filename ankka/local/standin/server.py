@@ -75,10 +75,12 @@ class StandinState:
         self.tick += 1
         return self.tick
 
-    def take(self, last_role: str | None, call: int | None = None) -> tuple[int, ScriptTurn | None]:
+    def take(
+        self, last_role: str | None, call: int | None = None, text: str = ""
+    ) -> tuple[int, ScriptTurn | None]:
         """The first unserved turn that fits the request, and its number (1-based)."""
         number = self.queue.served + 1
-        return number, self.queue.take(last_role, call)
+        return number, self.queue.take(last_role, call, text)
 
     def reset(self, turns: list[ScriptTurn]) -> None:
         self.queue = TurnQueue(turns)
@@ -133,6 +135,25 @@ def _call_number(shape: str, body: Any) -> int | None:
             answers += 1
         in_answer = is_answer
     return answers + 1
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def _text(body: Any) -> str:
+    """A request's instructions and messages, every string in them joined, for ``contains``
+    (whatever the wire: ``system``, ``instructions``, ``messages`` or ``input``)."""
+    if not isinstance(body, dict):
+        return ""
+    parts = [body.get(key) for key in ("system", "instructions", "messages", "input")]
+    return "\n".join(_strings(parts))
 
 
 def _last_role(shape: str, body: Any) -> str | None:
@@ -257,7 +278,7 @@ def create_app(script: Script, *, model: str = "standin", api_key: str | None = 
                 shape,
             )
         last_role = _last_role(shape, body)
-        number, turn = state.take(last_role, _call_number(shape, body))
+        number, turn = state.take(last_role, _call_number(shape, body), _text(body))
         if turn is None:
             record["answered"] = state.next_tick()
             left = len(state.turns) - state.served

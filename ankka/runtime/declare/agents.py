@@ -30,7 +30,7 @@ from ankka.runtime.declare.guardrails import AnyGuardrail, Guardrail
 from ankka.runtime.declare.judgments.plan import JudgmentDeclaration, JudgmentHandler
 from ankka.runtime.declare.mcp import McpServer, normalise
 from ankka.runtime.declare.policy import Access, SessionPolicy
-from ankka.runtime.declare.teams import LEAD_TOOLS, Conversation, Team
+from ankka.runtime.declare.teams import LEAD_TOOLS, SEND_MESSAGE, Conversation, Team
 from ankka.runtime.declare.tools import RunnableTool
 
 __all__ = [
@@ -216,6 +216,13 @@ class Service:
                 f"{', '.join(map(repr, taken))}, a name of the backlog tools a lead gets; "
                 "rename that tool"
             )
+        for name in (lead.name, *team.member_names):
+            if any(t.name == SEND_MESSAGE for t in self._autonomous[name].tools):
+                raise ConfigurationError(
+                    f"team {team.name!r}: its agent {name!r} has a tool named "
+                    f"{SEND_MESSAGE!r}, the name of the tool every agent of a team gets to "
+                    "message it; rename that tool"
+                )
         self._teams[team.name] = team
         return team
 

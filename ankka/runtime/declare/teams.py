@@ -20,7 +20,9 @@ from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.records.tasks import check_id
 
 __all__ = [
+    "EVERYONE",
     "LEAD_TOOLS",
+    "SEND_MESSAGE",
     "Conversation",
     "EndReason",
     "Moderated",
@@ -36,6 +38,11 @@ __all__ = [
 # The backlog tools a team's lead gets on its tasks (docs/teams.md, "The lead plans"): names
 # its own tools may not take.
 LEAD_TOOLS = ("backlog_add_item", "backlog_cancel_item", "backlog_prioritise_item")
+# The tool the lead and every member get to message the team (docs/teams.md, "Team
+# messages"): a name their own tools may not take; and the recipient naming every agent of
+# the team, a name none of them may take.
+SEND_MESSAGE = "team_send_message"
+EVERYONE = "everyone"
 MAX_MEMBERS = 32
 MAX_SPEAKERS = 16
 MAX_TURNS = 200
@@ -75,6 +82,11 @@ class Team:
         if len(names) > MAX_MEMBERS or len(set(names)) != len(names):
             raise ConfigurationError(f"{where}: at most {MAX_MEMBERS} members, each once")
         object.__setattr__(self, "members", names)
+        if EVERYONE in (self.lead, *names):
+            raise ConfigurationError(
+                f"{where}: an agent named {EVERYONE!r} cannot be on a team: a message to "
+                f"{EVERYONE!r} is one to every agent of the team"
+            )
         for value, what in ((self.iterations, "iterations"), (self.tokens, "tokens")):
             if value is not None and value < 1:
                 raise ConfigurationError(f"{where}: {what} must be at least 1 (or None)")

@@ -23,9 +23,25 @@ turn that ends while its question waits (cancelled, failed, its call gone) close
 cause, journaled with the turn's records, the row closed, the server answered ``cancel``. A
 task ended from outside through this process while its iteration waits here on a question
 (cancelled, failed by its parent or its deadline) has it closed the same way
-(:meth:`ElicitationDesk.end_session`), journaled in the task's session by the call that
-waited; ended through another process, which holds no such question, it is not: the
-question waits for its answer or its expiry.
+(:meth:`ElicitationDesk.end_task`), journaled in the task's session by the call that
+waited. Ended through another process (a pod sharing the PostgreSQL store, which holds no
+such question), the same: that process's end notice reaches this one through the store's
+relay (:class:`~ankka.runtime.drivers.tasks.notify.Notifier`, LISTEN/NOTIFY, heard from the
+task host's start), and the question is closed with the same reason (:func:`task_ended`;
+a reason too long for a notice is cut, as every relayed text is).
+The relay is live, not durable: an end told while this process's listening connection is
+down is not heard, and that question waits for its answer or its expiry.
+
+A task shows ``awaiting-approval`` just before its question is registered here (the index row
+is written between the two), and its call may still run after its task ended: an end told in
+that gap finds no question to close. So the desk remembers the task sessions it was told
+ended (:meth:`ElicitationDesk.end_task`; the newest :data:`ENDED_KEPT`, oldest forgotten
+first), and a question registered for one of them is closed at once with that end's reason,
+the same way (the server answered ``cancel``, the end journaled). Only task sessions
+(``task:<id>``, which end once) are remembered, never a request session, whose turns reuse it.
+
+Recovery at start reads the pending rows a page at a time (:data:`RECOVERY_PAGE`, after the
+previous page's last row), so every question left pending is ended, however many rows wait.
 
 Sampling (``sampling/createMessage``) is served by :meth:`TurnAsker.sample` with the
 turn's own model when the agent allows it for that server (``McpServer(..., sampling=True)``),
@@ -73,9 +89,9 @@ from ankka.runtime.records.messages import AssistantMessage, Message, UserMessag
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
-from ankka.runtime.store.approval_index import IndexRow
+from ankka.runtime.store.approval_index import IndexRow, cursor_of
 
-__all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "sampling_of"]
+__all__ = ["ELICITATION", "ElicitationDesk", "TurnAsker", "sampling_of", "task_ended"]
 
 log = logging.getLogger("ankka.approvals")
 
@@ -83,6 +99,14 @@ ELICITATION = "eli_"  # the id prefix of a server's question
 PLATFORM = "platform"
 _ACTIONS = {"approved": "accept", "refused": "decline", "expired": "cancel", "ended": "cancel"}
 _RECENT = 1024
+ENDED_KEPT = 2048
+"""Ended task sessions a desk remembers, with the reason (the newest; oldest forgotten
+first): far more than the ends told while a question is being registered (one store round
+trip). Each reason kept is cut to :data:`ENDED_REASON` characters, so the memory stays under
+about 2.5 MB even when every reason is that long (a few hundred kilobytes typically)."""
+ENDED_REASON = 1000
+RECOVERY_PAGE = 500
+"""Pending index rows read at once at start; recovery reads every page."""
 RESTARTED = (
     "the runtime restarted before it was answered: its call, the server's request and the "
     "turn that asked ended with the process"
@@ -114,6 +138,9 @@ class ElicitationDesk:
         # Decided here lately: a second decision is answered with the first even before
         # the turn's batch journals it.
         self._recent: OrderedDict[str, ApprovalDecided] = OrderedDict()
+        # Task sessions told ended, with the reason: a question registered after its task
+        # ended is closed at once (bounded: ENDED_KEPT).
+        self._ended: OrderedDict[str, str] = OrderedDict()
 
     def notify(self, event: str, data: dict[str, Any]) -> None:
         self._approvals.notify(event, data)
@@ -211,6 +238,12 @@ class ElicitationDesk:
                 asker.session, asker.agent, [(approval, request.tool, request.expires_at)], now
             )
             self._pending[approval] = pending
+            ended = self._ended.get(asker.session)  # told before it was registered
+            if ended is not None:
+                self._decide_ended(pending, ended)
+                log.info(
+                    "closed question %s of session %s at once: %s", approval, asker.session, ended
+                )
             try:
                 asker.tell("approval_requested", {"session": asker.session, **shown(request)})
                 decided, content = await self._answer_of(pending, asker.turn, question.timeout)
@@ -261,6 +294,20 @@ class ElicitationDesk:
         if waiting:
             log.info("closed %d question(s) of session %s: %s", len(waiting), session, reason)
         return len(waiting)
+
+    def end_task(self, task: str, state: str, reason: str | None) -> int:
+        """Task ``task`` ended (``state``, with ``reason``), in this process or another one:
+        the questions its call waits on here are ended (:meth:`end_session`) saying so
+        (:func:`task_ended`), and a question its call registers later is closed at once with
+        the same reason (the session remembered, among the newest :data:`ENDED_KEPT`). How
+        many were ended."""
+        session, why = f"{TASK_SESSION_PREFIX}{task}", task_ended(state, reason)
+        kept = why if len(why) <= ENDED_REASON else why[:ENDED_REASON] + "…"
+        self._ended.setdefault(session, kept)  # a task ends once: its first reason holds
+        self._ended.move_to_end(session)
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
+        return self.end_session(session, why)
 
     def _decide_ended(self, pending: _Pending, reason: str) -> ApprovalDecided:
         request = pending.request
@@ -366,24 +413,30 @@ class ElicitationDesk:
         (``Last-Event-ID``, a server's MAY in 2025-11-25) replays a stream of the same
         session only.
 
-        Each row is recovered alone: a session's lock is waited for a bounded time
-        (:func:`~.recovery.turn_within`), and a row that cannot be ended in its session is
-        closed ``ended`` in the index and logged by its ids, the others going on."""
+        Every pending row is read, :data:`RECOVERY_PAGE` at a time, each page after the
+        previous one's last row (oldest first). Each row is recovered alone: a session's lock
+        is waited for a bounded time (:func:`~.recovery.turn_within`), and a row that cannot
+        be ended in its session is closed ``ended`` in the index and logged by its ids, the
+        others going on."""
         index = self._context.approvals
         if index is None:
             return
-        rows = await index.find(state="pending")
-        gone = [r for r in rows if r.id.startswith(ELICITATION) and r.id not in self._pending]
-        ended = 0
-        for row in gone:
-            try:
-                if row.session.startswith(TASK_SESSION_PREFIX):
-                    await index.settle([row.id], "ended", close=True)
-                    ended += 1
-                elif await self._restarted(row):
-                    ended += 1
-            except Exception as exc:  # one row stops neither the start nor the others
-                await self._unrecovered(row, exc)
+        ended, after = 0, None
+        while True:  # every pending row, a page at a time (a tool approval's rows too)
+            rows = await index.find(state="pending", limit=RECOVERY_PAGE, after=after)
+            gone = [r for r in rows if r.id.startswith(ELICITATION) and r.id not in self._pending]
+            for row in gone:
+                try:
+                    if row.session.startswith(TASK_SESSION_PREFIX):
+                        await index.settle([row.id], "ended", close=True)
+                        ended += 1
+                    elif await self._restarted(row):
+                        ended += 1
+                except Exception as exc:  # one row stops neither the start nor the others
+                    await self._unrecovered(row, exc)
+            if len(rows) < RECOVERY_PAGE:
+                break
+            after = cursor_of(rows[-1])
         if ended:
             log.warning("ended %d server question(s) asked before the runtime stopped", ended)
 
@@ -432,6 +485,15 @@ class ElicitationDesk:
             row.session,
             cause(exc),
         )
+
+
+def task_ended(state: str, reason: str | None) -> str:
+    """Why a task's question is closed when the task ends before it is answered: one wording,
+    whichever process ended the task."""
+    why = state
+    if reason and reason != why:
+        why += f": {reason}"
+    return f"the task that asked ended ({why}) before it was answered"
 
 
 def shown(request: ApprovalRequest) -> dict[str, Any]:

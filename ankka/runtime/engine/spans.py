@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import Token
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,7 @@ from ankka.runtime.records.tasks import TASK_SESSION_PREFIX
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context as OtelContext
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span, SpanKind, Tracer
 
 __all__ = ["EngineSpans", "Track", "context_of", "provider_name"]
 
@@ -97,17 +98,28 @@ def _failed(span: Span, error: str) -> None:
 
 
 class EngineSpans:
-    """The engine's tracer and whether content is recorded; shared by every driver."""
+    """The engine's tracer and whether content is recorded; shared by every driver.
+
+    What a span costs is OpenTelemetry's SDK making, attributing and ending it, so each span
+    is started with its attributes in one dict, gets what its work adds in one more, and is
+    made current by attaching it directly (:class:`_Current`, not the SDK's nested generator
+    context managers); a span the sampler did not record (``is_recording()`` false) is given
+    nothing after its start, and content (opted in) is built only for a recorded span.
+    docs/benchmarks.md has the figures."""
 
     def __init__(self, tracer: Tracer, *, content: bool = False) -> None:
         # Every OpenTelemetry module the spans use, imported here, once, on the thread that
         # builds the context: never first on a worker thread while turns run.
-        import opentelemetry.context
-        import opentelemetry.propagate
-        import opentelemetry.trace  # noqa: F401
+        import opentelemetry.propagate  # noqa: F401
+        from opentelemetry import context, trace
 
         self.tracer = tracer
         self.content = content
+        self._attach = context.attach
+        self._detach = context.detach
+        self._in_context = trace.set_span_in_context
+        self._client = trace.SpanKind.CLIENT
+        self._internal = trace.SpanKind.INTERNAL
 
     def track(self, state: TurnState, provider: ModelProvider, session: str) -> Track:
         """The invocation spans of one pass of the loop over ``state``."""
@@ -138,21 +150,28 @@ class EngineSpans:
             attributes[genai.CONVERSATION_ID] = session
         if request.max_output_tokens is not None:
             attributes[genai.REQUEST_MAX_TOKENS] = request.max_output_tokens
-        if self.content:
-            attributes[genai.SYSTEM_INSTRUCTIONS] = span_content.system_instructions(
-                request.instructions
-            )
-            attributes[genai.INPUT_MESSAGES] = span_content.input_messages(request.messages)
         with self.span(genai.chat_span_name(model), attributes, client=True) as span:
+            recording = span.is_recording()
+            if recording and self.content:
+                span.set_attributes(
+                    {
+                        genai.SYSTEM_INSTRUCTIONS: span_content.system_instructions(
+                            request.instructions
+                        ),
+                        genai.INPUT_MESSAGES: span_content.input_messages(request.messages),
+                    }
+                )
             response = await ask()
-            span.set_attributes(_usage(response.usage))
-            span.set_attribute(genai.RESPONSE_MODEL, response.model or model)
-            if response.finish_reason:
-                span.set_attribute(genai.RESPONSE_FINISH_REASONS, [response.finish_reason])
-            if self.content:
-                answer = AssistantMessage(response.content, response.tool_calls)
-                shown = span_content.output_messages(answer, response.finish_reason)
-                span.set_attribute(genai.OUTPUT_MESSAGES, shown)
+            if recording:
+                found = _usage(response.usage)
+                found[genai.RESPONSE_MODEL] = response.model or model
+                if response.finish_reason:
+                    found[genai.RESPONSE_FINISH_REASONS] = [response.finish_reason]
+                if self.content:
+                    answer = AssistantMessage(response.content, response.tool_calls)
+                    shown = span_content.output_messages(answer, response.finish_reason)
+                    found[genai.OUTPUT_MESSAGES] = shown
+                span.set_attributes(found)
             return response
 
     # --- tools ---------------------------------------------------------------------------
@@ -170,10 +189,13 @@ class EngineSpans:
             attributes[genai.TOOL_DESCRIPTION] = step.tool.spec.description[:_DESCRIPTION_LIMIT]
         if step.approved is not None:
             attributes["ankka.approval.id"] = step.approved.approval
-        if self.content:
-            attributes[genai.TOOL_CALL_ARGUMENTS] = span_content.bounded(call.arguments)
         with self.span(genai.execute_tool_span_name(call.name), attributes) as span:
+            recording = span.is_recording()
+            if recording and self.content:
+                span.set_attribute(genai.TOOL_CALL_ARGUMENTS, span_content.bounded(call.arguments))
             result = await run()
+            if not recording:
+                return result
             if step.tool is None:
                 _failed(span, "unknown_tool")
             elif result.is_error and not _has_error(span):  # a tool may have said what failed
@@ -245,24 +267,29 @@ class EngineSpans:
 
     # --- spans and contexts -----------------------------------------------------------------
 
-    @contextmanager
-    def span(self, name: str, attributes: Attributes, *, client: bool = False) -> Iterator[Span]:
+    def span(self, name: str, attributes: Attributes, *, client: bool = False) -> _Current:
         """A span (INTERNAL, or CLIENT for a call out), current inside; an exception that
         leaves it sets its ``error.type`` (never its text)."""
-        from opentelemetry.trace import SpanKind
+        return _Current(self, name, attributes, self._client if client else self._internal)
 
-        with self.tracer.start_as_current_span(
+    def start(
+        self, name: str, attributes: Attributes, kind: SpanKind
+    ) -> tuple[Span, Token[OtelContext]]:
+        """A span started (its attributes given at once) and attached as the current one,
+        with the token :meth:`end` detaches."""
+        span = self.tracer.start_span(
             name,
-            kind=SpanKind.CLIENT if client else SpanKind.INTERNAL,
+            kind=kind,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
-        ) as span:
-            try:
-                yield span
-            except BaseException as exc:
-                _failed(span, _error_type(exc))
-                raise
+        )
+        return span, self._attach(self._in_context(span))
+
+    def end(self, span: Span, token: Token[OtelContext]) -> None:
+        """``span`` no longer current (``token`` detached), then ended."""
+        self._detach(token)
+        span.end()
 
     @contextmanager
     def under(self, carrier: Mapping[str, str]) -> Iterator[None]:
@@ -279,6 +306,33 @@ class EngineSpans:
             yield
         finally:
             context.detach(token)
+
+
+class _Current:
+    """:meth:`EngineSpans.span`'s span, current while its block runs: started and attached on
+    entry, detached and ended on exit, an exception's type its ``error.type``. A class, not a
+    generator's context manager: entering and leaving it calls nothing else."""
+
+    __slots__ = ("_attributes", "_kind", "_name", "_spans", "_token", "span")
+
+    def __init__(
+        self, spans: EngineSpans, name: str, attributes: Attributes, kind: SpanKind
+    ) -> None:
+        self._spans = spans
+        self._name = name
+        self._attributes = attributes
+        self._kind = kind
+
+    def __enter__(self) -> Span:
+        self.span, self._token = self._spans.start(self._name, self._attributes, self._kind)
+        return self.span
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc is not None:
+            _failed(self.span, _error_type(exc))
+        self._spans.end(self.span, self._token)
 
 
 class _TracedJudge:
@@ -304,9 +358,11 @@ class _TracedJudge:
         }
         with self._spans.span(f"ankka.judgment {self._inner.name}", attributes) as span:
             judgment = await self._inner.judge(inquiry)
-            span.set_attributes(_usage(judgment.usage))
-            if judgment.model:
-                span.set_attribute(genai.RESPONSE_MODEL, judgment.model)
+            if span.is_recording():
+                found = _usage(judgment.usage)
+                if judgment.model:
+                    found[genai.RESPONSE_MODEL] = judgment.model
+                span.set_attributes(found)
             return judgment
 
 
@@ -326,7 +382,7 @@ class Track:
         self._session = session
         self._turn: str | None = None
         self._span: Span | None = None
-        self._token: object | None = None
+        self._token: Token[OtelContext] | None = None
         self._usage = Usage()
         self._calls = 0
 
@@ -346,8 +402,6 @@ class Track:
             return
         if self._span is not None:
             self._end("iterated")
-        from opentelemetry import context, trace
-
         plan, provider, session = self._state.plan, self._provider, self._session
         attributes: Attributes = {
             genai.OPERATION_NAME: "invoke_agent",
@@ -365,13 +419,9 @@ class Track:
                 attributes["ankka.task.iteration"] = number
         if resumed:
             attributes["ankka.turn.resumed"] = True
-        self._span = self._spans.tracer.start_span(
-            genai.invoke_agent_span_name(plan.agent),
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
+        self._span, self._token = self._spans.start(
+            genai.invoke_agent_span_name(plan.agent), attributes, self._spans._internal
         )
-        self._token = context.attach(trace.set_span_in_context(self._span))
         self._turn = turn
         self._usage = Usage()
         self._calls = 0
@@ -405,14 +455,12 @@ class Track:
 
     def _end(self, outcome: str) -> None:
         span, token = self._span, self._token
-        if span is None:
+        if span is None or token is None:
             return
-        from opentelemetry import context
-
-        span.set_attributes(_usage(self._usage))
-        span.set_attribute("ankka.model_calls", self._calls)
-        span.set_attribute("ankka.turn.outcome", outcome)
-        span.end()
-        if token is not None:
-            context.detach(token)  # type: ignore[arg-type]
+        if span.is_recording():
+            found = _usage(self._usage)
+            found["ankka.model_calls"] = self._calls
+            found["ankka.turn.outcome"] = outcome
+            span.set_attributes(found)
+        self._spans.end(span, token)
         self._span = self._token = None

@@ -13,8 +13,10 @@ what an HTTP provider raises for it; ``text`` is then the error's message),
 ``"reasoning": "..."`` (the stand-in sends it as a Responses reasoning item or an Anthropic
 thinking block; the scripted provider returns it as the answer's provider state),
 ``"when": "user" | "tool"`` (the turn answers only a request whose last message is from that
-role) and ``"call": N`` (the turn answers only the N-th model call of a conversation, counted
-from 1 by the model's answers the request carries). The first unserved turn that fits is
+role), ``"call": N`` (the turn answers only the N-th model call of a conversation, counted
+from 1 by the model's answers the request carries) and ``"contains": "TEXT"`` (the turn answers
+only a request whose instructions or messages contain TEXT: a script can give each session or
+task its own turns, ``"contains": "Task t1 (type"``). The first unserved turn that fits is
 served, so sessions running at once can share one script; :class:`TurnQueue` is that rule, for
 both doubles. Parsing is strict: a mistake in a script names the turn and the key.
 """
@@ -40,7 +42,17 @@ __all__ = [
     "parse_turns",
 ]
 
-_TURN_KEYS = {"text", "tool_calls", "usage", "delay_ms", "when", "call", "reasoning", "status"}
+_TURN_KEYS = {
+    "text",
+    "tool_calls",
+    "usage",
+    "delay_ms",
+    "when",
+    "call",
+    "reasoning",
+    "status",
+    "contains",
+}
 _WHEN = ("user", "tool")
 _USAGE_KEYS = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
 
@@ -61,13 +73,17 @@ class ScriptTurn:
     reasoning: str | None = None
     status: int | None = None
     call: int | None = None
+    contains: str | None = None
 
-    def fits(self, last_role: str | None, call: int | None = None) -> bool:
-        """Whether this turn answers a request whose last message is from ``last_role`` and
-        which is the ``call``-th model call of its conversation."""
+    def fits(self, last_role: str | None, call: int | None = None, text: str = "") -> bool:
+        """Whether this turn answers a request whose last message is from ``last_role``, which
+        is the ``call``-th model call of its conversation and whose instructions and messages,
+        joined, are ``text``."""
         if self.call is not None and self.call != call:
             return False
-        return self.when is None or self.when == last_role
+        if self.when is not None and self.when != last_role:
+            return False
+        return self.contains is None or self.contains in text
 
 
 class ScriptError(ConfigurationError):
@@ -130,7 +146,10 @@ def parse_turn(raw: object, where: str) -> ScriptTurn:
     call = raw.get("call")
     if call is not None and (not isinstance(call, int) or isinstance(call, bool) or call < 1):
         raise ScriptError(f"{where}: 'call' must be a whole number ≥ 1")
-    return ScriptTurn(text, calls, usage, float(delay), when, reasoning, status, call)
+    contains = raw.get("contains")
+    if contains is not None and (not isinstance(contains, str) or not contains):
+        raise ScriptError(f"{where}: 'contains' must be a non-empty string")
+    return ScriptTurn(text, calls, usage, float(delay), when, reasoning, status, call, contains)
 
 
 class TurnQueue:
@@ -145,13 +164,16 @@ class TurnQueue:
         self._used = [False] * len(turns)
         self._first_unserved = 0
 
-    def take(self, last_role: str | None, call: int | None = None) -> ScriptTurn | None:
-        """The first unserved turn that fits a request whose last message is ``last_role``'s
-        and which is the ``call``-th model call of its conversation."""
+    def take(
+        self, last_role: str | None, call: int | None = None, text: str = ""
+    ) -> ScriptTurn | None:
+        """The first unserved turn that fits a request whose last message is ``last_role``'s,
+        which is the ``call``-th model call of its conversation and whose instructions and
+        messages, joined, are ``text``."""
         while self._first_unserved < len(self.turns) and self._used[self._first_unserved]:
             self._first_unserved += 1
         for index in range(self._first_unserved, len(self.turns)):
-            if not self._used[index] and self.turns[index].fits(last_role, call):
+            if not self._used[index] and self.turns[index].fits(last_role, call, text):
                 self._used[index] = True
                 self.served += 1
                 return self.turns[index]

@@ -12,9 +12,9 @@ Every key of the script format means here what it means to the stand-in: ``statu
 what an HTTP provider raises for that status (a scripted 503 is :class:`ModelUnavailable`, not
 a success), ``delay_ms`` waits on the injected clock (a :class:`ManualClock`, re-exported
 here from :mod:`ankka._kernel.clock`, lets a test decide
-when the wait ends, with no sleeping), ``when`` and ``call`` serve the first unserved turn that
-fits the request's last message and its call number, and ``reasoning`` comes back as the
-answer's provider state.
+when the wait ends, with no sleeping), ``when``, ``call`` and ``contains`` serve the first
+unserved turn that fits the request's last message, its call number and its text, and
+``reasoning`` comes back as the answer's provider state.
 
 Its judgment counterpart, :class:`ScriptedJudgmentProvider`, answers judgments from a script
 (see :mod:`ankka.runtime.providers.scripted_judgments`).
@@ -78,6 +78,18 @@ def _last_role(messages: Sequence[Message]) -> str | None:
     return None
 
 
+def _text(request: ModelRequest) -> str:
+    """The request's instructions and its messages' text, joined, for ``contains``."""
+    parts = [request.instructions]
+    for message in request.messages:
+        content = getattr(message, "content", None)
+        if isinstance(content, str):
+            parts.append(content)
+        if isinstance(message, AssistantMessage):
+            parts.extend(call.arguments for call in message.tool_calls)
+    return "\n".join(parts)
+
+
 def _call_number(messages: Sequence[Message]) -> int:
     """Which model call of its conversation a request is: 1 + the model's answers it carries."""
     return 1 + sum(isinstance(m, AssistantMessage) for m in messages)
@@ -104,6 +116,7 @@ class ScriptedProvider:
         self.requests: list[ModelRequest] = []
         # Counting a request's answers walks its history: only a script with ``call`` asks.
         self._counts_calls = any(t.call is not None for t in self._queue.turns)
+        self._reads_text = any(t.contains is not None for t in self._queue.turns)
 
     @property
     def name(self) -> str:
@@ -120,7 +133,7 @@ class ScriptedProvider:
     def _take(self, request: ModelRequest) -> tuple[int, ScriptTurn]:
         role = _last_role(request.messages)
         call = _call_number(request.messages) if self._counts_calls else None
-        turn = self._queue.take(role, call)
+        turn = self._queue.take(role, call, _text(request) if self._reads_text else "")
         if turn is not None:
             return self._queue.served, turn
         total = len(self._queue.turns)
@@ -133,7 +146,7 @@ class ScriptedProvider:
             detail = (
                 f"the script has {self.remaining} of {total} turn(s) left, none for a request "
                 f"whose last message is from {role!r} and which is model call "
-                f"{_call_number(request.messages)} (see each turn's 'when' and 'call')"
+                f"{_call_number(request.messages)} (see each turn's 'when', 'call' and 'contains')"
             )
         raise ScriptExhausted(self._name, detail)
 

@@ -7,6 +7,10 @@ render (docs/http-api.md, "Teams" and "Conversations").
 - ``GET /v1/teams/{team}/items/{item}`` (``?wait=S`` holds up to S seconds until it is
   final), ``GET /v1/teams/{team}/items``, ``POST /v1/teams/{team}/items/{item}/cancel``,
   ``POST /v1/teams/{team}/items/{item}/priority`` ``{"priority"}``;
+- ``POST /v1/teams/{team}/messages`` ``{"to", "kind", "text", "id"?}`` → 201 with the message
+  (200 when the same one was sent under its id before, 409 when a different one was);
+  ``GET /v1/teams/{team}/messages?limit=&cursor=``: a page of the messages the caller may
+  read, in the order sent;
 - ``POST /v1/conversations/{conversation}/sessions/{session}`` ``{"message"}`` runs the
   moderated conversation to its end.
 
@@ -18,10 +22,11 @@ backlog tools.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path
+from fastapi import FastAPI, Path, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -36,13 +41,18 @@ from ankka.runtime.serve.teams_wire import (
     ConversationRun,
     ItemBody,
     ItemListing,
+    MessageBody,
+    MessagePage,
     PriorityBody,
 )
 from ankka.runtime.serve.teams_wire import Item as ItemWire
+from ankka.runtime.serve.teams_wire import Message as MessageWire
+from ankka.runtime.store import team_message_statements as channel
+from ankka.runtime.store.readable import BadCursor, decode_cursor, encode_cursor
 from ankka.runtime.store.team_statements import Item
 from ankka.runtime.store.team_statements import ItemBody as StoredBody
 
-__all__ = ["add_conversation_routes", "add_team_routes", "item_json"]
+__all__ = ["add_conversation_routes", "add_team_routes", "item_json", "message_json"]
 
 _ANY = (401, 403, 413, 422, 503)
 _IDS = f"1 to {MAX_ID} letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
@@ -50,6 +60,42 @@ TeamName = Annotated[str, Path(description="a team this service declares", max_l
 ItemId = Annotated[str, Path(description=_IDS, min_length=1, max_length=MAX_ID)]
 Name = Annotated[str, Path(description="a conversation this service declares", max_length=MAX_ID)]
 SessionId = Annotated[str, Path(description=_IDS, min_length=1, max_length=MAX_ID)]
+MAX_PAGE = 500  # messages a page answers at most
+Limit = Annotated[
+    int, Query(ge=1, le=MAX_PAGE, description=f"at most this many a page (1 to {MAX_PAGE})")
+]
+PageCursor = Annotated[
+    str | None,
+    Query(max_length=2048, description="the previous answer's next: the page after it"),
+]
+
+
+def message_json(message: channel.Message) -> dict[str, Any]:
+    body = message.body
+    return {
+        "id": message.id,
+        "team": message.team,
+        "sender": body.sender,
+        "sender_task": body.sender_task,
+        "to": body.recipient,
+        "kind": body.kind,
+        "text": body.text,
+        "created_by": message.created_by,
+        "created_at": message.created_at.isoformat(),
+    }
+
+
+def _after(cursor: str | None) -> int:
+    """The ``seq`` a page starts after: 0 for the first page."""
+    if cursor is None:
+        return 0
+    seq, _ = decode_cursor(cursor)
+    if not seq.isdigit():
+        raise BadCursor(
+            "?cursor= is not a cursor this runtime gave: pass the 'next' of the previous "
+            "answer unchanged (or leave it out for the first page)"
+        )
+    return int(seq)
 
 
 def item_json(item: Item) -> dict[str, Any]:
@@ -149,6 +195,47 @@ def add_team_routes(app: FastAPI, host: TeamHost) -> None:
         shown = await host.items(team, by=caller_of(request.scope))
         counts = Counter(i.state for i in shown)
         return {"team": team, "items": [item_json(i) for i in shown], "counts": dict(counts)}
+
+    @app.post(
+        "/v1/teams/{team}/messages",
+        operation_id="send_team_message",
+        summary="Send a message on a team's channel (again under its id: nothing sent twice)",
+        status_code=201,
+        response_model=MessageWire,
+        responses={
+            200: {"model": MessageWire, "description": "the same message was sent before"},
+            **errors(404, 409, *_ANY),
+        },
+    )
+    async def send_message(
+        team: TeamName, body: MessageBody, request: Request, response: Response
+    ) -> Any:
+        caller = caller_of(request.scope)
+        message = body.id if body.id is not None else f"m-{uuid.uuid4().hex}"
+        stored = channel.MessageBody(caller, None, body.to, body.kind, body.text)
+        found, created = await host.send(team, message, stored, created_by=caller)
+        response.status_code = 201 if created else 200
+        return message_json(found)
+
+    @app.get(
+        "/v1/teams/{team}/messages",
+        operation_id="list_team_messages",
+        summary="A page of a team's messages the caller may read, in the order sent",
+        response_model=MessagePage,
+        responses=errors(404, *_ANY),
+    )
+    async def list_messages(
+        team: TeamName, request: Request, limit: Limit = 100, cursor: PageCursor = None
+    ) -> Any:
+        after = _after(cursor)
+        caller = caller_of(request.scope)
+        found = await host.messages(team, by=caller, after=after, limit=limit + 1)
+        page, more = found[:limit], len(found) > limit
+        return {
+            "team": team,
+            "messages": [message_json(m) for m in page],
+            "next": encode_cursor((str(page[-1].seq), page[-1].id)) if more else None,
+        }
 
 
 def add_conversation_routes(app: FastAPI, conversations: Conversations) -> None:

@@ -10,6 +10,7 @@ from pydantic.json_schema import SkipJsonSchema
 from ankka.runtime.declare.teams import EndReason
 from ankka.runtime.records.tasks import MAX_DEPENDENCIES, MAX_ID, MAX_INSTRUCTIONS
 from ankka.runtime.serve.wire import Body, Wire
+from ankka.runtime.store.team_message_statements import EVERYONE, MAX_TEXT, Kind
 from ankka.runtime.store.team_statements import MAX_PRIORITY
 
 __all__ = [
@@ -18,6 +19,9 @@ __all__ = [
     "Item",
     "ItemBody",
     "ItemListing",
+    "Message",
+    "MessageBody",
+    "MessagePage",
     "PriorityBody",
 ]
 
@@ -76,6 +80,47 @@ class ItemListing(Wire):
     team: str
     items: list[Item]
     counts: dict[str, int] = Field(description="items by state")
+
+
+class MessageBody(Body):
+    shape: ClassVar[str] = '{"to", "kind", "text", "id"?}'
+    to: str = Field(
+        min_length=1,
+        max_length=MAX_ID,
+        description=f"an agent of the team (its lead or a member), or {EVERYONE!r}",
+    )
+    kind: Kind = Field(description="note, question, answer or blocker")
+    text: str = Field(min_length=1, max_length=MAX_TEXT, description="the message, short")
+    id: str | SkipJsonSchema[None] = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_ID,
+        description="the message's id (the same message again: 200, nothing sent twice); "
+        "left out, the runtime gives one",
+    )
+
+
+class Message(Wire):
+    """A message on a team's channel."""
+
+    id: str
+    team: str
+    sender: str = Field(description="the agent that sent it, or the caller (sender_task null)")
+    sender_task: str | None = Field(description="the task whose tool call sent it")
+    to: str = Field(description=f"the agent it was sent to, or {EVERYONE!r}")
+    kind: Kind
+    text: str
+    created_by: str = Field(description="whom it was sent for: the caller, or the task's creator")
+    created_at: str
+
+
+class MessagePage(Wire):
+    """A page of a team's messages the caller may read, in the order sent; ``next`` is the
+    cursor of the page after (``?cursor=``), null on the last page."""
+
+    team: str
+    messages: list[Message]
+    next: str | None
 
 
 class ConversationBody(Body):

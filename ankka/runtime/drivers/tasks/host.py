@@ -37,6 +37,7 @@ from ankka.runtime.drivers.tasks.iteration import (
     RetryPolicy,
     Waiting,
     Workbench,
+    heard_ended,
     told,
     work_task,
 )
@@ -118,12 +119,14 @@ class TaskHost:
         self.service = context.service
         self.store = store
         self.clock = context.clock
-        # Other processes' notices reach this one's subscribers through the store's relay.
+        # Other processes' notices reach this one's subscribers through the store's relay,
+        # and their task ends close the questions those tasks' calls wait on here.
         self.notifier = Notifier(
             self.clock,
             buffer=options.notification_buffer,
             relay=store.notices(),
             heard=context.metrics.work.heard,
+            ended_elsewhere=partial(heard_ended, questions) if questions is not None else None,
         )
         self.bench = Workbench(
             context,
@@ -161,6 +164,10 @@ class TaskHost:
         max_instances = options.max_instances
         shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.owner = owner or (shared_owner if store.shared else "local")
+        # On a shared store its workers' commits hold their instances' leases as this owner
+        # (iteration.py); SQLite's file is one process's, its leases its own.
+        if store.shared:
+            self.bench = replace(self.bench, owner=self.owner, lease_seconds=lease_seconds)
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.idle_recheck_seconds = idle_recheck_seconds
@@ -182,6 +189,10 @@ class TaskHost:
     # -- lifetime ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> TaskHost:
+        if self.bench.questions is not None:
+            # A task another process ends may be one whose call waits on a question here:
+            # its end is heard from now on, not only once someone subscribes.
+            self.notifier.listen()
         group = asyncio.TaskGroup()
         await group.__aenter__()
         self._group = group

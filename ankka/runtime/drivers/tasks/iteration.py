@@ -43,7 +43,7 @@ from ankka.runtime.drivers.tasks import prompt
 from ankka.runtime.drivers.tasks.decide import Decoded, decode_fail, decode_result, result_json
 from ankka.runtime.drivers.tasks.delegation import Delegations, note_of, tools_of
 from ankka.runtime.drivers.tasks.ending import CompleteTask, FailTask
-from ankka.runtime.drivers.tasks.notify import Notifier
+from ankka.runtime.drivers.tasks.notify import Notice, Notifier
 from ankka.runtime.engine.loop import Stopped, drive
 from ankka.runtime.engine.planning import provider_for
 from ankka.runtime.engine.session import SessionState
@@ -83,7 +83,6 @@ from ankka.runtime.records.messages import (
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import (
-    TASK_SESSION_PREFIX,
     InstanceRecord,
     InstanceState,
     TaskRecord,
@@ -96,7 +95,16 @@ from ankka.runtime.store.journal_store import ConcurrentAppend
 from ankka.runtime.store.tasks import Ended as EndedTask
 from ankka.runtime.store.tasks import TaskStore
 
-__all__ = ["LeaseLost", "News", "RetryPolicy", "Waiting", "Workbench", "publish_ended", "work_task"]
+__all__ = [
+    "LeaseLost",
+    "News",
+    "RetryPolicy",
+    "Waiting",
+    "Workbench",
+    "heard_ended",
+    "publish_ended",
+    "work_task",
+]
 
 T = TypeVar("T")
 Current = tuple[TaskRecord | None, InstanceRecord | None, tree.TreeRow | None]
@@ -136,15 +144,25 @@ class Workbench:
     """The agents other runtimes serve (``ANKKA_PEERS``): a delegation to one is remote."""
     questions: ElicitationDesk | None = None
     """Where an MCP server's questions during a call wait for a person (None: cancelled)."""
-    lead_tools: Callable[[AutonomousAgent, TaskRecord], tuple[RunnableTool, ...]] = field(
+    team_tools: Callable[[AutonomousAgent, TaskRecord], tuple[RunnableTool, ...]] = field(
         default=lambda agent, task: ()
     )
-    """The tools an agent's task gets as the lead of teams (docs/teams.md): the team host's."""
-    lead_news: Callable[[AutonomousAgent, TaskRecord], Awaitable[News | None]] = field(
+    """The tools an agent's task gets as an agent of teams (docs/teams.md: a lead's backlog
+    tools, ``team_send_message``): the team host's."""
+    team_news: Callable[[AutonomousAgent, TaskRecord], Awaitable[News | None]] = field(
         default=lambda agent, task: _no_news()
     )
-    """What a lead's task is to be told at its next iteration (the team host's): None, or
-    the news and the statement that marks it told, in the commit that records it."""
+    """What a task of a team's agent is to be told at its next iteration (the team host's: a
+    lead's backlog news, the team messages sent to its agent): None, or the news and the
+    statement that marks it told, in the commit that records it."""
+    owner: str | None = None
+    """The lease owner this process's scheduler claims instances as on a shared store
+    (PostgreSQL; None: no lease is checked, as on SQLite, whose file is one process's).
+    Every commit of a task's records holds the instance's lease in its transaction
+    (:func:`~ankka.runtime.store.task_statements.held`), and no model call is made for an
+    instance whose lease another process has taken."""
+    lease_seconds: float = 10.0
+    """How long each of those commits renews the lease for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +220,20 @@ _END_EVENTS = {
 }
 
 
+_STATE_OF_END = {event: state for state, event in _END_EVENTS.items()}
+
+
+def heard_ended(questions: ElicitationDesk, notice: Notice) -> None:
+    """Another process ended a task (its end notice, relayed): the questions its call waits on
+    in this process are closed as :func:`told` closes them where the task is ended, with the
+    same reason (the notifier's ``ended_elsewhere``)."""
+    state = _STATE_OF_END.get(notice.event)
+    if state is None or notice.task is None:
+        return
+    reason = notice.data.get("reason")
+    questions.end_task(notice.task, state.value, reason if isinstance(reason, str) else None)
+
+
 def publish_ended(notifier: Notifier, ended: Sequence[EndedTask]) -> None:
     for item in ended:
         notifier.publish(
@@ -222,9 +254,13 @@ class _Failures:
     agent: AutonomousAgent
     task: TaskRecord
     count: int = 0
+    held: Callable[[], Awaitable[None]] | None = None
+    """Checks the instance's lease is this process's still, before the call is made again."""
 
     async def failed(self, error: ModelError, attempt: int) -> None:
         await self.attempt(str(error), "model_calls_failing")
+        if self.held is not None:
+            await self.held()
 
     async def attempt(self, error: str, condition: str) -> None:
         self.count += 1
@@ -284,11 +320,7 @@ def told(bench: Workbench, ended: Sequence[EndedTask]) -> None:
     publish_ended(bench.notifier, ended)
     if bench.questions is not None:
         for item in ended:
-            why = item.state.value
-            if item.reason and item.reason != why:
-                why += f": {item.reason}"
-            reason = f"the task that asked ended ({why}) before it was answered"
-            bench.questions.end_session(f"{TASK_SESSION_PREFIX}{item.id}", reason)
+            bench.questions.end_task(item.id, item.state.value, item.reason)
     woken = [item.woken for item in ended if item.woken is not None]
     if woken:
         bench.woken(woken)
@@ -323,7 +355,7 @@ class TaskWork:
         self.bench, self.agent, self.task_type, self.task = bench, agent, task_type, task
         self.ctx = bench.context
         self.session = task.session
-        self.failures = _Failures(bench, agent, task)
+        self.failures = _Failures(bench, agent, task, held=self._still_held)
         self.ledger = self.ctx.executor.ledger()
         self.folded = SessionState()
         self.listed = Listed()
@@ -335,6 +367,8 @@ class TaskWork:
         # Where the task stands, as the iteration's last commit read it back (the next call's
         # check then costs no round trip of its own).
         self._current: Current | None = None
+        # The instance as the running commit's lease hold returned it (its read-back's).
+        self._holder: InstanceRecord | None = None
         self.handoffs = {h.tool: h.agent for h in agent.handoffs}
         self.delegations = Delegations(
             self.ctx,
@@ -480,7 +514,7 @@ class TaskWork:
             failed=self.failures.attempt,
         )
         delegating = tools_of(agent, self.ctx.service.autonomous_agents, self.task.spec.type)
-        leading = self.bench.lead_tools(agent, self.task)
+        leading = self.bench.team_tools(agent, self.task)
         tools = (*agent.tools, *self.listed.tools, *delegating, *leading)
         return TurnPlan(
             agent=agent.name,
@@ -588,17 +622,50 @@ class TaskWork:
         )
         if self.listed.tools or servers:
             state.plan = self._plan()
+        # Last before the call (the tools' listing above may take a while): the lease is held.
+        await self._still_held(holder)
         _tell(self.bench, "iteration_started", self.agent, current, iteration=self.number,
               budget=current.budget)  # fmt: skip
         return turn
 
-    def _read_current(self, tx: Transaction) -> Current:
+    def _read_current(self, tx: Transaction, holder: InstanceRecord | None = None) -> Current:
+        """The task's, its instance's (``holder``: as a commit's lease hold returned it) and
+        its tree's rows."""
         task = self.task
         instance = task.instance or ""
-        return (
-            statements.get(tx, task.id),
-            statements.get_instance(tx, self.agent.name, instance),
-            tree.row(tx, task.id),
+        if holder is None:
+            holder = statements.get_instance(tx, self.agent.name, instance)
+        return (statements.get(tx, task.id), holder, tree.row(tx, task.id))
+
+    async def _still_held(self, holder: InstanceRecord | None = None) -> None:
+        """Before a model call: the instance's lease is this process's still (as ``holder``
+        was read, or read now), or :class:`LeaseLost`. Another process that took it may have
+        recorded an answer this one's history lacks: this one must not ask again. A lease
+        with less than half its length left (run out, or the scheduler's renewal late) and no one
+        having taken it is renewed first (one write, only then)."""
+        owner = self.bench.owner
+        if owner is None:
+            return
+        agent, instance = self.agent.name, self.task.instance or ""
+        if holder is None:
+            holder = await self.bench.store.read(
+                lambda tx: statements.get_instance(tx, agent, instance)
+            )
+        now = self.ctx.clock.now().timestamp()
+        if holder is not None and holder.lease_owner == owner:
+            # Half the lease left at least: the call is made well before anyone may take the
+            # instance (a renewal running late, its process starved, is made here).
+            left = (holder.lease_until or 0.0) - now
+            if left >= self.bench.lease_seconds / 2:
+                return
+            until = now + self.bench.lease_seconds
+            if await self.bench.store.write(
+                lambda tx: statements.held(tx, agent, instance, owner, until), serial=False
+            ):
+                return
+        raise LeaseLost(
+            f"instance {agent}/{instance} is another process's now (its lease was taken): "
+            "this one makes no model call for it"
         )
 
     async def answered(self, state: TurnState, answer: AssistantMessage) -> bool:
@@ -668,10 +735,10 @@ class TaskWork:
         news: News | None = None
         if last and not ends and number is not None:
             # The newest message carries what the task is to be told (a lead: its items'
-            # ends, marked told in the same commit, so told once) and where the next
-            # iteration stands, as it is recorded (for a task that delegates, counting what
-            # its children used or hold).
-            news = await self.bench.lead_news(self.agent, self.task)
+            # ends; a team's agent: the messages sent to it; marked told in the same commit,
+            # so told once) and where the next iteration stands, as it is recorded (for a
+            # task that delegates, counting what its children used or hold).
+            news = await self.bench.team_news(self.agent, self.task)
             if news is not None:
                 result = replace(result, content=f"{result.content}\n\n{news.text}")
             following = await self._next_iteration(number)
@@ -794,12 +861,13 @@ class TaskWork:
             records = (SessionOpened(self.task.created_by, self.task.spec.agent), *records)
         journal, folded = self.ctx.journal, self.folded
         found: T | None = None
+        fenced = self._fenced(then)
         while True:
             try:
-                if then is None:
+                if fenced is None:
                     await self.ctx.record(self.session, folded, records)
                 else:
-                    found = await self.ctx.commit(self.session, folded, records, then)
+                    found = await self.ctx.commit(self.session, folded, records, fenced)
                 break
             except ConcurrentAppend as exc:
                 newer = await journal.read(self.session, after=folded.position)
@@ -813,6 +881,31 @@ class TaskWork:
         settings = self.ctx.compaction_of(self.agent.name, self.agent.compaction)
         self.ctx.committed(self.session, settings, self.agent.model)
         return found
+
+    def _fenced(
+        self, then: Callable[[Transaction], T] | None
+    ) -> Callable[[Transaction], T | None] | None:
+        """``then`` after holding the instance's lease in the same transaction (renewed), or
+        :class:`LeaseLost` there, undoing the append: a process that lost the lease records
+        nothing more (another process that took the instance read its session already, and
+        would ask again what this one recorded after)."""
+        owner = self.bench.owner
+        if owner is None:
+            return then
+        agent, instance = self.agent.name, self.task.instance or ""
+        until = self.ctx.clock.now().timestamp() + self.bench.lease_seconds
+
+        def fenced(tx: Transaction) -> T | None:
+            holder = statements.held(tx, agent, instance, owner, until)
+            if holder is None:
+                raise LeaseLost(
+                    f"instance {agent}/{instance} is another process's now (its lease was "
+                    "taken): this one records nothing more of it"
+                )
+            self._holder = holder
+            return then(tx) if then is not None else None
+
+        return fenced
 
     async def _where_it_stands(self, state: TurnState) -> Current:
         """The task's and its instance's rows, as the last commit read them back or else
@@ -859,7 +952,7 @@ class TaskWork:
                 statements.add_usage(tx, task.id, usage, now)
             if mark is not None:
                 mark(tx)
-            return self._read_current(tx) if read_back else None
+            return self._read_current(tx, self._holder) if read_back else None
 
         found = await self._append(records, then=then)
         if read_back:

@@ -10,6 +10,9 @@ With several processes on one store (PostgreSQL), an instance runs in one of the
 subscribers may be connected to any: every notification is also sent through the store's
 relay (:class:`~ankka.runtime.store.database.NoticeRelay`, LISTEN/NOTIFY), and each process
 hands the ones other processes sent to its own subscribers, numbered in its own sequence.
+A task's end another process told is also handed to ``ended_elsewhere`` (the task host's: it
+closes the questions the task's call waits on here, which the process that ended it does not
+hold), so a process that may hold such a question listens from its start (:meth:`listen`).
 """
 
 from __future__ import annotations
@@ -141,11 +144,14 @@ class Notifier:
         buffer: int = DEFAULT_BUFFER,
         relay: NoticeRelay | None = None,
         heard: Callable[[str, str, Mapping[str, Any]], None] | None = None,
+        ended_elsewhere: Callable[[Notice], None] | None = None,
     ) -> None:
         """``heard(event, agent, data)`` is told of every notice published here (the
-        metrics), never of one relayed from another process."""
+        metrics), never of one relayed from another process; ``ended_elsewhere(notice)`` of
+        every task end relayed from another process, never of one published here."""
         self._clock = clock
         self._heard = heard
+        self._ended_elsewhere = ended_elsewhere
         self.buffer = buffer
         self._numbers = itertools.count(1)
         self._subscribers: dict[tuple[str, ...], set[Subscription]] = {}
@@ -225,6 +231,12 @@ class Notifier:
             log.warning("a relayed task notification was not understood: %s", exc)
             return
         self._deliver(notice)
+        told = self._ended_elsewhere
+        if told is not None and notice.task is not None and notice.event in _TASK_ENDS:
+            try:
+                told(notice)
+            except Exception:  # the relay goes on delivering the others
+                log.exception("the end of task %s, told by another process", notice.task)
 
     def nest(self, task: str, ancestors: Sequence[str]) -> None:
         """``task`` was delegated under ``ancestors``: its events go to their task streams
@@ -249,12 +261,15 @@ class Notifier:
         :meth:`subscribe`)."""
         subscription = Subscription(capacity or self.buffer)
         self._subscribers.setdefault(key, set()).add(subscription)
+        self.listen()  # other processes' notices are wanted once someone here listens
+        return subscription
+
+    def listen(self) -> None:
+        """Hear other processes' notices from now on (once; on the event loop). The relay
+        stops with the store."""
         if self._relay is not None and not self._listening:
-            # Other processes' notices are wanted once someone here listens; the relay stops
-            # with the store.
             self._listening = True
             self._relay.listen(self._received)
-        return subscription
 
     def remove(self, key: tuple[str, ...], subscription: Subscription) -> None:
         held = self._subscribers.get(key)

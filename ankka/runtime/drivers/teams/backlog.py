@@ -33,14 +33,23 @@ from functools import partial
 from typing import Any
 
 from ankka._kernel.errors import NotFound, RequestError, StoreError
+from ankka._kernel.identity import is_platform
 from ankka.runtime.declare.policy import NotPermitted, Right
 from ankka.runtime.declare.teams import Team
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import told
-from ankka.runtime.drivers.teams.lead import lead_news, lead_tools
-from ankka.runtime.records.tasks import MEMBER_INSTANCE_PREFIX, Conflict, check_id
+from ankka.runtime.drivers.teams.messages import team_news, team_tools
+from ankka.runtime.records.tasks import (
+    MAX_ID,
+    MEMBER_INSTANCE_PREFIX,
+    Conflict,
+    TaskRecord,
+    check_id,
+)
+from ankka.runtime.store import team_message_statements as channel
 from ankka.runtime.store import team_statements as backlog
 from ankka.runtime.store.tasks import create_tables
+from ankka.runtime.store.team_message_statements import EVERYONE, Message, MessageBody
 from ankka.runtime.store.team_statements import Claimed, Grant, Item, ItemBody
 
 __all__ = ["MEMBER_PREFIX", "TeamHost"]
@@ -81,11 +90,11 @@ class TeamHost:
         self._loop: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         tasks.reserved = self._foreign
-        if self.teams:  # the leads' tasks get the backlog tools (drivers/teams/lead.py)
+        if self.teams:  # the leads' backlog tools, everyone's messages (drivers/teams/)
             tasks.bench = replace(
                 tasks.bench,
-                lead_tools=partial(lead_tools, self),
-                lead_news=partial(lead_news, self),
+                team_tools=partial(team_tools, self),
+                team_news=partial(team_news, self),
             )
 
     def instance_of(self, team: str, member: _Member) -> str:
@@ -105,7 +114,7 @@ class TeamHost:
 
     async def __aenter__(self) -> TeamHost:
         if self.teams:
-            await create_tables(self.store, backlog.SCHEMA)
+            await create_tables(self.store, (*backlog.SCHEMA, *channel.SCHEMA))
             self._loop = asyncio.create_task(self._run(), name="ankka-team-host")
         return self
 
@@ -316,5 +325,63 @@ class TeamHost:
         self.team(team)
         found: list[tuple[str, int, str, str, str, str]] = await self.store.read(
             lambda tx: backlog.claims(tx, team)
+        )
+        return found
+
+    # -- the team's messages (docs/teams.md, "Team messages") ---------------------------------
+
+    def agents_of(self, team: str) -> tuple[str, ...]:
+        """The agents of ``team``: its lead, then its members."""
+        declared = self.team(team)
+        return (str(declared.lead), *declared.member_names)
+
+    def teams_of(self, agent: str, task: TaskRecord) -> tuple[str, ...]:
+        """The teams ``task`` of ``agent`` works for: those ``agent`` leads (every task of a
+        lead), and the team whose item it works (a task assigned to a member instance of this
+        process's)."""
+        found = [name for name, team in self.teams.items() if team.lead == agent]
+        for name, members in self._members.items():
+            if name not in found and any(
+                m.agent == agent and self.instance_of(name, m) == task.instance for m in members
+            ):
+                found.append(name)
+        return tuple(found)
+
+    def reads_all(self, principal: str, team: str) -> bool:
+        """Whether ``principal`` may read every message of ``team`` (the platform, or whom the
+        lead's access gives read); else only those sent for it."""
+        lead = str(self.team(team).lead)
+        return is_platform(principal) or self.policy.access(lead).grants(principal, "read")
+
+    async def send(
+        self, team: str, message: str, body: MessageBody, *, created_by: str
+    ) -> tuple[Message, bool]:
+        """Send ``message`` on ``team``'s channel for ``created_by`` (or find it, sent under
+        its id before with the same body: False). Its recipient must be an agent of the
+        team, or everyone."""
+        agents = self.agents_of(team)
+        check_id(message, "message")
+        if body.recipient not in (*agents, EVERYONE):
+            raise RequestError(
+                f"recipient {body.recipient[:MAX_ID]!r} is not an agent of team {team!r} "
+                f"(its lead {agents[0]}, members {', '.join(agents[1:])}); name one of them, "
+                f"or {EVERYONE!r}"
+            )
+        channel.check_body(body)
+        now = self.clock.now()
+        sent: tuple[Message, bool] = await self.store.write(
+            lambda tx: channel.put(tx, team, message, body, created_by=created_by, now=now)
+        )
+        return sent
+
+    async def messages(
+        self, team: str, *, by: str, after: int = 0, limit: int = 100
+    ) -> list[Message]:
+        """At most ``limit`` of the messages of ``team`` ``by`` may read after ``seq``
+        ``after``, in the order sent."""
+        self.team(team)
+        creator = None if self.reads_all(by, team) else by
+        found: list[Message] = await self.store.read(
+            lambda tx: channel.page(tx, team, after=after, limit=limit, creator=creator)
         )
         return found

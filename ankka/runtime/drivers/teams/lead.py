@@ -1,8 +1,9 @@
 """The lead plans: the tools a team's lead gets on its tasks to re-plan its teams' backlogs.
 
-The team host hands the task driver these tools (:attr:`Workbench.lead_tools`) for every task
-of an agent that leads a team; they are built-in tools of the one engine's tool seam, run by
-its executor like any tool, their results recorded by the task driver as every result is:
+The team host hands the task driver these tools (:attr:`Workbench.team_tools`, with the
+message tool of :mod:`ankka.runtime.drivers.teams.messages`) for every task of an agent that
+leads a team; they are built-in tools of the one engine's tool seam, run by its executor like
+any tool, their results recorded by the task driver as every result is:
 
 - ``backlog_add_item``: add an item (type, instructions, dependencies, optional assignee,
   priority) to a team's backlog. Its id is derived from the lead's task, the iteration and
@@ -59,10 +60,13 @@ __all__ = [
     "CANCEL_ITEM",
     "LEAD_TOOLS",
     "PRIORITISE_ITEM",
+    "call_place",
     "lead_item_id",
     "lead_news",
     "lead_tools",
+    "malformed",
     "news_line",
+    "pick_team",
 ]
 
 ADD_ITEM, CANCEL_ITEM, PRIORITISE_ITEM = LEAD_TOOLS
@@ -124,10 +128,38 @@ def _answer(item: Item, **more: Any) -> ToolOutcome:
     return ToolOutcome(json.dumps({**shown, **more}, ensure_ascii=False), is_error=False)
 
 
-def _malformed(exc: ValidationError) -> ToolOutcome:
+def malformed(exc: ValidationError) -> str:
+    """What was wrong with a tool's input, as its error result says it."""
     error = exc.errors()[0]
     where = ".".join(str(p) for p in error["loc"]) or "the input"
-    return ToolOutcome(f"the input did not decode: {where}: {error['msg']}", is_error=True)
+    return f"{where}: {error['msg']}"
+
+
+def _malformed(exc: ValidationError) -> ToolOutcome:
+    return ToolOutcome(f"the input did not decode: {malformed(exc)}", is_error=True)
+
+
+def pick_team(given: str | None, teams: Sequence[str], verbs: tuple[str, str]) -> str:
+    """The team a tool's call names (``given``, or the one of ``teams`` when it names none),
+    else a refusal saying ``you <verbs[0]> <teams>`` (``verbs[1]``: the negation)."""
+    if given is None and len(teams) == 1:
+        return teams[0]
+    if given in teams:
+        return str(given)
+    mine = ", ".join(teams)
+    if given is None:
+        raise RequestError(f"name the team: you {verbs[0]} {mine}")
+    raise RequestError(f"you {verbs[1]} team {given!r}; you {verbs[0]} {mine}")
+
+
+def call_place(tool: str) -> tuple[int, int] | ToolOutcome:
+    """The iteration of the task's answer the running call is of and its place in it (from
+    0): what a tool derives the id of what it makes from; an error result outside one."""
+    call, answer = RUNNING.get(), ANSWER.get()
+    iteration = iteration_of(answer.turn) if answer is not None else None
+    if call is None or answer is None or iteration is None:
+        return ToolOutcome(f"{tool} runs only as a call of a task's answer", True)
+    return iteration, next(i for i, asked in enumerate(answer.tool_calls) if asked.id == call.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,14 +170,7 @@ class _LeadTool(Builtin):
     teams: tuple[str, ...]
 
     def _team(self, given: str | None) -> str:
-        if given is None and len(self.teams) == 1:
-            return self.teams[0]
-        if given in self.teams:
-            return str(given)
-        led = ", ".join(self.teams)
-        if given is None:
-            raise RequestError(f"name the team: you lead {led}")
-        raise RequestError(f"you do not lead team {given!r}; you lead {led}")
+        return pick_team(given, self.teams, ("lead", "do not lead"))
 
     @property
     def creator(self) -> str:
@@ -165,12 +190,10 @@ class AddItem(_LeadTool):
             given = AddInput.model_validate_json(raw_arguments or "{}")
         except ValidationError as exc:
             return _malformed(exc)
-        call, answer = RUNNING.get(), ANSWER.get()
-        iteration = iteration_of(answer.turn) if answer is not None else None
-        if call is None or answer is None or iteration is None:
-            return ToolOutcome(f"{ADD_ITEM} runs only as a call of a task's answer", True)
-        index = next(i for i, asked in enumerate(answer.tool_calls) if asked.id == call.id)
-        item = lead_item_id(self.task.id, iteration, index)
+        place = call_place(ADD_ITEM)
+        if isinstance(place, ToolOutcome):
+            return place
+        item = lead_item_id(self.task.id, *place)
         body = ItemBody(
             given.type,
             given.instructions,

@@ -74,3 +74,24 @@ def test_a_turn_can_answer_only_the_nth_call_of_a_conversation() -> None:
     assert state.take("tool", 3)[1] == turns[0]
     with pytest.raises(ScriptError, match="'call' must be a whole number"):
         parse_turns([{"text": "x", "call": 0}])
+
+
+def test_a_turn_can_answer_only_a_request_containing_its_text() -> None:
+    from ankka.local.standin.server import _text
+    from ankka.runtime.providers.script import ScriptError, parse_turns
+
+    turns = parse_turns(
+        [{"text": "for b", "contains": "Task b (type"}, {"text": "for a", "contains": "Task a"}]
+    )
+    state = StandinState(TurnQueue(turns))
+    chat = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "Task a"}]}
+    anthropic = {
+        "system": "s",
+        "messages": [{"role": "user", "content": [{"text": "Task b (type"}]}],
+    }
+    assert state.take("user", 1, _text(chat))[1] == turns[1]  # the first turn does not fit it
+    assert state.take("user", 1, _text(chat))[1] is None  # nor does anything left
+    assert state.take("user", 1, _text(anthropic))[1] == turns[0]
+    assert "Task b (type" not in _text({"model": "Task b (type", "messages": []})
+    with pytest.raises(ScriptError, match="'contains' must be a non-empty string"):
+        parse_turns([{"text": "x", "contains": ""}])

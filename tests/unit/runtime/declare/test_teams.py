@@ -55,6 +55,22 @@ def test_a_leads_own_tool_may_not_take_a_backlog_tools_name() -> None:
         service.team(Team(name="t", lead="lead", members=["a"]))
 
 
+def test_no_agent_of_a_team_may_take_the_message_tools_name_or_be_named_everyone() -> None:
+    @tool
+    def team_send_message(note: str) -> str:
+        """Its own."""
+        return note
+
+    service = service_of("lead")
+    service.autonomous(
+        AutonomousAgent(name="a", tools=[team_send_message], accepts=[Accepts(summary, budget=2)])
+    )
+    with pytest.raises(ConfigurationError, match="agent 'a' has a tool named 'team_send_message'"):
+        service.team(Team(name="t", lead="lead", members=["a"]))
+    with pytest.raises(ConfigurationError, match="an agent named 'everyone' cannot be on a team"):
+        Team(name="t", lead="lead", members=["everyone"])
+
+
 def test_a_teams_budget_and_instances_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="iterations must be at least 1"):
         Team(name="t", lead="l", members=["a"], iterations=0)

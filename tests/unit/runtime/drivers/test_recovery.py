@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ankka._kernel.clock import ManualClock
-from ankka.runtime.drivers.elicitations import RESTARTED
+from ankka.runtime.drivers.elicitations import RECOVERY_PAGE, RESTARTED
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.engine.sessions import SessionQueue
 from ankka.runtime.providers.scripted import ScriptedProvider
@@ -208,7 +208,13 @@ async def test_a_start_waits_a_bounded_time_for_a_held_session_and_recovers_it_l
         said = lines(caplog, logging.INFO)
         assert any("session s" in line and "held" in line for line in said), said
         assert any("eli_q" in line and "in flight" in line for line in said), said
-    # The turns gone, the next recovery ends both (questions first, as at a start).
+    # The turns gone, the next recovery ends both (questions first, as at a start). A lock
+    # the start stopped waiting for can still be granted to it just after the turns let go,
+    # then given back (PostgresDatabase._taken_too_late): a turn waiting its turn, as a later
+    # one would, knows both free, so the recovery's bounded wait never meets that moment.
+    for session in ("s", "q"):
+        async with runtime.context.queue.turn(session):
+            pass
     await runtime.questions.recover()
     await runtime.approvals.recover()
     ended = await last_record(runtime, "q")
@@ -216,3 +222,28 @@ async def test_a_start_waits_a_bounded_time_for_a_held_session_and_recovers_it_l
     ended = await last_record(runtime, "s")
     assert isinstance(ended, TurnEnded) and ended.cause == "cut_off"
     assert (await row(runtimes.index, request.id)).open is False
+
+
+async def test_every_pending_question_is_ended_however_many_rows_wait(
+    runtimes: Runtimes,
+) -> None:
+    many = RECOVERY_PAGE + 1
+    async with await Store.open(runtimes.url) as before:  # the runtime that stopped
+        index = before.approvals
+        await index.create()
+        # Older than every question: more pending tool approvals of tasks than a page holds
+        # (a task's instance settles them when it resumes: they stay pending).
+        tools = [(f"apr_{n:04}", "refund", START + timedelta(hours=1)) for n in range(many)]
+        await index.schedule("task:waits", "refunds", tools, START)
+        later = START + timedelta(seconds=1)
+        asked_by_task = [(f"eli_t{n:04}", TOOL, later + timedelta(hours=1)) for n in range(many)]
+        await index.schedule("task:asks", "refunds", asked_by_task, later)
+        await asked(index, "eli_last", "last", 2)  # a request turn's, the newest row
+    runtime = await runtimes.started()  # the restart: it starts
+    for approval in ("eli_t0000", f"eli_t{many - 1:04}", "eli_last"):
+        settled = await row(runtimes.index, approval)
+        assert (settled.state, settled.open) == ("ended", False), approval
+    ended = await last_record(runtime, "last")
+    assert isinstance(ended, ElicitationAnswered) and ended.decided.reason == RESTARTED
+    pending = await runtimes.index.find(state="pending", limit=10 * many)
+    assert sorted(r.id for r in pending) == [approval for approval, _, _ in tools]

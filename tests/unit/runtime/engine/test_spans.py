@@ -15,6 +15,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind
 
 from ankka.runtime.declare.agents import Service, Turn, TurnRequest
@@ -23,7 +24,7 @@ from ankka.runtime.declare.tools import tool
 from ankka.runtime.engine.spans import EngineSpans
 from ankka.runtime.judgments import ScriptedJudgmentProvider, YesNo, refuse_if_yes
 from ankka.runtime.providers.scripted import ScriptedProvider
-from ankka.runtime.records.messages import Usage
+from ankka.runtime.records.messages import ToolResult, Usage
 from ankka.runtime.store import trace_statements
 from examples.tasks import summary
 from examples.team import service as team
@@ -176,6 +177,36 @@ async def test_content_is_recorded_when_opted_in_and_redacted(tmp_path: Path) ->
     assert key not in str(chat["gen_ai.output.messages"])
     (run,) = _named(ended, "execute_tool")
     assert (run.attributes or {})["gen_ai.tool.call.result"] == "value of k"
+
+
+async def test_a_trace_the_sampler_drops_records_nothing_and_the_turn_is_the_same(
+    tmp_path: Path,
+) -> None:
+    # Spans that are not recording (OTEL_TRACES_SAMPLER dropped the trace) are given nothing
+    # after their start, content opted in is not built for them: the turn, its tool results
+    # (a failing tool's too) and its answer are what an untraced turn gives.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spans = EngineSpans(provider.get_tracer("ankka"), content=True)
+    answers = []
+    for traced in (spans, None):
+        script: list[dict[str, Any] | str] = [_calls("lookup", "broken"), "done"]
+        scripted = ScriptedProvider(script, name="default")
+        store = await journal_store(tmp_path / f"{traced is None}.sqlite3")
+        async with runtime_for(
+            _service(), store=store, providers={"default": scripted}, spans=traced
+        ) as rt:
+            result = await rt.run(rt.plan("main", "s1", "go"))
+            sent = scripted.requests[-1].messages
+            results = [(m.content, m.is_error) for m in sent if isinstance(m, ToolResult)]
+            answers.append((result.reply, results))
+    assert answers[0] == answers[1]
+    reply, results = answers[0]
+    assert reply == "done"
+    assert results[0] == ("value of k", False) and results[1][1] is True
+    assert exporter.get_finished_spans() == ()
+    provider.shutdown()
 
 
 async def test_a_tasks_iterations_are_each_an_invoke_agent_and_a_retry_is_two_chats(

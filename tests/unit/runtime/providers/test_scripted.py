@@ -99,6 +99,17 @@ async def test_when_serves_the_first_unserved_turn_that_fits() -> None:
     assert (await provider.complete(AFTER_TOOL)).content == "after the tool"
 
 
+async def test_contains_serves_a_turn_only_to_a_request_carrying_its_text() -> None:
+    provider = ScriptedProvider(
+        [{"text": "for the tool's answer", "contains": "sunny"}, {"text": "hi", "contains": "hel"}]
+    )
+
+    assert (await provider.complete(HELLO)).content == "hi"
+    call = AssistantMessage(None, (ToolCall("c1", "f", "{}"),))
+    sunny = ModelRequest("", [UserMessage("weather?"), call, ToolResult("c1", "f", "sunny")])
+    assert (await provider.complete(sunny)).content == "for the tool's answer"
+
+
 async def test_no_turn_fitting_the_request_fails_loudly_naming_the_role() -> None:
     provider = ScriptedProvider([{"text": "after the tool", "when": "tool"}])
 

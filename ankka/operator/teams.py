@@ -1,0 +1,146 @@
+"""Pure builders for Team resources: which team a resource names, and its status from what
+its Agent's runtime answered.
+
+A Team names an Agent and a team of that Agent's module; the operator reads the team's
+backlog from the runtime (``GET /v1/teams/{team}/items``, whose answer carries ``counts`` by
+state) and mirrors the counts, never the items: etcd is no journal, and the items (their
+instructions and results) stay in the runtime's store.
+
+Phase rules (:func:`reading_of`, :func:`waiting`):
+
+- **Active**: the runtime answered the backlog (200); the counts are its.
+- **Waiting**: the Agent is missing, held for its models or not rendered yet, or its runtime
+  cannot be reached or answered 5xx. Something else will change that, so the counts last read
+  are kept (the backlog is still there, only unread).
+- **Failed**: the Agent failed, or its runtime answered that it serves no such team (404,
+  naming the teams it does), or refused the operator (4xx). The counts are cleared: there is
+  no backlog to count. Not final: every round reads again, so a Team fixed (its spec, or the
+  Agent's module) turns Active by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ankka.api.resources import TeamCounts, TeamPhase, TeamSpec
+
+__all__ = [
+    "MAX_REASON",
+    "SERVED",
+    "STATES",
+    "Reading",
+    "counts_of",
+    "reading_of",
+    "status_fields",
+    "team_name",
+    "waiting",
+]
+
+SERVED = "Served"
+MAX_REASON = 1024
+STATES: tuple[str, ...] = tuple(TeamCounts.model_fields)
+# Reasons of an Agent that will not serve until someone changes it (the rest are waits).
+_FAILED_AGENT = frozenset({"AgentFailed"})
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one round found: a phase, the Served condition's reason and message, and the
+    counts by state when the runtime answered the backlog (None: keep or clear, by phase)."""
+
+    phase: TeamPhase
+    reason: str
+    message: str
+    counts: dict[str, int] | None = field(default=None)
+
+
+def team_name(name: str, spec: TeamSpec) -> str:
+    """The team's name at the runtime: ``spec.team``, else the resource's own name."""
+    return spec.team or name
+
+
+def counts_of(listing: Mapping[str, Any]) -> dict[str, int]:
+    """Every state's count from a listing's ``counts`` (a state it leaves out is 0; a state
+    this operator does not know, from a newer runtime, is left out, not guessed at)."""
+    raw = listing.get("counts")
+    given = raw if isinstance(raw, Mapping) else {}
+    out: dict[str, int] = {}
+    for state in STATES:
+        value = given.get(state, 0)
+        out[state] = value if isinstance(value, int) and value >= 0 else 0
+    return out
+
+
+def _error_message(body: Any) -> str:
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    return ""
+
+
+def waiting(reason: str, message: str) -> Reading:
+    """The Agent cannot be reached yet (``task_reconcile.agent_runtime``'s reasons): Waiting,
+    or Failed for an Agent that failed."""
+    phase = TeamPhase.FAILED if reason in _FAILED_AGENT else TeamPhase.WAITING
+    return Reading(phase, reason, message)
+
+
+def reading_of(status_code: int, body: Any, *, team: str, agent: str, address: str) -> Reading:
+    """What the runtime's answer to ``GET /v1/teams/{team}/items`` means for the Team."""
+    said = _error_message(body)
+    if status_code == 200 and isinstance(body, Mapping):
+        counts = counts_of(body)
+        return Reading(
+            TeamPhase.ACTIVE,
+            "Listed",
+            f"the runtime at {address} serves team {team!r}: {sum(counts.values())} items",
+            counts,
+        )
+    if status_code == 200:
+        return Reading(
+            TeamPhase.WAITING,
+            "RuntimeUnavailable",
+            f"the runtime at {address} answered team {team!r}'s backlog with no listing",
+        )
+    if status_code == 404:
+        return Reading(
+            TeamPhase.FAILED,
+            "TeamNotServed",
+            f"Agent {agent!r}'s runtime serves no team {team!r}: {said or 'not found'}. Name "
+            "one its module declares in spec.team (or name the Team after it)",
+        )
+    if status_code >= 500:
+        return Reading(
+            TeamPhase.WAITING,
+            "RuntimeUnavailable",
+            f"the runtime at {address} answered {status_code}: {said or 'no message'}",
+        )
+    return Reading(
+        TeamPhase.FAILED,
+        "Refused",
+        f"the runtime at {address} refused to list team {team!r}'s backlog "
+        f"({status_code}): {said or 'no message'}",
+    )
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+
+
+def status_fields(reading: Reading, *, team: str, old: Mapping[str, Any]) -> dict[str, Any]:
+    """The status fields (camelCase, bar the conditions) of a round's reading, ``old`` the
+    status as it stands (Waiting keeps its counts)."""
+    fields: dict[str, Any] = {"phase": reading.phase.value, "team": team}
+    if reading.counts is not None:
+        counts = reading.counts
+    elif reading.phase is TeamPhase.WAITING and isinstance(old.get("counts"), Mapping):
+        counts = counts_of({"counts": old["counts"]})
+    else:
+        counts = dict.fromkeys(STATES, 0)
+    fields["counts"] = counts
+    fields["items"] = sum(counts.values())
+    fields["reason"] = None if reading.phase is TeamPhase.ACTIVE else _cut(reading.message)
+    return fields
