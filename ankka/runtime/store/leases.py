@@ -8,7 +8,8 @@ store's one database (the journal's SQLite file or PostgreSQL database, through 
 transactions), as columns ``lease_owner`` and ``lease_until`` of the leased row:
 
 - a task **instance**'s owner (``ankka_instances``): :func:`claim`, :func:`renew` (every
-  lease of an owner at once) and :func:`release`;
+  lease of an owner at once), :func:`hold` (in the transaction of each write of the instance's
+  worker: the write is its owner's or none) and :func:`release`;
 - a **session**'s compactor (``ankka_session_leases``): :func:`take_session` and
   :func:`drop_session` (:class:`ankka.runtime.store.session_leases.StoreLeases` over them).
 """
@@ -18,12 +19,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ankka.runtime.store.database import Transaction
+    from ankka.runtime.store.database import Row, Transaction
 
 __all__ = [
     "SESSION_SCHEMA",
     "claim",
     "drop_session",
+    "hold",
     "release",
     "renew",
     "take_session",
@@ -50,6 +52,21 @@ def renew(tx: Transaction, owner: str, until: float) -> list[tuple[str, str]]:
         (until, owner),
     )
     return [(r[0], r[1]) for r in rows]
+
+
+def hold(tx: Transaction, agent: str, instance: str, owner: str, until: float) -> Row | None:
+    """Renew ``owner``'s lease of the instance only if it holds it still (no one has taken it
+    since, whether or not it ran out meanwhile), locking the instance's row to the end of the
+    transaction, so a claim made meanwhile waits for it and sees the lease renewed: the
+    instance's row (agent, id, state, own, created_at, lease_owner, lease_until), or None when
+    ``owner`` holds it no more."""
+    found = tx.rows(
+        "UPDATE ankka_instances SET lease_until = ? WHERE agent = ? AND id = ? "
+        "AND lease_owner = ? RETURNING agent, id, state, own, created_at, lease_owner, "
+        "lease_until",
+        (until, agent, instance, owner),
+    )
+    return found[0] if found else None
 
 
 def release(tx: Transaction, agent: str, instance: str, owner: str) -> None:

@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -128,12 +129,24 @@ HAS_COLUMN = (
 )
 
 
+# Whether that schema has the index already, and the index a schema step creates.
+HAS_INDEX = "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = %s"
+_CREATES_INDEX = re.compile(r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+(\w+)\s", re.I)
+
+
 def _migrate(conn: psycopg.Connection[Any], step: SchemaStep) -> None:
     """Take one schema step. An added column is looked up first: ``ALTER TABLE`` takes an
     ACCESS EXCLUSIVE lock on the table even when the column is there, held until the
     migration commits, so every open would queue behind running processes' reads and writes
-    of it and then hold them up. ``IF NOT EXISTS`` stays for two openers racing."""
+    of it and then hold them up. So is an index: ``CREATE INDEX IF NOT EXISTS`` takes a SHARE
+    lock on its table before it finds the index there, which waits for every running writer
+    of the table, and, held until commit with the locks of the steps before it, can deadlock
+    with a writer of two tables (a runtime starting beside working ones failed to open with
+    DeadlockDetected). ``IF NOT EXISTS`` stays for two openers racing."""
     if not isinstance(step, AddedColumn):
+        index = _CREATES_INDEX.match(step)
+        if index is not None and conn.execute(HAS_INDEX, (index[1],)).fetchone() is not None:
+            return
         conn.execute(step)
         return
     if conn.execute(HAS_COLUMN, (step.table, step.column)).fetchone() is None:

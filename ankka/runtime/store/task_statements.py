@@ -32,7 +32,7 @@ from ankka.runtime.records.tasks import (
     own_instance_id,
 )
 from ankka.runtime.store import tree_statements as tree
-from ankka.runtime.store.leases import claim, release, renew
+from ankka.runtime.store.leases import claim, hold, release, renew
 from ankka.runtime.store.readable import EVERYONE, Cursor, Readers, clause
 from ankka.runtime.store.tasks import (
     LIVE_EXCLUDED,
@@ -53,6 +53,7 @@ __all__ = [
     "finish",
     "hand_off",
     "get",
+    "held",
     "get_instance",
     "pick",
     "put",
@@ -114,6 +115,15 @@ def get_instance(tx: Transaction, agent: str, instance: str) -> InstanceRecord |
         (agent, instance),
     )
     return instance_from_row(found[0]) if found else None
+
+
+def held(
+    tx: Transaction, agent: str, instance: str, owner: str, until: float
+) -> InstanceRecord | None:
+    """The instance, its lease renewed until ``until``, if ``owner`` holds it still
+    (:func:`~ankka.runtime.store.leases.hold`); None when another process took it."""
+    row = hold(tx, agent, instance, owner, until)
+    return instance_from_row(row) if row is not None else None
 
 
 def queue(tx: Transaction, agent: str, instance: str) -> list[TaskRecord]:

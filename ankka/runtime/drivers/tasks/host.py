@@ -164,6 +164,10 @@ class TaskHost:
         max_instances = options.max_instances
         shared_owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.owner = owner or (shared_owner if store.shared else "local")
+        # On a shared store its workers' commits hold their instances' leases as this owner
+        # (iteration.py); SQLite's file is one process's, its leases its own.
+        if store.shared:
+            self.bench = replace(self.bench, owner=self.owner, lease_seconds=lease_seconds)
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.idle_recheck_seconds = idle_recheck_seconds

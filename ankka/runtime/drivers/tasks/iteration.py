@@ -155,6 +155,14 @@ class Workbench:
     """What a task of a team's agent is to be told at its next iteration (the team host's: a
     lead's backlog news, the team messages sent to its agent): None, or the news and the
     statement that marks it told, in the commit that records it."""
+    owner: str | None = None
+    """The lease owner this process's scheduler claims instances as on a shared store
+    (PostgreSQL; None: no lease is checked, as on SQLite, whose file is one process's).
+    Every commit of a task's records holds the instance's lease in its transaction
+    (:func:`~ankka.runtime.store.task_statements.held`), and no model call is made for an
+    instance whose lease another process has taken."""
+    lease_seconds: float = 10.0
+    """How long each of those commits renews the lease for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,9 +254,13 @@ class _Failures:
     agent: AutonomousAgent
     task: TaskRecord
     count: int = 0
+    held: Callable[[], Awaitable[None]] | None = None
+    """Checks the instance's lease is this process's still, before the call is made again."""
 
     async def failed(self, error: ModelError, attempt: int) -> None:
         await self.attempt(str(error), "model_calls_failing")
+        if self.held is not None:
+            await self.held()
 
     async def attempt(self, error: str, condition: str) -> None:
         self.count += 1
@@ -343,7 +355,7 @@ class TaskWork:
         self.bench, self.agent, self.task_type, self.task = bench, agent, task_type, task
         self.ctx = bench.context
         self.session = task.session
-        self.failures = _Failures(bench, agent, task)
+        self.failures = _Failures(bench, agent, task, held=self._still_held)
         self.ledger = self.ctx.executor.ledger()
         self.folded = SessionState()
         self.listed = Listed()
@@ -355,6 +367,8 @@ class TaskWork:
         # Where the task stands, as the iteration's last commit read it back (the next call's
         # check then costs no round trip of its own).
         self._current: Current | None = None
+        # The instance as the running commit's lease hold returned it (its read-back's).
+        self._holder: InstanceRecord | None = None
         self.handoffs = {h.tool: h.agent for h in agent.handoffs}
         self.delegations = Delegations(
             self.ctx,
@@ -608,17 +622,50 @@ class TaskWork:
         )
         if self.listed.tools or servers:
             state.plan = self._plan()
+        # Last before the call (the tools' listing above may take a while): the lease is held.
+        await self._still_held(holder)
         _tell(self.bench, "iteration_started", self.agent, current, iteration=self.number,
               budget=current.budget)  # fmt: skip
         return turn
 
-    def _read_current(self, tx: Transaction) -> Current:
+    def _read_current(self, tx: Transaction, holder: InstanceRecord | None = None) -> Current:
+        """The task's, its instance's (``holder``: as a commit's lease hold returned it) and
+        its tree's rows."""
         task = self.task
         instance = task.instance or ""
-        return (
-            statements.get(tx, task.id),
-            statements.get_instance(tx, self.agent.name, instance),
-            tree.row(tx, task.id),
+        if holder is None:
+            holder = statements.get_instance(tx, self.agent.name, instance)
+        return (statements.get(tx, task.id), holder, tree.row(tx, task.id))
+
+    async def _still_held(self, holder: InstanceRecord | None = None) -> None:
+        """Before a model call: the instance's lease is this process's still (as ``holder``
+        was read, or read now), or :class:`LeaseLost`. Another process that took it may have
+        recorded an answer this one's history lacks: this one must not ask again. A lease
+        with less than half its length left (run out, or the scheduler's renewal late) and no one
+        having taken it is renewed first (one write, only then)."""
+        owner = self.bench.owner
+        if owner is None:
+            return
+        agent, instance = self.agent.name, self.task.instance or ""
+        if holder is None:
+            holder = await self.bench.store.read(
+                lambda tx: statements.get_instance(tx, agent, instance)
+            )
+        now = self.ctx.clock.now().timestamp()
+        if holder is not None and holder.lease_owner == owner:
+            # Half the lease left at least: the call is made well before anyone may take the
+            # instance (a renewal running late, its process starved, is made here).
+            left = (holder.lease_until or 0.0) - now
+            if left >= self.bench.lease_seconds / 2:
+                return
+            until = now + self.bench.lease_seconds
+            if await self.bench.store.write(
+                lambda tx: statements.held(tx, agent, instance, owner, until), serial=False
+            ):
+                return
+        raise LeaseLost(
+            f"instance {agent}/{instance} is another process's now (its lease was taken): "
+            "this one makes no model call for it"
         )
 
     async def answered(self, state: TurnState, answer: AssistantMessage) -> bool:
@@ -814,12 +861,13 @@ class TaskWork:
             records = (SessionOpened(self.task.created_by, self.task.spec.agent), *records)
         journal, folded = self.ctx.journal, self.folded
         found: T | None = None
+        fenced = self._fenced(then)
         while True:
             try:
-                if then is None:
+                if fenced is None:
                     await self.ctx.record(self.session, folded, records)
                 else:
-                    found = await self.ctx.commit(self.session, folded, records, then)
+                    found = await self.ctx.commit(self.session, folded, records, fenced)
                 break
             except ConcurrentAppend as exc:
                 newer = await journal.read(self.session, after=folded.position)
@@ -833,6 +881,31 @@ class TaskWork:
         settings = self.ctx.compaction_of(self.agent.name, self.agent.compaction)
         self.ctx.committed(self.session, settings, self.agent.model)
         return found
+
+    def _fenced(
+        self, then: Callable[[Transaction], T] | None
+    ) -> Callable[[Transaction], T | None] | None:
+        """``then`` after holding the instance's lease in the same transaction (renewed), or
+        :class:`LeaseLost` there, undoing the append: a process that lost the lease records
+        nothing more (another process that took the instance read its session already, and
+        would ask again what this one recorded after)."""
+        owner = self.bench.owner
+        if owner is None:
+            return then
+        agent, instance = self.agent.name, self.task.instance or ""
+        until = self.ctx.clock.now().timestamp() + self.bench.lease_seconds
+
+        def fenced(tx: Transaction) -> T | None:
+            holder = statements.held(tx, agent, instance, owner, until)
+            if holder is None:
+                raise LeaseLost(
+                    f"instance {agent}/{instance} is another process's now (its lease was "
+                    "taken): this one records nothing more of it"
+                )
+            self._holder = holder
+            return then(tx) if then is not None else None
+
+        return fenced
 
     async def _where_it_stands(self, state: TurnState) -> Current:
         """The task's and its instance's rows, as the last commit read them back or else
@@ -879,7 +952,7 @@ class TaskWork:
                 statements.add_usage(tx, task.id, usage, now)
             if mark is not None:
                 mark(tx)
-            return self._read_current(tx) if read_back else None
+            return self._read_current(tx, self._holder) if read_back else None
 
         found = await self._append(records, then=then)
         if read_back:

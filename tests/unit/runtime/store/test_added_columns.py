@@ -93,6 +93,21 @@ async def test_stores_opened_at_once_on_a_store_without_the_columns_add_them_onc
             await store.close()
 
 
+async def a_running_store(postgres_server: str) -> str:
+    """The URL of a store a running process made (its columns and indexes there) with one
+    remote child, on a database whose lock_timeout (5 s) fails an open that waits for a lock."""
+    database = f"has_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(postgres_server, autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {database}")
+        await conn.execute(f"ALTER DATABASE {database} SET lock_timeout = '5s'")
+    url = postgres_server.rsplit("/", 1)[0] + f"/{database}"
+    async with await Store.open(url) as store:
+        await store.tasks.write(
+            lambda tx: remote.record(tx, "r1:1.0", "researcher", {"type": "summary"})
+        )
+    return url
+
+
 async def test_opening_a_store_that_has_the_columns_waits_for_no_reader_of_the_table(
     postgres_server: str,
 ) -> None:
@@ -100,18 +115,28 @@ async def test_opening_a_store_that_has_the_columns_waits_for_no_reader_of_the_t
     does not hold up another process opening the store: no ``ALTER TABLE`` is issued when
     the columns are there, so the opener asks for no lock on the table (an ``ALTER`` would
     wait for the reader, and the database's lock_timeout would fail the open)."""
-    database = f"has_{uuid.uuid4().hex[:12]}"
-    async with await psycopg.AsyncConnection.connect(postgres_server, autocommit=True) as conn:
-        await conn.execute(f"CREATE DATABASE {database}")
-        await conn.execute(f"ALTER DATABASE {database} SET lock_timeout = '5s'")
-    url = postgres_server.rsplit("/", 1)[0] + f"/{database}"
-    async with await Store.open(url) as store:  # a store written with the columns
-        await store.tasks.write(
-            lambda tx: remote.record(tx, "r1:1.0", "researcher", {"type": "summary"})
-        )
+    url = await a_running_store(postgres_server)
     async with await psycopg.AsyncConnection.connect(url) as reader:
         await reader.execute("SELECT task FROM ankka_remote_children")  # the reader's lock
         async with await Store.open(url) as again:
             found = await again.tasks.read(rows)
         await reader.rollback()
+    assert found == [("r1:1.0", "researcher", '{"type": "summary"}', 0, None)]
+
+
+async def test_opening_a_store_that_has_its_indexes_waits_for_no_writer_of_their_tables(
+    postgres_server: str,
+) -> None:
+    """A running process writing a table (a transaction holding its ROW EXCLUSIVE lock) does
+    not hold up another process opening the store: no ``CREATE INDEX`` is issued for an index
+    that is there, so the opener asks for no SHARE lock on the table (one would wait for the
+    writer, and the database's lock_timeout would fail the open; held with the locks of the
+    steps before it, it could deadlock with a writer of two tables)."""
+    url = await a_running_store(postgres_server)
+    async with await psycopg.AsyncConnection.connect(url) as writer:
+        for table in ("ankka_tasks", "ankka_instances", "ankka_approvals", "ankka_task_tree"):
+            await writer.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")  # writing them
+        async with await Store.open(url) as again:
+            found = await again.tasks.read(rows)
+        await writer.rollback()
     assert found == [("r1:1.0", "researcher", '{"type": "summary"}', 0, None)]
