@@ -11,8 +11,8 @@ are held by the stand-in (``delay_ms``) so a pod can be killed while they are in
 Each report is checked the same way: it completes with its two sections and two children;
 its ``tree_usage`` is its own plus the children's; the stand-in's log shows the lead's
 delegating call made once (so no second pair of children) and each child's first call once
-(recorded before the kill, so not made again); the researcher's runtime holds exactly the
-two children.
+(recorded before the kill, so not made again); each child, read back from the researcher's
+runtime, completed there, as the lead's delegated child, created by the lead's identity.
 """
 
 from __future__ import annotations
