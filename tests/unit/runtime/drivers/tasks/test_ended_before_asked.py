@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.elicitations import (
     ENDED_KEPT,
     ENDED_REASON,
@@ -32,9 +31,8 @@ from ankka.runtime.records.tasks import TaskState
 from ankka.runtime.store.approval_index import ApprovalIndex
 from ankka.runtime.store.tasks import Ended
 from tests.support.eventually import eventually_async
-from tests.support.runtimes import runtime_for
-from tests.support.stores import OwnedJournalStore, journal_store
-from tests.unit.runtime.drivers.tasks.test_ended_elsewhere import CLOCK, Relay
+from tests.support.stores import OwnedJournalStore
+from tests.unit.runtime.drivers.tasks.test_ended_elsewhere import CLOCK, Relay, asking_runtime
 
 CANCELLED = task_ended("cancelled", "cancelled")
 
@@ -56,15 +54,7 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    store = await journal_store(tmp_path / "j.sqlite3")
-    provider = ScriptedProvider([], name="default")
-    runtime = runtime_for(
-        Service("asking"),
-        store=store,
-        providers={"default": provider},
-        approvals=store.store.approvals,
-    )
-    async with runtime:
+    async with asking_runtime(tmp_path) as (runtime, store, provider):
         yield Rig(runtime, store, provider)
 
 

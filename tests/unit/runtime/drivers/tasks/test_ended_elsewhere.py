@@ -5,13 +5,15 @@ closed with the reason a local end gives (issue 29)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
 from pathlib import Path
 
 from ankka._kernel.clock import SystemClock
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.elicitations import TurnAsker, task_ended
+from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.drivers.tasks.iteration import heard_ended, publish_ended
 from ankka.runtime.drivers.tasks.notify import Notice, Notifier
 from ankka.runtime.features.mcp.asking import Answer, Question
@@ -22,7 +24,7 @@ from ankka.runtime.records.tasks import TaskState
 from ankka.runtime.store.tasks import Ended
 from tests.support.eventually import eventually_async
 from tests.support.runtimes import runtime_for
-from tests.support.stores import journal_store
+from tests.support.stores import OwnedJournalStore, journal_store
 
 CLOCK = SystemClock()
 
@@ -60,9 +62,11 @@ async def test_only_another_processs_task_ends_are_handed_to_ended_elsewhere() -
     ]
 
 
-async def test_a_question_is_closed_when_another_process_cancels_its_task(
+@contextlib.asynccontextmanager
+async def asking_runtime(
     tmp_path: Path,
-) -> None:
+) -> AsyncIterator[tuple[Runtime, OwnedJournalStore, ScriptedProvider]]:
+    """A started runtime on SQLite whose desk holds questions, and its store and provider."""
     store = await journal_store(tmp_path / "j.sqlite3")
     provider = ScriptedProvider([], name="default")
     runtime = runtime_for(
@@ -72,6 +76,13 @@ async def test_a_question_is_closed_when_another_process_cancels_its_task(
         approvals=store.store.approvals,
     )
     async with runtime:
+        yield runtime, store, provider
+
+
+async def test_a_question_is_closed_when_another_process_cancels_its_task(
+    tmp_path: Path,
+) -> None:
+    async with asking_runtime(tmp_path) as (runtime, store, provider):
         desk = runtime.questions
         kept: list[Record] = []
 
