@@ -215,7 +215,7 @@ def console_routes(
             as_sent=await runtime.messages(name, as_sent=True, caller=caller),
             times=_turn_times(entries),
         )
-        waiting = [r for r in await pending(runtime, caller) if r.get("session") == name]
+        waiting = await pending(runtime, caller, session=name)
         token = form_token(request)
         spoken = (
             conversation_section(entries) if name.startswith(CONVERSATION_SESSION_PREFIX) else ""
