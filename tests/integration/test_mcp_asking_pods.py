@@ -2,7 +2,9 @@
 process on the same PostgreSQL store (another pod), the task's question is closed there as a
 local cancel closes it, not left open until its expiry: the catalogue
 (examples/mcp_catalog.py) on loopback, two ``ankka serve`` processes on one database, the
-stand-in as the model."""
+stand-in as the model. The same when the cancel is told while the holder's listening
+connection is down (terminated in the server, and new connections to the database refused
+meanwhile): once it hears again, the holder reads the question's task from the store."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +59,19 @@ def _journal(store: str, kind: str) -> list[dict[str, Any]]:
     return [json.loads(r[0]) for r in rows]
 
 
-def test_a_tasks_question_is_closed_when_another_process_cancels_the_task(
-    rig: AskingRig, postgres_server: str
-) -> None:
+@dataclass
+class Asked:
+    """Two pods on one database; the one that works task t1 holds its question."""
+
+    store: str
+    mcp: Server
+    pods: list[Server]
+    holder: Server
+    other: Server
+    question: dict[str, Any]
+
+
+def _asked(rig: AskingRig, postgres_server: str) -> Asked:
     store = _database(postgres_server)
     mcp = rig.catalog("--elicit-tool", "--handshake-only")
     model = rig.standin([BUY])
@@ -72,10 +85,21 @@ def test_a_tasks_question_is_closed_when_another_process_cancels_the_task(
     (other,) = [p for p in pods if p.process.pid != owner]
     question = pending_question(holder)
     assert question["session"] == "task:t1", question
+    return Asked(store, mcp, pods, holder, other, question)
 
+
+def _cancel(other: Server) -> None:
     cancelled = httpx.post(f"{other.url}/v1/tasks/t1/cancel", timeout=30)
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["state"] == "cancelled", cancelled.json()
+
+
+def test_a_tasks_question_is_closed_when_another_process_cancels_the_task(
+    rig: AskingRig, postgres_server: str
+) -> None:
+    asked = _asked(rig, postgres_server)
+    store, mcp, holder, question = asked.store, asked.mcp, asked.holder, asked.question
+    _cancel(asked.other)
 
     shown = closed_question(holder, question)
     assert shown["decided_by"] == "platform", shown
@@ -102,6 +126,42 @@ def test_a_tasks_question_is_closed_when_another_process_cancels_the_task(
     assert recorded["action"] == "cancel" and recorded["content"] is None
     assert recorded["decided"]["decision"] == "ended"
     assert recorded["decided"]["reason"] == CANCELLED
-    for pod in pods:
+    for pod in asked.pods:
         record = httpx.get(f"{pod.url}/v1/tasks/t1").json()
         assert record["state"] == "cancelled", record
+
+
+def _listeners(admin: psycopg.Connection[Any], database: str) -> list[int]:
+    """The backends of the database's listening connections (each pod's relay)."""
+    rows = admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = %s AND query LIKE 'LISTEN%%'"
+        " AND application_name = 'ankka-notices'",
+        (database,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_a_cancel_told_while_the_holders_listener_was_down_still_closes_its_question(
+    rig: AskingRig, postgres_server: str
+) -> None:
+    asked = _asked(rig, postgres_server)
+    database = asked.store.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        assert len(_listeners(admin, database)) == 2  # each pod's relay listens
+        # No new connection to the database from here on (the pools keep theirs), and the
+        # listening ones are ended: the relays cannot listen again until it is allowed.
+        admin.execute(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+        try:
+            for pid in _listeners(admin, database):
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            eventually(lambda: not _listeners(admin, database) or None, what="the listeners ended")
+            _cancel(asked.other)  # its notice goes out while no pod listens
+        finally:
+            admin.execute(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        eventually(lambda: len(_listeners(admin, database)) == 2 or None, what="the relays back")
+
+    shown = closed_question(asked.holder, asked.question)
+    assert shown["decided_by"] == "platform", shown
+    assert shown["reason"] == CANCELLED, shown
+    (recorded,) = _journal(asked.store, "elicitation_answered")
+    assert recorded["decided"]["reason"] == CANCELLED

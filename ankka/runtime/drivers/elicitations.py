@@ -30,7 +30,9 @@ relay (:class:`~ankka.runtime.drivers.tasks.notify.Notifier`, LISTEN/NOTIFY, hea
 task host's start), and the question is closed with the same reason (:func:`task_ended`;
 a reason too long for a notice is cut, as every relayed text is).
 The relay is live, not durable: an end told while this process's listening connection is
-down is not heard, and that question waits for its answer or its expiry.
+down is not heard; once the relay hears again, the task host reads the tasks of the questions
+waiting here (:meth:`ElicitationDesk.asking_tasks`) and closes those of the tasks that ended
+meanwhile the same way, with the same reason.
 
 A task shows ``awaiting-approval`` just before its question is registered here (the index row
 is written between the two), and its call may still run after its task ended: an end told in
@@ -294,6 +296,12 @@ class ElicitationDesk:
         if waiting:
             log.info("closed %d question(s) of session %s: %s", len(waiting), session, reason)
         return len(waiting)
+
+    def asking_tasks(self) -> list[str]:
+        """The tasks whose calls wait on a question here, unanswered."""
+        prefix = TASK_SESSION_PREFIX
+        sessions = {p.session for p in self._pending.values() if not p.answered.done()}
+        return sorted(s.removeprefix(prefix) for s in sessions if s.startswith(prefix))
 
     def end_task(self, task: str, state: str, reason: str | None) -> int:
         """Task ``task`` ended (``state``, with ``reason``), in this process or another one:

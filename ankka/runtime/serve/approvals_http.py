@@ -191,21 +191,24 @@ def add_approval_routes(
                 readable[of] = runtime.allows(caller, "read", opened)
             return readable[of]
 
-        # Subscribed before the snapshot is read, so nothing falls between the two.
-        subscription = notifier.add(APPROVALS)
-        try:
+        async def snapshot() -> bytes:
             who = readers(runtime.policy, caller)
             rows = (
                 await desk.index.find(session=session, agent=agent, state="pending", who=who)
                 if desk.index is not None
                 else []
             )
-            first = sse("snapshot", {"approvals": await runtime.questions.listed(rows, caller)})
+            return sse("snapshot", {"approvals": await runtime.questions.listed(rows, caller)})
+
+        # Subscribed before the snapshot is read, so nothing falls between the two.
+        subscription = notifier.add(APPROVALS)
+        try:
+            first = await snapshot()
         except BaseException:
             notifier.remove(APPROVALS, subscription)
             raise
 
-        events = event_stream(subscription, first, seconds=wait, keep=keep)
+        events = event_stream(subscription, first, seconds=wait, keep=keep, again=snapshot)
         return follow(notifier, APPROVALS, subscription, events)
 
     @app.post(

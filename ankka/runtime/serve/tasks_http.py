@@ -38,7 +38,14 @@ from ankka._kernel.errors import NotFound, RequestError
 from ankka._kernel.identity import is_platform
 from ankka.runtime.declare.policy import NotPermitted, Right, SessionPolicy
 from ankka.runtime.drivers.tasks.host import InstanceView, TaskHost
-from ankka.runtime.drivers.tasks.notify import EVENTS, Dropped, Notice, Notifier, Subscription
+from ankka.runtime.drivers.tasks.notify import (
+    EVENTS,
+    Dropped,
+    Notice,
+    Notifier,
+    Resynced,
+    Subscription,
+)
 from ankka.runtime.records.delegation import TreeView
 from ankka.runtime.records.tasks import (
     MAX_ID,
@@ -267,6 +274,7 @@ def sse(event: str, data: object, number: int | None = None) -> bytes:
 RECHECK = 5.0
 
 Ended = Callable[[], Awaitable[Notice | None]]
+Snapshot = Callable[[], Awaitable[bytes]]
 
 
 async def event_stream(
@@ -278,11 +286,14 @@ async def event_stream(
     keep: Callable[[Notice], Awaitable[bool]] | None = None,
     recheck: float = RECHECK,
     task: str | None = None,
+    again: Snapshot | None = None,
 ) -> AsyncIterator[bytes]:
     """The stream: ``snapshot``, then the events (those ``keep`` keeps); for ``seconds``
     when given. ``ended``: a task's stream, which ends after the final event of ``task``
     (not a descendant's, whose events it carries too), or, heard of no other way, the end
-    its record shows."""
+    its record shows. Once other processes' events may have been missed (the relay's
+    break), the stream reads again: a task's ends with the end its record shows, if it has
+    ended; otherwise ``again`` is sent (the snapshot as it is now)."""
     yield snapshot
     loop = asyncio.get_running_loop()
     until = loop.time() + seconds if seconds is not None else None
@@ -307,6 +318,14 @@ async def event_stream(
         quiet_since = loop.time()
         if isinstance(item, Dropped):
             yield sse("dropped", {"count": item.count})
+            continue
+        if isinstance(item, Resynced):
+            final = await ended() if ended is not None else None
+            if final is not None:
+                yield sse(final.event, final.as_dict(), final.number)
+                return
+            if again is not None:
+                yield await again()
             continue
         if keep is not None and not await keep(item):
             continue
@@ -444,8 +463,14 @@ def add_task_routes(app: FastAPI, host: TaskHost, policy: SessionPolicy | None =
 
         if done:
             return follow(host.notifier, key, subscription, _once(first))
+
+        async def again() -> bytes:
+            return (await snapshot())[0]
+
         task = key[1] if key[0] == "task" else None
-        events = event_stream(subscription, first, ended=ended, seconds=seconds, task=task)
+        events = event_stream(
+            subscription, first, ended=ended, seconds=seconds, task=task, again=again
+        )
         return follow(host.notifier, key, subscription, events)
 
     @app.get(

@@ -120,13 +120,23 @@ class SharedSessionLock(Protocol):
 class NoticeRelay(Protocol):
     """Carries small notices between every process using the store (PostgreSQL's
     LISTEN/NOTIFY): what one process sends, every process's listeners get, its own included.
-    Sending never waits; a notice is best effort (live, not durable)."""
+    Sending never waits; a notice is best effort (live, not durable): what is sent while a
+    process's listening connection is down never reaches it, and ``resync`` says so.
+
+    One process on its database (SQLite) has no relay (:meth:`Database.notices` is None): its
+    notifier reaches every subscriber itself, and nothing is ever missed."""
 
     def send(self, payload: str) -> None: ...
 
-    def listen(self, deliver: Callable[[str], None]) -> Callable[[], None]:
+    def listen(
+        self, deliver: Callable[[str], None], resync: Callable[[], None]
+    ) -> Callable[[], None]:
         """Call ``deliver`` on the event loop with each payload sent by any process from now
-        on; the returned function stops it."""
+        on, and ``resync`` (on the event loop too) each time notices may have been missed
+        since: the listening connection came back after a break, or connected at last after
+        its first attempt failed. ``resync`` comes once the relay hears again, so what its
+        listener re-reads from the store then misses nothing sent after. The returned
+        function stops both."""
         ...
 
 

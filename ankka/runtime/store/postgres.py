@@ -23,7 +23,8 @@ costs tens of microseconds against a commit's milliseconds (docs/benchmarks.md).
   :class:`StoreOutcomeUnknown`; a pooled connection found dead before its transaction began is
   replaced and the transaction made once more, so a restarted server costs its callers at most
   the requests that were in flight.
-- :class:`PostgresNotices` carries the task notifications between processes (LISTEN/NOTIFY).
+- :class:`PostgresNotices` carries the task notifications between processes (LISTEN/NOTIFY),
+  and tells its listeners to resynchronise from the store when its connection comes back.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ _TURN_NS = 2
 _TASKS_LOCK = 3
 
 CHANNEL = "ankka_notices"
+LISTENER_NAME = "ankka-notices"  # the listening connection's application_name
 
 Phase = Literal["connect", "work", "commit"]
 
@@ -507,7 +509,11 @@ class PostgresNotices:
     :meth:`send` never waits: payloads queue, and one batch at a time goes out in one statement
     on a worker thread (the ones that queue meanwhile go in the next), so a burst costs a round
     trip per batch and none of the sender's. The listener reconnects with a growing pause when
-    its connection breaks; what was sent meanwhile is lost (notices are live, not durable).
+    its connection breaks; what was sent meanwhile is lost (notices are live, not durable), so
+    once its ``LISTEN`` holds again (or holds at last, after a first connect that failed) every
+    listener's ``resync`` is called, and each re-reads from the store what it depends on.
+    The listening connection's ``application_name`` is ``ankka-notices`` (``pg_stat_activity``
+    shows which backend it is).
     """
 
     def __init__(self, dsn: str, pool: ConnectionPool[Any], workers: ThreadPoolExecutor) -> None:
@@ -516,7 +522,7 @@ class PostgresNotices:
         self._workers = workers
         self._queue: list[str] = []
         self._sending: asyncio.Future[None] | None = None
-        self._listeners: list[Callable[[str], None]] = []
+        self._listeners: list[tuple[Callable[[str], None], Callable[[], None]]] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -549,8 +555,11 @@ class PostgresNotices:
         if self._queue and not self._closed:
             self._flush()
 
-    def listen(self, deliver: Callable[[str], None]) -> Callable[[], None]:
-        self._listeners.append(deliver)
+    def listen(
+        self, deliver: Callable[[str], None], resync: Callable[[], None]
+    ) -> Callable[[], None]:
+        listener = (deliver, resync)
+        self._listeners.append(listener)
         if self._thread is None:
             self._loop = asyncio.get_running_loop()
             self._thread = threading.Thread(
@@ -559,43 +568,57 @@ class PostgresNotices:
             self._thread.start()
 
         def stop() -> None:
-            if deliver in self._listeners:
-                self._listeners.remove(deliver)
+            if listener in self._listeners:
+                self._listeners.remove(listener)
 
         return stop
 
     def _listening(self) -> None:
-        pause = 0.5
+        pause, missed = 0.5, False
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._dsn, autocommit=True, connect_timeout=10) as conn:
+                with psycopg.connect(
+                    self._dsn, autocommit=True, connect_timeout=10, application_name=LISTENER_NAME
+                ) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     pause = 0.5
+                    if missed:  # heard again from here on: what came meanwhile is re-read
+                        missed = False
+                        self._hand_over(self._resync)
                     while not self._stop.is_set():
                         for notice in conn.notifies(timeout=0.5):
-                            self._hand_over(notice.payload)
+                            self._hand_over(partial(self._deliver, notice.payload))
             except psycopg.Error as exc:
                 if self._stop.is_set():
                     return
+                missed = True
                 log.warning("listening for task notifications: %s; again in %.1f s", exc, pause)
                 self._stop.wait(pause)
                 pause = min(pause * 2, 10.0)
 
-    def _hand_over(self, payload: str) -> None:
+    def _hand_over(self, call: Callable[[], None]) -> None:
         loop = self._loop
         if loop is None or self._stop.is_set():
             return
         try:
-            loop.call_soon_threadsafe(self._deliver, payload)
+            loop.call_soon_threadsafe(call)
         except RuntimeError:  # the loop closed under a stopping listener
             return
 
     def _deliver(self, payload: str) -> None:
-        for deliver in list(self._listeners):
+        for deliver, _ in list(self._listeners):
             try:
                 deliver(payload)
             except Exception:
                 log.exception("a task notification listener failed")
+
+    def _resync(self) -> None:
+        log.info("listening for task notifications again; listeners re-read from the store")
+        for _, resync in list(self._listeners):
+            try:
+                resync()
+            except Exception:
+                log.exception("a task notification listener failed to resynchronise")
 
     async def close(self) -> None:
         self._closed = True

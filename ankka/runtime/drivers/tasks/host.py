@@ -127,6 +127,7 @@ class TaskHost:
             relay=store.notices(),
             heard=context.metrics.work.heard,
             ended_elsewhere=partial(heard_ended, questions) if questions is not None else None,
+            resynced=self._resynced if questions is not None else None,
         )
         self.bench = Workbench(
             context,
@@ -182,6 +183,9 @@ class TaskHost:
         self._group: asyncio.TaskGroup | None = None
         self._last_renewal = float("-inf")
         self._last_idle_reset = float("-inf")
+        # The relay came back after a break: the scheduler reads whether the tasks of the
+        # questions waiting here ended meanwhile (their end notices may have been missed).
+        self._recheck_questions = False
         # Instances this host must leave alone: a team's member instances of other processes
         # (docs/teams.md), which end with their claims rather than being taken over.
         self.reserved: Callable[[Key], bool] = _none_reserved
@@ -227,6 +231,30 @@ class TaskHost:
         if self.remote is not None:
             self.remote.wake()
 
+    def _resynced(self) -> None:
+        """Other processes' notices may have been missed: read the questions' tasks again."""
+        self._recheck_questions = True
+        self._wake.set()
+
+    async def _ended_meanwhile(self) -> None:
+        """Close the questions waiting here whose tasks ended through another process while
+        its end notice could not arrive, as the notice would have (:func:`heard_ended`)."""
+        questions = self.bench.questions
+        self._recheck_questions = False
+        if questions is None:
+            return
+        asking = questions.asking_tasks()
+        if not asking:
+            return
+        try:
+            records = await self.store.read(lambda tx: [statements.get(tx, t) for t in asking])
+        except StoreError:
+            self._recheck_questions = True  # the next tick tries again
+            raise
+        for record in records:
+            if record is not None and record.final:
+                questions.end_task(record.id, record.state.value, record.reason)
+
     def _woken(self, keys: Sequence[Key]) -> None:
         """These instances have something new (a child of theirs ended): take them up now."""
         for key in keys:
@@ -251,6 +279,8 @@ class TaskHost:
             self._wake.clear()
 
     async def _tick(self) -> None:
+        if self._recheck_questions:
+            await self._ended_meanwhile()
         now = self.clock.now().timestamp()
         if self.store.shared and now - self._last_renewal >= self.lease_seconds / 3:
             until = now + self.lease_seconds

@@ -13,6 +13,14 @@ hands the ones other processes sent to its own subscribers, numbered in its own 
 A task's end another process told is also handed to ``ended_elsewhere`` (the task host's: it
 closes the questions the task's call waits on here, which the process that ended it does not
 hold), so a process that may hold such a question listens from its start (:meth:`listen`).
+
+The relay is live, not durable: what is sent while this process's listening connection is
+down never arrives. When it hears again, the relay says so (its ``resync``), and this
+notifier resynchronises everyone who depends on other processes' notices from the store:
+each subscription gets :class:`Resynced` (a waiter reads its task's record again, a stream
+sends its ``snapshot`` again, or the end its record shows), and ``resynced`` is called (the
+task host re-reads whether the tasks of the questions waiting here ended). In the normal path
+nothing more is read than before: only a break costs these reads.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ __all__ = [
     "Dropped",
     "Notice",
     "Notifier",
+    "Resynced",
     "Subscription",
 ]
 
@@ -110,11 +119,21 @@ class Dropped:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class Resynced:
+    """Notices from other processes may have been missed (the relay's connection broke and
+    came back): what the subscriber shows of them is read again from the store."""
+
+
+RESYNCED = Resynced()
+
+
 class Subscription:
     def __init__(self, capacity: int) -> None:
         self._buffer: deque[Notice] = deque()
         self._capacity = capacity
         self._dropped = 0
+        self._resync = False
         self._ready = asyncio.Event()
 
     def offer(self, notice: Notice) -> None:
@@ -124,15 +143,26 @@ class Subscription:
         self._buffer.append(notice)
         self._ready.set()
 
-    async def next(self) -> Notice | Dropped:
+    def resync(self) -> None:
+        """Notices may have been missed: the next read is :class:`Resynced` (once, however
+        many breaks came before it)."""
+        self._resync = True
+        self._ready.set()
+
+    async def next(self) -> Notice | Dropped | Resynced:
         """The next notification, waiting for one; a :class:`Dropped` first if some were
-        lost since the last read."""
-        while not self._buffer and not self._dropped:
+        lost since the last read, and :class:`Resynced` before the rest once notices from
+        other processes may have been missed (what was buffered came before or after the
+        break, and is told after it)."""
+        while not self._buffer and not self._dropped and not self._resync:
             self._ready.clear()
             await self._ready.wait()
         if self._dropped:
             count, self._dropped = self._dropped, 0
             return Dropped(count)
+        if self._resync:
+            self._resync = False
+            return RESYNCED
         return self._buffer.popleft()
 
 
@@ -145,13 +175,17 @@ class Notifier:
         relay: NoticeRelay | None = None,
         heard: Callable[[str, str, Mapping[str, Any]], None] | None = None,
         ended_elsewhere: Callable[[Notice], None] | None = None,
+        resynced: Callable[[], None] | None = None,
     ) -> None:
         """``heard(event, agent, data)`` is told of every notice published here (the
         metrics), never of one relayed from another process; ``ended_elsewhere(notice)`` of
-        every task end relayed from another process, never of one published here."""
+        every task end relayed from another process, never of one published here;
+        ``resynced()`` each time the relay may have missed some (what ``ended_elsewhere``
+        would have been told is then read from the store)."""
         self._clock = clock
         self._heard = heard
         self._ended_elsewhere = ended_elsewhere
+        self._resynced = resynced
         self.buffer = buffer
         self._numbers = itertools.count(1)
         self._subscribers: dict[tuple[str, ...], set[Subscription]] = {}
@@ -269,7 +303,19 @@ class Notifier:
         stops with the store."""
         if self._relay is not None and not self._listening:
             self._listening = True
-            self._relay.listen(self._received)
+            self._relay.listen(self._received, self._resync)
+
+    def _resync(self) -> None:
+        """The relay hears again after a break: every subscriber, and ``resynced``, re-read
+        from the store what they may have missed."""
+        for subscriptions in self._subscribers.values():
+            for subscription in subscriptions:
+                subscription.resync()
+        if self._resynced is not None:
+            try:
+                self._resynced()
+            except Exception:  # the subscribers are told all the same
+                log.exception("resynchronising after the relay's break")
 
     def remove(self, key: tuple[str, ...], subscription: Subscription) -> None:
         held = self._subscribers.get(key)

@@ -12,6 +12,11 @@ the approvals of sessions it may read. A form posted from another site is refuse
 After a decision the person is taken to the session's page, which confirms it
 (``?decided=ID``) and lists every decision of the session (who, what, when); a session waiting
 for a decision shows its requests there with the same forms.
+
+No view reads an unbounded window: the list is paged (:mod:`.listing`); a refused form's page
+shows the newest pending page with its "older" link into the list; a session's page reads
+that session's pending requests only (in the query, a page at a time); a question's form is
+found by its id.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from ankka.runtime.drivers.elicitations import ELICITATION
 from ankka.runtime.drivers.request import Runtime
 from ankka.runtime.records.approvals import ApprovalDecided, Decision
 from ankka.runtime.serve.console.csrf import FIELD, form_token, keep_token, token_matches
-from ankka.runtime.serve.console.listing import Listing
+from ankka.runtime.serve.console.listing import PER_PAGE, Listing
 from ankka.runtime.serve.console.pages import page, when
+from ankka.runtime.store.approval_index import cursor_of
+from ankka.runtime.store.readable import readers
 
 __all__ = [
     "STATES",
@@ -47,6 +54,9 @@ __all__ = [
 _DECISIONS: dict[str, Decision] = {"approve": "approved", "refuse": "refused"}
 STATES = ("pending", "approved", "refused", "expired", "ended")
 _MAX_FORM = 16 * 1024
+_SESSION_PAGE = 500  # a session's pending rows read at once (its page reads every one)
+# Where a refused form's page of pending approvals continues: the list, pending, older.
+_PENDING = Listing("/console/approvals", (), {"state": "pending"})
 
 
 def _decision(row: dict[str, Any], token: str) -> str:
@@ -144,11 +154,12 @@ def approvals_page(
     problem: str = "",
 ) -> str:
     """One page of the approvals (newest first) ``asked``'s filters keep (without: the
-    pending ones, as after a refused form)."""
+    newest pending ones, as after a refused form, ``cursor`` continuing them in the list)."""
     shown = f'<p class="error" id="problem">{escape(problem)}</p>' if problem else ""
     table = approvals_table(rows, token=token)
     if asked is None:
-        return page("approvals", f"<h1>Approvals</h1>{shown}{table}")
+        pager = _PENDING.pager(cursor=cursor, shown=len(rows))
+        return page("approvals", f"<h1>Approvals</h1>{shown}{table}{pager}")
     pager = asked.pager(cursor=cursor, shown=len(rows))
     return page("approvals", f"<h1>Approvals</h1>{asked.form()}{shown}{table}{pager}")
 
@@ -200,13 +211,56 @@ def _arguments(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-async def pending(runtime: Runtime, caller: str) -> list[dict[str, Any]]:
-    """The pending approvals of the sessions ``caller`` may read."""
-    desk = runtime.approvals
-    if desk.index is None:
+async def pending(runtime: Runtime, caller: str, *, session: str) -> list[dict[str, Any]]:
+    """The pending approvals of ``session``, if ``caller`` may read it: every one, read a
+    page at a time (a session's are its suspended turn's calls)."""
+    index = runtime.approvals.index
+    if index is None:
         return []
-    rows = await desk.index.find(session=None, agent=None, state="pending")
-    return await runtime.questions.listed(rows, caller)
+    found, after, who = [], None, readers(runtime.policy, caller)
+    while True:
+        rows = await index.find(
+            session=session, state="pending", limit=_SESSION_PAGE, who=who, after=after
+        )
+        found += await runtime.questions.listed(rows, caller)
+        if len(rows) < _SESSION_PAGE:
+            return found
+        after = cursor_of(rows[-1])
+
+
+async def _pending_page(runtime: Runtime, caller: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The newest page of the pending approvals ``caller`` may read, and the cursor of the
+    page after (None: there is none)."""
+    index = runtime.approvals.index
+    if index is None:
+        return [], None
+    rows = await index.find(
+        state="pending", limit=PER_PAGE + 1, who=readers(runtime.policy, caller), newest=True
+    )
+    page_rows, cursor = _PENDING.cut(rows, cursor_of)
+    return await runtime.questions.listed(page_rows, caller), cursor
+
+
+async def _asked(runtime: Runtime, approval: str, caller: str) -> dict[str, Any]:
+    """The question ``approval`` as ``caller`` is shown it (empty: not one it may read)."""
+    index = runtime.approvals.index
+    row = await index.get(approval) if index is not None else None
+    shown = await runtime.questions.listed([row], caller) if row is not None else []
+    return next((r for r in shown if r["id"] == approval), {})
+
+
+async def _refused_form(
+    runtime: Runtime,
+    request: Request,
+    caller: str,
+    headers: dict[str, str],
+    *,
+    problem: str,
+    status: int,
+) -> Response:
+    """The newest pending page, saying why the form was refused."""
+    rows, cursor = await _pending_page(runtime, caller)
+    return approvals_answer(request, rows, headers, cursor=cursor, problem=problem, status=status)
 
 
 def _same_origin(request: Request) -> bool:
@@ -236,13 +290,11 @@ async def decide_from_form(
     session = (form.get("session") or [""])[0]
     if decision not in _DECISIONS or not digest:
         problem = "the form needs a decision (approve or refuse) and the digest it was shown"
-        rows = await pending(runtime, caller)
-        return approvals_answer(request, rows, headers, problem=problem, status=400)
+        return await _refused_form(runtime, request, caller, headers, problem=problem, status=400)
     approval = request.path_params["approval"]
     try:
         if approval.startswith(ELICITATION):  # a server's question: its form's values
-            rows = await pending(runtime, caller)
-            asked = next((r for r in rows if r["id"] == approval), {})
+            asked = await _asked(runtime, approval, caller)
             content = form_content(form, _properties(asked)) if decision == "approve" else None
             await runtime.questions.answer(
                 approval,
@@ -258,8 +310,9 @@ async def decide_from_form(
                 approval, _DECISIONS[decision], digest, decided_by=caller, caller=caller
             )
     except AnkkaError as exc:  # a stale digest, a second decision, not permitted, unknown
-        rows = await pending(runtime, caller)
-        return approvals_answer(request, rows, headers, problem=str(exc), status=exc.status)
+        return await _refused_form(
+            runtime, request, caller, headers, problem=str(exc), status=exc.status
+        )
     # Back to the session, where the decision is shown and confirmed (else to the list).
     approval = quote(approval, safe="")
     where = (

@@ -193,7 +193,7 @@ def console_routes(
             as_sent=await runtime.messages(name, as_sent=True, caller=caller),
             times=_turn_times(entries),
         )
-        waiting = [r for r in await pending(runtime, caller) if r.get("session") == name]
+        waiting = await pending(runtime, caller, session=name)
         token = form_token(request)
         extra = decisions_section(decided, confirm=request.query_params.get("decided")) + (
             "<h2>Waiting for a decision</h2>" + approvals_table(waiting, token=token)

@@ -34,16 +34,23 @@ class Relay:
     notifier sends, every listener gets (its sender's included), on the event loop."""
 
     def __init__(self) -> None:
-        self._listeners: list[Callable[[str], None]] = []
+        self._listeners: list[tuple[Callable[[str], None], Callable[[], None]]] = []
 
     def send(self, payload: str) -> None:
         loop = asyncio.get_running_loop()
-        for deliver in list(self._listeners):
+        for deliver, _ in list(self._listeners):
             loop.call_soon(deliver, payload)
 
-    def listen(self, deliver: Callable[[str], None]) -> Callable[[], None]:
-        self._listeners.append(deliver)
-        return lambda: self._listeners.remove(deliver)
+    def listen(
+        self, deliver: Callable[[str], None], resync: Callable[[], None]
+    ) -> Callable[[], None]:
+        self._listeners.append((deliver, resync))
+        return lambda: self._listeners.remove((deliver, resync))
+
+    def came_back(self) -> None:
+        """The listening connection came back after a break: each listener resynchronises."""
+        for _, resync in list(self._listeners):
+            resync()
 
 
 async def test_only_another_processs_task_ends_are_handed_to_ended_elsewhere() -> None:

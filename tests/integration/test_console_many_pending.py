@@ -1,0 +1,72 @@
+"""More than 500 pending approvals (issue 29): the console shows every one. A session's page
+shows each of its pending requests though 500 older ones of other sessions wait, and a refused
+form's page shows the newest page of pending ones, whose "older" links reach each pending
+approval once (``ankka serve`` on SQLite, the stand-in asking 100 approvals a turn)."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from ankka.runtime.serve.console.listing import PER_PAGE
+from tests.integration.test_listings_access import TARGET, _calls
+from tests.support.processes import Server
+
+pytestmark = pytest.mark.integration
+
+TURNS, CALLS = 6, 100  # 600 pending; the newest session's 100 come after 500 older ones
+
+
+def _rows(page: str) -> list[str]:
+    return re.findall(r'<tr data-approval="([^"]+)"', page)
+
+
+def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_the_pages(
+    standin: Callable[[Any], Server], serve: Callable[..., Server]
+) -> None:
+    model = standin([_calls("s", t, CALLS) for t in range(TURNS)])
+    server = serve(model.url, target=TARGET, env={"ANKKA_CONSOLE": "on"})
+    asked: dict[str, list[dict[str, Any]]] = {}
+    for t in range(TURNS):
+        answer = httpx.post(
+            f"{server.url}/v1/agents/refunds/sessions/s-{t}",
+            json={"message": "refund these"},
+            timeout=120,
+        )
+        assert answer.status_code == 202, answer.text
+        asked[f"s-{t}"] = answer.json()["approvals"]
+    every = {a["id"] for approvals in asked.values() for a in approvals}
+    assert len(every) == TURNS * CALLS
+    newest = asked[f"s-{TURNS - 1}"]
+
+    browser = httpx.Client(base_url=server.url, timeout=60)  # keeps the page's cookie
+    session = browser.get(f"/console/sessions/s-{TURNS - 1}")
+    assert session.status_code == 200, session.text
+    assert sorted(_rows(session.text)) == sorted(a["id"] for a in newest)
+
+    token = re.search(r'name="form_token" value="([^"]+)"', session.text)
+    assert token is not None
+    refused = browser.post(
+        f"/console/approvals/{newest[0]['id']}",
+        data={"decision": "maybe", "digest": newest[0]["digest"], "form_token": token.group(1)},
+        headers={"Origin": server.url},
+    )
+    assert refused.status_code == 400, refused.text
+    page, seen = refused.text, []
+    assert len(_rows(page)) == PER_PAGE
+    for _ in range(TURNS * CALLS // PER_PAGE + 2):
+        seen += _rows(page)
+        older = re.search(r'<a rel="next" href="([^"]+)">older</a>', page)
+        if older is None:
+            break
+        link = html.unescape(older.group(1))
+        assert link.startswith("/console/approvals?") and "state=pending" in link, link
+        answer = browser.get(link)
+        assert answer.status_code == 200, answer.text
+        page = answer.text
+    assert len(seen) == len(every) and set(seen) == every
