@@ -6,7 +6,8 @@ watch the log's last seq after each of its writes (:meth:`TeamWatch.moved`); whe
 the streams of this process waiting on that team wake at once, and those of every other
 process on the store through its relay (PostgreSQL's LISTEN/NOTIFY). A wake is only a hint:
 a notice lost on the way costs a stream a recheck's delay (it reads the store again after
-``recheck`` seconds without one), never an event.
+``recheck`` seconds without one), never an event; after the relay's break every waiting
+stream reads the store at once.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ class TeamWatch:
         if isinstance(sent, dict) and isinstance(sent.get(_KEY), str):
             self._wake(sent[_KEY])
 
+    def _resynced(self) -> None:
+        """The relay hears again after a break: what it missed meanwhile is in the store, so
+        every waiting stream reads it now rather than at its next recheck."""
+        for team in list(self._waiting):
+            self._wake(team)
+
     @contextlib.contextmanager
     def watching(self, team: str) -> Iterator[asyncio.Event]:
         """An event set whenever ``team``'s log grows (here or elsewhere) while held: a
@@ -60,7 +67,7 @@ class TeamWatch:
         its wait still wakes it."""
         if self._relay is not None and not self._listening:
             self._listening = True  # other processes' writes matter once someone here waits
-            self._relay.listen(self._received)
+            self._relay.listen(self._received, self._resynced)
         waiter = asyncio.Event()
         self._waiting.setdefault(team, set()).add(waiter)
         try:
