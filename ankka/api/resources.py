@@ -61,6 +61,8 @@ __all__ = [
     "TaskStatus",
     "TaskTokens",
     "Team",
+    "TeamAllowance",
+    "TeamBudget",
     "TeamCounts",
     "TeamPhase",
     "TeamSpec",
@@ -614,6 +616,26 @@ class TeamCounts(_Wire):
     """Items cancelled (or whose dependency failed or was cancelled)."""
 
 
+class TeamAllowance(_Wire):
+    """One of the backlog's budgets."""
+
+    limit: int | None = Field(default=None, ge=0)
+    """The team's budget (none: unlimited)."""
+    used: int = Field(default=0, ge=0)
+    """What the backlog's tasks spent."""
+    reserved: int = Field(default=0, ge=0)
+    """Granted to tasks at work and not spent yet (given back when they end)."""
+
+
+class TeamBudget(_Wire):
+    """The backlog's budget: one covers every item on it."""
+
+    iterations: TeamAllowance | None = None
+    """Iterations of the items' tasks."""
+    tokens: TeamAllowance | None = None
+    """Input and output tokens of the items' tasks."""
+
+
 class TeamStatus(_Wire):
     """The backlog's counts as the team's runtime last answered them; the items stay in the
     runtime's store."""
@@ -630,6 +652,9 @@ class TeamStatus(_Wire):
     items: int = Field(default=0, ge=0, description="Items on the backlog.")
     counts: TeamCounts | None = None
     """Items by state."""
+    budget: TeamBudget | None = None
+    """The backlog's budget and its use, from the runtime's summary (absent when the runtime
+    has no summary route: an older runtime's listing carries no budget)."""
     reason: str | None = Field(default=None, max_length=1024)
     """Why the team waits or failed, in words."""
     conditions: list[Condition] = Field(default_factory=list)
@@ -754,7 +779,9 @@ class Team(Resource):
         Printer(name="Claimed", type="integer", json_path=".status.counts.claimed"),
         Printer(name="Done", type="integer", json_path=".status.counts.completed"),
         Printer(name="Failed", type="integer", json_path=".status.counts.failed"),
+        Printer(name="Iterations", type="integer", json_path=".status.budget.iterations.used"),
         Printer(name="Team", type="string", json_path=".status.team", priority=1),
+        Printer(name="Tokens", type="integer", json_path=".status.budget.tokens.used", priority=1),
         Printer(name="Waiting", type="integer", json_path=".status.counts.waiting", priority=1),
         Printer(name="Cancelled", type="integer", json_path=".status.counts.cancelled", priority=1),
         Printer(name="Reason", type="string", json_path=".status.reason", priority=1),

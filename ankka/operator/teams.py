@@ -2,13 +2,16 @@
 its Agent's runtime answered.
 
 A Team names an Agent and a team of that Agent's module; the operator reads the team's
-backlog from the runtime (``GET /v1/teams/{team}/items``, whose answer carries ``counts`` by
-state) and mirrors the counts, never the items: etcd is no journal, and the items (their
-instructions and results) stay in the runtime's store.
+summary from the runtime (``GET /v1/teams/{team}/summary``: ``counts`` by state and the
+``budget``, counted by the store) and mirrors them, never the items: etcd is no journal, and
+the items (their instructions and results) stay in the runtime's store. A runtime older than
+the summary route is read from its listing (``GET /v1/teams/{team}/items``, whose answer
+carries ``counts`` too, but no budget).
 
 Phase rules (:func:`reading_of`, :func:`waiting`):
 
-- **Active**: the runtime answered the backlog (200); the counts are its.
+- **Active**: the runtime answered the backlog (200); the counts (and the budget, from a
+  summary) are its.
 - **Waiting**: the Agent is missing, held for its models or not rendered yet, or its runtime
   cannot be reached or answered 5xx. Something else will change that, so the counts last read
   are kept (the backlog is still there, only unread).
@@ -31,6 +34,7 @@ __all__ = [
     "SERVED",
     "STATES",
     "Reading",
+    "budget_of",
     "counts_of",
     "reading_of",
     "status_fields",
@@ -54,6 +58,7 @@ class Reading:
     reason: str
     message: str
     counts: dict[str, int] | None = field(default=None)
+    budget: dict[str, Any] | None = field(default=None)  # from a summary, camelCase-free
 
 
 def team_name(name: str, spec: TeamSpec) -> str:
@@ -68,8 +73,30 @@ def counts_of(listing: Mapping[str, Any]) -> dict[str, int]:
     given = raw if isinstance(raw, Mapping) else {}
     out: dict[str, int] = {}
     for state in STATES:
-        value = given.get(state, 0)
-        out[state] = value if isinstance(value, int) and value >= 0 else 0
+        out[state] = _count(given.get(state, 0))
+    return out
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def budget_of(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The status's ``budget`` from a summary's (None when it has none): each of iterations
+    and tokens with its ``limit`` (left out: unlimited), ``used`` and ``reserved``; a value
+    that is no count is 0, not guessed at."""
+    raw = summary.get("budget")
+    if not isinstance(raw, Mapping):
+        return None
+    out: dict[str, Any] = {}
+    for kind in ("iterations", "tokens"):
+        given = raw.get(kind)
+        if not isinstance(given, Mapping):
+            continue
+        limit = given.get("limit")
+        shown = {"used": _count(given.get("used")), "reserved": _count(given.get("reserved"))}
+        # An unlimited budget has no limit: left out, as the status comes back without it.
+        out[kind] = shown if limit is None else {"limit": _count(limit), **shown}
     return out
 
 
@@ -88,16 +115,26 @@ def waiting(reason: str, message: str) -> Reading:
     return Reading(phase, reason, message)
 
 
-def reading_of(status_code: int, body: Any, *, team: str, agent: str, address: str) -> Reading:
-    """What the runtime's answer to ``GET /v1/teams/{team}/items`` means for the Team."""
+def reading_of(
+    status_code: int,
+    body: Any,
+    *,
+    team: str,
+    agent: str,
+    address: str,
+    summary: bool = True,
+) -> Reading:
+    """What the runtime's answer to ``GET /v1/teams/{team}/summary`` (``summary``) or, from
+    a runtime without that route, to ``GET /v1/teams/{team}/items`` means for the Team."""
     said = _error_message(body)
     if status_code == 200 and isinstance(body, Mapping):
         counts = counts_of(body)
         return Reading(
             TeamPhase.ACTIVE,
-            "Listed",
+            "Summarised" if summary else "Listed",
             f"the runtime at {address} serves team {team!r}: {sum(counts.values())} items",
             counts,
+            budget_of(body) if summary else None,
         )
     if status_code == 200:
         return Reading(
@@ -142,5 +179,9 @@ def status_fields(reading: Reading, *, team: str, old: Mapping[str, Any]) -> dic
         counts = dict.fromkeys(STATES, 0)
     fields["counts"] = counts
     fields["items"] = sum(counts.values())
+    budget = reading.budget
+    if budget is None and reading.phase is TeamPhase.WAITING:
+        budget = old.get("budget") if isinstance(old.get("budget"), Mapping) else None
+    fields["budget"] = budget  # (null: a merge patch takes an old one away)
     fields["reason"] = None if reading.phase is TeamPhase.ACTIVE else _cut(reading.message)
     return fields

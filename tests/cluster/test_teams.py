@@ -40,7 +40,7 @@ SCRIPT = [
     {"when": "user", "tool_calls": [{"name": "complete_task", "arguments": DRAFT}]},
     {"when": "user", "tool_calls": [{"name": "fail_task", "arguments": {"reason": "no idea"}}]},
 ]
-COLUMNS = ["NAME", "AGENT", "PHASE", "READY", "CLAIMED", "DONE", "FAILED", "AGE"]
+COLUMNS = ["NAME", "AGENT", "PHASE", "READY", "CLAIMED", "DONE", "FAILED", "ITERATIONS", "AGE"]
 
 
 class Desk:
@@ -142,11 +142,13 @@ def test_kubectl_get_teams_shows_the_backlog_s_counts_as_its_items_progress(desk
     status = desk.counts_become("newsroom", "the empty backlog read")
     assert status["phase"] == "Active" and status["team"] == "newsroom" and status["items"] == 0
     served = [c for c in status["conditions"] if c["type"] == "Served"]
-    assert served and served[0]["status"] == "True" and served[0]["reason"] == "Listed"
+    # Read from the runtime's summary (counted in its store), not its listing.
+    assert served and served[0]["status"] == "True" and served[0]["reason"] == "Summarised"
     assert status["observedGeneration"] == 1 and "reason" not in status
+    assert status["budget"]["iterations"] == {"limit": 40, "used": 0, "reserved": 0}
     header, row = desk.row("newsroom")
     assert header == COLUMNS
-    assert row[1:7] == ["newsroom", "Active", "0", "0", "0", "0"]
+    assert row[1:8] == ["newsroom", "Active", "0", "0", "0", "0", "0"]
 
     desk.put("sqlite", type="summary", instructions="Summarise sqlite.")
     desk.put("draft-1", type="draft", instructions="Write it up.", depends_on=["sqlite"])
@@ -154,16 +156,25 @@ def test_kubectl_get_teams_shows_the_backlog_s_counts_as_its_items_progress(desk
     desk.counts_become("newsroom", "the summary claimed, the draft waiting", claimed=1, waiting=1)
     assert desk.row("newsroom")[1][1:7] == ["newsroom", "Active", "0", "1", "0", "0"]
     wide = desk.kubectl.run("get", "teams", "-n", NS, "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[-5:] == ["TEAM", "WAITING", "CANCELLED", "REASON", "AGE"]
+    assert wide[0].split()[-6:] == ["TEAM", "TOKENS", "WAITING", "CANCELLED", "REASON", "AGE"]
 
     desk.counts_become("newsroom", "the summary and the draft done", completed=2)
     desk.put("postgres", type="summary", instructions="Summarise postgres.")
     status = desk.counts_become("newsroom", "the second summary failed", completed=2, failed=1)
     assert status["items"] == 3
-    assert desk.row("newsroom")[1][1:7] == ["newsroom", "Active", "0", "0", "2", "1"]
-    # What the runtime says of the same backlog (the operator's counts are its counts).
+    # What the runtime says of the same backlog (the operator's counts and budget are its).
     listing = desk.client.get(f"{desk.runtime.url}/v1/teams/newsroom/items").json()
     assert listing["counts"] == {"completed": 2, "failed": 1}
+    summary = desk.client.get(f"{desk.runtime.url}/v1/teams/newsroom/summary").json()
+    used = summary["budget"]["iterations"]["used"]
+    tasks = [desk.client.get(f"{desk.runtime.url}/v1/tasks/{i['task']}") for i in listing["items"]]
+    assert used == sum(t.json()["iterations"]["used"] for t in tasks) > 0
+    shown = {  # (an unlimited budget has no limit in the status)
+        kind: {k: v for k, v in allowance.items() if v is not None}
+        for kind, allowance in summary["budget"].items()
+    }
+    assert status["budget"] == shown
+    assert desk.row("newsroom")[1][1:8] == ["newsroom", "Active", "0", "0", "2", "1", str(used)]
 
 
 def test_a_team_the_runtime_does_not_serve_fails_naming_those_it_does(desk: Desk) -> None:

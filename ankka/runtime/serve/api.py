@@ -65,6 +65,7 @@ _STATUS_WORDS = {
     409: "conflicts with what is recorded",
     413: "the body is larger than --max-body-bytes",
     422: "the body, a query value or an id does not fit (the message names it)",
+    429: "past a bound of the caller's or the runtime's (Retry-After: when to try again)",
     500: "a configuration error, or the runtime failed unexpectedly",
     502: "the model or the judgment failed",
     503: "a dependency is unavailable (the store, the token review, a judged guardrail)",

@@ -72,6 +72,7 @@ from ankka.runtime.serve.identity import Identify, caller_of
 from ankka.runtime.serve.mcp_routes import mcp_routes
 from ankka.runtime.serve.tasks_http import TASK_AGENT_PATHS, add_task_routes
 from ankka.runtime.serve.teams_http import add_conversation_routes, add_team_routes
+from ankka.runtime.serve.teams_stream import add_team_watch_routes
 from ankka.runtime.serve.wire import (
     Agents,
     Awaiting,
@@ -207,6 +208,7 @@ def create_app(
         add_task_routes(app, tasks, runtime.policy)
     if teams is not None and service.teams:
         add_team_routes(app, teams)
+        add_team_watch_routes(app, teams)
     if service.conversations:
         add_conversation_routes(app, Conversations(runtime.context))
     add_approval_routes(app, runtime, _outcome_json, approver_header=approver_header, tasks=tasks)

@@ -71,18 +71,7 @@ PageCursor = Annotated[
 
 
 def message_json(message: channel.Message) -> dict[str, Any]:
-    body = message.body
-    return {
-        "id": message.id,
-        "team": message.team,
-        "sender": body.sender,
-        "sender_task": body.sender_task,
-        "to": body.recipient,
-        "kind": body.kind,
-        "text": body.text,
-        "created_by": message.created_by,
-        "created_at": message.created_at.isoformat(),
-    }
+    return message.as_dict()
 
 
 def _after(cursor: str | None) -> int:

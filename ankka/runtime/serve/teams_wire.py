@@ -23,6 +23,7 @@ __all__ = [
     "MessageBody",
     "MessagePage",
     "PriorityBody",
+    "TeamSummary",
 ]
 
 ItemState = Literal["waiting", "ready", "claimed", "completed", "failed", "cancelled"]
@@ -80,6 +81,41 @@ class ItemListing(Wire):
     team: str
     items: list[Item]
     counts: dict[str, int] = Field(description="items by state")
+
+
+class Allowance(Wire):
+    """One of the backlog's budgets: its limit (null: none), what its tasks spent, and what
+    is granted to tasks at work and not spent yet (claimed first, given back when they end)."""
+
+    limit: int | None
+    used: int
+    reserved: int
+
+
+class Budget(Wire):
+    iterations: Allowance
+    tokens: Allowance = Field(description="input and output tokens")
+
+
+class OldestClaim(Wire):
+    item: str
+    claimed_at: str
+    age_seconds: float = Field(description="how long ago it was claimed")
+
+
+class TeamSummary(Wire):
+    """A backlog by aggregate: what to poll (its items stay in ``GET .../items``)."""
+
+    team: str
+    items: int = Field(description="items the caller may read")
+    counts: dict[ItemState, int] = Field(description="those items by state, every state")
+    budget: Budget = Field(description="the whole backlog's: one budget covers every item")
+    oldest_claim: OldestClaim | None = Field(description="the claim held longest, if any")
+    last_event: int = Field(
+        description="the id of the team's last event when read: GET .../events with "
+        "Last-Event-ID: it streams what happens after"
+    )
+    at: str = Field(description="when it was read")
 
 
 class MessageBody(Body):

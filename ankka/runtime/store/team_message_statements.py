@@ -8,8 +8,9 @@ again under its id is found, not sent twice (a lead's or member's tool call deri
 from its task, iteration and place, so a call run again after a restart sends nothing new);
 a different one under it is refused. ``ankka_team_message_told`` records which agent was told
 which message, by which of its tasks and when, written in the commit that records what told
-it, so an agent is told each message once. The statements are written once, with ``?``
-placeholders, for SQLite and PostgreSQL.
+it, so an agent is told each message once. A message sent is also recorded in the team's
+event log (:mod:`.team_event_statements`) by the transaction that sends it. The statements
+are written once, with ``?`` placeholders, for SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Literal, get_args
 from ankka._kernel.errors import RequestError
 from ankka.runtime.declare.teams import EVERYONE
 from ankka.runtime.records.tasks import Conflict
+from ankka.runtime.store import team_event_statements as events
 from ankka.runtime.store.database import Transaction
 
 __all__ = [
@@ -67,6 +69,7 @@ SCHEMA = (
     told TEXT NOT NULL,
     PRIMARY KEY (team, message, agent)
 )""",
+    *events.SCHEMA,  # every message sent is recorded in the team's log
 )
 
 Kind = Literal["note", "question", "answer", "blocker"]
@@ -104,6 +107,21 @@ class Message:
     body: MessageBody
     created_by: str  # whom it was sent for: the caller, or the sending task's creator
     created_at: datetime
+
+    def as_dict(self) -> dict[str, object]:
+        """The message as the routes show it (docs/http-api.md, "Team messages")."""
+        body = self.body
+        return {
+            "id": self.id,
+            "team": self.team,
+            "sender": body.sender,
+            "sender_task": body.sender_task,
+            "to": body.recipient,
+            "kind": body.kind,
+            "text": body.text,
+            "created_by": self.created_by,
+            "created_at": self.created_at.isoformat(),
+        }
 
 
 def check_body(body: MessageBody) -> MessageBody:
@@ -188,6 +206,10 @@ def put(
     )  # fmt: skip
     made = get(tx, team, message)
     assert made is not None
+    events.append(
+        tx, team, events.MESSAGE_EVENT, item=message, created_by=created_by, now=now,
+        data=made.as_dict(),
+    )  # fmt: skip
     return made, True
 
 

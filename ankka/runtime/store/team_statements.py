@@ -10,8 +10,9 @@ after its claim ran out (:func:`expire`), assigns the same task again, whose jou
 keeps what was done, so no recorded model call is made again. ``ankka_team_claims`` keeps
 every claim ever made, in order (who worked what, when); ``ankka_team_priorities`` each
 item's priority (members claim the highest-priority ready item first, ties in the order
-added). The statements are written once,
-with ``?`` placeholders, for SQLite and PostgreSQL.
+added). Every change of an item is also recorded in the team's event log
+(:mod:`.team_event_statements`) by the transaction that makes it. The statements are written
+once, with ``?`` placeholders, for SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from datetime import datetime
 from typing import Any
 
 from ankka._kernel.errors import NotFound, RequestError
-from ankka.runtime.records.messages import Usage
 from ankka.runtime.records.tasks import Conflict, InstanceState, TaskSpec, TaskState
 from ankka.runtime.store import task_statements as tasks
+from ankka.runtime.store import team_event_statements as events
 from ankka.runtime.store.tasks import Ended, Transaction
 
 __all__ = [
@@ -112,6 +113,7 @@ SCHEMA = (
     PRIMARY KEY (team, item)
 )""",
     "CREATE INDEX IF NOT EXISTS ankka_team_planned_by_task ON ankka_team_planned (task, told)",
+    *events.SCHEMA,  # every change is recorded in the team's log
 )
 
 FINAL = ("completed", "failed", "cancelled")
@@ -313,7 +315,28 @@ def put(
         )
     made = get(tx, team, item)
     assert made is not None
+    _tell(
+        tx, made, "item_added", now, type=body.type, state=state, priority=body.priority,
+        assignee=body.assignee, depends_on=list(body.depends_on), reason=reason,
+    )  # fmt: skip
+    if made.final:
+        _ended(tx, made, now)
     return made, True
+
+
+def _tell(tx: Transaction, item: Item, event: str, now: datetime, **data: Any) -> None:
+    """Record ``event`` of ``item`` in its team's log (this transaction's change)."""
+    events.append(
+        tx, item.team, event, item=item.id, created_by=item.created_by, now=now, data=data
+    )
+
+
+def _ended(tx: Transaction, item: Item, now: datetime) -> None:
+    claimed = item.claimed_by
+    _tell(
+        tx, item, "item_ended", now, state=item.state, reason=item.reason, task=item.task,
+        claimed_by={"agent": claimed[0], "instance": claimed[1]} if claimed else None,
+    )  # fmt: skip
 
 
 def _set_priority(tx: Transaction, team: str, item: str, priority: int) -> None:
@@ -354,6 +377,7 @@ def reprioritise(tx: Transaction, team: str, item: str, priority: int, now: date
     )
     again = get(tx, team, item)
     assert again is not None
+    _tell(tx, again, "item_reprioritised", now, priority=priority)
     return again
 
 
@@ -394,9 +418,9 @@ def expire(tx: Transaction, team: str, now: float, stamp: datetime) -> list[Item
             "WHERE agent = ? AND id = ?",
             (agent, instance),
         )
-        _unclaim(tx, team, item, "ready", stamp)
-        again = get(tx, team, item)
-        assert again is not None
+        why = "its claim ran out (the process holding it stopped renewing it)"
+        again = _unclaim(tx, team, item, "ready", stamp, logged=False)
+        _tell(tx, again, "item_returned", stamp, agent=agent, instance=instance, reason=why)
         back.append(again)
     return back
 
@@ -410,12 +434,23 @@ def _unclaim(
     *,
     result: str | None = None,
     reason: str | None = None,
-) -> None:
+    logged: bool = True,
+) -> Item:
+    """Put ``item`` in ``state`` with no claim held; recorded in the log as ``item_ended``
+    (a final state) or ``item_ready``, unless the caller records what it was (``logged``
+    False: an item returned after its claim ran out)."""
     tx.rows(
         "UPDATE ankka_team_items SET state = ?, claim_owner = NULL, claim_until = NULL, "
         "result = ?, reason = ?, updated_at = ? WHERE team = ? AND id = ?",
         (state, result, reason, stamp.isoformat(), team, item),
     )
+    found = get(tx, team, item)
+    assert found is not None
+    if logged and found.final:
+        _ended(tx, found, stamp)
+    elif logged and state == "ready":
+        _tell(tx, found, "item_ready", stamp)
+    return found
 
 
 def settle(tx: Transaction, team: str, stamp: datetime) -> list[Item]:
@@ -430,14 +465,9 @@ def settle(tx: Transaction, team: str, stamp: datetime) -> list[Item]:
     )
     ended: list[Item] = []
     for item, state, result, reason in rows:
-        _unclaim(tx, team, item, str(state), stamp, result=result, reason=reason)
-        ended += [*_one(tx, team, item), *_after(tx, team, item, str(state), stamp)]
+        done = _unclaim(tx, team, item, str(state), stamp, result=result, reason=reason)
+        ended += [done, *_after(tx, team, item, str(state), stamp)]
     return ended
-
-
-def _one(tx: Transaction, team: str, item: str) -> list[Item]:
-    found = get(tx, team, item)
-    return [found] if found is not None else []
 
 
 def _after(tx: Transaction, team: str, item: str, state: str, stamp: datetime) -> list[Item]:
@@ -451,8 +481,8 @@ def _after(tx: Transaction, team: str, item: str, state: str, stamp: datetime) -
     for (dependant,) in waiting:
         if state != "completed":
             why = f"it depends on {item!r}, which was {state}"
-            _unclaim(tx, team, dependant, "cancelled", stamp, reason=why)
-            ended += [*_one(tx, team, dependant), *_after(tx, team, dependant, "cancelled", stamp)]
+            gone = _unclaim(tx, team, dependant, "cancelled", stamp, reason=why)
+            ended += [gone, *_after(tx, team, dependant, "cancelled", stamp)]
             continue
         open_deps = tx.rows(
             "SELECT COUNT(*) FROM ankka_team_item_deps d JOIN ankka_team_items i ON i.team = "
@@ -469,25 +499,14 @@ def _remaining(
     tx: Transaction, team: str, iterations: int | None, tokens: int | None
 ) -> tuple[int | None, int | None, bool]:
     """What is left of the backlog's budget (None: no such budget), and whether any item's
-    task still holds a grant (it may give some back when it ends)."""
-    rows = tx.rows(
-        "SELECT t.state, t.budget, t.iterations_used, t.usage, r.token_budget FROM "
-        "ankka_team_items i JOIN ankka_tasks t ON t.id = i.task LEFT JOIN ankka_task_tree r "
-        "ON r.task = t.id WHERE i.team = ?",
-        (team,),
-    )
-    used_iterations = used_tokens = 0
-    live = False
-    for state, budget, spent, usage, token_grant in rows:
-        final = state in FINAL
-        live = live or not final
-        used_iterations += int(spent) if final else int(budget)
-        spent_tokens = Usage.from_dict(json.loads(usage))
-        total = spent_tokens.input_tokens + spent_tokens.output_tokens
-        used_tokens += total if final or token_grant is None else max(int(token_grant), total)
+    task still holds a grant (it may give some back when it ends): from the aggregate the
+    team's summary shows (:func:`.team_event_statements.budget_spent`)."""
+    spent = events.budget_spent(tx, team)
+    used_iterations = spent.iterations_used + spent.iterations_reserved
+    used_tokens = spent.tokens_used + spent.tokens_reserved
     left_iterations = iterations - used_iterations if iterations is not None else None
     left_tokens = tokens - used_tokens if tokens is not None else None
-    return left_iterations, left_tokens, live
+    return left_iterations, left_tokens, spent.live > 0
 
 
 def claim_next(
@@ -574,6 +593,10 @@ def claim_next(
     )
     claimed = get(tx, team, item.id)
     assert claimed is not None
+    _tell(
+        tx, claimed, "item_claimed", now, agent=agent, instance=instance, claims=number,
+        task=item.task,
+    )  # fmt: skip
     return Claimed(claimed, existing is None)
 
 
@@ -590,8 +613,8 @@ def _deps(tx: Transaction, team: str, item: Item) -> tuple[str, ...]:
 
 def _exhausted(tx: Transaction, team: str, item: Item, now: datetime) -> list[Item]:
     why = f"team {team!r}'s backlog budget is spent; item {item.id!r} was not started"
-    _unclaim(tx, team, item.id, "failed", now, reason=why)
-    return [*_one(tx, team, item.id), *_after(tx, team, item.id, "failed", now)]
+    failed = _unclaim(tx, team, item.id, "failed", now, reason=why)
+    return [failed, *_after(tx, team, item.id, "failed", now)]
 
 
 def cancel(tx: Transaction, team: str, item: str, now: datetime) -> tuple[Item, list[Ended]]:
@@ -613,6 +636,8 @@ def cancel(tx: Transaction, team: str, item: str, now: datetime) -> tuple[Item, 
     settle(tx, team, now)
     again = get(tx, team, item)
     assert again is not None
+    if not again.final:  # its task stops at the end of the iteration in progress
+        _tell(tx, again, "item_cancel_requested", now)
     return again, ended
 
 

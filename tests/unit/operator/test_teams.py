@@ -16,8 +16,21 @@ LISTING = {
 }
 
 
-def read(status_code: int, body: object) -> teams.Reading:
-    return teams.reading_of(status_code, body, team="newsroom", agent="research", address=ADDRESS)
+SUMMARY = {
+    "team": "newsroom",
+    "items": 8,
+    "counts": {"ready": 2, "claimed": 1, "completed": 4, "failed": 1},
+    "budget": {
+        "iterations": {"limit": 40, "used": 11, "reserved": 3},
+        "tokens": {"limit": None, "used": 772, "reserved": 0},
+    },
+}
+
+
+def read(status_code: int, body: object, *, summary: bool = False) -> teams.Reading:
+    return teams.reading_of(
+        status_code, body, team="newsroom", agent="research", address=ADDRESS, summary=summary
+    )
 
 
 def test_the_team_is_spec_team_else_the_resource_s_name() -> None:
@@ -41,8 +54,30 @@ def test_a_listing_is_active_with_every_state_counted() -> None:
             "cancelled": 0,
         },
         "items": 8,
+        "budget": None,  # a listing carries none
         "reason": None,  # written as null: a merge patch takes an old reason away
     }
+
+
+def test_a_summary_is_active_with_its_counts_and_its_budget() -> None:
+    reading = read(200, SUMMARY, summary=True)
+    assert reading.phase is TeamPhase.ACTIVE and reading.reason == "Summarised"
+    fields = teams.status_fields(reading, team="newsroom", old={})
+    assert fields["counts"] == teams.status_fields(read(200, LISTING), team="x", old={})["counts"]
+    assert fields["items"] == 8
+    assert fields["budget"] == {
+        "iterations": {"limit": 40, "used": 11, "reserved": 3},
+        "tokens": {"used": 772, "reserved": 0},  # unlimited: no limit
+    }
+    # A wait keeps the budget last read, as it keeps the counts.
+    waiting = teams.waiting("RuntimeUnreachable", "cannot reach the runtime")
+    assert teams.status_fields(waiting, team="newsroom", old=fields)["budget"] == fields["budget"]
+
+
+def test_a_budget_value_that_is_no_count_is_not_guessed_at() -> None:
+    raw = {"budget": {"iterations": {"limit": "40", "used": -2, "reserved": True}}}
+    assert teams.budget_of(raw) == {"iterations": {"limit": 0, "used": 0, "reserved": 0}}
+    assert teams.budget_of({"counts": {}}) is None
 
 
 def test_a_state_the_operator_does_not_know_or_a_bad_count_is_not_guessed_at() -> None:
@@ -120,6 +155,7 @@ def test_kubectl_get_teams_shows_the_agent_and_the_counts() -> None:
         ("Claimed", ".status.counts.claimed"),
         ("Done", ".status.counts.completed"),
         ("Failed", ".status.counts.failed"),
+        ("Iterations", ".status.budget.iterations.used"),
         ("Age", ".metadata.creationTimestamp"),
     ]
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]

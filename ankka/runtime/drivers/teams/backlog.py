@@ -27,10 +27,10 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from ankka._kernel.errors import NotFound, RequestError, StoreError
 from ankka._kernel.identity import is_platform
@@ -39,6 +39,7 @@ from ankka.runtime.declare.teams import Team
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.iteration import told
 from ankka.runtime.drivers.teams.messages import team_news, team_tools
+from ankka.runtime.drivers.teams.watch import TeamWatch
 from ankka.runtime.records.tasks import (
     MAX_ID,
     MEMBER_INSTANCE_PREFIX,
@@ -46,8 +47,10 @@ from ankka.runtime.records.tasks import (
     TaskRecord,
     check_id,
 )
+from ankka.runtime.store import team_event_statements as team_log
 from ankka.runtime.store import team_message_statements as channel
 from ankka.runtime.store import team_statements as backlog
+from ankka.runtime.store.database import Transaction
 from ankka.runtime.store.tasks import create_tables
 from ankka.runtime.store.team_message_statements import EVERYONE, Message, MessageBody
 from ankka.runtime.store.team_statements import Claimed, Grant, Item, ItemBody
@@ -57,6 +60,7 @@ __all__ = ["MEMBER_PREFIX", "TeamHost"]
 log = logging.getLogger("ankka.runtime.teams")
 
 MEMBER_PREFIX = MEMBER_INSTANCE_PREFIX
+T = TypeVar("T")
 
 
 @dataclass
@@ -89,6 +93,7 @@ class TeamHost:
         }
         self._loop: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self.watch = TeamWatch(self.store.notices())
         tasks.reserved = self._foreign
         if self.teams:  # the leads' backlog tools, everyone's messages (drivers/teams/)
             tasks.bench = replace(
@@ -144,14 +149,25 @@ class TeamHost:
                     await self._wake.wait()
             self._wake.clear()
 
+    async def _write(self, team: str, work: Callable[[Transaction], T]) -> T:
+        """``work`` in one (serial) write, after which ``team``'s event streams are told
+        where its log stands (:class:`TeamWatch`)."""
+
+        def both(tx: Transaction) -> tuple[T, int]:
+            return work(tx), team_log.head(tx, team)
+
+        value, head = await self.store.write(both)
+        self.watch.moved(team, head)
+        return value
+
     async def _renew(self, until: float) -> None:
         await self.store.write(lambda tx: backlog.renew(tx, self.owner, until))
 
     async def _tick(self, team: Team) -> None:
         stamp = self.clock.now()
         now = stamp.timestamp()
-        await self.store.write(lambda tx: backlog.settle(tx, team.name, stamp))
-        back = await self.store.write(lambda tx: backlog.expire(tx, team.name, now, stamp))
+        await self._write(team.name, lambda tx: backlog.settle(tx, team.name, stamp))
+        back = await self._write(team.name, lambda tx: backlog.expire(tx, team.name, now, stamp))
         for item in back:
             log.warning(
                 "item %s/%s came back to the backlog: its claim ran out", team.name, item.id
@@ -182,7 +198,7 @@ class TeamHost:
             )
 
         try:
-            done = await self.store.write(claim)
+            done = await self._write(team.name, claim)
         except Conflict:
             # This instance was ended (its claim ran out while this process was stalled):
             # its id is never used again, so the member goes on under the next one.
@@ -258,7 +274,8 @@ class TeamHost:
         def may_read(creator: str) -> bool:
             return self.may(created_by, "read", team=team, creator=creator)
 
-        found, created = await self.store.write(
+        found, created = await self._write(
+            team,
             lambda tx: backlog.put(
                 tx,
                 team,
@@ -268,7 +285,7 @@ class TeamHost:
                 may_read=may_read,
                 now=now,
                 planned_by=planned_by,
-            )
+            ),
         )
         self._wake.set()
         return self.permitted(found, created_by, "write", role=role), created
@@ -304,7 +321,7 @@ class TeamHost:
         """Cancel ``item``, when ``by`` may change it: see :func:`backlog.cancel`."""
         self.permitted(await self._get(team, item), by, "write", role=role)
         now = self.clock.now()
-        found, ended = await self.store.write(lambda tx: backlog.cancel(tx, team, item, now))
+        found, ended = await self._write(team, lambda tx: backlog.cancel(tx, team, item, now))
         told(self.tasks.bench, ended)
         self.tasks.poke()
         return found
@@ -316,8 +333,8 @@ class TeamHost:
         :func:`backlog.reprioritise`."""
         self.permitted(await self._get(team, item), by, "write", role=role)
         now = self.clock.now()
-        found: Item = await self.store.write(
-            lambda tx: backlog.reprioritise(tx, team, item, priority, now)
+        found: Item = await self._write(
+            team, lambda tx: backlog.reprioritise(tx, team, item, priority, now)
         )
         return found
 
@@ -369,8 +386,8 @@ class TeamHost:
             )
         channel.check_body(body)
         now = self.clock.now()
-        sent: tuple[Message, bool] = await self.store.write(
-            lambda tx: channel.put(tx, team, message, body, created_by=created_by, now=now)
+        sent: tuple[Message, bool] = await self._write(
+            team, lambda tx: channel.put(tx, team, message, body, created_by=created_by, now=now)
         )
         return sent
 
@@ -383,5 +400,29 @@ class TeamHost:
         creator = None if self.reads_all(by, team) else by
         found: list[Message] = await self.store.read(
             lambda tx: channel.page(tx, team, after=after, limit=limit, creator=creator)
+        )
+        return found
+
+    # -- watching a team (docs/teams.md, "Watching a team") ----------------------------------
+
+    async def events(
+        self, team: str, *, by: str, after: int, limit: int
+    ) -> tuple[list[team_log.TeamEvent], int]:
+        """At most ``limit`` of ``team``'s events after seq ``after`` that ``by`` may read
+        (its own items' and messages', or every one when it reads all of the team's), and
+        the seq read up to (:func:`team_log.after`)."""
+        self.team(team)
+        creator = None if self.reads_all(by, team) else by
+        found: tuple[list[team_log.TeamEvent], int] = await self.store.read(
+            lambda tx: team_log.after(tx, team, after, creator=creator, limit=limit)
+        )
+        return found
+
+    async def summary(self, team: str, *, by: str) -> team_log.Summary:
+        """``team``'s backlog by aggregate, its counts of the items ``by`` may read."""
+        self.team(team)
+        creator = None if self.reads_all(by, team) else by
+        found: team_log.Summary = await self.store.read(
+            lambda tx: team_log.summary(tx, team, creator=creator)
         )
         return found
