@@ -1,11 +1,13 @@
 """More than 500 pending approvals (issue 29): the console shows every one. A session's page
 shows each of its pending requests though 500 older ones of other sessions wait, and a refused
 form's page shows the newest page of pending ones, whose "older" links reach each pending
-approval once (``ankka serve`` on SQLite, the stand-in asking 100 approvals a turn)."""
+approval once; the approvals stream's snapshot holds the oldest 500 and the listing's cursor of
+the rest (``ankka serve`` on SQLite, the stand-in asking 100 approvals a turn)."""
 
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -70,3 +72,38 @@ def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_
         assert answer.status_code == 200, answer.text
         page = answer.text
     assert len(seen) == len(every) and set(seen) == every
+
+
+def test_the_approvals_stream_snapshot_holds_500_and_the_cursor_of_the_rest(
+    standin: Callable[[Any], Server], serve: Callable[..., Server]
+) -> None:
+    model = standin([_calls("s", t, CALLS) for t in range(TURNS)])
+    server = serve(model.url, target=TARGET)
+    every: set[str] = set()
+    for t in range(TURNS):
+        answer = httpx.post(
+            f"{server.url}/v1/agents/refunds/sessions/s-{t}",
+            json={"message": "refund these"},
+            timeout=120,
+        )
+        assert answer.status_code == 202, answer.text
+        every |= {a["id"] for a in answer.json()["approvals"]}
+    with httpx.stream(
+        "GET", f"{server.url}/v1/approvals/notifications", params={"wait": 1}, timeout=60
+    ) as stream:
+        lines = iter(stream.iter_lines())
+        assert next(lines) == "event: snapshot"
+        data = next(lines)
+    snapshot = json.loads(data.removeprefix("data: "))
+    shown = [a["id"] for a in snapshot["approvals"]]
+    assert len(shown) == 500 and snapshot["next"] is not None
+    rest = httpx.get(
+        f"{server.url}/v1/approvals",
+        params={"state": "pending", "cursor": snapshot["next"]},
+        timeout=60,
+    )
+    assert rest.status_code == 200, rest.text
+    assert rest.json()["next"] is None
+    later = [a["id"] for a in rest.json()["approvals"]]
+    assert len(later) == TURNS * CALLS - 500
+    assert set(shown) | set(later) == every and not set(shown) & set(later)
