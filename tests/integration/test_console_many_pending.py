@@ -28,11 +28,8 @@ def _rows(page: str) -> list[str]:
     return re.findall(r'<tr data-approval="([^"]+)"', page)
 
 
-def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_the_pages(
-    standin: Callable[[Any], Server], serve: Callable[..., Server]
-) -> None:
-    model = standin([_calls("s", t, CALLS) for t in range(TURNS)])
-    server = serve(model.url, target=TARGET, env={"ANKKA_CONSOLE": "on"})
+def _ask(server: Server) -> dict[str, list[dict[str, Any]]]:
+    """Each session's turn, answered 202 with its pending approvals: those, by session."""
     asked: dict[str, list[dict[str, Any]]] = {}
     for t in range(TURNS):
         answer = httpx.post(
@@ -42,6 +39,15 @@ def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_
         )
         assert answer.status_code == 202, answer.text
         asked[f"s-{t}"] = answer.json()["approvals"]
+    return asked
+
+
+def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_the_pages(
+    standin: Callable[[Any], Server], serve: Callable[..., Server]
+) -> None:
+    model = standin([_calls("s", t, CALLS) for t in range(TURNS)])
+    server = serve(model.url, target=TARGET, env={"ANKKA_CONSOLE": "on"})
+    asked = _ask(server)
     every = {a["id"] for approvals in asked.values() for a in approvals}
     assert len(every) == TURNS * CALLS
     newest = asked[f"s-{TURNS - 1}"]
@@ -79,15 +85,7 @@ def test_the_approvals_stream_snapshot_holds_500_and_the_cursor_of_the_rest(
 ) -> None:
     model = standin([_calls("s", t, CALLS) for t in range(TURNS)])
     server = serve(model.url, target=TARGET)
-    every: set[str] = set()
-    for t in range(TURNS):
-        answer = httpx.post(
-            f"{server.url}/v1/agents/refunds/sessions/s-{t}",
-            json={"message": "refund these"},
-            timeout=120,
-        )
-        assert answer.status_code == 202, answer.text
-        every |= {a["id"] for a in answer.json()["approvals"]}
+    every = {a["id"] for approvals in _ask(server).values() for a in approvals}
     with httpx.stream(
         "GET", f"{server.url}/v1/approvals/notifications", params={"wait": 1}, timeout=60
     ) as stream:
