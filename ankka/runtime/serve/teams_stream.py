@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Annotated, Any
@@ -163,7 +164,8 @@ def summary_json(
 def _resume_point(header: str | None, after: int | None) -> int | None:
     if header is None:
         return after
-    if not header.strip().isdigit() or int(header.strip()) > MAX_EVENT_ID:
+    # ASCII digits only: str.isdigit() also holds of '²', which int() refuses (a 500)
+    if re.fullmatch(r"[0-9]+", header.strip()) is None or int(header.strip()) > MAX_EVENT_ID:
         raise RequestError(
             f"Last-Event-ID {header[:20]!r} is not an event id of this stream: send the id of "
             "the last event received unchanged (a number), or leave it out to start afresh"
