@@ -167,6 +167,21 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
 
 
+def _limits_dropped(budget: dict[str, Any] | None, old: object) -> dict[str, Any] | None:
+    """``budget`` as the status's merge patch writes it: null (a merge patch takes an old one
+    away), or with ``limit: null`` where the old status has a limit the team no longer sets,
+    as a key left out of a merge patch is kept (the stale limit shown, and the status written
+    again every round, never the same as the reading)."""
+    if budget is None or not isinstance(old, Mapping):
+        return budget
+    out = dict(budget)
+    for kind, shown in budget.items():
+        was = old.get(kind)
+        if isinstance(was, Mapping) and "limit" in was and "limit" not in shown:
+            out[kind] = {"limit": None, **shown}
+    return out
+
+
 def status_fields(reading: Reading, *, team: str, old: Mapping[str, Any]) -> dict[str, Any]:
     """The status fields (camelCase, bar the conditions) of a round's reading, ``old`` the
     status as it stands (Waiting keeps its counts)."""
@@ -182,6 +197,6 @@ def status_fields(reading: Reading, *, team: str, old: Mapping[str, Any]) -> dic
     budget = reading.budget
     if budget is None and reading.phase is TeamPhase.WAITING:
         budget = old.get("budget") if isinstance(old.get("budget"), Mapping) else None
-    fields["budget"] = budget  # (null: a merge patch takes an old one away)
+    fields["budget"] = _limits_dropped(budget, old.get("budget"))
     fields["reason"] = None if reading.phase is TeamPhase.ACTIVE else _cut(reading.message)
     return fields

@@ -231,7 +231,10 @@ def test_a_callers_stream_carries_only_what_it_may_read_and_is_bounded(
     assert bad.status_code == 422 and "Last-Event-ID" in bad.text, bad.text
     superscript = httpx.get(  # '²' (latin-1 0xB2): a digit to str.isdigit(), not to int()
         f"{server.url}/v1/teams/desk/events",
-        headers=[*auth("alice").items(), ("last-event-id", b"\xb2")],
+        headers=[
+            (b"authorization", auth("alice")["authorization"].encode()),
+            (b"last-event-id", b"\xb2"),
+        ],
         timeout=30,
     )
     assert superscript.status_code == 422, superscript.text

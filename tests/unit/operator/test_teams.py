@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ankka.api.crdgen import crd
@@ -72,6 +74,33 @@ def test_a_summary_is_active_with_its_counts_and_its_budget() -> None:
     # A wait keeps the budget last read, as it keeps the counts.
     waiting = teams.waiting("RuntimeUnreachable", "cannot reach the runtime")
     assert teams.status_fields(waiting, team="newsroom", old=fields)["budget"] == fields["budget"]
+
+
+def _merged(old: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``patch`` applied to ``old`` as the API server applies a status's merge patch
+    (RFC 7386): null removes a key, an object merges into the old one, a key left out stays."""
+    out = dict(old)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def test_a_limit_the_team_no_longer_sets_leaves_the_status_and_the_next_round_writes_nothing() -> (
+    None
+):
+    before = teams.status_fields(read(200, SUMMARY, summary=True), team="newsroom", old={})
+    tokens = {"limit": None, "used": 772, "reserved": 0}
+    unlimited = {**SUMMARY, "budget": {"iterations": {"used": 11}, "tokens": tokens}}
+    reading = read(200, unlimited, summary=True)
+    stored = _merged(before, teams.status_fields(reading, team="newsroom", old=before))
+    assert stored["budget"]["iterations"] == {"used": 11, "reserved": 0}  # no stale limit
+    again = teams.status_fields(reading, team="newsroom", old=stored)
+    assert _merged(stored, again) == stored and again["budget"] == stored["budget"]
 
 
 def test_a_budget_value_that_is_no_count_is_not_guessed_at() -> None:
