@@ -68,7 +68,7 @@ def test_a_pending_approval_is_heard_on_the_stream_and_in_the_log(
         assert refused.status_code == 422, refused.text
         assert refused.json()["error"]["type"] == "invalid_request"
     listener = Listener(server.url, wait=20)
-    assert listener.events[0] == ("snapshot", {"approvals": []})
+    assert listener.events[0] == ("snapshot", {"approvals": [], "next": None})
 
     turn = httpx.post(
         f"{server.url}/v1/agents/refunds/sessions/s1",
@@ -137,5 +137,5 @@ def test_a_caller_who_may_not_read_the_session_hears_nothing_of_it(
     eventually(lambda: "approval_requested" in own.names(), what="alice hears her request")
     bob.join()
     assert bob.names() == ["snapshot"]
-    assert bob.events[0][1] == {"approvals": []}
+    assert bob.events[0][1] == {"approvals": [], "next": None}
     own.join()

@@ -1,11 +1,13 @@
 """More than 500 pending approvals (issue 29): the console shows every one. A session's page
 shows each of its pending requests though 500 older ones of other sessions wait, and a refused
 form's page shows the newest page of pending ones, whose "older" links reach each pending
-approval once (``ankka serve`` on SQLite, the stand-in asking 100 approvals a turn)."""
+approval once; the approvals stream's snapshot holds the oldest 500 and the listing's cursor of
+the rest (``ankka serve`` on SQLite, the stand-in asking 100 approvals a turn)."""
 
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -26,11 +28,8 @@ def _rows(page: str) -> list[str]:
     return re.findall(r'<tr data-approval="([^"]+)"', page)
 
 
-def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_the_pages(
-    standin: Callable[[Any], Server], serve: Callable[..., Server]
-) -> None:
-    model = standin([_calls("s", t, CALLS) for t in range(TURNS)])
-    server = serve(model.url, target=TARGET, env={"ANKKA_CONSOLE": "on"})
+def _ask(server: Server) -> dict[str, list[dict[str, Any]]]:
+    """Each session's turn, answered 202 with its pending approvals: those, by session."""
     asked: dict[str, list[dict[str, Any]]] = {}
     for t in range(TURNS):
         answer = httpx.post(
@@ -40,6 +39,15 @@ def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_
         )
         assert answer.status_code == 202, answer.text
         asked[f"s-{t}"] = answer.json()["approvals"]
+    return asked
+
+
+def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_the_pages(
+    standin: Callable[[Any], Server], serve: Callable[..., Server]
+) -> None:
+    model = standin([_calls("s", t, CALLS) for t in range(TURNS)])
+    server = serve(model.url, target=TARGET, env={"ANKKA_CONSOLE": "on"})
+    asked = _ask(server)
     every = {a["id"] for approvals in asked.values() for a in approvals}
     assert len(every) == TURNS * CALLS
     newest = asked[f"s-{TURNS - 1}"]
@@ -70,3 +78,30 @@ def test_every_pending_approval_past_500_is_shown_on_its_session_and_reached_by_
         assert answer.status_code == 200, answer.text
         page = answer.text
     assert len(seen) == len(every) and set(seen) == every
+
+
+def test_the_approvals_stream_snapshot_holds_500_and_the_cursor_of_the_rest(
+    standin: Callable[[Any], Server], serve: Callable[..., Server]
+) -> None:
+    model = standin([_calls("s", t, CALLS) for t in range(TURNS)])
+    server = serve(model.url, target=TARGET)
+    every = {a["id"] for approvals in _ask(server).values() for a in approvals}
+    with httpx.stream(
+        "GET", f"{server.url}/v1/approvals/notifications", params={"wait": 1}, timeout=60
+    ) as stream:
+        lines = iter(stream.iter_lines())
+        assert next(lines) == "event: snapshot"
+        data = next(lines)
+    snapshot = json.loads(data.removeprefix("data: "))
+    shown = [a["id"] for a in snapshot["approvals"]]
+    assert len(shown) == 500 and snapshot["next"] is not None
+    rest = httpx.get(
+        f"{server.url}/v1/approvals",
+        params={"state": "pending", "cursor": snapshot["next"]},
+        timeout=60,
+    )
+    assert rest.status_code == 200, rest.text
+    assert rest.json()["next"] is None
+    later = [a["id"] for a in rest.json()["approvals"]]
+    assert len(later) == TURNS * CALLS - 500
+    assert set(shown) | set(later) == every and not set(shown) & set(later)

@@ -8,8 +8,9 @@
   answer is the ``?cursor=`` of the page after (null on the last). The caller's access is a
   condition of the store's query, so another caller's rows never crowd its own out of a page.
 - ``GET /v1/approvals/notifications?session=&agent=&wait=S``: server-sent events, the shape of
-  a task's notifications: ``snapshot`` (``{"approvals": [...]}``, the pending requests as the
-  listing shows them), then ``approval_requested``, ``approval_decided`` and
+  a task's notifications: ``snapshot`` (``{"approvals": [...], "next"}``, the oldest 500
+  pending requests as the listing shows them, ``next`` the listing's ``?cursor=`` of the rest
+  or null), then ``approval_requested``, ``approval_decided`` and
   ``approval_expiring`` of request agents' sessions and of tasks as they happen, each only
   when the caller may read its session; ``?wait=S`` ends it after S seconds. Every such event
   is also logged (``ankka.approvals``, which ``ankka serve`` prints), so a person hears of a
@@ -54,6 +55,7 @@ from ankka.runtime.store.readable import MAX_LIMIT, decode_cursor, encode_cursor
 __all__ = ["add_approval_routes", "decider", "awaiting_json"]
 
 TASK_SESSION = "task:"
+READABLE_KEPT = 4096  # sessions whose readability a stream remembers, at most
 log = logging.getLogger("ankka.approvals")
 _DECISIONS: dict[str, Decision] = {"approve": "approved", "refuse": "refused"}
 ApprovalId = Annotated[
@@ -186,19 +188,28 @@ def add_approval_routes(
             if agent is not None and notice.agent != agent:
                 return False
             if of not in readable:
+                if len(readable) >= READABLE_KEPT:  # a long-lived stream over many sessions
+                    readable.clear()
                 entries = await runtime.context.journal.read(of)
                 opened = opened_by(e.record for e in entries)
                 readable[of] = runtime.allows(caller, "read", opened)
             return readable[of]
 
         async def snapshot() -> bytes:
+            # The oldest MAX_LIMIT pending, and the listing's cursor past them when there are
+            # more: an installation with thousands waiting gets a bounded event, not all of them.
             who = readers(runtime.policy, caller)
             rows = (
-                await desk.index.find(session=session, agent=agent, state="pending", who=who)
+                await desk.index.find(
+                    session=session, agent=agent, state="pending", who=who, limit=MAX_LIMIT + 1
+                )
                 if desk.index is not None
                 else []
             )
-            return sse("snapshot", {"approvals": await runtime.questions.listed(rows, caller)})
+            page, more = rows[:MAX_LIMIT], len(rows) > MAX_LIMIT
+            shown = await runtime.questions.listed(page, caller)
+            after = encode_cursor(cursor_of(page[-1])) if more else None
+            return sse("snapshot", {"approvals": shown, "next": after})
 
         # Subscribed before the snapshot is read, so nothing falls between the two.
         subscription = notifier.add(APPROVALS)
