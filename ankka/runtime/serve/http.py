@@ -191,7 +191,7 @@ def create_app(
     if console:
         from ankka.runtime.serve.console.routes import console_routes
 
-        pages = console_routes(runtime, tasks)
+        pages = console_routes(runtime, tasks, teams=teams)
     pages = [*pages, *mcp_routes(runtime.context.mcp, console=console)]
     if a2a is not None:  # its own document: the agent cards (docs/a2a.md)
         pages.extend(a2a.routes())

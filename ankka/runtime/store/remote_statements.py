@@ -20,6 +20,7 @@ to be made, with nothing reported).
 - :func:`following`: the children still to be followed (not settled yet), with their bodies;
 - :func:`a2a_task` and :func:`remember_a2a`: which A2A task a child sent to a remote A2A
   agent became (the A2A client's ledger, ``ankka_remote_a2a``);
+- :func:`shown`: what the console shows of a child (its type, its spend as last reported);
 - :func:`ended`: the peer said the child ended: its spend joins the tree and its parent is
   told, once (:func:`ankka.runtime.store.tree_statements.remote_ended`).
 """
@@ -45,6 +46,7 @@ __all__ = [
     "record",
     "remember_a2a",
     "reported",
+    "shown",
 ]
 
 _STATES = {"completed": TaskState.COMPLETED, "cancelled": TaskState.CANCELLED}
@@ -104,6 +106,16 @@ def _spent(stored: str | None) -> tuple[int, Usage]:
         return 0, Usage()
     given = json.loads(stored)
     return int(given["iterations"]), Usage.from_dict(given["usage"])
+
+
+def shown(tx: Transaction, task: str) -> tuple[str, tuple[int, Usage]] | None:
+    """A remote child's task type (from the body that creates it) and the spend of its tree
+    the peer last reported, or None when ``task`` is no remote child here."""
+    rows = tx.rows("SELECT body, reported FROM ankka_remote_children WHERE task = ?", (task,))
+    if not rows:
+        return None
+    body = json.loads(rows[0][0])
+    return str(body.get("type", "")), _spent(rows[0][1])
 
 
 def following(tx: Transaction, limit: int = 100, *, task: str | None = None) -> list[Followed]:

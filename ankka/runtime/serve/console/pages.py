@@ -45,6 +45,7 @@ def page(title: str, body: str) -> str:
         f"<title>{escape(title)} · ankka console</title><style>{_STYLE}</style>"
         '<script src="/console/static/console.js" defer></script></head><body>'
         '<nav><a href="/console">sessions</a><a href="/console/tasks">tasks</a>'
+        '<a href="/console/teams">teams</a>'
         '<a href="/console/approvals">approvals</a><a href="/console/mcp">MCP servers</a></nav>'
         f"{body}</body></html>"
     )

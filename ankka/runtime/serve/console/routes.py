@@ -2,7 +2,9 @@
 
 Reads only through the runtime's own read API (:meth:`Runtime.messages`,
 :meth:`Runtime.summary`, the journal's session list; :meth:`TaskHost.get` and
-:meth:`TaskHost.recent` for tasks), renders with :mod:`.pages` and :mod:`.tasks_pages`. Access:
+:meth:`TaskHost.recent` for tasks, each child of a task as :meth:`TaskHost.get` reads it, or
+its tree row when another runtime works it; :meth:`TeamHost.items` for a backlog), renders
+with :mod:`.pages`, :mod:`.tasks_pages`, :mod:`.tree` and :mod:`.teams_pages`. Access:
 callers on this machine (loopback), and elsewhere only a caller the runtime identified (a client
 certificate with ``--tls-dir`` or a token with ``--token-file``, as for the API); every page
 follows the session policy (:mod:`ankka.runtime.declare.policy`): a caller sees the sessions, tasks
@@ -17,8 +19,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from html import escape
 from importlib import resources
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -28,9 +32,10 @@ from ankka._kernel.errors import NotFound
 from ankka.runtime.declare.policy import NotPermitted
 from ankka.runtime.drivers.request import Runtime, SessionSummary
 from ankka.runtime.drivers.tasks.host import TaskHost
+from ankka.runtime.drivers.teams.backlog import TeamHost
 from ankka.runtime.records.approvals import ApprovalDecided
 from ankka.runtime.records.registry import Entry
-from ankka.runtime.records.tasks import TaskRecord, TaskState
+from ankka.runtime.records.tasks import CONVERSATION_SESSION_PREFIX, TaskRecord, TaskState
 from ankka.runtime.serve.console.access import console_caller, is_loopback
 from ankka.runtime.serve.console.approvals import (
     STATES,
@@ -44,9 +49,21 @@ from ankka.runtime.serve.console.csrf import form_token, keep_token
 from ankka.runtime.serve.console.listing import PER_PAGE, BadQuery, Filter, Listing, listing
 from ankka.runtime.serve.console.pages import not_found, page, session_page, sessions_page
 from ankka.runtime.serve.console.tasks_pages import task_page, tasks_page
+from ankka.runtime.serve.console.teams_pages import (
+    backlog_page,
+    conversation_section,
+    teams_page,
+)
+from ankka.runtime.serve.console.tree import (
+    Parent,
+    RemoteChild,
+    remote_child,
+    subtree,
+    tree_section,
+)
 from ankka.runtime.serve.console.views import session_view
 from ankka.runtime.serve.console.waterfall import trace_link, waterfall
-from ankka.runtime.store import trace_statements
+from ankka.runtime.store import remote_statements, trace_statements, tree_statements
 from ankka.runtime.store.approval_index import cursor_of
 from ankka.runtime.store.readable import Cursor, encode_cursor, readers
 
@@ -105,9 +122,14 @@ def _task_key(record: TaskRecord) -> Cursor:
 
 
 def console_routes(
-    runtime: Runtime, tasks: TaskHost | None = None, *, trace_ui: str | None = None
+    runtime: Runtime,
+    tasks: TaskHost | None = None,
+    *,
+    trace_ui: str | None = None,
+    teams: TeamHost | None = None,
 ) -> list[BaseRoute]:
-    """``trace_ui``: the collector's UI (default: ``$ANKKA_TRACE_UI_URL``; empty: no link)."""
+    """``trace_ui``: the collector's UI (default: ``$ANKKA_TRACE_UI_URL``; empty: no link);
+    ``teams``: the team host whose backlogs the team pages show."""
     if trace_ui is None:
         trace_ui = os.environ.get(TRACE_UI_VARIABLE, "").strip()
     policy = runtime.policy
@@ -195,10 +217,17 @@ def console_routes(
         )
         waiting = await pending(runtime, caller, session=name)
         token = form_token(request)
-        extra = decisions_section(decided, confirm=request.query_params.get("decided")) + (
-            "<h2>Waiting for a decision</h2>" + approvals_table(waiting, token=token)
-            if waiting
-            else ""
+        spoken = (
+            conversation_section(entries) if name.startswith(CONVERSATION_SESSION_PREFIX) else ""
+        )
+        extra = (
+            spoken
+            + decisions_section(decided, confirm=request.query_params.get("decided"))
+            + (
+                "<h2>Waiting for a decision</h2>" + approvals_table(waiting, token=token)
+                if waiting
+                else ""
+            )
         )
         return keep_token(HTMLResponse(session_page(view, extra=extra), headers=_HEADERS), token)
 
@@ -239,11 +268,60 @@ def console_routes(
         if not readable(caller, record):
             return _not_permitted(NotPermitted(f"caller {caller!r} may not read task {name!r}"))
         entries = await runtime.context.journal.read(record.session)
-        work = f"<h2>Timeline</h2>{waterfall(entries)}"
+        work = await tree_of(caller, record) + f"<h2>Timeline</h2>{waterfall(entries)}"
         if trace_ui:
             carrier = await tasks.store.read(lambda tx: trace_statements.get(tx, record.id))
             work = trace_link(trace_ui, carrier) + work
         return HTMLResponse(task_page(record, work=work), headers=_HEADERS)
+
+    async def read_child(child: str) -> TaskRecord | RemoteChild | None:
+        """A child as the API reads it (its record), else its tree row when another runtime
+        works it, else None."""
+        assert tasks is not None
+        try:
+            return await tasks.get(child)
+        except NotFound:
+            pass
+
+        def remote(tx: Any) -> RemoteChild | None:
+            row = tree_statements.row(tx, child)
+            if row is None or row.remote is None:
+                return None
+            return remote_child(row, remote_statements.shown(tx, child))
+
+        found: RemoteChild | None = await tasks.store.read(remote)
+        return found
+
+    async def tree_of(caller: str, record: TaskRecord) -> str:
+        """The task's tree section: its parent (a link when it is a task here) and its
+        descendants, read as ``GET /v1/tasks/{task}`` reads each (bounded: :mod:`.tree`)."""
+        assert tasks is not None and record.tree is not None  # tasks.get gives its place
+        parent = None
+        if record.tree.parent is not None:
+            here = isinstance(await read_child(record.tree.parent), TaskRecord)
+            parent = Parent(record.tree.parent, here)
+        children, more = await subtree(record, read_child, readable=partial(readable, caller))
+        return tree_section(parent, children, more, record.tree.tree_usage)
+
+    async def team_list(request: Request) -> Response:
+        if (caller := console_caller(request)) is None:
+            return _refused()
+        declared = sorted(service.teams.values(), key=lambda t: t.name) if teams else []
+        shown = [(t, await teams.items(t.name, by=caller)) for t in declared if teams]
+        conversations = sorted(service.conversations.values(), key=lambda c: c.name)
+        return HTMLResponse(teams_page(shown, conversations), headers=_HEADERS)
+
+    async def team(request: Request) -> Response:
+        if (caller := console_caller(request)) is None:
+            return _refused()
+        name = request.path_params["team"]
+        declared = service.teams.get(name)
+        if teams is None or declared is None:
+            missing = not_found(f"This service declares no team {name!r}.")
+            return HTMLResponse(missing, status_code=404, headers=_HEADERS)
+        items = await teams.items(name, by=caller)  # those the caller may read, as the API
+        body = backlog_page(declared, items, now=teams.clock.now())
+        return HTMLResponse(body, headers=_HEADERS)
 
     async def approvals(request: Request) -> Response:
         if (caller := console_caller(request)) is None:
@@ -290,6 +368,8 @@ def console_routes(
         Route("/console/sessions/{session}", session, methods=["GET"]),
         Route("/console/tasks", task_list, methods=["GET"]),
         Route("/console/tasks/{task}", task, methods=["GET"]),
+        Route("/console/teams", team_list, methods=["GET"]),
+        Route("/console/teams/{team}", team, methods=["GET"]),
         Route("/console/approvals", approvals, methods=["GET"]),
         Route("/console/approvals/{approval}", decision, methods=["POST"]),
         Route("/console/static/console.js", script, methods=["GET"]),
