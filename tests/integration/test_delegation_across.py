@@ -7,11 +7,14 @@ asked again, and the lead's ``tree_usage`` counts the remote children's spend on
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import secrets
 import socket
 import sqlite3
 import ssl
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -331,9 +334,12 @@ def test_a_child_its_peer_lost_across_a_leads_restart_is_counted_with_its_last_r
         assert report["tree_usage"][key] == report["usage"][key] + 2 * tokens[key], key
 
 
-def notifications(client: httpx.Client, server: Server, task: str) -> list[dict[str, Any]]:
-    """``task``'s notifications, from now until the stream ends (after the task's end)."""
-    seen: list[dict[str, Any]] = []
+def notifications(
+    client: httpx.Client, server: Server, task: str, into: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """``task``'s notifications, from now until the stream ends (after the task's end), as
+    they come ``into`` a list (another thread's)."""
+    seen: list[dict[str, Any]] = [] if into is None else into
     with client.stream("GET", f"{server.url}/v1/tasks/{task}/notifications") as answer:
         assert answer.status_code == 200, answer.read()
         for line in answer.iter_lines():
@@ -397,6 +403,87 @@ def test_after_the_leads_restart_its_notifications_still_carry_its_remote_childr
         ("task_completed", "r1:1.0", "researcher", "completed"),
         ("task_completed", "r1:1.1", "researcher", "completed"),
     ], dump(seen)
+    check(two, lead, researcher)
+
+
+def relayed(seen: list[dict[str, Any]], child: str) -> list[tuple[str, int | None]]:
+    """The remote child's own events its parent's stream carried (relayed from its runtime)."""
+    return [
+        (d["event"], d.get("iteration"))
+        for d in seen
+        if d.get("remote") == "researcher" and d.get("task") == child and "end" not in d
+    ]
+
+
+# What each child does at the researcher, in order (those a relay may tell).
+CHILD_EVENTS = [
+    ("task_assigned", None),
+    ("task_started", None),
+    ("iteration_started", 1),
+    ("iteration_completed", 1),
+    ("iteration_started", 2),
+    ("iteration_completed", 2),
+]
+
+
+def in_order(told: list[tuple[str, int | None]]) -> bool:
+    """``told`` holds only what a child does, in the order it does it, nothing twice."""
+    kept = [t for t in told if t in CHILD_EVENTS]
+    return kept == sorted(set(kept), key=CHILD_EVENTS.index)
+
+
+def test_a_parents_stream_carries_its_remote_childrens_own_events_once_across_its_restart(
+    pair: Callable[..., Pair],
+) -> None:
+    """The children's first calls take 2 s, their second 15 s. A stream of r1 opened on the
+    lead's first process hears each child's first iteration end and its second start, relayed
+    from the researcher's runtime; the lead's runtime is SIGKILLed then, and a stream opened
+    on its new process hears the second iterations end, then the children's ends: each event
+    with the child's agent and id, in order, with a stable ``event_id``, none twice."""
+    script = copy.deepcopy(STANDIN)
+    script[0]["delay_ms"] = 3000  # subscribed before the lead delegates
+    for index, delay in ((1, 2000), (2, 2000), (3, 15_000), (4, 15_000)):
+        script[index]["delay_ms"] = delay
+    two = pair(script)
+    researcher, lead = two.researcher(), two.lead()
+    before: list[dict[str, Any]] = []
+
+    def read_until_killed() -> None:
+        with two.client() as alice, contextlib.suppress(httpx.HTTPError):
+            notifications(alice, lead, "r1", into=before)
+
+    with two.client() as alice:
+        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+    reader = threading.Thread(target=read_until_killed, daemon=True)
+    reader.start()
+    eventually(
+        lambda: all(("iteration_started", 2) in relayed(list(before), c) for c in CHILDREN),
+        what="the children's second iterations started, told on the lead's stream",
+        timeout=90,
+    )
+    kill(lead)
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    lead = two.lead()
+    with two.client() as alice:
+        after = notifications(alice, lead, "r1")
+    for child in CHILDREN:
+        assert ("iteration_completed", 1) in relayed(before, child), dump(before)
+        assert ("iteration_completed", 2) in relayed(after, child), dump(after)
+        assert in_order(relayed(before, child) + relayed(after, child)), dump([before, after])
+        ends_ = [d for d in after if d.get("task") == child and "end" in d]
+        assert [(d["event"], d["agent"], d["event_id"], d["remote"]) for d in ends_] == [
+            ("task_completed", "researcher", f"{child}/end", "researcher")
+        ], dump(after)
+        own = [d for d in after if d.get("task") == child]
+        assert own[-1] is ends_[0], dump(after)  # its end is the last of its events
+    told = [d for d in before + after if d.get("remote") == "researcher"]
+    assert {d["agent"] for d in told} == {"researcher"}
+    assert all(
+        d["event_id"].startswith(f"{d['task']}/{d['event']}/") for d in told if "end" not in d
+    )
+    ids = [d["event_id"] for d in told]
+    assert len(ids) == len(set(ids)), dump(told)
     check(two, lead, researcher)
 
 

@@ -155,7 +155,11 @@ def ended(
         return []
     woken = tree.remote_ended(tx, task, outcome, iterations=iterations, usage=usage)
     state = _STATES.get(outcome.status, TaskState.FAILED)
-    told = {"end": outcome.status, **({"error": outcome.error} if outcome.error else {})}
+    told: dict[str, Any] = {"end": outcome.status, "event_id": f"{task}/end"}
+    if outcome.error:
+        told["error"] = outcome.error
+    if found.remote is not None:
+        told["remote"] = found.remote
     return [Ended(task, found.agent, None, state, outcome.reason, woken, told)]
 
 

@@ -152,6 +152,7 @@ class TaskHost:
                 options.peers,
                 told=partial(told, self.bench),
                 nest=self.notifier.nest,
+                events=self.notifier,
                 a2a=a2a,
                 tls_dir=options.peer_tls_dir,
             )

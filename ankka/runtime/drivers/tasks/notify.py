@@ -54,6 +54,7 @@ __all__ = [
 log = logging.getLogger("ankka.tasks")
 
 DEFAULT_BUFFER = 256
+_REMEMBERED_RELAYS = 4096
 
 # PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more; a notice's own text (a reason, an
 # error) is cut to this many characters when the whole would not fit.
@@ -196,6 +197,8 @@ class Notifier:
         self._relay = relay
         self._origin = uuid.uuid4().hex  # this process's notices come back; they are skipped
         self._listening = False
+        self._relays: set[str] = set()  # remote children's event ids told here (relay())
+        self._relay_order: deque[str] = deque()
 
     def publish(
         self,
@@ -214,6 +217,44 @@ class Notifier:
         if self._relay is not None:
             self._relay.send(_relayed(self._origin, notice))
         return notice
+
+    def relay(
+        self,
+        event: str,
+        *,
+        agent: str,
+        instance: str | None,
+        task: str,
+        event_id: str,
+        **data: Any,
+    ) -> Notice | None:
+        """An event of ``task``, a remote child, as its runtime told it (:mod:`.remote_events`):
+        to the subscribers of ``task`` and of its ancestors (:meth:`nest`) and through the relay
+        to other processes, like a published one; never counted as this process's (``heard``),
+        never an approval here, never the child's end (that is told once, when it is settled).
+        None when ``event_id`` was told here already (every process on a shared store follows
+        the child, and each relays what it reads)."""
+        assert event in EVENTS and event not in _TASK_ENDS | APPROVAL_EVENTS, event
+        if not self._first_relay(event_id):
+            return None
+        notice = self.notice(
+            event, agent=agent, instance=instance, task=task, event_id=event_id, **data
+        )
+        self._deliver(notice)
+        if self._relay is not None:
+            self._relay.send(_relayed(self._origin, notice))
+        return notice
+
+    def _first_relay(self, event_id: object) -> bool:
+        """Whether a remote child's event ``event_id`` is new here (the last
+        :data:`_REMEMBERED_RELAYS` are remembered)."""
+        if not isinstance(event_id, str) or event_id in self._relays:
+            return False
+        if len(self._relay_order) == _REMEMBERED_RELAYS:
+            self._relays.discard(self._relay_order.popleft())
+        self._relay_order.append(event_id)
+        self._relays.add(event_id)
+        return True
 
     def notice(
         self,
@@ -252,6 +293,9 @@ class Notifier:
             sent = json.loads(payload)
             if sent.get("origin") == self._origin or sent.get("event") not in EVENTS:
                 return
+            relayed = (sent.get("data") or {}).get("remote") is not None
+            if relayed and not self._first_relay(sent["data"].get("event_id")):
+                return  # a remote child's event this process relayed (or heard) already
             notice = Notice(
                 next(self._numbers),
                 sent["event"],

@@ -14,7 +14,8 @@ then :class:`RemoteChildren`, in every process on the store, follows each child 
 3. ``GET {peer}/v1/tasks/{child}?wait=S`` until the child is final; its end, its
    ``tree_iterations`` and ``tree_usage`` are settled in the tree in one transaction
    (:func:`~ankka.runtime.store.remote_statements.ended`), which tells the parent once and
-   wakes it.
+   wakes it. Meanwhile the child's own events are relayed into the parent's notification
+   stream, live only (:mod:`.remote_events`); its end is told after them.
 
 A peer that is away (refused connections, 5xx, a broken wait, a 401 for the credential),
 or this runtime's own certificate or token file unreadable for now (a rotation half-written),
@@ -47,8 +48,10 @@ from typing import Any
 import httpx
 
 from ankka._kernel.errors import ConfigurationError, DependencyFailed, StoreError
+from ankka.runtime.drivers.tasks.notify import Notifier
 from ankka.runtime.drivers.tasks.peers import Peer, check_peers
 from ankka.runtime.drivers.tasks.remote_a2a import A2AChildren
+from ankka.runtime.drivers.tasks.remote_events import STREAM_SECONDS, relay_events
 from ankka.runtime.providers.mtls import RotatingClientTLS
 from ankka.runtime.providers.remote_agents import RemoteAgent
 from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
@@ -64,6 +67,7 @@ __all__ = ["PeerAnswered", "RemoteChildren", "outcome_after_creation"]
 log = logging.getLogger("ankka.runtime.tasks")
 
 WAIT_SECONDS = 10.0  # each GET ?wait= (a cancel owed meanwhile is sent after it)
+DRAIN_SECONDS = 1.0  # how long a child's end waits for its events to be relayed
 _FINAL = frozenset({"completed", "failed", "cancelled"})
 _ENDS = frozenset(e.value for e in End)
 
@@ -116,12 +120,14 @@ class RemoteChildren:
         *,
         told: Callable[[list[Ended]], None],
         nest: Callable[[str, Sequence[str]], None] | None = None,
+        events: Notifier | None = None,
         a2a: Mapping[str, RemoteAgent] | None = None,
         tls_dir: str | None = None,
         poll_seconds: float = 1.0,
         wait_seconds: float = WAIT_SECONDS,
     ) -> None:
         self.store, self.peers, self.told, self.nest = store, dict(peers), told, nest
+        self.events = events  # where a peer's child's own events are relayed (remote_events)
         self.poll_seconds, self.wait_seconds = poll_seconds, wait_seconds
         self._tls = {
             name: RotatingClientTLS(tls_dir, expected_uri=peer.identity)
@@ -134,6 +140,7 @@ class RemoteChildren:
         )
         self._clients: dict[str, _Client] = {}
         self._following: dict[str, asyncio.Task[None]] = {}
+        self._relaying: dict[str, tuple[asyncio.Task[None], asyncio.Event]] = {}
         self._wake = asyncio.Event()
 
     @property
@@ -156,7 +163,7 @@ class RemoteChildren:
                         await self._wake.wait()
                 self._wake.clear()
         finally:
-            for task in self._following.values():
+            for task in [*self._following.values(), *(t for t, _ in self._relaying.values())]:
                 task.cancel()
             for client in self._clients.values():
                 await client.http.aclose()
@@ -178,7 +185,30 @@ class RemoteChildren:
             self.nest(child.task, child.ancestors)
         task = asyncio.create_task(work, name=f"ankka-remote-{child.task}")
         self._following[child.task] = task
-        task.add_done_callback(lambda _: self._following.pop(child.task, None))
+        if self.events is not None and child.peer in self.peers:
+            # Its own events, for as long as it is followed: beside the follow, never in its way.
+            peer = self.peers[child.peer]
+            stream, ended = partial(self._stream, peer), asyncio.Event()
+            relaying = relay_events(self.events, child.task, peer.agent, stream, ended=ended)
+            made = asyncio.create_task(relaying, name=f"ankka-remote-events-{child.task}")
+            self._relaying[child.task] = (made, ended)
+        task.add_done_callback(lambda _: self._followed(child.task))
+
+    def _followed(self, task: str) -> None:
+        self._following.pop(task, None)
+        relaying = self._relaying.pop(task, None)
+        if relaying is not None:
+            relaying[0].cancel()
+
+    async def _relayed(self, task: str) -> None:
+        """The child is final at its peer: its events are handed on before its end is told
+        (so a subscriber hears its end last), waiting for that at most :data:`DRAIN_SECONDS`
+        (a relay whose stream is down relays nothing more; the end is not held for it)."""
+        relaying = self._relaying.get(task)
+        if relaying is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(DRAIN_SECONDS):
+                    await relaying[1].wait()
 
     async def _follow(self, child: Followed) -> None:
         failures, created = 0, child.created
@@ -209,6 +239,7 @@ class RemoteChildren:
                 record = await self._get(peer, current.task)
                 if record.get("state") in _FINAL:
                     told = _outcome(peer, record)
+                    await self._relayed(current.task)
                     await self._settle(peer.agent, current.task, told, *_spent(record))
                     return
                 if _spent(record) != spent:
@@ -297,6 +328,18 @@ class RemoteChildren:
         )
         if answer.status_code != 409:  # already final there: nothing to cancel
             _answer(answer, "cancelling it")
+
+    async def _stream(self, peer: Peer, task: str) -> httpx.Response:
+        """The child's notification stream at the peer, opened (its body not read yet)."""
+        client = self._client(peer)
+        request = client.build_request(
+            "GET",
+            f"/v1/tasks/{task}/notifications",
+            params={"wait": f"{STREAM_SECONDS:g}"},
+            headers=await self._headers(peer),
+            timeout=httpx.Timeout(10.0, read=60.0),  # keep-alives come every 15 s
+        )
+        return await client.send(request, stream=True)
 
     async def _get(self, peer: Peer, task: str) -> dict[str, Any]:
         answer = await self._client(peer).get(
