@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -227,10 +228,11 @@ def connect(path: Path, schema: Sequence[SchemaStep]) -> sqlite3.Connection:
     """A connection in WAL mode, durable at each commit, with ``schema`` created."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
+        db = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
+        )
+        _into_wal(db)
         db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA busy_timeout=10000")
         for statement in schema:
             if isinstance(statement, AddedColumn):
                 _add_column(db, statement)
@@ -242,6 +244,27 @@ def connect(path: Path, schema: Sequence[SchemaStep]) -> sqlite3.Connection:
             "writable directory (for example --store sqlite:///tmp/ankka.sqlite3)"
         ) from exc
     return db
+
+
+BUSY_TIMEOUT_S = 10.0
+
+
+def _into_wal(db: sqlite3.Connection) -> None:
+    """Put the file in WAL mode. Openers racing on a file still in rollback mode can each
+    hold a shared lock while asking for the exclusive one the switch needs; SQLite then
+    answers one of them "database is locked" at once, without waiting (the busy handler
+    would deadlock). That opener tries again, until the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 def _add_column(db: sqlite3.Connection, added: AddedColumn) -> None:
