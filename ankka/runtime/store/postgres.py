@@ -23,8 +23,7 @@ costs tens of microseconds against a commit's milliseconds (docs/benchmarks.md).
   :class:`StoreOutcomeUnknown`; a pooled connection found dead before its transaction began is
   replaced and the transaction made once more, so a restarted server costs its callers at most
   the requests that were in flight.
-- :class:`PostgresNotices` carries the task notifications between processes (LISTEN/NOTIFY),
-  and tells its listeners to resynchronise from the store when its connection comes back.
+- Its notices between processes (LISTEN/NOTIFY) are :mod:`.postgres_notices`.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ import contextlib
 import logging
 import os
 import re
-import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -60,11 +58,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "the PostgreSQL store needs the 'postgres' extra: pip install 'ankka[postgres]'"
     ) from exc
 
+from ankka.runtime.store.postgres_notices import PostgresNotices
+
 __all__ = [
     "ENSURE_SCHEMA",
     "MIGRATION_LOCK",
     "PostgresDatabase",
-    "PostgresNotices",
     "PostgresSessionLock",
     "redacted",
 ]
@@ -88,9 +87,6 @@ JOURNAL_SCHEMA = """CREATE TABLE IF NOT EXISTS ankka_events (
 _APPEND_NS = 1
 _TURN_NS = 2
 _TASKS_LOCK = 3
-
-CHANNEL = "ankka_notices"
-LISTENER_NAME = "ankka-notices"  # the listening connection's application_name
 
 Phase = Literal["connect", "work", "commit"]
 
@@ -500,131 +496,3 @@ class PostgresSessionLock:
 
     def hold(self, session: str) -> AbstractAsyncContextManager[None]:
         return self._database.hold(session)
-
-
-class PostgresNotices:
-    """Notices between every process on the database: ``NOTIFY ankka_notices`` out, one
-    listening connection (a thread of its own) in.
-
-    :meth:`send` never waits: payloads queue, and one batch at a time goes out in one statement
-    on a worker thread (the ones that queue meanwhile go in the next), so a burst costs a round
-    trip per batch and none of the sender's. The listener reconnects with a growing pause when
-    its connection breaks; what was sent meanwhile is lost (notices are live, not durable), so
-    once its ``LISTEN`` holds again (or holds at last, after a first connect that failed) every
-    listener's ``resync`` is called, and each re-reads from the store what it depends on.
-    The listening connection's ``application_name`` is ``ankka-notices`` (``pg_stat_activity``
-    shows which backend it is).
-    """
-
-    def __init__(self, dsn: str, pool: ConnectionPool[Any], workers: ThreadPoolExecutor) -> None:
-        self._dsn = dsn
-        self._pool = pool
-        self._workers = workers
-        self._queue: list[str] = []
-        self._sending: asyncio.Future[None] | None = None
-        self._listeners: list[tuple[Callable[[str], None], Callable[[], None]]] = []
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop = threading.Event()
-        self._closed = False
-
-    def send(self, payload: str) -> None:
-        if self._closed:
-            return
-        self._queue.append(payload)
-        if self._sending is None:
-            self._flush()
-
-    def _flush(self) -> None:
-        batch, self._queue = self._queue, []
-        loop = asyncio.get_running_loop()
-        self._sending = sending = loop.run_in_executor(self._workers, self._notify, batch)
-        sending.add_done_callback(self._sent)
-
-    def _notify(self, batch: list[str]) -> None:
-        with self._pool.connection() as conn:
-            conn.execute(
-                "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload",
-                (CHANNEL, batch),
-            )
-
-    def _sent(self, sending: asyncio.Future[None]) -> None:
-        self._sending = None
-        if not sending.cancelled() and sending.exception() is not None:
-            log.warning("task notifications not sent to other processes: %s", sending.exception())
-        if self._queue and not self._closed:
-            self._flush()
-
-    def listen(
-        self, deliver: Callable[[str], None], resync: Callable[[], None]
-    ) -> Callable[[], None]:
-        listener = (deliver, resync)
-        self._listeners.append(listener)
-        if self._thread is None:
-            self._loop = asyncio.get_running_loop()
-            self._thread = threading.Thread(
-                target=self._listening, name="ankka-pg-listen", daemon=True
-            )
-            self._thread.start()
-
-        def stop() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return stop
-
-    def _listening(self) -> None:
-        pause, missed = 0.5, False
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(
-                    self._dsn, autocommit=True, connect_timeout=10, application_name=LISTENER_NAME
-                ) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
-                    pause = 0.5
-                    if missed:  # heard again from here on: what came meanwhile is re-read
-                        missed = False
-                        self._hand_over(self._resync)
-                    while not self._stop.is_set():
-                        for notice in conn.notifies(timeout=0.5):
-                            self._hand_over(partial(self._deliver, notice.payload))
-            except psycopg.Error as exc:
-                if self._stop.is_set():
-                    return
-                missed = True
-                log.warning("listening for task notifications: %s; again in %.1f s", exc, pause)
-                self._stop.wait(pause)
-                pause = min(pause * 2, 10.0)
-
-    def _hand_over(self, call: Callable[[], None]) -> None:
-        loop = self._loop
-        if loop is None or self._stop.is_set():
-            return
-        try:
-            loop.call_soon_threadsafe(call)
-        except RuntimeError:  # the loop closed under a stopping listener
-            return
-
-    def _deliver(self, payload: str) -> None:
-        for deliver, _ in list(self._listeners):
-            try:
-                deliver(payload)
-            except Exception:
-                log.exception("a task notification listener failed")
-
-    def _resync(self) -> None:
-        log.info("listening for task notifications again; listeners re-read from the store")
-        for _, resync in list(self._listeners):
-            try:
-                resync()
-            except Exception:
-                log.exception("a task notification listener failed to resynchronise")
-
-    async def close(self) -> None:
-        self._closed = True
-        self._stop.set()
-        self._queue.clear()
-        if self._sending is not None:
-            await asyncio.gather(self._sending, return_exceptions=True)
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join)
