@@ -34,7 +34,7 @@ import contextlib
 import hashlib
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -49,13 +49,20 @@ from google.protobuf import json_format
 from ankka._kernel import tracing
 from ankka.runtime.providers.remote_agents import RemoteAgent
 
-__all__ = ["Ledger", "RemoteAgents", "RemoteOutcome", "message_id_for"]
+__all__ = [
+    "ENDS",
+    "Ledger",
+    "RemoteAgents",
+    "RemoteOutcome",
+    "message_id_for",
+    "parts_value",
+]
 
 Kind = Literal[
     "completed", "failed", "canceled", "rejected", "input_required", "auth_required",
     "unreachable", "lost",
 ]  # fmt: skip
-_ENDS: dict[int, Kind] = {
+ENDS: dict[int, Kind] = {  # the states a delegation ends in
     pb.TASK_STATE_COMPLETED: "completed",
     pb.TASK_STATE_FAILED: "failed",
     pb.TASK_STATE_CANCELED: "canceled",
@@ -86,7 +93,8 @@ def message_id_for(key: str) -> str:
     return "ankka-" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def _text(parts: Any) -> object:
+def parts_value(parts: Any) -> object:
+    """What parts say: a data part's value, else their texts joined."""
     texts: list[str] = []
     for part in parts:
         kind = part.WhichOneof("content")
@@ -99,13 +107,13 @@ def _text(parts: Any) -> object:
 
 def outcome_of(task: pb.Task) -> RemoteOutcome | None:
     """The typed end of ``task``, or None while it is still at work."""
-    kind = _ENDS.get(task.status.state)
+    kind = ENDS.get(task.status.state)
     if kind is None:
         return None
-    reason = str(_text(task.status.message.parts)) if task.status.HasField("message") else ""
+    reason = str(parts_value(task.status.message.parts)) if task.status.HasField("message") else ""
     result: object = None
     if kind == "completed":
-        pieces = [_text(a.parts) for a in task.artifacts]
+        pieces = [parts_value(a.parts) for a in task.artifacts]
         result = pieces[0] if len(pieces) == 1 else "\n".join(str(p) for p in pieces)
     return RemoteOutcome(kind, task.id, task.context_id, result, reason)
 
@@ -207,6 +215,19 @@ class RemoteAgents:
         client, _ = await self._client(agent)
         with contextlib.suppress(A2AError):  # not cancelable: it ended
             await client.cancel_task(pb.CancelTaskRequest(id=task_id))
+
+    async def task_events(
+        self, agent: RemoteAgent, task_id: str
+    ) -> AsyncGenerator[pb.StreamResponse, None]:
+        """``task_id``'s events from now on (``SubscribeToTask``): the task as it is, then its
+        status and artifact updates until it ends. The SDK raises ``NotImplementedError`` for
+        an agent whose card does not say it streams."""
+        client, _ = await self._client(agent)
+        async with contextlib.aclosing(
+            client.subscribe(pb.SubscribeToTaskRequest(id=task_id))
+        ) as events:
+            async for event in events:
+                yield event
 
     @staticmethod
     async def _first_task(stream: AsyncIterator[pb.StreamResponse]) -> pb.Task:

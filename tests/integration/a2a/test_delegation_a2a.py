@@ -2,10 +2,13 @@
 whose ``researcher`` is a remote A2A agent (``ANKKA_A2A_REMOTE_RESEARCHER_CARD_URL``), an agent
 built with the official a2a-sdk alone (a real server process). Each summary is one message to
 it, followed to its end and told to the lead once; SIGKILLed while it waits, the lead's
-runtime follows the same A2A tasks again without sending a message twice."""
+runtime follows the same A2A tasks again without sending a message twice. Delegating to another
+``ankka serve`` over A2A, the lead's notification stream carries the children's own A2A updates,
+relayed live."""
 
 from __future__ import annotations
 
+import copy
 import secrets
 import sqlite3
 import sys
@@ -18,8 +21,8 @@ import pytest
 
 from tests.integration.conftest import Script, model_env
 from tests.integration.tasks_crash import asked_keys, dump, model_requests, wait_final
-from tests.integration.test_delegation import REPORT, STANDIN, told
-from tests.integration.test_delegation_across import free_port
+from tests.integration.test_delegation import CHILDREN, REPORT, STANDIN, told
+from tests.integration.test_delegation_across import free_port, notifications
 from tests.support.eventually import eventually
 from tests.support.jaeger import Jaeger
 from tests.support.processes import Server, ankka_command, start
@@ -161,3 +164,61 @@ def test_a_remote_task_the_agent_lost_after_taking_it_is_a_failed_child(
         ("failed", "r1:1.1", "peer_lost"),
     ], dump(results)
     assert all("TaskNotFoundError" in r["reason"] for r in results), dump(results)
+
+
+def ankka_peer(servers: list[Server], model: Server, store: Path) -> Server:
+    """Another ``ankka serve`` of the team: its researcher is the lead's remote A2A agent."""
+    command = ankka_command(
+        "serve", "examples.team:service", "--port", "0", "--store", f"sqlite:///{store}"
+    )
+    servers.append(start(command, env=model_env(model.url)))
+    return servers[-1]
+
+
+def test_a_parents_stream_carries_its_a2a_childrens_own_updates_relayed_once(
+    standin: Callable[[Script], Server], servers: list[Server], tmp_path: Path
+) -> None:
+    """Two real runtimes on loopback: the lead's delegates its summaries to the researcher
+    another ``ankka serve`` serves over A2A. A stream of r1 opened before the lead delegates
+    hears each child's A2A updates (its result as an artifact, before it ends), marked
+    ``remote`` with an ``event_id`` of the child's and the event's, none twice, and each
+    child's end exactly once, after its own updates."""
+    script = copy.deepcopy(STANDIN)
+    script[0]["delay_ms"] = 3000  # subscribed before the lead delegates
+    for index in (1, 2, 3, 4):  # the researcher's calls: the children are subscribed to by then
+        script[index]["delay_ms"] = 2000
+    model = standin(script)
+    peer = ankka_peer(servers, model, tmp_path / "researcher.sqlite3")
+    card = f"{peer.url}/a2a/researcher/.well-known/agent-card.json"
+    at_peer = {"ANKKA_A2A_REMOTE_RESEARCHER_CARD_URL": card}  # not the host root's: two agents
+    server = lead(servers, model, peer, tmp_path / "lead.sqlite3", at_peer)
+    with httpx.Client(timeout=120) as client:
+        answer = client.put(f"{server.url}/v1/agents/lead/tasks/r1", json=REPORT)
+        assert answer.status_code == 201, answer.text
+        seen = notifications(client, server, "r1")
+    report = wait_final(server, ["r1"])["r1"]
+    assert report["state"] == "completed", dump(report)
+    assert sorted((r["status"], r["task"]) for r in told(server, "r1")) == [
+        ("completed", c) for c in CHILDREN
+    ]
+    relayed = [d for d in seen if d.get("remote") == "researcher" and "end" not in d]
+    for child, topic in zip(CHILDREN, ("sqlite", "postgresql"), strict=True):
+        own = [d for d in seen if d.get("task") == child]
+        mine = [d for d in relayed if d["task"] == child]
+        artifacts = [d for d in mine if d["event"] == "task_artifact"]
+        assert len(artifacts) == 1, dump(seen)  # the child's result, as the agent streamed it
+        assert f'"title": "{topic}"' in artifacts[0]["text"], dump(artifacts)
+        assert artifacts[0]["last_chunk"] is True
+        # Nothing after its artifact but its end: its state changes came before (those the
+        # relay was subscribed for).
+        assert {d["event"] for d in mine} <= {"task_assigned", "task_started", "task_artifact"}
+        assert mine[-1] is artifacts[0], dump(mine)
+        ends_ = [d for d in own if "end" in d]
+        assert [(d["event"], d["agent"], d["event_id"], d["remote"]) for d in ends_] == [
+            ("task_completed", "researcher", f"{child}/end", "researcher")
+        ], dump(own)
+        assert own[-1] is ends_[0], dump(own)  # its end is the last of its events
+    assert {d["agent"] for d in relayed} == {"researcher"}
+    assert all(d["event_id"].startswith(f"{d['task']}/{d['event']}/") for d in relayed)
+    ids = [d["event_id"] for d in relayed]
+    assert len(ids) == len(set(ids)), dump(relayed)

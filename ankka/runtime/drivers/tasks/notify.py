@@ -77,6 +77,7 @@ EVENTS = (
     "task_waiting",
     "task_delegated",
     "task_handed_off",
+    "task_artifact",  # only a remote A2A child's, relayed (remote_a2a_events.py)
     "budget_approaching",
     "model_calls_failing",
     "dependency_pending_long",

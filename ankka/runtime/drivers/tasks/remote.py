@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -51,7 +51,7 @@ from ankka._kernel.errors import ConfigurationError, DependencyFailed, StoreErro
 from ankka.runtime.drivers.tasks.notify import Notifier
 from ankka.runtime.drivers.tasks.peers import Peer, check_peers
 from ankka.runtime.drivers.tasks.remote_a2a import A2AChildren
-from ankka.runtime.drivers.tasks.remote_events import STREAM_SECONDS, relay_events
+from ankka.runtime.drivers.tasks.remote_events import STREAM_SECONDS, guarded, relay_events
 from ankka.runtime.providers.mtls import RotatingClientTLS
 from ankka.runtime.providers.remote_agents import RemoteAgent
 from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
@@ -136,7 +136,9 @@ class RemoteChildren:
         }
         check_peers(self.peers, tls_dir)
         self.a2a = (
-            A2AChildren(store, a2a, settle=self._settle, wait_seconds=wait_seconds) if a2a else None
+            A2AChildren(store, a2a, settle=self._drained, wait_seconds=wait_seconds)
+            if a2a
+            else None
         )
         self._clients: dict[str, _Client] = {}
         self._following: dict[str, asyncio.Task[None]] = {}
@@ -185,14 +187,27 @@ class RemoteChildren:
             self.nest(child.task, child.ancestors)
         task = asyncio.create_task(work, name=f"ankka-remote-{child.task}")
         self._following[child.task] = task
-        if self.events is not None and child.peer in self.peers:
-            # Its own events, for as long as it is followed: beside the follow, never in its way.
-            peer = self.peers[child.peer]
-            stream, ended = partial(self._stream, peer), asyncio.Event()
-            relaying = relay_events(self.events, child.task, peer.agent, stream, ended=ended)
-            made = asyncio.create_task(relaying, name=f"ankka-remote-events-{child.task}")
-            self._relaying[child.task] = (made, ended)
+        relaying = self._relay(child) if self.events is not None else None
+        if relaying is not None:
+            # Its own events, for as long as it is followed: beside the follow, never in its
+            # way; a relay that fails is a warning, and the end is not held for it (guarded).
+            done = asyncio.Event()
+            guard = guarded(relaying, child=child.task, peer=child.peer, done=done)
+            made = asyncio.create_task(guard, name=f"ankka-remote-events-{child.task}")
+            self._relaying[child.task] = (made, done)
         task.add_done_callback(lambda _: self._followed(child.task))
+
+    def _relay(self, child: Followed) -> Coroutine[Any, Any, None] | None:
+        """The relay of ``child``'s own events: from its peer runtime's stream, or from its
+        remote A2A agent's task updates."""
+        assert self.events is not None
+        if child.peer in self.peers:
+            peer = self.peers[child.peer]
+            stream = partial(self._stream, peer)
+            return relay_events(self.events, child.task, peer.agent, stream)
+        if self.a2a is not None and child.peer in self.a2a.agents:
+            return self.a2a.relay(child, self.events)
+        return None
 
     def _followed(self, task: str) -> None:
         self._following.pop(task, None)
@@ -273,6 +288,13 @@ class RemoteChildren:
     async def _current(self, task: str) -> Followed | None:
         found = await self.store.read(lambda tx: remote.following(tx, 1, task=task))
         return found[0] if found else None
+
+    async def _drained(
+        self, peer: str, task: str, outcome: ChildOutcome, iterations: int, usage: Usage
+    ) -> None:
+        """An A2A child's end, settled once its events were handed on (:meth:`_relayed`)."""
+        await self._relayed(task)
+        await self._settle(peer, task, outcome, iterations, usage)
 
     async def _settle(
         self, peer: str, task: str, outcome: ChildOutcome, iterations: int, usage: Usage

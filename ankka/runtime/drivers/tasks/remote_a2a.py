@@ -15,13 +15,18 @@ its ``tree_usage`` adds nothing. Its end: ``completed`` (the artifact's text or 
 result), ``cancelled`` (``canceled``), else ``failed`` naming what the agent said
 (``failed``, ``rejected``, ``input_required``, ``auth_required``); a task the agent made and
 then answers ``TaskNotFoundError`` for (its store lost) is ``failed``, ``peer_lost``.
+Meanwhile its own A2A updates are relayed into its parent's stream, live only
+(:meth:`A2AChildren.relay`, :mod:`.remote_a2a_events`); its end is told after them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from functools import partial
+from typing import Any
 
 import httpx
 from a2a.client.errors import A2AClientError
@@ -29,6 +34,8 @@ from a2a.utils.errors import A2AError
 
 from ankka._kernel import tracing
 from ankka._kernel.errors import StoreError
+from ankka.runtime.drivers.tasks.notify import Notifier
+from ankka.runtime.drivers.tasks.remote_a2a_events import relay_a2a_events
 from ankka.runtime.providers.a2a_remote import RemoteAgents, RemoteOutcome
 from ankka.runtime.providers.remote_agents import RemoteAgent
 from ankka.runtime.records.delegation import ChildOutcome, End, outcome_of_end
@@ -129,6 +136,27 @@ class A2AChildren:
                     log.warning("remote A2A child %s at %s: %s (asking again)", child.task,
                                 agent.card_url, exc)  # fmt: skip
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** min(failures, 5)))
+
+    def relay(self, child: Followed, notifier: Notifier) -> Coroutine[Any, Any, None]:
+        """The relay of ``child``'s own A2A updates into its parent's stream, to run beside
+        :meth:`follow` (:mod:`.remote_a2a_events`); its requests carry the child's recorded
+        trace context too, as the follow's do."""
+
+        async def find(task: str) -> str | None:
+            found = await self.ledger.find(task)
+            return found[0] if found is not None else None
+
+        async def relaying() -> None:
+            recorded: dict[str, str] = {}
+            with contextlib.suppress(StoreError):  # untraced, rather than not relayed
+                recorded = await self.store.read(lambda tx: trace_statements.get(tx, child.task))
+            subscribe = partial(self.client.task_events, self.agents[child.peer])
+            with tracing.continued(recorded):
+                await relay_a2a_events(
+                    notifier, child.task, child.peer, find=find, subscribe=subscribe
+                )
+
+        return relaying()
 
     async def _cancel_owed(self, agent: RemoteAgent, child: Followed) -> bool:
         """Its parent ended, or its deadline passed: cancel the A2A task (once). Whether no

@@ -21,17 +21,23 @@ is not relayed), so a restart of either side repeats nothing. Bounded: an event 
 than :data:`MAX_LINE` is skipped, a text field is cut to :data:`MAX_TEXT` characters, at most
 ``burst`` events at once and ``rate`` a second are relayed per child (those beyond are
 dropped and counted in the next relayed event's ``skipped``). The relay never waits on
-anything the parent's work waits on: it is its own task, and handing an event to the
-notifier never blocks.
+anything the parent's work waits on: it is its own task (run by :func:`guarded`: a relay
+that fails is one warning, and the child's end is not held for it), and handing an event to
+the notifier never blocks.
+
+A child of a remote A2A agent is relayed by the same core (:func:`relay_stream`, the loop
+that reads again, and :func:`hand_on`: the bound, the ids, the end), its A2A task's updates
+said as a notification's fields first (:mod:`.remote_a2a_events`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +50,12 @@ __all__ = [
     "MAX_TEXT",
     "STREAM_SECONDS",
     "Limit",
+    "Read",
+    "guarded",
+    "hand_on",
+    "pause_after",
     "relay_events",
+    "relay_stream",
     "relayed_event",
 ]
 
@@ -59,6 +70,9 @@ _PEERS_OWN = frozenset({"number", "event", "agent", "instance", "task", "at"})
 
 Open = Callable[[str], Awaitable[httpx.Response]]
 """Opens the peer's stream of a child (its response not read yet)."""
+Read = Callable[[], AsyncGenerator[dict[str, Any] | None, None]]
+"""One reading of a child's events, each as a notification's fields (None: the reading is
+live, nothing to relay); :func:`relay_stream` reads again when it ends."""
 
 
 @dataclass
@@ -142,42 +156,72 @@ async def relay_events(
     the child's end (then ``ended`` is set: every event before it was relayed), or until
     cancelled (the child no longer followed). A stream that breaks or is refused is opened
     again."""
+
+    async def told() -> AsyncGenerator[dict[str, Any] | None, None]:
+        answer = await open_stream(child)
+        try:
+            if answer.status_code != 200:
+                raise _Refused(f"the peer answered {answer.status_code}")
+            async for line in _lines(answer):
+                if line.startswith("event:") and line[6:].strip() != "snapshot":
+                    yield None  # live: it tells events (its snapshot alone does not say so)
+                elif line.startswith("data:") and (data := _parsed(line[5:])) is not None:
+                    yield data
+        finally:
+            await answer.aclose()
+
+    again = (httpx.HTTPError, _Refused, OSError)
+    await relay_stream(notifier, child, peer, told, again=again, limit=limit, pause=pause)
+    if ended is not None:
+        ended.set()
+
+
+async def relay_stream(
+    notifier: Notifier,
+    child: str,
+    peer: str,
+    read: Read,
+    *,
+    again: tuple[type[Exception], ...],
+    limit: Limit | None = None,
+    pause: Callable[[int], Awaitable[None]] | None = None,
+) -> None:
+    """Every relay's loop: hand on what each ``read()`` tells (:func:`hand_on`) until it tells
+    the child's end, reading again, ever later, after one that ends or raises one of
+    ``again`` (the peer away, the stream broken) before it; until a read says it is live (a
+    None), one that ends at once (the child final there, its end not settled here yet) counts
+    as a failure too. Anything else it raises ends the relay (:func:`guarded`)."""
     limit = limit or Limit()
     failures = 0
     while True:
-        # Until the stream tells an event: one that ends at once (the child final there, its
-        # end not settled here yet) or is refused is opened again ever later.
         failures += 1
         try:
-            answer = await open_stream(child)
-            try:
-                if answer.status_code != 200:
-                    raise _Refused(f"the peer answered {answer.status_code}")
-                async for line in _lines(answer):
-                    if line.startswith("event:") and line[6:].strip() != "snapshot":
+            async with contextlib.aclosing(read()) as told:
+                async for item in told:
+                    if item is None:
                         failures = 0
-                    if not line.startswith("data:"):
-                        continue
-                    if _one(notifier, child, peer, line[5:].strip(), limit):
-                        if ended is not None:
-                            ended.set()
+                    elif hand_on(notifier, child, peer, item, limit):
                         return
-            finally:
-                await answer.aclose()
-        except (httpx.HTTPError, _Refused, OSError) as exc:
+        except again as exc:
             if failures in (1, 10) or failures % 100 == 0:
-                log.info("the events of remote child %s at %s: %s (again)", child, peer, exc)
-        await (pause or _pause)(failures)
+                # A third party's error by its type only: its text may hold a header's value.
+                what = str(exc) if isinstance(exc, _Refused) else type(exc).__name__
+                log.info("the events of remote child %s at %s: %s (again)", child, peer, what)
+        await (pause or pause_after)(failures)
 
 
-def _one(notifier: Notifier, child: str, peer: str, data: str, limit: Limit) -> bool:
-    """Relay one event the peer sent (``data``); whether it was the child's end."""
+def _parsed(data: str) -> dict[str, Any] | None:
     try:
-        told = json.loads(data)
+        parsed = json.loads(data)
     except ValueError:
-        return False
-    if not isinstance(told, dict):
-        return False
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def hand_on(notifier: Notifier, child: str, peer: str, told: dict[str, Any], limit: Limit) -> bool:
+    """Hand one of the child's events (``told``, a notification's fields, as its runtime's
+    stream says it or as :mod:`.remote_a2a_events` maps an A2A update to them) on to the
+    notifier, within ``limit``; whether it was the child's end (not relayed: see the module)."""
     if "event" not in told and isinstance(told.get("count"), int):
         limit.skipped += told["count"]  # the peer's ``dropped``: lost before they were sent
         return False
@@ -195,7 +239,27 @@ def _one(notifier: Notifier, child: str, peer: str, data: str, limit: Limit) -> 
     return False
 
 
-async def _pause(failures: int) -> None:
+async def guarded(
+    relaying: Awaitable[object], *, child: str, peer: str, done: asyncio.Event
+) -> None:
+    """Run a relay (``relaying``) so that its failure is one warning naming the child and its
+    peer, never a task's unretrieved exception, and ``done`` is set however it ends: the
+    child's end waits for the relay (:data:`~.remote.DRAIN_SECONDS` at most) only while the
+    relay may still tell something. Only the exception's type is logged: its text may hold
+    what a request carried (a header's value)."""
+    try:
+        await relaying
+    except Exception as exc:  # the relay is the parent's progress, never its result
+        log.warning(
+            "relaying the events of remote child %s at %s stopped (%s); its end is still told",
+            child, peer, type(exc).__name__,
+        )  # fmt: skip
+    finally:
+        done.set()
+
+
+async def pause_after(failures: int) -> None:
+    """The wait before a relay looks again, ever longer (5 s at most)."""
     await asyncio.sleep(min(5.0, 0.2 * 2 ** min(failures, 5)))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -97,26 +97,33 @@ class Peer:
         return httpx.Response(200, content=body())
 
 
-async def relay(peer: Peer, limit: Limit | None = None) -> list[Notice]:
+async def no_pause(_: int) -> None:
+    await asyncio.sleep(0)
+
+
+async def handed_on(relaying: Callable[[Notifier], Awaitable[object]]) -> list[Notice]:
+    """What a relay (``relaying``, run to its end) handed on to the stream of ``r1``, the
+    child's parent."""
     notifier = Notifier(CLOCK)
     notifier.nest(CHILD, ("r1",))
     got: list[Notice] = []
     with notifier.subscribe(("task", "r1")) as parent:
-        ended = asyncio.Event()
-
-        async def no_pause(_: int) -> None:
-            await asyncio.sleep(0)
-
-        running = asyncio.create_task(
-            relay_events(notifier, CHILD, "researcher", peer.open, limit=limit,
-                         pause=no_pause, ended=ended)
-        )  # fmt: skip
-        await asyncio.wait_for(ended.wait(), 5)
-        await running
+        await asyncio.wait_for(relaying(notifier), 5)
         while parent._buffer:  # what was handed on, no more to come
             item = await parent.next()
             assert isinstance(item, Notice)
             got.append(item)
+    return got
+
+
+async def relay(peer: Peer, limit: Limit | None = None) -> list[Notice]:
+    ended = asyncio.Event()
+    got = await handed_on(
+        lambda notifier: relay_events(
+            notifier, CHILD, "researcher", peer.open, limit=limit, pause=no_pause, ended=ended
+        )
+    )
+    assert ended.is_set()
     return got
 
 
