@@ -1,13 +1,18 @@
 """The moderated conversations of the moderation tests: three speakers (``ann``, ``bob``,
-``cy``) of one model, in conversations that differ only in their moderator and policies."""
+``cy``) of one model, in conversations that differ only in their moderator and policies; and
+``dee``, a speaker with tools (``note``, which logs each run to ``$ANKKA_TEST_TOOL_LOG``, and
+``publish``, which needs a person's approval), in ``tooled``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from ankka.runtime.agents import Service
 from ankka.runtime.tasks import Accepts, AutonomousAgent
 from ankka.runtime.teams import Conversation, RoundRobin, Selector, Spoken
+from ankka.runtime.tools import tool
 from examples.tasks import summary
 
 service = Service("moderation")
@@ -23,6 +28,38 @@ SPEAKERS = [
     )
     for name in ("ann", "bob", "cy")
 ]
+
+
+def _logged(line: str) -> None:
+    log = os.environ.get("ANKKA_TEST_TOOL_LOG")
+    if log:
+        with Path(log).open("a") as out:
+            out.write(line + "\n")
+
+
+@tool
+def note(topic: str) -> str:
+    """What is known about a topic (each run is logged)."""
+    _logged(f"note {topic}")
+    return f"{topic}: an embedded SQL database in one file"
+
+
+@tool(requires_approval=True)
+def publish(text: str) -> str:
+    """Publish a text (a person approves each call)."""
+    _logged(f"publish {text}")
+    return "published"
+
+
+DEE = service.autonomous(
+    AutonomousAgent(
+        name="dee",
+        instructions="You are dee; look things up with note.",
+        tools=[note, publish],
+        accepts=[Accepts(summary, budget=2)],
+        model="default",
+    )
+)
 
 
 def names_a_stranger(transcript: Sequence[Spoken], speakers: Sequence[str]) -> str | None:
@@ -52,3 +89,13 @@ _conversation("stranger-skipped", moderator=names_a_stranger, on_unknown="skip")
 _conversation("chosen", moderator=ann_then_end)
 _conversation("selected", moderator=Selector(model="default"), max_turns=5)
 _conversation("short", deadline=3.0, turn_deadline=2.0, max_turns=10)
+service.conversation(
+    Conversation(
+        name="tooled",
+        speakers=[DEE, SPEAKERS[0]],
+        max_turns=2,
+        deadline=60.0,
+        turn_deadline=30.0,
+        max_tool_rounds=2,
+    )
+)

@@ -104,7 +104,7 @@ def test_an_mcp_call_is_an_execute_tool_span_whose_context_the_server_continues(
     assert "Done." in _ask(shop, f"00-{trace_id}-{caller}-01")["reply"]
 
     names = {TURN, "invoke_agent shop", TOOL, "chat standin", "tools/call search"}
-    spans = jaeger_backend.trace(trace_id, names=names, at_least=6)
+    spans = jaeger_backend.trace(trace_id, names=names, at_least=6, caller=caller)
     assert {s.trace_id for s in spans} == {trace_id}
     ids = {s.span_id for s in spans}
     assert [s.name for s in spans if s.parent_id not in ids and s.parent_id != caller] == []

@@ -137,16 +137,29 @@ class Jaeger:
         return [span for trace in data for span in _spans(trace)]
 
     def trace(
-        self, trace_id: str, *, names: set[str], at_least: int = 0, timeout: float = 30.0
+        self,
+        trace_id: str,
+        *,
+        names: set[str],
+        at_least: int = 0,
+        caller: str | None = None,
+        timeout: float = 30.0,
     ) -> list[Span]:
-        """The trace's spans once every name in ``names`` is among them and there are at least
-        ``at_least`` (fails at the deadline, naming what arrived)."""
+        """The trace's spans once every name in ``names`` is among them, there are at least
+        ``at_least``, and, given the ``caller``'s span id, every span's parent is among them
+        or is the caller's (fails at the deadline, naming what arrived). Each process exports
+        its spans in its own batches, so a server's span can arrive before its client's:
+        waiting for the parents keeps a test from reading the trace half-exported."""
 
         def arrived() -> list[Span]:
             spans = self.spans(trace_id)
             missing = names - {span.name for span in spans}
             assert not missing, f"missing {sorted(missing)}; have {[s.name for s in spans]}"
             assert len(spans) >= at_least, f"{len(spans)} of {at_least}: {[s.name for s in spans]}"
+            if caller is not None:
+                ids = {span.span_id for span in spans} | {caller}
+                orphans = [(s.name, s.service) for s in spans if s.parent_id not in ids]
+                assert not orphans, f"parents not (yet) in the trace: {orphans}"
             return spans
 
         return eventually(arrived, what=f"trace {trace_id} in Jaeger", timeout=timeout)

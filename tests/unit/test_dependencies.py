@@ -42,6 +42,9 @@ EXTRA_PACKAGES = {
     # What an MCP call adds to its span: imported by servers.py (so, lazily); the SDK needs
     # OpenTelemetry's API, which the extra declares.
     "ankka.runtime.features.mcp.spans": "mcp",
+    # The notices between processes: imported by store/postgres.py only, after its own
+    # import of psycopg has named the extra when it is missing.
+    "ankka.runtime.store.postgres_notices": "postgres",
     # The tracer provider: imported by tracing.from_environment only once tracing is
     # configured, naming the extra when it is missing.
     "ankka._kernel.tracing_sdk": "tracing",

@@ -46,6 +46,7 @@ EVERYONE = "everyone"
 MAX_MEMBERS = 32
 MAX_SPEAKERS = 16
 MAX_TURNS = 200
+MAX_TOOL_ROUNDS = 20
 
 
 def agent_name(agent: AutonomousAgent | str, where: str) -> str:
@@ -108,6 +109,7 @@ class EndReason(enum.StrEnum):
     SPEAKER_SILENT = "speaker_silent"  # a speaker said nothing, and the policy ends it
     SPEAKER_FAILED = "speaker_failed"  # a speaker's turn failed, and the policy ends it
     UNKNOWN_SPEAKER = "unknown_speaker"  # the moderator named no speaker of the conversation
+    INTERRUPTED = "interrupted"  # the runtime stopped mid-run; a different message followed
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +155,9 @@ class Conversation:
     ``tokens`` are spent, or at its ``deadline`` (seconds, the whole conversation). A speaker
     that says nothing within ``turn_deadline`` is silent; ``on_silent`` and ``on_failure``
     (a turn that failed) and ``on_unknown`` (the moderator named no speaker of this
-    conversation) skip to the next turn or end the conversation, saying why.
+    conversation) skip to the next turn or end the conversation, saying why. A speaker uses
+    its agent's tools (its Python tools and MCP servers' tools), at most ``max_tool_rounds``
+    answers asking for tools in one turn (more: its turn has failed, saying so).
     """
 
     name: str
@@ -167,6 +171,7 @@ class Conversation:
     on_silent: Policy = "skip"
     on_failure: Policy = "skip"
     on_unknown: Policy = "end"
+    max_tool_rounds: int = 4
 
     def __post_init__(self) -> None:
         where = f"conversation {self.name!r}"
@@ -192,6 +197,16 @@ class Conversation:
             )
         if self.tokens is not None and self.tokens < 1:
             raise ConfigurationError(f"{where}: tokens must be at least 1 (or None)")
+        rounds = self.max_tool_rounds
+        if (
+            isinstance(rounds, bool)
+            or not isinstance(rounds, int)
+            or not 0 <= rounds <= MAX_TOOL_ROUNDS
+        ):
+            raise ConfigurationError(
+                f"{where}: max_tool_rounds must be a whole number from 0 to {MAX_TOOL_ROUNDS}, "
+                f"not {rounds!r}"
+            )
         for policy in (self.on_silent, self.on_failure, self.on_unknown):
             if policy not in ("skip", "end"):
                 raise ConfigurationError(f"{where}: a policy is 'skip' or 'end', not {policy!r}")

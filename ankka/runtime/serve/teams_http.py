@@ -12,7 +12,8 @@ render (docs/http-api.md, "Teams" and "Conversations").
   ``GET /v1/teams/{team}/messages?limit=&cursor=``: a page of the messages the caller may
   read, in the order sent;
 - ``POST /v1/conversations/{conversation}/sessions/{session}`` ``{"message"}`` runs the
-  moderated conversation to its end.
+  moderated conversation to its end (with ``Accept: text/event-stream``, its turns streamed
+  as they are recorded: :mod:`.conversation_stream`).
 
 An item is its creator's, the platform's and whoever the lead's access names, as a task is
 its creator's (:mod:`ankka.runtime.declare.policy`): the team host checks the caller on every
@@ -34,6 +35,7 @@ from ankka.runtime.drivers.teams.backlog import TeamHost
 from ankka.runtime.drivers.teams.conversation import Conversations
 from ankka.runtime.records.tasks import MAX_ID, check_id
 from ankka.runtime.serve.api import errors
+from ankka.runtime.serve.conversation_stream import stream_run, streamed, wants_events
 from ankka.runtime.serve.identity import caller_of
 from ankka.runtime.serve.tasks_http import Wait
 from ankka.runtime.serve.teams_wire import (
@@ -231,16 +233,22 @@ def add_conversation_routes(app: FastAPI, conversations: Conversations) -> None:
     @app.post(
         "/v1/conversations/{conversation}/sessions/{session}",
         operation_id="run_conversation",
-        summary="Run a moderated conversation to its end, from a message",
+        summary="Run a moderated conversation to its end, from a message (or stream its turns)",
         response_model=ConversationRun,
-        responses=errors(404, 409, *_ANY),
+        responses={
+            200: {"description": "the run, once it has ended", "content": streamed()},
+            **errors(404, 409, *_ANY),
+        },
     )
     async def run(
         conversation: Name, session: SessionId, body: ConversationBody, request: Request
     ) -> Any:
-        outcome = await conversations.run(
-            conversation, session, body.message, caller=caller_of(request.scope)
-        )
+        caller = caller_of(request.scope)
+        if wants_events(request.headers.get("accept")):
+            return await stream_run(
+                conversations, conversation, session, body.message, caller=caller
+            )
+        outcome = await conversations.run(conversation, session, body.message, caller=caller)
         return {
             "conversation": conversation,
             "session": session,

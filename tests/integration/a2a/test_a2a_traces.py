@@ -60,7 +60,9 @@ def test_an_a2a_request_agents_turn_is_in_the_callers_trace(
     found = _send(f"{server.url}/a2a/echo", f"00-{trace_id}-{caller}-01", "Weather?")
     assert found["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
-    spans = jaeger_backend.trace(trace_id, names={RPC, "invoke_agent echo", "chat standin"})
+    spans = jaeger_backend.trace(
+        trace_id, names={RPC, "invoke_agent echo", "chat standin"}, caller=caller
+    )
     assert {s.trace_id for s in spans} == {trace_id}
     _no_orphans(spans, caller)
     (rpc,) = [s for s in spans if s.name == RPC]
@@ -86,7 +88,7 @@ def test_an_a2a_task_and_its_iterations_are_in_the_callers_trace(
     _send(f"{server.url}/a2a/researcher", f"00-{trace_id}-{caller}-01", "Summarise ankka.")
 
     names = {RPC, "invoke_agent researcher", "execute_tool complete_task"}
-    spans = jaeger_backend.trace(trace_id, names=names)
+    spans = jaeger_backend.trace(trace_id, names=names, caller=caller)
     _no_orphans(spans, caller)
     (rpc,) = [s for s in spans if s.name == RPC]
     assert rpc.parent_id == caller

@@ -80,7 +80,7 @@ def _traced_turn(
     names = {TURN, "invoke_agent weather", "execute_tool get_weather", "chat small"}
     # Every span: the runtime's server, invoke_agent, 3 chats and 2 tools; the gateway's
     # server, check and upstream chat for each of the 3 calls.
-    spans = jaeger.trace(trace_id, names=names, at_least=7 + 3 * 3)
+    spans = jaeger.trace(trace_id, names=names, at_least=7 + 3 * 3, caller=caller)
     return trace_id, caller, spans, calls
 
 

@@ -99,7 +99,7 @@ def test_a_task_tree_through_the_gateway_and_an_mcp_server_is_one_trace(
                 "tools/call search", UPSTREAM,
             }  # fmt: skip
             # 3 model calls: each a runtime chat, the gateway's server, check and upstream chat.
-            spans = jaeger_backend.trace(trace_id, names=names, at_least=3 * 4 + 9)
+            spans = jaeger_backend.trace(trace_id, names=names, at_least=3 * 4 + 9, caller=caller)
 
     assert {s.trace_id for s in spans} == {trace_id}
     ids = {s.span_id for s in spans}

@@ -9,13 +9,17 @@ turn fails has failed; a name the moderator gives that is not a speaker is unkno
 skipped or ends the conversation by the conversation's policy, and is recorded with why.
 Every turn is bounded by what is left of the deadline, so the run never hangs. The session
 is the journal's ``conversation:<name>:<session>``; a later message goes on from its
-transcript.
+transcript. A speaker uses its agent's tools (:mod:`.speaking`); what its turn asks of them is
+recorded as it comes, so a run cut off (its process stopped, its stream's caller left) goes
+on from its records when the same message is sent again (:mod:`.runs`): no recorded call is
+made again. A different message ends the run cut off first (``interrupted``). ``heard``
+hears each turn as it is recorded (the streamed answer, docs/http-api.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -29,19 +33,33 @@ from ankka.runtime.declare.teams import (
     Spoken,
 )
 from ankka.runtime.drivers.context import Context
-from ankka.runtime.drivers.teams.speaking import USER, choose_by_model, speak
+from ankka.runtime.drivers.teams.runs import RecordedRun, recorded_run, spoken
+from ankka.runtime.drivers.teams.speaking import USER, Answer, Speech, choose_by_model, speak
 from ankka.runtime.engine.executor import Ledger
+from ankka.runtime.engine.session import SessionState
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
-from ankka.runtime.records.messages import AssistantMessage, Usage, UserMessage
+from ankka.runtime.records.messages import AssistantMessage, Message, Usage, UserMessage
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import CONVERSATION_SESSION_PREFIX, check_id
 
-__all__ = ["CONVERSATION_PREFIX", "Conversations", "Outcome", "session_of"]
+__all__ = ["CONVERSATION_PREFIX", "Conversations", "Heard", "Outcome", "Started", "session_of"]
 
 CONVERSATION_PREFIX = CONVERSATION_SESSION_PREFIX
 T = TypeVar("T")
+INTERRUPTED = "the runtime stopped during this run, and a different message followed"
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The run has begun (its caller was let in, its message recorded, or it is resumed)."""
+
+    turn: str
+    resumed: bool
+
+
+Heard = Callable[[Started | Spoken | TurnSkipped], None]
 
 
 def session_of(conversation: str, session: str) -> str:
@@ -68,6 +86,13 @@ class _Run:
     skipped: list[TurnSkipped] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     last: str | None = None
+    heard: Heard | None = None
+    pending: tuple[Message, ...] = ()
+    pending_speaker: str | None = None
+
+    def tell(self, what: Started | Spoken | TurnSkipped) -> None:
+        if self.heard is not None:
+            self.heard(what)
 
 
 class Conversations:
@@ -84,7 +109,9 @@ class Conversations:
             raise NotFound(f"there is no conversation {name!r} (conversations: {known})")
         return found
 
-    async def run(self, name: str, session: str, message: str, *, caller: str) -> Outcome:
+    async def run(
+        self, name: str, session: str, message: str, *, caller: str, heard: Heard | None = None
+    ) -> Outcome:
         conversation = self.conversation(name)
         check_id(session, "session")
         ctx = self.context
@@ -92,25 +119,61 @@ class Conversations:
         async with ctx.queue.turn(journal_session):
             folded = await ctx.sessions.load(journal_session)
             ctx.check(journal_session, caller, "write", folded.opened)
-            opening = (SessionOpened(caller, name),) if folded.position == 0 else ()
             transcript = [
                 Spoken(m.agent if isinstance(m, AssistantMessage) else USER, m.content or "")
                 for m in folded.view.messages
-                if isinstance(m, UserMessage | AssistantMessage)
+                if isinstance(m, UserMessage | AssistantMessage) and spoken(m)
             ]
-            turn = new_id("conv")
-            await self._record(journal_session, (*opening, UserMessage(message, name, turn)))
-            transcript.append(Spoken(USER, message))
-            run = _Run(
-                conversation,
-                journal_session,
-                turn,
-                ctx.clock.monotonic() + conversation.deadline,
-                transcript,
-            )
+            cut = await self._cut_off(journal_session, folded, conversation)
+            if cut is not None and cut[0].content == message:
+                run = self._resumed(conversation, journal_session, cut, transcript)
+            else:
+                if cut is not None:
+                    ended = ConversationEnded(cut[0].turn, EndReason.INTERRUPTED.value, INTERRUPTED)
+                    await self._record(journal_session, (ended,))
+                opening = (SessionOpened(caller, name),) if folded.position == 0 else ()
+                turn = new_id("conv")
+                await self._record(journal_session, (*opening, UserMessage(message, name, turn)))
+                transcript.append(Spoken(USER, message))
+                deadline = ctx.clock.monotonic() + conversation.deadline
+                run = _Run(conversation, journal_session, turn, deadline, transcript)
+            run.heard = heard
+            run.tell(Started(run.turn, resumed=bool(run.said or run.skipped or run.pending)))
             reason, detail = await self._turns(run)
-            await self._record(journal_session, (ConversationEnded(turn, reason.value, detail),))
+            await self._record(
+                journal_session, (ConversationEnded(run.turn, reason.value, detail),)
+            )
         return Outcome(tuple(run.said), tuple(run.skipped), reason, detail, run.usage)
+
+    async def _cut_off(
+        self, session: str, folded: SessionState, conversation: Conversation
+    ) -> tuple[UserMessage, RecordedRun] | None:
+        """The session's last run, when it has no end (cut off): its message and records."""
+        view = folded.view
+        for message, seq in zip(reversed(view.verbatim), reversed(view.seqs), strict=True):
+            if isinstance(message, UserMessage):
+                entries = await self.context.journal.read(session, after=seq)
+                recorded = recorded_run(entries, message.turn, conversation.speaker_names)
+                return None if recorded.ended else (message, recorded)
+        return None
+
+    def _resumed(
+        self,
+        conversation: Conversation,
+        session: str,
+        cut: tuple[UserMessage, RecordedRun],
+        transcript: list[Spoken],
+    ) -> _Run:
+        """The run cut off, to go on with: its deadline is the conversation's again, from now
+        (the clock of the process that began it is gone)."""
+        message, recorded = cut
+        deadline = self.context.clock.monotonic() + conversation.deadline
+        run = _Run(conversation, session, message.turn, deadline, transcript)
+        run.said, run.skipped = list(recorded.said), list(recorded.skipped)
+        run.usage, run.last = recorded.usage, recorded.last
+        if recorded.pending_speaker in conversation.speaker_names:  # (still one of them)
+            run.pending, run.pending_speaker = recorded.pending, recorded.pending_speaker
+        return run
 
     async def _record(self, session: str, records: tuple[Record, ...]) -> None:
         folded = await self.context.sessions.load(session)
@@ -118,7 +181,7 @@ class Conversations:
 
     async def _turns(self, run: _Run) -> tuple[EndReason, str]:
         conversation = run.conversation
-        for number in range(conversation.max_turns):
+        for number in range(len(run.said) + len(run.skipped), conversation.max_turns):
             left = run.deadline - self.context.clock.monotonic()
             if left <= 0:
                 return (
@@ -130,7 +193,11 @@ class Conversations:
                     EndReason.BUDGET_EXHAUSTED,
                     f"{_total(run.usage)} tokens spent of its {conversation.tokens}",
                 )
-            ended = await self._turn(run, number)
+            if run.pending_speaker is not None:  # the turn cut off goes on first
+                speaker, run.pending_speaker = run.pending_speaker, None
+                ended = await self._speak(run, speaker)
+            else:
+                ended = await self._turn(run, number)
             if ended is not None:
                 return ended
         return EndReason.MAX_TURNS, f"{conversation.max_turns} turns, its max_turns"
@@ -162,14 +229,34 @@ class Conversations:
         conversation = run.conversation
         agent = self.context.service.autonomous_agents[speaker]
         ledger = self.context.executor.ledger()
-        try:
-            answer = await self._bounded(
-                run,
-                speak(self.context, conversation, agent, run.transcript, run.turn, ledger),
-                turn_deadline=True,
+        resumed, run.pending = run.pending, ()
+        listing: list[Record] = []
+
+        async def record(records: Sequence[Record]) -> None:
+            await self._record(run.session, (*listing, *records))
+            listing.clear()  # the tools' listing goes with the turn's first records
+
+        speech = Speech(run.turn, run.session, record)
+
+        async def take() -> Answer:
+            listed = await self.context.mcp_tools(
+                agent.servers,
+                agent=speaker,
+                turn=run.turn,
+                folded=await self.context.sessions.load(run.session),
+                effect=agent,
             )
+            listing.extend(listed.records)
+            tools = (*agent.tools, *listed.tools)
+            return await speak(
+                self.context, conversation, agent, run.transcript, ledger, speech,
+                tools=tools, resumed=resumed,
+            )  # fmt: skip
+
+        try:
+            answer = await self._bounded(run, take(), turn_deadline=True)
         except TimeoutError:
-            await self._spent(run, ledger, speaker, "speaker_silent")
+            await self._spent(run, ledger, speech, speaker, "speaker_silent")
             late = self._late(run)
             if late is not None:
                 return late
@@ -178,7 +265,7 @@ class Conversations:
                 run, speaker, EndReason.SPEAKER_SILENT, detail, conversation.on_silent
             )
         except AnkkaError as exc:
-            await self._spent(run, ledger, speaker, "speaker_failed")
+            await self._spent(run, ledger, speech, speaker, "speaker_failed")
             detail = f"{speaker}'s turn failed: {exc}"
             return await self._skip(
                 run, speaker, EndReason.SPEAKER_FAILED, detail, conversation.on_failure
@@ -186,7 +273,7 @@ class Conversations:
         run.usage = run.usage + ledger.usage
         run.last = speaker
         if not answer.text.strip():
-            await self._spent(run, ledger, speaker, "speaker_silent", add=False)
+            await self._spent(run, ledger, speech, speaker, "speaker_silent", add=False)
             detail = f"{speaker} answered with nothing"
             return await self._skip(
                 run, speaker, EndReason.SPEAKER_SILENT, detail, conversation.on_silent
@@ -194,22 +281,24 @@ class Conversations:
         said = AssistantMessage(
             answer.text, (), speaker, run.turn, answer.call, turn_usage=ledger.usage
         )
-        await self._record(run.session, (said,))
-        spoken = Spoken(speaker, answer.text)
-        run.transcript.append(spoken)
-        run.said.append(spoken)
+        await record((said,))
+        turn = Spoken(speaker, answer.text)
+        run.transcript.append(turn)
+        run.said.append(turn)
+        run.tell(turn)
         return None
 
     async def _spent(
-        self, run: _Run, ledger: Ledger, agent: str, reason: str, *, add: bool = True
-    ) -> None:
-        """Account the calls of a turn that wrote nothing."""
+        self, run: _Run, ledger: Ledger, speech: Speech, agent: str, reason: str, *,
+        add: bool = True,
+    ) -> None:  # fmt: skip
+        """Account the calls of a turn that wrote no answer (those not recorded with its
+        answers asking for tools)."""
         if add:
             run.usage = run.usage + ledger.usage
-        if ledger.calls:
-            await self._record(
-                run.session, (UnwrittenCalls(run.turn, agent, reason, tuple(ledger.calls)),)
-            )
+        calls = speech.unrecorded(ledger.calls)
+        if calls:
+            await self._record(run.session, (UnwrittenCalls(run.turn, agent, reason, calls),))
 
     async def _skip(
         self, run: _Run, speaker: str, reason: EndReason, detail: str, policy: str
@@ -217,6 +306,7 @@ class Conversations:
         skipped = TurnSkipped(run.turn, speaker, reason.value, detail)
         await self._record(run.session, (skipped,))
         run.skipped.append(skipped)
+        run.tell(skipped)
         run.last = speaker if speaker in run.conversation.speaker_names else run.last
         return (reason, detail) if policy == "end" else None
 

@@ -171,6 +171,12 @@ def _runs(entries: Sequence[Entry]) -> dict[str, list[object]]:
 def _step(record: object) -> str:
     if isinstance(record, UserMessage):
         return f'<p class="message"><span class="role">message</span>{escape(record.content)}</p>'
+    if isinstance(record, AssistantMessage) and record.tool_calls:  # its speaker's work
+        names = ", ".join(c.name for c in record.tool_calls)
+        return (
+            f'<li class="tools muted" data-speaker="{escape(record.agent)}">'
+            f"{escape(record.agent)} called {escape(names)}</li>"
+        )
     if isinstance(record, AssistantMessage):
         return (
             f'<li class="spoke" data-speaker="{escape(record.agent)}">'

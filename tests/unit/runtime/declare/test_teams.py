@@ -103,3 +103,10 @@ def test_a_conversations_limits_and_policies_are_checked() -> None:
     service = service_of("a")
     with pytest.raises(ConfigurationError, match="'b', not an autonomous agent"):
         service.conversation(Conversation(name="c", speakers=["a", "b"]))
+
+
+@pytest.mark.parametrize("rounds", [-1, 21, 2.5, True])
+def test_a_conversations_tool_rounds_are_a_whole_number_from_0_to_20(rounds: object) -> None:
+    with pytest.raises(ConfigurationError, match="max_tool_rounds must be a whole number"):
+        Conversation(name="c", speakers=["a"], max_tool_rounds=rounds)  # type: ignore[arg-type]
+    assert Conversation(name="c", speakers=["a"], max_tool_rounds=0).max_tool_rounds == 0

@@ -1,0 +1,139 @@
+"""A moderated conversation's run, streamed (docs/http-api.md, "Teams and conversations").
+
+``POST /v1/conversations/{conversation}/sessions/{session}`` asked with ``Accept:
+text/event-stream`` answers server-sent events instead of the one JSON answer at the end: a
+``turn`` event (``{"speaker", "text"}``) for each spoken turn as it is recorded, a
+``skipped`` event (``{"speaker", "reason", "detail"}``) for each skipped one, and last an
+``ended`` event (``{"reason", "detail", "usage"}``), or ``error`` if the run failed. A failure
+before the run starts (no such conversation, a caller refused, a bad session id) is answered
+as the JSON route answers it. Bounded by the conversation's own ``deadline`` (every turn of
+the run is; the stream gives it :data:`GRACE` more to record its end, then ends with an
+``error``), with a comment every :data:`~.tasks_http.KEEP_ALIVE` seconds while no turn comes.
+A caller who leaves stops the run where it stands, as a restart would: the same message sent
+again goes on from its records (:mod:`ankka.runtime.drivers.teams.runs`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.responses import Response
+
+from ankka._kernel.errors import TurnFailed
+from ankka.runtime.declare.teams import Spoken
+from ankka.runtime.drivers.teams.conversation import Conversations, Outcome
+from ankka.runtime.records.conversations import TurnSkipped
+from ankka.runtime.serve.api import EventStream, error_json, events
+from ankka.runtime.serve.tasks_http import KEEP_ALIVE, sse
+
+__all__ = ["CONVERSATION_EVENTS", "GRACE", "stream_run", "streamed", "wants_events"]
+
+GRACE = KEEP_ALIVE  # past the conversation's deadline, for the run to record its end
+CONVERSATION_EVENTS = ("turn", "skipped", "ended", "error")
+_DONE = object()
+
+
+class StreamTooLong(TurnFailed):
+    """The run did not end within its deadline and the grace: the stream gives up on it."""
+
+    kind = "stream_deadline_exceeded"
+    status = 504
+
+
+def wants_events(accept: str | None) -> bool:
+    """Whether an ``Accept`` header asks for server-sent events."""
+    return accept is not None and any(
+        part.split(";")[0].strip().lower() == "text/event-stream" for part in accept.split(",")
+    )
+
+
+def streamed() -> dict[str, Any]:
+    """The stream's part of the route's documented ``200``."""
+    described = events(
+        "with Accept: text/event-stream, a turn (or skipped) event per turn as it is "
+        "recorded, then ended",
+        *CONVERSATION_EVENTS,
+    )
+    content: dict[str, Any] = described["content"]
+    return content
+
+
+def ended_json(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "reason": outcome.reason.value,
+        "detail": outcome.detail,
+        "usage": outcome.usage.as_dict(),
+    }
+
+
+def _event(item: object) -> bytes | None:
+    if isinstance(item, Spoken):
+        return sse("turn", {"speaker": item.speaker, "text": item.text})
+    if isinstance(item, TurnSkipped):
+        shown = {"speaker": item.speaker, "reason": item.reason, "detail": item.detail}
+        return sse("skipped", shown)
+    return None
+
+
+async def stream_run(
+    conversations: Conversations, name: str, session: str, message: str, *, caller: str
+) -> Response:
+    """Run the conversation, its turns sent as they are recorded."""
+    declared = conversations.conversation(name)  # 404 as JSON, before anything runs
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    task = asyncio.create_task(
+        conversations.run(name, session, message, caller=caller, heard=queue.put_nowait)
+    )
+    task.add_done_callback(lambda _: queue.put_nowait(_DONE))
+    try:
+        first = await queue.get()  # the run started (or failed before it could)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait({task})
+        raise
+    if first is _DONE:
+        failure = task.exception()
+        if failure is not None:
+            raise failure
+    loop = asyncio.get_running_loop()
+    until = loop.time() + declared.deadline + GRACE
+
+    async def body() -> AsyncIterator[bytes]:
+        item = first
+        try:
+            while True:
+                if item is _DONE:
+                    failure = task.exception()
+                    if failure is None:
+                        yield sse("ended", ended_json(task.result()))
+                    else:
+                        yield sse("error", error_json(failure)[1])
+                    return
+                chunk = _event(item)
+                if chunk is not None:
+                    yield chunk
+                item = None
+                while item is None:
+                    left = until - loop.time()
+                    if left <= 0:
+                        late = StreamTooLong(
+                            f"conversation {name!r} did not end within its deadline of "
+                            f"{declared.deadline:g} s (and {GRACE:g} s more): the stream ends"
+                        )
+                        yield sse("error", error_json(late)[1])
+                        return
+                    try:
+                        async with asyncio.timeout(min(KEEP_ALIVE, left)):
+                            item = await queue.get()
+                    except TimeoutError:
+                        yield b": keep-alive\n\n"
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    return EventStream(body(), headers={"cache-control": "no-cache"})
