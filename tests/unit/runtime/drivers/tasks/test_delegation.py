@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.tasks.host import TaskHost
@@ -188,20 +189,33 @@ async def test_a_child_deeper_than_the_limit_is_refused(make_host: MakeHost) -> 
     assert refused["chain"] == ["a", "b", "c"]
 
 
+SAME = ("lookup", {"topic": "sqlite"})
+
+
+@pytest.mark.parametrize(
+    ("script", "asked"),
+    [
+        ([tools(SAME)] * 4, 3),  # one call an answer: the third answer's is not run
+        # The issue's adversarial case: 100 identical calls in one answer (two run).
+        ([tools(*[SAME] * 100)] * 2, 1),
+    ],
+    ids=["one-an-answer", "a-hundred-in-one-answer"],
+)
 async def test_the_third_identical_call_ends_the_task_before_it_runs(
-    make_host: MakeHost, tmp_path: Path
+    make_host: MakeHost, script: list[dict[str, Any]], asked: int
 ) -> None:
-    same = tools(("lookup", {"topic": "sqlite"}))
-    provider = ScriptedProvider([same, same, same, same], name="default")
+    provider = ScriptedProvider(script, name="default")
     host = await make_host(service, provider)
     await put(host, "s1", agent="researcher", kind="summary")
     record = await finished(host, "s1")
     assert record.state == TaskState.FAILED
     assert record.tree is not None and record.tree.end == "repeated_call"
     assert record.reason is not None and "'lookup' was asked for 3 times" in record.reason
-    assert len(provider.requests) == 3  # no model call after it
+    assert len(provider.requests) == asked  # no model call after it
+    assert record.iterations_used == asked
     messages = await host.bench.context.journal.conversation("task:s1")
-    assert sum(isinstance(m, ToolResult) for m in messages) == 2  # the third never ran
+    ran = [m for m in messages if isinstance(m, ToolResult) and m.name == "lookup"]
+    assert len(ran) == 2, ran  # the third never ran, nor any after it
 
 
 async def test_a_child_is_given_only_what_remains_and_the_tree_stops_at_its_budget(
@@ -258,9 +272,8 @@ async def _asked(provider: ScriptedProvider, count: int) -> bool:
     return len(provider.requests) >= count
 
 
-async def test_a_handoff_moves_the_task_with_its_history_and_what_is_left_of_its_budget(
-    make_host: MakeHost,
-) -> None:
+def handoff_service() -> Service:
+    """``a`` (budget 4 for type ``x``) may hand its task to ``b`` (budget 9)."""
     kind = TaskType("x", description="Anything.", result=Summary)
     made = Service("handoff")
     made.autonomous(AutonomousAgent(name="b", tools=[lookup], accepts=[Accepts(kind, budget=9)]))
@@ -269,6 +282,13 @@ async def test_a_handoff_moves_the_task_with_its_history_and_what_is_left_of_its
             name="a", tools=[lookup], accepts=[Accepts(kind, budget=4)], handoffs=[Handoff("b")]
         )
     )
+    return made
+
+
+async def test_a_handoff_moves_the_task_with_its_history_and_what_is_left_of_its_budget(
+    make_host: MakeHost,
+) -> None:
+    made = handoff_service()
     good = {"title": "sqlite", "points": ["one file"]}
     script = [
         tools(("lookup", {"topic": "sqlite"}), when="user"),
@@ -294,6 +314,36 @@ async def test_a_handoff_moves_the_task_with_its_history_and_what_is_left_of_its
         "a", "t", TaskSpec("a", "x", "Summarise ankka."), instance=None, created_by="local"
     )
     assert again.id == "t" and not created
+
+
+async def test_after_a_handoff_the_first_agents_instance_moves_on_to_its_next_task(
+    make_host: MakeHost,
+) -> None:
+    """Two tasks queued on one instance of ``a``: the first is handed to ``b`` and moves to an
+    instance of its own; ``a``'s instance goes on to the second and works it itself."""
+    made = handoff_service()
+    first = {"title": "sqlite", "points": ["one file"]}
+    second = {"title": "postgresql", "points": ["a server"]}
+    script = [
+        {**tools(("handoff__b", {"note": "b knows sqlite"})), "contains": "Task t1 (type"},
+        {**tools(("complete_task", first), when="tool"), "contains": "Task t1 (type"},
+        {**tools(("complete_task", second)), "contains": "Task t2 (type"},
+    ]
+    provider = ScriptedProvider(script, name="default")
+    host = await make_host(made, provider)
+    await put(host, "t1", agent="a", kind="x", instance="desk")
+    await put(host, "t2", agent="a", kind="x", instance="desk")
+    handed, kept = await finished(host, "t1"), await finished(host, "t2")
+    assert handed.state == TaskState.COMPLETED and handed.result == first
+    assert handed.spec.agent == "b" and handed.instance == "task.t1"
+    assert handed.tree is not None and [(h["from"], h["to"]) for h in handed.tree.handoffs] == [
+        ("a", "b")
+    ]
+    assert kept.state == TaskState.COMPLETED and kept.result == second
+    assert kept.spec.agent == "a" and kept.instance == "desk"
+    assert kept.tree is None or not kept.tree.handoffs
+    messages = await host.bench.context.journal.conversation("task:t2")
+    assert [m.agent for m in messages if isinstance(m, AssistantMessage)] == ["a"]
 
 
 async def test_a_silent_child_ends_at_its_deadline_and_its_parent_is_told(
