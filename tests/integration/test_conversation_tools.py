@@ -322,3 +322,21 @@ def test_a_run_cut_off_after_a_skip_that_ended_it_ends_so_when_its_message_is_se
     assert model_requests(model) == []
     kinds = [kind for kind, _ in setup.records("strict")]
     assert kinds.count("conversation_ended") == 1
+
+
+def test_a_skipped_speakers_spent_calls_and_its_skip_are_recorded_in_one_append(
+    setup: Setup,
+) -> None:
+    # Apart, a run cut off between them would be gone on with by asking bob again: his
+    # recorded (unwritten) call made again.
+    server = setup.serve(setup.standin([says("ann here"), says(""), says("cy here")]))
+    run = converse(server, "skipping")
+    assert [s["speaker"] for s in run["skipped"]] == ["bob"]
+    with sqlite3.connect(setup.store) as db:
+        rows = db.execute(
+            "SELECT seq, kind, at FROM events WHERE session = ? ORDER BY seq",
+            ("conversation:skipping:s1",),
+        ).fetchall()
+    [(spent_seq, spent_at)] = [(seq, at) for seq, kind, at in rows if kind == "unwritten_calls"]
+    [(skip_seq, skip_at)] = [(seq, at) for seq, kind, at in rows if kind == "turn_skipped"]
+    assert (skip_seq, skip_at) == (spent_seq + 1, spent_at)  # one append: one time

@@ -264,27 +264,29 @@ class Conversations:
         try:
             answer = await self._bounded(run, take(), turn_deadline=True)
         except TimeoutError:
-            await self._spent(run, ledger, speech, speaker, "speaker_silent")
+            spent = self._spent(run, ledger, speech, speaker, "speaker_silent")
             late = self._late(run)
             if late is not None:
+                if spent:
+                    await self._record(run.session, spent)
                 return late
             detail = f"{speaker} said nothing within {conversation.turn_deadline:g} s"
             return await self._skip(
-                run, speaker, EndReason.SPEAKER_SILENT, detail, conversation.on_silent
+                run, speaker, EndReason.SPEAKER_SILENT, detail, conversation.on_silent, spent
             )
         except AnkkaError as exc:
-            await self._spent(run, ledger, speech, speaker, "speaker_failed")
+            spent = self._spent(run, ledger, speech, speaker, "speaker_failed")
             detail = f"{speaker}'s turn failed: {exc}"
             return await self._skip(
-                run, speaker, EndReason.SPEAKER_FAILED, detail, conversation.on_failure
+                run, speaker, EndReason.SPEAKER_FAILED, detail, conversation.on_failure, spent
             )
         run.usage = run.usage + ledger.usage
         run.last = speaker
         if not answer.text.strip():
-            await self._spent(run, ledger, speech, speaker, "speaker_silent", add=False)
+            spent = self._spent(run, ledger, speech, speaker, "speaker_silent", add=False)
             detail = f"{speaker} answered with nothing"
             return await self._skip(
-                run, speaker, EndReason.SPEAKER_SILENT, detail, conversation.on_silent
+                run, speaker, EndReason.SPEAKER_SILENT, detail, conversation.on_silent, spent
             )
         said = AssistantMessage(
             answer.text, (), speaker, run.turn, answer.call, turn_usage=ledger.usage
@@ -296,23 +298,25 @@ class Conversations:
         run.tell(turn)
         return None
 
-    async def _spent(
+    def _spent(
         self, run: _Run, ledger: Ledger, speech: Speech, agent: str, reason: str, *,
         add: bool = True,
-    ) -> None:  # fmt: skip
-        """Account the calls of a turn that wrote no answer (those not recorded with its
-        answers asking for tools)."""
+    ) -> tuple[Record, ...]:  # fmt: skip
+        """The accounting of the calls of a turn that wrote no answer (those not recorded
+        with its answers asking for tools), to record with its skip."""
         if add:
             run.usage = run.usage + ledger.usage
         calls = speech.unrecorded(ledger.calls)
-        if calls:
-            await self._record(run.session, (UnwrittenCalls(run.turn, agent, reason, calls),))
+        return (UnwrittenCalls(run.turn, agent, reason, calls),) if calls else ()
 
     async def _skip(
-        self, run: _Run, speaker: str, reason: EndReason, detail: str, policy: str
-    ) -> tuple[EndReason, str] | None:
+        self, run: _Run, speaker: str, reason: EndReason, detail: str, policy: str,
+        spent: tuple[Record, ...] = (),
+    ) -> tuple[EndReason, str] | None:  # fmt: skip
+        """Record the skip, in one append with what the turn ``spent``: cut off between two,
+        the run gone on with would ask the speaker again, its recorded call made again."""
         skipped = TurnSkipped(run.turn, speaker, reason.value, detail)
-        await self._record(run.session, (skipped,))
+        await self._record(run.session, (*spent, skipped))
         run.skipped.append(skipped)
         run.tell(skipped)
         run.last = speaker if speaker in run.conversation.speaker_names else run.last
