@@ -24,7 +24,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster.agent_tls import platform_client
 from tests.pods.conftest import Cluster, image
 from tests.pods.manifests import NS, STANDIN_PORT
 from tests.support.eventually import eventually
@@ -36,35 +35,11 @@ SECTIONS = [
     "SQLite is an embedded database kept in one file.",
     "PostgreSQL is a database server shared by many processes.",
 ]
-_CALLER: list[httpx.Client] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_caller() -> Iterator[None]:
-    yield
-    while _CALLER:
-        _CALLER.pop().close()
-
-
-def caller(cluster: Cluster) -> httpx.Client:
-    if not _CALLER:
-        _CALLER.append(
-            platform_client(cluster.kubectl, cluster.cp.workdir / "dl-tls", check_hostname=True)
-        )
-    return _CALLER[0]
 
 
 def call(cluster: Cluster, name: str, method: str, path: str, **kw: Any) -> httpx.Response:
     """A request to Agent ``name``'s runtime through its Service, over mTLS."""
-    svc = cluster.kubectl.get("service", name, NS)
-    assert svc is not None, f"no Service {NS}/{name}"
-    return caller(cluster).request(
-        method,
-        f"https://{svc['spec']['clusterIP']}:443{path}",
-        extensions={"sni_hostname": f"{name}.{NS}.svc"},
-        timeout=60,
-        **kw,
-    )
+    return cluster.call(NS, name, method, path, **kw)
 
 
 def standin_url(cluster: Cluster) -> str:
