@@ -14,7 +14,10 @@ consents at once, as a person who clicks "allow" would), ``/token`` (``client_cr
 ``authorization_code``, ``refresh_token``, rotating refresh tokens; clients authenticate with
 ``client_secret_basic`` or ``client_secret_post``), clients pre-registered with ``--client
 ID:SECRET``. Access tokens live ``--token-seconds`` (default 3600). Each grant is printed
-(``oauth catalog: token grant=... client=...``), never a token.
+(``oauth catalog: token grant=... client=...``), never a token. ``--echo-credentials`` makes
+``/token`` refuse a client it does not know by quoting back everything it was sent (its secret,
+a client assertion, an ID token to exchange), as some real servers do: the secret canary test
+(tests/integration/test_secret_canary.py) uses it.
 """
 
 from __future__ import annotations
@@ -175,7 +178,9 @@ def serve(host: str, port: int, clients: dict[str, str], lifetime: int, echo: bo
         if not known(client, secret):
             if echo:
                 print("oauth catalog: refused a client, quoting what it sent", flush=True)
-                text = f"client {client!r} with secret {secret!r} is not registered"
+                # Everything the client sent: a secret, a client assertion, an ID token.
+                sent = {k: v for k, v in form.items() if k not in ("client_id", "client_secret")}
+                text = f"client {client!r} with secret {secret!r} and {sent!r} is not registered"
                 return JSONResponse(
                     {"error": "invalid_client", "error_description": text}, status_code=401
                 )

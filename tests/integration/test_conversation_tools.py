@@ -268,3 +268,57 @@ def test_the_stream_keeps_alive_while_a_turn_takes_longer_than_its_keep_alive(
     events = streamed(server, "tooled", "slow")
     assert events[0] == ("#", "keep-alive")
     assert [e for e, _ in events[1:]] == ["turn", "turn", "ended"]
+
+
+def test_a_stream_left_by_its_caller_stops_the_run_and_the_same_message_goes_on_with_it(
+    setup: Setup,
+) -> None:
+    slow = says("never heard", when="tool", delay_ms=20000)
+    model = setup.standin(
+        [calls("note", topic="sqlite"), slow, says("sqlite is one file.", when="tool"),
+         says("ann here")]
+    )  # fmt: skip
+    server = setup.serve(model)
+    url = f"{server.url}/v1/conversations/tooled/sessions/s1"
+    headers = {"accept": "text/event-stream"}
+    with httpx.stream("POST", url, json={"message": "Go."}, headers=headers, timeout=60) as got:
+        assert got.status_code == 200
+        eventually(
+            lambda: any(kind == "tool_result" for kind, _ in setup.records("tooled")),
+            timeout=30,
+            what="the tool's result recorded",
+        )
+    # The caller left while dee's next model call was in flight: sent again, the run goes on.
+    run = converse(server, "tooled")
+    assert [(t["speaker"], t["text"]) for t in run["turns"]] == [
+        ("dee", "sqlite is one file."),
+        ("ann", "ann here"),
+    ]
+    assert setup.ran() == ["note sqlite"]
+    kinds = [kind for kind, _ in setup.records("tooled")]
+    assert kinds.count("user_message") == 1
+    assert kinds.count("conversation_ended") == 1
+
+
+def test_a_run_cut_off_after_a_skip_that_ended_it_ends_so_when_its_message_is_sent_again(
+    setup: Setup,
+) -> None:
+    first = setup.serve(setup.standin([says("ann here"), says("")]))
+    run = converse(first, "strict")
+    assert run["ended"]["reason"] == "speaker_silent"
+    first.stop()
+    # The runtime stopped after bob's skip was recorded, before the end it made was: the
+    # state a SIGKILL between those two appends leaves.
+    with sqlite3.connect(setup.store) as db:
+        db.execute(
+            "DELETE FROM events WHERE session = ? AND kind = 'conversation_ended'",
+            ("conversation:strict:s1",),
+        )
+    model = setup.standin([says("cy here")])
+    again = converse(setup.serve(model), "strict")
+    assert again["ended"]["reason"] == "speaker_silent"  # as the policy said, not a new turn
+    assert again["ended"]["detail"] == run["ended"]["detail"]
+    assert [t["speaker"] for t in again["turns"]] == ["ann"]
+    assert model_requests(model) == []
+    kinds = [kind for kind, _ in setup.records("strict")]
+    assert kinds.count("conversation_ended") == 1

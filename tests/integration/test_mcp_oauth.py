@@ -3,7 +3,8 @@
 The server is examples/mcp_oauth_catalog.py: the official SDK's resource server (401 with
 ``WWW-Authenticate``, protected-resource metadata, scope and audience checks) and a small
 authorization server on the same port whose access tokens live two seconds. The agent is
-``ankka serve examples.shop:service`` with the stand-in as its model. What the authorization
+``ankka serve examples.shop:service`` with the stand-in as its model (and, for an autonomous
+agent's tasks, tests/integration/asking_services.py's ``purchaser``). What the authorization
 server granted is read from its own log (``token grant=...``), so each test asserts which grants
 were made, not only that the turns were answered.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import model_env
+from tests.integration.conftest import model_env, received
 from tests.integration.test_mcp import (
     Rig,
     ask,
@@ -66,9 +67,23 @@ def issued_tokens(credentials: Path) -> list[str]:
     return [t for t in found if t]
 
 
-def shop(rig: Rig, model: Server, env: dict[str, str], *args: str) -> Server:
+def unattended(mcp: Server, credentials: Path) -> dict[str, str]:
+    """The settings of the client-credentials flow, credentials kept in ``credentials``."""
+    return {
+        f"{PREFIX}URL": mcp.url,
+        f"{PREFIX}OAUTH": "client_credentials",
+        f"{PREFIX}OAUTH_CLIENT_ID": "ankka",
+        f"{PREFIX}OAUTH_CLIENT_SECRET": SECRET,
+        f"{PREFIX}OAUTH_ISSUER": mcp.url.removesuffix("mcp"),
+        "ANKKA_MCP_CREDENTIALS": f"file:{credentials}",
+    }
+
+
+def shop(
+    rig: Rig, model: Server, env: dict[str, str], *args: str, target: str = "examples.shop:service"
+) -> Server:
     store = f"sqlite:///{rig.tmp_path / 'shop.sqlite3'}"
-    command = ankka_command("serve", "examples.shop:service", "--port", "0", "--store", store)
+    command = ankka_command("serve", target, "--port", "0", "--store", store)
     return rig._keep(start([*command, *args], env={**model_env(model.url), **env}))
 
 
@@ -80,14 +95,7 @@ def test_an_unattended_agent_gets_a_token_and_a_new_one_when_it_expires(rig: Rig
     mcp = oauth_catalog(rig, f"ankka:{SECRET}")
     model = rig.standin([*search("kettle"), *search("mug")])
     credentials = rig.tmp_path / "credentials.json"
-    env = {
-        f"{PREFIX}URL": mcp.url,
-        f"{PREFIX}OAUTH": "client_credentials",
-        f"{PREFIX}OAUTH_CLIENT_ID": "ankka",
-        f"{PREFIX}OAUTH_CLIENT_SECRET": SECRET,
-        f"{PREFIX}OAUTH_ISSUER": mcp.url.removesuffix("mcp"),
-        "ANKKA_MCP_CREDENTIALS": f"file:{credentials}",
-    }
+    env = unattended(mcp, credentials)
     server = shop(rig, model, env)
     eventually(lambda: ready(server), what="the shop ready with its OAuth server")
     assert ask(server, "Kettles?").status_code == 200
@@ -112,6 +120,47 @@ def test_an_unattended_agent_gets_a_token_and_a_new_one_when_it_expires(rig: Rig
         stop_cleanly(server),
     ]
     for text in seen:
+        for secret in (SECRET, *tokens):
+            assert secret not in text
+
+
+def test_an_autonomous_agents_tasks_get_a_token_and_a_new_one_when_it_expires(rig: Rig) -> None:
+    """The same unattended flow for a task of an autonomous agent: nobody calls a turn, the
+    task's own iterations reach the server, and the second task, after the token expired, gets
+    a new one by the same grant."""
+    mcp = oauth_catalog(rig, f"ankka:{SECRET}")
+
+    def searched(query: str) -> list[dict[str, object]]:
+        done = {"name": "complete_task", "arguments": {"title": query, "points": [query]}}
+        return [search(query)[0], {"tool_calls": [done]}]
+
+    model = rig.standin([*searched("kettle"), *searched("mug")])
+    env = unattended(mcp, rig.tmp_path / "credentials.json")
+    server = shop(rig, model, env, target="tests.integration.asking_services:service")
+    eventually(lambda: ready(server), what="the runtime ready with its OAuth server")
+
+    def task(name: str, product: str) -> dict[str, object]:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            body = {"type": "summary", "instructions": f"Find a {product}."}
+            assert client.put(f"/v1/agents/purchaser/tasks/{name}", json=body).status_code == 201
+            record: dict[str, object] = client.get(f"/v1/tasks/{name}", params={"wait": 50}).json()
+        return record
+
+    first = task("t1", "kettle")
+    assert first["state"] == "completed", first
+    assert "Steel kettle" in received(model)[1]["body"]["messages"][-1]["content"]
+    before = grants(mcp)
+    assert before and set(before) == {"client_credentials"}
+
+    wait_until_expired(mcp)
+    second = task("t2", "mug")
+    assert second["state"] == "completed", second
+    assert "Stoneware mug" in received(model)[3]["body"]["messages"][-1]["content"]
+    after = grants(mcp)
+    assert len(after) > len(before) and set(after) == {"client_credentials"}
+    tokens = issued_tokens(rig.tmp_path / "credentials.json")
+    assert tokens
+    for text in (journal_text(rig.tmp_path), stop_cleanly(server)):
         for secret in (SECRET, *tokens):
             assert secret not in text
 

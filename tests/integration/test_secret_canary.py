@@ -26,6 +26,8 @@ from typing import IO
 import httpx
 import pytest
 import yaml
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from ankka._kernel.errors import ModelError
 from ankka.runtime.providers.base import ModelRequest
@@ -148,13 +150,41 @@ def test_serve_keeps_an_echoed_key_out_of_answers_logs_metrics_and_journal(
         assert any('"POST /v1/agents/polite/sessions/s HTTP/1.1" 502' in m for m in messages)
 
 
+def _pem_private_key() -> str:
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    return pem.decode()
+
+
+def _oauth_credentials(credential: str, canary: str, issuer: str) -> dict[str, str]:
+    """The ``_OAUTH*`` settings of a flow whose secret is ``canary``, each refused by the
+    catalogue's authorization server (it knows no such client), which quotes what it got."""
+    if credential == "client_secret":
+        return {"OAUTH_CLIENT_SECRET": canary, "OAUTH_ISSUER": issuer}
+    if credential == "private_key":  # sent only as the signature of a client assertion
+        return {"OAUTH_PRIVATE_KEY": canary, "OAUTH_SIGNING_ALGORITHM": "ES256"} | {
+            "OAUTH_ISSUER": issuer
+        }
+    return {  # an ID token, exchanged at an identity provider (the same /token here)
+        "OAUTH": "identity_assertion",
+        "OAUTH_CLIENT_SECRET": "the-registered-secret",
+        "OAUTH_ISSUER": issuer,
+        "OAUTH_IDP_TOKEN_ENDPOINT": f"{issuer}token",
+        "OAUTH_IDP_CLIENT_ID": "the-idp-client",
+        "OAUTH_ID_TOKEN": canary,
+    }
+
+
+@pytest.mark.parametrize("credential", ["client_secret", "private_key", "id_token"])
 def test_serve_keeps_an_mcp_oauth_secret_an_authorization_server_echoes_out_of_everything(
-    keyed: Server, tmp_path: Path
+    keyed: Server, tmp_path: Path, credential: str
 ) -> None:
-    """An MCP server's authorization server refuses the client and quotes the secret it was
-    sent; the SDK's flow fails with that text and logs it. Neither the readiness answer, the
-    turn's error, the metrics, the log (ankka's and the SDK's) nor the journal carries it."""
-    canary = CANARIES[1]
+    """An MCP server's authorization server refuses the client and quotes what it was sent
+    (the client's secret, its signed assertion, the ID token it exchanges); the SDK's flow
+    fails with that text and logs it. Neither the readiness answer, the turn's error, the
+    metrics, the log (ankka's and the SDK's) nor the journal carries the secret: the client
+    secret, the private key (a PEM of several lines) or the ID token."""
+    canary = _pem_private_key() if credential == "private_key" else CANARIES[1]
     mcp = start(
         [
             sys.executable,
@@ -169,13 +199,9 @@ def test_serve_keeps_an_mcp_oauth_secret_an_authorization_server_echoes_out_of_e
     env = _settings("openai-compatible", keyed.url, STANDIN_KEY)
     env = {k.replace("_BRAIN_", "_DEFAULT_"): v for k, v in env.items()}
     prefix = "ANKKA_MCP_CATALOG_"
-    env |= {
-        f"{prefix}URL": mcp.url,
-        f"{prefix}OAUTH": "client_credentials",
-        f"{prefix}OAUTH_CLIENT_ID": "ankka",
-        f"{prefix}OAUTH_CLIENT_SECRET": canary,
-        f"{prefix}OAUTH_ISSUER": mcp.url.removesuffix("mcp"),
-    }
+    oauth = {"OAUTH": "client_credentials", "OAUTH_CLIENT_ID": "ankka"}
+    oauth |= _oauth_credentials(credential, canary, mcp.url.removesuffix("mcp"))
+    env |= {f"{prefix}URL": mcp.url} | {prefix + k: v for k, v in oauth.items()}
     store = tmp_path / "sessions.sqlite3"
     command = ankka_command("serve", "examples.shop:service", "--port", "0")
     server = start([*command, "--store", f"sqlite:///{store}"], env=env)
@@ -192,12 +218,21 @@ def test_serve_keeps_an_mcp_oauth_secret_an_authorization_server_echoes_out_of_e
         output = server.stop()
         mcp_output = mcp.stop()
     assert "quoting what it sent" in mcp_output  # the server did echo it
-    assert refused.status_code == 503 and "invalid_client" in refused.text
-    assert "***" in json.dumps(ready)  # the echo reached ankka, and was replaced
-    for seen in (json.dumps(ready), refused.text, metrics, output):
-        assert canary not in seen
+    assert refused.status_code == 503
+    if credential == "id_token":  # the identity provider's answer is not kept at all
+        assert "refused the token exchange (401 invalid_client)" in refused.text
+    else:
+        assert "invalid_client" in refused.text
+    if credential == "client_secret":
+        assert "***" in json.dumps(ready)  # the echo reached ankka, and was replaced
+    # A PEM's lines one by one too, and its body without them, as a log might wrap it.
+    body = [line for line in canary.splitlines() if line and not line.startswith("-----")]
+    pieces = {canary, *body, "".join(body)}
     journal = b"".join(p.read_bytes() for p in tmp_path.glob("sessions.sqlite3*"))
-    assert canary.encode() not in journal
+    for piece in pieces:
+        for seen in (json.dumps(ready), refused.text, metrics, output):
+            assert piece not in seen
+        assert piece.encode() not in journal
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])

@@ -11,8 +11,10 @@ Every turn is bounded by what is left of the deadline, so the run never hangs. T
 is the journal's ``conversation:<name>:<session>``; a later message goes on from its
 transcript. A speaker uses its agent's tools (:mod:`.speaking`); what its turn asks of them is
 recorded as it comes, so a run cut off (its process stopped, its stream's caller left) goes
-on from its records when the same message is sent again (:mod:`.runs`): no recorded call is
-made again. A different message ends the run cut off first (``interrupted``). ``heard``
+on from its records when the same message is sent again (:mod:`.runs`): no recorded call of
+a speaker's is made again (a model moderator's choice is not recorded: it is asked again), and
+a run cut off after a skip that ended it ends so. A different message ends the run cut off
+first (``interrupted``). ``heard``
 hears each turn as it is recorded (the streamed answer, docs/http-api.md).
 """
 
@@ -89,6 +91,7 @@ class _Run:
     heard: Heard | None = None
     pending: tuple[Message, ...] = ()
     pending_speaker: str | None = None
+    closing: TurnSkipped | None = None  # a recorded skip that ended the run (cut off after)
 
     def tell(self, what: Started | Spoken | TurnSkipped) -> None:
         if self.heard is not None:
@@ -173,6 +176,9 @@ class Conversations:
         run.usage, run.last = recorded.usage, recorded.last
         if recorded.pending_speaker in conversation.speaker_names:  # (still one of them)
             run.pending, run.pending_speaker = recorded.pending, recorded.pending_speaker
+        closing = recorded.closing
+        if closing is not None and _policy(conversation, closing.reason) == "end":
+            run.closing = closing  # cut off between the skip and the end it made
         return run
 
     async def _record(self, session: str, records: tuple[Record, ...]) -> None:
@@ -181,6 +187,8 @@ class Conversations:
 
     async def _turns(self, run: _Run) -> tuple[EndReason, str]:
         conversation = run.conversation
+        if run.closing is not None:  # it ended by that skip: its end is recorded now
+            return EndReason(run.closing.reason), run.closing.detail
         for number in range(len(run.said) + len(run.skipped), conversation.max_turns):
             left = run.deadline - self.context.clock.monotonic()
             if left <= 0:
@@ -348,6 +356,16 @@ class Conversations:
                     await self._record(run.session, (calls,))
         following = names.index(run.last) + 1 if run.last in names else 0
         return names[following % len(names)]
+
+
+def _policy(conversation: Conversation, reason: str) -> str | None:
+    """The policy a skip for ``reason`` was taken by (skip or end)."""
+    policies = {
+        EndReason.SPEAKER_SILENT.value: conversation.on_silent,
+        EndReason.SPEAKER_FAILED.value: conversation.on_failure,
+        EndReason.UNKNOWN_SPEAKER.value: conversation.on_unknown,
+    }
+    return policies.get(reason)
 
 
 def _total(usage: Usage) -> int:

@@ -5,7 +5,9 @@ turn, a spoken answer (an assistant message calling no tool) or a ``turn_skipped
 and last its ``conversation_ended`` record. A speaker's answers asking for tools and their
 results come before the answer that ends its turn. A run with no end was cut off (its
 process stopped, or its stream's caller left): :func:`recorded_run` reads where it stood, so
-the next try goes on from there (:mod:`.conversation`) and no recorded call is made again.
+the next try goes on from there (:mod:`.conversation`) and no recorded speaker's call is made
+again (a model moderator's choice is not recorded: it is asked again). A run whose last record
+is a skip may have been ending by it (``closing``): its policy says.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def spoken(message: Message) -> bool:
 class RecordedRun:
     """Where a run stood: what was said and skipped, in order; ``last``: the speaker of the
     last turn; ``pending``: the answers asking for tools and results of a turn it was in the
-    middle of, and whose (``pending_speaker``); ``usage``: what its recorded calls spent."""
+    middle of, and whose (``pending_speaker``); ``usage``: what its recorded calls spent;
+    ``closing``: the skip recorded last, when nothing of the run followed it (the run may have
+    been ending by it: its policy says, :mod:`.conversation`)."""
 
     said: tuple[Spoken, ...]
     skipped: tuple[TurnSkipped, ...]
@@ -43,6 +47,7 @@ class RecordedRun:
     pending_speaker: str | None
     usage: Usage
     ended: bool
+    closing: TurnSkipped | None = None
 
     @property
     def turns(self) -> int:
@@ -58,10 +63,13 @@ def recorded_run(entries: Sequence[Entry], turn: str, speakers: Sequence[str]) -
     last: str | None = None
     usage = Usage()
     ended = False
+    closing: TurnSkipped | None = None
     for entry in entries:
         record = entry.record
         if getattr(record, "turn", None) != turn:
             continue
+        if not isinstance(record, ConversationEnded):
+            closing = record if isinstance(record, TurnSkipped) else None
         if isinstance(record, AssistantMessage):
             if record.call is not None:
                 usage = usage + record.call.usage
@@ -82,4 +90,6 @@ def recorded_run(entries: Sequence[Entry], turn: str, speakers: Sequence[str]) -
         elif isinstance(record, ConversationEnded):
             ended = True
     speaker = pending[0].agent if pending else None
-    return RecordedRun(tuple(said), tuple(skipped), last, tuple(pending), speaker, usage, ended)
+    return RecordedRun(
+        tuple(said), tuple(skipped), last, tuple(pending), speaker, usage, ended, closing
+    )

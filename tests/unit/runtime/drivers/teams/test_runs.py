@@ -77,3 +77,21 @@ def test_a_spoken_answer_closes_its_speakers_tool_work_and_an_end_ends_the_run()
     assert run.ended
     assert not spoken(asked)
     assert spoken(UserMessage("hi", "c", RUN))
+
+
+def test_a_skip_recorded_last_is_the_runs_closing_until_anything_of_the_run_follows_it() -> None:
+    skip = TurnSkipped(RUN, "bob", "speaker_silent", "bob answered with nothing")
+    last = recorded_run(
+        entries(AssistantMessage("ann here", (), "ann", RUN, call(1)), skip), RUN, SPEAKERS
+    )
+    assert last.closing == skip
+    followed = recorded_run(
+        entries(skip, UnwrittenCalls(RUN, "c.moderator", "moderator", (call(1),))),
+        RUN,
+        SPEAKERS,
+    )
+    assert followed.closing is None
+    other_run = recorded_run(
+        entries(skip, AssistantMessage("x", (), "ann", "conv_2", call(1))), RUN, SPEAKERS
+    )
+    assert other_run.closing == skip
