@@ -1,6 +1,6 @@
 """Delegation across pods (issue 24, "Across runtimes"; docs/delegation.md), on the real node
-after tests/pods/test_pods.py: a ``writer`` Agent's lead (tests/pods/app/lead_agent.py)
-delegates two ``summary`` tasks to a ``scholar`` Agent's researcher (examples/tasks.py), pod
+after tests/pods/test_pods.py: a ``lead`` Agent (tests/pods/app/lead_agent.py, the issue's
+name for it) delegates two ``summary`` tasks to a ``researcher`` Agent (examples/tasks.py), pod
 to pod over mTLS, as the operator renders ``spec.delegatesTo`` into both sides.
 
 Both Agents keep their journals in the tier's PostgreSQL (the chart's store.postgres), so a
@@ -28,7 +28,7 @@ from tests.pods.conftest import Cluster, image
 from tests.pods.manifests import NS, STANDIN_PORT
 from tests.support.eventually import eventually
 
-LEAD, RESEARCH = "writer", "scholar"  # the Agent resources
+LEAD, RESEARCH = "lead", "researcher"  # the Agent resources, as issue 24 names them
 HELD_MS = 60_000  # a held child's call: far longer than deleting a pod takes
 TOPICS = ("sqlite", "postgresql")
 SECTIONS = [
