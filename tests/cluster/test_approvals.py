@@ -32,20 +32,71 @@ COMPLETE = {"when": "tool", "tool_calls": [{"name": "complete_task", "arguments"
 
 
 class Desk:
-    def __init__(self, cp: ControlPlane, kubectl: Kubectl, runtime: Server, log: Path) -> None:
+    """A runtime on loopback named by an Agent of ``namespace``, and the commands deciding its
+    Tasks' approvals (tests/cluster/test_mcp_questions.py's desk too)."""
+
+    def __init__(
+        self, cp: ControlPlane, kubectl: Kubectl, runtime: Server, log: Path, namespace: str = NS
+    ) -> None:
         self.cp = cp
         self.kubectl = kubectl
         self.runtime = runtime
         self.log = log
+        self.namespace = namespace
 
     def apply(self, *objects: dict[str, Any]) -> None:
-        path = self.cp.workdir / "approvals-objects.yaml"
+        path = self.cp.workdir / f"{self.namespace}-objects.yaml"
         path.write_text(yaml.safe_dump_all(objects))
         self.kubectl.run("apply", "-f", str(path))
 
     def status_of(self, name: str) -> dict[str, Any]:
-        found = self.kubectl.get("task", name, NS) or {}
+        found = self.kubectl.get("task", name, self.namespace) or {}
         status: dict[str, Any] = found.get("status") or {}
+        return status
+
+    def register(self, agent: str, module: str) -> None:
+        """Create the namespace and an Agent of ``module`` naming the runtime on loopback."""
+        self.kubectl.run("create", "namespace", self.namespace, check=False)
+        self.apply(
+            {
+                "apiVersion": "ankka.dev/v1alpha1",
+                "kind": "Agent",
+                "metadata": {"name": agent, "namespace": self.namespace},
+                "spec": {
+                    "image": f"registry.example/{agent}:1",
+                    "module": module,
+                    "runtime": {"address": self.runtime.url},
+                },
+            }
+        )
+        eventually(
+            lambda: (
+                (self.kubectl.get("agent", agent, self.namespace) or {})
+                .get("status", {})
+                .get("phase")
+                == "Progressing"
+            ),
+            what=f"the {agent} Agent rendered (no pods in this tier: Progressing, never Ready)",
+            timeout=60,
+        )
+
+    def awaiting(self, name: str, agent: str, autonomous: str, instructions: str) -> dict[str, Any]:
+        """Apply a summary Task for ``autonomous`` of ``agent``; its status once it lists a
+        pending approval."""
+        spec = {"agent": agent, "autonomousAgent": autonomous, "type": "summary"}
+        self.apply(
+            {
+                "apiVersion": "ankka.dev/v1alpha1",
+                "kind": "Task",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "spec": {**spec, "instructions": instructions},
+            }
+        )
+        status: dict[str, Any] = eventually(
+            lambda: (s := self.status_of(name)).get("approvals") and s,
+            what="the Task to list its pending approval",
+            timeout=60,
+        )
         return status
 
     def approve(
@@ -55,7 +106,7 @@ class Desk:
         if kubeconfig is not None:
             env["KUBECONFIG"] = str(kubeconfig)
         return subprocess.run(
-            [sys.executable, "-m", "ankka", "approve", *args, "-n", NS],
+            [sys.executable, "-m", "ankka", "approve", *args, "-n", self.namespace],
             env={**os.environ, **env},
             capture_output=True,
             text=True,
@@ -83,27 +134,8 @@ def desk(kubectl: Kubectl, operator: Operator, controlplane: ControlPlane) -> It
         "serve", "tests.integration.approval_services:service", "--port", "0", "--store", store
     )
     runtime = start([*command, "--approver-header", "X-Ankka-Approver"], env=env)
-    kubectl.run("create", "namespace", NS, check=False)
     here = Desk(controlplane, kubectl, runtime, log)
-    here.apply(
-        {
-            "apiVersion": "ankka.dev/v1alpha1",
-            "kind": "Agent",
-            "metadata": {"name": "desk", "namespace": NS},
-            "spec": {
-                "image": "registry.example/desk:1",
-                "module": "tests.integration.approval_services",
-                "runtime": {"address": runtime.url},
-            },
-        }
-    )
-    eventually(
-        lambda: (
-            (kubectl.get("agent", "desk", NS) or {}).get("status", {}).get("phase") == "Progressing"
-        ),
-        what="the desk Agent rendered (no pods in this tier: Progressing, never Ready)",
-        timeout=60,
-    )
+    here.register("desk", "tests.integration.approval_services")
     yield here
     runtime.stop()
     model.stop()
@@ -137,24 +169,7 @@ def _kubeconfig_of(cp: ControlPlane, kubectl: Kubectl, account: str) -> Path:
 
 
 def test_a_task_s_pending_approval_is_listed_and_decided_through_rbac(desk: Desk) -> None:
-    desk.apply(
-        {
-            "apiVersion": "ankka.dev/v1alpha1",
-            "kind": "Task",
-            "metadata": {"name": "publish-1", "namespace": NS},
-            "spec": {
-                "agent": "desk",
-                "autonomousAgent": "researcher",
-                "type": "summary",
-                "instructions": "Publish ankka.",
-            },
-        }
-    )
-    status = eventually(
-        lambda: (s := desk.status_of("publish-1")).get("approvals") and s,
-        what="the Task to list its pending approval",
-        timeout=60,
-    )
+    status = desk.awaiting("publish-1", "desk", "researcher", "Publish ankka.")
     assert status["phase"] == "AwaitingApproval" and status["state"] == "awaiting-approval"
     (pending,) = status["approvals"]
     assert pending["tool"] == "publish" and len(pending["digest"]) == 64

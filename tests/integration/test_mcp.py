@@ -339,6 +339,31 @@ def test_a_server_killed_mid_session_is_noticed_by_its_ping_and_its_turns_fail_f
     assert "ConnectError" in down["mcp server 'catalog'"]  # its ping could not connect
 
 
+def test_a_call_that_times_out_pings_at_once_and_a_frozen_server_is_noticed(rig: Rig) -> None:
+    """Interval pings off: only the ping a timed-out call asks for can notice the server."""
+    script = [*search("kettle", "The catalogue did not answer."), *search("mug")]
+    mcp, model, server = rig.open(script, ping_interval="0", timeout="1")
+    wait_ready(server)
+    mcp.process.send_signal(signal.SIGSTOP)  # it takes connections and answers nothing
+    try:
+        assert ask(server, "Kettles?").status_code == 200
+        # A tool error: its own timeout, or the session the failed ping ended under it.
+        assert conversation(server)[2]["is_error"] is True
+        down = eventually(
+            lambda: httpx.get(f"{server.url}/readyz").json().get("missing"),
+            what="readyz naming the frozen server",
+        )
+        assert "did not answer a ping within 1s" in down["mcp server 'catalog'"], down
+        metrics = httpx.get(f"{server.url}/metrics").text
+        assert 'ankka_mcp_connected{server="catalog"} 0.0' in metrics
+    finally:
+        mcp.process.send_signal(signal.SIGCONT)
+    wait_ready(server)
+    assert ask(server, "Mugs?").status_code == 200
+    assert "Stoneware mug" in conversation(server)[-2]["content"]
+    assert len(received(model)) == 4
+
+
 def test_header_values_reach_the_server_and_nothing_else(rig: Rig) -> None:
     script = search("kettle")
     mcp, model, server = rig.open(

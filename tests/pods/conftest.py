@@ -4,6 +4,12 @@ with them, so the operator and the gateway run as pods.
 
 A missing piece (a binary, a Debian package, an image archive) fails the session naming it and
 what provides it: this tier never skips.
+
+Runtimes in pods serve mTLS only. The tests reach them through :meth:`Cluster.call` (an Agent's
+Service) and :meth:`Cluster.call_pod` (one pod by its IP), as a platform identity of their own:
+a client certificate ``ankka://platform/tests`` issued from the platform CA's Secret
+(``tests/cluster/agent_tls.py``), the runtime's certificate checked against that CA and its
+Agent's Service name (``<agent>.<namespace>.svc``, sent as SNI).
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from tests.cluster.agent_tls import platform_client
 from tests.cluster.conftest import Kubectl
 from tests.cluster.controlplane import ControlPlane, PodNetwork, start
 from tests.pods import netns, node
@@ -102,6 +110,58 @@ class Cluster:
         self.node = n
         self.postgres = postgres
         self.kubectl = Kubectl(cp)
+        self._caller: httpx.Client | None = None
+
+    def caller(self) -> httpx.Client:
+        """The tests' mTLS client to runtimes (``ankka://platform/tests``), made at its first
+        use, once the chart's operator has made the platform CA; closed with the cluster."""
+        if self._caller is None:
+            self._caller = platform_client(
+                self.kubectl, self.cp.workdir / "tests-tls", check_hostname=True
+            )
+        return self._caller
+
+    def call(
+        self, namespace: str, name: str, method: str, path: str, *, timeout: float = 60, **kw: Any
+    ) -> httpx.Response:
+        """A request to Agent ``name``'s runtime through its Service (kube-proxy), over mTLS:
+        the runtime's certificate must name ``<name>.<namespace>.svc``."""
+        svc = self.kubectl.get("service", name, namespace)
+        assert svc is not None, f"no Service {namespace}/{name}"
+        return self.caller().request(
+            method,
+            f"https://{svc['spec']['clusterIP']}:443{path}",
+            extensions={"sni_hostname": f"{name}.{namespace}.svc"},
+            timeout=timeout,
+            **kw,
+        )
+
+    def call_pod(
+        self,
+        pod: dict[str, Any],
+        method: str,
+        path: str,
+        *,
+        client: httpx.Client | None = None,
+        timeout: float = 60,
+        **kw: Any,
+    ) -> httpx.Response:
+        """A request to one runtime pod by its IP, its Agent's Service name as SNI (the
+        runtime's certificate names it); ``client`` for another platform's CA."""
+        meta = pod["metadata"]
+        resource = meta["labels"]["app.kubernetes.io/instance"]
+        return (client or self.caller()).request(
+            method,
+            f"https://{pod['status']['podIP']}:8080{path}",
+            extensions={"sni_hostname": f"{resource}.{meta['namespace']}.svc"},
+            timeout=timeout,
+            **kw,
+        )
+
+    def close(self) -> None:
+        if self._caller is not None:
+            self._caller.close()
+            self._caller = None
 
     def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -175,7 +235,10 @@ def _ready(pod: dict[str, Any]) -> bool:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         with running(tmp_path_factory.mktemp("pods")) as c:
-            yield c
+            try:
+                yield c
+            finally:
+                c.close()
     except RuntimeError as exc:
         pytest.fail(str(exc))
 

@@ -2,10 +2,10 @@
 Agents, on a real node, with ankka's own images.
 
 Runtimes in pods serve mTLS only (kubelet probes their plain probe port). The tests reach
-them as a platform identity of their own: a client certificate ``ankka://platform/tests``
-issued from the platform CA's Secret (``tests/cluster/agent_tls.py``), checking the runtime's
-certificate against that CA and the Service's DNS name (``<agent>.shop.svc``, sent as SNI to
-the Service's cluster IP). A Task is handed to its runtime pod by the operator pod, over mTLS.
+them as a platform identity of their own (``Cluster.call``, tests/pods/conftest.py), checking
+the runtime's certificate against the platform CA and the Service's DNS name
+(``<agent>.shop.svc``, sent as SNI to the Service's cluster IP). A Task is handed to its
+runtime pod by the operator pod, over mTLS.
 
 The tests run in order and share the cluster: each step builds on the one before (pytest runs
 a module's tests in file order).
@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.cluster.agent_tls import platform_client
 from tests.pods.conftest import PLATFORM_NS, Cluster
 from tests.pods.manifests import (
     MODEL,
@@ -35,8 +33,6 @@ from tests.pods.manifests import (
     task_agent,
 )
 from tests.support.eventually import eventually
-
-_CALLER: list[httpx.Client] = []  # the tests' mTLS client, made once the CA exists
 
 
 def phase(cluster: Cluster, name: str) -> str | None:
@@ -56,31 +52,9 @@ def service_url(cluster: Cluster, name: str) -> str:
     return f"https://{svc['spec']['clusterIP']}:443"
 
 
-def caller(cluster: Cluster) -> httpx.Client:
-    if not _CALLER:
-        _CALLER.append(
-            platform_client(cluster.kubectl, cluster.cp.workdir / "tests-tls", check_hostname=True)
-        )
-    return _CALLER[0]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_caller() -> Iterator[None]:
-    yield
-    while _CALLER:
-        _CALLER.pop().close()
-
-
 def call(cluster: Cluster, name: str, method: str, path: str, **kw: Any) -> httpx.Response:
-    """A request to the runtime of Agent ``name``, through its Service (kube-proxy), over
-    mTLS: the runtime's certificate must name ``<name>.shop.svc``."""
-    return caller(cluster).request(
-        method,
-        f"{service_url(cluster, name)}{path}",
-        extensions={"sni_hostname": f"{name}.{NS}.svc"},
-        timeout=180,
-        **kw,
-    )
+    """A request to the runtime of Agent ``name``, through its Service, over mTLS."""
+    return cluster.call(NS, name, method, path, timeout=180, **kw)
 
 
 def ask(cluster: Cluster, agent_name: str, session: str) -> httpx.Response:

@@ -1,6 +1,6 @@
 """Delegation across pods (issue 24, "Across runtimes"; docs/delegation.md), on the real node
-after tests/pods/test_pods.py: a ``writer`` Agent's lead (tests/pods/app/lead_agent.py)
-delegates two ``summary`` tasks to a ``scholar`` Agent's researcher (examples/tasks.py), pod
+after tests/pods/test_pods.py: a ``lead`` Agent (tests/pods/app/lead_agent.py, the issue's
+name for it) delegates two ``summary`` tasks to a ``researcher`` Agent (examples/tasks.py), pod
 to pod over mTLS, as the operator renders ``spec.delegatesTo`` into both sides.
 
 Both Agents keep their journals in the tier's PostgreSQL (the chart's store.postgres), so a
@@ -24,47 +24,22 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster.agent_tls import platform_client
 from tests.pods.conftest import Cluster, image
 from tests.pods.manifests import NS, STANDIN_PORT
 from tests.support.eventually import eventually
 
-LEAD, RESEARCH = "writer", "scholar"  # the Agent resources
+LEAD, RESEARCH = "lead", "researcher"  # the Agent resources, as issue 24 names them
 HELD_MS = 60_000  # a held child's call: far longer than deleting a pod takes
 TOPICS = ("sqlite", "postgresql")
 SECTIONS = [
     "SQLite is an embedded database kept in one file.",
     "PostgreSQL is a database server shared by many processes.",
 ]
-_CALLER: list[httpx.Client] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_caller() -> Iterator[None]:
-    yield
-    while _CALLER:
-        _CALLER.pop().close()
-
-
-def caller(cluster: Cluster) -> httpx.Client:
-    if not _CALLER:
-        _CALLER.append(
-            platform_client(cluster.kubectl, cluster.cp.workdir / "dl-tls", check_hostname=True)
-        )
-    return _CALLER[0]
 
 
 def call(cluster: Cluster, name: str, method: str, path: str, **kw: Any) -> httpx.Response:
     """A request to Agent ``name``'s runtime through its Service, over mTLS."""
-    svc = cluster.kubectl.get("service", name, NS)
-    assert svc is not None, f"no Service {NS}/{name}"
-    return caller(cluster).request(
-        method,
-        f"https://{svc['spec']['clusterIP']}:443{path}",
-        extensions={"sni_hostname": f"{name}.{NS}.svc"},
-        timeout=60,
-        **kw,
-    )
+    return cluster.call(NS, name, method, path, **kw)
 
 
 def standin_url(cluster: Cluster) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,22 +28,14 @@ from tests.support.eventually import eventually
 
 TURNS = 100
 ECHO = "echo"  # the stand-in these tests script
-_CALLER: list[httpx.Client] = []
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _close_caller() -> Iterator[None]:
-    yield
-    while _CALLER:
-        _CALLER.pop().close()
-
-
-def caller(cluster: Cluster) -> httpx.Client:
-    if not _CALLER:
-        _CALLER.append(
-            platform_client(cluster.kubectl, cluster.cp.workdir / "wl-tls", check_hostname=True)
-        )
-    return _CALLER[0]
+def _platform(cluster: Cluster, helm_release: str) -> None:
+    """The chart (installed by whichever module of the tier asks first: test_pods.py when the
+    tier runs whole) and the namespace, so this file also runs without test_pods.py (but for
+    the check of test_pods.py's Agents' schemas)."""
+    cluster.kubectl.run("create", "namespace", NS, check=False)
 
 
 def echo_url(cluster: Cluster) -> str:
@@ -102,15 +93,13 @@ def turn(
     *,
     client: httpx.Client | None = None,
 ) -> httpx.Response:
-    """One turn of the module's agent ``duo``, sent to one pod (by its IP, over mTLS, its
-    Agent's Service name as SNI: the runtime's certificate names it)."""
-    meta = pod["metadata"]
-    resource = meta["labels"]["app.kubernetes.io/instance"]
-    return (client or caller(cluster)).post(
-        f"https://{pod['status']['podIP']}:8080/v1/agents/duo/sessions/{session}",
+    """One turn of the module's agent ``duo``, sent to one pod (by its IP, over mTLS)."""
+    return cluster.call_pod(
+        pod,
+        "POST",
+        f"/v1/agents/duo/sessions/{session}",
+        client=client,
         json={"message": message},
-        extensions={"sni_hostname": f"{resource}.{meta['namespace']}.svc"},
-        timeout=60,
     )
 
 
@@ -194,15 +183,7 @@ def test_a_killed_replica_loses_nothing(cluster: Cluster) -> None:
     assert answer.status_code == 200, answer.text
     assert fresh["metadata"]["name"] in system_of(received(cluster)[-1])
     assert users_in(received(cluster)[-1]) == [f"turn {k}" for k in range(TURNS + 2)]
-    messages = (
-        caller(cluster)
-        .get(
-            f"https://{fresh['status']['podIP']}:8080/v1/sessions/shared/messages",
-            extensions={"sni_hostname": f"duo.{NS}.svc"},
-            timeout=60,
-        )
-        .json()["messages"]
-    )
+    messages = cluster.call_pod(fresh, "GET", "/v1/sessions/shared/messages").json()["messages"]
     assert len(messages) == 2 * (TURNS + 2)
 
 
