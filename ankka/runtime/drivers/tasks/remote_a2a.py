@@ -46,7 +46,7 @@ from ankka.runtime.store import tree_statements as tree
 from ankka.runtime.store.remote_statements import Followed
 from ankka.runtime.store.tasks import TaskStore
 
-__all__ = ["A2AChildren", "outcome_of_remote"]
+__all__ = ["A2AChildren", "described", "outcome_of_remote"]
 
 log = logging.getLogger("ankka.runtime.tasks")
 
@@ -134,7 +134,7 @@ class A2AChildren:
                 failures += 1
                 if failures in (1, 10) or failures % 100 == 0:
                     log.warning("remote A2A child %s at %s: %s (asking again)", child.task,
-                                agent.card_url, exc)  # fmt: skip
+                                agent.card_url, described(exc))  # fmt: skip
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** min(failures, 5)))
 
     def relay(self, child: Followed, notifier: Notifier) -> Coroutine[Any, Any, None]:
@@ -168,3 +168,13 @@ class A2AChildren:
             await self.client.cancel(agent, found[0])
             await self.store.write(lambda tx: tree.cancel_sent(tx, child.task))
         return found is None
+
+
+def described(exc: BaseException) -> str:
+    """What a failed look at a remote child logs: the store's, the network's and httpx's own
+    words, but an A2A error by its type (and HTTP status) only: its message is the peer's
+    text, which can echo what a request carried (a header's value)."""
+    if isinstance(exc, A2AError):
+        status = getattr(exc, "status_code", None)
+        return type(exc).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
+    return str(exc) or type(exc).__name__
