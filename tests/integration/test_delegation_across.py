@@ -189,12 +189,15 @@ def test_a_remote_child_is_in_the_trace_of_the_call_that_delegated_it(
         )
     assert answer.status_code == 201, answer.text
     check(two, lead, researcher)
-    delegate, put = (
+    delegate, put, stream = (
         "execute_tool delegate__researcher__summary",
         "PUT /v1/agents/{agent}/tasks/{task}",
+        "GET /v1/tasks/{task}/notifications",
     )
     spans = jaeger_backend.trace(
-        trace_id, names={put, delegate, "invoke_agent lead", "invoke_agent researcher"}
+        trace_id,
+        names={put, stream, delegate, "invoke_agent lead", "invoke_agent researcher"},
+        caller=caller,  # and every span's parent is in the trace (or is the caller's)
     )
     assert {s.trace_id for s in spans} == {trace_id}
     calls = [s for s in spans if s.name == delegate and s.service == "lead"]
@@ -205,6 +208,10 @@ def test_a_remote_child_is_in_the_trace_of_the_call_that_delegated_it(
     iterations = [s for s in spans if s.name == "invoke_agent researcher"]
     assert iterations and {s.parent_id for s in iterations} <= {s.span_id for s in at_peer}
     assert {s.service for s in iterations} == {"researcher"}
+    # The relay of each child's own events opens the child's stream at the peer in the same
+    # trace: the peer's span for it continues that child's delegating call too.
+    streams = [s for s in spans if s.name == stream and s.service == "researcher"]
+    assert streams and {s.parent_id for s in streams} <= {c.span_id for c in calls}, streams
 
 
 def test_a_lead_delegates_to_a_researcher_another_runtime_serves_over_mtls(

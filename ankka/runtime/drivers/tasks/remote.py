@@ -335,12 +335,17 @@ class RemoteChildren:
         token = await asyncio.to_thread(Path(peer.token_file).read_text)
         return {"authorization": f"Bearer {token.strip()}"}
 
+    async def _traced(self, peer: Peer, task: str) -> dict[str, str]:
+        """The headers of a request about ``task``: the trace context recorded with it (the
+        delegating call's span, when tracing is on), so the peer's span for the request is in
+        this trace, and the credential (:meth:`_headers`)."""
+        carrier = await self.store.read(lambda tx: trace_statements.get(tx, task))
+        return {**carrier, **await self._headers(peer)}
+
     async def _put(self, peer: Peer, child: Followed) -> dict[str, Any]:
-        """Create the child at the peer; with the trace context recorded with it (the
-        delegating call's span, when tracing is on), so the peer's task is in this trace."""
+        """Create the child at the peer, in this trace (:meth:`_traced`): the peer's task is."""
         path = f"/v1/agents/{peer.agent}/tasks/{child.task}"
-        carrier = await self.store.read(lambda tx: trace_statements.get(tx, child.task))
-        headers = {**carrier, **await self._headers(peer)}
+        headers = await self._traced(peer, child.task)
         answer = await self._client(peer).put(path, json=child.body, headers=headers)
         return _answer(answer, "creating it")
 
@@ -352,13 +357,14 @@ class RemoteChildren:
             _answer(answer, "cancelling it")
 
     async def _stream(self, peer: Peer, task: str) -> httpx.Response:
-        """The child's notification stream at the peer, opened (its body not read yet)."""
+        """The child's notification stream at the peer, opened (its body not read yet); in
+        this trace, as the child's creation is (:meth:`_traced`)."""
         client = self._client(peer)
         request = client.build_request(
             "GET",
             f"/v1/tasks/{task}/notifications",
             params={"wait": f"{STREAM_SECONDS:g}"},
-            headers=await self._headers(peer),
+            headers=await self._traced(peer, task),
             timeout=httpx.Timeout(10.0, read=60.0),  # keep-alives come every 15 s
         )
         return await client.send(request, stream=True)

@@ -43,6 +43,7 @@ from typing import Any
 
 import httpx
 
+from ankka._kernel.errors import StoreError
 from ankka.runtime.drivers.tasks.notify import APPROVAL_EVENTS, EVENTS, Notifier
 
 __all__ = [
@@ -170,7 +171,8 @@ async def relay_events(
         finally:
             await answer.aclose()
 
-    again = (httpx.HTTPError, _Refused, OSError)
+    # StoreError: the child's trace context, read for each opening (remote.py), unread for now.
+    again = (httpx.HTTPError, _Refused, OSError, StoreError)
     await relay_stream(notifier, child, peer, told, again=again, limit=limit, pause=pause)
     if ended is not None:
         ended.set()
