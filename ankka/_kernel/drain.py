@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CUT_BEFORE", "GRACE_SECONDS", "Drain"]
+__all__ = ["CUT_BEFORE", "GRACE_SECONDS", "Drain", "cut_by_shutdown"]
 
 log = logging.getLogger("ankka.serve")
 
@@ -36,6 +36,7 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 GRACE_SECONDS = 10  # uvicorn's timeout_graceful_shutdown (_kernel/serve.py)
 CUT_BEFORE = 1.0  # what is still running this long before uvicorn's deadline is cut here
 RETRY_AFTER = 1
+SCOPE_KEY = "ankka.drain"  # the request's flight, in its scope: cut_by_shutdown reads it
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Drain:
         assert task is not None
         flight = _InFlight(scope.get("method", "?"), scope.get("path", "?"), time.monotonic())
         self._running[task] = flight
+        scope[SCOPE_KEY] = flight
 
         async def watched(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -151,3 +153,10 @@ class Drain:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def cut_by_shutdown(scope: Scope) -> bool:
+    """Whether the drain cut this request (``scope``, or a copy of it), the server stopping:
+    an app whose request is cancelled tells this apart from its caller leaving."""
+    flight = scope.get(SCOPE_KEY)
+    return isinstance(flight, _InFlight) and flight.cut

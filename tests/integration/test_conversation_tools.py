@@ -96,9 +96,10 @@ def streamed(server: Server, conversation: str, session: str) -> list[tuple[str,
     return seen
 
 
-def cut_off(setup: Setup, server: Server, url: str) -> None:
-    """Start the run (streamed: its answer begins once it has), and SIGKILL ``server`` once
-    the speaker's tool result is recorded, while its next model call is in flight."""
+def cut_off(setup: Setup, server: Server | None, url: str) -> None:
+    """Start the run (streamed: its answer begins once it has), and once the speaker's tool
+    result is recorded, while its next model call is in flight, SIGKILL ``server`` (None:
+    the caller leaves the stream)."""
     headers = {"accept": "text/event-stream"}
     with httpx.stream("POST", url, json={"message": "Go."}, headers=headers, timeout=60) as got:
         assert got.status_code == 200
@@ -107,8 +108,21 @@ def cut_off(setup: Setup, server: Server, url: str) -> None:
             timeout=30,
             what="the tool's result recorded",
         )
-        server.process.kill()
-        server.process.wait()
+        if server is not None:
+            server.process.kill()
+            server.process.wait()
+
+
+def sent_again(setup: Setup, url: str) -> list[tuple[str, str]]:
+    """A different message to the session (dee and ann speak); the session's ends."""
+    answer = httpx.post(url, json={"message": "Again."}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert [t["speaker"] for t in answer.json()["turns"]] == ["dee", "ann"]
+    return [
+        (body["reason"], body["detail"])
+        for kind, body in setup.records("tooled")
+        if kind == "conversation_ended"
+    ]
 
 
 def test_a_speakers_tool_result_is_journaled_and_sent_to_its_next_model_request(
@@ -213,13 +227,12 @@ def test_a_different_message_after_a_run_cut_off_ends_it_as_interrupted(setup: S
     url = f"{first.url}/v1/conversations/tooled/sessions/s1"
     cut_off(setup, first, url)
     server = setup.serve(setup.standin([says("dee here"), says("ann here")]))
-    answer = httpx.post(url.replace(first.url, server.url), json={"message": "Again."}, timeout=60)
-    assert answer.status_code == 200, answer.text
-    assert [t["speaker"] for t in answer.json()["turns"]] == ["dee", "ann"]
-    ends = [
-        body["reason"] for kind, body in setup.records("tooled") if kind == "conversation_ended"
+    ends = sent_again(setup, url.replace(first.url, server.url))
+    # A killed process recorded nothing of why: the default wording.
+    assert ends == [
+        ("interrupted", "the runtime stopped during this run, and a different message followed"),
+        ("max_turns", "2 turns, its max_turns"),
     ]
-    assert ends == ["interrupted", "max_turns"]
 
 
 def test_the_stream_sends_each_turn_as_recorded_then_the_end_and_json_keeps_its_shape(
@@ -280,14 +293,7 @@ def test_a_stream_left_by_its_caller_stops_the_run_and_the_same_message_goes_on_
     )  # fmt: skip
     server = setup.serve(model)
     url = f"{server.url}/v1/conversations/tooled/sessions/s1"
-    headers = {"accept": "text/event-stream"}
-    with httpx.stream("POST", url, json={"message": "Go."}, headers=headers, timeout=60) as got:
-        assert got.status_code == 200
-        eventually(
-            lambda: any(kind == "tool_result" for kind, _ in setup.records("tooled")),
-            timeout=30,
-            what="the tool's result recorded",
-        )
+    cut_off(setup, None, url)
     # The caller left while dee's next model call was in flight: sent again, the run goes on.
     run = converse(server, "tooled")
     assert [(t["speaker"], t["text"]) for t in run["turns"]] == [
@@ -340,3 +346,30 @@ def test_a_skipped_speakers_spent_calls_and_its_skip_are_recorded_in_one_append(
     [(spent_seq, spent_at)] = [(seq, at) for seq, kind, at in rows if kind == "unwritten_calls"]
     [(skip_seq, skip_at)] = [(seq, at) for seq, kind, at in rows if kind == "turn_skipped"]
     assert (skip_seq, skip_at) == (spent_seq + 1, spent_at)  # one append: one time
+
+
+def test_a_different_message_after_a_stream_its_caller_left_ends_it_naming_the_caller_leaving(
+    setup: Setup,
+) -> None:
+    slow = says("never heard", when="tool", delay_ms=20000)
+    model = setup.standin([calls("note", topic="sqlite"), slow, says("dee here"), says("ann here")])
+    server = setup.serve(model)
+    url = f"{server.url}/v1/conversations/tooled/sessions/s1"
+    cut_off(setup, None, url)
+
+    # The caller left mid-turn (dee's next model call in flight): the run records why it stopped.
+    def cut() -> list[Any]:
+        records = setup.records("tooled")
+        assert records[-1][0] == "conversation_cut_off", records
+        return [body for _, body in records]
+
+    recorded = eventually(cut, timeout=30, what="the run's cut-off recorded")
+    message = next(body for body in recorded if body.get("content") == "Go.")
+    assert recorded[-1] == {"turn": message["turn"], "cause": "caller_left"}
+    assert sent_again(setup, url) == [
+        (
+            "interrupted",
+            "its stream's caller left during this run, and a different message followed",
+        ),
+        ("max_turns", "2 turns, its max_turns"),
+    ]

@@ -109,7 +109,7 @@ class EndReason(enum.StrEnum):
     SPEAKER_SILENT = "speaker_silent"  # a speaker said nothing, and the policy ends it
     SPEAKER_FAILED = "speaker_failed"  # a speaker's turn failed, and the policy ends it
     UNKNOWN_SPEAKER = "unknown_speaker"  # the moderator named no speaker of the conversation
-    INTERRUPTED = "interrupted"  # the runtime stopped mid-run; a different message followed
+    INTERRUPTED = "interrupted"  # cut off mid-run (stopped, caller left); another message came
 
 
 @dataclass(frozen=True, slots=True)

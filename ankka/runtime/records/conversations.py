@@ -3,8 +3,11 @@
 What the speakers said is the session's messages (a user message, then each speaker's
 answer as an assistant message naming its agent). Besides them, a conversation records each
 turn the moderator gave that produced nothing (:class:`TurnSkipped`: who, and why) and its end
-(:class:`ConversationEnded`: the typed reason and a sentence a person can read). Neither is
-part of the conversation's fold.
+(:class:`ConversationEnded`: the typed reason and a sentence a person can read), and, when a
+run is cut off for a reason known then (its stream's caller left), why
+(:class:`ConversationCutOff`; :class:`ConversationResumed` when the same message goes on with
+it, so a later cut that nobody recorded is not told as that one). None is part of the
+conversation's fold.
 """
 
 from __future__ import annotations
@@ -12,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["ConversationEnded", "TurnSkipped"]
+__all__ = [
+    "CALLER_LEFT",
+    "ConversationCutOff",
+    "ConversationEnded",
+    "ConversationResumed",
+    "TurnSkipped",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +66,41 @@ class ConversationEnded:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConversationEnded:
         return cls(str(data["turn"]), str(data["reason"]), str(data["detail"]))
+
+
+CALLER_LEFT = "caller_left"
+"""A :class:`ConversationCutOff`'s ``cause``: the stream's caller left mid-run."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationCutOff:
+    """A run (one message's) cut off, and why, recorded when that is known as it happens:
+    ``cause`` is :data:`CALLER_LEFT`. A process killed records none."""
+
+    kind: ClassVar[str] = "conversation_cut_off"
+
+    turn: str
+    cause: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "cause": self.cause}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConversationCutOff:
+        return cls(str(data["turn"]), str(data["cause"]))
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationResumed:
+    """A run cut off with a recorded cause, gone on with (the same message sent again)."""
+
+    kind: ClassVar[str] = "conversation_resumed"
+
+    turn: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConversationResumed:
+        return cls(str(data["turn"]))

@@ -27,7 +27,12 @@ from ankka._kernel.jsonload import loads
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.approvals import APPROVAL_RECORD_TYPES, ApprovalRecord
 from ankka.runtime.records.compaction import CompactionRecord, CompactionRejected, HistoryCompacted
-from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
+from ankka.runtime.records.conversations import (
+    ConversationCutOff,
+    ConversationEnded,
+    ConversationResumed,
+    TurnSkipped,
+)
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
 from ankka.runtime.records.mcp import McpToolsChanged, McpToolsRecord, SampledCall
@@ -56,6 +61,8 @@ Record = (
     | IterationCompleted
     | TurnSkipped
     | ConversationEnded
+    | ConversationCutOff
+    | ConversationResumed
 )
 """What a journal holds. Grows by union. An :class:`ApprovalRecord` is a suspended turn, a
 decision, an approved call's start or a turn's end (:mod:`ankka.runtime.records.approvals`). An
@@ -84,6 +91,8 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     IterationCompleted,
     TurnSkipped,
     ConversationEnded,
+    ConversationCutOff,
+    ConversationResumed,
 )
 
 _BY_KIND: dict[str, type[Record]] = {t.kind: t for t in RECORD_TYPES}

@@ -10,22 +10,25 @@ as the JSON route answers it. Bounded by the conversation's own ``deadline`` (ev
 the run is; the stream gives it :data:`GRACE` more to record its end, then ends with an
 ``error``), with a comment every :data:`~.tasks_http.KEEP_ALIVE` seconds while no turn comes.
 A caller who leaves stops the run where it stands, as a restart would: the same message sent
-again goes on from its records (:mod:`ankka.runtime.drivers.teams.runs`).
+again goes on from its records (:mod:`ankka.runtime.drivers.teams.runs`); the run records that
+its caller left (a different message then ends it ``interrupted`` saying so). A stream the
+server's shutdown cuts (``shutdown()``: :func:`~ankka._kernel.drain.cut_by_shutdown`) is not
+told as its caller leaving.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.responses import Response
 
 from ankka._kernel.errors import TurnFailed
 from ankka.runtime.declare.teams import Spoken
-from ankka.runtime.drivers.teams.conversation import Conversations, Outcome
-from ankka.runtime.records.conversations import TurnSkipped
+from ankka.runtime.drivers.teams.conversation import Conversations, CutCause, Outcome
+from ankka.runtime.records.conversations import CALLER_LEFT, TurnSkipped
 from ankka.runtime.serve.api import EventStream, error_json, events
 from ankka.runtime.serve.tasks_http import KEEP_ALIVE, sse
 
@@ -79,13 +82,23 @@ def _event(item: object) -> bytes | None:
 
 
 async def stream_run(
-    conversations: Conversations, name: str, session: str, message: str, *, caller: str
+    conversations: Conversations,
+    name: str,
+    session: str,
+    message: str,
+    *,
+    caller: str,
+    shutdown: Callable[[], bool] = lambda: False,
 ) -> Response:
-    """Run the conversation, its turns sent as they are recorded."""
+    """Run the conversation, its turns sent as they are recorded; ``shutdown()``: whether the
+    server's shutdown cut the stream (else a stream cut short is its caller leaving)."""
     declared = conversations.conversation(name)  # 404 as JSON, before anything runs
     queue: asyncio.Queue[object] = asyncio.Queue()
+    cut = CutCause()
     task = asyncio.create_task(
-        conversations.run(name, session, message, caller=caller, heard=queue.put_nowait)
+        conversations.run(
+            name, session, message, caller=caller, heard=queue.put_nowait, cut_cause=cut
+        )
     )
     task.add_done_callback(lambda _: queue.put_nowait(_DONE))
     try:
@@ -130,10 +143,18 @@ async def stream_run(
                             item = await queue.get()
                     except TimeoutError:
                         yield b": keep-alive\n\n"
+        except BaseException:  # cut short: its caller left, or the server's shutdown cut it
+            if not shutdown():
+                cut.cause = CALLER_LEFT
+            raise
         finally:
             if not task.done():
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                # Waited for, not awaited: this body cancelled again (the caller gone, the
+                # scope cancelled) must not cancel the run again while it records how it stopped.
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({task})
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: a failure as it stops is not the stream's to tell
 
     return EventStream(body(), headers={"cache-control": "no-cache"})

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Path, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ankka._kernel.drain import cut_by_shutdown
 from ankka.runtime.drivers.teams.backlog import TeamHost
 from ankka.runtime.drivers.teams.conversation import Conversations
 from ankka.runtime.records.tasks import MAX_ID, check_id
@@ -245,9 +247,11 @@ def add_conversation_routes(app: FastAPI, conversations: Conversations) -> None:
     ) -> Any:
         caller = caller_of(request.scope)
         if wants_events(request.headers.get("accept")):
+            shutdown = partial(cut_by_shutdown, request.scope)
             return await stream_run(
-                conversations, conversation, session, body.message, caller=caller
-            )
+                conversations, conversation, session, body.message, caller=caller,
+                shutdown=shutdown,
+            )  # fmt: skip
         outcome = await conversations.run(conversation, session, body.message, caller=caller)
         return {
             "conversation": conversation,

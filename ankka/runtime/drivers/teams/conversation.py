@@ -14,7 +14,10 @@ recorded as it comes, so a run cut off (its process stopped, its stream's caller
 on from its records when the same message is sent again (:mod:`.runs`): no recorded call of
 a speaker's is made again (a model moderator's choice is not recorded: it is asked again), and
 a run cut off after a skip that ended it ends so. A different message ends the run cut off
-first (``interrupted``). ``heard``
+first (``interrupted``), its detail saying why it was cut off when that was recorded as it
+happened: whoever cancels the run and knows why (the stream, when its caller left) says so in
+the run's :class:`CutCause`, and the run records it as it stops (``conversation_cut_off``); a
+killed process records nothing, so "the runtime stopped" stays the default. ``heard``
 hears each turn as it is recorded (the streamed answer, docs/http-api.md).
 """
 
@@ -40,17 +43,47 @@ from ankka.runtime.drivers.teams.speaking import USER, Answer, Speech, choose_by
 from ankka.runtime.engine.executor import Ledger
 from ankka.runtime.engine.session import SessionState
 from ankka.runtime.records.accounting import UnwrittenCalls
-from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
+from ankka.runtime.records.conversations import (
+    CALLER_LEFT,
+    ConversationCutOff,
+    ConversationEnded,
+    ConversationResumed,
+    TurnSkipped,
+)
 from ankka.runtime.records.messages import AssistantMessage, Message, Usage, UserMessage
 from ankka.runtime.records.registry import Record
 from ankka.runtime.records.session import SessionOpened
 from ankka.runtime.records.tasks import CONVERSATION_SESSION_PREFIX, check_id
 
-__all__ = ["CONVERSATION_PREFIX", "Conversations", "Heard", "Outcome", "Started", "session_of"]
+__all__ = [
+    "CONVERSATION_PREFIX",
+    "Conversations",
+    "CutCause",
+    "Heard",
+    "Outcome",
+    "Started",
+    "interrupted",
+    "session_of",
+]
 
 CONVERSATION_PREFIX = CONVERSATION_SESSION_PREFIX
 T = TypeVar("T")
-INTERRUPTED = "the runtime stopped during this run, and a different message followed"
+STOPPED = "the runtime stopped"  # why a run was cut off, when nothing recorded why
+_CUT_BY = {CALLER_LEFT: "its stream's caller left"}
+
+
+def interrupted(cause: str | None) -> str:
+    """The ``interrupted`` end's detail, for a run cut off by ``cause`` (None: not recorded)."""
+    why = _CUT_BY.get(cause, STOPPED) if cause is not None else STOPPED
+    return f"{why} during this run, and a different message followed"
+
+
+@dataclass(slots=True)
+class CutCause:
+    """Why a run's task is cancelled, set by its canceller before it cancels, when it knows
+    (:data:`~ankka.runtime.records.conversations.CALLER_LEFT`): recorded as the run stops."""
+
+    cause: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +146,14 @@ class Conversations:
         return found
 
     async def run(
-        self, name: str, session: str, message: str, *, caller: str, heard: Heard | None = None
+        self,
+        name: str,
+        session: str,
+        message: str,
+        *,
+        caller: str,
+        heard: Heard | None = None,
+        cut_cause: CutCause | None = None,
     ) -> Outcome:
         conversation = self.conversation(name)
         check_id(session, "session")
@@ -130,9 +170,12 @@ class Conversations:
             cut = await self._cut_off(journal_session, folded, conversation)
             if cut is not None and cut[0].content == message:
                 run = self._resumed(conversation, journal_session, cut, transcript)
+                if cut[1].cut_by is not None:  # a later cut nobody records is not told as that
+                    await self._record(journal_session, (ConversationResumed(run.turn),))
             else:
                 if cut is not None:
-                    ended = ConversationEnded(cut[0].turn, EndReason.INTERRUPTED.value, INTERRUPTED)
+                    detail = interrupted(cut[1].cut_by)
+                    ended = ConversationEnded(cut[0].turn, EndReason.INTERRUPTED.value, detail)
                     await self._record(journal_session, (ended,))
                 opening = (SessionOpened(caller, name),) if folded.position == 0 else ()
                 turn = new_id("conv")
@@ -142,7 +185,13 @@ class Conversations:
                 run = _Run(conversation, journal_session, turn, deadline, transcript)
             run.heard = heard
             run.tell(Started(run.turn, resumed=bool(run.said or run.skipped or run.pending)))
-            reason, detail = await self._turns(run)
+            try:
+                reason, detail = await self._turns(run)
+            except asyncio.CancelledError:
+                if cut_cause is not None and cut_cause.cause is not None:
+                    stopped = ConversationCutOff(run.turn, cut_cause.cause)
+                    await self._record(journal_session, (stopped,))
+                raise
             await self._record(
                 journal_session, (ConversationEnded(run.turn, reason.value, detail),)
             )

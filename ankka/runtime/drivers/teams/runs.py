@@ -7,7 +7,9 @@ results come before the answer that ends its turn. A run with no end was cut off
 process stopped, or its stream's caller left): :func:`recorded_run` reads where it stood, so
 the next try goes on from there (:mod:`.conversation`) and no recorded speaker's call is made
 again (a model moderator's choice is not recorded: it is asked again). A run whose last record
-is a skip may have been ending by it (``closing``): its policy says.
+is a skip may have been ending by it (``closing``): its policy says. Why it was cut off is
+known only when recorded as it happened (``cut_by``: its stream's caller left); a killed
+process records none.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from dataclasses import dataclass
 
 from ankka.runtime.declare.teams import Spoken
 from ankka.runtime.records.accounting import UnwrittenCalls
-from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
+from ankka.runtime.records.conversations import (
+    ConversationCutOff,
+    ConversationEnded,
+    ConversationResumed,
+    TurnSkipped,
+)
 from ankka.runtime.records.messages import AssistantMessage, Message, ToolResult, Usage
 from ankka.runtime.records.registry import Entry
 
@@ -38,7 +45,8 @@ class RecordedRun:
     last turn; ``pending``: the answers asking for tools and results of a turn it was in the
     middle of, and whose (``pending_speaker``); ``usage``: what its recorded calls spent;
     ``closing``: the skip recorded last, when nothing of the run followed it (the run may have
-    been ending by it: its policy says, :mod:`.conversation`)."""
+    been ending by it: its policy says, :mod:`.conversation`); ``cut_by``: the cause of the
+    cut recorded last (a ``conversation_cut_off``), when nothing of the run followed it."""
 
     said: tuple[Spoken, ...]
     skipped: tuple[TurnSkipped, ...]
@@ -48,6 +56,7 @@ class RecordedRun:
     usage: Usage
     ended: bool
     closing: TurnSkipped | None = None
+    cut_by: str | None = None
 
     @property
     def turns(self) -> int:
@@ -64,11 +73,13 @@ def recorded_run(entries: Sequence[Entry], turn: str, speakers: Sequence[str]) -
     usage = Usage()
     ended = False
     closing: TurnSkipped | None = None
+    cut_by: str | None = None
     for entry in entries:
         record = entry.record
         if getattr(record, "turn", None) != turn:
             continue
-        if not isinstance(record, ConversationEnded):
+        cut_by = record.cause if isinstance(record, ConversationCutOff) else None
+        if not isinstance(record, ConversationEnded | ConversationCutOff | ConversationResumed):
             closing = record if isinstance(record, TurnSkipped) else None
         if isinstance(record, AssistantMessage):
             if record.call is not None:
@@ -91,5 +102,5 @@ def recorded_run(entries: Sequence[Entry], turn: str, speakers: Sequence[str]) -
             ended = True
     speaker = pending[0].agent if pending else None
     return RecordedRun(
-        tuple(said), tuple(skipped), last, tuple(pending), speaker, usage, ended, closing
+        tuple(said), tuple(skipped), last, tuple(pending), speaker, usage, ended, closing, cut_by
     )

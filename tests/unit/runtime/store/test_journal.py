@@ -19,7 +19,12 @@ from ankka._kernel.errors import StoreError
 from ankka.runtime.records import registry as events
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.compaction import CompactionRejected, HistoryCompacted
-from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
+from ankka.runtime.records.conversations import (
+    ConversationCutOff,
+    ConversationEnded,
+    ConversationResumed,
+    TurnSkipped,
+)
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.messages import (
@@ -111,6 +116,8 @@ RECORDS = (
     IterationCompleted(2, Usage(7, 3)),
     TurnSkipped("t2", "writer", "speaker_silent", "said nothing within 5 s"),
     ConversationEnded("t2", "max_turns", "3 turns, its max_turns"),
+    ConversationCutOff("t3", "caller_left"),
+    ConversationResumed("t3"),
 )
 
 # The stored format, byte for byte, as sessions already on disk hold it.
@@ -158,6 +165,8 @@ STORED = [
         '"detail":"said nothing within 5 s"}',
     ),
     ("conversation_ended", '{"turn":"t2","reason":"max_turns","detail":"3 turns, its max_turns"}'),
+    ("conversation_cut_off", '{"turn":"t3","cause":"caller_left"}'),
+    ("conversation_resumed", '{"turn":"t3"}'),
 ]
 
 

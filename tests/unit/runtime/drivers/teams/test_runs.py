@@ -9,7 +9,13 @@ from datetime import UTC, datetime
 from ankka.runtime.declare.teams import Spoken
 from ankka.runtime.drivers.teams.runs import recorded_run, spoken
 from ankka.runtime.records.accounting import UnwrittenCalls
-from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
+from ankka.runtime.records.conversations import (
+    CALLER_LEFT,
+    ConversationCutOff,
+    ConversationEnded,
+    ConversationResumed,
+    TurnSkipped,
+)
 from ankka.runtime.records.messages import (
     AssistantMessage,
     ModelCall,
@@ -95,3 +101,26 @@ def test_a_skip_recorded_last_is_the_runs_closing_until_anything_of_the_run_foll
         entries(skip, AssistantMessage("x", (), "ann", "conv_2", call(1))), RUN, SPEAKERS
     )
     assert other_run.closing == skip
+
+
+def test_a_recorded_cut_says_why_the_run_stopped_until_anything_of_the_run_follows_it() -> None:
+    said = AssistantMessage("ann here", (), "ann", RUN, call(1))
+    cut = ConversationCutOff(RUN, CALLER_LEFT)
+    assert recorded_run(entries(said, cut), RUN, SPEAKERS).cut_by == CALLER_LEFT
+    # Gone on with, then stopped again with nothing recorded of why: not that cut's cause.
+    resumed = recorded_run(entries(said, cut, ConversationResumed(RUN)), RUN, SPEAKERS)
+    assert resumed.cut_by is None
+    assert recorded_run(entries(cut, said), RUN, SPEAKERS).cut_by is None
+    assert recorded_run(entries(said), RUN, SPEAKERS).cut_by is None
+    other_run = recorded_run(entries(cut, ConversationResumed("conv_2")), RUN, SPEAKERS)
+    assert other_run.cut_by == CALLER_LEFT
+
+
+def test_a_cut_and_its_resumption_leave_a_closing_skip_the_runs_closing() -> None:
+    skip = TurnSkipped(RUN, "bob", "speaker_failed", "bob's turn failed")
+    run = recorded_run(
+        entries(skip, ConversationCutOff(RUN, CALLER_LEFT), ConversationResumed(RUN)),
+        RUN,
+        SPEAKERS,
+    )
+    assert run.closing == skip
