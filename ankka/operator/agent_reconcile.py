@@ -11,7 +11,15 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from ankka.api.resources import AgentSpec
-from ankka.operator import agent_status, agents, certificates, delegation, events, stores
+from ankka.operator import (
+    agent_status,
+    agents,
+    certificates,
+    delegation,
+    events,
+    mcp_credentials,
+    stores,
+)
 from ankka.operator.kube import LATER
 from ankka.operator.objects import Obj, condition_status
 from ankka.operator.reconcile import API_VERSION, Platform, _counted, _involved, record
@@ -36,8 +44,11 @@ def _refusal(p: Platform, body: Obj, namespace: str, name: str) -> AgentSpec | t
         spec = AgentSpec.model_validate(body.get("spec") or {})
     except ValidationError as exc:
         return "InvalidSpec", f"spec does not parse: {exc.errors()[0]['msg']}"
-    reason = agents.invalid_reason(spec) or agents.overlay_conflict(
-        spec, p.settings, namespace=namespace, name=name
+    owned = frozenset({agents.certificate_secret_name(name), stores.copied_secret_name(name)})
+    reason = (
+        agents.invalid_reason(spec)
+        or agents.overlay_conflict(spec, p.settings, namespace=namespace, name=name)
+        or mcp_credentials.invalid_credentials(spec, agent=name, owned=owned)
     )
     if reason is not None:
         return "InvalidSpec", reason
@@ -64,6 +75,32 @@ async def _shared_store(
         )
     await p.apply(stores.copied_secret(source, namespace=namespace, agent=name, uid=uid))
     return None
+
+
+async def _credentials_secret(p: Platform, spec: AgentSpec, namespace: str) -> str | None:
+    """Create the MCP credentials Secret the Agent names when it is absent (so its runtime
+    needs no ``create``); words for the status when it exists and holds something else, else
+    None. Checked once per resync."""
+    secret = mcp_credentials.credentials_secret(spec)
+    if secret is None or (namespace, secret) in p.credential_secrets:
+        return None
+    found = await p.kube.get("v1", "Secret", namespace, secret)
+    if found is None:
+        empty = mcp_credentials.empty_secret(namespace=namespace, name=secret)
+        # None: someone else created it meanwhile; it is judged like any that was there.
+        found = await p.kube.create(empty) or await p.kube.get("v1", "Secret", namespace, secret)
+    words = mcp_credentials.foreign_secret(found) if found is not None else None
+    if words is None:
+        p.credential_secrets.add((namespace, secret))
+    return words
+
+
+async def _drop_credentials_rbac(p: Platform, spec: AgentSpec, namespace: str, name: str) -> None:
+    """Delete the Role and RoleBinding of an Agent that keeps no credentials in a Secret."""
+    if mcp_credentials.credentials_secret(spec) is None:
+        role = mcp_credentials.role_name(name)
+        await p.remove(mcp_credentials.RBAC, "RoleBinding", namespace, role)
+        await p.remove(mcp_credentials.RBAC, "Role", namespace, role)
 
 
 def _desired(body: Obj) -> int:
@@ -158,11 +195,12 @@ async def _reconcile_agent(
             return await _write_agent_status(p, body, previous, failed, started=started)
         spec = refused
         shared = await _shared_store(p, spec, namespace, name, uid)
-        if shared is not None:
+        foreign = None if shared is not None else await _credentials_secret(p, spec, namespace)
+        if shared is not None or foreign is not None:
             failed = agent_status.failed_status(
                 previous,
-                code="StoreSecretMissing",
-                reason=shared,
+                code="StoreSecretMissing" if shared is not None else "McpCredentialsSecretTaken",
+                reason=shared or foreign or "",
                 desired=spec.replicas,
                 generation=generation,
                 now=now,
@@ -186,6 +224,7 @@ async def _reconcile_agent(
         )
         for child in children:
             await p.apply(child)
+        await _drop_credentials_rbac(p, spec, namespace, name)
         status = agent_status.rendered_status(
             previous,
             awaited=awaited,

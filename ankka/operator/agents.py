@@ -15,7 +15,7 @@ from typing import Any
 
 from ankka._kernel.model_names import env_name, settings_name
 from ankka.api.resources import AgentSpec, SecretKeyRef
-from ankka.operator import access, delegation, netpol, pods, stores
+from ankka.operator import access, delegation, mcp_credentials, netpol, pods, stores
 from ankka.operator.certs import agent_uri
 from ankka.operator.objects import Obj, labels_for, owner_reference
 from ankka.operator.settings import Settings
@@ -345,10 +345,12 @@ def agent_children(
     held: bool,
     delegators: Sequence[str] = (),
 ) -> list[Obj]:
-    """ServiceAccounts (the runtime's, ankka approve's delegate), the access file's ConfigMap,
+    """ServiceAccounts (the runtime's, ankka approve's delegate), the Role and RoleBinding of
+    its MCP credentials Secret (only when it keeps them in one), the access file's ConfigMap,
     a Service, a Deployment and (unless switched off) a NetworkPolicy, in that order, so the
-    pods' ConfigMap is there first; a held Agent's Deployment has no replicas. ``delegators``:
-    the Agents whose ``spec.delegatesTo`` name this one (its ANKKA_DELEGATORS and callers)."""
+    pods' ConfigMap and grant are there first; a held Agent's Deployment has no replicas.
+    ``delegators``: the Agents whose ``spec.delegatesTo`` name this one (its ANKKA_DELEGATORS
+    and callers)."""
     labels = labels_for("agent", name)
     owner = [owner_reference("Agent", name, uid)]
 
@@ -386,6 +388,7 @@ def agent_children(
     children = [
         service_account,
         access.approver_account(meta=meta(), name=name),
+        *mcp_credentials.credentials_rbac(spec, namespace=namespace, name=name, meta=meta()),
         policy,
         service,
         deployment,

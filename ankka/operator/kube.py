@@ -55,6 +55,8 @@ _PLURALS = {
     "Pod": "pods",
     "NetworkPolicy": "networkpolicies",
     "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
 }
 
 

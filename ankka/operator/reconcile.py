@@ -86,6 +86,11 @@ class Platform:
         # newer than the view until the watch catches up; the resync reads it fresh instead.
         # Each body as applied (rendered afresh every reconcile, never changed after).
         self.applied: dict[tuple[str, str, str, str], Obj] = {}
+        # What this process deleted (or found gone) since it started: an Agent that needs no
+        # such child costs one DELETE per child per operator start, not one per reconcile.
+        self.removed: set[tuple[str, str, str, str]] = set()
+        # MCP credentials Secrets (namespace, name) seen fit (mcp_credentials), until the resync.
+        self.credential_secrets: set[tuple[str, str]] = set()
         self.good_certificates: dict[tuple[str, str], tuple[str, dt.datetime, str]] = {}
         # Each Agent's certificate as this process recorded or confirmed it (certificates.py).
         self.agent_certificates: dict[tuple[str, str], Issued] = {}
@@ -121,6 +126,7 @@ class Platform:
         self.applied.clear()
         self.good_certificates.clear()
         self.agent_certificates.clear()
+        self.credential_secrets.clear()
         self._shared_store = None
 
     async def shared_store_secret(self) -> Obj | None:
@@ -147,6 +153,16 @@ class Platform:
         if change is None or not await self.kube.patch(*key, change):
             await self.kube.apply(obj)  # no patch, or the object is gone: apply it whole
         self.applied[key] = obj
+        self.removed.discard(key)
+
+    async def remove(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Delete a child the Agent no longer needs, skipped when this process did already."""
+        key = (api_version, kind, namespace, name)
+        if key in self.removed:
+            return
+        self.applied.pop(key, None)
+        await self.kube.delete(*key)
+        self.removed.add(key)
 
     @contextlib.asynccontextmanager
     async def lock(self, namespace: str, name: str) -> AsyncIterator[None]:
