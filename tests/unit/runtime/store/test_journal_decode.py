@@ -28,7 +28,12 @@ from ankka.runtime.records.approvals import (
     TurnEnded,
     TurnSuspended,
 )
-from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
+from ankka.runtime.records.conversations import (
+    ConversationCutOff,
+    ConversationEnded,
+    ConversationResumed,
+    TurnSkipped,
+)
 from ankka.runtime.records.fold import fold
 from ankka.runtime.records.iterations import IterationCompleted, IterationStarted
 from ankka.runtime.records.judgments import JudgmentUsage
@@ -117,6 +122,8 @@ EVERY_KIND: tuple[events.Record, ...] = (
     ),
     SampledCall("t4", "a", "files", CALL),
     TurnSkipped("t5", "writer", "speaker_silent", "no answer within the turn's 30 s"),
+    ConversationCutOff("t5", "caller_left"),
+    ConversationResumed("t5"),
     ConversationEnded("t5", "moderator", "the editor ended the standup"),
 )
 
