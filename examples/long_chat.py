@@ -23,6 +23,7 @@ from ankka.runtime.compaction import Compaction
 service = Service("long-chat")
 
 COMPACTION = Compaction(limit_chars=4000, keep_messages=6)
+MAX_REPLY_TOKENS = 200
 
 
 @service.agent("chat", description="Chats for as long as you like; its memory is compacted.")
@@ -32,4 +33,7 @@ def chat(request: TurnRequest) -> Turn:
         instructions="You are a helpful assistant. Answer in one or two sentences.",
         model="default",
         compaction=COMPACTION,
+        # One or two sentences need far fewer; a small local model that rambles on stops here
+        # instead of running into the model's timeout.
+        max_output_tokens=MAX_REPLY_TOKENS,
     )
