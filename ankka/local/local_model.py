@@ -75,6 +75,11 @@ __all__ = [
 INSTALL_COMMAND = "bash scripts/local_model.sh"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_CTX = 4096
+# The most tokens a reply may have when its request sets no max_tokens (llama-server's
+# --n-predict; a request's own max_tokens wins, larger or smaller). SmolLM2 on a short chat
+# stops by itself after 5 to 66 tokens, but about one call in 60 rambles on toward the whole
+# context, past any caller's timeout; a bound of its own keeps that call an answer.
+REPLY_TOKENS = 1024
 # The sonames llama-server and its libraries ask for; the wheel ships only the versioned files.
 LIBRARY_LINKS = (
     "libllama.so.0",
@@ -282,6 +287,7 @@ def server_command(
         "-c", str(ctx),
         "--threads", str(threads),
         "--parallel", "1",  # one slot gets the whole context
+        "--n-predict", str(REPLY_TOKENS),
     ]  # fmt: skip
 
 

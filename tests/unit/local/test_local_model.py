@@ -129,6 +129,7 @@ def test_server_command_binds_loopback_with_the_jinja_template() -> None:
     assert pairs["--port"] == "9000"
     assert pairs["-c"] == "2048"
     assert pairs["--threads"] == "2"
+    assert pairs["--n-predict"] == "1024", "a rambling reply stops before the caller's timeout"
 
 
 @pytest.mark.parametrize(
