@@ -78,23 +78,28 @@ def setup(standin: Callable[[Script], Server], tmp_path: Path) -> Iterator[Setup
         server.stop()
 
 
-def streamed(server: Server, conversation: str, session: str) -> list[tuple[str, Any]]:
-    """The run's server-sent events, in order: (event, data); a comment is ("#", text)."""
+def events_of(answer: httpx.Response) -> list[tuple[str, Any]]:
+    """A stream's server-sent events, read to its end: (event, data); a comment is ("#", text)."""
     seen: list[tuple[str, Any]] = []
+    event = ""
+    for line in answer.iter_lines():
+        if line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            seen.append((event, json.loads(line.removeprefix("data: "))))
+        elif line.startswith(":"):
+            seen.append(("#", line.removeprefix(":").strip()))
+    return seen
+
+
+def streamed(server: Server, conversation: str, session: str) -> list[tuple[str, Any]]:
+    """The run's server-sent events, in order."""
     url = f"{server.url}/v1/conversations/{conversation}/sessions/{session}"
     headers = {"accept": "text/event-stream"}
     with httpx.stream("POST", url, json={"message": "Go."}, headers=headers, timeout=90) as got:
         assert got.status_code == 200, got.read()
         assert got.headers["content-type"].startswith("text/event-stream")
-        event = ""
-        for line in got.iter_lines():
-            if line.startswith("event: "):
-                event = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                seen.append((event, json.loads(line.removeprefix("data: "))))
-            elif line.startswith(":"):
-                seen.append(("#", line.removeprefix(":").strip()))
-    return seen
+        return events_of(got)
 
 
 def cut_off(setup: Setup, server: Server | None, url: str) -> None:

@@ -14,7 +14,7 @@ A caller who leaves stops the run where it stands, as a restart would: the same 
 again goes on from its records (:mod:`ankka.runtime.drivers.teams.runs`); the run records that
 its caller left (a different message then ends it ``interrupted`` saying so). A stream the
 server's shutdown cuts (``shutdown()``: :func:`~ankka._kernel.drain.cut_by_shutdown`) is not
-told as its caller leaving.
+told as its caller leaving: the run records ``shutting_down``.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ async def stream_run(
     server's shutdown cut the stream (else a stream cut short is its caller leaving)."""
     declared = conversations.conversation(name)  # 404 as JSON, before anything runs
     queue: asyncio.Queue[object] = asyncio.Queue()
-    cut = CutCause()
+    cut = CutCause(shutdown=shutdown)
     task = asyncio.create_task(
         conversations.run(
             name, session, message, caller=caller, heard=queue.put_nowait, cut_cause=cut

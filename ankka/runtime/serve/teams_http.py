@@ -34,7 +34,7 @@ from starlette.responses import Response
 
 from ankka._kernel.drain import cut_by_shutdown
 from ankka.runtime.drivers.teams.backlog import TeamHost
-from ankka.runtime.drivers.teams.conversation import Conversations
+from ankka.runtime.drivers.teams.conversation import Conversations, CutCause
 from ankka.runtime.records.tasks import MAX_ID, check_id
 from ankka.runtime.serve.api import errors
 from ankka.runtime.serve.conversation_stream import stream_run, streamed, wants_events
@@ -246,13 +246,16 @@ def add_conversation_routes(app: FastAPI, conversations: Conversations) -> None:
         conversation: Name, session: SessionId, body: ConversationBody, request: Request
     ) -> Any:
         caller = caller_of(request.scope)
+        shutdown = partial(cut_by_shutdown, request.scope)
         if wants_events(request.headers.get("accept")):
-            shutdown = partial(cut_by_shutdown, request.scope)
             return await stream_run(
                 conversations, conversation, session, body.message, caller=caller,
                 shutdown=shutdown,
             )  # fmt: skip
-        outcome = await conversations.run(conversation, session, body.message, caller=caller)
+        cut = CutCause(shutdown=shutdown)  # a cut by the drain is recorded as the run stops
+        outcome = await conversations.run(
+            conversation, session, body.message, caller=caller, cut_cause=cut
+        )
         return {
             "conversation": conversation,
             "session": session,

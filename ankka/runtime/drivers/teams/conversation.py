@@ -16,10 +16,10 @@ a speaker's is made again (a model moderator's choice is not recorded: it is ask
 a run cut off after a skip that ended it ends so. A different message ends the run cut off
 first (``interrupted``), its detail saying why it was cut off when that was recorded as it
 happened: whoever cancels the run and knows why (the stream, when its caller left or its own
-deadline passed) says so in the run's :class:`CutCause`, and the run records it as it stops
-(``conversation_cut_off``); a killed process records nothing, so "the runtime stopped" stays
-the default. ``heard`` hears each turn as it is recorded (the streamed answer,
-docs/http-api.md).
+deadline passed; the server's drain, which marks the request it cuts) says so in the run's
+:class:`CutCause`, and the run records it as it stops (``conversation_cut_off``); a killed
+process records nothing, so "the runtime stopped" stays the default. ``heard`` hears each
+turn as it is recorded (the streamed answer, docs/http-api.md).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from ankka.runtime.engine.session import SessionState
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.conversations import (
     CALLER_LEFT,
+    SHUTTING_DOWN,
     STREAM_DEADLINE_EXCEEDED,
     ConversationCutOff,
     ConversationEnded,
@@ -74,6 +75,7 @@ STOPPED = "the runtime stopped"  # why a run was cut off, when nothing recorded 
 _CUT_BY = {
     CALLER_LEFT: "its stream's caller left",
     STREAM_DEADLINE_EXCEEDED: "its stream's deadline passed",
+    SHUTTING_DOWN: "the server shut down",
 }
 
 
@@ -83,14 +85,26 @@ def interrupted(cause: str | None) -> str:
     return f"{why} during this run, and a different message followed"
 
 
+def _no_shutdown() -> bool:
+    return False
+
+
 @dataclass(slots=True)
 class CutCause:
-    """Why a run's task is cancelled, set by its canceller before it cancels, when it knows
+    """Why a run's task is cancelled, when it is known as it stops (:meth:`known`, recorded):
+    ``cause``, set by its canceller before it cancels
     (:data:`~ankka.runtime.records.conversations.CALLER_LEFT`,
-    :data:`~ankka.runtime.records.conversations.STREAM_DEADLINE_EXCEEDED`): recorded as the
-    run stops."""
+    :data:`~ankka.runtime.records.conversations.STREAM_DEADLINE_EXCEEDED`), or
+    :data:`~ankka.runtime.records.conversations.SHUTTING_DOWN` when ``shutdown()``, asked then,
+    says the server's drain cut the request (:func:`~ankka._kernel.drain.cut_by_shutdown`:
+    the drain marks it before it cancels; the request's handler, cancelled with the run, could
+    not say so itself)."""
 
     cause: str | None = None
+    shutdown: Callable[[], bool] = _no_shutdown
+
+    def known(self) -> str | None:
+        return SHUTTING_DOWN if self.shutdown() else self.cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +209,9 @@ class Conversations:
             try:
                 reason, detail = await self._turns(run)
             except asyncio.CancelledError:
-                if cut_cause is not None and cut_cause.cause is not None:
-                    stopped = ConversationCutOff(run.turn, cut_cause.cause)
-                    await self._record(journal_session, (stopped,))
+                why = cut_cause.known() if cut_cause is not None else None
+                if why is not None:
+                    await self._record(journal_session, (ConversationCutOff(run.turn, why),))
                 raise
             await self._record(
                 journal_session, (ConversationEnded(run.turn, reason.value, detail),)
