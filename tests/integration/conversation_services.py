@@ -1,10 +1,12 @@
 """The moderated conversations of the moderation tests: three speakers (``ann``, ``bob``,
 ``cy``) of one model, in conversations that differ only in their moderator and policies; and
 ``dee``, a speaker with tools (``note``, which logs each run to ``$ANKKA_TEST_TOOL_LOG``, and
-``publish``, which needs a person's approval), in ``tooled``."""
+``publish``, which needs a person's approval), in ``tooled``; and ``eve``, whose tool
+``linger`` is slow to stop (told to, it waits as long again), alone in ``lingering``."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +51,30 @@ def publish(text: str) -> str:
     """Publish a text (a person approves each call)."""
     _logged(f"publish {text}")
     return "published"
+
+
+@tool
+async def linger(seconds: float) -> str:
+    """Wait ``seconds``; cancelled, wait as long again before stopping (its clean-up), unless
+    cancelled again: a tool its turn's deadline does not stop in time."""
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _logged("linger told to stop")
+        await asyncio.sleep(seconds)
+        raise
+    return "lingered"
+
+
+EVE = service.autonomous(
+    AutonomousAgent(
+        name="eve",
+        instructions="You are eve; you linger.",
+        tools=[linger],
+        accepts=[Accepts(summary, budget=2)],
+        model="default",
+    )
+)
 
 
 DEE = service.autonomous(
@@ -98,4 +124,7 @@ service.conversation(
         turn_deadline=30.0,
         max_tool_rounds=2,
     )
+)
+service.conversation(
+    Conversation(name="lingering", speakers=[EVE], max_turns=1, deadline=2.0, turn_deadline=2.0)
 )

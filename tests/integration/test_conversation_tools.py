@@ -4,7 +4,8 @@ call and its result are journaled and sent to its model's next request; a call n
 person's approval is refused, saying why; a speaker past its tool rounds fails its turn,
 naming the bound; a run cut off by a SIGKILL goes on when the message is sent again, its
 recorded call not made again; the SSE answer sends each turn as recorded and the end, and the
-JSON answer keeps its shape."""
+JSON answer keeps its shape; a run its stream's caller left, or that outlived its stream's
+deadline, records why it was cut off, and a different message ends it naming that."""
 
 from __future__ import annotations
 
@@ -123,6 +124,22 @@ def sent_again(setup: Setup, url: str) -> list[tuple[str, str]]:
         for kind, body in setup.records("tooled")
         if kind == "conversation_ended"
     ]
+
+
+def cut_recorded(setup: Setup, conversation: str) -> str:
+    """The cause of the ``conversation_cut_off`` the run of the message "Go." records last, as
+    it stops (waited for)."""
+
+    def cut() -> list[Any]:
+        records = setup.records(conversation)
+        assert records[-1][0] == "conversation_cut_off", records
+        return [body for _, body in records]
+
+    recorded = eventually(cut, timeout=30, what="the run's cut-off recorded")
+    message = next(body for body in recorded if body.get("content") == "Go.")
+    assert set(recorded[-1]) == {"turn", "cause"}
+    assert recorded[-1]["turn"] == message["turn"]
+    return str(recorded[-1]["cause"])
 
 
 def test_a_speakers_tool_result_is_journaled_and_sent_to_its_next_model_request(
@@ -356,20 +373,44 @@ def test_a_different_message_after_a_stream_its_caller_left_ends_it_naming_the_c
     server = setup.serve(model)
     url = f"{server.url}/v1/conversations/tooled/sessions/s1"
     cut_off(setup, None, url)
-
     # The caller left mid-turn (dee's next model call in flight): the run records why it stopped.
-    def cut() -> list[Any]:
-        records = setup.records("tooled")
-        assert records[-1][0] == "conversation_cut_off", records
-        return [body for _, body in records]
-
-    recorded = eventually(cut, timeout=30, what="the run's cut-off recorded")
-    message = next(body for body in recorded if body.get("content") == "Go.")
-    assert recorded[-1] == {"turn": message["turn"], "cause": "caller_left"}
+    assert cut_recorded(setup, "tooled") == "caller_left"
     assert sent_again(setup, url) == [
         (
             "interrupted",
             "its stream's caller left during this run, and a different message followed",
         ),
         ("max_turns", "2 turns, its max_turns"),
+    ]
+
+
+def test_a_run_outliving_its_streams_deadline_is_cut_recording_why_and_ends_naming_it(
+    setup: Setup,
+) -> None:
+    # Eve's tool does not stop at her turn's deadline (2 s): the run outlives the stream's
+    # bound (its deadline and 15 s more), and the stream, ending, cuts it.
+    model = setup.standin([calls("linger", seconds=60), says("eve here")])
+    server = setup.serve(model)
+    events = streamed(server, "lingering", "s1")
+    assert setup.ran() == ["linger told to stop"]  # its turn's deadline came first
+    kind, error = events[-1]
+    assert kind == "error", events
+    assert error["error"]["type"] == "stream_deadline_exceeded", error
+    assert "deadline of 2 s (and 15 s more)" in error["error"]["message"], error
+    assert cut_recorded(setup, "lingering") == "stream_deadline_exceeded"
+    url = f"{server.url}/v1/conversations/lingering/sessions/s1"
+    answer = httpx.post(url, json={"message": "Again."}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["turns"] == [{"speaker": "eve", "text": "eve here"}]
+    ends = [
+        (body["reason"], body["detail"])
+        for kind, body in setup.records("lingering")
+        if kind == "conversation_ended"
+    ]
+    assert ends == [
+        (
+            "interrupted",
+            "its stream's deadline passed during this run, and a different message followed",
+        ),
+        ("max_turns", "1 turns, its max_turns"),
     ]

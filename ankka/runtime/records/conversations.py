@@ -4,7 +4,8 @@ What the speakers said is the session's messages (a user message, then each spea
 answer as an assistant message naming its agent). Besides them, a conversation records each
 turn the moderator gave that produced nothing (:class:`TurnSkipped`: who, and why) and its end
 (:class:`ConversationEnded`: the typed reason and a sentence a person can read), and, when a
-run is cut off for a reason known then (its stream's caller left), why
+run is cut off for a reason known then (its stream's caller left, or its stream's deadline
+passed), why
 (:class:`ConversationCutOff`; :class:`ConversationResumed` when the same message goes on with
 it, so a later cut that nobody recorded is not told as that one). None is part of the
 conversation's fold.
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "CALLER_LEFT",
+    "STREAM_DEADLINE_EXCEEDED",
     "ConversationCutOff",
     "ConversationEnded",
     "ConversationResumed",
@@ -71,11 +73,17 @@ class ConversationEnded:
 CALLER_LEFT = "caller_left"
 """A :class:`ConversationCutOff`'s ``cause``: the stream's caller left mid-run."""
 
+STREAM_DEADLINE_EXCEEDED = "stream_deadline_exceeded"
+"""A :class:`ConversationCutOff`'s ``cause``: the run outlived its stream's bound (the
+conversation's deadline and the stream's grace), and the stream, ending with that error,
+cut it."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConversationCutOff:
     """A run (one message's) cut off, and why, recorded when that is known as it happens:
-    ``cause`` is :data:`CALLER_LEFT`. A process killed records none."""
+    ``cause`` is :data:`CALLER_LEFT` or :data:`STREAM_DEADLINE_EXCEEDED`. A process killed
+    records none."""
 
     kind: ClassVar[str] = "conversation_cut_off"
 

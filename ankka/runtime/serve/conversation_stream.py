@@ -8,7 +8,8 @@ text/event-stream`` answers server-sent events instead of the one JSON answer at
 before the run starts (no such conversation, a caller refused, a bad session id) is answered
 as the JSON route answers it. Bounded by the conversation's own ``deadline`` (every turn of
 the run is; the stream gives it :data:`GRACE` more to record its end, then ends with an
-``error``), with a comment every :data:`~.tasks_http.KEEP_ALIVE` seconds while no turn comes.
+``error`` and cuts the run, which records why: ``stream_deadline_exceeded``), with a comment
+every :data:`~.tasks_http.KEEP_ALIVE` seconds while no turn comes.
 A caller who leaves stops the run where it stands, as a restart would: the same message sent
 again goes on from its records (:mod:`ankka.runtime.drivers.teams.runs`); the run records that
 its caller left (a different message then ends it ``interrupted`` saying so). A stream the
@@ -28,7 +29,11 @@ from starlette.responses import Response
 from ankka._kernel.errors import TurnFailed
 from ankka.runtime.declare.teams import Spoken
 from ankka.runtime.drivers.teams.conversation import Conversations, CutCause, Outcome
-from ankka.runtime.records.conversations import CALLER_LEFT, TurnSkipped
+from ankka.runtime.records.conversations import (
+    CALLER_LEFT,
+    STREAM_DEADLINE_EXCEEDED,
+    TurnSkipped,
+)
 from ankka.runtime.serve.api import EventStream, error_json, events
 from ankka.runtime.serve.tasks_http import KEEP_ALIVE, sse
 
@@ -42,7 +47,7 @@ _DONE = object()
 class StreamTooLong(TurnFailed):
     """The run did not end within its deadline and the grace: the stream gives up on it."""
 
-    kind = "stream_deadline_exceeded"
+    kind = STREAM_DEADLINE_EXCEEDED  # the error the caller is sent, and the cut's cause
     status = 504
 
 
@@ -132,6 +137,7 @@ async def stream_run(
                 while item is None:
                     left = until - loop.time()
                     if left <= 0:
+                        cut.cause = STREAM_DEADLINE_EXCEEDED  # told before it is cancelled
                         late = StreamTooLong(
                             f"conversation {name!r} did not end within its deadline of "
                             f"{declared.deadline:g} s (and {GRACE:g} s more): the stream ends"
@@ -144,7 +150,7 @@ async def stream_run(
                     except TimeoutError:
                         yield b": keep-alive\n\n"
         except BaseException:  # cut short: its caller left, or the server's shutdown cut it
-            if not shutdown():
+            if not shutdown() and cut.cause is None:
                 cut.cause = CALLER_LEFT
             raise
         finally:

@@ -15,10 +15,11 @@ on from its records when the same message is sent again (:mod:`.runs`): no recor
 a speaker's is made again (a model moderator's choice is not recorded: it is asked again), and
 a run cut off after a skip that ended it ends so. A different message ends the run cut off
 first (``interrupted``), its detail saying why it was cut off when that was recorded as it
-happened: whoever cancels the run and knows why (the stream, when its caller left) says so in
-the run's :class:`CutCause`, and the run records it as it stops (``conversation_cut_off``); a
-killed process records nothing, so "the runtime stopped" stays the default. ``heard``
-hears each turn as it is recorded (the streamed answer, docs/http-api.md).
+happened: whoever cancels the run and knows why (the stream, when its caller left or its own
+deadline passed) says so in the run's :class:`CutCause`, and the run records it as it stops
+(``conversation_cut_off``); a killed process records nothing, so "the runtime stopped" stays
+the default. ``heard`` hears each turn as it is recorded (the streamed answer,
+docs/http-api.md).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ankka.runtime.engine.session import SessionState
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.conversations import (
     CALLER_LEFT,
+    STREAM_DEADLINE_EXCEEDED,
     ConversationCutOff,
     ConversationEnded,
     ConversationResumed,
@@ -69,7 +71,10 @@ __all__ = [
 CONVERSATION_PREFIX = CONVERSATION_SESSION_PREFIX
 T = TypeVar("T")
 STOPPED = "the runtime stopped"  # why a run was cut off, when nothing recorded why
-_CUT_BY = {CALLER_LEFT: "its stream's caller left"}
+_CUT_BY = {
+    CALLER_LEFT: "its stream's caller left",
+    STREAM_DEADLINE_EXCEEDED: "its stream's deadline passed",
+}
 
 
 def interrupted(cause: str | None) -> str:
@@ -81,7 +86,9 @@ def interrupted(cause: str | None) -> str:
 @dataclass(slots=True)
 class CutCause:
     """Why a run's task is cancelled, set by its canceller before it cancels, when it knows
-    (:data:`~ankka.runtime.records.conversations.CALLER_LEFT`): recorded as the run stops."""
+    (:data:`~ankka.runtime.records.conversations.CALLER_LEFT`,
+    :data:`~ankka.runtime.records.conversations.STREAM_DEADLINE_EXCEEDED`): recorded as the
+    run stops."""
 
     cause: str | None = None
 
