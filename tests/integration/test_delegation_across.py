@@ -189,14 +189,15 @@ def test_a_remote_child_is_in_the_trace_of_the_call_that_delegated_it(
         )
     assert answer.status_code == 201, answer.text
     check(two, lead, researcher)
-    delegate, put, stream = (
+    delegate, put, stream, follow = (
         "execute_tool delegate__researcher__summary",
         "PUT /v1/agents/{agent}/tasks/{task}",
         "GET /v1/tasks/{task}/notifications",
+        "GET /v1/tasks/{task}",
     )
     spans = jaeger_backend.trace(
         trace_id,
-        names={put, stream, delegate, "invoke_agent lead", "invoke_agent researcher"},
+        names={put, stream, follow, delegate, "invoke_agent lead", "invoke_agent researcher"},
         caller=caller,  # and every span's parent is in the trace (or is the caller's)
     )
     assert {s.trace_id for s in spans} == {trace_id}
@@ -212,6 +213,9 @@ def test_a_remote_child_is_in_the_trace_of_the_call_that_delegated_it(
     # trace: the peer's span for it continues that child's delegating call too.
     streams = [s for s in spans if s.name == stream and s.service == "researcher"]
     assert streams and {s.parent_id for s in streams} <= {c.span_id for c in calls}, streams
+    # So does each GET ?wait= the lead follows a child with, until its end.
+    follows = [s for s in spans if s.name == follow and s.service == "researcher"]
+    assert follows and {s.parent_id for s in follows} <= {c.span_id for c in calls}, follows
 
 
 def test_a_lead_delegates_to_a_researcher_another_runtime_serves_over_mtls(
@@ -512,14 +516,22 @@ def test_a_peer_that_does_not_name_the_lead_among_its_delegators_refuses_its_chi
 
 
 def test_a_remote_child_that_never_answers_in_time_is_told_past_its_deadline_and_cancelled(
-    pair: Callable[..., Pair],
+    pair: Callable[..., Pair], jaeger_backend: Jaeger
 ) -> None:
     slow = [dict(STANDIN[i], delay_ms=30_000) for i in (1, 2)]  # the children's first calls
     two = pair([STANDIN[0], *slow, STANDIN[-1]])
-    researcher = two.researcher()
-    lead = two.lead(target="tests.integration.delegation_services:service")
+    researcher = two.researcher(env=jaeger_backend.env("researcher"))
+    lead = two.lead(
+        target="tests.integration.delegation_services:service", env=jaeger_backend.env("lead")
+    )
+    trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
     with two.client() as alice:
-        assert alice.put(f"{lead.url}/v1/agents/lead/tasks/r1", json=REPORT).status_code == 201
+        answer = alice.put(
+            f"{lead.url}/v1/agents/lead/tasks/r1",
+            json=REPORT,
+            headers={"traceparent": f"00-{trace_id}-{caller}-01"},
+        )
+        assert answer.status_code == 201, answer.text
         report = final(alice, lead, "r1")
         told = told_of(alice, lead)
     assert report["state"] == "completed", dump(report)  # the lead went on without them
@@ -535,6 +547,18 @@ def test_a_remote_child_that_never_answers_in_time_is_told_past_its_deadline_and
         return all(r["cancel_requested"] or r["state"] == "cancelled" for r in records)
 
     eventually(cancelled_there, what="the children's cancel sent to their runtime", timeout=30)
+    # The cancel is sent in the trace of the call that delegated the child, as its PUT was.
+    delegate, cancel = "execute_tool delegate__researcher__summary", "POST /v1/tasks/{task}/cancel"
+
+    def cancels_in_the_trace() -> bool:
+        spans = jaeger_backend.spans(trace_id)
+        calls = {s.span_id for s in spans if s.name == delegate and s.service == "lead"}
+        cancels = [s for s in spans if s.name == cancel and s.service == "researcher"]
+        assert len(calls) == 2 and {s.parent_id for s in cancels} == calls, (calls, cancels)
+        return True
+
+    eventually(cancels_in_the_trace, what="each child's cancel under its delegating call")
+    jaeger_backend.trace(trace_id, names={delegate, cancel}, caller=caller)  # and no orphan
 
 
 def test_a_remote_child_its_runtime_lost_after_making_it_fails_and_is_never_called_refused(

@@ -350,8 +350,9 @@ class RemoteChildren:
         return _answer(answer, "creating it")
 
     async def _cancel(self, peer: Peer, task: str) -> None:
+        """Ask the peer to cancel the child, in this trace (:meth:`_traced`)."""
         answer = await self._client(peer).post(
-            f"/v1/tasks/{task}/cancel", headers=await self._headers(peer)
+            f"/v1/tasks/{task}/cancel", headers=await self._traced(peer, task)
         )
         if answer.status_code != 409:  # already final there: nothing to cancel
             _answer(answer, "cancelling it")
@@ -370,10 +371,11 @@ class RemoteChildren:
         return await client.send(request, stream=True)
 
     async def _get(self, peer: Peer, task: str) -> dict[str, Any]:
+        """The child's record at the peer, once final or after the wait; in this trace."""
         answer = await self._client(peer).get(
             f"/v1/tasks/{task}",
             params={"wait": f"{self.wait_seconds:g}"},
-            headers=await self._headers(peer),
+            headers=await self._traced(peer, task),
         )
         return _answer(answer, "reading it")
 

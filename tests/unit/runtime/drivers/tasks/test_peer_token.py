@@ -9,14 +9,14 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from ankka.runtime.drivers.tasks import remote
 from ankka.runtime.drivers.tasks.peers import Peer
 from ankka.runtime.drivers.tasks.remote import RemoteChildren
-from ankka.runtime.store.tasks import TaskStore
+from ankka.runtime.store.open import Store
 from tests.support.raw_server import serve
 
 
@@ -57,16 +57,17 @@ class _Peer:
 
 @asynccontextmanager
 async def _following(token: Path, served: _Peer) -> AsyncIterator[tuple[RemoteChildren, Peer]]:
-    """A follower of ``served`` (the peer's API alone is called here, so no store)."""
+    """A follower of ``served``, on a store of its own (it reads a child's trace context)."""
+    store = await Store.open(token.parent / "tasks.sqlite3")
     async with serve(served.handle) as port:
         peer = Peer(agent="researcher", url=f"http://127.0.0.1:{port}", token_file=str(token))
-        store = cast(TaskStore, None)
-        children = RemoteChildren(store, {peer.agent: peer}, told=lambda _: None)
+        children = RemoteChildren(store.tasks, {peer.agent: peer}, told=lambda _: None)
         try:
             yield children, peer
         finally:
             for client in children._clients.values():
                 await client.http.aclose()
+            await store.close()
 
 
 async def test_a_token_rewritten_in_its_file_is_the_one_sent(tmp_path: Path) -> None:
