@@ -22,6 +22,14 @@ Printed:
 answer's children at work, like the plain tasks); without it every root starts at once (the
 children/s of a whole forest, whose per-child figure is mostly queueing).
 
+The peer, in the same run on each store: the same tree on pydantic-ai with its DBOS
+integration (``bench/_dbos_delegation_peer.py``: each level a ``DBOSAgent``, a child an agent
+run from a tool, a child workflow; DBOS's system database a SQLite file, or a database of the
+same PostgreSQL server), in a venv of its own with pinned versions, made under
+``~/.cache/ankka`` when missing (``--peer-python`` names another, ``--no-peer`` leaves it
+out). Printed beside ankka's: its children/s and per-child overhead, and ankka's children/s
+over the peer's.
+
 Run: ``python bench/delegation.py [--roots 2 --fanout 4 --depth 4] [--postgres]``.
 """
 
@@ -30,8 +38,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -213,6 +223,48 @@ async def _plain(host: Any, model: TimedModel, count: int, fanout: int, depth: i
     return [model.first[n] - asked[n] for n in asked]
 
 
+PEER_PINS = ("dbos==3.4.0", "pydantic-ai-slim[dbos]==2.62.0")
+PEER_VENV = Path.home() / ".cache" / "ankka" / "dbos-venv-3.4.0-pai-2.62.0"
+
+
+def peer_python() -> str:
+    """The peer's interpreter: its venv, made (and the pinned versions installed) if missing."""
+    python = PEER_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEER_PINS], check=True)
+    return str(python)
+
+
+def peer(python: str, db: str, args: argparse.Namespace) -> dict[str, Any] | None:
+    """The same tree on pydantic-ai + DBOS, its system database at ``db``."""
+    command = [
+        python, str(Path(__file__).with_name("_dbos_delegation_peer.py")), "--db", db,
+        "--roots", str(args.roots), "--fanout", str(args.fanout), "--depth", str(args.depth),
+    ]  # fmt: skip
+    if args.sequential:
+        command.append("--sequential")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=env)
+    if done.returncode != 0:
+        print(f"the DBOS peer failed:\n{done.stderr[-3000:]}", file=sys.stderr)
+        return None
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "children": found["children"],
+        "child_overhead": _percentiles(found["overhead"]),
+        "children_per_s": round(found["children"] / found["seconds"], 1),
+        "seconds": round(found["seconds"], 2),
+    }
+
+
+def _beside(ours: dict[str, Any], theirs: dict[str, Any] | None) -> dict[str, Any]:
+    if theirs is None:
+        return ours
+    ratio = ours["children_per_s"] / theirs["children_per_s"]
+    return {**ours, "peer_dbos": theirs, "children_per_s_vs_peer": round(ratio, 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/delegation.py")
     parser.add_argument("--roots", type=int, default=2)
@@ -220,20 +272,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--postgres", action="store_true", help="also on Debian's PostgreSQL")
     parser.add_argument("--sequential", action="store_true", help="one root at a time")
+    parser.add_argument("--no-peer", action="store_true", help="leave pydantic-ai + DBOS out")
+    parser.add_argument("--peer-python", help="the peer's interpreter (default: its own venv)")
     args = parser.parse_args(argv)
-    results: dict[str, Any] = {}
+    python = None if args.no_peer else (args.peer_python or peer_python())
+    results: dict[str, Any] = {"load_average": os.getloadavg()}
     with tempfile.TemporaryDirectory() as work:
         url = f"sqlite:///{Path(work) / 'bench.sqlite3'}"
         results["sqlite"] = asyncio.run(
             run(url, args.roots, args.fanout, args.depth, sequential=args.sequential)
         )
+        theirs = peer(python, f"sqlite:///{Path(work) / 'dbos.sqlite3'}", args) if python else None
+        results["sqlite"] = _beside(results["sqlite"], theirs)
         if args.postgres:
-            from tests.support.postgres import postgres_cluster
+            from tests.support.postgres import fresh_database, postgres_cluster
 
             with postgres_cluster(fsync=True) as dsn:
                 results["postgresql"] = asyncio.run(
                     run(dsn, args.roots, args.fanout, args.depth, sequential=args.sequential)
                 )
+                db = fresh_database(dsn, "dbos") if python else None
+                theirs = peer(python, db, args) if python and db else None
+                results["postgresql"] = _beside(results["postgresql"], theirs)
+    results["load_average_after"] = os.getloadavg()
     print(json.dumps({"args": vars(args), **results}, indent=2))
     return 0
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel
 
+from ankka._kernel import tracing
 from ankka.runtime.engine.executor import Emit, Executor, Ledger, Retry
 from ankka.runtime.engine.steps import (
     AwaitChildren,
@@ -69,11 +70,15 @@ End = Finish | Ended | AwaitDecision | OutOfRounds | AwaitChildren | Repeated | 
 
 
 class Delegator(Protocol):
-    """How a kind of work that delegates makes a call's child (a task's driver)."""
+    """How a kind of work that delegates makes its calls' children (a task's driver)."""
 
-    async def delegate(self, state: TurnState, step: Delegate) -> Child:
-        """Make (or find, on a replay) the child of ``step.call``; a child with a result
-        already is one that was refused (nothing made) or has ended."""
+    async def delegate(
+        self, state: TurnState, step: Delegate, traces: Mapping[str, Mapping[str, str]]
+    ) -> dict[str, Child]:
+        """Make (or find, on a replay) the children of ``step.calls``, by call id, in one
+        transaction; a child with a result already is one that was refused (nothing made) or
+        has ended. ``traces``: each call's ``execute_tool`` span context (tracing on), which
+        its child records as its trace."""
         ...
 
 
@@ -186,12 +191,15 @@ async def _steps(
             state.add(await driver.ran(state, await executor.settle(step, emit=emit)))
         elif isinstance(step, Delegate):
             assert delegator is not None, "a plan with delegation tools has a delegator"
-            if track is None or executor.spans is None:
-                state.children[step.call.id] = await delegator.delegate(state, step)
-            else:  # in an execute_tool span: the child task is recorded in its trace
+            traces: dict[str, Mapping[str, str]] = {}
+            if track is not None and executor.spans is not None:
+                # Each call in an execute_tool span, its child recorded in that span's trace;
+                # the children are then made together, in one transaction.
                 track.turn(step.answer.turn, resumed=True)
-                with executor.spans.delegation(step.call):
-                    state.children[step.call.id] = await delegator.delegate(state, step)
+                for call in step.calls:
+                    with executor.spans.delegation(call):
+                        traces[call.id] = tracing.carrier()
+            state.children.update(await delegator.delegate(state, step, traces))
         else:
             return step
 

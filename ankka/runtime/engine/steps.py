@@ -16,7 +16,9 @@ the calls that waited for a person, :func:`next_step` says one of:
 - :class:`Ended` — a tool that ends the work (a task's ``complete_task`` or ``fail_task``)
   answered without error;
 - :class:`OutOfRounds` — the model still asks for tools past the turn's limit;
-- :class:`Delegate` — a call that delegates (docs/delegation.md) has no child yet: make it;
+- :class:`Delegate` — a call that delegates (docs/delegation.md) has no child yet: make it,
+  and with it the children of the calls after it that would be the next steps (one
+  transaction for an answer's children);
 - :class:`AwaitChildren` — stop: the calls left of the last answer wait on their children
   (a child's end is settled as its call's result, by :class:`Settle`, once it is known);
 - :class:`Repeated` — the next call would be the ``max_repeats``-th with the same tool and
@@ -225,10 +227,18 @@ class OutOfRounds:
 
 @dataclass(frozen=True, slots=True)
 class Delegate:
-    """Make the child of ``call`` (a delegation tool's call of ``answer``)."""
+    """Make the child of ``call`` (a delegation tool's call of ``answer``) and of each of
+    ``more``: the answer's later calls that would be delegated next, one after another, had
+    ``call``'s child been made (a call already waiting on its child between them is passed
+    over, as the planner passes it over; the first that would be another step stops them)."""
 
     answer: AssistantMessage
     call: ToolCall
+    more: tuple[ToolCall, ...] = ()
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        return (self.call, *self.more)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +326,7 @@ def next_step(state: TurnState) -> Step:
     if waiting:
         return AwaitDecision(answer, waiting)
     on_children: list[ToolCall] = []
-    for call in pending:
+    for at, call in enumerate(pending):
         if call.name in plan.delegations:
             child = state.children.get(call.id)
             if child is not None and child.result is not None:
@@ -324,7 +334,9 @@ def next_step(state: TurnState) -> Step:
             if child is not None:
                 on_children.append(call)
                 continue
-            return _repeated(state, answer, call) or Delegate(answer, call)
+            return _repeated(state, answer, call) or Delegate(
+                answer, call, _delegated_next(state, answer, pending[at + 1 :])
+            )
         verdict = verdicts.get(call.id)
         if verdict is not None:
             settled = _settled(answer, call, verdict, decided)
@@ -346,6 +358,28 @@ def _settled(
         cut = ToolResult(call.id, call.name, CUT_OFF_RUN, True, answer.agent, answer.turn)
         return Settle(answer, call, cut)
     return None
+
+
+def _delegated_next(
+    state: TurnState, answer: AssistantMessage, after: Sequence[ToolCall]
+) -> tuple[ToolCall, ...]:
+    """The calls of ``after`` the planner would delegate next, in order, once the child of
+    the call before them is made: delegation calls with no child, none the ``max_repeats``-th
+    of its kind; those waiting on a child already are passed over; any other stops it (a
+    call to run or settle, a repeated one: it is the next step then)."""
+    found: list[ToolCall] = []
+    for call in after:
+        if call.name not in state.plan.delegations:
+            break
+        child = state.children.get(call.id)
+        if child is not None and child.result is not None:
+            break
+        if child is not None:
+            continue
+        if _repeated(state, answer, call) is not None:
+            break
+        found.append(call)
+    return tuple(found)
 
 
 def _repeated(state: TurnState, answer: AssistantMessage, call: ToolCall) -> Repeated | None:

@@ -5,8 +5,10 @@ decides (from the journal and the children's outcomes) when a call's child is to
 (:class:`~ankka.runtime.engine.steps.Delegate`, carried out by :meth:`Delegations.delegate`)
 and when a child's end is its call's result; this module reads and writes the store for it:
 
-- :meth:`Delegations.delegate`: one transaction making the child (its id derived from the
-  task and the call, its grant reserved), or finding it again on a replay, or refusing;
+- :meth:`Delegations.delegate`: one transaction making an answer's children (each id derived
+  from the task and the call, each grant reserved in the calls' order), or finding them again
+  on a replay, or refusing; the local children made are started at once (``poke``: the task
+  host's, which starts their instances rather than waiting for its scheduler);
 - :meth:`Delegations.children`: the children of the last answer's delegation calls with their
   outcomes, and the instance's mark (read in the same transaction, so an outcome that lands
   after it raises the mark and wakes the instance).
@@ -18,13 +20,12 @@ the driver moves the task when it answered (:func:`handoff_of`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from ankka._kernel import tracing
 from ankka.runtime.declare.autonomous import AutonomousAgent
 from ankka.runtime.declare.delegation import Delegate, DelegateInput, HandoffInput
 from ankka.runtime.declare.tools import RunnableTool, ToolOutcome, ToolSpec
@@ -143,13 +144,17 @@ class Delegations:
         agent: AutonomousAgent,
         task: TaskRecord,
         *,
-        poke: Callable[[], None],
+        poke: Callable[[Sequence[tuple[str, str]], bool], None],
+        claimant: tuple[str, float] = ("local", 10.0),
+        places: Callable[[], int] = lambda: 0,
         published: Callable[[list[Ended]], None],
         remotes: frozenset[str] = frozenset(),
     ) -> None:
         self.context, self.store, self.notifier = context, store, notifier
         self.agent, self.task = agent, task
         self.poke, self.published, self.remotes = poke, published, remotes
+        self.claimant = claimant  # the lease owner and length a child's instance is claimed as
+        self.places = places  # how many children's instances this process may start now
         self.names = frozenset(d.tool for d in agent.delegates)
         self.ancestors: tuple[str, ...] = ()  # the task's own, as its tree row says
 
@@ -191,10 +196,75 @@ class Delegations:
             found[call_id] = Child(child, result)
         return Read(found, mark, record)
 
-    async def delegate(self, state: TurnState, step: DelegateStep) -> Child:
-        """Make (or find) the child of ``step.call``; a call the store refuses, or whose
-        input does not decode, has its result at once (no child)."""
-        answer, call = step.answer, step.call
+    async def delegate(
+        self, state: TurnState, step: DelegateStep, traces: Mapping[str, Mapping[str, str]]
+    ) -> dict[str, Child]:
+        """Make (or find) the children of ``step.calls``, in one transaction, each call's in
+        order as one after another would be; a call the store refuses, or whose input does
+        not decode, has its result at once (no child). The local children made are started
+        at once (:attr:`poke`)."""
+        answer = step.answer
+        number = iteration_of(answer.turn)
+        assert number is not None, "a task's answer names its iteration"
+        found: dict[str, Child] = {}
+        asked: list[tuple[ToolCall, Delegate, Wanted]] = []
+        for call in step.calls:
+            wanted = self._wanted_of(answer, call, number)
+            if isinstance(wanted, Child):
+                found[call.id] = wanted
+            else:
+                asked.append((call, *wanted))
+        if not asked:
+            return found
+        now = self.context.clock.now()
+        owner, lease = self.claimant
+        until, places = now.timestamp() + lease, self.places()
+
+        claimed: list[tuple[str, str]] = []
+
+        def write(tx: Transaction) -> list[Made]:
+            made: list[Made] = []
+            claimed.clear()  # a write may be run again (a retried transaction)
+            for call, declared, wanted in asked:
+                one = delegate_statements.delegate(tx, wanted, now=now)
+                if one.created and one.task is not None:
+                    # With tracing on, the child is recorded in the trace of its call's
+                    # execute_tool span: one trace per task tree.
+                    carrier = traces.get(call.id)
+                    if carrier:
+                        trace_statements.record(tx, one.task, carrier)
+                    key = (declared.agent, own_instance_id(one.task))
+                    # A local child's instance is this process's, to start at once (while it
+                    # has places: the rest are its scheduler's, or another process's, to take).
+                    if (
+                        wanted.remote is None
+                        and len(claimed) < places
+                        and task_statements.claim(tx, *key, owner, until, now.timestamp())
+                    ):
+                        claimed.append(key)
+                made.append(one)
+            return made
+
+        written: list[Made] = await self.store.write(write)
+        for (call, declared, _), made in zip(asked, written, strict=True):
+            if made.created or made.task is None:  # counted once: a child found again is not
+                outcome = "child_made" if made.created else "refused"
+                self.context.metrics.work.delegated(self.agent.name, declared.agent, outcome)
+            if made.created:
+                self._told_made(made, declared)
+            result = _result(answer, call, made.outcome) if made.outcome is not None else None
+            found[call.id] = Child(made.task, result)
+        made_here = zip(asked, written, strict=True)
+        local = sum(made.created and wanted.remote is None for (_, _, wanted), made in made_here)
+        if any(made.created for made in written):
+            self.poke(claimed, len(claimed) < local)
+        return found
+
+    def _wanted_of(
+        self, answer: AssistantMessage, call: ToolCall, number: int
+    ) -> Child | tuple[Delegate, Wanted]:
+        """What ``call`` asks the store for, or its child already answered (its input did
+        not decode, or it was refused here)."""
         declared = self.agent.delegate(call.name)
         assert declared is not None, "the planner delegates only the agent's delegation tools"
         try:
@@ -208,31 +278,11 @@ class Delegations:
             return Child(
                 None, ToolResult(call.id, call.name, message, True, answer.agent, answer.turn)
             )
-        number = iteration_of(answer.turn)
-        assert number is not None, "a task's answer names its iteration"
         wanted = self._wanted(declared, call, number, _index(answer, call), given)
         if isinstance(wanted, ChildOutcome):
             self.context.metrics.work.delegated(self.agent.name, declared.agent, "refused")
             return Child(None, _result(answer, call, wanted))
-        now = self.context.clock.now()
-        # With tracing on, the child is recorded in this trace (the delegation's execute_tool
-        # span is current): one trace per task tree.
-        carrier = tracing.carrier() if self.context.spans is not None else {}
-
-        def write(tx: Transaction) -> Made:
-            made = delegate_statements.delegate(tx, wanted, now=now)
-            if made.created and made.task is not None and carrier:
-                trace_statements.record(tx, made.task, carrier)
-            return made
-
-        made: Made = await self.store.write(write)
-        if made.created or made.task is None:  # counted once: a child found again is not
-            outcome = "child_made" if made.created else "refused"
-            self.context.metrics.work.delegated(self.agent.name, declared.agent, outcome)
-        if made.created:
-            self._told_made(made, declared)
-        result = _result(answer, call, made.outcome) if made.outcome is not None else None
-        return Child(made.task, result)
+        return declared, wanted
 
     def _wanted(
         self, declared: Delegate, call: ToolCall, number: int, index: int, given: DelegateInput
@@ -286,4 +336,3 @@ class Delegations:
                 task=made.task, parent=task.id,
             )  # fmt: skip
         self.published(list(made.ended))
-        self.poke()

@@ -41,7 +41,7 @@ from ankka.runtime.drivers.tasks.iteration import (
     told,
     work_task,
 )
-from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, Notifier
+from ankka.runtime.drivers.tasks.notify import DEFAULT_BUFFER, TASK_ENDS, Notice, Notifier
 from ankka.runtime.drivers.tasks.peers import Peer
 from ankka.runtime.providers.remote_agents import RemoteAgent
 from ankka.runtime.records.tasks import (
@@ -136,6 +136,8 @@ class TaskHost:
             options.sleep,
             options.retry,
             poke=self._work_made,
+            made=self._children_made,
+            places=self._places,
             woken=self._woken,
             questions=questions,
         )
@@ -168,14 +170,22 @@ class TaskHost:
         self.owner = owner or (shared_owner if store.shared else "local")
         # On a shared store its workers' commits hold their instances' leases as this owner
         # (iteration.py); SQLite's file is one process's, its leases its own.
+        self.bench = replace(self.bench, claimant=self.owner, lease_seconds=lease_seconds)
         if store.shared:
-            self.bench = replace(self.bench, owner=self.owner, lease_seconds=lease_seconds)
+            self.bench = replace(self.bench, owner=self.owner)
         self.lease_seconds = lease_seconds
+        # An instance's lease is given up when its worker stops, for another owner to take;
+        # on SQLite as "local" the file and every lease in it are this process's (and its
+        # successor's, after a restart), so there is no one to give it to.
+        self._leases_shared = store.shared or self.owner != "local"
         self.poll_seconds = poll_seconds
         self.idle_recheck_seconds = idle_recheck_seconds
         self.pending_too_long = pending_too_long
         self.max_instances = max_instances
         self._workers: dict[Key, asyncio.Task[None]] = {}
+        self._claiming: set[Key] = set()  # workers whose claim is not yet committed
+        self._releasing: set[Key] = set()  # children's instances claimed, being given up
+        self._stopping: set[Key] = set()  # workers past their work, giving their lease up
         # Instances with nothing to do for now: at a mark (waiting on children: taken up
         # again when the mark moves), or None (waiting for a decision: until a poke or the
         # idle recheck).
@@ -227,10 +237,65 @@ class TaskHost:
         self._idle = {key: mark for key, mark in self._idle.items() if mark is not None}
 
     def _work_made(self) -> None:
-        """A task was made here (a child): look for it now, waking no idle instance."""
+        """A task was made here (a task handed on): look for it now, waking no idle
+        instance."""
         self._wake.set()
         if self.remote is not None:
             self.remote.wake()
+
+    def _places(self) -> int:
+        return max(0, self.max_instances - len(self._workers))
+
+    def _children_made(self, keys: Sequence[Key], more: bool) -> None:
+        """Children were made here, the instances ``keys`` claimed as this host in the same
+        transaction (as many as it had places for): start them now, rather than at the
+        scheduler's next look, which is now when ``more`` were made. One this host has no
+        place for after all is left to its scheduler or, on a shared store, released for
+        another process to take."""
+        if self.remote is not None:
+            self.remote.wake()
+        if more:
+            self._wake.set()
+        left = [key for key in keys if not self._start(key, claimed=True)]
+        if left and self.store.shared and self._group is not None:
+            self._releasing.update(left)  # not started here until given up
+            self._group.create_task(self._release(left), name="ankka-release-children")
+
+    def _start(self, key: Key, *, claimed: bool = False) -> bool:
+        """Start a worker for the instance ``key`` unless one runs (``claimed``: its lease is
+        this host's already; else the worker claims it first, and ends at once when another
+        process holds it): False when this host leaves it (idle, not its agent's, reserved, or
+        no place free)."""
+        if key in self._workers:
+            return True
+        if (
+            self._group is None
+            or key in self._releasing
+            or key in self._idle
+            or key[0] not in self.agents
+            or self.reserved(key)
+            or len(self._workers) >= self.max_instances
+        ):
+            return False
+        if not claimed:
+            self._claiming.add(key)
+        work = self._run_instance(key) if claimed else self._claim_and_run(key)
+        self._workers[key] = self._group.create_task(work, name=f"ankka-instance-{key[0]}/{key[1]}")
+        return True
+
+    async def _release(self, keys: Sequence[Key]) -> None:
+        """Give up the leases of instances this host claimed and does not run (yet)."""
+
+        def release(tx: Transaction) -> None:
+            for key in keys:
+                statements.release(tx, *key, self.owner)
+
+        try:
+            with contextlib.suppress(StoreError):
+                await self.store.write(release)
+        finally:
+            self._releasing.difference_update(keys)
+            self._wake.set()
 
     def _resynced(self) -> None:
         """Other processes' notices may have been missed: read the questions' tasks again."""
@@ -285,10 +350,19 @@ class TaskHost:
         now = self.clock.now().timestamp()
         if self.store.shared and now - self._last_renewal >= self.lease_seconds / 3:
             until = now + self.lease_seconds
+            # Only the workers whose claim was committed before the renewal are its to
+            # check (a worker still claiming is not yet in what the renewal finds).
+            # Nor are those stopping (giving their lease up, or their task's end having
+            # ended its instance and cleared its lease): they make no model call.
+            held = {
+                k: w
+                for k, w in self._workers.items()
+                if k not in self._claiming and k not in self._stopping
+            }
             mine = set(await self.store.write(lambda tx: statements.renew(tx, self.owner, until)))
             self._last_renewal = now
-            for key, worker in list(self._workers.items()):
-                if key not in mine:
+            for key, worker in held.items():
+                if key not in mine and self._workers.get(key) is worker:
                     log.warning("lost the lease of instance %s/%s; stopping it", *key)
                     worker.cancel()
         if now - self._last_idle_reset >= self.idle_recheck_seconds:
@@ -303,23 +377,7 @@ class TaskHost:
                 del self._idle[key]  # waiting on a child, and something changed since
             if key in self._workers or key in self._idle or key[0] not in self.agents:
                 continue
-            if self.reserved(key):
-                continue
-            until = now + self.lease_seconds
-            claimed = await self.store.write(
-                partial(
-                    statements.claim,
-                    agent=key[0],
-                    instance=key[1],
-                    owner=self.owner,
-                    until=until,
-                    now=now,
-                )
-            )
-            if claimed and self._group is not None:
-                self._workers[key] = self._group.create_task(
-                    self._run_instance(key), name=f"ankka-instance-{key[0]}/{key[1]}"
-                )
+            self._start(key)
 
     async def _expire(self, now: float) -> None:
         """End the children past their deadline (any process may: it is one transaction, and
@@ -329,6 +387,31 @@ class TaskHost:
         stamp = self.clock.now()
         ended = await self.store.write(lambda tx: delegate_statements.expire(tx, now=stamp))
         told(self.bench, ended)
+
+    async def _claim_and_run(self, key: Key) -> None:
+        """Claim the instance's lease (free, run out, or this host's already), then work it;
+        left to its holder (another process) when the claim fails."""
+        now, claimed = self.clock.now().timestamp(), False
+        try:
+            claimed = await self.store.write(
+                partial(
+                    statements.claim,
+                    agent=key[0],
+                    instance=key[1],
+                    owner=self.owner,
+                    until=now + self.lease_seconds,
+                    now=now,
+                )
+            )
+        except StoreError as exc:
+            log.warning("could not claim instance %s/%s: %s", *key, exc)
+            claimed = False
+        finally:
+            self._claiming.discard(key)
+            if not claimed:
+                self._workers.pop(key, None)
+        if claimed:
+            await self._run_instance(key)
 
     async def _run_instance(self, key: Key) -> None:
         agent_name, instance = key
@@ -343,24 +426,28 @@ class TaskHost:
         except Exception:
             log.exception("instance %s/%s failed unexpectedly", agent_name, instance)
         finally:
-            self._workers.pop(key, None)
-            self.notifier.publish("passivated", agent=agent_name, instance=instance)
-            with contextlib.suppress(StoreError):
-                await self.store.write(
-                    lambda tx: statements.release(tx, agent_name, instance, self.owner)
-                )
-            self._wake.set()
+            # The lease is given up before the instance may be started again here: a worker
+            # started meanwhile would claim it and then lose it to this release.
+            self._stopping.add(key)
+            try:
+                self.notifier.publish("passivated", agent=agent_name, instance=instance)
+                if self._leases_shared:
+                    with contextlib.suppress(StoreError):
+                        await self.store.write(
+                            lambda tx: statements.release(tx, agent_name, instance, self.owner)
+                        )
+            finally:
+                self._stopping.discard(key)
+                self._workers.pop(key, None)
+                self._wake.set()
 
     async def _work_instance(self, agent: AutonomousAgent, instance: str) -> None:
         while True:
-            holder = await self.store.read(
-                lambda tx: statements.get_instance(tx, agent.name, instance)
+            holder, picked = await self.store.read(
+                partial(_holder_and_pick, key=(agent.name, instance))
             )
             if holder is None or holder.state != InstanceState.ACTIVE:
                 return
-            picked: Picked = await self.store.read(
-                lambda tx: statements.pick(tx, agent.name, instance)
-            )
             self._tell_waiting(agent.name, instance, picked.waiting)
             if picked.task is None:
                 if picked.waiting:
@@ -551,10 +638,17 @@ class TaskHost:
                 left = deadline - self.clock.monotonic()
                 if record.final or left <= 0:
                     return record
-                # Woken early by this process's own notifications; polled for other processes'.
+                # Woken early by this process's own notification of the task's end (and
+                # read again after notifications were lost), the rest passed over (its
+                # descendants', its progress); polled for other processes'.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(min(left, 0.25)):
-                        await subscription.next()
+                        while True:
+                            heard = await subscription.next()
+                            if not isinstance(heard, Notice) or (
+                                heard.task == task and heard.event in TASK_ENDS
+                            ):
+                                break
 
     async def cancel(self, task: str) -> TaskRecord:
         record, ended = await self.store.write(
@@ -613,6 +707,11 @@ def _delegated_a2a(
             if known is not None:
                 found[item.agent] = known
     return found
+
+
+def _holder_and_pick(tx: Transaction, key: Key) -> tuple[InstanceRecord | None, Picked]:
+    """The instance's record and the task its worker is to work next (one read)."""
+    return statements.get_instance(tx, *key), statements.pick(tx, *key)
 
 
 def _none_reserved(key: Key) -> bool:

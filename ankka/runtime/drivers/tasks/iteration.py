@@ -137,7 +137,16 @@ class Workbench:
     sleep: Callable[[float], Awaitable[None]]
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     poke: Callable[[], None] = field(default=lambda: None)
-    """Tell the scheduler there is work (a child was made)."""
+    """Tell the scheduler there is work (a task handed on)."""
+    made: Callable[[Sequence[tuple[str, str]], bool], None] = field(default=lambda keys, more: None)
+    """Children were made, the instances ``keys`` claimed as ``claimant`` in the transaction
+    that made them: start them now (``more``: local children left unclaimed, for the
+    scheduler to find)."""
+    claimant: str = "local"
+    """The lease owner this process's scheduler claims instances as (its own, on SQLite)."""
+    places: Callable[[], int] = field(default=lambda: 0)
+    """How many more instances this process may start now (``max_instances`` less those it
+    runs): at most that many children's instances are claimed as they are made."""
     woken: Callable[[Sequence[tuple[str, str]]], None] = field(default=lambda keys: None)
     """Tell the scheduler instances have something new (parents told of a child's end)."""
     remotes: frozenset[str] = frozenset()
@@ -376,7 +385,9 @@ class TaskWork:
             bench.notifier,
             agent,
             task,
-            poke=bench.poke,
+            poke=bench.made,
+            claimant=(bench.claimant, bench.lease_seconds),
+            places=bench.places,
             published=partial(told, bench),
             remotes=bench.remotes,
         )
@@ -413,21 +424,25 @@ class TaskWork:
             await self._record_judged(f"{self.task.id}#input", ())
 
     async def start(self) -> bool:
-        """The task starts and, with no model call between, so does its first iteration."""
+        """The task starts and, with no model call between, so does its first iteration; the
+        commit reads back where the task stands, for the first call."""
         task, now = self.task, self.ctx.clock.now()
-        started = await self.bench.store.write(
-            lambda tx: statements.update(
+
+        def write(tx: Transaction) -> Current | None:
+            started = statements.update(
                 tx,
                 task.id,
                 now,
                 state=TaskState.IN_PROGRESS.value,
                 started=1,
                 iteration_started=max(1, task.iterations_used + 1),
-            ),
-            serial=False,
-        )
-        if started is None:
+            )
+            return self._read_current(tx) if started is not None else None
+
+        current = await self.bench.store.write(write, serial=False)
+        if current is None:
             return False
+        self._current = current
         _tell(self.bench, "task_started", self.agent, task)
         return True
 
@@ -443,7 +458,9 @@ class TaskWork:
             )
         state = TurnState(self._plan(), *self._history())
         state.decided = await self._decided(state)
-        state.children = (await self.delegations.children(_last_answer(state.produced))).children
+        last = _last_answer(state.produced)
+        if last is not None and self.delegations.names:  # else it has no children to read
+            state.children = (await self.delegations.children(last)).children
         provider = provider_for(self.ctx.providers, self.agent.name, self.agent.model)
         asker = self._asker = self._asking(provider)
         while True:
@@ -979,6 +996,7 @@ class TaskWork:
         task, now = self.task, self.ctx.clock.now()
         for number, usage in sorted(self.folded.iterations.items()):
             if number > task.iterations_used:
+                self._current = None  # the task's row changes: the next call reads it
                 await self.bench.store.write(
                     partial(
                         statements.complete_iteration, task=task.id, number=number, usage=usage,

@@ -44,6 +44,7 @@ __all__ = [
     "APPROVALS",
     "APPROVAL_EVENTS",
     "DEFAULT_BUFFER",
+    "TASK_ENDS",
     "Dropped",
     "Notice",
     "Notifier",
@@ -88,7 +89,7 @@ EVENTS = (
 
 
 APPROVAL_EVENTS = frozenset({"approval_requested", "approval_decided", "approval_expiring"})
-_TASK_ENDS = frozenset({"task_completed", "task_failed", "task_cancelled"})
+TASK_ENDS = frozenset({"task_completed", "task_failed", "task_cancelled"})
 # The key of ``GET /v1/approvals/notifications``: every approval event, of request agents'
 # sessions and of tasks, whoever's (the route keeps those the caller may read).
 APPROVALS = ("approvals",)
@@ -235,7 +236,7 @@ class Notifier:
         never an approval here, never the child's end (that is told once, when it is settled).
         None when ``event_id`` was told here already (every process on a shared store follows
         the child, and each relays what it reads)."""
-        assert event in EVENTS and event not in _TASK_ENDS | APPROVAL_EVENTS, event
+        assert event in EVENTS and event not in TASK_ENDS | APPROVAL_EVENTS, event
         if not self._first_relay(event_id):
             return None
         notice = self.notice(
@@ -275,7 +276,7 @@ class Notifier:
         keys: list[tuple[str, ...]] = [("task", task)] if task is not None else []
         if task is not None and task in self._above:
             keys += [("task", above) for above in self._above[task]]
-        if task is not None and notice.event in _TASK_ENDS:
+        if task is not None and notice.event in TASK_ENDS:
             # Told here (or relayed from the process that settled it): what was kept for the
             # task is forgotten, so a long-lived process keeps nothing per ended task.
             self._above.pop(task, None)
@@ -311,7 +312,7 @@ class Notifier:
             return
         self._deliver(notice)
         told = self._ended_elsewhere
-        if told is not None and notice.task is not None and notice.event in _TASK_ENDS:
+        if told is not None and notice.task is not None and notice.event in TASK_ENDS:
             try:
                 told(notice)
             except Exception:  # the relay goes on delivering the others

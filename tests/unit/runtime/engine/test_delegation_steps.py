@@ -112,3 +112,29 @@ def test_identical_delegations_count_too() -> None:
     many = answer(same, same, same)
     step = next_step(state(many, children={"c0": Child("t:1.0"), "c1": Child("t:1.1")}))
     assert isinstance(step, Repeated) and step.call.id == "c2"
+
+
+def test_an_answers_delegation_calls_are_delegated_in_one_step() -> None:
+    asked = answer(*((DELEGATE, f'{{"instructions": "{n}"}}') for n in "xyz"))
+    step = next_step(state(asked))
+    assert isinstance(step, Delegate) and step.calls == asked.tool_calls
+
+
+def test_one_step_delegates_up_to_the_first_call_that_is_another_step() -> None:
+    asked = answer(
+        (DELEGATE, '{"instructions": "x"}'),
+        (DELEGATE, '{"instructions": "y"}'),
+        ("lookup", '{"key": "k"}'),
+        (DELEGATE, '{"instructions": "z"}'),
+    )
+    step = next_step(state(asked, children={"c1": Child("t:1.1")}))
+    assert isinstance(step, Delegate) and step.calls == (asked.tool_calls[0],)  # c1 waits
+    step = next_step(state(asked))
+    assert isinstance(step, Delegate) and step.calls == asked.tool_calls[:2]
+
+
+def test_a_call_that_would_be_repeated_is_not_delegated_with_the_ones_before_it() -> None:
+    same = (DELEGATE, '{"instructions": "x"}')
+    asked = answer(same, (DELEGATE, '{"instructions": "y"}'), same, same)
+    step = next_step(state(asked))
+    assert isinstance(step, Delegate) and step.calls == asked.tool_calls[:3]

@@ -3,6 +3,8 @@ lead of examples/team.py delegates two summaries, waits, and writes its report."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
 from contextlib import AsyncExitStack
@@ -12,12 +14,14 @@ from typing import Any
 import psycopg
 import pytest
 
+from ankka._kernel.errors import NotFound
 from ankka.runtime.declare.agents import Service
 from ankka.runtime.drivers.tasks.host import TaskHost
 from ankka.runtime.drivers.tasks.notify import Notice
+from ankka.runtime.providers.base import ModelRequest, ModelResponse
 from ankka.runtime.providers.scripted import ScriptedProvider
 from ankka.runtime.records.messages import AssistantMessage, ToolResult
-from ankka.runtime.records.tasks import TaskSpec, TaskState
+from ankka.runtime.records.tasks import TaskRecord, TaskSpec, TaskState
 from ankka.runtime.store.open import Store
 from ankka.runtime.tasks import Accepts, AutonomousAgent, Delegate, Handoff, Limits, TaskType
 from examples.tasks import Summary, lookup, summary
@@ -98,6 +102,46 @@ async def test_a_parents_stream_carries_its_childrens_events_and_ends_with_its_o
         assert mine[-1] == ("task_completed", "researcher")
     delegated = [e for t, e, _ in seen if t == "r1" and e == "task_delegated"]
     assert len(delegated) == 2
+
+
+class HeldFirstCall(ScriptedProvider):
+    """The scripted model, holding its first call (the lead's delegating answer) until let go."""
+
+    def __init__(self, script: Any) -> None:
+        super().__init__(script, name="default")
+        self.asked, self.go = asyncio.Event(), asyncio.Event()
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if not self.asked.is_set():
+            self.asked.set()
+            await self.go.wait()
+        return await super().complete(request)
+
+
+async def test_an_answers_children_start_at_once_without_the_scheduler_looking_for_work(
+    make_host: MakeHost,
+) -> None:
+    # The scheduler is stopped while the lead's delegating answer is asked for: its children
+    # are made and started by the host that made them, not found by a scheduler's look.
+    provider = HeldFirstCall(SCRIPT)
+    host = await make_host(service, provider, poll_seconds=3600.0)
+    await put(host, "r1", "Report on sqlite and postgresql.", agent="lead", kind="report")
+    await asyncio.wait_for(provider.asked.wait(), 10)
+    host._scheduler.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await host._scheduler
+    provider.go.set()
+
+    async def ended(child: str) -> TaskRecord | None:
+        with contextlib.suppress(NotFound):
+            record = await host.get(child)
+            return record if record.final else None
+        return None  # not made yet
+
+    for child in CHILDREN:
+        record = await eventually_async(lambda c=child: ended(c), what=f"{child} ended")  # type: ignore[misc]
+        assert record.state == TaskState.COMPLETED, record.reason
+    assert len(provider.requests) == 1 + 2 * len(CHILDREN)  # the lead waits (no scheduler)
 
 
 async def test_a_failed_child_reaches_its_parent_as_a_failure_never_an_empty_success(

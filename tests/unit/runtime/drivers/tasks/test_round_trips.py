@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,12 +24,14 @@ from ankka.runtime.records.registry import StoredEvent
 from ankka.runtime.store.database import Database, NoticeRelay, Row, SharedSessionLock, Transaction
 from ankka.runtime.store.open import Store
 from examples.tasks import service as example
+from examples.team import service as team
 from tests.support.postgres import fresh_database
 from tests.support.runtimes import make_context, task_host_for
 from tests.unit.runtime.conftest import NO_PAUSE, put
 from tests.unit.runtime.drivers.tasks.test_iteration import GOOD, complete
 
 T = TypeVar("T")
+TEAM_SCRIPT = json.loads(Path("examples/team-standin.json").read_text())
 
 
 @dataclass
@@ -223,3 +226,31 @@ async def test_each_iteration_costs_two_round_trips_and_reads_no_history(
     # Nothing the instance wrote is read back: its fold is its own. The session is read from
     # its start only before the first model call (of nothing yet).
     assert counted.events_read == 0
+
+
+async def test_a_child_costs_three_round_trips_from_its_worker_to_its_first_model_call(
+    new_store: Callable[[str], str | Path],
+) -> None:
+    # The lead of examples/team.py delegates two summaries in one answer: the answer's
+    # children are made in one transaction (their instances claimed in it), and each child's
+    # worker, started at once, reads its instance with its next task, then its session, and
+    # starts it reading back where it stands: three round trips, then its first model call.
+    database = Counting((await Store.open(new_store("tree"))).database)
+    store = Store(database)
+    provider = Marking(TEAM_SCRIPT, database)
+    context = make_context(team, store=store.journal_store, providers={"default": provider})
+    host = task_host_for(context, store.tasks, retry=NO_PAUSE, poll_seconds=3600)
+    try:
+        async with context, host:
+            await put(host, "r1", "Report on sqlite and postgresql.", agent="lead", kind="report")
+            assert (await host.wait("r1", 30)).state.value == "completed"
+    finally:
+        await store.close()
+    asked = [s.by for s in database.seen if isinstance(s, ModelAsked)]
+    lead, children = asked[0], [by for by in dict.fromkeys(asked) if by is not asked[0]][:2]
+    assert len(children) == 2 and lead not in children
+    for child in children:
+        first = next(i for i, s in enumerate(database.seen) if getattr(s, "by", 0) is child)
+        before = [s for s in database.seen[first:] if s.by is child]
+        until = next(i for i, s in enumerate(before) if isinstance(s, ModelAsked))
+        assert until == 3, before
