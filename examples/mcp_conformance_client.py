@@ -17,8 +17,9 @@ What stands in for people and operators:
   does;
 - **the person who answers a form** (elicitation): accepts it without filling anything, so
   the schema's defaults are what is sent (:func:`~ankka.runtime.features.mcp.elicitation.accepted`);
-- **the operator** who configures a client-credentials or identity-assertion client names its
-  authorization server (``OAUTH_ISSUER``); here it is read from the resource's metadata first.
+- **the operator** who configures a client-credentials, identity-assertion or workload-identity
+  client names its authorization server (``OAUTH_ISSUER``); here it is read from the resource's
+  metadata first.
 
 ``scripts/mcp_conformance.sh`` installs the suite and runs every client scenario with this
 (``make conformance``); tests/integration/test_mcp_conformance.py does so in CI.
@@ -82,6 +83,11 @@ def settings_for(scenario: str, url: str, context: dict[str, Any]) -> dict[str, 
             env[f"{PREFIX}OAUTH_SIGNING_ALGORITHM"] = context.get("signing_algorithm", "ES256")
         else:
             env[f"{PREFIX}OAUTH_CLIENT_SECRET"] = context["client_secret"]
+        return env
+    if "valid_jwt" in context:  # workload identity: the workload's JWT is the grant
+        env[f"{PREFIX}OAUTH"] = "workload_identity"
+        env[f"{PREFIX}OAUTH_CLIENT_ID"] = context["client_id"]
+        env[f"{PREFIX}OAUTH_ASSERTION"] = context["valid_jwt"]
         return env
     if "idp_id_token" in context:
         env[f"{PREFIX}OAUTH"] = "identity_assertion"
@@ -149,7 +155,11 @@ async def person_accepts_defaults(
 
 async def run(url: str, scenario: str, context: dict[str, Any]) -> int:
     env = settings_for(scenario, url, context)
-    if env.get(f"{PREFIX}OAUTH") in ("identity_assertion", "client_credentials"):
+    if env.get(f"{PREFIX}OAUTH") in (
+        "identity_assertion",
+        "client_credentials",
+        "workload_identity",
+    ):
         env[f"{PREFIX}OAUTH_ISSUER"] = await authorization_server_of(url)
     settings = parse_environment(env, [SERVER])
     options = {"elicitation": person_accepts_defaults}

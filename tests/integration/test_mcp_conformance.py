@@ -47,11 +47,6 @@ NOT_BUILT: dict[str, tuple[str, str]] = {
         "DPoP's server-provided nonces (RFC 9449 sections 8 and 9), on top of DPoP",
         "sep-1932-client-token-request-proof",
     ),
-    "auth/wif-jwt-bearer": (
-        "the workload-identity JWT-bearer grant (RFC 7523 section 2.1, SEP-1933): no flow "
-        "presents a workload's JWT as the grant",
-        "wif-grant-type",
-    ),
 }
 
 
