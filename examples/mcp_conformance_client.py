@@ -17,8 +17,9 @@ What stands in for people and operators:
   does;
 - **the person who answers a form** (elicitation): accepts it without filling anything, so
   the schema's defaults are what is sent (:func:`~ankka.runtime.features.mcp.elicitation.accepted`);
-- **the operator** who configures a client-credentials or identity-assertion client names its
-  authorization server (``OAUTH_ISSUER``); here it is read from the resource's metadata first.
+- **the operator** who configures a client-credentials, identity-assertion or workload-identity
+  client names its authorization server (``OAUTH_ISSUER``); here it is read from the resource's
+  metadata first.
 
 ``scripts/mcp_conformance.sh`` installs the suite and runs every client scenario with this
 (``make conformance``); tests/integration/test_mcp_conformance.py does so in CI.
@@ -31,6 +32,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -41,13 +43,29 @@ from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitResult
 from ankka.runtime.features.mcp.config import parse_environment
 from ankka.runtime.features.mcp.consent import PendingConsent
 from ankka.runtime.features.mcp.elicitation import accepted
-from ankka.runtime.features.mcp.servers import McpServers
+from ankka.runtime.features.mcp.servers import McpServers, McpTool
 
 SERVER = "conformance"
 PREFIX = "ANKKA_MCP_CONFORMANCE_"
 # The client ID metadata document the suite's authorization servers expect (they fetch nothing).
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
-ARGUMENTS: dict[str, dict[str, Any]] = {"add_numbers": {"a": 5, "b": 3}}
+# What this client, standing in for a model, passes to the suite's tools that take arguments
+# (each named with its scenario). A scenario that names its calls in its context (``toolCalls``,
+# as http-custom-headers does) has exactly those made instead. Any other tool is called with {}
+# when its schema requires nothing, else only listed (json-schema-ref-no-deref's server answers
+# tools/list alone: what it judges is that listing fetched nothing).
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    "add_numbers": {"a": 5, "b": 3},  # tools_call
+    "valid_tool": {"region": "us-west1"},  # http-invalid-tool-headers
+    "json_schema_2020_12_tool": {  # json-schema-2020-12-preservation
+        "name": "Ada",
+        "contactMethod": "email",
+        "email": "ada@example.com",
+    },
+}
+# json-schema-2020-12-preservation's echo tool is handed, as its ``schema``, the other tool's
+# input schema as ankka offers it to the model (so what the suite compares is what a model sees).
+ECHOES = {"json_schema_echo": "json_schema_2020_12_tool"}
 
 log = logging.getLogger("conformance-client")
 
@@ -65,6 +83,11 @@ def settings_for(scenario: str, url: str, context: dict[str, Any]) -> dict[str, 
             env[f"{PREFIX}OAUTH_SIGNING_ALGORITHM"] = context.get("signing_algorithm", "ES256")
         else:
             env[f"{PREFIX}OAUTH_CLIENT_SECRET"] = context["client_secret"]
+        return env
+    if "valid_jwt" in context:  # workload identity: the workload's JWT is the grant
+        env[f"{PREFIX}OAUTH"] = "workload_identity"
+        env[f"{PREFIX}OAUTH_CLIENT_ID"] = context["client_id"]
+        env[f"{PREFIX}OAUTH_ASSERTION"] = context["valid_jwt"]
         return env
     if "idp_id_token" in context:
         env[f"{PREFIX}OAUTH"] = "identity_assertion"
@@ -132,7 +155,11 @@ async def person_accepts_defaults(
 
 async def run(url: str, scenario: str, context: dict[str, Any]) -> int:
     env = settings_for(scenario, url, context)
-    if env.get(f"{PREFIX}OAUTH") in ("identity_assertion", "client_credentials"):
+    if env.get(f"{PREFIX}OAUTH") in (
+        "identity_assertion",
+        "client_credentials",
+        "workload_identity",
+    ):
         env[f"{PREFIX}OAUTH_ISSUER"] = await authorization_server_of(url)
     settings = parse_environment(env, [SERVER])
     options = {"elicitation": person_accepts_defaults}
@@ -142,13 +169,36 @@ async def run(url: str, scenario: str, context: dict[str, Any]) -> int:
         listed = await servers.tools_for([SERVER], agent="conformance", turn="t1")
         log.info("tools: %s", [t.tool for t in listed.tools])
         failed = 0
-        for tool in listed.tools:
-            outcome = await tool.run(json.dumps(ARGUMENTS.get(tool.tool, {})))
+        for name, arguments in calls(listed.tools, context):
+            tool = next((t for t in listed.tools if t.tool == name), None)
+            if tool is None:
+                log.error("%s is not among the tools offered", name)
+                failed += 1
+                continue
+            outcome = await tool.run(json.dumps(arguments))
             log.info(
                 "%s -> %s%s", tool.tool, "error: " if outcome.is_error else "", outcome.content
             )
             failed += outcome.is_error
     return 1 if failed else 0
+
+
+def calls(tools: Sequence[McpTool], context: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The calls to make: the scenario's own, else each tool with its arguments."""
+    named = context.get("toolCalls")
+    if isinstance(named, list):
+        return [(str(c.get("name")), c.get("arguments") or {}) for c in named]
+    offered = {t.tool: t.spec.parameters for t in tools}
+    planned: list[tuple[str, Any]] = []
+    for tool in tools:
+        echoed = ECHOES.get(tool.tool)
+        if echoed is not None:
+            planned.append((tool.tool, {"schema": offered.get(echoed, {})}))
+        elif tool.tool in ARGUMENTS or not tool.spec.parameters.get("required"):
+            planned.append((tool.tool, ARGUMENTS.get(tool.tool, {})))
+        else:
+            log.info("%s takes arguments this client has none for: listed, not called", tool.tool)
+    return planned
 
 
 def main() -> int:

@@ -102,7 +102,9 @@ def _conversation(name: str, **options: object) -> None:
         "moderator": RoundRobin(),
         "max_turns": 3,
         "deadline": 30.0,
-        "turn_deadline": 2.0,
+        # A turn on the stand-in takes milliseconds; 8 s is for a loaded machine (at 2 s a
+        # turn that answers at once was cut, at load 10), silence is a 30 s delay past it.
+        "turn_deadline": 8.0,
         **options,
     }
     service.conversation(Conversation(name=name, speakers=SPEAKERS, **settings))  # type: ignore[arg-type]

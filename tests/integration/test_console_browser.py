@@ -1,9 +1,11 @@
 """The console in a real headless browser: Debian's chromium driven by Playwright.
 
 After a scripted session (a tool call, then a second turn) the session's page, as the browser
-renders it, shows the tool call, and its token counts are the API's. A screenshot is kept
-under ``.ci/artifacts/`` for CI. No browser is downloaded: Playwright drives the system's
-``chromium`` (scripts/system-deps.sh installs it).
+renders it, shows the tool call, and its token counts are the API's. A task's page shows every
+kind of notification its stream sends (the browser handed one of each in place of the
+stream), and a moderated conversation's page each record of a run cut off and gone on with.
+A screenshot is kept under ``.ci/artifacts/`` for CI. No browser is downloaded: Playwright
+drives the system's ``chromium`` (scripts/system-deps.sh installs it).
 """
 
 from __future__ import annotations
@@ -18,7 +20,17 @@ import httpx
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
+from ankka.runtime.serve.tasks_http import TASK_EVENTS
+from tests.integration import test_conversation_tools as conversations
 from tests.integration.conftest import Script
+from tests.integration.test_conversation_tools import (
+    Setup,
+    calls,
+    cut_off,
+    cut_recorded,
+    says,
+)
+from tests.integration.test_moderation import converse
 from tests.support.processes import REPO, Server
 
 pytestmark = pytest.mark.integration
@@ -294,3 +306,108 @@ def test_a_decision_posted_from_another_site_is_refused(
     assert forged.status_code == 403
     listed = httpx.get(f"{runtime.url}/v1/approvals", params={"session": "r2"}).json()
     assert [a["state"] for a in listed["approvals"]] == ["pending"]
+
+
+# A notification of each kind a task's stream sends, as its data (``Notice.as_dict``'s own
+# fields and the event's), with what its page shows of it; a kind the stream sends and the
+# page does not show fails the test below.
+NOTICES: dict[str, tuple[dict[str, Any], str]] = {
+    "snapshot": ({"state": "in-progress"}, "now in-progress"),
+    "dropped": ({"count": 2}, "2 notification(s) missed"),
+    "iteration_started": ({"iteration": 1}, "iteration started 1"),
+    "iteration_completed": ({"iteration": 1}, "iteration completed 1"),
+    "task_delegated": ({"child": "c1", "child_agent": "writer"}, "delegated task c1 to writer"),
+    "task_handed_off": ({"to": "writer", "note": "yours now"}, "handed off to writer: yours now"),
+    "task_artifact": (
+        {"agent": "remote", "artifact": "a1", "name": "notes", "text": "draft one"},
+        "artifact notes from remote: draft one",
+    ),
+    "approval_requested": ({"id": "ap1", "tool": "publish"}, "approval requested for publish"),
+    "approval_decided": (
+        {"id": "ap1", "decision": "approved", "decided_by": "ann"},
+        "approval ap1 approved by ann",
+    ),
+    "approval_expiring": (
+        {"id": "ap1", "tool": "publish", "expires_at": "2026-12-04T06:00:00+00:00"},
+        "approval for publish expires at 2026-12-04T06:00:00+00:00",
+    ),
+}
+ENDS = ("task_completed", "task_failed", "task_cancelled")  # shown by the page rendered again
+
+
+def test_a_tasks_page_shows_every_kind_of_notification_its_stream_sends(
+    standin: Callable[[Script], Server], serve: Callable[..., Server]
+) -> None:
+    # The task waits on its model while the page is open; the browser is handed one of each
+    # kind the stream sends (TASK_EVENTS, from the server's own list) in place of the stream.
+    slow = [{**turn, "delay_ms": 60_000} for turn in TASKS_SCRIPT]
+    runtime = serve(standin(slow).url, target="examples.tasks:service", env=CONSOLE_ON)
+    url = runtime.url
+    body = {"type": "summary", "instructions": "Summarise ankka."}
+    created = httpx.put(f"{url}/v1/agents/researcher/tasks/t1", json=body, timeout=30)
+    assert created.status_code == 201, created.text
+    sent = [kind for kind in TASK_EVENTS if kind not in ENDS]
+    stream = "retry: 600000\n\n" + "".join(
+        f"event: {kind}\ndata: "
+        f"{json.dumps({'event': kind, 'agent': 'researcher', **NOTICES.get(kind, ({}, ''))[0]})}"
+        "\n\n"
+        for kind in sent
+    )
+
+    def check(page: Page) -> list[tuple[str, str]]:
+        page.route(
+            f"{url}/v1/tasks/t1/notifications",
+            lambda route: route.fulfill(
+                status=200, headers={"content-type": "text/event-stream"}, body=stream
+            ),
+        )
+        page.goto(f"{url}/console/tasks/t1")
+        page.wait_for_selector(f'#progress li[data-event="{sent[-1]}"]', state="attached")
+        items = page.locator("#progress li")
+        return [
+            (items.nth(i).get_attribute("data-event") or "", items.nth(i).inner_text())
+            for i in range(items.count())
+        ]
+
+    shown = in_browser(check)
+    assert [kind for kind, _ in shown] == sent  # every kind, once, in order
+    for kind, text in shown:
+        assert text == (NOTICES[kind][1] if kind in NOTICES else kind.replace("_", " ")), kind
+
+
+setup = conversations.setup  # the fixture: a store, and the servers started on it
+
+
+def test_a_conversations_page_shows_a_run_cut_off_why_and_gone_on_with(setup: Setup) -> None:
+    slow = says("never heard", when="tool", delay_ms=20000)
+    model = setup.standin(
+        [calls("note", topic="sqlite"), slow, says("sqlite is one file.", when="tool"),
+         says("ann here")]
+    )  # fmt: skip
+    server = setup.serve(model, env=CONSOLE_ON)
+    url = f"{server.url}/v1/conversations/tooled/sessions/s1"
+    cut_off(setup, None, url)  # the stream's caller leaves mid-turn
+    assert cut_recorded(setup, "tooled") == "caller_left"
+    converse(server, "tooled")  # the same message: the run goes on, and ends
+    recorded = [kind for kind, _ in setup.records("tooled")]
+
+    def check(page: Page) -> tuple[list[str], str, str]:
+        page.goto(f"{server.url}/console/sessions/conversation:tooled:s1")
+        run = page.locator("#conversation section.run")
+        assert run.count() == 1
+        marked = run.locator("[data-record]")
+        kinds = [marked.nth(i).get_attribute("data-record") or "" for i in range(marked.count())]
+        cut = run.locator('li[data-record="conversation_cut_off"][data-cause="caller_left"]')
+        resumed = run.locator('li[data-record="conversation_resumed"]')
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "console-conversation.png"), full_page=True)
+        return kinds, cut.inner_text(), resumed.inner_text()
+
+    kinds, cut, resumed = in_browser(check)
+    # Every record of the run is shown, in the order written (a tool's listing and result are
+    # the speaker's work; the session's opening is not the run's).
+    work = ("session_opened", "mcp_tools", "tool_result", "unwritten_calls")
+    assert kinds == [kind for kind in recorded if kind not in work], recorded
+    assert "conversation_cut_off" in kinds and "conversation_resumed" in kinds
+    assert cut.startswith("Cut off: its stream's caller left"), cut
+    assert resumed.startswith("Gone on with"), resumed

@@ -158,7 +158,7 @@ def test_a_standups_session_page_shows_each_speaker_the_skipped_turn_and_the_end
     assert run["skipped"][0]["detail"] in html.unescape(section)
     assert f'<span class="msg">{html.escape(writer["text"])}</span>' in section
     assert HOSTILE not in page.text and html.escape(HOSTILE) in section
-    ended = re.search(r'<p class="ended" data-reason="([^"]+)">', section)
+    ended = re.search(r'<p class="ended" data-reason="([^"]+)"', section)
     assert ended is not None and ended.group(1) == run["ended"]["reason"] == "max_turns"
     assert html.escape(run["ended"]["detail"]) in section
     assert "Good morning." in section  # the message it answered

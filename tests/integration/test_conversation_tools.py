@@ -49,11 +49,11 @@ class Setup:
         self.log = tmp_path / "tools.log"
         self.started: list[Server] = []
 
-    def serve(self, model: Server) -> Server:
+    def serve(self, model: Server, env: dict[str, str] | None = None) -> Server:
         command = ankka_command(
             "serve", TARGET, "--port", "0", "--store", f"sqlite:///{self.store}"
         )
-        env = {**model_env(model.url), "ANKKA_TEST_TOOL_LOG": str(self.log)}
+        env = {**model_env(model.url), "ANKKA_TEST_TOOL_LOG": str(self.log), **(env or {})}
         server = start(command, env=env)
         self.started.append(server)
         return server

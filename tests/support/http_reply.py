@@ -1,12 +1,18 @@
-"""One JSON answer from an ``http.server`` handler (the tests' small stand-in servers)."""
+"""The tests' small stand-in servers on ``http.server``: one JSON answer from a handler, and a
+server serving from a thread for the length of a block."""
 
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
-from typing import Any
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar
 
-__all__ = ["send_json"]
+__all__ = ["in_thread", "send_json"]
+
+S = TypeVar("S", bound=ThreadingHTTPServer)
 
 
 def send_json(handler: BaseHTTPRequestHandler, payload: Any, status: int = 200) -> None:
@@ -16,3 +22,16 @@ def send_json(handler: BaseHTTPRequestHandler, payload: Any, status: int = 200) 
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
     handler.wfile.write(body)
+
+
+@contextmanager
+def in_thread(server: S) -> Iterator[S]:
+    """``server`` answering from a thread of its own until the block ends, then closed."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.http_reply import in_thread
+
 __all__ = ["Received", "Webhook", "webhook"]
 
 
@@ -55,12 +57,6 @@ def webhook() -> Iterator[Webhook]:
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    hook.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with in_thread(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
+        hook.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
         yield hook
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -34,6 +34,7 @@ EXTRA_PACKAGES = {
     "ankka.runtime.features.mcp.connection": "mcp",
     "ankka.runtime.features.mcp.results": "mcp",
     "ankka.runtime.features.mcp.lenient": "mcp",  # imported by connection.py only
+    "ankka.runtime.features.mcp.result_type": "mcp",  # imported by connection.py only
     # OAuth: imported by servers.py (so, lazily) and by the MCP routes, mounted only when an
     # agent lists a server.
     "ankka.runtime.features.mcp.consent": "mcp",

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "CALLER_LEFT",
+    "CUT_BY",
     "SHUTTING_DOWN",
     "STREAM_DEADLINE_EXCEEDED",
     "ConversationCutOff",
@@ -82,6 +83,13 @@ cut it."""
 SHUTTING_DOWN = "shutting_down"
 """A :class:`ConversationCutOff`'s ``cause``: the server's shutdown (its drain) cut the run's
 request, answering it with that error."""
+
+CUT_BY = {
+    CALLER_LEFT: "its stream's caller left",
+    STREAM_DEADLINE_EXCEEDED: "its stream's deadline passed",
+    SHUTTING_DOWN: "the server shut down",
+}
+"""Each cause, as a person reads it (the ``interrupted`` end's detail, the console)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,9 +45,8 @@ from ankka.runtime.engine.executor import Ledger
 from ankka.runtime.engine.session import SessionState
 from ankka.runtime.records.accounting import UnwrittenCalls
 from ankka.runtime.records.conversations import (
-    CALLER_LEFT,
+    CUT_BY,
     SHUTTING_DOWN,
-    STREAM_DEADLINE_EXCEEDED,
     ConversationCutOff,
     ConversationEnded,
     ConversationResumed,
@@ -72,16 +71,11 @@ __all__ = [
 CONVERSATION_PREFIX = CONVERSATION_SESSION_PREFIX
 T = TypeVar("T")
 STOPPED = "the runtime stopped"  # why a run was cut off, when nothing recorded why
-_CUT_BY = {
-    CALLER_LEFT: "its stream's caller left",
-    STREAM_DEADLINE_EXCEEDED: "its stream's deadline passed",
-    SHUTTING_DOWN: "the server shut down",
-}
 
 
 def interrupted(cause: str | None) -> str:
     """The ``interrupted`` end's detail, for a run cut off by ``cause`` (None: not recorded)."""
-    why = _CUT_BY.get(cause, STOPPED) if cause is not None else STOPPED
+    why = CUT_BY.get(cause, STOPPED) if cause is not None else STOPPED
     return f"{why} during this run, and a different message followed"
 
 

@@ -13,7 +13,8 @@ tasks only send through it.
   and sends it again, once. A call whose connection broke while it was in flight may or may
   not have run: it is a tool error, never sent twice, and the supervisor reconnects.
 - **Protocol**: as the SDK negotiates (``mode="auto"``: 2026-07-28 where the server speaks it,
-  else the initialize handshake at 2025-06-18 or newer).
+  else the initialize handshake at 2025-06-18 or newer); on 2026-07-28 a result without
+  ``resultType`` is a complete one, as the protocol says (:mod:`.result_type`).
 - **Headers** go on the HTTP client and nowhere else; nothing here logs them. An OAuth
   ``auth`` (:mod:`.oauth`) goes there too: the SDK's provider answers a 401 or a 403
   ``insufficient_scope`` itself; every token it obtains joins the values redacted from what
@@ -66,6 +67,7 @@ from ankka.runtime.features.mcp.asking import Call, InFlight, Question
 from ankka.runtime.features.mcp.bounded import MAX_ANSWER_BYTES, BoundedTransport, too_large
 from ankka.runtime.features.mcp.config import McpServerSettings
 from ankka.runtime.features.mcp.lenient import lenient_page, refusal
+from ankka.runtime.features.mcp.result_type import absent_means_complete
 from ankka.runtime.features.mcp.results import redact
 
 __all__ = ["CallFailed", "Listed", "McpConnection"]
@@ -179,6 +181,7 @@ class McpConnection:
             try:
                 async with AsyncExitStack() as stack:
                     client = await stack.enter_async_context(await self._open(stack))
+                    absent_means_complete(client)
                     await self._hold(client)
                     pause = self._initial_pause
             except Exception as exc:

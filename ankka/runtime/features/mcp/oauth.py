@@ -13,7 +13,10 @@ ankka builds one of its providers per server from :class:`~.oauth_settings.OAuth
   ``PrivateKeyJWTOAuthProvider`` (an RFC 7523 assertion the SDK signs with the key);
 - ``identity_assertion``: ``IdentityAssertionOAuthProvider`` (SEP-990), given an ID-JAG that
   :func:`exchange_id_token` obtains from the identity provider (RFC 8693 token exchange, the
-  leg the SDK leaves to its caller).
+  leg the SDK leaves to its caller);
+- ``workload_identity``: the same provider (SEP-1933 has the same grant, RFC 7523 jwt-bearer,
+  and the same trust: the authorization server is configuration), given the workload's own JWT,
+  and allowed a public client (:class:`_WorkloadIdentity`).
 
 What ankka adds: where tokens live (:mod:`.credentials`, per issuer), a stored token's expiry
 surviving a restart (so it is refreshed, not sent expired), refreshing a little before the
@@ -24,7 +27,7 @@ expiry the server gave (clocks and rounding differ), and every token it sees giv
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -38,7 +41,12 @@ from mcp.client.auth.extensions.client_credentials import (
 )
 from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.client.auth.oauth2 import OAuthContext
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import (
+    JWT_BEARER_GRANT_TYPE,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 from pydantic import AnyUrl
 
 from ankka.runtime.declare.mcp import CALLBACK_PATH
@@ -137,6 +145,8 @@ def build_auth(
     storage = IssuerStorage(*storage_args, **storage_kwargs)
     if oauth.flow == "identity_assertion":
         return _identity_assertion(url, oauth, storage)
+    if oauth.flow == "workload_identity":
+        return _workload_identity(url, oauth, storage)
     if oauth.flow == "client_credentials":
         assert oauth.client_id is not None  # checked with the settings
         provider: OAuthClientProvider
@@ -234,6 +244,64 @@ def _identity_assertion(
         scope=oauth.scope,
         token_endpoint_auth_method=method,
     )
+
+
+class _WorkloadIdentity(IdentityAssertionOAuthProvider):
+    """The SDK's jwt-bearer provider for a workload's JWT (SEP-1933). The SDK's takes
+    confidential clients only (SEP-990's are), but a workload is often a public client, its JWT
+    its proof: without a secret, the token request carries the client id alone (``none``).
+    The provider keeps the SDK's behaviour otherwise: the grant goes only to the configured
+    issuer's token endpoint, and a refusal is an error, neither retried nor another grant."""
+
+    def __init__(
+        self,
+        url: str,
+        storage: IssuerStorage,
+        oauth: OAuthSettings,
+        assertion: Callable[[str, str], Awaitable[str]],
+    ) -> None:
+        assert oauth.client_id and oauth.issuer
+        method = cast(_SecretMethod, oauth.token_endpoint_auth or "client_secret_basic")
+        super().__init__(
+            url,
+            storage,
+            oauth.client_id,
+            oauth.client_secret or "(public client)",  # replaced below
+            oauth.issuer,
+            assertion,
+            scope=oauth.scope,
+            token_endpoint_auth_method=method,
+        )
+        self._public = oauth.client_secret is None
+        if self._public:
+            self._client = self._client.model_copy(
+                update={"client_secret": None, "token_endpoint_auth_method": "none"}
+            )
+
+    def _build_token_request(self, scope: str | None, assertion: str) -> httpx2.Request:
+        if not self._public:
+            return super()._build_token_request(scope, assertion)
+        assert self._token_endpoint is not None and self._client.client_id is not None
+        data = {
+            "grant_type": JWT_BEARER_GRANT_TYPE,
+            "assertion": assertion,
+            "client_id": self._client.client_id,
+            "resource": self._resource,
+        }
+        if scope:
+            data["scope"] = scope
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        return httpx2.Request("POST", self._token_endpoint, data=data, headers=headers)
+
+
+def _workload_identity(url: str, oauth: OAuthSettings, storage: IssuerStorage) -> _WorkloadIdentity:
+    async def assertion(audience: str, resource: str) -> str:
+        if oauth.assertion is not None:
+            return oauth.assertion
+        assert oauth.assertion_file is not None
+        return (await asyncio.to_thread(Path(oauth.assertion_file).read_text)).strip()
+
+    return _WorkloadIdentity(url, storage, oauth, assertion)
 
 
 async def exchange_id_token(

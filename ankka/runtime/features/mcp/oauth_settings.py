@@ -16,10 +16,15 @@ a token with one of these flows (``ANKKA_MCP_<SERVER>_OAUTH``):
 - ``identity_assertion``: SEP-990 (enterprise-managed authorization): an ID token from an
   identity provider (a file, e.g. a projected Kubernetes service-account token, or a value) is
   exchanged there for an identity assertion grant, which the server's authorization server turns
-  into an access token.
+  into an access token;
+- ``workload_identity``: SEP-1933 (workload identity federation): the workload's own JWT (a
+  file read at each exchange, e.g. a projected Kubernetes service-account token whose audience
+  is the authorization server, or a value) is the grant (RFC 7523 section 2.1), sent only to the
+  authorization server ``OAUTH_ISSUER`` names, by a public client (its JWT is its proof) or one
+  with a secret.
 
-Every value named ``*_SECRET``, ``*_PRIVATE_KEY`` or ``*_ID_TOKEN`` is a secret: never logged,
-journaled or shown in an error.
+Every value named ``*_SECRET``, ``*_PRIVATE_KEY``, ``*_ID_TOKEN`` or ``*_ASSERTION`` is a
+secret: never logged, journaled or shown in an error.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from ankka._kernel.errors import ConfigurationError
 
 __all__ = ["FLOWS", "OAUTH_SUFFIXES", "OAuthSettings", "parse_oauth"]
 
-FLOWS = ("consent", "client_credentials", "identity_assertion")
+FLOWS = ("consent", "client_credentials", "identity_assertion", "workload_identity")
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256")
 OAUTH_SUFFIXES: dict[str, str] = {
@@ -51,8 +56,11 @@ OAUTH_SUFFIXES: dict[str, str] = {
     "OAUTH_IDP_CLIENT_ID": "this client's id at the identity provider (identity_assertion)",
     "OAUTH_ID_TOKEN": "the ID token to exchange (identity_assertion; a secret)",
     "OAUTH_ID_TOKEN_FILE": "a file with the ID token, read at each exchange (identity_assertion)",
+    "OAUTH_ASSERTION": "the workload's JWT, the grant (workload_identity; a secret)",
+    "OAUTH_ASSERTION_FILE": "a file with the workload's JWT, read at each exchange "
+    "(workload_identity)",
 }
-SECRET_SUFFIXES = ("OAUTH_CLIENT_SECRET", "OAUTH_PRIVATE_KEY", "OAUTH_ID_TOKEN")
+SECRET_SUFFIXES = ("OAUTH_CLIENT_SECRET", "OAUTH_PRIVATE_KEY", "OAUTH_ID_TOKEN", "OAUTH_ASSERTION")
 MAX_VALUE = 16384
 
 
@@ -74,10 +82,12 @@ class OAuthSettings:
     idp_client_id: str | None = None
     id_token: str | None = None
     id_token_file: str | None = None
+    assertion: str | None = None
+    assertion_file: str | None = None
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        values = (self.client_secret, self.private_key, self.id_token)
+        values = (self.client_secret, self.private_key, self.id_token, self.assertion)
         return tuple(v for v in values if v)
 
     def __repr__(self) -> str:
@@ -127,6 +137,8 @@ def parse_oauth(values: Mapping[str, str], env: Callable[[str], str]) -> OAuthSe
         idp_client_id=get("OAUTH_IDP_CLIENT_ID"),
         id_token=get("OAUTH_ID_TOKEN"),
         id_token_file=get("OAUTH_ID_TOKEN_FILE"),
+        assertion=get("OAUTH_ASSERTION"),
+        assertion_file=get("OAUTH_ASSERTION_FILE"),
     )
     _check(settings, env)
     return settings
@@ -177,21 +189,46 @@ def _check(s: OAuthSettings, name: Callable[[str], str]) -> None:
                 "authenticates the client"
             )
     if s.flow == "identity_assertion":
-        missing = [
-            suffix
-            for suffix, value in (
-                ("OAUTH_CLIENT_ID", s.client_id),
-                ("OAUTH_CLIENT_SECRET", s.client_secret),
-                ("OAUTH_ISSUER", s.issuer),
-                ("OAUTH_IDP_TOKEN_ENDPOINT", s.idp_token_endpoint),
-                ("OAUTH_IDP_CLIENT_ID", s.idp_client_id),
-            )
-            if value is None
-        ]
-        if (s.id_token is None) == (s.id_token_file is None):
-            missing.append("OAUTH_ID_TOKEN or OAUTH_ID_TOKEN_FILE (one)")
-        if missing:
+        _needs(
+            s.flow,
+            {
+                "OAUTH_CLIENT_ID": s.client_id,
+                "OAUTH_CLIENT_SECRET": s.client_secret,
+                "OAUTH_ISSUER": s.issuer,
+                "OAUTH_IDP_TOKEN_ENDPOINT": s.idp_token_endpoint,
+                "OAUTH_IDP_CLIENT_ID": s.idp_client_id,
+            },
+            ("OAUTH_ID_TOKEN", s.id_token, "OAUTH_ID_TOKEN_FILE", s.id_token_file),
+            name,
+        )
+    if s.flow == "workload_identity":
+        # Without an issuer the MCP server would decide where the workload's JWT goes.
+        _needs(
+            s.flow,
+            {"OAUTH_CLIENT_ID": s.client_id, "OAUTH_ISSUER": s.issuer},
+            ("OAUTH_ASSERTION", s.assertion, "OAUTH_ASSERTION_FILE", s.assertion_file),
+            name,
+        )
+        public = (s.token_endpoint_auth or "none") == "none"
+        if s.token_endpoint_auth is not None and public != (s.client_secret is None):
             raise ConfigurationError(
-                f"{name('OAUTH')}=identity_assertion needs "
-                + ", ".join(name(m) if m in OAUTH_SUFFIXES else m for m in missing)
+                f"{name('OAUTH_TOKEN_ENDPOINT_AUTH')}={s.token_endpoint_auth!r} "
+                + ("is for a client without " if public else "needs ")
+                + name("OAUTH_CLIENT_SECRET")
             )
+
+
+def _needs(
+    flow: str,
+    each: Mapping[str, str | None],
+    one_of: tuple[str, str | None, str, str | None],
+    name: Callable[[str], str],
+) -> None:
+    """Refuse ``flow`` naming every setting of ``each`` that is missing, and the pair of
+    ``one_of`` (a value or a file) unless exactly one is set."""
+    missing = [name(suffix) for suffix, value in each.items() if value is None]
+    value, file = one_of[1], one_of[3]
+    if (value is None) == (file is None):
+        missing.append(f"{one_of[0]} or {one_of[2]} (one)")
+    if missing:
+        raise ConfigurationError(f"{name('OAUTH')}={flow} needs " + ", ".join(missing))

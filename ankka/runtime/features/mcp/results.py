@@ -1,7 +1,13 @@
 """A call's arguments checked before sending, and its result turned into a tool result.
 
 - Arguments: the model's JSON text must be an object that fits the tool's JSON Schema; a
-  call that does not is an error result the model can correct, and nothing is sent.
+  call that does not is an error result the model can correct, and nothing is sent. A
+  ``$ref`` is resolved within the schema (and the bundled meta-schemas) only: one naming a
+  network URI is never fetched (the protocol: implementations MUST NOT dereference it), and
+  arguments that reach it are refused, not let through unchecked. A ``null`` for a property
+  the schema neither requires nor lets be null is that property left out (models in strict
+  tool mode send ``null`` for what they leave out; the protocol's ``Mcp-Param`` headers treat
+  the two alike), so it is not sent.
 - Results: text blocks are joined; structured content is the answer when there is no text;
   images, audio and resources are named, not inlined; ``isError`` stays an error.
 - Secrets: header values are replaced by ``***`` wherever a server's answer or error echoes
@@ -21,6 +27,8 @@ from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 from ankka._kernel.errors import Refused
 from ankka.runtime.declare.guardrails import Guardrail, first_refusal
@@ -69,7 +77,12 @@ class ArgumentCheck:
     def __init__(self, schema: Mapping[str, Any]) -> None:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(dict(schema))  # SchemaError: the caller leaves the tool out
-        self._validator = cls(schema)
+        # An empty registry retrieves nothing: jsonschema's default one would fetch a ``$ref``
+        # to an http(s) URI (with a deprecation warning), which a server's schema could aim
+        # at anything the runtime can reach.
+        self._validator = cls(schema, registry=Registry())
+        required = schema.get("required")
+        self._required = frozenset(required) if isinstance(required, list) else frozenset()
 
     @staticmethod
     def compile(schema: Mapping[str, Any]) -> ArgumentCheck | str:
@@ -84,8 +97,30 @@ class ArgumentCheck:
         compiled = ArgumentCheck.compile(schema)
         return compiled if isinstance(compiled, str) else None
 
+    def settled(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments to send: a ``null`` the schema refuses for a property it does not
+        require is the property left out."""
+        nulls = [k for k, v in arguments.items() if v is None and k not in self._required]
+        if not nulls:
+            return arguments
+        try:
+            refused = {
+                e.path[0] for e in self._validator.iter_errors(arguments) if len(e.path) == 1
+            }
+        except Unresolvable:
+            return arguments  # :meth:`problem` says why
+        return {k: v for k, v in arguments.items() if not (k in nulls and k in refused)}
+
     def problem(self, arguments: Mapping[str, Any], offered: str) -> str | None:
-        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+        try:
+            errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+        except Unresolvable as exc:
+            ref = str(getattr(exc, "ref", "") or "")[:_MAX_PROBLEM]
+            return (
+                f"the arguments for tool {offered!r} cannot be checked: its schema refers to "
+                f"{ref!r}, which is not in the schema, and a schema's references to other "
+                "documents are never fetched"
+            )
         if not errors:
             return None
         shown = "; ".join(

@@ -128,6 +128,7 @@ class McpTool:
         if isinstance(arguments, str):
             problem: str | None = arguments
         else:
+            arguments = self.check.settled(arguments)
             problem = self.check.problem(arguments, self.name)
         if problem is not None or isinstance(arguments, str):
             self.metrics.call(server, self.tool, "invalid", None)

@@ -12,10 +12,15 @@ import json
 from collections.abc import Sequence
 from html import escape
 
+from ankka.runtime.drivers.tasks.notify import EVENTS
 from ankka.runtime.records.tasks import TaskRecord
 from ankka.runtime.serve.console.charts import budget_bar
 from ankka.runtime.serve.console.listing import Listing
 from ankka.runtime.serve.console.pages import USAGE_HEAD, page, usage_cells, when
+
+# What a task's notifications stream sends (tasks_http's TASK_EVENTS): the page's script
+# listens for each, so a kind published is a kind shown.
+_NAMES = " ".join(("snapshot", *EVENTS, "dropped"))
 
 __all__ = ["task_page", "tasks_page"]
 
@@ -72,7 +77,8 @@ def task_page(record: TaskRecord, *, work: str = "") -> str:
         if record.final
         else (
             '<h2>Progress</h2><ol id="progress" '
-            f'data-events="/v1/tasks/{escape(record.id)}/notifications"></ol>'
+            f'data-events="/v1/tasks/{escape(record.id)}/notifications" '
+            f'data-names="{_NAMES}"></ol>'
         )
     )
     body = (

@@ -8,7 +8,9 @@
   was claimed or ended, what it depends on, why it failed or was cancelled. The most recent
   :data:`MAX_ITEMS` are shown; the counts cover all.
 - :func:`conversation_section`: a ``conversation:<name>:<session>`` session's runs, from its
-  journal: each turn with its speaker, each skipped turn with why, and how the run ended.
+  journal: each turn with its speaker, each skipped turn with why, where the run was cut off
+  (and why, when recorded) and gone on with, and how the run ended. Every record of a run is
+  marked with its kind (``data-record``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from datetime import datetime
 from html import escape
 
 from ankka.runtime.declare.teams import Conversation, Team
-from ankka.runtime.records.conversations import ConversationEnded, TurnSkipped
+from ankka.runtime.records.conversations import (
+    CUT_BY,
+    ConversationCutOff,
+    ConversationEnded,
+    ConversationResumed,
+    TurnSkipped,
+)
 from ankka.runtime.records.messages import AssistantMessage, UserMessage
 from ankka.runtime.records.registry import Entry
 from ankka.runtime.serve.console.pages import page, when
@@ -163,49 +171,72 @@ def _runs(entries: Sequence[Entry]) -> dict[str, list[object]]:
     runs: dict[str, list[object]] = {}
     for entry in entries:
         record = entry.record
-        if isinstance(record, UserMessage | AssistantMessage | TurnSkipped | ConversationEnded):
+        if isinstance(record, _SHOWN):
             runs.setdefault(record.turn or "", []).append(record)
     return runs
 
 
+_TURNS = (AssistantMessage, TurnSkipped, ConversationCutOff, ConversationResumed)
+_SHOWN = (UserMessage, *_TURNS, ConversationEnded)  # a run's records; the rest are its work's
+
+
 def _step(record: object) -> str:
+    kind = escape(getattr(record, "kind", ""))
     if isinstance(record, UserMessage):
-        return f'<p class="message"><span class="role">message</span>{escape(record.content)}</p>'
+        return (
+            f'<p class="message" data-record="{kind}"><span class="role">message</span>'
+            f"{escape(record.content)}</p>"
+        )
     if isinstance(record, AssistantMessage) and record.tool_calls:  # its speaker's work
         names = ", ".join(c.name for c in record.tool_calls)
         return (
-            f'<li class="tools muted" data-speaker="{escape(record.agent)}">'
+            f'<li class="tools muted" data-speaker="{escape(record.agent)}" data-record="{kind}">'
             f"{escape(record.agent)} called {escape(names)}</li>"
         )
     if isinstance(record, AssistantMessage):
         return (
-            f'<li class="spoke" data-speaker="{escape(record.agent)}">'
+            f'<li class="spoke" data-speaker="{escape(record.agent)}" data-record="{kind}">'
             f'<span class="role speaker">{escape(record.agent)}</span>'
             f'<span class="msg">{escape(record.content or "")}</span></li>'
         )
     if isinstance(record, TurnSkipped):
         return (
             f'<li class="skipped" data-speaker="{escape(record.speaker)}" '
-            f'data-reason="{escape(record.reason)}"><span class="role speaker">'
-            f"{escape(record.speaker)}</span> skipped: {escape(record.reason)} "
+            f'data-reason="{escape(record.reason)}" data-record="{kind}">'
+            f'<span class="role speaker">{escape(record.speaker)}</span> skipped: '
+            f"{escape(record.reason)} "
             f'<span class="muted">({escape(record.detail)})</span></li>'
+        )
+    if isinstance(record, ConversationCutOff):
+        why = CUT_BY.get(record.cause, record.cause)
+        return (
+            f'<li class="cut" data-cause="{escape(record.cause)}" data-record="{kind}">'
+            f"<strong>Cut off</strong>: {escape(why)} "
+            f'<span class="muted">({escape(record.cause)}; the same message goes on with the '
+            "run)</span></li>"
+        )
+    if isinstance(record, ConversationResumed):
+        return (
+            f'<li class="resumed" data-record="{kind}"><strong>Gone on with</strong> '
+            '<span class="muted">(its message sent again)</span></li>'
         )
     assert isinstance(record, ConversationEnded)
     return (
-        f'<p class="ended" data-reason="{escape(record.reason)}">Ended: '
+        f'<p class="ended" data-reason="{escape(record.reason)}" data-record="{kind}">Ended: '
         f"<strong>{escape(record.reason)}</strong> — {escape(record.detail)}</p>"
     )
 
 
 def conversation_section(entries: Sequence[Entry]) -> str:
     """Each run of the conversation (the latest :data:`MAX_RUNS`): its message, each turn with
-    its speaker (skipped ones with why), and its end's reason (none yet: it is running)."""
+    its speaker (skipped ones with why; where it was cut off and gone on with, in order), and
+    its end's reason (none yet: it is running, or cut off)."""
     runs = list(_runs(entries).items())
     left_out = max(len(runs) - MAX_RUNS, 0)
     parts = []
     for number, (turn, records) in enumerate(runs[left_out:], left_out + 1):
         message = "".join(_step(r) for r in records if isinstance(r, UserMessage))
-        turns = "".join(_step(r) for r in records if isinstance(r, AssistantMessage | TurnSkipped))
+        turns = "".join(_step(r) for r in records if isinstance(r, _TURNS))
         ended = [r for r in records if isinstance(r, ConversationEnded)]
         end = _step(ended[-1]) if ended else '<p class="ended muted">Not ended yet.</p>'
         parts.append(

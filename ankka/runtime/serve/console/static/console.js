@@ -2,15 +2,13 @@
 // - refresh each [data-refresh="SECONDS"] region in place by fetching the same page again
 //   and swapping the region's contents;
 // - follow a task's notifications (server-sent events) into each <ol data-events="URL">,
-//   one item per event, and reload the page when the task ends so the server renders it.
+//   one item per event of every kind the list's data-names gives (the server's list of
+//   what the stream sends), and reload the page when the task ends so the server renders it.
 // Without script the pages are complete as served.
 (function () {
   "use strict";
   var FINAL = ["task_completed", "task_failed", "task_cancelled"];
-  var EVENTS = ["snapshot", "dropped", "activated", "passivated", "iteration_started",
-    "iteration_completed", "iteration_failed", "task_assigned", "task_started",
-    "task_result_rejected", "task_waiting", "budget_approaching", "model_calls_failing",
-    "dependency_pending_long"].concat(FINAL);
+  var LONGEST = 200;  // an artifact's text, shown cut to this many characters
 
   function refresh(region, index) {
     var seconds = Number(region.getAttribute("data-refresh")) || 5;
@@ -29,9 +27,31 @@
     }, seconds * 1000);
   }
 
+  function cut(text) {
+    text = String(text === undefined || text === null ? "" : text);
+    return text.length > LONGEST ? text.slice(0, LONGEST) + "…" : text;
+  }
+
   function describe(name, data) {
     if (name === "dropped") { return data.count + " notification(s) missed"; }
     if (name === "snapshot") { return "now " + data.state; }
+    if (name === "task_delegated") {
+      return "delegated task " + data.child + " to " + data.child_agent;
+    }
+    if (name === "task_handed_off") {
+      return "handed off to " + data.to + (data.note ? ": " + cut(data.note) : "");
+    }
+    if (name === "task_artifact") {
+      return "artifact " + (data.name || data.artifact) + " from " + data.agent + ": " +
+        cut(data.text);
+    }
+    if (name === "approval_requested") { return "approval requested for " + data.tool; }
+    if (name === "approval_decided") {
+      return "approval " + data.id + " " + data.decision + " by " + data.decided_by;
+    }
+    if (name === "approval_expiring") {
+      return "approval for " + data.tool + " expires at " + data.expires_at;
+    }
     var text = name.replace(/_/g, " ");
     if (data.iteration !== undefined) { text += " " + data.iteration; }
     return text;
@@ -39,7 +59,8 @@
 
   function follow(list) {
     var source = new EventSource(list.getAttribute("data-events"));
-    EVENTS.forEach(function (name) {
+    var names = (list.getAttribute("data-names") || "snapshot").split(" ");
+    names.forEach(function (name) {
       source.addEventListener(name, function (event) {
         var data = {};
         try { data = JSON.parse(event.data); } catch (e) { /* shown by name only */ }

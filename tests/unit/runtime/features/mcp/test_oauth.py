@@ -9,8 +9,10 @@ import json
 import stat
 import time
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pytest
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from ankka._kernel.errors import ConfigurationError, NotFound, RequestError
@@ -24,6 +26,8 @@ from ankka.runtime.features.mcp.credentials import (
     store_from,
 )
 from ankka.runtime.features.mcp.elicitation import accepted
+from ankka.runtime.features.mcp.oauth import build_auth
+from ankka.runtime.features.mcp.oauth_settings import OAuthSettings
 
 URL = "ANKKA_MCP_DOCS_URL"
 SECRET = "cs-canary-5d1e9a"
@@ -49,6 +53,52 @@ def test_client_credentials_settings_are_read_and_their_secret_kept_out_of_repr(
     assert SECRET not in repr(settings)
 
 
+def test_workload_identity_settings_are_read_and_the_workloads_jwt_kept_out_of_repr() -> None:
+    env = _env(
+        oauth="workload-identity",
+        oauth_client_id="workload",
+        oauth_issuer="https://auth.example",
+        oauth_assertion=SECRET,
+    )
+    settings = parse_environment(env, ["docs"])["docs"]
+    assert settings.oauth is not None and settings.oauth.flow == "workload_identity"
+    assert settings.oauth.assertion == SECRET and settings.oauth.client_secret is None
+    assert SECRET in settings.secrets
+    assert SECRET not in repr(settings)
+
+
+async def test_a_public_workloads_token_request_carries_its_jwt_and_no_secret() -> None:
+    oauth = OAuthSettings(
+        flow="workload_identity",
+        client_id="workload",
+        issuer="https://auth.example",
+        assertion=SECRET,
+        scope="tools",
+    )
+    provider = build_auth(
+        "docs",
+        "https://mcp.example/mcp",
+        oauth,
+        store=MemoryStore(),
+        lock=asyncio.Lock(),
+        desk=ConsentDesk(),
+        redirect_uri="http://127.0.0.1:8000/v1/mcp/oauth/callback",
+        on_tokens=lambda tokens: None,
+    )
+    assert isinstance(provider, IdentityAssertionOAuthProvider)
+    provider._token_endpoint = "https://auth.example/token"
+    request = provider._build_token_request("tools", SECRET)
+    form = dict(parse_qsl(request.content.decode()))
+    assert form == {
+        "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        "assertion": SECRET,
+        "client_id": "workload",
+        "resource": "https://mcp.example/mcp",
+        "scope": "tools",
+    }
+    assert "authorization" not in request.headers
+
+
 @pytest.mark.parametrize(
     ("oauth", "named"),
     [
@@ -62,6 +112,24 @@ def test_client_credentials_settings_are_read_and_their_secret_kept_out_of_repr(
         ({"oauth": "consent", "oauth_client_metadata_url": "http://x/c"}, "https URL"),
         ({"oauth": "identity_assertion", "oauth_client_id": "a"}, "OAUTH_IDP_TOKEN_ENDPOINT"),
         ({"oauth": "consent", "oauth_token_endpoint_auth": "tls"}, "not one of"),
+        (
+            {"oauth": "workload_identity", "oauth_client_id": "w", "oauth_assertion": SECRET},
+            "workload_identity needs ANKKA_MCP_DOCS_OAUTH_ISSUER",
+        ),
+        (
+            {"oauth": "workload_identity", "oauth_client_id": "w", "oauth_issuer": "https://a"},
+            "OAUTH_ASSERTION or OAUTH_ASSERTION_FILE",
+        ),
+        (
+            {
+                "oauth": "workload_identity",
+                "oauth_client_id": "w",
+                "oauth_issuer": "https://a",
+                "oauth_assertion": SECRET,
+                "oauth_token_endpoint_auth": "client_secret_basic",
+            },
+            "needs ANKKA_MCP_DOCS_OAUTH_CLIENT_SECRET",
+        ),
     ],
 )
 def test_a_wrong_oauth_setting_is_refused_naming_it(oauth: dict[str, str], named: str) -> None:
